@@ -1,0 +1,12 @@
+//! Entry points for fuzzing the decoders with hostile input.
+//!
+//! Each function takes arbitrary bytes, drives one decoder with them and checks the properties that must
+//! hold for any input (no panic, typed errors, round trips where the input decodes). The cargo-fuzz
+//! targets in `fuzz/` call these, and the ordinary test suite replays the committed corpora and a bounded
+//! number of seeded random inputs through the same functions, so CI needs no nightly toolchain.
+//!
+//! A property that does not hold is reported by panicking: that is what a fuzzer looks for.
+#![allow(clippy::panic, clippy::unwrap_used, clippy::expect_used)]
+
+/// Every fuzz entry point, by the name of its cargo-fuzz target.
+pub const TARGETS: &[(&str, fn(&[u8]))] = &[];

@@ -1,0 +1,53 @@
+//! `linkctl`: the user-facing tool of the link stack.
+//!
+//! Every capability of the stack is reachable from here and scriptable: commands read stdin and write
+//! stdout, take `--json` where a machine reads the result, and exit non-zero with a one-line message on
+//! bad input.
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+mod bench;
+mod link;
+mod phy;
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "linkctl",
+    version,
+    about = "Drive, test and measure the open accelerator link stack"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Physical layer tools: line coding and scrambling of raw data
+    #[command(subcommand)]
+    Phy(phy::PhyCommand),
+    /// Bring up and exercise simulated links
+    #[command(subcommand)]
+    Link(link::LinkCommand),
+    /// Measure per-core throughput against memcpy
+    #[command(subcommand)]
+    Bench(bench::BenchCommand),
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Phy(cmd) => phy::run(cmd),
+        Command::Link(cmd) => link::run(cmd),
+        Command::Bench(cmd) => bench::run(cmd),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("linkctl: error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}

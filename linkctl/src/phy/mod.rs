@@ -1,0 +1,24 @@
+//! `linkctl phy`: line coding and scrambling of raw data, for checking against other implementations.
+
+use clap::Subcommand;
+
+mod code;
+mod scramble;
+
+#[derive(Subcommand, Debug)]
+pub enum PhyCommand {
+    /// Encode raw bytes from stdin into line-code groups, one per line
+    Encode(code::EncodeArgs),
+    /// Decode line-code groups (whitespace-separated hex) from stdin into raw bytes
+    Decode(code::DecodeArgs),
+    /// XOR stdin with the scrambler keystream from reset
+    Scramble(scramble::ScrambleArgs),
+}
+
+pub fn run(cmd: PhyCommand) -> anyhow::Result<()> {
+    match cmd {
+        PhyCommand::Encode(args) => code::encode(args),
+        PhyCommand::Decode(args) => code::decode(args),
+        PhyCommand::Scramble(args) => scramble::scramble(args),
+    }
+}

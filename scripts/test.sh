@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Every check the project has, from a fresh machine: the README's test command, and what CI runs.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+# The no_std crates must build for a bare-metal soft core, which proves they need no std and no allocator.
+NO_STD_TARGET=riscv32imac-unknown-none-elf
+NO_STD_CRATES=(link-phy)
+
+step() { printf '\n==> %s\n' "$*"; }
+
+step "toolchain components and the $NO_STD_TARGET target"
+rustup component add clippy rustfmt >/dev/null 2>&1 || true
+rustup target add "$NO_STD_TARGET"
+
+step "formatting"
+cargo fmt --all -- --check
+
+step "no_std build for $NO_STD_TARGET"
+for crate in "${NO_STD_CRATES[@]}"; do
+    cargo build --locked --release -p "$crate" --target "$NO_STD_TARGET"
+done
+
+step "clippy, warnings denied (benchmarks are compiled here, not run)"
+cargo clippy --locked --workspace --all-targets -- -D warnings
+
+step "tests"
+cargo test --locked --workspace
+
+step "all checks passed"
