@@ -30,6 +30,7 @@ pub mod code8b10b;
 pub mod lanes;
 pub mod ltssm;
 pub mod ordered_set;
+pub mod rate;
 pub mod scrambler;
 
 #[cfg(feature = "std")]

@@ -1,0 +1,223 @@
+//! Lane-to-lane deskew.
+//!
+//! Every lane of a link sends each ordered set in the same symbol (or block) time, but the lanes reach the
+//! receiver with different delays. The deskew buffer holds each lane's items in a FIFO and releases them a
+//! column at a time (one item per lane) once every lane has the same *marker* at the head of its FIFO.
+//!
+//! The marker must be rarer than the largest skew to be absorbed, or two lanes could line up on different
+//! instances of it: training sets repeat every 16 symbols, so at 8b/10b the marker is the SKP ordered set
+//! (one every 1180 symbols), which lets the buffer absorb up to `DEPTH` symbols of skew. At 128b/130b the
+//! marker is the SKP or SDS ordered-set block.
+//!
+//! After alignment, a column in which some lanes show a marker and others do not means alignment was lost
+//! (a lane slipped, or a bit error hit a marker): the column is dropped, the event counted, and the buffer
+//! aligns afresh on the next marker.
+
+use heapless::Deque;
+
+use crate::error::Error;
+use crate::lanes::MAX_LANES;
+
+/// A deskew buffer for up to `MAX_LANES` lanes, each absorbing up to `DEPTH` items of skew.
+#[derive(Debug)]
+pub struct Deskew<T, const DEPTH: usize> {
+    fifos: [Deque<T, DEPTH>; MAX_LANES],
+    lanes: usize,
+    is_marker: fn(&T) -> bool,
+    aligned: bool,
+    alignments: u32,
+    losses: u32,
+}
+
+impl<T: Copy, const DEPTH: usize> Deskew<T, DEPTH> {
+    /// A buffer over `lanes` lanes (logical lanes `0..lanes`) aligning on items for which `is_marker` holds.
+    pub fn new(lanes: usize, is_marker: fn(&T) -> bool) -> Result<Self, Error> {
+        if lanes == 0 || lanes > MAX_LANES {
+            return Err(Error::UnsupportedWidth { lanes });
+        }
+        Ok(Deskew {
+            fifos: core::array::from_fn(|_| Deque::new()),
+            lanes,
+            is_marker,
+            aligned: false,
+            alignments: 0,
+            losses: 0,
+        })
+    }
+
+    /// Forget everything buffered and align afresh, over `lanes` lanes.
+    pub fn reset(&mut self, lanes: usize) -> Result<(), Error> {
+        if lanes == 0 || lanes > MAX_LANES {
+            return Err(Error::UnsupportedWidth { lanes });
+        }
+        self.fifos.iter_mut().for_each(Deque::clear);
+        self.lanes = lanes;
+        self.aligned = false;
+        Ok(())
+    }
+
+    /// Whether the lanes are lined up.
+    pub fn is_aligned(&self) -> bool {
+        self.aligned
+    }
+
+    /// Times alignment was achieved.
+    pub fn alignments(&self) -> u32 {
+        self.alignments
+    }
+
+    /// Times alignment was lost after being achieved, or a FIFO overflowed.
+    pub fn losses(&self) -> u32 {
+        self.losses
+    }
+
+    /// Lanes in use.
+    pub fn lanes(&self) -> usize {
+        self.lanes
+    }
+
+    /// The next item received on logical lane `lane`. A lane whose FIFO is full means the skew exceeds
+    /// `DEPTH`: alignment is dropped and [`Error::SkewTooLarge`] returned; the item is discarded.
+    pub fn push(&mut self, lane: usize, item: T) -> Result<(), Error> {
+        let fifo = self.fifos[..self.lanes].get_mut(lane).ok_or(Error::NoSuchLane { lane })?;
+        if !self.aligned && fifo.is_empty() && !(self.is_marker)(&item) {
+            // Before alignment nothing ahead of a lane's first marker is useful.
+            return Ok(());
+        }
+        if fifo.push_back(item).is_err() {
+            let symbols = fifo.len();
+            if self.aligned {
+                self.losses += 1;
+            }
+            self.fifos.iter_mut().for_each(Deque::clear);
+            self.aligned = false;
+            return Err(Error::SkewTooLarge { symbols });
+        }
+        Ok(())
+    }
+
+    /// The next column of deskewed items, one per lane, into `out[..lanes]`. `None` until every lane has
+    /// an item (and, before alignment, until every lane has a marker at its head).
+    pub fn pop(&mut self, out: &mut [T]) -> Option<()> {
+        let lanes = self.lanes;
+        let out = out.get_mut(..lanes)?;
+        if self.fifos[..lanes].iter().any(Deque::is_empty) {
+            return None;
+        }
+        let markers = self.fifos[..lanes]
+            .iter()
+            .filter(|f| f.front().is_some_and(|x| (self.is_marker)(x)))
+            .count();
+        if !self.aligned {
+            if markers < lanes {
+                return None;
+            }
+            self.aligned = true;
+            self.alignments += 1;
+        } else if markers != 0 && markers != lanes {
+            // A lane slipped. Markers are further apart than the FIFOs are deep, so no FIFO holds the
+            // next one yet: empty them all and line up on the next marker.
+            self.losses += 1;
+            self.aligned = false;
+            self.fifos.iter_mut().for_each(Deque::clear);
+            return None;
+        }
+        for (slot, fifo) in out.iter_mut().zip(&mut self.fifos[..lanes]) {
+            if let Some(x) = fifo.pop_front() {
+                *slot = x;
+            }
+        }
+        Some(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MARK: u16 = 0xFFFF;
+
+    /// Lane streams of counting items with a marker every `period`, lane `l` delayed by `skew[l]` items.
+    fn run(skew: &[usize], period: usize, total: usize) -> (usize, Deskew<u16, 64>) {
+        let mut d: Deskew<u16, 64> = Deskew::new(skew.len(), |x| *x == MARK).unwrap();
+        let item = |t: usize| if t % period == 0 { MARK } else { t as u16 };
+        let mut col = [0u16; MAX_LANES];
+        let mut columns = 0;
+        let mut last = None;
+        for now in 0..total {
+            for (lane, &s) in skew.iter().enumerate() {
+                if now >= s {
+                    d.push(lane, item(now - s)).unwrap();
+                }
+            }
+            while d.pop(&mut col).is_some() {
+                assert!(col[..skew.len()].iter().all(|&x| x == col[0]), "column not aligned: {col:?}");
+                if col[0] != MARK {
+                    if let Some(prev) = last {
+                        assert!(col[0] > prev || prev % period as u16 > col[0]);
+                    }
+                    last = Some(col[0]);
+                }
+                columns += 1;
+            }
+        }
+        (columns, d)
+    }
+
+    #[test]
+    fn twenty_symbols_of_skew_are_absorbed() {
+        let (columns, d) = run(&[0, 20, 7, 13, 1, 19, 3, 11], 1180, 5000);
+        assert!(d.is_aligned());
+        assert_eq!(d.alignments(), 1);
+        assert!(columns >= 5000 - 1180 - 21, "{columns}");
+    }
+
+    #[test]
+    fn skew_beyond_depth_is_an_error() {
+        let mut d: Deskew<u16, 4> = Deskew::new(2, |x| *x == MARK).unwrap();
+        d.push(0, MARK).unwrap();
+        for i in 0..3 {
+            d.push(0, i).unwrap();
+        }
+        assert_eq!(d.push(0, 9), Err(Error::SkewTooLarge { symbols: 4 }));
+        assert!(!d.is_aligned());
+    }
+
+    #[test]
+    fn a_slipped_lane_is_detected_and_realigned() {
+        let mut d: Deskew<u16, 64> = Deskew::new(2, |x| *x == MARK).unwrap();
+        let mut col = [0u16; 2];
+        for x in [MARK, 1, 2] {
+            d.push(0, x).unwrap();
+            d.push(1, x).unwrap();
+        }
+        for _ in 0..3 {
+            d.pop(&mut col).unwrap();
+        }
+        // Lane 1 loses a symbol: its marker arrives one column early.
+        for (a, b) in [(3, MARK), (MARK, 4), (5, 5)] {
+            d.push(0, a).unwrap();
+            d.push(1, b).unwrap();
+        }
+        assert_eq!(d.pop(&mut col), None);
+        assert_eq!(d.losses(), 1);
+        assert!(!d.is_aligned());
+        // The next marker lines the lanes up again.
+        for (a, b) in [(6, 6), (MARK, MARK), (7, 7)] {
+            d.push(0, a).unwrap();
+            d.push(1, b).unwrap();
+        }
+        d.pop(&mut col).unwrap();
+        assert_eq!(col, [MARK, MARK]);
+        d.pop(&mut col).unwrap();
+        assert_eq!(col, [7, 7]);
+        assert_eq!(d.alignments(), 2);
+    }
+
+    #[test]
+    fn unknown_lanes_are_refused() {
+        let mut d: Deskew<u16, 4> = Deskew::new(2, |x| *x == MARK).unwrap();
+        assert_eq!(d.push(2, 0), Err(Error::NoSuchLane { lane: 2 }));
+        assert!(Deskew::<u16, 4>::new(17, |_| true).is_err());
+    }
+}
