@@ -1,1 +1,567 @@
-//! (in progress)
+//! A seeded model of the lanes between two ports, for tests and the simulator.
+//!
+//! One [`Channel`] carries one direction of a link: N lanes, each with its own delay (skew), random bit
+//! errors at a chosen bit error rate, burst errors, polarity inversion, and lanes that are dead (no
+//! receiver detected, no signal) or stuck at a level. Faults can also be scheduled to strike at a given
+//! time, such as a lane dying in the middle of traffic. Everything random comes from the seed, so a run is
+//! reproducible bit for bit.
+
+use std::collections::VecDeque;
+use std::vec::Vec;
+
+use rand_core::{Rng, SeedableRng};
+use rand_xoshiro::Xoshiro256PlusPlus;
+
+use crate::lanes::MAX_LANES;
+use crate::rate::Rate;
+use crate::serial::{LaneSignal, Slot, SlotBits};
+use crate::time::{Duration, Instant};
+
+/// The health of one lane.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LaneHealth {
+    /// Works.
+    Good,
+    /// Broken wire: the far receiver is not detected and nothing arrives.
+    Dead,
+    /// Detected, but the receiver sees a constant level.
+    Stuck(bool),
+}
+
+/// A fault that strikes at a given time.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum FaultKind {
+    /// Corrupt `bits` consecutive bits of `lane` (each flipped with probability 1/2, the first always).
+    Burst {
+        /// The physical lane hit.
+        lane: usize,
+        /// Length of the burst in bits.
+        bits: u32,
+    },
+    /// Change a lane's health from now on.
+    SetHealth {
+        /// The physical lane.
+        lane: usize,
+        /// Its new health.
+        health: LaneHealth,
+    },
+    /// Change the random bit error rate of every lane from now on.
+    SetBer(f64),
+}
+
+/// A fault and when it strikes.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Fault {
+    /// When.
+    pub at: Instant,
+    /// What.
+    pub kind: FaultKind,
+}
+
+/// How a channel misbehaves.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ChannelConfig {
+    /// Lanes carried.
+    pub lanes: usize,
+    /// Extra delay of each lane (skew), at any rate. Missing entries are zero.
+    pub skew: Vec<Duration>,
+    /// Probability that any one bit is flipped.
+    pub ber: f64,
+    /// Probability per bit that a burst of `burst_bits` starts there.
+    pub burst_rate: f64,
+    /// Length of random bursts.
+    pub burst_bits: u32,
+    /// Lanes whose differential pair is swapped.
+    pub inverted: Vec<usize>,
+    /// Per-lane health; missing entries are good.
+    pub health: Vec<LaneHealth>,
+    /// Whether the wiring is reversed (transmitter lane `i` arrives on receiver lane `lanes - 1 - i`).
+    pub reversed: bool,
+    /// Faults that strike at set times, in any order.
+    pub faults: Vec<Fault>,
+    /// Seed of every random choice.
+    pub seed: u64,
+}
+
+impl ChannelConfig {
+    /// A perfect channel of `lanes` lanes.
+    pub fn clean(lanes: usize) -> Self {
+        ChannelConfig {
+            lanes,
+            skew: Vec::new(),
+            ber: 0.0,
+            burst_rate: 0.0,
+            burst_bits: 0,
+            inverted: Vec::new(),
+            health: Vec::new(),
+            reversed: false,
+            faults: Vec::new(),
+            seed: 0,
+        }
+    }
+
+    /// Skews for `lanes` lanes drawn from the seed, between zero and `max`, with at least one lane at each
+    /// extreme so that `max` is the skew the receiver really has to absorb.
+    pub fn random_skew(lanes: usize, max: Duration, seed: u64) -> Vec<Duration> {
+        let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed ^ 0x5ce3_5ce3);
+        let mut skew: Vec<Duration> = (0..lanes)
+            .map(|_| Duration(rng.next_u64() % (max.as_ps() + 1)))
+            .collect();
+        if lanes > 1 {
+            let hi = (rng.next_u64() % lanes as u64) as usize;
+            let lo = (hi + 1 + (rng.next_u64() % (lanes as u64 - 1)) as usize) % lanes;
+            skew[hi] = max;
+            skew[lo] = Duration::ZERO;
+        } else if lanes == 1 {
+            skew[0] = Duration::ZERO;
+        }
+        skew
+    }
+}
+
+/// Counters of what the channel did to the bits it carried.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ChannelStats {
+    /// Bits carried (signal, not idle), all lanes.
+    pub bits: u64,
+    /// Bits flipped by random errors and bursts.
+    pub flipped: u64,
+    /// Bursts injected.
+    pub bursts: u64,
+}
+
+#[derive(Debug)]
+struct Lane {
+    /// Bits in flight: the delay line. `idle` is in step with `bits`.
+    line: BitQueue,
+    health: LaneHealth,
+    inverted: bool,
+    delay: Duration,
+    rng: Xoshiro256PlusPlus,
+    /// Bits carried on this lane so far, and where the next random error and burst fall.
+    position: u64,
+    next_error: u64,
+    next_burst: u64,
+    /// Bits of a burst still to corrupt.
+    burst_left: u32,
+}
+
+/// One direction of a link. Feed it each slot a port transmits; it returns what the far port receives
+/// during that slot.
+#[derive(Debug)]
+pub struct Channel {
+    config: ChannelConfig,
+    lanes: Vec<Lane>,
+    rate: Option<Rate>,
+    faults: VecDeque<Fault>,
+    stats: ChannelStats,
+}
+
+impl Channel {
+    /// A channel behaving as `config` says.
+    pub fn new(config: ChannelConfig) -> Self {
+        let lanes = (0..config.lanes.min(MAX_LANES))
+            .map(|l| {
+                let mut rng = Xoshiro256PlusPlus::seed_from_u64(
+                    config
+                        .seed
+                        .wrapping_mul(0x9E37_79B9_7F4A_7C15)
+                        .wrapping_add(l as u64 + 1),
+                );
+                let next_error = geometric(&mut rng, config.ber);
+                let next_burst = geometric(&mut rng, config.burst_rate);
+                Lane {
+                    line: BitQueue::default(),
+                    health: config.health.get(l).copied().unwrap_or(LaneHealth::Good),
+                    inverted: config.inverted.contains(&l),
+                    delay: config.skew.get(l).copied().unwrap_or(Duration::ZERO),
+                    rng,
+                    position: 0,
+                    next_error,
+                    next_burst,
+                    burst_left: 0,
+                }
+            })
+            .collect();
+        let mut faults: Vec<Fault> = config.faults.clone();
+        faults.sort_by_key(|f| f.at);
+        Channel {
+            lanes,
+            rate: None,
+            faults: faults.into(),
+            stats: ChannelStats::default(),
+            config,
+        }
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &ChannelConfig {
+        &self.config
+    }
+
+    /// What the channel has done so far.
+    pub fn stats(&self) -> ChannelStats {
+        self.stats
+    }
+
+    /// Whether a transmitter on physical lane `lane` would detect a receiver at the far end.
+    pub fn receiver_present(&self, lane: usize) -> bool {
+        self.lanes.get(lane).is_some_and(|l| l.health != LaneHealth::Dead)
+    }
+
+    /// A mask of the transmitter lanes that detect a receiver.
+    pub fn receivers_present(&self) -> u32 {
+        (0..self.lanes.len())
+            .filter(|&l| self.receiver_present(l))
+            .fold(0, |m, l| m | 1 << l)
+    }
+
+    /// Carry one slot sent at `now`; returns what arrives during the same slot at the far end.
+    pub fn carry(&mut self, now: Instant, slot: &Slot) -> Slot {
+        self.apply_faults(now);
+        if self.rate != Some(slot.rate) {
+            // A rate change happens during electrical idle: the delay lines refill at the new bit time.
+            self.rate = Some(slot.rate);
+            for lane in &mut self.lanes {
+                let delay_bits = lane.delay.as_ps() * slot.rate.transfers_per_second() / 1_000_000_000_000;
+                lane.line.clear();
+                lane.line.push_idle(delay_bits);
+            }
+        }
+        let n = self.lanes.len();
+        let mut out = Slot::idle(slot.rate);
+        for tx in 0..n {
+            let rx = if self.config.reversed { n - 1 - tx } else { tx };
+            let lane = &mut self.lanes[tx];
+            let (count, idle) = match &slot.lanes[tx] {
+                LaneSignal::Idle => (slot.rate.slot_bits(), true),
+                LaneSignal::Bits(bits) => {
+                    let mut bits = *bits;
+                    if lane.health == LaneHealth::Good {
+                        corrupt(lane, &mut bits, &mut self.stats, &self.config);
+                    }
+                    for (chunk, k) in bits.chunks() {
+                        lane.line.push(chunk, k, false);
+                    }
+                    (bits.len(), false)
+                }
+            };
+            if idle {
+                lane.line.push_idle(count as u64);
+            }
+            out.lanes[rx] = lane.receive(count);
+        }
+        out
+    }
+
+    fn apply_faults(&mut self, now: Instant) {
+        while self.faults.front().is_some_and(|f| f.at <= now) {
+            let Some(fault) = self.faults.pop_front() else {
+                break;
+            };
+            match fault.kind {
+                FaultKind::Burst { lane, bits } => {
+                    if let Some(l) = self.lanes.get_mut(lane) {
+                        l.burst_left = bits;
+                        l.next_burst = l.position;
+                        self.stats.bursts += 1;
+                    }
+                }
+                FaultKind::SetHealth { lane, health } => {
+                    if let Some(l) = self.lanes.get_mut(lane) {
+                        l.health = health;
+                    }
+                }
+                FaultKind::SetBer(ber) => {
+                    self.config.ber = ber;
+                    for l in &mut self.lanes {
+                        l.next_error = l.position + geometric(&mut l.rng, ber);
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Flip the bits that random errors and bursts hit in this slot.
+fn corrupt(lane: &mut Lane, bits: &mut SlotBits, stats: &mut ChannelStats, config: &ChannelConfig) {
+    let start = lane.position;
+    let end = start + bits.len() as u64;
+    stats.bits += bits.len() as u64;
+    while lane.next_error < end {
+        bits.flip((lane.next_error - start) as u32);
+        stats.flipped += 1;
+        lane.next_error += 1 + geometric(&mut lane.rng, config.ber);
+    }
+    if config.burst_rate > 0.0 {
+        while lane.next_burst < end && lane.burst_left == 0 {
+            lane.burst_left = config.burst_bits;
+            stats.bursts += 1;
+            lane.next_burst += 1 + geometric(&mut lane.rng, config.burst_rate);
+        }
+    }
+    let mut p = lane.next_burst.max(start);
+    let first = lane.burst_left;
+    while lane.burst_left > 0 && p < end {
+        // The first and last bits of a burst are in error by definition; those between at random.
+        if lane.burst_left == first || lane.burst_left == 1 || lane.rng.next_u32() & 1 == 1 {
+            bits.flip((p - start) as u32);
+            stats.flipped += 1;
+        }
+        lane.burst_left -= 1;
+        p += 1;
+    }
+    if lane.burst_left > 0 {
+        lane.next_burst = end;
+    }
+    lane.position = end;
+}
+
+impl Lane {
+    fn receive(&mut self, count: u32) -> LaneSignal {
+        let mut bits = SlotBits::default();
+        let mut any_signal = false;
+        let mut left = count;
+        while left > 0 {
+            let k = left.min(64);
+            let (chunk, idle) = self.line.pop(k);
+            any_signal |= idle != (if k == 64 { u64::MAX } else { (1u64 << k) - 1 });
+            bits.push(chunk, k);
+            left -= k;
+        }
+        match self.health {
+            LaneHealth::Dead => LaneSignal::Idle,
+            LaneHealth::Stuck(level) => {
+                let mut stuck = SlotBits::default();
+                for _ in 0..count.div_ceil(64) {
+                    stuck.push(if level { u64::MAX } else { 0 }, 64);
+                }
+                let mut exact = SlotBits::default();
+                for (c, k) in stuck.chunks() {
+                    exact.push(c, k.min(count - exact.len()));
+                    if exact.len() == count {
+                        break;
+                    }
+                }
+                LaneSignal::Bits(exact)
+            }
+            LaneHealth::Good if !any_signal => LaneSignal::Idle,
+            LaneHealth::Good => {
+                if self.inverted {
+                    bits.invert();
+                }
+                LaneSignal::Bits(bits)
+            }
+        }
+    }
+}
+
+/// The number of good bits before the next error when each bit fails with probability `p`.
+fn geometric(rng: &mut Xoshiro256PlusPlus, p: f64) -> u64 {
+    if p <= 0.0 {
+        return u64::MAX / 2;
+    }
+    if p >= 1.0 {
+        return 0;
+    }
+    // U in (0, 1]: 53 random bits, never zero.
+    let u = ((rng.next_u64() >> 11) + 1) as f64 / (1u64 << 53) as f64;
+    let gap = (u.ln() / (1.0 - p).ln()).floor();
+    if gap >= (u64::MAX / 4) as f64 {
+        u64::MAX / 4
+    } else {
+        gap as u64
+    }
+}
+
+/// A FIFO of bits with a parallel electrical-idle flag per bit.
+#[derive(Debug, Default)]
+struct BitQueue {
+    bits: VecDeque<(u64, u64, u32)>,
+    /// Bits already consumed from the front chunk.
+    front_used: u32,
+}
+
+impl BitQueue {
+    fn clear(&mut self) {
+        self.bits.clear();
+        self.front_used = 0;
+    }
+
+    fn push(&mut self, bits: u64, count: u32, idle: bool) {
+        if count > 0 {
+            self.bits
+                .push_back((bits, if idle { u64::MAX } else { 0 }, count));
+        }
+    }
+
+    fn push_idle(&mut self, mut count: u64) {
+        while count > 0 {
+            let k = count.min(64) as u32;
+            self.push(0, k, true);
+            count -= k as u64;
+        }
+    }
+
+    /// Pop `count` (at most 64) bits and their idle flags; missing bits read as idle.
+    fn pop(&mut self, count: u32) -> (u64, u64) {
+        let (mut bits, mut idle, mut got) = (0u64, 0u64, 0u32);
+        while got < count {
+            let Some(&(b, i, n)) = self.bits.front() else {
+                idle |= u64::MAX.checked_shl(got).unwrap_or(0);
+                break;
+            };
+            let avail = n - self.front_used;
+            let take = avail.min(count - got);
+            let mask = if take == 64 { u64::MAX } else { (1u64 << take) - 1 };
+            bits |= ((b >> self.front_used) & mask) << got;
+            idle |= ((i >> self.front_used) & mask) << got;
+            got += take;
+            self.front_used += take;
+            if self.front_used == n {
+                self.bits.pop_front();
+                self.front_used = 0;
+            }
+        }
+        let keep = if count == 64 {
+            u64::MAX
+        } else {
+            (1u64 << count) - 1
+        };
+        (bits & keep, idle & keep)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::vec;
+
+    fn slot_of(rate: Rate, lanes: usize, f: impl Fn(usize) -> u64) -> Slot {
+        let mut s = Slot::idle(rate);
+        for l in 0..lanes {
+            let mut b = SlotBits::default();
+            b.push(f(l), rate.slot_bits());
+            s.lanes[l] = LaneSignal::Bits(b);
+        }
+        s
+    }
+
+    fn bits_of(s: &LaneSignal) -> Option<u64> {
+        match s {
+            LaneSignal::Bits(b) => Some(b.get(0, 64)),
+            LaneSignal::Idle => None,
+        }
+    }
+
+    #[test]
+    fn a_clean_channel_delays_each_lane_by_its_skew() {
+        let mut cfg = ChannelConfig::clean(2);
+        cfg.skew = vec![Duration::ZERO, Rate::Gen1.bits_time(13)];
+        let mut ch = Channel::new(cfg);
+        let mut rx = [Vec::new(), Vec::new()];
+        for t in 0..10u64 {
+            let out = ch.carry(Instant(t), &slot_of(Rate::Gen1, 2, |_| 0x200 | t));
+            for l in 0..2 {
+                rx[l].push(bits_of(&out.lanes[l]));
+            }
+        }
+        assert_eq!(rx[0][3], Some(0x203));
+        // 13 bits of delay: the first slot on lane 1 is idle, the second is mostly idle bits (zeros)
+        // followed by the start of slot 0; later slots straddle two transmitted code groups.
+        assert_eq!(rx[1][0], None);
+        let expect = |t: u64| (((0x200 | t) << 3) | ((0x200 | (t - 1)) >> 7)) & 0x3FF;
+        assert_eq!(rx[1][5], Some(expect(4)));
+    }
+
+    #[test]
+    fn bit_errors_match_the_ber() {
+        let mut cfg = ChannelConfig::clean(4);
+        cfg.ber = 1e-3;
+        cfg.seed = 7;
+        let mut ch = Channel::new(cfg);
+        for t in 0..100_000u64 {
+            ch.carry(Instant(t), &slot_of(Rate::Gen3, 4, |_| 0));
+        }
+        let s = ch.stats();
+        let expected = s.bits as f64 * 1e-3;
+        assert!(
+            (s.flipped as f64 - expected).abs() < 5.0 * expected.sqrt(),
+            "{s:?}"
+        );
+    }
+
+    #[test]
+    fn dead_stuck_inverted_and_reversed_lanes() {
+        let mut cfg = ChannelConfig::clean(4);
+        cfg.health = vec![
+            LaneHealth::Good,
+            LaneHealth::Dead,
+            LaneHealth::Stuck(true),
+            LaneHealth::Good,
+        ];
+        cfg.inverted = vec![3];
+        cfg.reversed = true;
+        let mut ch = Channel::new(cfg);
+        assert_eq!(ch.receivers_present(), 0b1101);
+        let out = ch.carry(Instant(0), &slot_of(Rate::Gen1, 4, |l| l as u64));
+        // Transmit lane l arrives on receive lane 3 - l.
+        assert_eq!(bits_of(&out.lanes[3]), Some(0));
+        assert_eq!(bits_of(&out.lanes[2]), None);
+        assert_eq!(bits_of(&out.lanes[1]), Some(0x3FF));
+        assert_eq!(bits_of(&out.lanes[0]), Some(!3 & 0x3FF));
+    }
+
+    #[test]
+    fn scheduled_faults_strike_on_time() {
+        let mut cfg = ChannelConfig::clean(1);
+        cfg.faults = vec![
+            Fault {
+                at: Instant(5),
+                kind: FaultKind::Burst { lane: 0, bits: 16 },
+            },
+            Fault {
+                at: Instant(9),
+                kind: FaultKind::SetHealth {
+                    lane: 0,
+                    health: LaneHealth::Dead,
+                },
+            },
+        ];
+        let mut ch = Channel::new(cfg);
+        let mut seen = Vec::new();
+        for t in 0..12u64 {
+            seen.push(bits_of(
+                &ch.carry(Instant(t), &slot_of(Rate::Gen1, 1, |_| 0)).lanes[0],
+            ));
+        }
+        assert!(seen[..5].iter().all(|s| *s == Some(0)));
+        assert_ne!(seen[5], Some(0), "burst starts with an error");
+        assert_ne!(seen[6], Some(0), "burst ends with an error");
+        assert!(seen[7..9].iter().all(|s| *s == Some(0)));
+        assert!(seen[9..].iter().all(|s| s.is_none()));
+        assert_eq!(ch.stats().bursts, 1);
+    }
+
+    #[test]
+    fn the_same_seed_gives_the_same_errors() {
+        let run = |seed| {
+            let mut cfg = ChannelConfig::clean(2);
+            cfg.ber = 1e-2;
+            cfg.seed = seed;
+            let mut ch = Channel::new(cfg);
+            (0..200u64)
+                .map(|t| bits_of(&ch.carry(Instant(t), &slot_of(Rate::Gen1, 2, |_| 0)).lanes[1]))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(run(3), run(3));
+        assert_ne!(run(3), run(4));
+    }
+
+    #[test]
+    fn random_skew_spans_the_range() {
+        let s = ChannelConfig::random_skew(8, Duration::from_ns(48), 1);
+        assert_eq!(s.iter().max(), Some(&Duration::from_ns(48)));
+        assert_eq!(s.iter().min(), Some(&Duration::ZERO));
+    }
+}

@@ -32,6 +32,7 @@ pub mod ltssm;
 pub mod ordered_set;
 pub mod rate;
 pub mod scrambler;
+pub mod serial;
 
 #[cfg(feature = "std")]
 pub mod channel;

@@ -67,7 +67,7 @@ impl Rate {
     /// [`Rate::bits_time`] for spans of bits, which stays exact at 16 and 32 GT/s.
     pub const fn bits_time(self, bits: u64) -> Duration {
         // ps = bits * 1e12 / rate, computed without overflow for any realistic bit count.
-        Duration(bits * 1_000 / (self.transfers_per_second() / 1_000_000_000))
+        Duration(bits * 1_000_000 / (self.transfers_per_second() / 1_000_000))
     }
 
     /// The line code at this rate.
