@@ -79,7 +79,9 @@ impl<T: Copy, const DEPTH: usize> Deskew<T, DEPTH> {
     /// The next item received on logical lane `lane`. A lane whose FIFO is full means the skew exceeds
     /// `DEPTH`: alignment is dropped and [`Error::SkewTooLarge`] returned; the item is discarded.
     pub fn push(&mut self, lane: usize, item: T) -> Result<(), Error> {
-        let fifo = self.fifos[..self.lanes].get_mut(lane).ok_or(Error::NoSuchLane { lane })?;
+        let fifo = self.fifos[..self.lanes]
+            .get_mut(lane)
+            .ok_or(Error::NoSuchLane { lane })?;
         if !self.aligned && fifo.is_empty() && !(self.is_marker)(&item) {
             // Before alignment nothing ahead of a lane's first marker is useful.
             return Ok(());
@@ -151,7 +153,10 @@ mod tests {
                 }
             }
             while d.pop(&mut col).is_some() {
-                assert!(col[..skew.len()].iter().all(|&x| x == col[0]), "column not aligned: {col:?}");
+                assert!(
+                    col[..skew.len()].iter().all(|&x| x == col[0]),
+                    "column not aligned: {col:?}"
+                );
                 if col[0] != MARK {
                     if let Some(prev) = last {
                         assert!(col[0] > prev || prev % period as u16 > col[0]);

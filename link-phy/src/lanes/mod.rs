@@ -32,8 +32,13 @@ pub enum LinkWidth {
 
 impl LinkWidth {
     /// Widest first: the order in which training tries them.
-    pub const WIDEST_FIRST: [LinkWidth; 5] =
-        [LinkWidth::X16, LinkWidth::X8, LinkWidth::X4, LinkWidth::X2, LinkWidth::X1];
+    pub const WIDEST_FIRST: [LinkWidth; 5] = [
+        LinkWidth::X16,
+        LinkWidth::X8,
+        LinkWidth::X4,
+        LinkWidth::X2,
+        LinkWidth::X1,
+    ];
 
     /// Lanes in this width.
     pub const fn lanes(self) -> usize {
@@ -75,7 +80,11 @@ impl LaneMap {
         if port_lanes > MAX_LANES || width.lanes() > port_lanes {
             return Err(Error::UnsupportedWidth { lanes: width.lanes() });
         }
-        Ok(LaneMap { port_lanes: port_lanes as u8, width, reversed })
+        Ok(LaneMap {
+            port_lanes: port_lanes as u8,
+            width,
+            reversed,
+        })
     }
 
     /// The physical lane carrying logical lane `logical`.
@@ -134,7 +143,11 @@ impl LaneMap {
 /// Invert every bit of a lane's serial stream: what a receiver does once it knows the lane's differential
 /// pair is swapped. `count` bits of `bits` are meaningful.
 pub const fn invert_polarity(bits: u64, count: u32) -> u64 {
-    let mask = if count >= 64 { u64::MAX } else { (1u64 << count) - 1 };
+    let mask = if count >= 64 {
+        u64::MAX
+    } else {
+        (1u64 << count) - 1
+    };
     !bits & mask
 }
 
@@ -156,7 +169,10 @@ mod tests {
     fn full_and_empty_ports() {
         assert_eq!(LaneMap::widest(16, 0xFFFF).map(|m| m.width), Some(LinkWidth::X16));
         assert_eq!(LaneMap::widest(8, 0), None);
-        assert_eq!(LaneMap::widest(8, 0b1000_0000).map(|m| (m.width, m.reversed)), Some((LinkWidth::X1, true)));
+        assert_eq!(
+            LaneMap::widest(8, 0b1000_0000).map(|m| (m.width, m.reversed)),
+            Some((LinkWidth::X1, true))
+        );
     }
 
     #[test]

@@ -41,7 +41,10 @@ fn check(len: usize, lanes: usize, out_len: usize) -> Result<(), Error> {
         return Err(Error::UnsupportedWidth { lanes });
     }
     if out_len < len {
-        return Err(Error::BufferTooSmall { needed: len, available: out_len });
+        return Err(Error::BufferTooSmall {
+            needed: len,
+            available: out_len,
+        });
     }
     Ok(())
 }
