@@ -36,6 +36,8 @@ pub mod serial;
 
 #[cfg(feature = "std")]
 pub mod channel;
+#[cfg(all(feature = "std", any()))]
+pub mod pair;
 
 pub mod fuzz;
 

@@ -1,0 +1,321 @@
+//! One lane's receiver: polarity, symbol or block alignment, decoding, descrambling, and recognising
+//! ordered sets. It reports what it saw as [`LaneEvent`]s; the port decides what they mean.
+
+use crate::code128b130b::{Block, LaneDecoder, OrderedSetBlock, SyncHeader};
+use crate::code8b10b::{CommaAligner, Decoder};
+use crate::error::Error;
+use crate::ordered_set::{Polarity, TrainingSet, TS_LEN};
+use crate::scrambler::Gen1Scrambler;
+use crate::serial::SlotBits;
+use crate::symbol::{control, Disparity, Symbol};
+
+/// An item of the deskew buffer at 8b/10b: one symbol time of one lane.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum SymbolItem {
+    /// A descrambled data byte.
+    Data(u8),
+    /// A symbol of an ordered set.
+    OrderedSet,
+    /// A SKP symbol: the deskew marker.
+    Marker,
+}
+
+/// An item of the deskew buffer at 128b/130b: one block time of one lane.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum BlockItem {
+    /// A descrambled data block.
+    Data([u8; 16]),
+    /// An ordered-set block.
+    OrderedSet,
+    /// A SKP or SDS ordered-set block: the deskew marker.
+    Marker,
+}
+
+/// What a lane's receiver reports.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum LaneEvent {
+    /// A training set, polarity already corrected.
+    Training(TrainingSet),
+    /// Training sets arrive inverted: the lane's polarity must be flipped.
+    PolarityInverted,
+    /// An electrical idle ordered set.
+    ElectricalIdleOs,
+    /// A SKP ordered set.
+    Skip,
+    /// A start-of-data-stream ordered set (128b/130b).
+    Sds,
+    /// The next symbol for the deskew buffer (8b/10b).
+    Symbol(SymbolItem),
+    /// The next block for the deskew buffer (128b/130b).
+    Block(BlockItem),
+    /// A receiver error.
+    Error(RxError),
+}
+
+/// Kinds of receiver errors, counted by the port.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum RxError {
+    CodeViolation,
+    Disparity,
+    Block,
+    MalformedOrderedSet,
+    UnexpectedSymbol,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Collecting {
+    Nothing,
+    /// COM seen; the next symbol says which ordered set this is.
+    AfterCom,
+    Training,
+    Skip,
+    /// EIOS, FTS or EIEOS: fixed bodies; only EIOS matters to the port.
+    Fixed {
+        eios: bool,
+        len: usize,
+        total: usize,
+    },
+}
+
+#[derive(Debug)]
+pub(super) struct LaneRx {
+    /// Whether this lane's bits are complemented before decoding.
+    pub(super) inverted: bool,
+    aligner: CommaAligner,
+    decoder: Decoder,
+    descrambler: Gen1Scrambler,
+    collecting: Collecting,
+    ts: [Symbol; TS_LEN],
+    ts_len: usize,
+    blocks: LaneDecoder,
+    lane: usize,
+}
+
+impl LaneRx {
+    pub(super) fn new(lane: usize) -> Self {
+        LaneRx {
+            inverted: false,
+            aligner: CommaAligner::new(),
+            decoder: Decoder::new(Disparity::Negative),
+            descrambler: Gen1Scrambler::new(),
+            collecting: Collecting::Nothing,
+            ts: [Symbol::COM; TS_LEN],
+            ts_len: 0,
+            blocks: LaneDecoder::new(lane),
+            lane,
+        }
+    }
+
+    /// Drop all lock, as after a rate change; polarity is kept (it is a property of the wiring).
+    pub(super) fn reset(&mut self) {
+        let inverted = self.inverted;
+        *self = LaneRx::new(self.lane);
+        self.inverted = inverted;
+    }
+
+    /// Whether symbol (8b/10b) alignment has been found.
+    pub(super) fn symbol_locked(&self) -> bool {
+        self.aligner.is_aligned()
+    }
+
+    /// Bits received during one 8b/10b slot.
+    pub(super) fn receive_8b10b(&mut self, bits: &SlotBits, emit: &mut impl FnMut(LaneEvent)) {
+        for (chunk, n) in bits.chunks() {
+            let chunk = if self.inverted {
+                crate::lanes::invert_polarity(chunk, n)
+            } else {
+                chunk
+            };
+            self.aligner.push_bits(chunk, n);
+        }
+        while let Some(code) = self.aligner.pop() {
+            match self.decoder.decode(code) {
+                Ok(s) => self.symbol(s, emit),
+                Err(e) => {
+                    emit(LaneEvent::Error(match e {
+                        Error::DisparityError { .. } => RxError::Disparity,
+                        _ => RxError::CodeViolation,
+                    }));
+                    // The symbol time still passes: keep the lanes in step for deskew.
+                    self.collecting = Collecting::Nothing;
+                    emit(LaneEvent::Symbol(SymbolItem::OrderedSet));
+                }
+            }
+        }
+    }
+
+    fn symbol(&mut self, s: Symbol, emit: &mut impl FnMut(LaneEvent)) {
+        match self.collecting {
+            Collecting::Nothing => self.outside_ordered_set(s, emit),
+            Collecting::AfterCom => {
+                self.descrambler.pass(s);
+                match s {
+                    Symbol::Control(control::SKP) => {
+                        self.collecting = Collecting::Skip;
+                        emit(LaneEvent::Symbol(SymbolItem::Marker));
+                        return;
+                    }
+                    Symbol::Control(control::IDL) => {
+                        self.collecting = Collecting::Fixed {
+                            eios: true,
+                            len: 2,
+                            total: 4,
+                        };
+                    }
+                    Symbol::Control(control::FTS) => {
+                        self.collecting = Collecting::Fixed {
+                            eios: false,
+                            len: 2,
+                            total: 4,
+                        };
+                    }
+                    Symbol::Control(control::EIE) => {
+                        self.collecting = Collecting::Fixed {
+                            eios: false,
+                            len: 2,
+                            total: 16,
+                        };
+                    }
+                    Symbol::Data(_) | Symbol::Control(control::PAD) => {
+                        self.ts[1] = s;
+                        self.ts_len = 2;
+                        self.collecting = Collecting::Training;
+                    }
+                    Symbol::Control(control::COM) => {
+                        self.start_ordered_set(emit);
+                        return;
+                    }
+                    Symbol::Control(_) => {
+                        self.collecting = Collecting::Nothing;
+                        emit(LaneEvent::Error(RxError::MalformedOrderedSet));
+                    }
+                }
+                emit(LaneEvent::Symbol(SymbolItem::OrderedSet));
+            }
+            Collecting::Skip => {
+                if s == Symbol::SKP {
+                    emit(LaneEvent::Symbol(SymbolItem::Marker));
+                } else {
+                    emit(LaneEvent::Skip);
+                    self.collecting = Collecting::Nothing;
+                    self.outside_ordered_set(s, emit);
+                }
+            }
+            Collecting::Fixed { eios, len, total } => {
+                self.descrambler.pass(s);
+                if eios && s != Symbol::IDL {
+                    self.collecting = Collecting::Nothing;
+                    emit(LaneEvent::Error(RxError::MalformedOrderedSet));
+                } else if len + 1 == total {
+                    self.collecting = Collecting::Nothing;
+                    if eios {
+                        emit(LaneEvent::ElectricalIdleOs);
+                    }
+                } else {
+                    self.collecting = Collecting::Fixed {
+                        eios,
+                        len: len + 1,
+                        total,
+                    };
+                }
+                emit(LaneEvent::Symbol(SymbolItem::OrderedSet));
+            }
+            Collecting::Training => {
+                self.descrambler.pass(s);
+                if s == Symbol::COM {
+                    emit(LaneEvent::Error(RxError::MalformedOrderedSet));
+                    self.start_ordered_set(emit);
+                    return;
+                }
+                if let Some(slot) = self.ts.get_mut(self.ts_len) {
+                    *slot = s;
+                }
+                self.ts_len += 1;
+                if self.ts_len == TS_LEN {
+                    self.collecting = Collecting::Nothing;
+                    match TrainingSet::from_symbols(&self.ts) {
+                        Ok((ts, Polarity::Normal)) => emit(LaneEvent::Training(ts)),
+                        Ok((_, Polarity::Inverted)) => emit(LaneEvent::PolarityInverted),
+                        Err(_) => emit(LaneEvent::Error(RxError::MalformedOrderedSet)),
+                    }
+                }
+                emit(LaneEvent::Symbol(SymbolItem::OrderedSet));
+            }
+        }
+    }
+
+    fn outside_ordered_set(&mut self, s: Symbol, emit: &mut impl FnMut(LaneEvent)) {
+        match s {
+            Symbol::Control(control::COM) => self.start_ordered_set(emit),
+            Symbol::Data(_) => {
+                let d = self.descrambler.descramble(s);
+                emit(LaneEvent::Symbol(SymbolItem::Data(d.byte())));
+            }
+            Symbol::Control(_) => {
+                self.descrambler.pass(s);
+                emit(LaneEvent::Error(RxError::UnexpectedSymbol));
+                emit(LaneEvent::Symbol(SymbolItem::OrderedSet));
+            }
+        }
+    }
+
+    fn start_ordered_set(&mut self, emit: &mut impl FnMut(LaneEvent)) {
+        self.descrambler.descramble(Symbol::COM);
+        self.ts[0] = Symbol::COM;
+        self.ts_len = 1;
+        self.collecting = Collecting::AfterCom;
+        emit(LaneEvent::Symbol(SymbolItem::OrderedSet));
+    }
+
+    /// Bits received during one 128b/130b slot.
+    pub(super) fn receive_128b130b(&mut self, bits: &SlotBits, emit: &mut impl FnMut(LaneEvent)) {
+        for (chunk, n) in bits.chunks() {
+            let chunk = if self.inverted {
+                crate::lanes::invert_polarity(chunk, n)
+            } else {
+                chunk
+            };
+            self.blocks.push_bits(chunk, n);
+        }
+        while let Some(block) = self.blocks.pop() {
+            match block {
+                Ok(block) => block_events(&block, emit),
+                Err(_) => {
+                    emit(LaneEvent::Error(RxError::Block));
+                    emit(LaneEvent::Block(BlockItem::OrderedSet));
+                }
+            }
+        }
+    }
+}
+
+fn block_events(block: &Block, emit: &mut impl FnMut(LaneEvent)) {
+    if block.header == SyncHeader::Data {
+        emit(LaneEvent::Block(BlockItem::Data(block.payload)));
+        return;
+    }
+    let item = match OrderedSetBlock::parse(&block.payload) {
+        Ok(OrderedSetBlock::Training(ts)) => {
+            emit(LaneEvent::Training(ts));
+            BlockItem::OrderedSet
+        }
+        Ok(OrderedSetBlock::Skp { .. }) => {
+            emit(LaneEvent::Skip);
+            BlockItem::Marker
+        }
+        Ok(OrderedSetBlock::Sds) => {
+            emit(LaneEvent::Sds);
+            BlockItem::Marker
+        }
+        Ok(OrderedSetBlock::Eios) => {
+            emit(LaneEvent::ElectricalIdleOs);
+            BlockItem::OrderedSet
+        }
+        Ok(_) => BlockItem::OrderedSet,
+        Err(_) => {
+            emit(LaneEvent::Error(RxError::MalformedOrderedSet));
+            BlockItem::OrderedSet
+        }
+    };
+    emit(LaneEvent::Block(item));
+}

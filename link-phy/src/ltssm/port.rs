@@ -1,0 +1,1269 @@
+//! The port: per-lane transmitters and receivers, deskew, and the training state machine.
+
+use heapless::Deque;
+
+use super::lane_rx::{BlockItem, LaneEvent, LaneRx, RxError, SymbolItem};
+use super::lane_tx::LaneTx;
+use super::{LtssmState, PhyCounters, PhyEvent, PortConfig, Role, UNIT_BYTES};
+use crate::code128b130b::{Block, OrderedSetBlock, SyncHeader};
+use crate::lanes::deskew::Deskew;
+use crate::lanes::{stripe, LaneMap, LinkWidth, MAX_LANES};
+use crate::ordered_set::{DataRates, TrainingSet, TsKind, EIOS_8B10B, SKP_8B10B, TS_LEN};
+use crate::rate::{LineCode, Rate};
+use crate::serial::{LaneSignal, Slot};
+use crate::symbol::Symbol;
+use crate::time::Instant;
+
+/// Symbol times between SKP ordered sets at 8b/10b (PCIe: 1180 to 1538).
+const SKP_INTERVAL_SYMBOLS: u32 = 1180;
+/// Blocks between SKP ordered sets at 128b/130b (PCIe: 370 to 375).
+const SKP_INTERVAL_BLOCKS: u32 = 370;
+/// Training sets between EIEOS at 128b/130b in Recovery.
+const EIEOS_INTERVAL_TS: u32 = 32;
+/// Consecutive identical training sets that prove a lane trained (PCIe: 8).
+const TS_TO_LOCK: u32 = 8;
+/// Consecutive identical training sets that show a lane answered in Configuration (PCIe: 2).
+const TS_TO_ANSWER: u32 = 2;
+/// Training sets to send after first hearing the partner's, before moving on (PCIe: 16).
+const TS_AFTER_RX: u32 = 16;
+/// Symbol times of logical idle to receive, and to send after receiving, before L0 (PCIe: 8 and 16).
+const IDLE_TO_RECEIVE: u32 = 8;
+const IDLE_TO_SEND: u32 = 16;
+/// Events kept for `poll_event`; older ones are dropped (and counted) if nobody polls.
+const EVENT_QUEUE: usize = 32;
+
+/// What the transmitter is doing in an 8b/10b ordered set that spans several slots.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum TxOrderedSet {
+    Training(TsKind),
+    Skip,
+    ElectricalIdle,
+}
+
+impl TxOrderedSet {
+    const fn len(self) -> usize {
+        match self {
+            TxOrderedSet::Training(_) => TS_LEN,
+            TxOrderedSet::Skip => SKP_8B10B.len(),
+            TxOrderedSet::ElectricalIdle => EIOS_8B10B.len(),
+        }
+    }
+}
+
+/// What the state wants on the lanes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Plan {
+    Quiet,
+    Training(TsKind),
+    IdleData,
+    Data,
+}
+
+/// Per-lane memory of the training sets received.
+#[derive(Clone, Copy, Debug, Default)]
+struct LaneTrack {
+    last: Option<TrainingSet>,
+    consecutive: u32,
+}
+
+/// One end of a link: the physical layer of one port. See the [module documentation](super).
+#[derive(Debug)]
+pub struct Port {
+    config: PortConfig,
+    state: LtssmState,
+    entered: Instant,
+    deadline: Option<Instant>,
+    rate: Rate,
+    /// Lanes that detected a receiver.
+    detected: u32,
+    detection_pending: bool,
+    /// The negotiated link, from Configuration on.
+    map: Option<LaneMap>,
+    /// The link number agreed (the downstream port's, echoed by the upstream port).
+    link_number: Option<u8>,
+    /// Lanes on which the upstream port heard a link number and echoes it.
+    link_lanes: u32,
+    first_answer: Option<Instant>,
+
+    tx: [LaneTx; MAX_LANES],
+    rx: [LaneRx; MAX_LANES],
+    track: [LaneTrack; MAX_LANES],
+    deskew_symbols: Deskew<SymbolItem, 64>,
+    deskew_blocks: Deskew<BlockItem, 32>,
+
+    next_tx: Instant,
+    tx_os: Option<(TxOrderedSet, usize)>,
+    /// The training set each lane is sending, fixed when it starts.
+    tx_ts: [[Symbol; TS_LEN]; MAX_LANES],
+    tx_bytes_since_os: usize,
+    tx_unit: [u8; UNIT_BYTES],
+    slots_since_skp: u32,
+    ts_since_eieos: u32,
+    eieos_pending: bool,
+    sds_pending: bool,
+    eios_pending: bool,
+    eios_sent: bool,
+
+    rx_unit: [u8; UNIT_BYTES],
+    rx_unit_len: usize,
+    idle_received: u32,
+    idle_sent_after_rx: u32,
+    ts_sent: u32,
+    ts_sent_after_rx: u32,
+    heard_partner: bool,
+    eios_received: bool,
+    partner_went_quiet: bool,
+
+    partner_rates: DataRates,
+    speed_change: bool,
+    target_rate: Rate,
+    previous_rate: Rate,
+    failed_rate: Option<Rate>,
+    at_new_rate: bool,
+    retrain_requested: bool,
+    low_power_requested: bool,
+    wake_requested: bool,
+    window_start: Instant,
+    errors_in_window: u32,
+    attempts: u32,
+    reached_l0: bool,
+    first_l0: Option<Instant>,
+
+    counters: PhyCounters,
+    events: Deque<PhyEvent, EVENT_QUEUE>,
+    events_dropped: u32,
+}
+
+impl Port {
+    /// A port in Detect.Quiet at `now`. Returns an error if the lane count is not 1 to 16.
+    pub fn new(config: PortConfig, now: Instant) -> Result<Port, crate::Error> {
+        if config.lanes == 0 || config.lanes > MAX_LANES {
+            return Err(crate::Error::UnsupportedWidth { lanes: config.lanes });
+        }
+        let mut port = Port {
+            config,
+            state: LtssmState::DetectQuiet,
+            entered: now,
+            deadline: None,
+            rate: Rate::Gen1,
+            detected: 0,
+            detection_pending: false,
+            map: None,
+            link_number: None,
+            link_lanes: 0,
+            first_answer: None,
+            tx: core::array::from_fn(LaneTx::new),
+            rx: core::array::from_fn(LaneRx::new),
+            track: [LaneTrack::default(); MAX_LANES],
+            deskew_symbols: Deskew::new(1, |x| *x == SymbolItem::Marker)?,
+            deskew_blocks: Deskew::new(1, |x| *x == BlockItem::Marker)?,
+            next_tx: now,
+            tx_os: None,
+            tx_ts: [[Symbol::COM; TS_LEN]; MAX_LANES],
+            tx_bytes_since_os: 0,
+            tx_unit: [0; UNIT_BYTES],
+            slots_since_skp: 0,
+            ts_since_eieos: 0,
+            eieos_pending: false,
+            sds_pending: false,
+            eios_pending: false,
+            eios_sent: false,
+            rx_unit: [0; UNIT_BYTES],
+            rx_unit_len: 0,
+            idle_received: 0,
+            idle_sent_after_rx: 0,
+            ts_sent: 0,
+            ts_sent_after_rx: 0,
+            heard_partner: false,
+            eios_received: false,
+            partner_went_quiet: false,
+            partner_rates: DataRates::empty(),
+            speed_change: false,
+            target_rate: Rate::Gen1,
+            previous_rate: Rate::Gen1,
+            failed_rate: None,
+            at_new_rate: false,
+            retrain_requested: false,
+            low_power_requested: false,
+            wake_requested: false,
+            window_start: now,
+            errors_in_window: 0,
+            attempts: 0,
+            reached_l0: false,
+            first_l0: None,
+            counters: PhyCounters::default(),
+            events: Deque::new(),
+            events_dropped: 0,
+        };
+        port.enter(now, LtssmState::DetectQuiet);
+        Ok(port)
+    }
+
+    /// Start over from Detect.Quiet with counters cleared, as after a fundamental reset.
+    pub fn reset(&mut self, now: Instant) {
+        let config = self.config;
+        if let Ok(port) = Port::new(config, now) {
+            *self = port;
+        }
+    }
+
+    // ----- what the outside sees -----
+
+    /// The current training state.
+    pub fn state(&self) -> LtssmState {
+        self.state
+    }
+
+    /// The configuration the port was built with.
+    pub fn config(&self) -> &PortConfig {
+        &self.config
+    }
+
+    /// The current rate.
+    pub fn rate(&self) -> Rate {
+        self.rate
+    }
+
+    /// The current line code.
+    pub fn line_code(&self) -> LineCode {
+        self.rate.line_code()
+    }
+
+    /// The negotiated width, once Configuration has settled it.
+    pub fn width(&self) -> Option<LinkWidth> {
+        self.map.map(|m| m.width)
+    }
+
+    /// The negotiated lane map (width, reversal), once Configuration has settled it.
+    pub fn lane_map(&self) -> Option<LaneMap> {
+        self.map
+    }
+
+    /// Physical lanes whose polarity the receiver inverts.
+    pub fn inverted_lanes(&self) -> u32 {
+        (0..self.config.lanes)
+            .filter(|&l| self.rx[l].inverted)
+            .fold(0, |m, l| m | 1 << l)
+    }
+
+    /// Physical lanes that detected a receiver.
+    pub fn detected_lanes(&self) -> u32 {
+        self.detected
+    }
+
+    /// Rates the partner advertised in its last training sets.
+    pub fn partner_rates(&self) -> DataRates {
+        self.partner_rates
+    }
+
+    /// When the link first reached L0.
+    pub fn first_l0(&self) -> Option<Instant> {
+        self.first_l0
+    }
+
+    /// Whether the link is up (L0).
+    pub fn is_up(&self) -> bool {
+        self.state == LtssmState::L0
+    }
+
+    /// Error and traffic counters.
+    pub fn counters(&self) -> &PhyCounters {
+        &self.counters
+    }
+
+    /// Events dropped because nobody polled them.
+    pub fn events_dropped(&self) -> u32 {
+        self.events_dropped
+    }
+
+    /// The next event: state changes, link up, link down.
+    pub fn poll_event(&mut self) -> Option<PhyEvent> {
+        self.events.pop_front()
+    }
+
+    /// Ask for a retrain (Recovery) at the next opportunity, as the data link layer does after too many
+    /// replays. Ignored unless the link is in L0.
+    pub fn request_retrain(&mut self) {
+        if self.state == LtssmState::L0 {
+            self.retrain_requested = true;
+        }
+    }
+
+    /// Ask the link to go to electrical idle (L1). Ignored unless the link is in L0.
+    pub fn request_low_power(&mut self) {
+        if self.state == LtssmState::L0 {
+            self.low_power_requested = true;
+        }
+    }
+
+    /// Wake the link from electrical idle (L1).
+    pub fn wake(&mut self) {
+        if self.state == LtssmState::ElectricalIdle {
+            self.wake_requested = true;
+        }
+    }
+
+    /// Whether the port is waiting for [`Port::receivers_detected`].
+    pub fn wants_receiver_detection(&self) -> bool {
+        self.detection_pending
+    }
+
+    /// Whether the port is sending nothing (electrical idle on every lane) until a timer or a received
+    /// signal wakes it; a driver may skip its transmit slots until [`Port::poll_timeout`].
+    pub fn is_quiet(&self) -> bool {
+        self.tx_os.is_none() && !self.eios_pending && self.plan() == Plan::Quiet
+    }
+
+    /// The answer to receiver detection: a mask of the physical lanes on which a receiver was found.
+    pub fn receivers_detected(&mut self, now: Instant, mask: u32) {
+        if self.state != LtssmState::DetectActive {
+            return;
+        }
+        self.detection_pending = false;
+        self.detected = mask & self.port_mask();
+        if self.detected == 0 {
+            self.to_detect(now);
+        } else {
+            self.enter(now, LtssmState::PollingActive);
+        }
+    }
+
+    /// When the port next needs attention: its next transmit slot, or a timer.
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        let tx = if self.is_quiet() { None } else { Some(self.next_tx) };
+        let settle = self.first_answer.map(|t| t + self.config.timing.lane_settle);
+        [tx, self.deadline, settle].into_iter().flatten().min()
+    }
+
+    /// Let timers fire.
+    pub fn handle_timeout(&mut self, now: Instant) {
+        self.evaluate(now);
+    }
+
+    /// The time of the next transmit slot.
+    pub fn next_transmit(&self) -> Instant {
+        self.next_tx
+    }
+
+    // ----- transmit -----
+
+    /// The bits for every lane during the next slot, which starts at `now`. In L0, `fill` is asked for
+    /// whole units of data to send (a multiple of [`UNIT_BYTES`]); it must fill the buffer, with all-zero
+    /// units (logical idle) if it has nothing to send.
+    pub fn poll_transmit(&mut self, now: Instant, fill: &mut dyn FnMut(&mut [u8])) -> Slot {
+        self.evaluate(now);
+        self.next_tx = now.max(self.next_tx) + self.rate.slot_time();
+        match self.line_code() {
+            LineCode::Code8b10b => self.transmit_8b10b(fill),
+            LineCode::Code128b130b => self.transmit_128b130b(fill),
+        }
+    }
+
+    fn plan(&self) -> Plan {
+        match self.state {
+            LtssmState::DetectQuiet
+            | LtssmState::DetectActive
+            | LtssmState::RecoverySpeed
+            | LtssmState::ElectricalIdle
+            | LtssmState::Failed => Plan::Quiet,
+            LtssmState::PollingActive
+            | LtssmState::ConfigLinkwidthStart
+            | LtssmState::ConfigLinkwidthAccept
+            | LtssmState::ConfigLanenumWait
+            | LtssmState::ConfigLanenumAccept
+            | LtssmState::RecoveryRcvrLock => Plan::Training(TsKind::Ts1),
+            LtssmState::PollingConfiguration | LtssmState::ConfigComplete | LtssmState::RecoveryRcvrCfg => {
+                Plan::Training(TsKind::Ts2)
+            }
+            LtssmState::ConfigIdle | LtssmState::RecoveryIdle => Plan::IdleData,
+            LtssmState::L0 => Plan::Data,
+        }
+    }
+
+    /// Lanes the transmitter drives in the current state.
+    fn tx_lanes(&self) -> u32 {
+        match (self.state, self.map) {
+            (
+                LtssmState::ConfigComplete
+                | LtssmState::ConfigIdle
+                | LtssmState::L0
+                | LtssmState::RecoveryRcvrLock
+                | LtssmState::RecoveryRcvrCfg
+                | LtssmState::RecoverySpeed
+                | LtssmState::RecoveryIdle
+                | LtssmState::ElectricalIdle,
+                Some(map),
+            ) => map.physical_mask(),
+            _ => self.detected,
+        }
+    }
+
+    /// The training set physical lane `lane` sends now.
+    fn training_set(&self, kind: TsKind, lane: usize) -> TrainingSet {
+        let mut rates = self.config.max_rate.advertise_up_to();
+        if self.speed_change {
+            rates |= DataRates::SPEED_CHANGE;
+        }
+        let mut ts = TrainingSet::polling(rates, self.config.n_fts);
+        ts.kind = kind;
+        match self.state {
+            LtssmState::PollingActive | LtssmState::PollingConfiguration => {}
+            LtssmState::ConfigLinkwidthStart | LtssmState::ConfigLinkwidthAccept => {
+                ts.link = match self.config.role {
+                    Role::Downstream => Some(self.config.link_number),
+                    Role::Upstream if self.link_lanes & (1 << lane) != 0 => self.link_number,
+                    Role::Upstream => None,
+                };
+            }
+            _ => {
+                if let Some(logical) = self.map.and_then(|m| m.logical(lane)) {
+                    ts.link = self.link_number;
+                    ts.lane = Some(logical as u8);
+                } else if self.config.role == Role::Downstream {
+                    ts.link = Some(self.config.link_number);
+                }
+            }
+        }
+        ts
+    }
+
+    /// Whether an ordered set may start now without cutting a unit of the data stream in two.
+    fn at_unit_boundary(&self) -> bool {
+        self.tx_bytes_since_os % UNIT_BYTES == 0
+    }
+
+    fn transmit_8b10b(&mut self, fill: &mut dyn FnMut(&mut [u8])) -> Slot {
+        let mut slot = Slot::idle(self.rate);
+        if self.tx_os.is_none() {
+            let plan = self.plan();
+            let mid_unit = !self.at_unit_boundary() && matches!(plan, Plan::Data | Plan::IdleData);
+            let next = if mid_unit {
+                None
+            } else if self.eios_pending {
+                self.eios_pending = false;
+                self.eios_sent = true;
+                Some(TxOrderedSet::ElectricalIdle)
+            } else if plan != Plan::Quiet && self.slots_since_skp >= SKP_INTERVAL_SYMBOLS {
+                Some(TxOrderedSet::Skip)
+            } else if let Plan::Training(kind) = plan {
+                Some(TxOrderedSet::Training(kind))
+            } else {
+                None
+            };
+            if let Some(os) = next {
+                if let TxOrderedSet::Training(kind) = os {
+                    for lane in 0..self.config.lanes {
+                        self.tx_ts[lane] = self.training_set(kind, lane).to_symbols();
+                    }
+                }
+                self.tx_os = Some((os, 0));
+                self.tx_bytes_since_os = 0;
+                if os == TxOrderedSet::Skip {
+                    self.slots_since_skp = 0;
+                    self.counters.skp_sent += 1;
+                }
+            } else if plan == Plan::Quiet && !mid_unit {
+                return slot;
+            }
+        }
+        self.slots_since_skp = self.slots_since_skp.saturating_add(1);
+        let lanes = self.tx_lanes();
+        if let Some((os, index)) = self.tx_os {
+            for lane in (0..self.config.lanes).filter(|l| lanes & (1 << l) != 0) {
+                let symbol = match os {
+                    TxOrderedSet::Training(_) => self.tx_ts[lane][index],
+                    TxOrderedSet::Skip => SKP_8B10B[index],
+                    TxOrderedSet::ElectricalIdle => EIOS_8B10B[index],
+                };
+                slot.lanes[lane] = LaneSignal::Bits(self.tx[lane].symbol(symbol, true));
+            }
+            if index + 1 == os.len() {
+                self.tx_os = None;
+                if let TxOrderedSet::Training(_) = os {
+                    self.ts_sent_one();
+                }
+            } else {
+                self.tx_os = Some((os, index + 1));
+            }
+            return slot;
+        }
+        // A data slot: one byte per lane of the link, logical idle (zero) outside L0.
+        let Some(map) = self.map else { return slot };
+        let width = map.width.lanes();
+        let start = self.tx_bytes_since_os % UNIT_BYTES;
+        let plan = self.plan();
+        // What a unit carries is decided at its start; a state change mid-unit finishes the unit.
+        if start == 0 {
+            if plan == Plan::Data {
+                fill(&mut self.tx_unit);
+                self.counters.units_sent += 1;
+            } else {
+                self.tx_unit = [0; UNIT_BYTES];
+            }
+        }
+        if plan != Plan::Data && self.idle_received > 0 {
+            self.idle_sent_after_rx += 1;
+        }
+        for logical in 0..width {
+            let lane = map.physical(logical);
+            let byte = self.tx_unit.get(start + logical).copied().unwrap_or(0);
+            slot.lanes[lane] = LaneSignal::Bits(self.tx[lane].symbol(Symbol::Data(byte), false));
+        }
+        self.tx_bytes_since_os += width;
+        slot
+    }
+
+    fn transmit_128b130b(&mut self, fill: &mut dyn FnMut(&mut [u8])) -> Slot {
+        let mut slot = Slot::idle(self.rate);
+        let plan = self.plan();
+        let os = if self.eios_pending {
+            self.eios_pending = false;
+            self.eios_sent = true;
+            Some(OrderedSetBlock::Eios)
+        } else if plan == Plan::Quiet {
+            return slot;
+        } else if self.eieos_pending {
+            self.eieos_pending = false;
+            self.ts_since_eieos = 0;
+            Some(OrderedSetBlock::Eieos)
+        } else if self.slots_since_skp >= SKP_INTERVAL_BLOCKS {
+            self.slots_since_skp = 0;
+            self.counters.skp_sent += 1;
+            Some(OrderedSetBlock::skp())
+        } else if self.sds_pending && matches!(plan, Plan::IdleData | Plan::Data) {
+            self.sds_pending = false;
+            Some(OrderedSetBlock::Sds)
+        } else {
+            None
+        };
+        self.slots_since_skp = self.slots_since_skp.saturating_add(1);
+        let lanes = self.tx_lanes();
+        if let Some(os) = os {
+            let block = Block {
+                header: SyncHeader::OrderedSet,
+                payload: os.to_payload(),
+            };
+            for lane in (0..self.config.lanes).filter(|l| lanes & (1 << l) != 0) {
+                slot.lanes[lane] = LaneSignal::Bits(self.tx[lane].block(&block));
+            }
+            return slot;
+        }
+        if let Plan::Training(kind) = plan {
+            for lane in (0..self.config.lanes).filter(|l| lanes & (1 << l) != 0) {
+                let ts = self.training_set(kind, lane);
+                let block = Block {
+                    header: SyncHeader::OrderedSet,
+                    payload: OrderedSetBlock::Training(ts).to_payload(),
+                };
+                slot.lanes[lane] = LaneSignal::Bits(self.tx[lane].block(&block));
+            }
+            self.ts_sent_one();
+            self.ts_since_eieos += 1;
+            if self.ts_since_eieos >= EIEOS_INTERVAL_TS {
+                self.eieos_pending = true;
+            }
+            return slot;
+        }
+        let Some(map) = self.map else { return slot };
+        let width = map.width.lanes();
+        let mut stream = [0u8; UNIT_BYTES * MAX_LANES];
+        let stream = &mut stream[..UNIT_BYTES * width];
+        if plan == Plan::Data {
+            fill(stream);
+            self.counters.units_sent += width as u64;
+        } else if self.idle_received > 0 {
+            self.idle_sent_after_rx += UNIT_BYTES as u32;
+        }
+        let mut lanes_data = [0u8; UNIT_BYTES * MAX_LANES];
+        // The stream is a whole number of rows of `width` bytes, so striping cannot fail.
+        if stripe::stripe(stream, map.width, &mut lanes_data).is_ok() {
+            for logical in 0..width {
+                let lane = map.physical(logical);
+                let mut payload = [0u8; 16];
+                payload.copy_from_slice(&lanes_data[logical * 16..logical * 16 + 16]);
+                let block = Block {
+                    header: SyncHeader::Data,
+                    payload,
+                };
+                slot.lanes[lane] = LaneSignal::Bits(self.tx[lane].block(&block));
+            }
+        }
+        slot
+    }
+
+    fn ts_sent_one(&mut self) {
+        self.ts_sent += 1;
+        self.counters.ts_sent += 1;
+        if self.heard_partner {
+            self.ts_sent_after_rx += 1;
+        }
+    }
+
+    // ----- receive -----
+
+    /// The bits that arrived on every lane during one slot ending at `now`. In L0, whole units of the
+    /// partner's data stream are handed to `deliver` (a multiple of [`UNIT_BYTES`] at a time).
+    pub fn receive(&mut self, now: Instant, slot: &Slot, deliver: &mut dyn FnMut(&[u8])) {
+        let lanes = &slot.lanes[..self.config.lanes];
+        let signal = lanes.iter().any(|l| matches!(l, LaneSignal::Bits(_)));
+        match self.state {
+            LtssmState::DetectQuiet if signal => self.enter(now, LtssmState::DetectActive),
+            // Leaving electrical idle: wake on the partner's signal, once it has been quiet.
+            LtssmState::ElectricalIdle if !signal => self.partner_went_quiet = true,
+            LtssmState::ElectricalIdle if self.partner_went_quiet => self.wake_requested = true,
+            _ => {}
+        }
+        if self.plan() != Plan::Quiet {
+            let expected = self.map.map_or(self.detected, |m| m.physical_mask());
+            for lane in (0..self.config.lanes).filter(|l| expected & (1 << l) != 0) {
+                // Bits sent at another rate are noise to this receiver (the far end has not switched yet).
+                let bits = match &slot.lanes[lane] {
+                    LaneSignal::Bits(bits) if slot.rate == self.rate => bits,
+                    _ => {
+                        if self.expects_signal() {
+                            self.counters.lost_signal += 1;
+                            self.note_error(now);
+                        }
+                        continue;
+                    }
+                };
+                let mut events: heapless::Vec<LaneEvent, 16> = heapless::Vec::new();
+                let mut push = |e| {
+                    // A slot holds at most two code groups or blocks: far fewer events than the capacity.
+                    let _ = events.push(e);
+                };
+                match self.line_code() {
+                    LineCode::Code8b10b => self.rx[lane].receive_8b10b(bits, &mut push),
+                    LineCode::Code128b130b => self.rx[lane].receive_128b130b(bits, &mut push),
+                }
+                for event in events {
+                    self.lane_event(now, lane, event);
+                }
+            }
+            self.drain_deskew(now, deliver);
+        }
+        self.evaluate(now);
+    }
+
+    /// Whether every lane of the link should be carrying a signal now.
+    fn expects_signal(&self) -> bool {
+        matches!(
+            self.state,
+            LtssmState::L0 | LtssmState::ConfigIdle | LtssmState::RecoveryIdle
+        ) && !self.eios_received
+    }
+
+    fn lane_event(&mut self, now: Instant, lane: usize, event: LaneEvent) {
+        match event {
+            LaneEvent::Training(ts) => {
+                self.counters.ts_received += 1;
+                let t = &mut self.track[lane];
+                if t.last == Some(ts) {
+                    t.consecutive = t.consecutive.saturating_add(1);
+                } else {
+                    t.last = Some(ts);
+                    t.consecutive = 1;
+                }
+            }
+            LaneEvent::PolarityInverted => {
+                // Polarity is settled while training at 8b/10b (PCIe 4.2.4.4); later it would be noise.
+                if matches!(
+                    self.state,
+                    LtssmState::PollingActive | LtssmState::PollingConfiguration
+                ) {
+                    self.rx[lane].inverted = !self.rx[lane].inverted;
+                    self.rx[lane].reset();
+                    self.counters.polarity_inversions += 1;
+                }
+            }
+            LaneEvent::ElectricalIdleOs => {
+                if self.map.is_some_and(|m| m.logical(lane).is_some()) {
+                    self.eios_received = true;
+                }
+            }
+            LaneEvent::Skip => self.counters.skp_received += 1,
+            LaneEvent::Sds => {}
+            LaneEvent::Symbol(item) => {
+                if let Some(logical) = self.map.and_then(|m| m.logical(lane)) {
+                    if self.deskew_symbols.push(logical, item).is_err() {
+                        self.counters.deskew_errors += 1;
+                        self.note_error(now);
+                    }
+                }
+            }
+            LaneEvent::Block(item) => {
+                if let Some(logical) = self.map.and_then(|m| m.logical(lane)) {
+                    if self.deskew_blocks.push(logical, item).is_err() {
+                        self.counters.deskew_errors += 1;
+                        self.note_error(now);
+                    }
+                }
+            }
+            LaneEvent::Error(e) => {
+                match e {
+                    RxError::CodeViolation => self.counters.code_violations += 1,
+                    RxError::Disparity => self.counters.disparity_errors += 1,
+                    RxError::Block => self.counters.block_errors += 1,
+                    RxError::MalformedOrderedSet => self.counters.malformed_ordered_sets += 1,
+                    RxError::UnexpectedSymbol => self.counters.unexpected_symbols += 1,
+                }
+                self.note_error(now);
+            }
+        }
+    }
+
+    fn note_error(&mut self, now: Instant) {
+        if self.state != LtssmState::L0 {
+            return;
+        }
+        if now.saturating_since(self.window_start) > self.config.error_window {
+            self.window_start = now;
+            self.errors_in_window = 0;
+        }
+        self.errors_in_window += 1;
+    }
+
+    fn drain_deskew(&mut self, now: Instant, deliver: &mut dyn FnMut(&[u8])) {
+        let Some(map) = self.map else { return };
+        let width = map.width.lanes();
+        let losses_before = self.deskew_symbols.losses() + self.deskew_blocks.losses();
+        match self.line_code() {
+            LineCode::Code8b10b => {
+                let mut column = [SymbolItem::OrderedSet; MAX_LANES];
+                while self.deskew_symbols.pop(&mut column).is_some() {
+                    let mut row = [0u8; MAX_LANES];
+                    let mut data = true;
+                    for (byte, item) in row.iter_mut().zip(&column[..width]) {
+                        match *item {
+                            SymbolItem::Data(b) => *byte = b,
+                            _ => data = false,
+                        }
+                    }
+                    if data {
+                        self.data_received(&row[..width], deliver);
+                    } else if column[..width].iter().any(|i| *i != SymbolItem::Marker) {
+                        // Ordered sets restart the unit phase; SKP does not interrupt idle.
+                        self.rx_unit_len = 0;
+                        self.idle_received = 0;
+                    } else {
+                        self.rx_unit_len = 0;
+                    }
+                }
+            }
+            LineCode::Code128b130b => {
+                let mut column = [BlockItem::OrderedSet; MAX_LANES];
+                while self.deskew_blocks.pop(&mut column).is_some() {
+                    let mut lanes_data = [0u8; UNIT_BYTES * MAX_LANES];
+                    let mut data = true;
+                    for (l, item) in column[..width].iter().enumerate() {
+                        match item {
+                            BlockItem::Data(p) => lanes_data[l * 16..l * 16 + 16].copy_from_slice(p),
+                            _ => data = false,
+                        }
+                    }
+                    if !data {
+                        if column[..width].iter().any(|i| *i != BlockItem::Marker) {
+                            self.idle_received = 0;
+                        }
+                        continue;
+                    }
+                    let mut stream = [0u8; UNIT_BYTES * MAX_LANES];
+                    if stripe::unstripe(&lanes_data[..16 * width], map.width, &mut stream).is_ok() {
+                        self.data_received(&stream[..16 * width], deliver);
+                    }
+                }
+            }
+        }
+        let losses = self.deskew_symbols.losses() + self.deskew_blocks.losses();
+        if losses > losses_before {
+            self.counters.deskew_errors += u64::from(losses - losses_before);
+            self.note_error(now);
+        }
+    }
+
+    /// Deskewed bytes of the partner's stream, in order.
+    fn data_received(&mut self, bytes: &[u8], deliver: &mut dyn FnMut(&[u8])) {
+        if bytes.iter().all(|&b| b == 0) {
+            self.idle_received = self.idle_received.saturating_add(match self.line_code() {
+                LineCode::Code8b10b => 1,
+                LineCode::Code128b130b => UNIT_BYTES as u32,
+            });
+        } else {
+            self.idle_received = 0;
+        }
+        if self.state != LtssmState::L0 {
+            return;
+        }
+        if self.rx_unit_len == 0 && bytes.len() % UNIT_BYTES == 0 {
+            // Whole units at once (128b/130b columns).
+            deliver(bytes);
+            self.counters.units_received += (bytes.len() / UNIT_BYTES) as u64;
+            return;
+        }
+        for &b in bytes {
+            if let Some(slot) = self.rx_unit.get_mut(self.rx_unit_len) {
+                *slot = b;
+            }
+            self.rx_unit_len += 1;
+            if self.rx_unit_len == UNIT_BYTES {
+                deliver(&self.rx_unit);
+                self.counters.units_received += 1;
+                self.rx_unit_len = 0;
+            }
+        }
+    }
+
+    // ----- the state machine -----
+
+    fn port_mask(&self) -> u32 {
+        if self.config.lanes >= 32 {
+            u32::MAX
+        } else {
+            (1 << self.config.lanes) - 1
+        }
+    }
+
+    /// Lanes whose last `n` training sets were identical and satisfy `ok(physical lane, set)`.
+    fn lanes_with(&self, n: u32, ok: impl Fn(usize, &TrainingSet) -> bool) -> u32 {
+        (0..self.config.lanes)
+            .filter(|&l| {
+                let t = &self.track[l];
+                t.consecutive >= n && t.last.as_ref().is_some_and(|ts| ok(l, ts))
+            })
+            .fold(0, |m, l| m | 1 << l)
+    }
+
+    /// Whether `ts` carries the agreed link number and this lane's logical number.
+    fn numbered_for(&self, lane: usize, ts: &TrainingSet) -> bool {
+        ts.link.is_some()
+            && ts.link == self.link_number
+            && self
+                .map
+                .and_then(|m| m.logical(lane))
+                .is_some_and(|l| ts.lane == Some(l as u8))
+    }
+
+    fn past_deadline(&self, now: Instant) -> bool {
+        self.deadline.is_some_and(|d| now >= d)
+    }
+
+    fn settled(&mut self, now: Instant, answered: u32, expected: u32) -> bool {
+        if answered == 0 {
+            return false;
+        }
+        let first = *self.first_answer.get_or_insert(now);
+        answered & expected == expected || now >= first + self.config.timing.lane_settle
+    }
+
+    fn highest_common_rate(&self) -> Rate {
+        let ours = self.config.max_rate.advertise_up_to();
+        let mut best = Rate::highest_in(ours & self.partner_rates).unwrap_or(Rate::Gen1);
+        if let Some(failed) = self.failed_rate {
+            while best >= failed && best > Rate::Gen1 {
+                best = Rate::ALL[(best as usize).saturating_sub(1)];
+            }
+        }
+        best
+    }
+
+    fn evaluate(&mut self, now: Instant) {
+        // Each transition is judged once per call; chains (e.g. Accept -> Wait) take a call each.
+        let timed_out = self.past_deadline(now);
+        let t = self.config.timing;
+        match self.state {
+            LtssmState::DetectQuiet => {
+                if timed_out {
+                    self.enter(now, LtssmState::DetectActive);
+                }
+            }
+            LtssmState::DetectActive => {
+                if timed_out {
+                    // Nobody answered the detection request: assume receivers on every lane.
+                    self.detection_pending = false;
+                    self.detected = self.port_mask();
+                    self.enter(now, LtssmState::PollingActive);
+                }
+            }
+            LtssmState::PollingActive => {
+                let ok = self.lanes_with(TS_TO_LOCK, |_, ts| ts.link.is_none() && ts.lane.is_none());
+                if self.ts_sent >= t.polling_min_ts1 && ok & self.detected == self.detected {
+                    self.enter(now, LtssmState::PollingConfiguration);
+                } else if timed_out {
+                    if ok != 0 {
+                        self.enter(now, LtssmState::PollingConfiguration);
+                    } else {
+                        self.to_detect(now);
+                    }
+                }
+            }
+            LtssmState::PollingConfiguration => {
+                let ok = self.lanes_with(TS_TO_LOCK, |_, ts| ts.kind == TsKind::Ts2 && ts.lane.is_none());
+                self.heard_partner |= self.lanes_with(1, |_, ts| ts.kind == TsKind::Ts2) != 0;
+                if ok != 0 && self.ts_sent_after_rx >= TS_AFTER_RX {
+                    self.enter(now, LtssmState::ConfigLinkwidthStart);
+                } else if timed_out {
+                    self.to_detect(now);
+                }
+            }
+            LtssmState::ConfigLinkwidthStart => match self.config.role {
+                Role::Downstream => {
+                    let link = self.config.link_number;
+                    let echoed = self.lanes_with(TS_TO_ANSWER, |_, ts| {
+                        ts.kind == TsKind::Ts1 && ts.link == Some(link) && ts.lane.is_none()
+                    });
+                    if self.settled(now, echoed, self.detected) {
+                        self.link_number = Some(link);
+                        match LaneMap::widest(self.config.lanes, echoed) {
+                            Some(map) => {
+                                self.map = Some(map);
+                                self.enter(now, LtssmState::ConfigLinkwidthAccept);
+                            }
+                            None => self.to_detect(now),
+                        }
+                    } else if timed_out {
+                        self.to_detect(now);
+                    }
+                }
+                Role::Upstream => {
+                    let offered = self.lanes_with(TS_TO_ANSWER, |_, ts| {
+                        ts.kind == TsKind::Ts1 && ts.link.is_some() && ts.lane.is_none()
+                    });
+                    if let Some(lane) = (0..self.config.lanes).find(|l| offered & (1 << l) != 0) {
+                        self.link_number = self.track[lane].last.and_then(|ts| ts.link);
+                        self.link_lanes = offered;
+                        self.enter(now, LtssmState::ConfigLinkwidthAccept);
+                    } else if timed_out {
+                        self.to_detect(now);
+                    }
+                }
+            },
+            LtssmState::ConfigLinkwidthAccept => match self.config.role {
+                Role::Downstream => self.enter(now, LtssmState::ConfigLanenumWait),
+                Role::Upstream => {
+                    let link = self.link_number;
+                    self.link_lanes |= self.lanes_with(1, |_, ts| ts.link.is_some() && ts.link == link);
+                    let numbered = self.lanes_with(TS_TO_ANSWER, |_, ts| {
+                        ts.kind == TsKind::Ts1 && ts.link.is_some() && ts.link == link && ts.lane.is_some()
+                    });
+                    if self.settled(now, numbered, self.link_lanes) {
+                        match self.map_from_lane_numbers(numbered) {
+                            Some(map) => {
+                                self.map = Some(map);
+                                self.enter(now, LtssmState::ConfigLanenumWait);
+                            }
+                            None => self.to_detect(now),
+                        }
+                    } else if timed_out {
+                        self.to_detect(now);
+                    }
+                }
+            },
+            LtssmState::ConfigLanenumWait => {
+                let want = self.map.map_or(0, |m| m.physical_mask());
+                let done = match self.config.role {
+                    Role::Downstream => {
+                        let echoed = self.lanes_with(TS_TO_ANSWER, |l, ts| self.numbered_for(l, ts));
+                        echoed == want
+                    }
+                    Role::Upstream => {
+                        self.lanes_with(TS_TO_ANSWER, |l, ts| {
+                            ts.kind == TsKind::Ts2 && self.numbered_for(l, ts)
+                        }) != 0
+                    }
+                };
+                if done {
+                    self.enter(now, LtssmState::ConfigLanenumAccept);
+                } else if timed_out {
+                    self.to_detect(now);
+                }
+            }
+            LtssmState::ConfigLanenumAccept => self.enter(now, LtssmState::ConfigComplete),
+            LtssmState::ConfigComplete | LtssmState::RecoveryRcvrCfg => {
+                let want = self.map.map_or(0, |m| m.physical_mask());
+                let ok = self.lanes_with(TS_TO_LOCK, |l, ts| {
+                    ts.kind == TsKind::Ts2 && self.numbered_for(l, ts)
+                });
+                self.heard_partner |=
+                    self.lanes_with(1, |l, ts| ts.kind == TsKind::Ts2 && self.numbered_for(l, ts)) != 0;
+                if self.state == LtssmState::RecoveryRcvrCfg {
+                    self.follow_speed_change(ok);
+                }
+                if ok == want && self.ts_sent_after_rx >= TS_AFTER_RX {
+                    self.learn_partner_rates(ok);
+                    let partner_changes = self.partner_asks_speed_change(ok);
+                    let next = match self.state {
+                        LtssmState::ConfigComplete => LtssmState::ConfigIdle,
+                        _ if self.speed_change && partner_changes => LtssmState::RecoverySpeed,
+                        _ => LtssmState::RecoveryIdle,
+                    };
+                    self.enter(now, next);
+                } else if timed_out {
+                    self.to_detect(now);
+                }
+            }
+            LtssmState::ConfigIdle | LtssmState::RecoveryIdle => {
+                let back_to_training = self.state == LtssmState::RecoveryIdle
+                    && self.lanes_with(TS_TO_ANSWER, |l, ts| {
+                        ts.kind == TsKind::Ts1 && self.numbered_for(l, ts)
+                    }) != 0;
+                if self.idle_received >= IDLE_TO_RECEIVE && self.idle_sent_after_rx >= IDLE_TO_SEND {
+                    self.enter(now, LtssmState::L0);
+                } else if back_to_training {
+                    self.enter(now, LtssmState::RecoveryRcvrLock);
+                } else if timed_out {
+                    self.to_detect(now);
+                }
+            }
+            LtssmState::L0 => self.evaluate_l0(now),
+            LtssmState::RecoveryRcvrLock => {
+                let want = self.map.map_or(0, |m| m.physical_mask());
+                let ok = self.lanes_with(TS_TO_LOCK, |l, ts| self.numbered_for(l, ts));
+                self.follow_speed_change(ok);
+                if ok == want && want != 0 {
+                    self.enter(now, LtssmState::RecoveryRcvrCfg);
+                } else if timed_out {
+                    if self.at_new_rate {
+                        // The new rate does not work on this channel: go back and do not try it again.
+                        self.counters.speed_change_failures += 1;
+                        self.failed_rate = Some(self.rate);
+                        self.target_rate = self.previous_rate;
+                        self.speed_change = false;
+                        self.enter(now, LtssmState::RecoverySpeed);
+                    } else {
+                        self.to_detect(now);
+                    }
+                }
+            }
+            LtssmState::RecoverySpeed => {
+                if timed_out {
+                    self.switch_rate(now);
+                }
+            }
+            LtssmState::ElectricalIdle => {
+                if self.wake_requested {
+                    self.wake_requested = false;
+                    self.enter(now, LtssmState::RecoveryRcvrLock);
+                }
+            }
+            LtssmState::Failed => {}
+        }
+    }
+
+    fn evaluate_l0(&mut self, now: Instant) {
+        let map_mask = self.map.map_or(0, |m| m.physical_mask());
+        let partner_training = self.lanes_with(1, |l, ts| self.numbered_for(l, ts)) & map_mask != 0;
+        let target = self.highest_common_rate();
+        if self.retrain_requested {
+            self.counters.retrain_requests += 1;
+            self.retrain(now);
+        } else if self.errors_in_window > self.config.error_threshold {
+            self.counters.error_retrains += 1;
+            self.retrain(now);
+        } else if partner_training {
+            self.retrain(now);
+        } else if self.low_power_requested || self.eios_received {
+            self.low_power_requested = false;
+            if !self.eios_received {
+                self.eios_pending = true;
+            }
+            self.enter(now, LtssmState::ElectricalIdle);
+        } else if self.config.role == Role::Downstream && self.config.auto_speed_change && target > self.rate
+        {
+            self.speed_change = true;
+            self.target_rate = target;
+            self.retrain(now);
+        }
+    }
+
+    fn retrain(&mut self, now: Instant) {
+        self.retrain_requested = false;
+        self.counters.retrains += 1;
+        self.enter(now, LtssmState::RecoveryRcvrLock);
+    }
+
+    /// The upstream port joins a speed change the downstream port asks for, if it can.
+    fn follow_speed_change(&mut self, lanes: u32) {
+        if self.config.role == Role::Upstream && !self.speed_change && self.partner_asks_speed_change(lanes) {
+            self.learn_partner_rates(lanes);
+            let target = self.highest_common_rate();
+            if target != self.rate {
+                self.speed_change = true;
+                self.target_rate = target;
+            }
+        }
+    }
+
+    fn first_ts(&self, lanes: u32) -> Option<TrainingSet> {
+        (0..self.config.lanes)
+            .find(|l| lanes & (1 << l) != 0)
+            .and_then(|l| self.track[l].last)
+    }
+
+    fn partner_asks_speed_change(&self, lanes: u32) -> bool {
+        self.first_ts(lanes)
+            .is_some_and(|ts| ts.rates.contains(DataRates::SPEED_CHANGE))
+    }
+
+    fn learn_partner_rates(&mut self, lanes: u32) {
+        if let Some(ts) = self.first_ts(lanes) {
+            self.partner_rates = ts.rates;
+        }
+    }
+
+    /// The upstream port's lane map, from the lane numbers the downstream port assigned: in order, or
+    /// reversed (lane numbers counting down from the port's last lane).
+    fn map_from_lane_numbers(&self, numbered: u32) -> Option<LaneMap> {
+        let width = LinkWidth::from_lanes(numbered.count_ones() as usize).ok()?;
+        [false, true].into_iter().find_map(|reversed| {
+            let map = LaneMap::new(self.config.lanes, width, reversed).ok()?;
+            let consistent = map.physical_mask() == numbered
+                && (0..self.config.lanes)
+                    .filter(|l| numbered & (1 << l) != 0)
+                    .all(|l| self.track[l].last.and_then(|ts| ts.lane).map(usize::from) == map.logical(l));
+            consistent.then_some(map)
+        })
+    }
+
+    fn switch_rate(&mut self, now: Instant) {
+        let reverting = !self.speed_change;
+        self.previous_rate = self.rate;
+        self.rate = self.target_rate;
+        self.speed_change = false;
+        self.at_new_rate = !reverting;
+        self.reset_lanes();
+        self.enter(now, LtssmState::RecoveryRcvrLock);
+    }
+
+    fn reset_lanes(&mut self) {
+        self.tx.iter_mut().for_each(LaneTx::reset);
+        self.rx.iter_mut().for_each(LaneRx::reset);
+        self.tx_os = None;
+        self.tx_bytes_since_os = 0;
+        self.slots_since_skp = 0;
+        let width = self.map.map_or(1, |m| m.width.lanes());
+        let _ = self.deskew_symbols.reset(width);
+        let _ = self.deskew_blocks.reset(width);
+        self.rx_unit_len = 0;
+    }
+
+    /// Back to Detect after a failure; after too many in a row, give up.
+    fn to_detect(&mut self, now: Instant) {
+        if self.reached_l0 {
+            self.push_event(PhyEvent::LinkDown { at: now });
+        }
+        self.reached_l0 = false;
+        self.attempts += 1;
+        self.map = None;
+        self.link_number = None;
+        self.link_lanes = 0;
+        self.rate = Rate::Gen1;
+        self.speed_change = false;
+        self.failed_rate = None;
+        self.at_new_rate = false;
+        self.partner_rates = DataRates::empty();
+        for rx in &mut self.rx {
+            rx.reset();
+            rx.inverted = false;
+        }
+        self.reset_lanes();
+        if self.attempts >= self.config.max_attempts {
+            self.enter(now, LtssmState::Failed);
+        } else {
+            self.enter(now, LtssmState::DetectQuiet);
+        }
+    }
+
+    fn enter(&mut self, now: Instant, to: LtssmState) {
+        let from = self.state;
+        let t = self.config.timing;
+        self.state = to;
+        self.entered = now;
+        self.first_answer = None;
+        self.ts_sent = 0;
+        self.ts_sent_after_rx = 0;
+        self.heard_partner = false;
+        self.idle_received = 0;
+        self.idle_sent_after_rx = 0;
+        self.track = [LaneTrack::default(); MAX_LANES];
+        let timeout = match to {
+            LtssmState::DetectQuiet => Some(t.detect_quiet),
+            LtssmState::DetectActive => Some(t.detect_active),
+            LtssmState::PollingActive => Some(t.polling_active),
+            LtssmState::PollingConfiguration => Some(t.polling_configuration),
+            LtssmState::ConfigLinkwidthStart | LtssmState::ConfigLinkwidthAccept => Some(t.config_linkwidth),
+            LtssmState::ConfigLanenumWait
+            | LtssmState::ConfigLanenumAccept
+            | LtssmState::ConfigComplete
+            | LtssmState::ConfigIdle => Some(t.config_short),
+            LtssmState::RecoveryRcvrLock => Some(t.recovery_rcvr_lock),
+            LtssmState::RecoveryRcvrCfg => Some(t.recovery_rcvr_cfg),
+            LtssmState::RecoveryIdle => Some(t.recovery_idle),
+            LtssmState::RecoverySpeed => Some(t.speed_change_idle),
+            LtssmState::L0 | LtssmState::ElectricalIdle | LtssmState::Failed => None,
+        };
+        self.deadline = timeout.map(|d| now + d);
+        match to {
+            LtssmState::DetectQuiet => self.detected = 0,
+            LtssmState::DetectActive => {
+                self.detection_pending = true;
+                self.counters.training_attempts += 1;
+            }
+            LtssmState::ConfigComplete => {
+                let width = self.map.map_or(1, |m| m.width.lanes());
+                let _ = self.deskew_symbols.reset(width);
+                let _ = self.deskew_blocks.reset(width);
+            }
+            LtssmState::ConfigIdle | LtssmState::RecoveryIdle => {
+                self.sds_pending = self.line_code() == LineCode::Code128b130b;
+            }
+            LtssmState::RecoveryRcvrLock => {
+                self.eieos_pending = self.line_code() == LineCode::Code128b130b;
+                self.ts_since_eieos = 0;
+                self.eios_received = false;
+                if from == LtssmState::L0 {
+                    self.push_event(PhyEvent::Retraining { at: now });
+                }
+            }
+            LtssmState::RecoverySpeed => {
+                self.eios_pending = true;
+                self.eios_received = false;
+            }
+            LtssmState::L0 => {
+                self.attempts = 0;
+                self.reached_l0 = true;
+                self.errors_in_window = 0;
+                self.window_start = now;
+                self.eios_received = false;
+                self.counters.link_ups += 1;
+                if self.at_new_rate {
+                    self.at_new_rate = false;
+                    self.counters.speed_changes += 1;
+                }
+                self.first_l0.get_or_insert(now);
+                if let Some(map) = self.map {
+                    self.push_event(PhyEvent::LinkUp {
+                        at: now,
+                        width: map.width,
+                        rate: self.rate,
+                    });
+                }
+            }
+            LtssmState::ElectricalIdle => self.partner_went_quiet = false,
+            LtssmState::Failed => {
+                self.detected = 0;
+            }
+            _ => {}
+        }
+        if from != to {
+            self.push_event(PhyEvent::StateChanged { at: now, from, to });
+        }
+    }
+
+    fn push_event(&mut self, event: PhyEvent) {
+        if self.events.is_full() {
+            self.events.pop_front();
+            self.events_dropped = self.events_dropped.saturating_add(1);
+        }
+        let _ = self.events.push_back(event);
+    }
+}
