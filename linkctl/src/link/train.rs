@@ -1,0 +1,268 @@
+//! `linkctl link train`: two ports train over the channel model; report what happened.
+
+use std::process::ExitCode;
+
+use anyhow::{bail, Context};
+use link_phy::channel::{ChannelConfig, LaneHealth};
+use link_phy::lanes::LinkWidth;
+use link_phy::ltssm::{LtssmState, PhyCounters, PortConfig, Role, Timing};
+use link_phy::pair::{LinkPair, Side};
+use link_phy::rate::Rate;
+use link_phy::time::{Duration, Instant};
+use serde_json::{json, Value};
+
+/// Exit status when the link did not come up: distinct from usage errors.
+pub const EXIT_NO_LINK: u8 = 3;
+
+#[derive(clap::Args, Debug, Clone)]
+pub struct ChannelArgs {
+    /// Physical lanes on each port: 1, 2, 4, 8 or 16
+    #[arg(long, default_value_t = 8)]
+    pub lanes: usize,
+    /// Largest lane-to-lane skew, in symbol times at 2.5 GT/s (4 ns each); lanes get seeded skews up to it
+    #[arg(long, default_value_t = 0.0)]
+    pub skew: f64,
+    /// Random bit error rate on every lane, e.g. 1e-6
+    #[arg(long, default_value_t = 0.0)]
+    pub ber: f64,
+    /// A lane with a broken wire (no receiver detected); may be repeated
+    #[arg(long = "dead-lane", value_name = "LANE")]
+    pub dead_lanes: Vec<usize>,
+    /// A lane stuck at a constant level (detected, but carries nothing); may be repeated
+    #[arg(long = "stuck-lane", value_name = "LANE")]
+    pub stuck_lanes: Vec<usize>,
+    /// A lane whose differential pair is swapped (polarity inverted); may be repeated
+    #[arg(long = "invert-lane", value_name = "LANE")]
+    pub inverted_lanes: Vec<usize>,
+    /// Wire the lanes reversed (lane 0 of one port to the last lane of the other)
+    #[arg(long)]
+    pub reversed: bool,
+    /// Highest rate both ports support, in GT/s: 2.5, 5, 8, 16 or 32
+    #[arg(long, default_value = "8")]
+    pub max_rate: String,
+    /// Seed of every random choice (skews, bit errors)
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Training timeouts: `pcie` (the specification's) or `fast` (divided by 100)
+    #[arg(long, default_value = "pcie")]
+    pub timing: String,
+}
+
+#[derive(clap::Args, Debug)]
+pub struct TrainArgs {
+    #[command(flatten)]
+    pub channel: ChannelArgs,
+    /// Give up after this much simulated time, in milliseconds
+    #[arg(long, default_value_t = 500.0)]
+    pub limit_ms: f64,
+    /// Print one JSON object instead of text
+    #[arg(long)]
+    pub json: bool,
+}
+
+pub fn parse_rate(s: &str) -> anyhow::Result<Rate> {
+    Ok(match s.trim().trim_end_matches("GT/s").trim() {
+        "2.5" | "gen1" => Rate::Gen1,
+        "5" | "5.0" | "gen2" => Rate::Gen2,
+        "8" | "8.0" | "gen3" => Rate::Gen3,
+        "16" | "16.0" | "gen4" => Rate::Gen4,
+        "32" | "32.0" | "gen5" => Rate::Gen5,
+        other => bail!("unknown rate {other:?}: expected 2.5, 5, 8, 16 or 32 (GT/s)"),
+    })
+}
+
+impl ChannelArgs {
+    /// The pair of ports and channels these arguments describe.
+    pub fn build(&self) -> anyhow::Result<LinkPair> {
+        LinkWidth::from_lanes(self.lanes)
+            .map_err(|_| anyhow::anyhow!("--lanes must be 1, 2, 4, 8 or 16, not {}", self.lanes))?;
+        if !(0.0..=1.0).contains(&self.ber) {
+            bail!("--ber must be between 0 and 1, not {}", self.ber);
+        }
+        if !(0.0..=1000.0).contains(&self.skew) {
+            bail!("--skew must be between 0 and 1000 symbol times, not {}", self.skew);
+        }
+        for (flag, lanes) in
+            [("--dead-lane", &self.dead_lanes), ("--stuck-lane", &self.stuck_lanes), ("--invert-lane", &self.inverted_lanes)]
+        {
+            if let Some(bad) = lanes.iter().find(|&&l| l >= self.lanes) {
+                bail!("{flag} {bad}: the ports have lanes 0 to {}", self.lanes - 1);
+            }
+        }
+        let timing = match self.timing.as_str() {
+            "pcie" => Timing::pcie(),
+            "fast" => Timing::fast(),
+            other => bail!("--timing must be `pcie` or `fast`, not {other:?}"),
+        };
+        let max_rate = parse_rate(&self.max_rate)?;
+        let mut health = vec![LaneHealth::Good; self.lanes];
+        for &l in &self.stuck_lanes {
+            health[l] = LaneHealth::Stuck(false);
+        }
+        for &l in &self.dead_lanes {
+            health[l] = LaneHealth::Dead;
+        }
+        let max_skew = Duration::from_ps((self.skew * Rate::Gen1.slot_time().as_ps() as f64).round() as u64);
+        let channel = |salt: u64| {
+            let seed = self.seed.wrapping_mul(2).wrapping_add(salt);
+            let mut c = ChannelConfig::clean(self.lanes);
+            c.skew = ChannelConfig::random_skew(self.lanes, max_skew, seed);
+            c.ber = self.ber;
+            c.health = health.clone();
+            c.inverted = self.inverted_lanes.clone();
+            c.reversed = self.reversed;
+            c.seed = seed;
+            c
+        };
+        let port = |role| {
+            let mut p = PortConfig::new(self.lanes, role);
+            p.max_rate = max_rate;
+            p.timing = timing;
+            p
+        };
+        LinkPair::new(port(Role::Downstream), port(Role::Upstream), channel(0), channel(1))
+            .context("cannot build the ports")
+    }
+}
+
+fn us(t: Instant) -> f64 {
+    t.as_ps() as f64 / 1e6
+}
+
+fn counters_json(c: &PhyCounters) -> Value {
+    json!({
+        "receiver_errors": c.receiver_errors(),
+        "code_violations": c.code_violations,
+        "disparity_errors": c.disparity_errors,
+        "block_errors": c.block_errors,
+        "malformed_ordered_sets": c.malformed_ordered_sets,
+        "lost_signal": c.lost_signal,
+        "deskew_errors": c.deskew_errors,
+        "polarity_inversions": c.polarity_inversions,
+        "ts_sent": c.ts_sent,
+        "ts_received": c.ts_received,
+        "skp_sent": c.skp_sent,
+        "retrains": c.retrains,
+        "error_retrains": c.error_retrains,
+        "speed_changes": c.speed_changes,
+        "speed_change_failures": c.speed_change_failures,
+        "training_attempts": c.training_attempts,
+        "link_ups": c.link_ups,
+    })
+}
+
+/// The report of a trained (or failed) pair, as JSON.
+pub fn report(pair: &LinkPair) -> Value {
+    let a = &pair.a;
+    let up = a.is_up() && pair.b.is_up();
+    let state = if up { LtssmState::L0 } else if a.state() == LtssmState::L0 { pair.b.state() } else { a.state() };
+    let last_l0 = pair
+        .transitions()
+        .iter()
+        .filter(|t| t.to == LtssmState::L0)
+        .map(|t| t.at)
+        .max()
+        .filter(|_| up);
+    let first_l0 = match (a.first_l0(), pair.b.first_l0()) {
+        (Some(x), Some(y)) => Some(x.max(y)),
+        _ => None,
+    };
+    let history: Vec<Value> = pair
+        .transitions()
+        .iter()
+        .map(|t| {
+            json!({
+                "t_us": us(t.at),
+                "port": match t.side { Side::A => "A", Side::B => "B" },
+                "state": t.to.name(),
+            })
+        })
+        .collect();
+    let map = a.lane_map();
+    json!({
+        "state": state.name(),
+        "up": up,
+        "width": map.filter(|_| up).map(|m| m.width.lanes()),
+        "reversed": map.filter(|_| up).map(|m| m.reversed),
+        "code": a.line_code().name(),
+        "rate_gts": a.rate().gts(),
+        "time_to_l0_us": last_l0.map(us),
+        "time_to_first_l0_us": first_l0.map(us),
+        "inverted_lanes": { "A": a.inverted_lanes(), "B": pair.b.inverted_lanes() },
+        "history": history,
+        "counters": { "A": counters_json(a.counters()), "B": counters_json(pair.b.counters()) },
+        "channel": {
+            "bits": pair.ab.stats().bits + pair.ba.stats().bits,
+            "flipped": pair.ab.stats().flipped + pair.ba.stats().flipped,
+        },
+        "simulated_us": us(pair.now()),
+    })
+}
+
+pub fn run(args: TrainArgs) -> anyhow::Result<ExitCode> {
+    if !(args.limit_ms > 0.0 && args.limit_ms <= 60_000.0) {
+        bail!("--limit-ms must be between 0 and 60000, not {}", args.limit_ms);
+    }
+    let mut pair = args.channel.build()?;
+    let up = pair.train(Instant((args.limit_ms * 1e9) as u64));
+    let report = report(&pair);
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        print_text(&args.channel, &pair, &report);
+    }
+    Ok(if up { ExitCode::SUCCESS } else { ExitCode::from(EXIT_NO_LINK) })
+}
+
+fn print_text(c: &ChannelArgs, pair: &LinkPair, report: &Value) {
+    println!(
+        "two x{} ports, max {} GT/s, skew up to {} symbol times, BER {:e}, dead lanes {:?}, stuck {:?}, inverted {:?}{}, seed {}",
+        c.lanes,
+        c.max_rate,
+        c.skew,
+        c.ber,
+        c.dead_lanes,
+        c.stuck_lanes,
+        c.inverted_lanes,
+        if c.reversed { ", wired reversed" } else { "" },
+        c.seed
+    );
+    println!();
+    println!("{:>12}  {:<4} state", "time (us)", "port");
+    for t in pair.transitions() {
+        println!(
+            "{:>12.3}  {:<4} {}",
+            us(t.at),
+            match t.side {
+                Side::A => "A",
+                Side::B => "B",
+            },
+            t.to.name()
+        );
+    }
+    println!();
+    match (report["up"].as_bool(), report["width"].as_u64()) {
+        (Some(true), Some(width)) => {
+            let reversed = report["reversed"].as_bool().unwrap_or(false);
+            println!(
+                "link up: x{width}{}, {} GT/s, {}",
+                if reversed { " (lanes reversed)" } else { "" },
+                report["rate_gts"],
+                report["code"].as_str().unwrap_or("?")
+            );
+            println!(
+                "time to L0: {:.3} us (first L0 at 2.5 GT/s: {:.3} us)",
+                report["time_to_l0_us"].as_f64().unwrap_or(f64::NAN),
+                report["time_to_first_l0_us"].as_f64().unwrap_or(f64::NAN)
+            );
+        }
+        _ => println!("link DOWN: training ended in {}", report["state"].as_str().unwrap_or("?")),
+    }
+    for side in ["A", "B"] {
+        let k = &report["counters"][side];
+        println!(
+            "port {side}: {} receiver errors, {} polarity inversions, {} retrains, {} speed changes ({} failed), {} training attempts",
+            k["receiver_errors"], k["polarity_inversions"], k["retrains"], k["speed_changes"], k["speed_change_failures"], k["training_attempts"]
+        );
+    }
+}
