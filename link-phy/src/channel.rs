@@ -79,6 +79,8 @@ pub struct ChannelConfig {
     pub reversed: bool,
     /// Faults that strike at set times, in any order.
     pub faults: Vec<Fault>,
+    /// The fastest rate the channel can carry; bits sent faster arrive as noise (too much loss).
+    pub max_rate: Option<Rate>,
     /// Seed of every random choice.
     pub seed: u64,
 }
@@ -96,6 +98,7 @@ impl ChannelConfig {
             health: Vec::new(),
             reversed: false,
             faults: Vec::new(),
+            max_rate: None,
             seed: 0,
         }
     }
@@ -237,6 +240,9 @@ impl Channel {
                 LaneSignal::Idle => (slot.rate.slot_bits(), true),
                 LaneSignal::Bits(bits) => {
                     let mut bits = *bits;
+                    if self.config.max_rate.is_some_and(|max| slot.rate > max) {
+                        bits = noise(&mut lane.rng, bits.len());
+                    }
                     if lane.health == LaneHealth::Good {
                         corrupt(lane, &mut bits, &mut self.stats, &self.config);
                     }
@@ -354,6 +360,15 @@ impl Lane {
             }
         }
     }
+}
+
+/// `len` random bits.
+fn noise(rng: &mut Xoshiro256PlusPlus, len: u32) -> SlotBits {
+    let mut bits = SlotBits::EMPTY;
+    while bits.len() < len {
+        bits.push(rng.next_u64(), (len - bits.len()).min(64));
+    }
+    bits
 }
 
 /// The number of good bits before the next error when each bit fails with probability `p`.
@@ -556,6 +571,18 @@ mod tests {
         };
         assert_eq!(run(3), run(3));
         assert_ne!(run(3), run(4));
+    }
+
+    #[test]
+    fn rates_above_the_channel_limit_arrive_as_noise() {
+        let mut cfg = ChannelConfig::clean(1);
+        cfg.max_rate = Some(Rate::Gen2);
+        let mut ch = Channel::new(cfg);
+        assert_eq!(bits_of(&ch.carry(Instant(0), &slot_of(Rate::Gen1, 1, |_| 0)).lanes[0]), Some(0));
+        let noisy = (0..8u64)
+            .filter(|&t| bits_of(&ch.carry(Instant(t), &slot_of(Rate::Gen3, 1, |_| 0)).lanes[0]) != Some(0))
+            .count();
+        assert!(noisy >= 7);
     }
 
     #[test]
