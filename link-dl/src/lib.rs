@@ -13,3 +13,5 @@ extern crate std;
 
 pub mod crc;
 pub mod fec;
+
+pub mod fuzz;
