@@ -30,6 +30,13 @@ pub enum Error {
         /// The offending byte.
         byte: u8,
     },
+    /// A valid control (K) code group where only data was expected.
+    UnexpectedControl {
+        /// Index of the code group in the input.
+        position: usize,
+        /// The control byte it carries.
+        byte: u8,
+    },
     /// An output buffer is too small for the result.
     BufferTooSmall {
         /// Elements needed.
@@ -76,6 +83,25 @@ pub enum Error {
         /// Symbols of skew seen between the earliest and the latest lane.
         symbols: usize,
     },
+    /// An ordered-set block where a stream of data blocks was expected (128b/130b).
+    UnexpectedOrderedSetBlock {
+        /// Index of the block in the input.
+        position: usize,
+    },
+    /// An input whose length is not a whole number of units (e.g. 16-byte blocks).
+    LengthNotMultiple {
+        /// The length given.
+        len: usize,
+        /// The unit it must be a multiple of.
+        unit: usize,
+    },
+    /// A field value that does not fit its field on the wire.
+    ValueOutOfRange {
+        /// Which field.
+        field: &'static str,
+        /// The value asked for.
+        value: u32,
+    },
 }
 
 impl core::fmt::Display for Error {
@@ -97,6 +123,12 @@ impl core::fmt::Display for Error {
                 }
             ),
             Error::NotAControlSymbol { byte } => write!(f, "byte {byte:02x} has no K code group"),
+            Error::UnexpectedControl { position, byte } => write!(
+                f,
+                "code group {position}: control symbol K{}.{} ({byte:02x}) where data was expected",
+                byte & 0x1F,
+                byte >> 5
+            ),
             Error::BufferTooSmall { needed, available } => {
                 write!(f, "output buffer holds {available}, {needed} needed")
             }
@@ -119,6 +151,15 @@ impl core::fmt::Display for Error {
             Error::NoSuchLane { lane } => write!(f, "no lane {lane}"),
             Error::SkewTooLarge { symbols } => {
                 write!(f, "lane-to-lane skew of {symbols} symbols is too large")
+            }
+            Error::UnexpectedOrderedSetBlock { position } => {
+                write!(f, "block {position}: ordered-set block inside a data stream")
+            }
+            Error::LengthNotMultiple { len, unit } => {
+                write!(f, "length {len} is not a multiple of {unit}")
+            }
+            Error::ValueOutOfRange { field, value } => {
+                write!(f, "{field} {value} does not fit its field")
             }
         }
     }
