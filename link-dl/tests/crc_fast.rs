@@ -1,0 +1,40 @@
+//! The `fast-crc` path (the SSE 4.2 `crc32` instruction where the CPU has it) against the portable table.
+#![cfg(feature = "fast-crc")]
+
+use link_dl::crc::{checksum, checksum_portable, hardware_accelerated, Digest};
+use proptest::prelude::*;
+
+#[test]
+fn x86_64_hosts_use_the_instruction() {
+    // Every x86_64 CPU since 2008 has SSE 4.2; if this fails, the other tests here compare the table to itself.
+    if cfg!(target_arch = "x86_64") {
+        assert!(hardware_accelerated());
+    }
+}
+
+#[test]
+fn every_length_and_alignment_up_to_64_bytes_matches() {
+    let data: Vec<u8> = (0..80u32).map(|i| (i.wrapping_mul(167) ^ 0x5A) as u8).collect();
+    for start in 0..8 {
+        for len in 0..=64 {
+            let bytes = &data[start..start + len];
+            assert_eq!(
+                checksum(bytes),
+                checksum_portable(bytes),
+                "start {start}, len {len}"
+            );
+        }
+    }
+}
+
+proptest! {
+    #[test]
+    fn the_instruction_equals_the_table(bytes in proptest::collection::vec(any::<u8>(), 0..2048), split in any::<prop::sample::Index>()) {
+        prop_assert_eq!(checksum(&bytes), checksum_portable(&bytes));
+        let split = split.index(bytes.len() + 1);
+        let mut digest = Digest::new();
+        digest.update(&bytes[..split]);
+        digest.update(&bytes[split..]);
+        prop_assert_eq!(digest.finalize(), checksum_portable(&bytes));
+    }
+}
