@@ -17,10 +17,7 @@ pub enum BlockAlignment {
 }
 
 /// The 130 wire bits of an EIEOS: (first 128, last 2).
-const EIEOS_WIRE: (u128, u8) = to_wire(
-    SyncHeader::OrderedSet.bits(),
-    u128::from_le_bytes(EIEOS),
-);
+const EIEOS_WIRE: (u128, u8) = to_wire(SyncHeader::OrderedSet.bits(), u128::from_le_bytes(EIEOS));
 
 /// Bits kept before the current block boundary, so that an EIEOS straddling it can still be recognised.
 pub(crate) const HISTORY_BITS: u32 = BLOCK_BITS - 1;

@@ -74,5 +74,8 @@ pub const fn to_wire(header: u8, payload: u128) -> (u128, u8) {
 /// The header bits and the (still scrambled) payload of 130 wire bits.
 #[inline(always)]
 pub const fn from_wire(first: u128, last: u8) -> (u8, u128) {
-    ((first & 0b11) as u8, (first >> 2) | ((last as u128 & 0b11) << 126))
+    (
+        (first & 0b11) as u8,
+        (first >> 2) | ((last as u128 & 0b11) << 126),
+    )
 }

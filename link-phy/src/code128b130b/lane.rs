@@ -194,12 +194,31 @@ impl LaneEncoder {
         let blocks = payload.len() / BLOCK_SYMBOLS;
         let bits = blocks * BLOCK_BITS as usize;
         check_room(out.len(), bits.div_ceil(8))?;
-        let mut packer = Packer::new(out);
         let mut parity = 0u128;
-        for chunk in payload.chunks_exact(BLOCK_SYMBOLS) {
-            let mut bytes = [0u8; BLOCK_SYMBOLS];
-            bytes.copy_from_slice(chunk);
-            let wire = u128::from_le_bytes(bytes) ^ self.scrambler.next_block();
+        // Four blocks are 520 bits, exactly 65 bytes: within such a group block j starts at byte 16j, bit
+        // 2j, so every shift is a constant.
+        let groups = blocks / GROUP_BLOCKS;
+        let (group_out, rest_out) = out.split_at_mut(groups * GROUP_BYTES);
+        let (group_in, rest_in) = payload.split_at(groups * GROUP_BLOCKS * BLOCK_SYMBOLS);
+        for (src, dst) in group_in
+            .chunks_exact(GROUP_BLOCKS * BLOCK_SYMBOLS)
+            .zip(group_out.chunks_exact_mut(GROUP_BYTES))
+        {
+            let mut carry = 0u128;
+            for j in 0..GROUP_BLOCKS {
+                let wire = load_u128(&src[16 * j..16 * j + 16]) ^ self.scrambler.next_block();
+                parity ^= wire;
+                let (first, last) = to_wire(SyncHeader::Data.bits(), wire);
+                let shift = 2 * j as u32;
+                dst[16 * j..16 * j + 16].copy_from_slice(&((first << shift) | carry).to_le_bytes());
+                let spill = if j == 0 { 0 } else { first >> (128 - shift) };
+                carry = spill | (last as u128) << shift;
+            }
+            dst[GROUP_BYTES - 1] = carry as u8;
+        }
+        let mut packer = Packer::new(rest_out);
+        for chunk in rest_in.chunks_exact(BLOCK_SYMBOLS) {
+            let wire = load_u128(chunk) ^ self.scrambler.next_block();
             parity ^= wire;
             let (first, last) = to_wire(SyncHeader::Data.bits(), wire);
             packer.push(first, last);
@@ -211,6 +230,18 @@ impl LaneEncoder {
         }
         Ok(bits)
     }
+}
+
+/// Blocks in a group that ends on a byte boundary (4 x 130 bits = 65 bytes).
+const GROUP_BLOCKS: usize = 4;
+const GROUP_BYTES: usize = 65;
+
+/// 16 bytes as a little-endian u128 (symbol 0 in the low byte).
+#[inline(always)]
+fn load_u128(bytes: &[u8]) -> u128 {
+    let mut a = [0u8; 16];
+    a.copy_from_slice(&bytes[..16]);
+    u128::from_le_bytes(a)
 }
 
 fn check_room(available: usize, needed: usize) -> Result<(), Error> {
@@ -585,16 +616,46 @@ impl LaneDecoder {
         let mut parity = 0u128;
         let mut result = Ok(());
         let mut done = 0;
-        for (position, dst) in out.chunks_exact_mut(BLOCK_SYMBOLS).take(nblocks).enumerate() {
+        // Whole groups of four blocks first (constant shifts), while their sync headers are all data.
+        let data_headers =
+            (0..GROUP_BLOCKS).fold(0u32, |h, j| h | u32::from(SyncHeader::Data.bits()) << (2 * j));
+        for (src, dst) in bits
+            .chunks_exact(GROUP_BYTES)
+            .zip(out.chunks_exact_mut(GROUP_BLOCKS * BLOCK_SYMBOLS))
+            .take(nblocks / GROUP_BLOCKS)
+        {
+            let mut headers = 0u32;
+            let mut words = [0u128; GROUP_BLOCKS];
+            for (j, word) in words.iter_mut().enumerate() {
+                let lo = load_u128(&src[16 * j..16 * j + 16]);
+                let hi = src[16 * j + 16] as u128;
+                let shift = 2 * j as u32;
+                headers |= (((lo >> shift) & 0b11) as u32) << shift;
+                *word = (lo >> (shift + 2)) | (hi << (126 - shift));
+            }
+            if headers != data_headers {
+                break;
+            }
+            for (j, wire) in words.into_iter().enumerate() {
+                parity ^= wire;
+                dst[16 * j..16 * j + 16].copy_from_slice(&(wire ^ self.scrambler.next_block()).to_le_bytes());
+            }
+            done += GROUP_BLOCKS;
+        }
+        // The rest (and a group with a bad header, to find which block) one block at a time.
+        for (position, dst) in out
+            .chunks_exact_mut(BLOCK_SYMBOLS)
+            .enumerate()
+            .take(nblocks)
+            .skip(done)
+        {
             let bit = position * BLOCK_BITS as usize;
             let (byte, phase) = (bit / 8, (bit % 8) as u32);
             // Every block's 130 bits lie within the 17 bytes from its first (phase is 0, 2, 4 or 6).
             let Some(src) = bits.get(byte..byte + 17) else {
                 break;
             };
-            let mut lo = [0u8; 16];
-            lo.copy_from_slice(&src[..16]);
-            let lo = u128::from_le_bytes(lo);
+            let lo = load_u128(src);
             let hi = src[16] as u128;
             let header = ((lo >> phase) & 0b11) as u8;
             if header != SyncHeader::Data.bits() {

@@ -6,9 +6,7 @@
 
 use super::block::{Block, BLOCK_SYMBOLS};
 use crate::error::Error;
-use crate::ordered_set::{
-    DataRates, TrainingControl, TrainingSet, TsKind, TS1_IDENTIFIER, TS2_IDENTIFIER,
-};
+use crate::ordered_set::{DataRates, TrainingControl, TrainingSet, TsKind, TS1_IDENTIFIER, TS2_IDENTIFIER};
 
 /// Symbol 0 of a TS1 ordered set at 128b/130b.
 pub const TS1_ID: u8 = 0x1E;

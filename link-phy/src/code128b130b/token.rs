@@ -159,9 +159,10 @@ impl FramingToken {
     pub fn emit(&self, out: &mut [u8]) -> Result<usize, Error> {
         let len = self.len();
         let available = out.len();
-        let dst = out
-            .get_mut(..len)
-            .ok_or(Error::BufferTooSmall { needed: len, available })?;
+        let dst = out.get_mut(..len).ok_or(Error::BufferTooSmall {
+            needed: len,
+            available,
+        })?;
         match *self {
             FramingToken::Idl => dst[0] = IDL,
             FramingToken::Sdp => dst.copy_from_slice(&SDP),
