@@ -40,9 +40,7 @@ impl Gen1Scrambler {
 
     /// A scrambler whose LFSR holds `state` (D0 in bit 0), e.g. to resume or to test.
     pub const fn with_state(state: u16) -> Self {
-        Gen1Scrambler {
-            state: state as u32,
-        }
+        Gen1Scrambler { state: state as u32 }
     }
 
     /// Back to the seed, as a COM does.
