@@ -8,5 +8,11 @@
 //! A property that does not hold is reported by panicking: that is what a fuzzer looks for.
 #![allow(clippy::panic, clippy::unwrap_used, clippy::expect_used)]
 
+pub mod code128b130b;
+
 /// Every fuzz entry point, by the name of its cargo-fuzz target.
-pub const TARGETS: &[(&str, fn(&[u8]))] = &[];
+pub const TARGETS: &[(&str, fn(&[u8]))] = &[
+    ("decode_128b130b", code128b130b::decode_128b130b),
+    ("parse_ordered_set_block", code128b130b::parse_ordered_set_block),
+    ("parse_framing_token", code128b130b::parse_framing_token),
+];
