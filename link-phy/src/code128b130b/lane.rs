@@ -453,9 +453,20 @@ impl LaneDecoder {
         if available < 2 {
             return None;
         }
+        // Aligned: an EIEOS that straddles the current boundary moves it (PCIe 4.2.2.2.1).
+        if self.alignment == BlockAlignment::Aligned {
+            if let Some(at) = self.misaligned_eieos() {
+                return self.eieos(at + BLOCK_BITS - head);
+            }
+        }
         let position = self.counters.blocks as usize;
         let header = self.bits.get(head, 2) as u8;
         let Some(kind) = SyncHeader::from_bits(header) else {
+            // Aligned, a bad header may be the start of an EIEOS at a new position: wait until it would
+            // be complete before calling it an error.
+            if self.alignment == BlockAlignment::Aligned && available < BLOCK_BITS {
+                return None;
+            }
             self.counters.invalid_sync_headers += 1;
             self.alignment = BlockAlignment::Unaligned;
             self.counters.blocks += 1;
@@ -468,11 +479,6 @@ impl LaneDecoder {
         }
         if available < BLOCK_BITS {
             return None;
-        }
-        if self.alignment == BlockAlignment::Aligned {
-            if let Some(at) = self.misaligned_eieos() {
-                return self.eieos(at + BLOCK_BITS - head);
-            }
         }
         let (first, last) = self.bits.block_at(head);
         let (_, wire) = from_wire(first, last);
