@@ -36,7 +36,7 @@ pub mod serial;
 
 #[cfg(feature = "std")]
 pub mod channel;
-#[cfg(all(feature = "std", any()))]
+#[cfg(feature = "std")]
 pub mod pair;
 
 pub mod fuzz;

@@ -1,6 +1,5 @@
 //! Link training over the channel model: every width, skew, lane failure and polarity the issue names,
 //! deterministic per seed, and a clear failure (never a hang) when the channel cannot carry a link.
-#![cfg(any())] // enabled once the codecs land
 #![cfg(feature = "std")]
 
 use link_phy::channel::{ChannelConfig, Fault, FaultKind, LaneHealth};
@@ -45,7 +44,11 @@ impl Setup {
 
     fn channel(&self, salt: u64) -> ChannelConfig {
         let mut c = ChannelConfig::clean(self.lanes);
-        c.skew = ChannelConfig::random_skew(self.lanes, Rate::Gen1.slot_time().saturating_mul(self.skew_symbols), self.seed + salt);
+        c.skew = ChannelConfig::random_skew(
+            self.lanes,
+            Rate::Gen1.slot_time().saturating_mul(self.skew_symbols),
+            self.seed + salt,
+        );
         c.ber = self.ber;
         c.health = (0..self.lanes)
             .map(|l| {
@@ -82,12 +85,19 @@ impl Setup {
     }
 
     fn good_lanes(&self) -> u32 {
-        (0..self.lanes).filter(|l| !self.dead.contains(l) && !self.stuck.contains(l)).fold(0, |m, l| m | 1 << l)
+        (0..self.lanes)
+            .filter(|l| !self.dead.contains(l) && !self.stuck.contains(l))
+            .fold(0, |m, l| m | 1 << l)
     }
 }
 
 fn assert_up(pair: &LinkPair, width: LinkWidth, rate: Rate) {
-    assert!(pair.a.is_up() && pair.b.is_up(), "not up: A {:?}, B {:?}", pair.a.state(), pair.b.state());
+    assert!(
+        pair.a.is_up() && pair.b.is_up(),
+        "not up: A {:?}, B {:?}",
+        pair.a.state(),
+        pair.b.state()
+    );
     assert_eq!(pair.a.width(), Some(width));
     assert_eq!(pair.b.width(), Some(width));
     assert_eq!(pair.a.rate(), rate);
@@ -100,7 +110,12 @@ fn a_clean_x8_link_trains_to_8gts_128b130b() {
     assert!(pair.train(LIMIT));
     assert_up(&pair, LinkWidth::X8, Rate::Gen3);
     assert_eq!(pair.a.line_code(), LineCode::Code128b130b);
-    let states: Vec<_> = pair.transitions().iter().filter(|t| t.side == Side::A).map(|t| t.to).collect();
+    let states: Vec<_> = pair
+        .transitions()
+        .iter()
+        .filter(|t| t.side == Side::A)
+        .map(|t| t.to)
+        .collect();
     for must in [
         LtssmState::DetectActive,
         LtssmState::PollingActive,
@@ -116,7 +131,13 @@ fn a_clean_x8_link_trains_to_8gts_128b130b() {
         assert!(states.contains(&must), "{must:?} missing from {states:?}");
     }
     assert_eq!(pair.a.counters().speed_changes, 1);
-    assert_eq!(pair.a.counters().receiver_errors(), pair.a.counters().disparity_errors.min(pair.a.counters().receiver_errors()));
+    assert_eq!(
+        pair.a.counters().receiver_errors(),
+        pair.a
+            .counters()
+            .disparity_errors
+            .min(pair.a.counters().receiver_errors())
+    );
 }
 
 #[test]
@@ -127,7 +148,11 @@ fn training_is_deterministic_per_seed() {
         s.ber = 1e-6;
         let mut pair = s.pair();
         pair.train(LIMIT);
-        (pair.transitions().to_vec(), *pair.a.counters(), *pair.b.counters())
+        (
+            pair.transitions().to_vec(),
+            *pair.a.counters(),
+            *pair.b.counters(),
+        )
     };
     assert_eq!(run(5), run(5));
 }
@@ -145,7 +170,12 @@ fn every_width_skew_and_dead_lane_reaches_l0() {
                 }
                 let expected = LaneMap::widest(lanes, s.good_lanes()).unwrap();
                 let mut pair = s.pair();
-                assert!(pair.train(LIMIT), "x{lanes} skew {skew} seed {seed}: {:?} / {:?}", pair.a.state(), pair.b.state());
+                assert!(
+                    pair.train(LIMIT),
+                    "x{lanes} skew {skew} seed {seed}: {:?} / {:?}",
+                    pair.a.state(),
+                    pair.b.state()
+                );
                 assert_up(&pair, expected.width, Rate::Gen3);
                 assert_eq!(pair.a.lane_map(), Some(expected));
             }
@@ -251,7 +281,9 @@ fn a_retrain_request_returns_to_l0() {
     assert!(pair.train(LIMIT));
     pair.a.request_retrain();
     let until = pair.now() + Duration::from_ms(5);
-    pair.run_until(until, |p| p.a.counters().retrains >= 2 && p.a.is_up() && p.b.is_up());
+    pair.run_until(until, |p| {
+        p.a.counters().retrains >= 2 && p.a.is_up() && p.b.is_up()
+    });
     assert!(pair.a.is_up() && pair.b.is_up());
     assert_eq!(pair.a.counters().retrain_requests, 1);
     assert_up(&pair, LinkWidth::X4, Rate::Gen3);
@@ -273,16 +305,35 @@ fn a_lane_dying_in_l0_retrains_to_a_narrower_link() {
     let mut ab = s2.channel(0);
     let mut ba = s2.channel(1);
     for c in [&mut ab, &mut ba] {
-        c.faults.push(Fault { at, kind: FaultKind::SetHealth { lane: 2, health: LaneHealth::Dead } });
+        c.faults.push(Fault {
+            at,
+            kind: FaultKind::SetHealth {
+                lane: 2,
+                health: LaneHealth::Dead,
+            },
+        });
     }
     let mut pair = LinkPair::new(
-        { let mut p = PortConfig::new(8, Role::Downstream); p.timing = Timing::fast(); p },
-        { let mut p = PortConfig::new(8, Role::Upstream); p.timing = Timing::fast(); p },
+        {
+            let mut p = PortConfig::new(8, Role::Downstream);
+            p.timing = Timing::fast();
+            p
+        },
+        {
+            let mut p = PortConfig::new(8, Role::Upstream);
+            p.timing = Timing::fast();
+            p
+        },
         ab,
         ba,
     )
     .unwrap();
-    pair.run_until(LIMIT, |p| p.now() > at + Duration::from_us(1) && p.a.is_up() && p.b.is_up() && p.a.width() == Some(LinkWidth::X4));
+    pair.run_until(LIMIT, |p| {
+        p.now() > at + Duration::from_us(1)
+            && p.a.is_up()
+            && p.b.is_up()
+            && p.a.width() == Some(LinkWidth::X4)
+    });
     assert_up(&pair, LinkWidth::X4, Rate::Gen3);
     assert!(pair.a.lane_map().unwrap().reversed, "lanes 7..4 carry the link");
     assert!(pair.a.counters().retrains >= 1);
@@ -316,7 +367,11 @@ fn l0_carries_units_in_order_across_skp_at_every_width_and_code() {
                             if n == 0 {
                                 continue; // logical idle
                             }
-                            assert_eq!(u64::from_le_bytes(unit[8..].try_into().unwrap()), !n, "corrupt unit");
+                            assert_eq!(
+                                u64::from_le_bytes(unit[8..].try_into().unwrap()),
+                                !n,
+                                "corrupt unit"
+                            );
                             received[1 - side as usize].push(n);
                         }
                     },
@@ -324,7 +379,10 @@ fn l0_carries_units_in_order_across_skp_at_every_width_and_code() {
             }
             for r in &received {
                 assert!(r.len() > 100, "x{lanes} {max_rate:?}: only {} units", r.len());
-                assert!(r.windows(2).all(|w| w[1] == w[0] + 1), "x{lanes} {max_rate:?}: units out of order");
+                assert!(
+                    r.windows(2).all(|w| w[1] == w[0] + 1),
+                    "x{lanes} {max_rate:?}: units out of order"
+                );
             }
         }
     }

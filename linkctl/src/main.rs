@@ -39,12 +39,12 @@ enum Command {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
-        Command::Phy(cmd) => phy::run(cmd),
+        Command::Phy(cmd) => phy::run(cmd).map(|()| ExitCode::SUCCESS),
         Command::Link(cmd) => link::run(cmd),
-        Command::Bench(cmd) => bench::run(cmd),
+        Command::Bench(cmd) => bench::run(cmd).map(|()| ExitCode::SUCCESS),
     };
     match result {
-        Ok(()) => ExitCode::SUCCESS,
+        Ok(code) => code,
         Err(e) => {
             eprintln!("linkctl: error: {e:#}");
             ExitCode::FAILURE

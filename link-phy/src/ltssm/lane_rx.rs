@@ -113,11 +113,6 @@ impl LaneRx {
         self.inverted = inverted;
     }
 
-    /// Whether symbol (8b/10b) alignment has been found.
-    pub(super) fn symbol_locked(&self) -> bool {
-        self.aligner.is_aligned()
-    }
-
     /// Bits received during one 8b/10b slot.
     pub(super) fn receive_8b10b(&mut self, bits: &SlotBits, emit: &mut impl FnMut(LaneEvent)) {
         for (chunk, n) in bits.chunks() {

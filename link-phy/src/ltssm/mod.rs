@@ -21,15 +21,10 @@
 //! In L0 the port carries a byte stream in 16-byte *units* for the layer above: `fill` is asked for whole
 //! units to send, and `deliver` is handed whole units received. All-zero units are logical idle.
 
-// Waiting for the codec APIs (8b/10b, scramblers, 128b/130b) to land; enabled once they build.
-#[cfg(any())]
 mod lane_rx;
-#[cfg(any())]
 mod lane_tx;
-#[cfg(any())]
 mod port;
 
-#[cfg(any())]
 pub use port::Port;
 
 use crate::lanes::LinkWidth;

@@ -111,6 +111,10 @@ pub struct Port {
     ts_sent: u32,
     ts_sent_after_rx: u32,
     heard_partner: bool,
+    /// Lanes that met this state's "N consecutive training sets" condition at some point in it (PCIe
+    /// conditions hold once met, even after the partner moves on), and the set that qualified them.
+    latched: u32,
+    latched_ts: Option<TrainingSet>,
     eios_received: bool,
     partner_went_quiet: bool,
 
@@ -175,6 +179,8 @@ impl Port {
             ts_sent: 0,
             ts_sent_after_rx: 0,
             heard_partner: false,
+            latched: 0,
+            latched_ts: None,
             eios_received: false,
             partner_went_quiet: false,
             partner_rates: DataRates::empty(),
@@ -343,6 +349,15 @@ impl Port {
     /// The time of the next transmit slot.
     pub fn next_transmit(&self) -> Instant {
         self.next_tx
+    }
+
+    #[doc(hidden)]
+    pub fn debug_string(&self) -> heapless::String<256> {
+        use core::fmt::Write;
+        let mut s = heapless::String::new();
+        let _ = write!(s, "{:?} dsk8 al{} lo{} dsk128 al{} lo{} errs {} ", self.state, self.deskew_symbols.alignments(), self.deskew_symbols.losses(), self.deskew_blocks.alignments(), self.deskew_blocks.losses(), self.counters.deskew_errors);
+        let _ = write!(s, "sent {} after_rx {} heard {} track0 {:?} c{}", self.ts_sent, self.ts_sent_after_rx, self.heard_partner, self.track[0].last.map(|t| (t.kind, t.link, t.lane)), self.track[0].consecutive);
+        s
     }
 
     // ----- transmit -----
@@ -833,6 +848,15 @@ impl Port {
             .fold(0, |m, l| m | 1 << l)
     }
 
+    /// Remember the lanes in `ok` as qualified for the rest of this state; returns every qualified lane.
+    fn latch(&mut self, ok: u32) -> u32 {
+        if self.latched_ts.is_none() {
+            self.latched_ts = self.first_ts(ok);
+        }
+        self.latched |= ok;
+        self.latched
+    }
+
     /// Whether `ts` carries the agreed link number and this lane's logical number.
     fn numbered_for(&self, lane: usize, ts: &TrainingSet) -> bool {
         ts.link.is_some()
@@ -886,6 +910,7 @@ impl Port {
             }
             LtssmState::PollingActive => {
                 let ok = self.lanes_with(TS_TO_LOCK, |_, ts| ts.link.is_none() && ts.lane.is_none());
+                let ok = self.latch(ok);
                 if self.ts_sent >= t.polling_min_ts1 && ok & self.detected == self.detected {
                     self.enter(now, LtssmState::PollingConfiguration);
                 } else if timed_out {
@@ -898,6 +923,7 @@ impl Port {
             }
             LtssmState::PollingConfiguration => {
                 let ok = self.lanes_with(TS_TO_LOCK, |_, ts| ts.kind == TsKind::Ts2 && ts.lane.is_none());
+                let ok = self.latch(ok);
                 self.heard_partner |= self.lanes_with(1, |_, ts| ts.kind == TsKind::Ts2) != 0;
                 if ok != 0 && self.ts_sent_after_rx >= TS_AFTER_RX {
                     self.enter(now, LtssmState::ConfigLinkwidthStart);
@@ -915,7 +941,7 @@ impl Port {
                         self.link_number = Some(link);
                         match LaneMap::widest(self.config.lanes, echoed) {
                             Some(map) => {
-                                self.map = Some(map);
+                                self.set_map(map);
                                 self.enter(now, LtssmState::ConfigLinkwidthAccept);
                             }
                             None => self.to_detect(now),
@@ -948,7 +974,7 @@ impl Port {
                     if self.settled(now, numbered, self.link_lanes) {
                         match self.map_from_lane_numbers(numbered) {
                             Some(map) => {
-                                self.map = Some(map);
+                                self.set_map(map);
                                 self.enter(now, LtssmState::ConfigLanenumWait);
                             }
                             None => self.to_detect(now),
@@ -983,14 +1009,15 @@ impl Port {
                 let ok = self.lanes_with(TS_TO_LOCK, |l, ts| {
                     ts.kind == TsKind::Ts2 && self.numbered_for(l, ts)
                 });
+                let ok = self.latch(ok);
                 self.heard_partner |=
                     self.lanes_with(1, |l, ts| ts.kind == TsKind::Ts2 && self.numbered_for(l, ts)) != 0;
                 if self.state == LtssmState::RecoveryRcvrCfg {
-                    self.follow_speed_change(ok);
+                    self.follow_speed_change();
                 }
                 if ok == want && self.ts_sent_after_rx >= TS_AFTER_RX {
-                    self.learn_partner_rates(ok);
-                    let partner_changes = self.partner_asks_speed_change(ok);
+                    self.learn_partner_rates();
+                    let partner_changes = self.partner_asks_speed_change();
                     let next = match self.state {
                         LtssmState::ConfigComplete => LtssmState::ConfigIdle,
                         _ if self.speed_change && partner_changes => LtssmState::RecoverySpeed,
@@ -1018,7 +1045,8 @@ impl Port {
             LtssmState::RecoveryRcvrLock => {
                 let want = self.map.map_or(0, |m| m.physical_mask());
                 let ok = self.lanes_with(TS_TO_LOCK, |l, ts| self.numbered_for(l, ts));
-                self.follow_speed_change(ok);
+                let ok = self.latch(ok);
+                self.follow_speed_change();
                 if ok == want && want != 0 {
                     self.enter(now, LtssmState::RecoveryRcvrCfg);
                 } else if timed_out {
@@ -1082,9 +1110,9 @@ impl Port {
     }
 
     /// The upstream port joins a speed change the downstream port asks for, if it can.
-    fn follow_speed_change(&mut self, lanes: u32) {
-        if self.config.role == Role::Upstream && !self.speed_change && self.partner_asks_speed_change(lanes) {
-            self.learn_partner_rates(lanes);
+    fn follow_speed_change(&mut self) {
+        if self.config.role == Role::Upstream && !self.speed_change && self.partner_asks_speed_change() {
+            self.learn_partner_rates();
             let target = self.highest_common_rate();
             if target != self.rate {
                 self.speed_change = true;
@@ -1099,14 +1127,14 @@ impl Port {
             .and_then(|l| self.track[l].last)
     }
 
-    fn partner_asks_speed_change(&self, lanes: u32) -> bool {
-        self.first_ts(lanes)
-            .is_some_and(|ts| ts.rates.contains(DataRates::SPEED_CHANGE))
+    /// Whether the training sets that qualified this state ask for a speed change.
+    fn partner_asks_speed_change(&self) -> bool {
+        self.latched_ts.is_some_and(|ts| ts.rates.contains(DataRates::SPEED_CHANGE))
     }
 
-    fn learn_partner_rates(&mut self, lanes: u32) {
-        if let Some(ts) = self.first_ts(lanes) {
-            self.partner_rates = ts.rates;
+    fn learn_partner_rates(&mut self) {
+        if let Some(ts) = self.latched_ts {
+            self.partner_rates = ts.rates & !(DataRates::SPEED_CHANGE | DataRates::AUTONOMOUS_CHANGE);
         }
     }
 
@@ -1132,6 +1160,13 @@ impl Port {
         self.at_new_rate = !reverting;
         self.reset_lanes();
         self.enter(now, LtssmState::RecoveryRcvrLock);
+    }
+
+    /// Adopt the negotiated lanes; the deskew buffers start over at the new width.
+    fn set_map(&mut self, map: LaneMap) {
+        self.map = Some(map);
+        let _ = self.deskew_symbols.reset(map.width.lanes());
+        let _ = self.deskew_blocks.reset(map.width.lanes());
     }
 
     fn reset_lanes(&mut self) {
@@ -1182,6 +1217,8 @@ impl Port {
         self.ts_sent = 0;
         self.ts_sent_after_rx = 0;
         self.heard_partner = false;
+        self.latched = 0;
+        self.latched_ts = None;
         self.idle_received = 0;
         self.idle_sent_after_rx = 0;
         self.track = [LaneTrack::default(); MAX_LANES];
@@ -1207,11 +1244,6 @@ impl Port {
             LtssmState::DetectActive => {
                 self.detection_pending = true;
                 self.counters.training_attempts += 1;
-            }
-            LtssmState::ConfigComplete => {
-                let width = self.map.map_or(1, |m| m.width.lanes());
-                let _ = self.deskew_symbols.reset(width);
-                let _ = self.deskew_blocks.reset(width);
             }
             LtssmState::ConfigIdle | LtssmState::RecoveryIdle => {
                 self.sds_pending = self.line_code() == LineCode::Code128b130b;
