@@ -9,10 +9,13 @@
 #![allow(clippy::panic, clippy::unwrap_used, clippy::expect_used)]
 
 pub mod code128b130b;
+pub mod code8b10b;
 
 /// Every fuzz entry point, by the name of its cargo-fuzz target.
 pub const TARGETS: &[(&str, fn(&[u8]))] = &[
     ("decode_128b130b", code128b130b::decode_128b130b),
     ("parse_ordered_set_block", code128b130b::parse_ordered_set_block),
     ("parse_framing_token", code128b130b::parse_framing_token),
+    ("decode_8b10b", code8b10b::decode_8b10b),
+    ("align_8b10b", code8b10b::align_8b10b),
 ];
