@@ -202,6 +202,12 @@ impl Channel {
         &self.config
     }
 
+    /// Add a fault to strike at its time (in addition to those configured).
+    pub fn schedule(&mut self, fault: Fault) {
+        let at = self.faults.partition_point(|f| f.at <= fault.at);
+        self.faults.insert(at, fault);
+    }
+
     /// What the channel has done so far.
     pub fn stats(&self) -> ChannelStats {
         self.stats
@@ -578,7 +584,10 @@ mod tests {
         let mut cfg = ChannelConfig::clean(1);
         cfg.max_rate = Some(Rate::Gen2);
         let mut ch = Channel::new(cfg);
-        assert_eq!(bits_of(&ch.carry(Instant(0), &slot_of(Rate::Gen1, 1, |_| 0)).lanes[0]), Some(0));
+        assert_eq!(
+            bits_of(&ch.carry(Instant(0), &slot_of(Rate::Gen1, 1, |_| 0)).lanes[0]),
+            Some(0)
+        );
         let noisy = (0..8u64)
             .filter(|&t| bits_of(&ch.carry(Instant(t), &slot_of(Rate::Gen3, 1, |_| 0)).lanes[0]) != Some(0))
             .count();

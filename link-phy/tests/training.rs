@@ -131,13 +131,9 @@ fn a_clean_x8_link_trains_to_8gts_128b130b() {
         assert!(states.contains(&must), "{must:?} missing from {states:?}");
     }
     assert_eq!(pair.a.counters().speed_changes, 1);
-    assert_eq!(
-        pair.a.counters().receiver_errors(),
-        pair.a
-            .counters()
-            .disparity_errors
-            .min(pair.a.counters().receiver_errors())
-    );
+    // A clean channel: not one receiver error on either side, from Detect to L0 at 8 GT/s.
+    assert_eq!(pair.a.counters().receiver_errors(), 0, "{:?}", pair.a.counters());
+    assert_eq!(pair.b.counters().receiver_errors(), 0, "{:?}", pair.b.counters());
 }
 
 #[test]
@@ -291,21 +287,16 @@ fn a_retrain_request_returns_to_l0() {
 
 #[test]
 fn a_lane_dying_in_l0_retrains_to_a_narrower_link() {
+    // Train once to learn when L0 is reached, then replay the same seed with lane 2 dying 10 us later
+    // in both directions (a broken connector pin pair).
     let mut s = Setup::new(8, 7);
     s.timing = Timing::fast();
+    let mut first = s.pair();
+    assert!(first.train(LIMIT));
+    let at = first.now() + Duration::from_us(10);
     let mut pair = s.pair();
-    assert!(pair.train(LIMIT));
-    let at = pair.now() + Duration::from_us(10);
     for ch in [&mut pair.ab, &mut pair.ba] {
-        // Both directions lose lane 2 (a broken connector pin pair).
-        let _ = ch;
-    }
-    let mut s2 = Setup::new(8, 7);
-    s2.timing = Timing::fast();
-    let mut ab = s2.channel(0);
-    let mut ba = s2.channel(1);
-    for c in [&mut ab, &mut ba] {
-        c.faults.push(Fault {
+        ch.schedule(Fault {
             at,
             kind: FaultKind::SetHealth {
                 lane: 2,
@@ -313,30 +304,20 @@ fn a_lane_dying_in_l0_retrains_to_a_narrower_link() {
             },
         });
     }
-    let mut pair = LinkPair::new(
-        {
-            let mut p = PortConfig::new(8, Role::Downstream);
-            p.timing = Timing::fast();
-            p
-        },
-        {
-            let mut p = PortConfig::new(8, Role::Upstream);
-            p.timing = Timing::fast();
-            p
-        },
-        ab,
-        ba,
-    )
-    .unwrap();
     pair.run_until(LIMIT, |p| {
-        p.now() > at + Duration::from_us(1)
+        p.now() > at
             && p.a.is_up()
             && p.b.is_up()
             && p.a.width() == Some(LinkWidth::X4)
+            && p.a.rate() == Rate::Gen3
     });
     assert_up(&pair, LinkWidth::X4, Rate::Gen3);
     assert!(pair.a.lane_map().unwrap().reversed, "lanes 7..4 carry the link");
     assert!(pair.a.counters().retrains >= 1);
+    assert!(pair
+        .events()
+        .iter()
+        .any(|(_, e)| matches!(e, link_phy::ltssm::PhyEvent::LinkDown { .. })));
 }
 
 #[test]

@@ -106,10 +106,11 @@ impl LaneRx {
         }
     }
 
-    /// Drop all lock, as after a rate change; polarity is kept (it is a property of the wiring).
-    pub(super) fn reset(&mut self) {
+    /// Drop all lock, as after a rate change, and receive as lane number `lane` (see
+    /// [`super::lane_tx::LaneTx::reset`]); polarity is kept (it is a property of the wiring).
+    pub(super) fn reset(&mut self, lane: usize) {
         let inverted = self.inverted;
-        *self = LaneRx::new(self.lane);
+        *self = LaneRx::new(lane);
         self.inverted = inverted;
     }
 

@@ -24,9 +24,11 @@ impl LaneTx {
         }
     }
 
-    /// Start afresh, as after a rate change or electrical idle.
-    pub(super) fn reset(&mut self) {
-        *self = LaneTx::new(self.lane);
+    /// Start afresh as lane number `lane`, as after a rate change. At 128b/130b the scrambler seed is
+    /// chosen by the lane number agreed in Configuration, not the physical lane, so that a reversed link
+    /// seeds both ends of each wire alike.
+    pub(super) fn reset(&mut self, lane: usize) {
+        *self = LaneTx::new(lane);
     }
 
     /// One 8b/10b symbol. Data symbols outside ordered sets are scrambled; ordered sets are not.

@@ -351,15 +351,6 @@ impl Port {
         self.next_tx
     }
 
-    #[doc(hidden)]
-    pub fn debug_string(&self) -> heapless::String<256> {
-        use core::fmt::Write;
-        let mut s = heapless::String::new();
-        let _ = write!(s, "{:?} dsk8 al{} lo{} dsk128 al{} lo{} errs {} ", self.state, self.deskew_symbols.alignments(), self.deskew_symbols.losses(), self.deskew_blocks.alignments(), self.deskew_blocks.losses(), self.counters.deskew_errors);
-        let _ = write!(s, "sent {} after_rx {} heard {} track0 {:?} c{}", self.ts_sent, self.ts_sent_after_rx, self.heard_partner, self.track[0].last.map(|t| (t.kind, t.link, t.lane)), self.track[0].consecutive);
-        s
-    }
-
     // ----- transmit -----
 
     /// The bits for every lane during the next slot, which starts at `now`. In L0, `fill` is asked for
@@ -687,7 +678,7 @@ impl Port {
                     LtssmState::PollingActive | LtssmState::PollingConfiguration
                 ) {
                     self.rx[lane].inverted = !self.rx[lane].inverted;
-                    self.rx[lane].reset();
+                    self.rx[lane].reset(lane);
                     self.counters.polarity_inversions += 1;
                 }
             }
@@ -1129,7 +1120,8 @@ impl Port {
 
     /// Whether the training sets that qualified this state ask for a speed change.
     fn partner_asks_speed_change(&self) -> bool {
-        self.latched_ts.is_some_and(|ts| ts.rates.contains(DataRates::SPEED_CHANGE))
+        self.latched_ts
+            .is_some_and(|ts| ts.rates.contains(DataRates::SPEED_CHANGE))
     }
 
     fn learn_partner_rates(&mut self) {
@@ -1170,8 +1162,11 @@ impl Port {
     }
 
     fn reset_lanes(&mut self) {
-        self.tx.iter_mut().for_each(LaneTx::reset);
-        self.rx.iter_mut().for_each(LaneRx::reset);
+        for physical in 0..MAX_LANES {
+            let lane = self.map.and_then(|m| m.logical(physical)).unwrap_or(physical);
+            self.tx[physical].reset(lane);
+            self.rx[physical].reset(lane);
+        }
         self.tx_os = None;
         self.tx_bytes_since_os = 0;
         self.slots_since_skp = 0;
@@ -1197,7 +1192,6 @@ impl Port {
         self.at_new_rate = false;
         self.partner_rates = DataRates::empty();
         for rx in &mut self.rx {
-            rx.reset();
             rx.inverted = false;
         }
         self.reset_lanes();
