@@ -88,7 +88,6 @@ pub(super) struct LaneRx {
     ts: [Symbol; TS_LEN],
     ts_len: usize,
     blocks: LaneDecoder,
-    lane: usize,
 }
 
 impl LaneRx {
@@ -102,7 +101,6 @@ impl LaneRx {
             ts: [Symbol::COM; TS_LEN],
             ts_len: 0,
             blocks: LaneDecoder::new(lane),
-            lane,
         }
     }
 

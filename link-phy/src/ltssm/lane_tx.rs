@@ -8,7 +8,6 @@ use crate::symbol::Symbol;
 
 #[derive(Debug)]
 pub(super) struct LaneTx {
-    lane: usize,
     encoder: Encoder,
     scrambler: Gen1Scrambler,
     blocks: LaneEncoder,
