@@ -16,7 +16,6 @@ pub(super) struct LaneTx {
 impl LaneTx {
     pub(super) fn new(lane: usize) -> Self {
         LaneTx {
-            lane,
             encoder: Encoder::new(),
             scrambler: Gen1Scrambler::new(),
             blocks: LaneEncoder::new(lane),
