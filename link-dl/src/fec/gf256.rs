@@ -5,18 +5,19 @@
 /// The field polynomial, x^8 as bit 8.
 pub const POLY: u16 = 0x11D;
 
-/// α^i for i in 0..510: the table repeats after 255 entries so that `EXP[LOG[a] + LOG[b]]` needs no
-/// reduction modulo 255.
-static EXP: [u8; 510] = build_exp();
+/// α^i for i in 0..512: the table repeats after 255 entries so that `EXP[LOG[a] + LOG[b]]` needs no
+/// reduction modulo 255 (sums of two logs stay below 510; the power-of-two size lets a mask replace the
+/// bounds check).
+static EXP: [u8; 512] = build_exp();
 
 /// `LOG[a]` is i with α^i = a, for a != 0 (`LOG[0]` is a placeholder, never read for a product).
 static LOG: [u8; 256] = build_log();
 
-const fn build_exp() -> [u8; 510] {
-    let mut table = [0u8; 510];
+const fn build_exp() -> [u8; 512] {
+    let mut table = [0u8; 512];
     let mut value: u16 = 1;
     let mut i = 0;
-    while i < 510 {
+    while i < 512 {
         table[i] = value as u8;
         value <<= 1;
         if value & 0x100 != 0 {
@@ -43,6 +44,11 @@ pub fn exp(power: usize) -> u8 {
     EXP[power % 255]
 }
 
+/// α raised to a sum of at most two logarithms and 255 (anything below 512).
+fn exp_of_sum(power: usize) -> u8 {
+    EXP[power & (EXP.len() - 1)]
+}
+
 /// The discrete logarithm: i in 0..255 with α^i = a, or `None` for 0.
 pub fn log(a: u8) -> Option<u8> {
     (a != 0).then(|| LOG[usize::from(a)])
@@ -53,7 +59,7 @@ pub fn mul(a: u8, b: u8) -> u8 {
     if a == 0 || b == 0 {
         0
     } else {
-        EXP[usize::from(LOG[usize::from(a)]) + usize::from(LOG[usize::from(b)])]
+        exp_of_sum(usize::from(LOG[usize::from(a)]) + usize::from(LOG[usize::from(b)]))
     }
 }
 
@@ -62,7 +68,7 @@ pub(crate) fn mul_exp(a: u8, power: u8) -> u8 {
     if a == 0 {
         0
     } else {
-        EXP[usize::from(LOG[usize::from(a)]) + usize::from(power)]
+        exp_of_sum(usize::from(LOG[usize::from(a)]) + usize::from(power))
     }
 }
 
@@ -71,8 +77,15 @@ pub fn div(a: u8, b: u8) -> Option<u8> {
     match (a, b) {
         (_, 0) => None,
         (0, _) => Some(0),
-        _ => Some(EXP[usize::from(LOG[usize::from(a)]) + 255 - usize::from(LOG[usize::from(b)])]),
+        _ => Some(exp_of_sum(
+            usize::from(LOG[usize::from(a)]) + 255 - usize::from(LOG[usize::from(b)]),
+        )),
     }
+}
+
+/// Multiplies each of the four bytes of `x` by α: shift left, and add `0x1D` where a bit fell off.
+pub(crate) fn mul_alpha_lanes(x: u32) -> u32 {
+    ((x & 0x7F7F_7F7F) << 1) ^ (((x >> 7) & 0x0101_0101) * 0x1D)
 }
 
 /// Multiplies each of the eight bytes of `x` by α^8 (= `0x1D`) at once, with shifts and masks only.
@@ -86,6 +99,28 @@ pub(crate) fn mul_alpha8_lanes(x: u64) -> u64 {
     let h = top ^ ((top >> 1) & (0x07 * ONES)) ^ ((top >> 2) & (0x03 * ONES));
     let z = x ^ h;
     z ^ ((z << 2) & (0xFC * ONES)) ^ ((z << 3) & (0xF8 * ONES)) ^ ((z << 4) & (0xF0 * ONES))
+}
+
+/// Multiplies each of the eight bytes of `x` by α^40 = α^(8·HALF_CHUNKS), bit by bit: bit b of every byte,
+/// isolated as 0 or 1, times the byte α^(40+b) cannot carry into the next byte, so an integer multiply does
+/// eight lanes at once. Short dependency chains, unlike eight repeated multiplications by α^8.
+pub(crate) fn mul_alpha40_lanes(x: u64) -> u64 {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const FACTORS: [u64; 8] = {
+        let exp = build_exp();
+        let mut factors = [0u64; 8];
+        let mut bit = 0;
+        while bit < 8 {
+            factors[bit] = exp[40 + bit] as u64;
+            bit += 1;
+        }
+        factors
+    };
+    let mut product = 0;
+    for (bit, factor) in FACTORS.iter().enumerate() {
+        product ^= ((x >> bit) & ONES) * factor;
+    }
+    product
 }
 
 #[cfg(test)]
@@ -126,6 +161,33 @@ mod tests {
             assert_eq!(div(mul(a, 0x53), a), Some(0x53));
         }
         assert_eq!(div(7, 0), None);
+    }
+
+    #[test]
+    fn lane_multiply_by_alpha_matches_the_table_in_every_lane() {
+        for value in 0..=255u8 {
+            for lane in 0..4 {
+                let x = (u32::from(value) << (8 * lane)) | (0x8F3C_E1A7 & !(0xFF << (8 * lane)));
+                let product = mul_alpha_lanes(x).to_le_bytes();
+                for (i, &byte) in x.to_le_bytes().iter().enumerate() {
+                    assert_eq!(product[i], mul(byte, 2), "lane {i} of {x:08x}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn lane_multiply_by_alpha40_matches_the_table_in_every_lane() {
+        for value in 0..=255u8 {
+            for lane in 0..8 {
+                let background = 0x0F1E_2D3C_4B5A_6978u64 & !(0xFF << (8 * lane));
+                let x = (u64::from(value) << (8 * lane)) | background;
+                let product = mul_alpha40_lanes(x).to_le_bytes();
+                for (i, &byte) in x.to_le_bytes().iter().enumerate() {
+                    assert_eq!(product[i], mul(byte, exp(40)), "lane {i} of {x:016x}");
+                }
+            }
+        }
     }
 
     #[test]

@@ -142,6 +142,9 @@ fn locate(codeword: usize, s0: u8, s1: u8) -> Result<Option<(usize, u8)>, FecErr
     }
 }
 
+/// Full 24-byte chunks in each half of the syndrome computation: (256 - 16) / 24 = 10 in all.
+const HALF_CHUNKS: usize = 5;
+
 /// Both syndromes of the three codewords.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 struct Syndromes {
@@ -151,63 +154,67 @@ struct Syndromes {
     s1: [u8; CODEWORDS],
 }
 
-/// For each byte of a 24-byte chunk ending at a multiple of 24 bytes before the block's end (slot, byte):
-/// its codeword and the extra exponent `(23 - 8·slot - byte) / 3` within the chunk.
-const LANES: [[(usize, u8); 8]; 3] = {
-    let mut lanes = [[(0, 0); 8]; 3];
-    let mut slot = 0;
-    while slot < 3 {
-        let mut byte = 0;
-        while byte < 8 {
-            // Position p = 232 - 24q + 8·slot + byte, and 232 = 1 (mod 3).
-            let codeword = (1 + 2 * slot + byte) % 3;
-            let exponent = ((23 - 8 * slot - byte) / 3) as u8;
-            lanes[slot][byte] = (codeword, exponent);
-            byte += 1;
-        }
-        slot += 1;
-    }
-    lanes
-};
-
 impl Syndromes {
     /// The syndromes of a block, eight bytes at a time.
     ///
-    /// Read from its end, the block is a sequence of 24-byte chunks (the first one 8 bytes short); a byte
-    /// `r` bytes before the end has exponent `r / 3` and codeword `-r mod 3`, so chunk q adds
-    /// α^(8q)·α^(j/3) to the byte at offset j of the chunk. Three 64-bit Horner accumulators, one per 8-byte
-    /// slot of a chunk, multiply by α^8 per chunk; the per-byte α^(j/3) is applied once at the end.
+    /// Read from its end, the block is a sequence of 24-byte chunks (the first one 8 bytes short, as if
+    /// preceded by zeros). A byte `r` bytes before the block's end has exponent `r / 3` and codeword
+    /// `-r mod 3`; since 24 is a multiple of 3, moving a whole chunk towards the start multiplies every
+    /// byte's term by α^8 and keeps its codeword. So three 64-bit Horner accumulators, one per 8-byte slot of
+    /// a chunk, each multiplied by α^8 per chunk, reduce the block to one 24-byte chunk with the same
+    /// syndromes, which a 3-lane Horner by α then folds, one group of 3 bytes (one byte per codeword) at a
+    /// time.
     fn of(block: &Block) -> Self {
-        let word = |index: usize| {
-            let mut bytes = [0u8; 8];
-            bytes.copy_from_slice(&block[8 * index..8 * index + 8]);
-            u64::from_le_bytes(bytes)
-        };
-        // The short first chunk: its slot 0 lies before the block and is zero.
-        let mut horner = [0, word(0), word(1)];
-        let mut parity = horner;
-        for chunk in 0..(BLOCK_LEN - 16) / 24 {
-            for slot in 0..3 {
-                let next = word(2 + 3 * chunk + slot);
-                horner[slot] = gf256::mul_alpha8_lanes(horner[slot]) ^ next;
-                parity[slot] ^= next;
+        let mut words = [0u64; BLOCK_LEN / 8];
+        for (word, bytes) in words.iter_mut().zip(block.chunks_exact(8)) {
+            *word = u64::from_le_bytes(bytes.try_into().unwrap_or_default());
+        }
+        // Two independent Horner chains over the two halves (the first starting with the short first chunk,
+        // whose first slot lies before the block and is zero), joined by one multiplication by α^40: half
+        // the dependency chain of a single pass.
+        let (first, second) = words.split_at(2 + 3 * HALF_CHUNKS);
+        let mut horner = [[0, first[0], first[1]], [0; 3]];
+        let mut parity = [0u64; 3];
+        for (half, words) in [&first[2..], second].into_iter().enumerate() {
+            for chunk in words.chunks_exact(3) {
+                for slot in 0..3 {
+                    horner[half][slot] = gf256::mul_alpha8_lanes(horner[half][slot]) ^ chunk[slot];
+                    parity[slot] ^= chunk[slot];
+                }
             }
         }
-        let mut syndromes = Self::default();
-        for slot in 0..3 {
-            let horner = horner[slot].to_le_bytes();
-            let parity = parity[slot].to_le_bytes();
-            for (byte, &(codeword, exponent)) in LANES[slot].iter().enumerate() {
-                syndromes.s0[codeword] ^= parity[byte];
-                syndromes.s1[codeword] ^= gf256::mul_exp(horner[byte], exponent);
-            }
+        let [early, late] = horner;
+        let horner = core::array::from_fn(|slot| gf256::mul_alpha40_lanes(early[slot]) ^ late[slot]);
+        parity[1] ^= words[0];
+        parity[2] ^= words[1];
+        let (horner, parity) = (chunk_bytes(horner), chunk_bytes(parity));
+        let mut s1 = 0u32;
+        let mut s0 = 0u32;
+        for (h, p) in horner.chunks_exact(3).zip(parity.chunks_exact(3)) {
+            s1 = gf256::mul_alpha_lanes(s1) ^ u32::from_le_bytes([h[0], h[1], h[2], 0]);
+            s0 ^= u32::from_le_bytes([p[0], p[1], p[2], 0]);
         }
-        syndromes
+        // Byte c of a chunk is 23 - c bytes before its end, so it belongs to codeword (c + 1) mod 3.
+        let [s0_1, s0_2, s0_0, _] = s0.to_le_bytes();
+        let [s1_1, s1_2, s1_0, _] = s1.to_le_bytes();
+        Self {
+            s0: [s0_0, s0_1, s0_2],
+            s1: [s1_0, s1_1, s1_2],
+        }
     }
 
     fn are_zero(&self) -> bool {
         self.s0 == [0; CODEWORDS] && self.s1 == [0; CODEWORDS]
     }
+}
+
+/// The 24 bytes of a chunk held in three little-endian words.
+fn chunk_bytes(words: [u64; 3]) -> [u8; 24] {
+    let mut bytes = [0u8; 24];
+    for (bytes, word) in bytes.chunks_exact_mut(8).zip(words) {
+        bytes.copy_from_slice(&word.to_le_bytes());
+    }
+    bytes
 }
 
 #[cfg(test)]
