@@ -227,7 +227,7 @@ fn skp_ordered_sets_of_every_length_are_accepted() {
         assert_eq!(got.len(), 3, "{skps} SKP symbols");
         assert_eq!(got[0], Ok(Block::data([7; 16])));
         assert!(matches!(
-            OrderedSetBlock::parse(&got[1].clone().unwrap().payload),
+            OrderedSetBlock::parse(&got[1].unwrap().payload),
             Ok(OrderedSetBlock::Skp { .. })
         ));
         assert_eq!(decoder.last_skp_symbols() as u32, skps + 4);
@@ -336,7 +336,7 @@ fn training_sets_carry_dc_balance_symbols_when_needed() {
     assert_eq!(got.len(), 2001);
     for item in &got[1..] {
         assert_eq!(
-            OrderedSetBlock::parse(&item.clone().unwrap().payload),
+            OrderedSetBlock::parse(&item.unwrap().payload),
             Ok(OrderedSetBlock::Training(ts))
         );
     }

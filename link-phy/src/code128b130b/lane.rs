@@ -472,10 +472,8 @@ impl LaneDecoder {
             self.counters.blocks += 1;
             return Some(Err(Error::InvalidSyncHeader { position, header }));
         };
-        if kind == SyncHeader::OrderedSet && available >= 10 {
-            if self.bits.symbol(head, 0) == SKP_SYMBOL {
-                return self.skp();
-            }
+        if kind == SyncHeader::OrderedSet && available >= 10 && self.bits.symbol(head, 0) == SKP_SYMBOL {
+            return self.skp();
         }
         if available < BLOCK_BITS {
             return None;

@@ -12,6 +12,7 @@ pub mod code128b130b;
 pub mod code8b10b;
 
 /// Every fuzz entry point, by the name of its cargo-fuzz target.
+#[allow(clippy::type_complexity)]
 pub const TARGETS: &[(&str, fn(&[u8]))] = &[
     ("decode_128b130b", code128b130b::decode_128b130b),
     ("parse_ordered_set_block", code128b130b::parse_ordered_set_block),
