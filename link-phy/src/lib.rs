@@ -39,6 +39,7 @@ pub mod channel;
 #[cfg(feature = "std")]
 pub mod pair;
 
+#[cfg(feature = "std")]
 pub mod fuzz;
 
 pub use error::Error;

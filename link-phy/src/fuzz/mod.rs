@@ -10,6 +10,7 @@
 
 pub mod code128b130b;
 pub mod code8b10b;
+pub mod ltssm;
 
 /// Every fuzz entry point, by the name of its cargo-fuzz target.
 #[allow(clippy::type_complexity)]
@@ -19,4 +20,6 @@ pub const TARGETS: &[(&str, fn(&[u8]))] = &[
     ("parse_framing_token", code128b130b::parse_framing_token),
     ("decode_8b10b", code8b10b::decode_8b10b),
     ("align_8b10b", code8b10b::align_8b10b),
+    ("parse_training_set", ltssm::parse_training_set),
+    ("port_receive", ltssm::port_receive),
 ];

@@ -19,7 +19,7 @@ use crate::error::Error;
 use crate::lanes::MAX_LANES;
 
 /// A deskew buffer for up to `MAX_LANES` lanes, each absorbing up to `DEPTH` items of skew.
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub struct Deskew<T, const DEPTH: usize> {
     fifos: [Deque<T, DEPTH>; MAX_LANES],
     lanes: usize,

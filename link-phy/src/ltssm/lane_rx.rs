@@ -77,7 +77,7 @@ enum Collecting {
     },
 }
 
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub(super) struct LaneRx {
     /// Whether this lane's bits are complemented before decoding.
     pub(super) inverted: bool,

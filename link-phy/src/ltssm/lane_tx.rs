@@ -6,7 +6,7 @@ use crate::scrambler::Gen1Scrambler;
 use crate::serial::SlotBits;
 use crate::symbol::Symbol;
 
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub(super) struct LaneTx {
     encoder: Encoder,
     scrambler: Gen1Scrambler,

@@ -67,7 +67,7 @@ struct LaneTrack {
 }
 
 /// One end of a link: the physical layer of one port. See the [module documentation](super).
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub struct Port {
     config: PortConfig,
     state: LtssmState,
