@@ -1,0 +1,157 @@
+//! `linkctl phy encode` / `decode` as a user runs them: known answers, refusals and error exits.
+//!
+//! Expected code groups come from IEEE 802.3-2015 tables 36-1 and 36-2 (the same transcription that
+//! link-phy/tests/code8b10b_tables.rs checks the tables against), written bit `a` as the least significant
+//! bit, with the running disparity followed by hand.
+
+use std::io::Write;
+use std::process::{Command, Output, Stdio};
+
+fn linkctl(args: &[&str], stdin: &[u8]) -> Output {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_linkctl"))
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // A command that fails early may close stdin before reading it all.
+    let _ = child.stdin.take().unwrap().write_all(stdin);
+    child.wait_with_output().unwrap()
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8(o.stdout.clone()).unwrap()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8(o.stderr.clone()).unwrap()
+}
+
+/// D10.2 D11.7 D17.7 D7.3 D0.0 D31.7: A7 at both disparities, the D.7 and D.x.3 alternations.
+const DATA: [u8; 6] = [0x4A, 0xEB, 0xF1, 0x67, 0x00, 0xFF];
+
+#[test]
+fn encodes_data_from_either_starting_disparity() {
+    let o = linkctl(&["phy", "encode", "--code", "8b10b"], &DATA);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(stdout(&o), "2aa\n1cb\n231\n0c7\n0b9\n235\n");
+    let o = linkctl(&["phy", "encode", "--code", "8b10b", "--rd", "pos"], &DATA);
+    assert!(o.status.success());
+    assert_eq!(stdout(&o), "2aa\n04b\n3b1\n338\n346\n1ca\n");
+}
+
+#[test]
+fn encodes_control_symbols() {
+    // COM, SKP, STP, EIE from RD-.
+    let o = linkctl(
+        &["phy", "encode", "--code", "8b10b", "--control"],
+        &[0xBC, 0x1C, 0xFB, 0xFC],
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(stdout(&o), "17c\n343\n3a4\n383\n");
+}
+
+#[test]
+fn control_refuses_a_byte_without_a_k_code_and_names_it() {
+    let o = linkctl(
+        &["phy", "encode", "--code", "8b10b", "--control"],
+        &[0xBC, 0x1C, 0x4A, 0xBC],
+    );
+    assert!(!o.status.success());
+    assert_eq!(stdout(&o), "");
+    let err = stderr(&o);
+    assert!(err.contains("0x4a") && err.contains("offset 2"), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+}
+
+#[test]
+fn the_line_code_must_be_given_and_supported() {
+    let o = linkctl(&["phy", "encode"], b"x");
+    assert!(!o.status.success());
+    assert!(stderr(&o).contains("--code"));
+    for command in ["encode", "decode"] {
+        let o = linkctl(&["phy", command, "--code", "128b130b"], b"");
+        assert!(!o.status.success());
+        let err = stderr(&o);
+        assert!(err.contains("128b130b") && err.contains("8b10b"), "{err}");
+    }
+}
+
+#[test]
+fn decode_inverts_encode_whatever_the_starting_disparity() {
+    let bytes: Vec<u8> = (0..=255).chain((0..=255).rev()).collect();
+    for rd in ["neg", "pos"] {
+        let encoded = linkctl(&["phy", "encode", "--code", "8b10b", "--rd", rd], &bytes);
+        assert!(encoded.status.success());
+        let decoded = linkctl(&["phy", "decode", "--code", "8b10b"], &encoded.stdout);
+        assert!(decoded.status.success(), "{}", stderr(&decoded));
+        assert_eq!(decoded.stdout, bytes);
+    }
+    let k = [0xBC, 0x1C, 0x1C, 0x1C, 0xF7, 0xFE];
+    let encoded = linkctl(
+        &["phy", "encode", "--code", "8b10b", "--control", "--rd", "pos"],
+        &k,
+    );
+    let decoded = linkctl(&["phy", "decode", "--code", "8b10b"], &encoded.stdout);
+    assert!(decoded.status.success());
+    assert_eq!(decoded.stdout, k);
+}
+
+#[test]
+fn decode_takes_the_disparity_from_the_stream_and_names_symbols() {
+    // D10.2 is valid in both columns; K28.5 as 283 is RD+ only, so the stream started at RD+.
+    let o = linkctl(
+        &["phy", "decode", "--code", "8b10b", "--symbols"],
+        b"2aa 0x283\n\t2aa  17c",
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(stdout(&o), "D10.2\nK28.5\nD10.2\nK28.5\n");
+    let o = linkctl(&["phy", "decode", "--code", "8b10b"], b"2aa 283 2aa 17c\n");
+    assert_eq!(o.stdout, [0x4A, 0xBC, 0x4A, 0xBC]);
+}
+
+#[test]
+fn decode_reports_the_position_of_a_bad_code_group() {
+    // 000 is no code group at all.
+    let o = linkctl(&["phy", "decode", "--code", "8b10b"], b"17c 2aa 000 2aa");
+    assert!(!o.status.success());
+    let err = stderr(&o);
+    assert!(err.contains("code group 2") && err.contains("000"), "{err}");
+    assert_eq!(o.stdout, [0xBC, 0x4A], "the bytes before the error are written");
+    // Two RD- K28.5 in a row: the second is from the wrong column.
+    let o = linkctl(&["phy", "decode", "--code", "8b10b"], b"17c 17c");
+    assert!(!o.status.success());
+    let err = stderr(&o);
+    assert!(err.contains("code group 1") && err.contains("disparity"), "{err}");
+}
+
+#[test]
+fn decode_refuses_malformed_input_clearly() {
+    for (input, expected) in [
+        (&b"17c 2ag"[..], "code group 1"),
+        (b"17c 0x", "code group 1"),
+        (b"400", "wider than 10 bits"),
+        (b"17c 12345", "wider than 10 bits"),
+        (b"\xff\xfe", "not text"),
+    ] {
+        let o = linkctl(&["phy", "decode", "--code", "8b10b"], input);
+        assert!(!o.status.success(), "{input:?}");
+        let err = stderr(&o);
+        assert!(err.contains(expected), "{input:?}: {err}");
+        assert_eq!(err.lines().count(), 1, "{err}");
+    }
+    // Leading zeros are fine.
+    let o = linkctl(&["phy", "decode", "--code", "8b10b"], b"0017c 0x02aa");
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(o.stdout, [0xBC, 0x4A]);
+}
+
+#[test]
+fn empty_input_gives_empty_output() {
+    for command in ["encode", "decode"] {
+        let o = linkctl(&["phy", command, "--code", "8b10b"], b"");
+        assert!(o.status.success());
+        assert!(o.stdout.is_empty());
+    }
+}
