@@ -15,9 +15,10 @@ pub fn stripe(data: &[u8], width: LinkWidth, out: &mut [u8]) -> Result<(), Error
     let lanes = width.lanes();
     check(data.len(), lanes, out.len())?;
     let rows = data.len() / lanes;
-    for (r, row) in data.chunks_exact(lanes).enumerate() {
-        for (l, &byte) in row.iter().enumerate() {
-            out[l * rows + r] = byte;
+    // Write each lane's bytes in order (strided reads are cheaper than strided writes).
+    for (l, lane) in out[..data.len()].chunks_exact_mut(rows.max(1)).enumerate() {
+        for (byte, src) in lane.iter_mut().zip(data[l..].iter().step_by(lanes)) {
+            *byte = *src;
         }
     }
     Ok(())
@@ -28,9 +29,9 @@ pub fn unstripe(lanes_data: &[u8], width: LinkWidth, out: &mut [u8]) -> Result<(
     let lanes = width.lanes();
     check(lanes_data.len(), lanes, out.len())?;
     let rows = lanes_data.len() / lanes;
-    for (r, row) in out[..lanes_data.len()].chunks_exact_mut(lanes).enumerate() {
-        for (l, byte) in row.iter_mut().enumerate() {
-            *byte = lanes_data[l * rows + r];
+    for (l, lane) in lanes_data.chunks_exact(rows.max(1)).enumerate() {
+        for (dst, &byte) in out[l..lanes_data.len()].iter_mut().step_by(lanes).zip(lane) {
+            *dst = byte;
         }
     }
     Ok(())

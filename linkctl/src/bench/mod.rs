@@ -1,10 +1,44 @@
-//! `linkctl bench`: per-core throughput against memcpy.
+//! `linkctl bench`: per-core throughput of each layer's hot paths, against `memcpy` in the same run.
 
 use clap::Subcommand;
 
+mod measure;
+mod phy;
+
+#[derive(clap::Args, Debug)]
+pub struct BenchArgs {
+    /// Payload bytes per call
+    #[arg(long, default_value_t = 64 * 1024)]
+    pub bytes: usize,
+    /// Timed batches per component; the median is reported
+    #[arg(long, default_value_t = 11)]
+    pub samples: usize,
+    /// Print one JSON object instead of a table
+    #[arg(long)]
+    pub json: bool,
+}
+
 #[derive(Subcommand, Debug)]
-pub enum BenchCommand {}
+pub enum BenchCommand {
+    /// The physical layer: 8b/10b, scramblers, 128b/130b, striping
+    Phy(BenchArgs),
+}
 
 pub fn run(cmd: BenchCommand) -> anyhow::Result<()> {
-    match cmd {}
+    match cmd {
+        BenchCommand::Phy(args) => {
+            check(&args)?;
+            measure::print("bench phy", &phy::rows(&args)?, args.json)
+        }
+    }
+}
+
+fn check(args: &BenchArgs) -> anyhow::Result<()> {
+    if args.bytes < 1024 || args.bytes > 64 << 20 || args.bytes % 1024 != 0 {
+        anyhow::bail!("--bytes must be a multiple of 1024 between 1 KiB and 64 MiB, not {}", args.bytes);
+    }
+    if args.samples == 0 || args.samples > 1000 {
+        anyhow::bail!("--samples must be between 1 and 1000, not {}", args.samples);
+    }
+    Ok(())
 }
