@@ -10,8 +10,11 @@
 
 use crate::fec::{self, Block, Corrections, BLOCK_LEN, CODEWORDS};
 
+/// A fuzz entry point and the name of its cargo-fuzz target.
+pub type Target = (&'static str, fn(&[u8]));
+
 /// Every fuzz entry point, by the name of its cargo-fuzz target.
-pub const TARGETS: &[(&str, fn(&[u8]))] = &[("fec_decode", fec_decode)];
+pub const TARGETS: &[Target] = &[("fec_decode", fec_decode)];
 
 /// Decodes the first 256 bytes of `data` (zero-padded) as a received FEC block, then checks that encoding
 /// those bytes and corrupting one byte per codeword (chosen by the 6 bytes after the block, if present) is

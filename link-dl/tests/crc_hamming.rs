@@ -257,7 +257,7 @@ fn a_million_random_5_bit_errors_are_detected() {
 
 #[test]
 fn flip_covers_every_packet_bit_exactly_once() {
-    let mut seen = vec![0u8; MAX_PACKET_LEN];
+    let mut seen = [0u8; MAX_PACKET_LEN];
     for p in 0..CODEWORD_BITS {
         let mut packet = vec![0u8; MAX_PACKET_LEN];
         flip(&mut packet, p);
