@@ -483,8 +483,8 @@ mod tests {
         let mut rx = [Vec::new(), Vec::new()];
         for t in 0..10u64 {
             let out = ch.carry(Instant(t), &slot_of(Rate::Gen1, 2, |_| 0x200 | t));
-            for l in 0..2 {
-                rx[l].push(bits_of(&out.lanes[l]));
+            for (l, r) in rx.iter_mut().enumerate() {
+                r.push(bits_of(&out.lanes[l]));
             }
         }
         assert_eq!(rx[0][3], Some(0x203));

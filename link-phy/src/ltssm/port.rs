@@ -328,7 +328,7 @@ impl Port {
         self.detection_pending = false;
         self.detected = mask & self.port_mask();
         if self.detected == 0 {
-            self.to_detect(now);
+            self.restart_from_detect(now);
         } else {
             self.enter(now, LtssmState::PollingActive);
         }
@@ -908,7 +908,7 @@ impl Port {
                     if ok != 0 {
                         self.enter(now, LtssmState::PollingConfiguration);
                     } else {
-                        self.to_detect(now);
+                        self.restart_from_detect(now);
                     }
                 }
             }
@@ -919,7 +919,7 @@ impl Port {
                 if ok != 0 && self.ts_sent_after_rx >= TS_AFTER_RX {
                     self.enter(now, LtssmState::ConfigLinkwidthStart);
                 } else if timed_out {
-                    self.to_detect(now);
+                    self.restart_from_detect(now);
                 }
             }
             LtssmState::ConfigLinkwidthStart => match self.config.role {
@@ -935,10 +935,10 @@ impl Port {
                                 self.set_map(map);
                                 self.enter(now, LtssmState::ConfigLinkwidthAccept);
                             }
-                            None => self.to_detect(now),
+                            None => self.restart_from_detect(now),
                         }
                     } else if timed_out {
-                        self.to_detect(now);
+                        self.restart_from_detect(now);
                     }
                 }
                 Role::Upstream => {
@@ -950,7 +950,7 @@ impl Port {
                         self.link_lanes = offered;
                         self.enter(now, LtssmState::ConfigLinkwidthAccept);
                     } else if timed_out {
-                        self.to_detect(now);
+                        self.restart_from_detect(now);
                     }
                 }
             },
@@ -968,10 +968,10 @@ impl Port {
                                 self.set_map(map);
                                 self.enter(now, LtssmState::ConfigLanenumWait);
                             }
-                            None => self.to_detect(now),
+                            None => self.restart_from_detect(now),
                         }
                     } else if timed_out {
-                        self.to_detect(now);
+                        self.restart_from_detect(now);
                     }
                 }
             },
@@ -991,7 +991,7 @@ impl Port {
                 if done {
                     self.enter(now, LtssmState::ConfigLanenumAccept);
                 } else if timed_out {
-                    self.to_detect(now);
+                    self.restart_from_detect(now);
                 }
             }
             LtssmState::ConfigLanenumAccept => self.enter(now, LtssmState::ConfigComplete),
@@ -1016,7 +1016,7 @@ impl Port {
                     };
                     self.enter(now, next);
                 } else if timed_out {
-                    self.to_detect(now);
+                    self.restart_from_detect(now);
                 }
             }
             LtssmState::ConfigIdle | LtssmState::RecoveryIdle => {
@@ -1029,7 +1029,7 @@ impl Port {
                 } else if back_to_training {
                     self.enter(now, LtssmState::RecoveryRcvrLock);
                 } else if timed_out {
-                    self.to_detect(now);
+                    self.restart_from_detect(now);
                 }
             }
             LtssmState::L0 => self.evaluate_l0(now),
@@ -1049,7 +1049,7 @@ impl Port {
                         self.speed_change = false;
                         self.enter(now, LtssmState::RecoverySpeed);
                     } else {
-                        self.to_detect(now);
+                        self.restart_from_detect(now);
                     }
                 }
             }
@@ -1177,7 +1177,7 @@ impl Port {
     }
 
     /// Back to Detect after a failure; after too many in a row, give up.
-    fn to_detect(&mut self, now: Instant) {
+    fn restart_from_detect(&mut self, now: Instant) {
         if self.reached_l0 {
             self.push_event(PhyEvent::LinkDown { at: now });
         }
