@@ -11,7 +11,9 @@ use link_phy::Disparity;
 const BYTES: usize = 64 * 1024;
 
 fn payload() -> Vec<u8> {
-    (0..BYTES).map(|i| (i as u32).wrapping_mul(2_654_435_761).rotate_right(13) as u8).collect()
+    (0..BYTES)
+        .map(|i| (i as u32).wrapping_mul(2_654_435_761).rotate_right(13) as u8)
+        .collect()
 }
 
 fn phy(c: &mut Criterion) {

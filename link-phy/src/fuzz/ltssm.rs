@@ -19,11 +19,19 @@ pub fn parse_training_set(data: &[u8]) {
     for (i, s) in symbols.iter_mut().enumerate() {
         let byte = data.get(2 * i).copied().unwrap_or(0);
         let is_control = data.get(2 * i + 1).is_some_and(|f| f & 1 == 1);
-        *s = if is_control && control::is_control(byte) { Symbol::Control(byte) } else { Symbol::Data(byte) };
+        *s = if is_control && control::is_control(byte) {
+            Symbol::Control(byte)
+        } else {
+            Symbol::Data(byte)
+        };
     }
     if let Ok((ts, polarity)) = TrainingSet::from_symbols(&symbols) {
         if polarity == Polarity::Normal {
-            assert_eq!(ts.to_symbols(), symbols, "training set does not re-emit as received");
+            assert_eq!(
+                ts.to_symbols(),
+                symbols,
+                "training set does not re-emit as received"
+            );
         }
     }
 }
@@ -39,9 +47,12 @@ fn snapshots() -> &'static [Port; 3] {
             b.max_rate = max_rate;
             a.timing = Timing::fast();
             b.timing = Timing::fast();
-            let mut pair = LinkPair::new(a, b, ChannelConfig::clean(4), ChannelConfig::clean(4))
-                .expect("a valid pair");
-            assert!(pair.train(Instant(Duration::from_ms(50).as_ps())), "snapshot link did not train");
+            let mut pair =
+                LinkPair::new(a, b, ChannelConfig::clean(4), ChannelConfig::clean(4)).expect("a valid pair");
+            assert!(
+                pair.train(Instant(Duration::from_ms(50).as_ps())),
+                "snapshot link did not train"
+            );
             pair.b
         };
         let mut polling = Port::new(PortConfig::new(4, Role::Upstream), Instant::ZERO).expect("a valid port");
@@ -57,7 +68,9 @@ fn snapshots() -> &'static [Port; 3] {
 /// a 0xFF byte in a lane's first position standing for electrical idle. Never panics; data is delivered
 /// only in whole units; the port's state stays one the state machine defines.
 pub fn port_receive(data: &[u8]) {
-    let Some((&pick, bits)) = data.split_first() else { return };
+    let Some((&pick, bits)) = data.split_first() else {
+        return;
+    };
     let mut port = snapshots()[usize::from(pick) % 3].clone();
     let lanes = port.config().lanes;
     let slot_bytes = (port.rate().slot_bits() as usize).div_ceil(8);
@@ -78,7 +91,9 @@ pub fn port_receive(data: &[u8]) {
             slot.lanes[lane] = LaneSignal::Bits(lane_bits);
         }
         let _ = port.poll_transmit(now, &mut |buf| buf.fill(0));
-        port.receive(now, &slot, &mut |d| assert_eq!(d.len() % UNIT_BYTES, 0, "partial unit delivered"));
+        port.receive(now, &slot, &mut |d| {
+            assert_eq!(d.len() % UNIT_BYTES, 0, "partial unit delivered")
+        });
         now = port.next_transmit();
     }
     while port.poll_event().is_some() {}

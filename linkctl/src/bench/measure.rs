@@ -80,11 +80,17 @@ pub fn row(component: &str, bytes: usize, samples: usize, f: impl FnMut()) -> Ro
 /// Print rows as a table, or as JSON.
 pub fn print(title: &str, rows: &[Row], json: bool) -> anyhow::Result<()> {
     if json {
-        println!("{}", serde_json::to_string_pretty(&serde_json::json!({ "bench": title, "rows": rows }))?);
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&serde_json::json!({ "bench": title, "rows": rows }))?
+        );
         return Ok(());
     }
     println!("{title}: one core, median of batches, payload GB/s (1e9 B/s)");
-    println!("{:<34} {:>10} {:>10} {:>12} {:>9}", "component", "bytes", "GB/s", "memcpy GB/s", "ratio");
+    println!(
+        "{:<34} {:>10} {:>10} {:>12} {:>9}",
+        "component", "bytes", "GB/s", "memcpy GB/s", "ratio"
+    );
     for r in rows {
         println!(
             "{:<34} {:>10} {:>10.2} {:>12.2} {:>9.3}",

@@ -35,7 +35,10 @@ pub fn run(cmd: BenchCommand) -> anyhow::Result<()> {
 
 fn check(args: &BenchArgs) -> anyhow::Result<()> {
     if args.bytes < 1024 || args.bytes > 64 << 20 || args.bytes % 1024 != 0 {
-        anyhow::bail!("--bytes must be a multiple of 1024 between 1 KiB and 64 MiB, not {}", args.bytes);
+        anyhow::bail!(
+            "--bytes must be a multiple of 1024 between 1 KiB and 64 MiB, not {}",
+            args.bytes
+        );
     }
     if args.samples == 0 || args.samples > 1000 {
         anyhow::bail!("--samples must be between 1 and 1000, not {}", args.samples);

@@ -33,14 +33,18 @@ pub fn rows(args: &BenchArgs) -> anyhow::Result<Vec<Row>> {
 
     // 8b/10b: bytes to code groups and back.
     let mut codes = vec![0u16; n];
-    Encoder::new().encode_data(&data, &mut codes).context("8b/10b encode")?;
+    Encoder::new()
+        .encode_data(&data, &mut codes)
+        .context("8b/10b encode")?;
     rows.push(row("8b/10b encode", n, s, || {
         let mut enc = Encoder::new();
         let _ = enc.encode_data(black_box(&data), &mut codes);
         black_box(&codes);
     }));
     let mut decoded = vec![0u8; n];
-    Decoder::new(Disparity::Negative).decode_data(&codes, &mut decoded).context("8b/10b decode")?;
+    Decoder::new(Disparity::Negative)
+        .decode_data(&codes, &mut decoded)
+        .context("8b/10b decode")?;
     anyhow::ensure!(decoded == data, "8b/10b round trip failed");
     rows.push(row("8b/10b decode", n, s, || {
         let mut dec = Decoder::new(Disparity::Negative);
@@ -60,13 +64,17 @@ pub fn rows(args: &BenchArgs) -> anyhow::Result<Vec<Row>> {
     // 128b/130b with scrambling: data blocks to packed wire bits and back.
     let blocks = n / 16;
     let mut wire = vec![0u8; (blocks * 130).div_ceil(8)];
-    LaneEncoder::new(0).encode_data(&data, &mut wire).context("128b/130b encode")?;
+    LaneEncoder::new(0)
+        .encode_data(&data, &mut wire)
+        .context("128b/130b encode")?;
     rows.push(row("128b/130b + scramble encode", n, s, || {
         let mut enc = LaneEncoder::new(0);
         let _ = enc.encode_data(black_box(&data), &mut wire);
         black_box(&wire);
     }));
-    LaneDecoder::new(0).decode_data(&wire, blocks, &mut decoded).context("128b/130b decode")?;
+    LaneDecoder::new(0)
+        .decode_data(&wire, blocks, &mut decoded)
+        .context("128b/130b decode")?;
     anyhow::ensure!(decoded == data, "128b/130b round trip failed");
     rows.push(row("128b/130b + descramble decode", n, s, || {
         let mut dec = LaneDecoder::new(0);

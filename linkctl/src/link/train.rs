@@ -80,11 +80,16 @@ impl ChannelArgs {
             bail!("--ber must be between 0 and 1, not {}", self.ber);
         }
         if !(0.0..=1000.0).contains(&self.skew) {
-            bail!("--skew must be between 0 and 1000 symbol times, not {}", self.skew);
+            bail!(
+                "--skew must be between 0 and 1000 symbol times, not {}",
+                self.skew
+            );
         }
-        for (flag, lanes) in
-            [("--dead-lane", &self.dead_lanes), ("--stuck-lane", &self.stuck_lanes), ("--invert-lane", &self.inverted_lanes)]
-        {
+        for (flag, lanes) in [
+            ("--dead-lane", &self.dead_lanes),
+            ("--stuck-lane", &self.stuck_lanes),
+            ("--invert-lane", &self.inverted_lanes),
+        ] {
             if let Some(bad) = lanes.iter().find(|&&l| l >= self.lanes) {
                 bail!("{flag} {bad}: the ports have lanes 0 to {}", self.lanes - 1);
             }
@@ -120,8 +125,13 @@ impl ChannelArgs {
             p.timing = timing;
             p
         };
-        LinkPair::new(port(Role::Downstream), port(Role::Upstream), channel(0), channel(1))
-            .context("cannot build the ports")
+        LinkPair::new(
+            port(Role::Downstream),
+            port(Role::Upstream),
+            channel(0),
+            channel(1),
+        )
+        .context("cannot build the ports")
     }
 }
 
@@ -155,7 +165,13 @@ fn counters_json(c: &PhyCounters) -> Value {
 pub fn report(pair: &LinkPair) -> Value {
     let a = &pair.a;
     let up = a.is_up() && pair.b.is_up();
-    let state = if up { LtssmState::L0 } else if a.state() == LtssmState::L0 { pair.b.state() } else { a.state() };
+    let state = if up {
+        LtssmState::L0
+    } else if a.state() == LtssmState::L0 {
+        pair.b.state()
+    } else {
+        a.state()
+    };
     let last_l0 = pair
         .transitions()
         .iter()
@@ -211,7 +227,11 @@ pub fn run(args: TrainArgs) -> anyhow::Result<ExitCode> {
     } else {
         print_text(&args.channel, &pair, &report);
     }
-    Ok(if up { ExitCode::SUCCESS } else { ExitCode::from(EXIT_NO_LINK) })
+    Ok(if up {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(EXIT_NO_LINK)
+    })
 }
 
 fn print_text(c: &ChannelArgs, pair: &LinkPair, report: &Value) {
@@ -256,7 +276,10 @@ fn print_text(c: &ChannelArgs, pair: &LinkPair, report: &Value) {
                 report["time_to_first_l0_us"].as_f64().unwrap_or(f64::NAN)
             );
         }
-        _ => println!("link DOWN: training ended in {}", report["state"].as_str().unwrap_or("?")),
+        _ => println!(
+            "link DOWN: training ended in {}",
+            report["state"].as_str().unwrap_or("?")
+        ),
     }
     for side in ["A", "B"] {
         let k = &report["counters"][side];
