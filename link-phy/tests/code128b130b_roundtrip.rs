@@ -387,3 +387,23 @@ fn bits_pushed_into_a_full_buffer_are_dropped_and_counted() {
     assert_eq!(decoder.counters().dropped_bits, 4 * 64);
     assert_eq!(decoder.pop(), None);
 }
+
+#[test]
+fn a_malformed_skp_ordered_set_is_one_bad_block() {
+    let (mut encoder, mut decoder, mut bits) = locked_pair(6);
+    let (first, last) = encoder.encode_block(&OrderedSetBlock::skp().to_block());
+    // Symbol 2 (wire bits 18-25) becomes 00h: not a SKP symbol.
+    bits.block((first & !(0xFF << 18), last));
+    bits.block(encoder.encode_block(&Block::data([3; 16])));
+    let got = bits.feed(&mut decoder, &[5]);
+    assert_eq!(
+        got,
+        vec![
+            Err(Error::MalformedOrderedSet {
+                position: 2,
+                found: 0
+            }),
+            Ok(Block::data([3; 16]))
+        ]
+    );
+}

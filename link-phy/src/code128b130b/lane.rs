@@ -556,20 +556,24 @@ impl LaneDecoder {
                     found,
                 }
             };
-            if let Some(i) = (end - 3..end).find(|&i| self.bits.symbol(head, i) != SKP_SYMBOL) {
+            let bad = match (end - 3..end).find(|&i| self.bits.symbol(head, i) != SKP_SYMBOL) {
+                Some(i) => Some(i),
+                None => match self.bits.symbol(head, end) {
+                    SKP_END => {
+                        symbols = end + 4;
+                        break;
+                    }
+                    SKP_SYMBOL if group < 5 => None,
+                    _ => Some(end),
+                },
+            };
+            if let Some(i) = bad {
+                // Reported as a 130-bit block, once all of it has arrived.
+                if available < BLOCK_BITS {
+                    return None;
+                }
                 let error = malformed(i);
-                return self.deliver(BLOCK_BITS.min(available), Err(error));
-            }
-            match self.bits.symbol(head, end) {
-                SKP_END => {
-                    symbols = end + 4;
-                    break;
-                }
-                SKP_SYMBOL if group < 5 => {}
-                _ => {
-                    let error = malformed(end);
-                    return self.deliver(BLOCK_BITS.min(available), Err(error));
-                }
+                return self.deliver(BLOCK_BITS, Err(error));
             }
         }
         let bits = 2 + 8 * symbols;
