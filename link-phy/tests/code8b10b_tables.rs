@@ -530,3 +530,113 @@ fn bytes_without_a_k_code_group_are_refused() {
         }
     }
 }
+
+/// The rows of the markdown tables in section 1.1 of docs/spec.md, as trimmed cells without backticks.
+fn spec_section_1_1_rows() -> Vec<Vec<String>> {
+    let spec = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/spec.md")).unwrap();
+    let start = spec.find("### 1.1 ").unwrap();
+    let end = start + spec[start..].find("\n### 1.2 ").unwrap();
+    spec[start..end]
+        .lines()
+        .filter(|l| l.starts_with('|') && !l.starts_with("|---"))
+        .map(|l| {
+            l.trim_matches('|')
+                .split('|')
+                .map(|c| c.trim().trim_matches('`').to_string())
+                .collect()
+        })
+        .collect()
+}
+
+/// `abcdei fghj` as written in the spec, checked against the hex form given beside it.
+fn spec_code_group(bits: &str, hex: &str) -> u16 {
+    let (six, four) = bits.split_once(' ').unwrap();
+    let code = written_to_wire(six, four);
+    assert_eq!(u16::from_str_radix(hex, 16).unwrap(), code, "{bits} vs {hex}");
+    code
+}
+
+fn published_row<'a>(rows: &'a [Row], symbol: Symbol) -> &'a Row {
+    rows.iter().find(|r| r.symbol == symbol).unwrap()
+}
+
+#[test]
+fn control_symbol_table_of_section_1_1() {
+    let published = published_rows();
+    let table: Vec<Vec<String>> = spec_section_1_1_rows()
+        .into_iter()
+        .filter(|r| r.len() == 8 && r[1].starts_with('K'))
+        .collect();
+    let names = [
+        ("COM", control::COM),
+        ("STP", control::STP),
+        ("SDP", control::SDP),
+        ("END", control::END),
+        ("EDB", control::EDB),
+        ("PAD", control::PAD),
+        ("SKP", control::SKP),
+        ("FTS", control::FTS),
+        ("IDL", control::IDL),
+        ("EIE", control::EIE),
+        ("(reserved)", control::K28_4),
+        ("(reserved)", control::K28_6),
+    ];
+    assert_eq!(table.len(), names.len());
+    for (row, (name, byte)) in table.iter().zip(names) {
+        let symbol = Symbol::Control(byte);
+        assert_eq!(row[0], name);
+        assert_eq!(row[1], SymbolName(symbol).to_string());
+        assert_eq!(row[2], format!("{byte:02X}h"));
+        let codes = [
+            spec_code_group(&row[3], &row[4]),
+            spec_code_group(&row[5], &row[6]),
+        ];
+        assert_eq!(codes, published_row(&published, symbol).codes, "{name}");
+        for (column, code) in codes.into_iter().enumerate() {
+            assert_eq!(encode_symbol(rd(column), symbol).unwrap().0, code);
+            assert_eq!(row[7] == "yes", starts_with_comma(code), "{name}");
+        }
+    }
+}
+
+#[test]
+fn worked_example_of_section_1_1() {
+    let published = published_rows();
+    let example: Vec<Vec<String>> = spec_section_1_1_rows()
+        .into_iter()
+        .filter(|r| r.len() == 6 && (r[2] == "-" || r[2] == "+"))
+        .collect();
+    assert_eq!(example.len(), 8);
+    let sign = |s: &str| match s {
+        "-" => Disparity::Negative,
+        "+" => Disparity::Positive,
+        _ => panic!("{s}"),
+    };
+    let mut encoder = link_phy::code8b10b::Encoder::new();
+    let mut column = 0;
+    for row in &example {
+        let byte = u8::from_str_radix(row[1].trim_end_matches('h'), 16).unwrap();
+        let symbol = if row[0].starts_with('K') {
+            Symbol::Control(byte)
+        } else {
+            Symbol::Data(byte)
+        };
+        assert_eq!(row[0], SymbolName(symbol).to_string());
+        let code = spec_code_group(&row[3], &row[4]);
+        // The published table, following the running disparity by hand ...
+        assert_eq!(sign(&row[2]), rd(column), "{}", row[0]);
+        assert_eq!(
+            code,
+            published_row(&published, symbol).codes[column],
+            "{}",
+            row[0]
+        );
+        let sum = [-1, 1][column] + ones_minus_zeros(code);
+        column = usize::from(sum > 0);
+        assert_eq!(sign(&row[5]), rd(column), "{}", row[0]);
+        // ... and the encoder agree with the spec.
+        assert_eq!(encoder.disparity(), sign(&row[2]));
+        assert_eq!(encoder.encode(symbol), Ok(code), "{}", row[0]);
+        assert_eq!(encoder.disparity(), sign(&row[5]));
+    }
+}
