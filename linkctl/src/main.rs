@@ -9,6 +9,7 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 mod bench;
+mod dl;
 mod link;
 mod phy;
 
@@ -28,6 +29,9 @@ enum Command {
     /// Physical layer tools: line coding and scrambling of raw data
     #[command(subcommand)]
     Phy(phy::PhyCommand),
+    /// Data link layer tools
+    #[command(subcommand)]
+    Dl(dl::DlCommand),
     /// Bring up and exercise simulated links
     #[command(subcommand)]
     Link(link::LinkCommand),
@@ -40,6 +44,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Phy(cmd) => phy::run(cmd).map(|()| ExitCode::SUCCESS),
+        Command::Dl(cmd) => dl::run(cmd).map(|()| ExitCode::SUCCESS),
         Command::Link(cmd) => link::run(cmd),
         Command::Bench(cmd) => bench::run(cmd).map(|()| ExitCode::SUCCESS),
     };
