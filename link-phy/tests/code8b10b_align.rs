@@ -144,6 +144,20 @@ fn stays_locked_through_eieos_runs_of_k28_7() {
 }
 
 #[test]
+fn noise_that_looks_like_the_end_of_a_k28_7_does_not_hide_the_com() {
+    // `11000` then COM at RD- (`0011111010`): the noise and the COM form a comma at -5, and the ten bits
+    // from there look like K28.7 at RD+. The COM's own comma, five bits later, must still win, because
+    // the alignment at -5 was never confirmed.
+    let codes = encode(&ts1());
+    let mut bits = vec![true, true, false, false, false];
+    bits.extend(serialise(&codes));
+    let mut aligner = CommaAligner::new();
+    let out = receive(&mut aligner, &bits, &[1]);
+    assert!(out.ends_with(&codes), "{out:03x?}");
+    assert_eq!(aligner.realignments(), 1);
+}
+
+#[test]
 fn realigns_after_a_bit_slip_and_counts_it() {
     let mut symbols = Vec::new();
     for _ in 0..4 {

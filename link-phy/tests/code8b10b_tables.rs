@@ -556,7 +556,7 @@ fn spec_code_group(bits: &str, hex: &str) -> u16 {
     code
 }
 
-fn published_row<'a>(rows: &'a [Row], symbol: Symbol) -> &'a Row {
+fn published_row(rows: &[Row], symbol: Symbol) -> &Row {
     rows.iter().find(|r| r.symbol == symbol).unwrap()
 }
 
