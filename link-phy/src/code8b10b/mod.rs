@@ -27,9 +27,9 @@ use crate::symbol::{Disparity, Symbol};
 /// Bits in one code group.
 pub const CODE_GROUP_BITS: u32 = tables::CODE_BITS;
 
-/// The comma, bits `a..=f` of K28.1, K28.5 or K28.7 at RD- (`0011111`), bit `a` as bit 0. Its complement
-/// [`COMMA_RD_PLUS`] (`1100000`) is the same bits at RD+. No other code group, and no pair of code groups
-/// at any offset except after K28.7, contains either.
+/// The comma as sent at RD-: the first seven bits on the wire (`a b c d e i f`) of K28.1, K28.5 and K28.7,
+/// `0011111`, held with bit `a` as bit 0. Its complement [`COMMA_RD_PLUS`] (`1100000`) is the same bits at
+/// RD+. No other code group, and no pair of code groups at any offset except after K28.7, contains either.
 pub const COMMA_RD_MINUS: u16 = 0b111_1100;
 /// The comma as sent at RD+ (`1100000`), bit `a` as bit 0.
 pub const COMMA_RD_PLUS: u16 = 0b000_0011;
@@ -66,7 +66,7 @@ pub fn decode_code_group(rd: Disparity, code: u16) -> Result<(Symbol, Disparity)
     Ok((symbol, decoder.disparity()))
 }
 
-/// Whether bits `a..=f` of a code group are a comma (`0011111` or `1100000`): true exactly for K28.1,
+/// Whether the first seven bits (`a b c d e i f`) of a code group are a comma (`0011111` or `1100000`): true exactly for K28.1,
 /// K28.5 and K28.7, in either column.
 pub const fn contains_comma(code: u16) -> bool {
     let first_seven = code & ((1 << COMMA_BITS) - 1);
