@@ -119,3 +119,25 @@ fn every_codeword_is_the_rs_code_with_generator_x_minus_1_times_x_minus_alpha() 
         }
     }
 }
+
+/// docs/spec.md section 2.7, worked example: the data bytes "openlink" then 242 zeros.
+#[test]
+fn spec_2_7_worked_example() {
+    let mut block: Block = [0; BLOCK_LEN];
+    block[..8].copy_from_slice(b"openlink");
+    fec::encode(&mut block);
+    assert_eq!(block[DATA_LEN..], [0x50, 0xA0, 0x40, 0x27, 0xAC, 0x2F]);
+    for codeword in 0..CODEWORDS {
+        let bytes: Vec<u8> = block.iter().skip(codeword).step_by(CODEWORDS).copied().collect();
+        let (message, check) = bytes.split_at(bytes.len() - 2);
+        assert_eq!(remainder(message, 2), check);
+    }
+    // A burst on lane 1 of an x4 link hitting stream bytes 1, 5 and 9 is three corrections.
+    let sent = block;
+    block[1] ^= 0xC0;
+    block[5] ^= 0xFF;
+    block[9] ^= 0x3F;
+    let corrections = fec::decode(&mut block).unwrap();
+    assert_eq!((corrections.symbols, corrections.bits), (3, 16));
+    assert_eq!(block, sent);
+}
