@@ -268,3 +268,28 @@ fn flip_covers_every_packet_bit_exactly_once() {
     }
     assert!(seen.iter().all(|&b| b == 0xFF));
 }
+
+/// CRC-32C's generator has an even number of terms, so G(1) = 0 and x + 1 divides it: every codeword has
+/// even weight, and every error of an odd number of bits is detected, whatever its size.
+#[test]
+fn every_odd_number_of_bit_errors_is_detected() {
+    let terms = crc::ALGORITHM.poly.count_ones() + 1; // x^32 is implicit
+    assert_eq!(terms % 2, 0);
+    for (bits, seed) in [(7, 7), (9, 9), (33, 33), (101, 101)] {
+        let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed);
+        for _ in 0..20_000 {
+            let mut packet = random_packet(&mut rng, crc32c_over);
+            let mut flipped = vec![false; CODEWORD_BITS];
+            let mut chosen = 0;
+            while chosen < bits {
+                let p = (rng.next_u32() as usize) % CODEWORD_BITS;
+                if !flipped[p] {
+                    flipped[p] = true;
+                    flip(&mut packet, p);
+                    chosen += 1;
+                }
+            }
+            assert!(!passes(&packet, crc32c_over), "{bits}-bit error undetected");
+        }
+    }
+}
