@@ -98,15 +98,15 @@ impl LinkPair {
     /// Advance to the next thing that happens, sending logical idle in L0. Returns false when nothing will
     /// ever happen again (both ports quiet with no timer).
     pub fn step(&mut self) -> bool {
-        self.step_with(&mut |_, buf| buf.fill(0), &mut |_, _| {})
+        self.step_with(&mut |_, buf| buf.fill(0), &mut |_, _, _| {})
     }
 
     /// Advance to the next thing that happens. In L0, `fill(side, buf)` supplies the data port `side`
-    /// sends and `deliver(side, data)` receives what port `side` got.
+    /// sends and `deliver(side, data, index)` receives what port `side` got (see [`Port::receive`]).
     pub fn step_with(
         &mut self,
         fill: &mut dyn FnMut(Side, &mut [u8]),
-        deliver: &mut dyn FnMut(Side, &[u8]),
+        deliver: &mut dyn FnMut(Side, &[u8], u64),
     ) -> bool {
         if self.a.wants_receiver_detection() {
             self.a.receivers_detected(self.now, self.ab.receivers_present());
@@ -127,12 +127,14 @@ impl LinkPair {
         if !self.a.is_quiet() && self.a.next_transmit() <= now {
             let slot = self.a.poll_transmit(now, &mut |buf| fill(Side::A, buf));
             let arrived = self.ab.carry(now, &slot);
-            self.b.receive(now, &arrived, &mut |data| deliver(Side::B, data));
+            self.b
+                .receive(now, &arrived, &mut |data, index| deliver(Side::B, data, index));
         }
         if !self.b.is_quiet() && self.b.next_transmit() <= now {
             let slot = self.b.poll_transmit(now, &mut |buf| fill(Side::B, buf));
             let arrived = self.ba.carry(now, &slot);
-            self.a.receive(now, &arrived, &mut |data| deliver(Side::A, data));
+            self.a
+                .receive(now, &arrived, &mut |data, index| deliver(Side::A, data, index));
         }
         self.a.handle_timeout(now);
         self.b.handle_timeout(now);

@@ -342,7 +342,7 @@ fn l0_carries_units_in_order_across_skp_at_every_width_and_code() {
                             *n += 1;
                         }
                     },
-                    &mut |side, data| {
+                    &mut |side, data, _| {
                         for unit in data.chunks(16) {
                             let n = u64::from_le_bytes(unit[..8].try_into().unwrap());
                             if n == 0 {
@@ -366,5 +366,71 @@ fn l0_carries_units_in_order_across_skp_at_every_width_and_code() {
                 );
             }
         }
+    }
+}
+
+#[test]
+fn with_unit_alignment_ordered_sets_never_break_a_block() {
+    for (lanes, max_rate) in [
+        (1usize, Rate::Gen1),
+        (4, Rate::Gen1),
+        (2, Rate::Gen3),
+        (8, Rate::Gen3),
+    ] {
+        let mut s = Setup::new(lanes, 5);
+        s.max_rate = (max_rate, max_rate);
+        s.skew_symbols = 6;
+        let port = |role| {
+            let mut p = PortConfig::new(lanes, role);
+            p.max_rate = max_rate;
+            p.unit_alignment = 16;
+            p
+        };
+        let mut pair = LinkPair::new(
+            port(Role::Downstream),
+            port(Role::Upstream),
+            s.channel(0),
+            s.channel(1),
+        )
+        .unwrap();
+        assert!(pair.train(LIMIT));
+        let mut sent = [0u64; 2];
+        // Units the ports sent (as idle) while training, before these start.
+        let base = [pair.a.counters().units_sent, pair.b.counters().units_sent];
+        let mut checked = 0;
+        let until = pair.now() + Duration::from_us(60);
+        while pair.now() < until {
+            pair.step_with(
+                &mut |side, buf| {
+                    for unit in buf.chunks_mut(16) {
+                        // Units count from 1 so that none is all zero (logical idle).
+                        sent[side as usize] += 1;
+                        unit.fill(0xA5);
+                        unit[..8].copy_from_slice(&sent[side as usize].to_le_bytes());
+                    }
+                },
+                &mut |side, data, index| {
+                    let sender = 1 - side as usize;
+                    for (i, unit) in data.chunks(16).enumerate() {
+                        let k = u64::from_le_bytes(unit[..8].try_into().unwrap());
+                        if unit[8] == 0xA5 {
+                            // The sender's unit k (k from 1) is its unit base + k - 1 since L0 began, which
+                            // started a block: its position in the blocks must survive every ordered set.
+                            assert_eq!(
+                                (index + i as u64) % 16,
+                                (base[sender] + k - 1) % 16,
+                                "x{lanes} {max_rate:?}: block phase lost"
+                            );
+                            checked += 1;
+                        }
+                    }
+                },
+            );
+        }
+        assert!(
+            checked > 1000,
+            "x{lanes} {max_rate:?}: only {checked} units checked"
+        );
+        assert!(pair.a.counters().skp_sent > 0);
     }
 }

@@ -91,7 +91,7 @@ pub fn port_receive(data: &[u8]) {
             slot.lanes[lane] = LaneSignal::Bits(lane_bits);
         }
         let _ = port.poll_transmit(now, &mut |buf| buf.fill(0));
-        port.receive(now, &slot, &mut |d| {
+        port.receive(now, &slot, &mut |d, _| {
             assert_eq!(d.len() % UNIT_BYTES, 0, "partial unit delivered")
         });
         now = port.next_transmit();

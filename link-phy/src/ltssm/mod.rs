@@ -19,7 +19,8 @@
 //! A channel that cannot carry a link ends in [`LtssmState::Failed`] after a bounded number of attempts.
 //!
 //! In L0 the port carries a byte stream in 16-byte *units* for the layer above: `fill` is asked for whole
-//! units to send, and `deliver` is handed whole units received. All-zero units are logical idle.
+//! units to send, and `deliver` is handed whole units received, with their position counted from the
+//! last ordered set. All-zero units are logical idle.
 
 mod lane_rx;
 mod lane_tx;
@@ -225,6 +226,9 @@ pub struct PortConfig {
     pub error_window: Duration,
     /// Whether the downstream port moves to the highest common rate as soon as the link is up.
     pub auto_speed_change: bool,
+    /// Ordered sets interrupt the data stream only every this many units, and L0's data starts at such a
+    /// boundary, so that the layer above can keep blocks of units (forward error correction) aligned.
+    pub unit_alignment: u16,
 }
 
 impl PortConfig {
@@ -241,6 +245,7 @@ impl PortConfig {
             error_threshold: 16,
             error_window: Duration::from_us(10),
             auto_speed_change: true,
+            unit_alignment: 1,
         }
     }
 }

@@ -95,7 +95,11 @@ pub struct Port {
     tx_os: Option<(TxOrderedSet, usize)>,
     /// The training set each lane is sending, fixed when it starts.
     tx_ts: [[Symbol; TS_LEN]; MAX_LANES],
+    /// Stream bytes sent since the last ordered set: ordered sets go only at multiples of a block of
+    /// `unit_alignment` units, so the layer above can keep its own blocks (FEC) in step.
     tx_bytes_since_os: usize,
+    /// Whether the current block of the stream carries data (L0) or logical idle; fixed at its start.
+    tx_block_is_data: bool,
     tx_unit: [u8; UNIT_BYTES],
     slots_since_skp: u32,
     ts_since_eieos: u32,
@@ -106,6 +110,8 @@ pub struct Port {
 
     rx_unit: [u8; UNIT_BYTES],
     rx_unit_len: usize,
+    /// Whole units received since the last ordered set (idle ones included).
+    rx_units_since_os: u64,
     idle_received: u32,
     idle_sent_after_rx: u32,
     ts_sent: u32,
@@ -165,6 +171,7 @@ impl Port {
             tx_os: None,
             tx_ts: [[Symbol::COM; TS_LEN]; MAX_LANES],
             tx_bytes_since_os: 0,
+            tx_block_is_data: false,
             tx_unit: [0; UNIT_BYTES],
             slots_since_skp: 0,
             ts_since_eieos: 0,
@@ -174,6 +181,7 @@ impl Port {
             eios_sent: false,
             rx_unit: [0; UNIT_BYTES],
             rx_unit_len: 0,
+            rx_units_since_os: 0,
             idle_received: 0,
             idle_sent_after_rx: 0,
             ts_sent: 0,
@@ -433,17 +441,30 @@ impl Port {
         ts
     }
 
-    /// Whether an ordered set may start now without cutting a unit of the data stream in two.
-    fn at_unit_boundary(&self) -> bool {
-        self.tx_bytes_since_os % UNIT_BYTES == 0
+    /// Bytes in one alignment block of the stream.
+    fn block_bytes(&self) -> usize {
+        UNIT_BYTES * usize::from(self.config.unit_alignment.max(1))
+    }
+
+    /// Whether the stream is inside a block, which must be finished before an ordered set or a change
+    /// between data and idle.
+    fn mid_block(&self) -> bool {
+        self.tx_bytes_since_os % self.block_bytes() != 0
+    }
+
+    /// At the start of a block of the stream: does it carry data or idle?
+    fn start_block_if_due(&mut self, plan: Plan) {
+        if !self.mid_block() {
+            self.tx_block_is_data = plan == Plan::Data;
+        }
     }
 
     fn transmit_8b10b(&mut self, fill: &mut dyn FnMut(&mut [u8])) -> Slot {
         let mut slot = Slot::idle(self.rate);
         if self.tx_os.is_none() {
             let plan = self.plan();
-            let mid_unit = !self.at_unit_boundary() && matches!(plan, Plan::Data | Plan::IdleData);
-            let next = if mid_unit {
+            let mid_block = self.mid_block();
+            let next = if mid_block {
                 None
             } else if self.eios_pending {
                 self.eios_pending = false;
@@ -468,7 +489,7 @@ impl Port {
                     self.slots_since_skp = 0;
                     self.counters.skp_sent += 1;
                 }
-            } else if plan == Plan::Quiet && !mid_unit {
+            } else if plan == Plan::Quiet && !mid_block {
                 return slot;
             }
         }
@@ -497,17 +518,17 @@ impl Port {
         let Some(map) = self.map else { return slot };
         let width = map.width.lanes();
         let start = self.tx_bytes_since_os % UNIT_BYTES;
-        let plan = self.plan();
-        // What a unit carries is decided at its start; a state change mid-unit finishes the unit.
+        // What a block carries is decided at its start; a state change mid-block finishes the block.
+        self.start_block_if_due(self.plan());
         if start == 0 {
-            if plan == Plan::Data {
+            if self.tx_block_is_data {
                 fill(&mut self.tx_unit);
                 self.counters.units_sent += 1;
             } else {
                 self.tx_unit = [0; UNIT_BYTES];
             }
         }
-        if plan != Plan::Data && self.idle_received > 0 {
+        if !self.tx_block_is_data && self.idle_received > 0 {
             self.idle_sent_after_rx += 1;
         }
         for logical in 0..width {
@@ -522,7 +543,9 @@ impl Port {
     fn transmit_128b130b(&mut self, fill: &mut dyn FnMut(&mut [u8])) -> Slot {
         let mut slot = Slot::idle(self.rate);
         let plan = self.plan();
-        let os = if self.eios_pending {
+        let os = if self.mid_block() {
+            None
+        } else if self.eios_pending {
             self.eios_pending = false;
             self.eios_sent = true;
             Some(OrderedSetBlock::Eios)
@@ -545,6 +568,7 @@ impl Port {
         self.slots_since_skp = self.slots_since_skp.saturating_add(1);
         let lanes = self.tx_lanes();
         if let Some(os) = os {
+            self.tx_bytes_since_os = 0;
             let block = Block {
                 header: SyncHeader::OrderedSet,
                 payload: os.to_payload(),
@@ -554,7 +578,8 @@ impl Port {
             }
             return slot;
         }
-        if let Plan::Training(kind) = plan {
+        if let (Plan::Training(kind), false) = (plan, self.mid_block()) {
+            self.tx_bytes_since_os = 0;
             for lane in (0..self.config.lanes).filter(|l| lanes & (1 << l) != 0) {
                 let ts = self.training_set(kind, lane);
                 let block = Block {
@@ -574,12 +599,14 @@ impl Port {
         let width = map.width.lanes();
         let mut stream = [0u8; UNIT_BYTES * MAX_LANES];
         let stream = &mut stream[..UNIT_BYTES * width];
-        if plan == Plan::Data {
+        self.start_block_if_due(plan);
+        if self.tx_block_is_data {
             fill(stream);
             self.counters.units_sent += width as u64;
         } else if self.idle_received > 0 {
             self.idle_sent_after_rx += UNIT_BYTES as u32;
         }
+        self.tx_bytes_since_os += stream.len();
         let mut lanes_data = [0u8; UNIT_BYTES * MAX_LANES];
         // The stream is a whole number of rows of `width` bytes, so striping cannot fail.
         if stripe::stripe(stream, map.width, &mut lanes_data).is_ok() {
@@ -608,8 +635,9 @@ impl Port {
     // ----- receive -----
 
     /// The bits that arrived on every lane during one slot ending at `now`. In L0, whole units of the
-    /// partner's data stream are handed to `deliver` (a multiple of [`UNIT_BYTES`] at a time).
-    pub fn receive(&mut self, now: Instant, slot: &Slot, deliver: &mut dyn FnMut(&[u8])) {
+    /// partner's data stream are handed to `deliver` (a multiple of [`UNIT_BYTES`] at a time), with the
+    /// number of units the partner sent between its last ordered set and the first of these.
+    pub fn receive(&mut self, now: Instant, slot: &Slot, deliver: &mut dyn FnMut(&[u8], u64)) {
         let lanes = &slot.lanes[..self.config.lanes];
         let signal = lanes.iter().any(|l| matches!(l, LaneSignal::Bits(_)));
         match self.state {
@@ -729,7 +757,7 @@ impl Port {
         self.errors_in_window += 1;
     }
 
-    fn drain_deskew(&mut self, now: Instant, deliver: &mut dyn FnMut(&[u8])) {
+    fn drain_deskew(&mut self, now: Instant, deliver: &mut dyn FnMut(&[u8], u64)) {
         let Some(map) = self.map else { return };
         let width = map.width.lanes();
         let losses_before = self.deskew_symbols.losses() + self.deskew_blocks.losses();
@@ -747,12 +775,13 @@ impl Port {
                     }
                     if data {
                         self.data_received(&row[..width], deliver);
-                    } else if column[..width].iter().any(|i| *i != SymbolItem::Marker) {
-                        // Ordered sets restart the unit phase; SKP does not interrupt idle.
-                        self.rx_unit_len = 0;
-                        self.idle_received = 0;
                     } else {
+                        // Ordered sets restart the unit count; SKP does not interrupt idle.
+                        if column[..width].iter().any(|i| *i != SymbolItem::Marker) {
+                            self.idle_received = 0;
+                        }
                         self.rx_unit_len = 0;
+                        self.rx_units_since_os = 0;
                     }
                 }
             }
@@ -771,6 +800,7 @@ impl Port {
                         if column[..width].iter().any(|i| *i != BlockItem::Marker) {
                             self.idle_received = 0;
                         }
+                        self.rx_units_since_os = 0;
                         continue;
                     }
                     let mut stream = [0u8; UNIT_BYTES * MAX_LANES];
@@ -787,8 +817,9 @@ impl Port {
         }
     }
 
-    /// Deskewed bytes of the partner's stream, in order.
-    fn data_received(&mut self, bytes: &[u8], deliver: &mut dyn FnMut(&[u8])) {
+    /// Deskewed bytes of the partner's stream, in order: whole units are counted (idle ones too) and, in
+    /// L0, delivered with the count of units since the last ordered set.
+    fn data_received(&mut self, bytes: &[u8], deliver: &mut dyn FnMut(&[u8], u64)) {
         if bytes.iter().all(|&b| b == 0) {
             self.idle_received = self.idle_received.saturating_add(match self.line_code() {
                 LineCode::Code8b10b => 1,
@@ -797,13 +828,14 @@ impl Port {
         } else {
             self.idle_received = 0;
         }
-        if self.state != LtssmState::L0 {
-            return;
-        }
+        let in_l0 = self.state == LtssmState::L0;
         if self.rx_unit_len == 0 && bytes.len() % UNIT_BYTES == 0 {
             // Whole units at once (128b/130b columns).
-            deliver(bytes);
-            self.counters.units_received += (bytes.len() / UNIT_BYTES) as u64;
+            if in_l0 {
+                deliver(bytes, self.rx_units_since_os);
+                self.counters.units_received += (bytes.len() / UNIT_BYTES) as u64;
+            }
+            self.rx_units_since_os += (bytes.len() / UNIT_BYTES) as u64;
             return;
         }
         for &b in bytes {
@@ -812,8 +844,11 @@ impl Port {
             }
             self.rx_unit_len += 1;
             if self.rx_unit_len == UNIT_BYTES {
-                deliver(&self.rx_unit);
-                self.counters.units_received += 1;
+                if in_l0 {
+                    deliver(&self.rx_unit, self.rx_units_since_os);
+                    self.counters.units_received += 1;
+                }
+                self.rx_units_since_os += 1;
                 self.rx_unit_len = 0;
             }
         }
@@ -1169,11 +1204,13 @@ impl Port {
         }
         self.tx_os = None;
         self.tx_bytes_since_os = 0;
+        self.tx_block_is_data = false;
         self.slots_since_skp = 0;
         let width = self.map.map_or(1, |m| m.width.lanes());
         let _ = self.deskew_symbols.reset(width);
         let _ = self.deskew_blocks.reset(width);
         self.rx_unit_len = 0;
+        self.rx_units_since_os = 0;
     }
 
     /// Back to Detect after a failure; after too many in a row, give up.
