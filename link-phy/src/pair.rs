@@ -5,7 +5,50 @@ use std::vec::Vec;
 
 use crate::channel::{Channel, ChannelConfig};
 use crate::ltssm::{LtssmState, PhyEvent, Port, PortConfig};
+use crate::serial::Slot;
 use crate::time::Instant;
+
+/// One end of a pair: a physical layer, alone or with layers above it.
+pub trait Node {
+    /// Its physical layer.
+    fn port(&self) -> &Port;
+    /// Its physical layer, mutably.
+    fn port_mut(&mut self) -> &mut Port;
+    /// The next slot. A bare port sends what `fill` gives it in L0; a node with layers above ignores it.
+    fn transmit(&mut self, now: Instant, fill: &mut dyn FnMut(&mut [u8])) -> Slot;
+    /// A slot received. A bare port hands L0 data to `deliver`; a node with layers above keeps it.
+    fn receive(&mut self, now: Instant, slot: &Slot, deliver: &mut dyn FnMut(&[u8], u64));
+    /// When the node next needs attention.
+    fn poll_timeout(&self) -> Option<Instant>;
+    /// Let timers fire.
+    fn handle_timeout(&mut self, now: Instant);
+    /// The next physical-layer event, for the pair's history.
+    fn poll_phy_event(&mut self) -> Option<PhyEvent>;
+}
+
+impl Node for Port {
+    fn port(&self) -> &Port {
+        self
+    }
+    fn port_mut(&mut self) -> &mut Port {
+        self
+    }
+    fn transmit(&mut self, now: Instant, fill: &mut dyn FnMut(&mut [u8])) -> Slot {
+        self.poll_transmit(now, fill)
+    }
+    fn receive(&mut self, now: Instant, slot: &Slot, deliver: &mut dyn FnMut(&[u8], u64)) {
+        Port::receive(self, now, slot, deliver)
+    }
+    fn poll_timeout(&self) -> Option<Instant> {
+        Port::poll_timeout(self)
+    }
+    fn handle_timeout(&mut self, now: Instant) {
+        Port::handle_timeout(self, now)
+    }
+    fn poll_phy_event(&mut self) -> Option<PhyEvent> {
+        self.poll_event()
+    }
+}
 
 /// Which port of a pair.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -29,13 +72,13 @@ pub struct Transition {
     pub to: LtssmState,
 }
 
-/// Two ports and the channels between them.
+/// Two nodes (bare ports by default) and the channels between them.
 #[derive(Debug)]
-pub struct LinkPair {
-    /// Port A.
-    pub a: Port,
-    /// Port B.
-    pub b: Port,
+pub struct LinkPair<N: Node = Port> {
+    /// Node A.
+    pub a: N,
+    /// Node B.
+    pub b: N,
     /// The channel from A to B.
     pub ab: Channel,
     /// The channel from B to A.
@@ -45,23 +88,25 @@ pub struct LinkPair {
     events: Vec<(Side, PhyEvent)>,
 }
 
-impl LinkPair {
+impl LinkPair<Port> {
     /// Two ports at time zero, in Detect.Quiet.
-    pub fn new(
-        a: PortConfig,
-        b: PortConfig,
-        ab: ChannelConfig,
-        ba: ChannelConfig,
-    ) -> Result<Self, crate::Error> {
-        Ok(LinkPair {
-            a: Port::new(a, Instant::ZERO)?,
-            b: Port::new(b, Instant::ZERO)?,
+    pub fn new(a: PortConfig, b: PortConfig, ab: ChannelConfig, ba: ChannelConfig) -> Result<Self, crate::Error> {
+        Ok(LinkPair::with_nodes(Port::new(a, Instant::ZERO)?, Port::new(b, Instant::ZERO)?, ab, ba))
+    }
+}
+
+impl<N: Node> LinkPair<N> {
+    /// Two nodes, starting at time zero.
+    pub fn with_nodes(a: N, b: N, ab: ChannelConfig, ba: ChannelConfig) -> Self {
+        LinkPair {
+            a,
+            b,
             ab: Channel::new(ab),
             ba: Channel::new(ba),
             now: Instant::ZERO,
             transitions: Vec::new(),
             events: Vec::new(),
-        })
+        }
     }
 
     /// The simulated time.
@@ -79,16 +124,16 @@ impl LinkPair {
         &self.events
     }
 
-    /// A port by side.
-    pub fn port(&self, side: Side) -> &Port {
+    /// A node by side.
+    pub fn node(&self, side: Side) -> &N {
         match side {
             Side::A => &self.a,
             Side::B => &self.b,
         }
     }
 
-    /// A port by side, mutably.
-    pub fn port_mut(&mut self, side: Side) -> &mut Port {
+    /// A node by side, mutably.
+    pub fn node_mut(&mut self, side: Side) -> &mut N {
         match side {
             Side::A => &mut self.a,
             Side::B => &mut self.b,
@@ -108,33 +153,31 @@ impl LinkPair {
         fill: &mut dyn FnMut(Side, &mut [u8]),
         deliver: &mut dyn FnMut(Side, &[u8], u64),
     ) -> bool {
-        if self.a.wants_receiver_detection() {
-            self.a.receivers_detected(self.now, self.ab.receivers_present());
+        let now = self.now;
+        if self.a.port().wants_receiver_detection() {
+            let present = self.ab.receivers_present();
+            self.a.port_mut().receivers_detected(now, present);
         }
-        if self.b.wants_receiver_detection() {
-            self.b.receivers_detected(self.now, self.ba.receivers_present());
+        if self.b.port().wants_receiver_detection() {
+            let present = self.ba.receivers_present();
+            self.b.port_mut().receivers_detected(now, present);
         }
-        let next = [self.a.poll_timeout(), self.b.poll_timeout()]
-            .into_iter()
-            .flatten()
-            .min();
+        let next = [self.a.poll_timeout(), self.b.poll_timeout()].into_iter().flatten().min();
         let Some(next) = next else {
             self.collect_events();
             return false;
         };
         self.now = self.now.max(next);
         let now = self.now;
-        if !self.a.is_quiet() && self.a.next_transmit() <= now {
-            let slot = self.a.poll_transmit(now, &mut |buf| fill(Side::A, buf));
+        if !self.a.port().is_quiet() && self.a.port().next_transmit() <= now {
+            let slot = self.a.transmit(now, &mut |buf| fill(Side::A, buf));
             let arrived = self.ab.carry(now, &slot);
-            self.b
-                .receive(now, &arrived, &mut |data, index| deliver(Side::B, data, index));
+            self.b.receive(now, &arrived, &mut |data, index| deliver(Side::B, data, index));
         }
-        if !self.b.is_quiet() && self.b.next_transmit() <= now {
-            let slot = self.b.poll_transmit(now, &mut |buf| fill(Side::B, buf));
+        if !self.b.port().is_quiet() && self.b.port().next_transmit() <= now {
+            let slot = self.b.transmit(now, &mut |buf| fill(Side::B, buf));
             let arrived = self.ba.carry(now, &slot);
-            self.a
-                .receive(now, &arrived, &mut |data, index| deliver(Side::A, data, index));
+            self.a.receive(now, &arrived, &mut |data, index| deliver(Side::A, data, index));
         }
         self.a.handle_timeout(now);
         self.b.handle_timeout(now);
@@ -143,8 +186,8 @@ impl LinkPair {
     }
 
     fn collect_events(&mut self) {
-        for (side, port) in [(Side::A, &mut self.a), (Side::B, &mut self.b)] {
-            while let Some(event) = port.poll_event() {
+        for (side, node) in [(Side::A, &mut self.a), (Side::B, &mut self.b)] {
+            while let Some(event) = node.poll_phy_event() {
                 if let PhyEvent::StateChanged { at, from, to } = event {
                     self.transitions.push(Transition { at, side, from, to });
                 } else {
@@ -155,7 +198,7 @@ impl LinkPair {
     }
 
     /// Step until `done` holds or simulated time passes `limit`. Returns whether `done` held.
-    pub fn run_until(&mut self, limit: Instant, mut done: impl FnMut(&LinkPair) -> bool) -> bool {
+    pub fn run_until(&mut self, limit: Instant, mut done: impl FnMut(&LinkPair<N>) -> bool) -> bool {
         while !done(self) {
             if self.now > limit || !self.step() {
                 return done(self);
@@ -168,13 +211,14 @@ impl LinkPair {
     /// while, or one of them fails, or `limit` passes. Returns whether the link is up.
     pub fn train(&mut self, limit: Instant) -> bool {
         let settle = crate::time::Duration::from_us(20);
-        let stable = |p: &LinkPair| {
+        let stable = |p: &LinkPair<N>| {
+            let (a, b) = (p.a.port(), p.b.port());
             let last = p.transitions.last().map_or(Instant::ZERO, |t| t.at);
-            (p.a.is_up() && p.b.is_up() && p.now.saturating_since(last) >= settle)
-                || p.a.state() == LtssmState::Failed
-                || p.b.state() == LtssmState::Failed
+            (a.is_up() && b.is_up() && p.now.saturating_since(last) >= settle)
+                || a.state() == LtssmState::Failed
+                || b.state() == LtssmState::Failed
         };
         self.run_until(limit, stable);
-        self.a.is_up() && self.b.is_up()
+        self.a.port().is_up() && self.b.port().is_up()
     }
 }

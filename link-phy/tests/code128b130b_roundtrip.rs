@@ -250,15 +250,31 @@ fn a_wrong_data_parity_bit_is_counted() {
 }
 
 #[test]
-fn an_undefined_sync_header_is_reported_and_unaligns() {
+fn an_undefined_sync_header_in_a_data_stream_is_counted_and_taken_as_data() {
     for header in [0b00u8, 0b11] {
         let (mut encoder, mut decoder, mut bits) = locked_pair(1);
         bits.block(encoder.encode_block(&Block::data([0; 16])));
+        let (first, last) = encoder.encode_block(&Block::data([5; 16]));
+        bits.block(((first & !0b11) | u128::from(header), last));
+        bits.block(encoder.encode_block(&Block::data([6; 16])));
+        let got = bits.feed(&mut decoder, &[64]);
+        assert_eq!(got, [Ok(Block::data([0; 16])), Ok(Block::data([5; 16])), Ok(Block::data([6; 16]))]);
+        assert_eq!(decoder.alignment(), BlockAlignment::Locked);
+        assert_eq!(decoder.counters().invalid_sync_headers, 1);
+    }
+}
+
+#[test]
+fn an_undefined_sync_header_while_training_is_reported_and_unaligns() {
+    for header in [0b00u8, 0b11] {
+        let mut encoder = LaneEncoder::new(1);
+        let mut decoder = LaneDecoder::new(1);
+        let mut bits = Bits::default();
+        bits.block(encoder.encode_block(&OrderedSetBlock::Eieos.to_block()));
         let (first, last) = encoder.encode_block(&Block::data([0; 16]));
         bits.block(((first & !0b11) | u128::from(header), last));
         let got = bits.feed(&mut decoder, &[64]);
-        assert_eq!(got[0], Ok(Block::data([0; 16])));
-        assert_eq!(got[1], Err(Error::InvalidSyncHeader { position: 3, header }));
+        assert_eq!(got[1], Err(Error::InvalidSyncHeader { position: 1, header }));
         assert_eq!(decoder.alignment(), BlockAlignment::Unaligned);
         assert_eq!(decoder.counters().invalid_sync_headers, 1);
     }

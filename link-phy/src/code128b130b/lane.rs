@@ -327,7 +327,10 @@ pub struct DecoderCounters {
 /// Alignment (PCIe 4.2.2.2.1): Unaligned, it searches every bit position for an EIEOS and then becomes
 /// Aligned. Aligned, it decodes blocks and also watches for an EIEOS at another bit position, moving its
 /// boundaries there; an SDS makes it Locked. Locked, the boundaries stay put; an EIEOS ends the data stream
-/// (back to Aligned). An undefined sync header (00b, 11b) is reported and sends it back to Unaligned.
+/// (back to Aligned). An undefined sync header (00b, 11b) is reported and sends it back to Unaligned,
+/// except when Locked: there it is counted in [`DecoderCounters::invalid_sync_headers`] and the block is
+/// taken as a data block, keeping alignment (a single bit error must not silence the lane until the next
+/// retrain; the data's own checks catch a wrong guess).
 #[derive(Clone, Debug)]
 pub struct LaneDecoder {
     bits: BitQueue,
@@ -464,10 +467,16 @@ impl LaneDecoder {
         let Some(kind) = SyncHeader::from_bits(header) else {
             // Aligned, a bad header may be the start of an EIEOS at a new position: wait until it would
             // be complete before calling it an error.
-            if self.alignment == BlockAlignment::Aligned && available < BLOCK_BITS {
+            if available < BLOCK_BITS {
                 return None;
             }
             self.counters.invalid_sync_headers += 1;
+            if self.alignment == BlockAlignment::Locked {
+                // In a data stream one flipped header bit must not cost the lane its alignment (nothing
+                // would restore it before the next retrain): the block is most likely data, and taken as
+                // such; the layer above checks its contents. The error is counted for the receiver.
+                return self.data_block(head);
+            }
             self.alignment = BlockAlignment::Unaligned;
             self.counters.blocks += 1;
             return Some(Err(Error::InvalidSyncHeader { position, header }));
@@ -478,20 +487,23 @@ impl LaneDecoder {
         if available < BLOCK_BITS {
             return None;
         }
+        if kind == SyncHeader::Data {
+            return self.data_block(head);
+        }
         let (first, last) = self.bits.block_at(head);
         let (_, wire) = from_wire(first, last);
-        let block = match kind {
-            SyncHeader::Data => {
-                self.parity ^= wire;
-                self.last_was_data = true;
-                Block::data((wire ^ self.scrambler.next_block()).to_le_bytes())
-            }
-            SyncHeader::OrderedSet => {
-                let payload = self.ordered_set(wire);
-                self.last_was_data = false;
-                Block::ordered_set(payload)
-            }
-        };
+        let payload = self.ordered_set(wire);
+        self.last_was_data = false;
+        self.deliver(BLOCK_BITS, Ok(Block::ordered_set(payload)))
+    }
+
+    /// The data block at `head`, descrambled.
+    fn data_block(&mut self, head: u32) -> Option<Result<Block, Error>> {
+        let (first, last) = self.bits.block_at(head);
+        let (_, wire) = from_wire(first, last);
+        self.parity ^= wire;
+        self.last_was_data = true;
+        let block = Block::data((wire ^ self.scrambler.next_block()).to_le_bytes());
         self.deliver(BLOCK_BITS, Ok(block))
     }
 

@@ -271,7 +271,13 @@ impl LaneRx {
             };
             self.blocks.push_bits(chunk, n);
         }
-        while let Some(block) = self.blocks.pop() {
+        loop {
+            let headers_before = self.blocks.counters().invalid_sync_headers;
+            let Some(block) = self.blocks.pop() else { break };
+            if self.blocks.counters().invalid_sync_headers != headers_before && block.is_ok() {
+                // Taken as data by the locked decoder, but still a receiver error.
+                emit(LaneEvent::Error(RxError::Block));
+            }
             match block {
                 Ok(block) => block_events(&block, emit),
                 Err(_) => {

@@ -1,0 +1,339 @@
+//! The wire format: 16-byte flits, packets of a header flit and up to nine more, and control flits.
+//!
+//! The first 12 bytes of a header or control flit form a 96-bit big-endian word `W` (byte 0 holds
+//! `W[95:88]`); bytes 12-15 hold a CRC-32C, least significant byte first. `docs/spec.md` section 2 is the
+//! normative description; the field table below ([`field`]) is the one place offsets live in code.
+//!
+//! | bits of `W` | packet header | control flit |
+//! |---|---|---|
+//! | 95:94 | kind `01` | kind `10` |
+//! | 93:90 | flits after the header (0-9) | control kind (93:88) |
+//! | 89:88 | virtual channel | |
+//! | 87:78 | sequence number | reserved, 0 |
+//! | 77:68 | acknowledged sequence number | acknowledged sequence number |
+//! | 67:66 | credit-return channel | reserved, 0 (67:64) |
+//! | 65:58 | credit-return counter (mod 256) | |
+//! | 57:0 | transaction-layer header | credit counters, 16 bits per channel (63:0) |
+//!
+//! An all-zero flit is logical idle. A packet's CRC covers every byte of the packet except the CRC field;
+//! a control flit's covers its bytes 0-11.
+
+use crate::crc;
+use crate::error::DlError;
+use crate::seq::Seq;
+use crate::vc::{Vc, VC_COUNT};
+
+/// Bytes in a flit.
+pub const FLIT_LEN: usize = 16;
+/// A flit.
+pub type Flit = [u8; FLIT_LEN];
+/// Flits after the header flit in the longest packet (an optional byte-enable or extension flit and
+/// eight data flits).
+pub const MAX_PAYLOAD_FLITS: usize = 9;
+/// Flits in the longest packet.
+pub const MAX_PACKET_FLITS: usize = 1 + MAX_PAYLOAD_FLITS;
+/// Bytes in the longest packet.
+pub const MAX_PACKET_LEN: usize = MAX_PACKET_FLITS * FLIT_LEN;
+/// Width of the transaction-layer header carried in the header flit.
+pub const TL_HEADER_BITS: u32 = 58;
+
+const _: () = assert!(MAX_PACKET_LEN == crc::MAX_PACKET_LEN);
+
+/// Bit positions of the fields in the 96-bit word `W` (shift of the field's least significant bit, width).
+pub mod field {
+    /// Flit kind.
+    pub const KIND: (u32, u32) = (94, 2);
+    /// Packet: flits after the header.
+    pub const FLITS: (u32, u32) = (90, 4);
+    /// Packet: virtual channel.
+    pub const VC: (u32, u32) = (88, 2);
+    /// Packet: sequence number.
+    pub const SEQ: (u32, u32) = (78, 10);
+    /// Packet and control: acknowledged sequence number.
+    pub const ACK: (u32, u32) = (68, 10);
+    /// Packet: channel of the credit return.
+    pub const CREDIT_VC: (u32, u32) = (66, 2);
+    /// Packet: credit-return counter, modulo 256.
+    pub const CREDIT: (u32, u32) = (58, 8);
+    /// Packet: transaction-layer header.
+    pub const TL: (u32, u32) = (0, 58);
+    /// Control: control kind.
+    pub const CONTROL_KIND: (u32, u32) = (88, 6);
+    /// Control: reserved bits, zero.
+    pub const CONTROL_RESERVED: [(u32, u32); 2] = [(78, 10), (64, 4)];
+    /// Control: credit counters, channel 0 highest.
+    pub const CONTROL_CREDITS: (u32, u32) = (0, 64);
+    /// Bytes of the word; the CRC follows.
+    pub const WORD_BYTES: usize = 12;
+}
+
+const fn get(w: u128, (shift, width): (u32, u32)) -> u64 {
+    ((w >> shift) & ((1u128 << width) - 1)) as u64
+}
+
+const fn put(w: &mut u128, (shift, width): (u32, u32), value: u64) {
+    *w |= (value as u128 & ((1u128 << width) - 1)) << shift;
+}
+
+fn word(flit: &Flit) -> u128 {
+    let mut b = [0u8; 16];
+    b[4..].copy_from_slice(&flit[..field::WORD_BYTES]);
+    u128::from_be_bytes(b)
+}
+
+fn store_word(w: u128, flit: &mut Flit) {
+    flit[..field::WORD_BYTES].copy_from_slice(&w.to_be_bytes()[4..]);
+}
+
+fn crc_field(flit: &Flit) -> u32 {
+    u32::from_le_bytes([flit[12], flit[13], flit[14], flit[15]])
+}
+
+/// What a flit is, from its first two bits (and, for idle, its whole content).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum FlitKind {
+    /// All zero: logical idle.
+    Idle,
+    /// The header flit of a packet.
+    Packet,
+    /// A control flit.
+    Control,
+}
+
+/// The kind of a flit, or an error for a reserved kind or a non-zero flit of idle kind.
+pub fn kind(flit: &Flit) -> Result<FlitKind, DlError> {
+    match flit[0] >> 6 {
+        0b01 => Ok(FlitKind::Packet),
+        0b10 => Ok(FlitKind::Control),
+        0b00 if flit.iter().all(|&b| b == 0) => Ok(FlitKind::Idle),
+        _ => Err(DlError::BadFlitKind { first: flit[0] }),
+    }
+}
+
+/// The parsed header flit of a packet.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct PacketHeader {
+    /// Flits after the header flit, 0 to 9.
+    pub payload_flits: u8,
+    /// The virtual channel.
+    pub vc: Vc,
+    /// The packet's sequence number.
+    pub seq: Seq,
+    /// The last sequence number the sender received in order from us.
+    pub ack: Seq,
+    /// Which channel's credit counter `credit` is.
+    pub credit_vc: Vc,
+    /// The sender's count of receive-buffer flits it has freed on `credit_vc`, modulo 256.
+    pub credit: u8,
+    /// The transaction-layer header, 58 bits.
+    pub tl: u64,
+}
+
+impl PacketHeader {
+    /// Parse a header flit (the CRC is checked over the whole packet, by [`check_packet_crc`]).
+    pub fn parse(flit: &Flit) -> Result<PacketHeader, DlError> {
+        if kind(flit)? != FlitKind::Packet {
+            return Err(DlError::BadFlitKind { first: flit[0] });
+        }
+        let w = word(flit);
+        let payload_flits = get(w, field::FLITS) as u8;
+        if usize::from(payload_flits) > MAX_PAYLOAD_FLITS {
+            return Err(DlError::TooManyFlits { flits: payload_flits });
+        }
+        Ok(PacketHeader {
+            payload_flits,
+            vc: Vc::from_bits(get(w, field::VC) as u8),
+            seq: Seq::new(get(w, field::SEQ) as u16),
+            ack: Seq::new(get(w, field::ACK) as u16),
+            credit_vc: Vc::from_bits(get(w, field::CREDIT_VC) as u8),
+            credit: get(w, field::CREDIT) as u8,
+            tl: get(w, field::TL),
+        })
+    }
+
+    /// Write the header into `flit`, CRC field zero (see [`seal_packet`]).
+    pub fn emit(&self, flit: &mut Flit) -> Result<(), DlError> {
+        if self.tl >> TL_HEADER_BITS != 0 {
+            return Err(DlError::HeaderTooWide);
+        }
+        if usize::from(self.payload_flits) > MAX_PAYLOAD_FLITS {
+            return Err(DlError::TooManyFlits { flits: self.payload_flits });
+        }
+        let mut w = 0u128;
+        put(&mut w, field::KIND, 0b01);
+        put(&mut w, field::FLITS, u64::from(self.payload_flits));
+        put(&mut w, field::VC, self.vc.index() as u64);
+        put(&mut w, field::SEQ, u64::from(self.seq.get()));
+        put(&mut w, field::ACK, u64::from(self.ack.get()));
+        put(&mut w, field::CREDIT_VC, self.credit_vc.index() as u64);
+        put(&mut w, field::CREDIT, u64::from(self.credit));
+        put(&mut w, field::TL, self.tl);
+        *flit = [0; FLIT_LEN];
+        store_word(w, flit);
+        Ok(())
+    }
+}
+
+/// The packet CRC of `packet` (header flit first): every byte except the CRC field, bytes 12-15.
+pub fn packet_crc(packet: &[u8]) -> u32 {
+    let mut digest = crc::Digest::new();
+    digest.update(packet.get(..field::WORD_BYTES).unwrap_or(packet));
+    digest.update(packet.get(FLIT_LEN..).unwrap_or(&[]));
+    digest.finalize()
+}
+
+/// Fill in the CRC field of a packet whose flits are `packet` (a whole number of flits).
+pub fn seal_packet(packet: &mut [u8]) {
+    let crc = packet_crc(packet);
+    if let Some(field) = packet.get_mut(field::WORD_BYTES..FLIT_LEN) {
+        field.copy_from_slice(&crc.to_le_bytes());
+    }
+}
+
+/// Check the CRC field of a received packet.
+pub fn check_packet_crc(packet: &[u8]) -> Result<(), DlError> {
+    if packet.len() < FLIT_LEN {
+        return Err(DlError::Truncated { needed: FLIT_LEN, got: packet.len() });
+    }
+    let computed = packet_crc(packet);
+    let received = u32::from_le_bytes([packet[12], packet[13], packet[14], packet[15]]);
+    if computed == received {
+        Ok(())
+    } else {
+        Err(DlError::CrcMismatch { computed, received })
+    }
+}
+
+/// Kinds of control flit.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum ControlKind {
+    /// Acknowledgement and credit counters.
+    Update = 1,
+    /// Negative acknowledgement: replay everything after `ack`.
+    Nak = 2,
+    /// First phase of credit initialisation: the credits carry the receive-buffer sizes.
+    InitFc1 = 3,
+    /// Second phase: the sender has received the partner's sizes.
+    InitFc2 = 4,
+}
+
+/// A parsed control flit. Control flits are link-local: never sequenced, never replayed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct ControlFlit {
+    /// What it is.
+    pub kind: ControlKind,
+    /// The last sequence number received in order.
+    pub ack: Seq,
+    /// Per channel: receive-buffer size in flits (InitFc), or flits freed so far modulo 65536.
+    pub credits: [u16; VC_COUNT],
+}
+
+impl ControlFlit {
+    /// Parse and check a control flit.
+    pub fn parse(flit: &Flit) -> Result<ControlFlit, DlError> {
+        if kind(flit)? != FlitKind::Control {
+            return Err(DlError::BadFlitKind { first: flit[0] });
+        }
+        let computed = crc::checksum(&flit[..field::WORD_BYTES]);
+        let received = crc_field(flit);
+        if computed != received {
+            return Err(DlError::CrcMismatch { computed, received });
+        }
+        let w = word(flit);
+        if field::CONTROL_RESERVED.iter().any(|&f| get(w, f) != 0) {
+            return Err(DlError::ReservedBits);
+        }
+        let kind = match get(w, field::CONTROL_KIND) as u8 {
+            1 => ControlKind::Update,
+            2 => ControlKind::Nak,
+            3 => ControlKind::InitFc1,
+            4 => ControlKind::InitFc2,
+            kind => return Err(DlError::UnknownControl { kind }),
+        };
+        let c = get(w, field::CONTROL_CREDITS);
+        Ok(ControlFlit {
+            kind,
+            ack: Seq::new(get(w, field::ACK) as u16),
+            credits: [(c >> 48) as u16, (c >> 32) as u16, (c >> 16) as u16, c as u16],
+        })
+    }
+
+    /// The flit, CRC included.
+    pub fn emit(&self) -> Flit {
+        let mut w = 0u128;
+        put(&mut w, field::KIND, 0b10);
+        put(&mut w, field::CONTROL_KIND, self.kind as u64);
+        put(&mut w, field::ACK, u64::from(self.ack.get()));
+        let c = self.credits.iter().fold(0u64, |acc, &x| acc << 16 | u64::from(x));
+        put(&mut w, field::CONTROL_CREDITS, c);
+        let mut flit = [0; FLIT_LEN];
+        store_word(w, &mut flit);
+        let crc = crc::checksum(&flit[..field::WORD_BYTES]);
+        flit[field::WORD_BYTES..].copy_from_slice(&crc.to_le_bytes());
+        flit
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn header() -> PacketHeader {
+        PacketHeader {
+            payload_flits: 8,
+            vc: Vc::Posted,
+            seq: Seq::new(0x2A5),
+            ack: Seq::new(0x15A),
+            credit_vc: Vc::Snoop,
+            credit: 0xC3,
+            tl: 0x2AB_CDEF_0123_4567,
+        }
+    }
+
+    #[test]
+    fn header_round_trips_and_checks() {
+        let h = header();
+        let mut packet = [0u8; 9 * FLIT_LEN];
+        let mut flit = [0u8; FLIT_LEN];
+        h.emit(&mut flit).unwrap();
+        packet[..16].copy_from_slice(&flit);
+        for (i, b) in packet[16..].iter_mut().enumerate() {
+            *b = i as u8;
+        }
+        seal_packet(&mut packet);
+        assert_eq!(check_packet_crc(&packet), Ok(()));
+        let mut head = [0u8; 16];
+        head.copy_from_slice(&packet[..16]);
+        assert_eq!(PacketHeader::parse(&head), Ok(h));
+        packet[100] ^= 4;
+        assert!(matches!(check_packet_crc(&packet), Err(DlError::CrcMismatch { .. })));
+    }
+
+    #[test]
+    fn malformed_flits_are_typed_errors() {
+        let mut f = [0u8; 16];
+        assert_eq!(kind(&f), Ok(FlitKind::Idle));
+        f[5] = 1;
+        assert_eq!(kind(&f), Err(DlError::BadFlitKind { first: 0 }));
+        f[0] = 0xC0;
+        assert_eq!(kind(&f), Err(DlError::BadFlitKind { first: 0xC0 }));
+        f[0] = 0b0110_1000; // packet, 10 flits
+        assert_eq!(PacketHeader::parse(&f), Err(DlError::TooManyFlits { flits: 10 }));
+        let mut too_wide = header();
+        too_wide.tl = 1 << 58;
+        assert_eq!(too_wide.emit(&mut f), Err(DlError::HeaderTooWide));
+    }
+
+    #[test]
+    fn control_round_trips_and_rejects_corruption() {
+        let c = ControlFlit { kind: ControlKind::Nak, ack: Seq::new(1023), credits: [1, 0xFFFF, 0x1234, 0] };
+        let mut f = c.emit();
+        assert_eq!(ControlFlit::parse(&f), Ok(c));
+        f[3] ^= 0x10;
+        assert!(matches!(ControlFlit::parse(&f), Err(DlError::CrcMismatch { .. })));
+    }
+}

@@ -1,0 +1,840 @@
+//! The data link state machine: sequence numbers, the replay buffer, ACK/NAK, credits and FEC blocks.
+//!
+//! It is sans-IO. The physical layer below asks it for each 16-byte unit to send ([`DataLink::poll_unit`])
+//! and hands it each unit received ([`DataLink::receive_unit`]); the layer above calls
+//! [`DataLink::send`] and [`DataLink::recv`]. Time comes in with every call.
+//!
+//! Reliability follows PCI Express's data link layer: every packet gets a sequence number and waits in the
+//! replay buffer until acknowledged; acknowledgements are cumulative, piggy-backed on every packet header
+//! and coalesced into control flits when there is no reverse traffic; a CRC error or a gap sends a NAK,
+//! which replays everything unacknowledged at once; a replay timer covers lost acknowledgements; and four
+//! replays without progress ask the physical layer to retrain. Duplicates are acknowledged and discarded.
+//! Acknowledgements and credit counters are written fresh into every header as it is (re)transmitted, so
+//! link-local state is never replayed stale.
+
+use heapless::Deque;
+use link_phy::lanes::LinkWidth;
+use link_phy::rate::Rate;
+use link_phy::time::{Duration, Instant};
+
+use crate::credit::{RxCredits, TxCredits};
+use crate::error::DlError;
+use crate::fec;
+use crate::flit::{
+    check_packet_crc, kind, seal_packet, ControlFlit, ControlKind, Flit, FlitKind, PacketHeader, FLIT_LEN,
+    MAX_PACKET_LEN, MAX_PAYLOAD_FLITS,
+};
+use crate::seq::{Seq, SEQ_SPACE};
+use crate::vc::{Vc, VC_COUNT};
+
+/// Flits of each FEC block that carry flits (the sixteenth carries the check bytes).
+const FEC_FLITS: usize = fec::DATA_LEN / FLIT_LEN;
+/// Units in a FEC block.
+const FEC_UNITS: u8 = (fec::BLOCK_LEN / FLIT_LEN) as u8;
+
+/// How a data link endpoint behaves.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DlConfig {
+    /// Forward error correction: every 16 units are a FEC block (both ends must agree).
+    pub fec: bool,
+    /// Packets received before an acknowledgement is sent on its own (when no packet carries one).
+    pub ack_coalesce: u16,
+    /// Longest an acknowledgement waits for a packet to carry it.
+    pub ack_delay: Duration,
+    /// A control flit with acknowledgement and credits goes out at least this often.
+    pub update_interval: Duration,
+    /// The replay timer, or `None` to derive it from the link's speed when it comes up.
+    pub replay_timeout: Option<Duration>,
+    /// Consecutive replays without progress before asking the physical layer to retrain (PCIe: 4).
+    pub replays_before_retrain: u8,
+}
+
+impl Default for DlConfig {
+    fn default() -> Self {
+        DlConfig {
+            fec: false,
+            ack_coalesce: 8,
+            ack_delay: Duration::from_ns(100),
+            update_interval: Duration::from_us(1),
+            replay_timeout: None,
+            replays_before_retrain: 4,
+        }
+    }
+}
+
+/// Where the link is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum DlState {
+    /// The physical link is down.
+    Down,
+    /// Advertising receive-buffer sizes (InitFc1).
+    InitFc1,
+    /// Sizes exchanged; confirming (InitFc2).
+    InitFc2,
+    /// Packets flow.
+    Active,
+}
+
+/// What the link tells the layer above.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum DlEvent {
+    /// The link is active: `send` works.
+    Up,
+    /// The link went down; everything queued in either direction is gone.
+    Down,
+    /// The physical layer is retraining: timers hold, nothing is lost.
+    Retraining,
+    /// Retraining finished; unacknowledged packets are replayed.
+    Resumed,
+}
+
+/// Counters a person debugging a link looks at first. They only grow.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct DlCounters {
+    /// Packets accepted from the layer above.
+    pub packets_sent: u64,
+    /// Packet transmissions, first and replayed.
+    pub packets_transmitted: u64,
+    /// Packets delivered to the layer above's queues, in order, once each.
+    pub packets_received: u64,
+    /// Flits put on the wire, idle ones excluded.
+    pub flits_transmitted: u64,
+    /// Packets and control flits whose CRC did not check.
+    pub crc_errors: u64,
+    /// Flits that did not parse (reserved kinds, bad lengths).
+    pub malformed: u64,
+    /// Flits thrown away while resynchronising after an error.
+    pub resync_discards: u64,
+    /// NAKs sent.
+    pub naks_sent: u64,
+    /// NAKs received.
+    pub naks_received: u64,
+    /// Replays (of everything unacknowledged).
+    pub replays: u64,
+    /// Replays caused by the replay timer.
+    pub replay_timeouts: u64,
+    /// Retrains asked of the physical layer after repeated replays.
+    pub retrain_requests: u64,
+    /// Received packets that were already delivered, discarded.
+    pub duplicates: u64,
+    /// Received packets beyond a gap, discarded (a NAK follows).
+    pub out_of_sequence: u64,
+    /// `send` calls refused for lack of credit.
+    pub credit_stalls: u64,
+    /// `send` calls refused because the replay buffer was full.
+    pub replay_stalls: u64,
+    /// Received packets the partner sent without credit (a protocol violation; not delivered, replayed).
+    pub credit_overruns: u64,
+    /// Control flits sent.
+    pub control_sent: u64,
+    /// FEC blocks decoded.
+    pub fec_blocks: u64,
+    /// Bytes corrected by FEC.
+    pub fec_corrections: u64,
+    /// FEC blocks that could not be corrected (the CRC still guards them).
+    pub fec_uncorrectable: u64,
+}
+
+/// A packet received, as the layer above sees it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Received {
+    /// Its channel.
+    pub vc: Vc,
+    /// Its transaction-layer header.
+    pub tl: u64,
+    /// The flits after the header.
+    pub payload: heapless::Vec<Flit, MAX_PAYLOAD_FLITS>,
+}
+
+/// A packet waiting in the replay buffer. Its header flit holds the sequence number and transaction-layer
+/// header; acknowledgement, credit return and CRC are written at each transmission.
+#[derive(Clone, Debug)]
+struct Stored {
+    header: PacketHeader,
+    flits: u8,
+    bytes: [u8; MAX_PACKET_LEN],
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Framer {
+    /// The next flit starts a packet, or is a control or idle flit.
+    Header,
+    /// Collecting the flits of a packet.
+    Packet { need: u8 },
+    /// After an error: discard until a control flit that checks, which is always sent on a packet boundary.
+    Resync,
+}
+
+/// One end of a data link, with a replay buffer of `REPLAY` packets and `RX_FLITS` flits of receive
+/// buffer per virtual channel.
+#[derive(Clone, Debug)]
+pub struct DataLink<const REPLAY: usize = 64, const RX_FLITS: usize = 64> {
+    config: DlConfig,
+    state: DlState,
+    retraining: bool,
+    replay_timeout: Duration,
+
+    // Transmit.
+    next_seq: Seq,
+    acked: Seq,
+    replay: Deque<Stored, REPLAY>,
+    /// Index in `replay` of the next packet to transmit.
+    cursor: usize,
+    tx_buf: [u8; MAX_PACKET_LEN],
+    tx_flits: u8,
+    tx_pos: u8,
+    replay_deadline: Option<Instant>,
+    /// Time left on the replay timer while retraining holds it.
+    replay_held: Option<Duration>,
+    replay_num: u8,
+    tx_credits: TxCredits,
+    nak_pending: bool,
+    update_pending: bool,
+    next_update: Instant,
+    fec_tx: fec::Block,
+    fec_tx_unit: u8,
+
+    // Receive.
+    expected: Seq,
+    nak_scheduled: bool,
+    acks_owed: u16,
+    ack_deadline: Option<Instant>,
+    framer: Framer,
+    rx_buf: [u8; MAX_PACKET_LEN],
+    rx_len: usize,
+    rx_queues: [Deque<Flit, RX_FLITS>; VC_COUNT],
+    arrivals: u32,
+    rx_credits: RxCredits,
+    fec_rx: fec::Block,
+    fec_rx_have: u8,
+
+    counters: DlCounters,
+    events: Deque<DlEvent, 8>,
+    retrain_request: bool,
+}
+
+impl<const REPLAY: usize, const RX_FLITS: usize> DataLink<REPLAY, RX_FLITS> {
+    const VALID: () = {
+        assert!(REPLAY > 0 && REPLAY < SEQ_SPACE as usize / 2, "replay buffer must hold 1 to 511 packets");
+        assert!(RX_FLITS >= 1 + MAX_PAYLOAD_FLITS && RX_FLITS <= u16::MAX as usize / 2);
+    };
+
+    /// A link endpoint, down until the physical layer comes up.
+    pub fn new(config: DlConfig) -> Self {
+        #[allow(clippy::let_unit_value)]
+        let () = Self::VALID;
+        DataLink {
+            config,
+            state: DlState::Down,
+            retraining: false,
+            replay_timeout: config.replay_timeout.unwrap_or(Duration::from_us(10)),
+            next_seq: Seq::new(0),
+            acked: Seq::new(0).prev(),
+            replay: Deque::new(),
+            cursor: 0,
+            tx_buf: [0; MAX_PACKET_LEN],
+            tx_flits: 0,
+            tx_pos: 0,
+            replay_deadline: None,
+            replay_held: None,
+            replay_num: 0,
+            tx_credits: TxCredits::default(),
+            nak_pending: false,
+            update_pending: false,
+            next_update: Instant::ZERO,
+            fec_tx: [0; fec::BLOCK_LEN],
+            fec_tx_unit: 0,
+            expected: Seq::new(0),
+            nak_scheduled: false,
+            acks_owed: 0,
+            ack_deadline: None,
+            framer: Framer::Resync,
+            rx_buf: [0; MAX_PACKET_LEN],
+            rx_len: 0,
+            rx_queues: core::array::from_fn(|_| Deque::new()),
+            arrivals: 0,
+            rx_credits: RxCredits::default(),
+            fec_rx: [0; fec::BLOCK_LEN],
+            fec_rx_have: 0,
+            counters: DlCounters::default(),
+            events: Deque::new(),
+            retrain_request: false,
+        }
+    }
+
+    // ----- state -----
+
+    /// Where the link is.
+    pub fn state(&self) -> DlState {
+        self.state
+    }
+
+    /// Whether `send` can work (the link is active and not retraining).
+    pub fn is_active(&self) -> bool {
+        self.state == DlState::Active
+    }
+
+    /// Whether the physical layer is retraining.
+    pub fn is_retraining(&self) -> bool {
+        self.retraining
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &DlConfig {
+        &self.config
+    }
+
+    /// Counters.
+    pub fn counters(&self) -> &DlCounters {
+        &self.counters
+    }
+
+    /// Packets sent but not yet acknowledged.
+    pub fn unacknowledged(&self) -> usize {
+        self.replay.len()
+    }
+
+    /// Flits of credit available on `vc` now.
+    pub fn credit(&self, vc: Vc) -> u16 {
+        self.tx_credits.available(vc)
+    }
+
+    /// The replay timer in use.
+    pub fn replay_timeout(&self) -> Duration {
+        self.replay_timeout
+    }
+
+    /// The next event for the layer above.
+    pub fn poll_event(&mut self) -> Option<DlEvent> {
+        self.events.pop_front()
+    }
+
+    /// Whether the link asks the physical layer to retrain (after repeated replays); reading clears it.
+    pub fn take_retrain_request(&mut self) -> bool {
+        core::mem::take(&mut self.retrain_request)
+    }
+
+    fn event(&mut self, e: DlEvent) {
+        if self.events.is_full() {
+            self.events.pop_front();
+        }
+        let _ = self.events.push_back(e);
+    }
+
+    // ----- the physical layer's events -----
+
+    /// The physical layer reached L0 at `width` lanes and `rate`: either the first time (start credit
+    /// initialisation) or after a retrain (resume and replay).
+    pub fn phy_up(&mut self, now: Instant, width: LinkWidth, rate: Rate) {
+        if self.config.replay_timeout.is_none() {
+            self.replay_timeout = derived_replay_timeout(width, rate);
+        }
+        self.fec_tx_unit = 0;
+        self.fec_rx_have = 0;
+        self.framer = Framer::Resync;
+        self.rx_len = 0;
+        self.tx_pos = self.tx_flits;
+        if self.state == DlState::Down {
+            self.state = DlState::InitFc1;
+            return;
+        }
+        if self.retraining {
+            self.retraining = false;
+            self.replay_deadline = self.replay_held.take().map(|left| now + left);
+            // Whatever was in flight when the link stopped may be lost: replay all of it, after a control
+            // flit that lets the receiver find a packet boundary.
+            self.cursor = 0;
+            self.update_pending = true;
+            self.event(DlEvent::Resumed);
+        }
+    }
+
+    /// The physical layer left L0 for Recovery: hold the timers.
+    pub fn phy_retraining(&mut self, now: Instant) {
+        if self.state == DlState::Down || self.retraining {
+            return;
+        }
+        self.retraining = true;
+        self.replay_held = self.replay_deadline.take().map(|d| d.saturating_since(now));
+        self.event(DlEvent::Retraining);
+    }
+
+    /// The physical link is gone: everything queued in either direction is discarded.
+    pub fn phy_down(&mut self) {
+        if self.state == DlState::Down {
+            return;
+        }
+        let (config, counters) = (self.config, self.counters);
+        *self = DataLink::new(config);
+        self.counters = counters;
+        self.event(DlEvent::Down);
+    }
+
+    // ----- the layer above -----
+
+    /// Send a packet on `vc`: `tl` is the 58-bit transaction-layer header, `payload` the flits after the
+    /// header (at most 9). Refused, with nothing sent, without credit or replay-buffer room.
+    pub fn send(&mut self, vc: Vc, tl: u64, payload: &[Flit]) -> Result<Seq, DlError> {
+        if self.state != DlState::Active {
+            return Err(DlError::LinkNotActive);
+        }
+        if payload.len() > MAX_PAYLOAD_FLITS {
+            return Err(DlError::PayloadTooLong { flits: payload.len() });
+        }
+        let header = PacketHeader {
+            payload_flits: payload.len() as u8,
+            vc,
+            seq: self.next_seq,
+            ack: Seq::new(0),
+            credit_vc: Vc::Request,
+            credit: 0,
+            tl,
+        };
+        let mut stored = Stored { header, flits: 1 + payload.len() as u8, bytes: [0; MAX_PACKET_LEN] };
+        let mut head = [0u8; FLIT_LEN];
+        header.emit(&mut head)?;
+        if self.replay.is_full() {
+            self.counters.replay_stalls += 1;
+            return Err(DlError::ReplayFull);
+        }
+        let needed = u16::from(stored.flits);
+        if !self.tx_credits.take(vc, needed) {
+            self.counters.credit_stalls += 1;
+            return Err(DlError::NoCredit { vc, needed, available: self.tx_credits.available(vc) });
+        }
+        for (chunk, flit) in stored.bytes[FLIT_LEN..].chunks_exact_mut(FLIT_LEN).zip(payload) {
+            chunk.copy_from_slice(flit);
+        }
+        // Room was checked above.
+        let _ = self.replay.push_back(stored);
+        self.next_seq = self.next_seq.next();
+        self.counters.packets_sent += 1;
+        Ok(header.seq)
+    }
+
+    /// Whether a packet of `payload_flits` could be sent on `vc` now.
+    pub fn can_send(&self, vc: Vc, payload_flits: usize) -> bool {
+        self.state == DlState::Active
+            && !self.replay.is_full()
+            && payload_flits <= MAX_PAYLOAD_FLITS
+            && usize::from(self.tx_credits.available(vc)) > payload_flits
+    }
+
+    /// The oldest packet received on any channel, which frees its receive buffer (and so returns credit).
+    pub fn recv(&mut self) -> Option<Received> {
+        let vc = Vc::ALL
+            .into_iter()
+            .filter_map(|vc| self.rx_queues[vc.index()].front().map(|h| (arrival_of(h), vc)))
+            .min_by_key(|&(arrival, _)| arrival.wrapping_sub(self.arrivals.wrapping_sub(u32::MAX / 2)))
+            .map(|(_, vc)| vc)?;
+        self.recv_on(vc)
+    }
+
+    /// The oldest packet received on `vc`.
+    pub fn recv_on(&mut self, vc: Vc) -> Option<Received> {
+        let queue = &mut self.rx_queues[vc.index()];
+        let head = queue.pop_front()?;
+        let header = PacketHeader::parse(&head).ok()?;
+        let mut payload = heapless::Vec::new();
+        for _ in 0..header.payload_flits {
+            if let Some(flit) = queue.pop_front() {
+                let _ = payload.push(flit);
+            }
+        }
+        self.rx_credits.free(vc, 1 + u16::from(header.payload_flits));
+        Some(Received { vc, tl: header.tl, payload })
+    }
+
+    /// Packets waiting in the receive queues.
+    pub fn received_waiting(&self) -> bool {
+        self.rx_queues.iter().any(|q| !q.is_empty())
+    }
+
+    // ----- timers -----
+
+    /// When the link next needs [`DataLink::handle_timeout`] (it also checks its timers on every unit).
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        if self.retraining {
+            return None;
+        }
+        [self.replay_deadline, self.ack_deadline].into_iter().flatten().min()
+    }
+
+    /// Let timers fire.
+    pub fn handle_timeout(&mut self, now: Instant) {
+        if self.retraining || self.state == DlState::Down {
+            return;
+        }
+        if self.replay_deadline.is_some_and(|d| now >= d) {
+            self.counters.replay_timeouts += 1;
+            self.start_replay(now);
+        }
+        if self.ack_deadline.is_some_and(|d| now >= d) {
+            self.update_pending = true;
+            self.ack_deadline = None;
+        }
+        if self.state == DlState::Active && now >= self.next_update {
+            self.update_pending = true;
+        }
+    }
+
+    fn start_replay(&mut self, now: Instant) {
+        if self.replay.is_empty() {
+            self.replay_deadline = None;
+            return;
+        }
+        self.counters.replays += 1;
+        self.replay_num += 1;
+        if self.replay_num > self.config.replays_before_retrain {
+            // Replaying is not getting through: the link itself may be bad.
+            self.replay_num = 0;
+            self.retrain_request = true;
+            self.counters.retrain_requests += 1;
+        }
+        self.cursor = 0;
+        // A control flit first, so that a receiver that lost its packet framing finds it again.
+        self.update_pending = true;
+        self.replay_deadline = Some(now + self.replay_timeout);
+    }
+
+    // ----- transmit -----
+
+    /// The next unit (flit, or FEC check unit) to send. Called for every unit the physical layer sends.
+    pub fn poll_unit(&mut self, now: Instant, out: &mut [u8]) {
+        self.handle_timeout(now);
+        let mut flit = [0u8; FLIT_LEN];
+        if !self.config.fec {
+            self.next_flit(now, &mut flit);
+        } else if self.fec_tx_unit < FEC_FLITS as u8 {
+            self.next_flit(now, &mut flit);
+            let at = usize::from(self.fec_tx_unit) * FLIT_LEN;
+            self.fec_tx[at..at + FLIT_LEN].copy_from_slice(&flit);
+            self.fec_tx_unit += 1;
+        } else {
+            // The sixteenth unit: a reserved (zero) trailer and the check bytes of the block.
+            self.fec_tx[FEC_FLITS * FLIT_LEN..].fill(0);
+            fec::encode(&mut self.fec_tx);
+            flit.copy_from_slice(&self.fec_tx[FEC_FLITS * FLIT_LEN..]);
+            self.fec_tx_unit = 0;
+        }
+        let n = out.len().min(FLIT_LEN);
+        out[..n].copy_from_slice(&flit[..n]);
+    }
+
+    fn next_flit(&mut self, now: Instant, flit: &mut Flit) {
+        match self.state {
+            DlState::Down => {}
+            DlState::InitFc1 | DlState::InitFc2 => {
+                let kind = if self.state == DlState::InitFc1 { ControlKind::InitFc1 } else { ControlKind::InitFc2 };
+                *flit = ControlFlit { kind, ack: self.expected.prev(), credits: [RX_FLITS as u16; VC_COUNT] }.emit();
+            }
+            DlState::Active => self.next_active_flit(now, flit),
+        }
+        if *flit != [0; FLIT_LEN] {
+            self.counters.flits_transmitted += 1;
+        }
+    }
+
+    fn next_active_flit(&mut self, now: Instant, flit: &mut Flit) {
+        // A packet in flight goes first; then NAK, then acknowledgement and credits, then packets.
+        if self.tx_pos < self.tx_flits {
+            let at = usize::from(self.tx_pos) * FLIT_LEN;
+            flit.copy_from_slice(&self.tx_buf[at..at + FLIT_LEN]);
+            self.tx_pos += 1;
+            return;
+        }
+        let control_due = self.update_pending
+            || self.acks_owed >= self.config.ack_coalesce
+            || self.rx_credits.report_due(RxCredits::REPORT_BEFORE.min(RX_FLITS as u16 / 8));
+        if self.nak_pending || control_due {
+            let kind = if self.nak_pending { ControlKind::Nak } else { ControlKind::Update };
+            if self.nak_pending {
+                self.counters.naks_sent += 1;
+            }
+            *flit = ControlFlit { kind, ack: self.expected.prev(), credits: self.rx_credits.report_all() }.emit();
+            self.nak_pending = false;
+            self.update_pending = false;
+            self.acks_owed = 0;
+            self.ack_deadline = None;
+            self.next_update = now + self.config.update_interval;
+            self.counters.control_sent += 1;
+            return;
+        }
+        if self.cursor < self.replay.len() {
+            self.load_packet(self.cursor);
+            self.cursor += 1;
+            self.counters.packets_transmitted += 1;
+            if self.replay_deadline.is_none() {
+                self.replay_deadline = Some(now + self.replay_timeout);
+            }
+            flit.copy_from_slice(&self.tx_buf[..FLIT_LEN]);
+            self.tx_pos = 1;
+        }
+    }
+
+    /// Copy the packet at `index` of the replay buffer into the transmit buffer with a fresh
+    /// acknowledgement and credit return, and seal it with its CRC.
+    fn load_packet(&mut self, index: usize) {
+        let Some(stored) = self.replay.iter().nth(index) else { return };
+        let mut header = stored.header;
+        let len = usize::from(stored.flits) * FLIT_LEN;
+        self.tx_buf[FLIT_LEN..len].copy_from_slice(&stored.bytes[FLIT_LEN..len]);
+        self.tx_flits = stored.flits;
+        header.ack = self.expected.prev();
+        let (credit_vc, credit) = self.rx_credits.report_one();
+        header.credit_vc = credit_vc;
+        header.credit = credit;
+        let mut head = [0u8; FLIT_LEN];
+        // The header was checked when the packet was accepted; emitting it again cannot fail.
+        let _ = header.emit(&mut head);
+        self.tx_buf[..FLIT_LEN].copy_from_slice(&head);
+        seal_packet(&mut self.tx_buf[..len]);
+        self.acks_owed = 0;
+        self.ack_deadline = None;
+    }
+
+    // ----- receive -----
+
+    /// A unit received, with its position counted from the physical layer's last ordered set.
+    pub fn receive_unit(&mut self, now: Instant, unit: &[u8], index: u64) {
+        let Ok(unit) = <&Flit>::try_from(unit) else {
+            self.counters.malformed += 1;
+            return;
+        };
+        if self.state == DlState::Down {
+            return;
+        }
+        if !self.config.fec {
+            self.receive_flit(now, unit);
+            return;
+        }
+        let position = (index % u64::from(FEC_UNITS)) as u8;
+        if position != self.fec_rx_have {
+            // A block's units must arrive in order from its first: wait for the next block.
+            self.fec_rx_have = 0;
+            if position != 0 {
+                return;
+            }
+        }
+        let at = usize::from(position) * FLIT_LEN;
+        self.fec_rx[at..at + FLIT_LEN].copy_from_slice(unit);
+        self.fec_rx_have += 1;
+        if self.fec_rx_have < FEC_UNITS {
+            return;
+        }
+        self.fec_rx_have = 0;
+        self.counters.fec_blocks += 1;
+        match fec::decode(&mut self.fec_rx) {
+            Ok(c) => self.counters.fec_corrections += u64::from(c.symbols),
+            // The block is left as received; the CRC will catch what is wrong in it.
+            Err(_) => self.counters.fec_uncorrectable += 1,
+        }
+        let block = self.fec_rx;
+        for chunk in block[..FEC_FLITS * FLIT_LEN].chunks_exact(FLIT_LEN) {
+            let mut flit = [0u8; FLIT_LEN];
+            flit.copy_from_slice(chunk);
+            self.receive_flit(now, &flit);
+        }
+    }
+
+    fn receive_flit(&mut self, now: Instant, flit: &Flit) {
+        match self.framer {
+            Framer::Resync => match ControlFlit::parse(flit) {
+                Ok(control) => {
+                    self.framer = Framer::Header;
+                    self.control(now, control);
+                }
+                Err(_) => {
+                    if *flit != [0; FLIT_LEN] {
+                        self.counters.resync_discards += 1;
+                    }
+                }
+            },
+            Framer::Header => match kind(flit) {
+                Ok(FlitKind::Idle) => {}
+                Ok(FlitKind::Control) => match ControlFlit::parse(flit) {
+                    Ok(control) => self.control(now, control),
+                    Err(DlError::CrcMismatch { .. }) => {
+                        self.counters.crc_errors += 1;
+                        self.lose_framing();
+                    }
+                    Err(_) => {
+                        self.counters.malformed += 1;
+                        self.lose_framing();
+                    }
+                },
+                Ok(FlitKind::Packet) => match PacketHeader::parse(flit) {
+                    Ok(header) => {
+                        self.rx_buf[..FLIT_LEN].copy_from_slice(flit);
+                        self.rx_len = FLIT_LEN;
+                        if header.payload_flits == 0 {
+                            self.packet_complete(now);
+                        } else {
+                            self.framer = Framer::Packet { need: header.payload_flits };
+                        }
+                    }
+                    Err(_) => {
+                        self.counters.malformed += 1;
+                        self.lose_framing();
+                    }
+                },
+                Err(_) => {
+                    self.counters.malformed += 1;
+                    self.lose_framing();
+                }
+            },
+            Framer::Packet { need } => {
+                if let Some(slot) = self.rx_buf.get_mut(self.rx_len..self.rx_len + FLIT_LEN) {
+                    slot.copy_from_slice(flit);
+                }
+                self.rx_len += FLIT_LEN;
+                if need <= 1 {
+                    self.framer = Framer::Header;
+                    self.packet_complete(now);
+                } else {
+                    self.framer = Framer::Packet { need: need - 1 };
+                }
+            }
+        }
+    }
+
+    /// An error left the receiver unsure where the next packet starts: NAK (once) and resynchronise.
+    fn lose_framing(&mut self) {
+        self.framer = Framer::Resync;
+        self.schedule_nak();
+    }
+
+    fn schedule_nak(&mut self) {
+        if !self.nak_scheduled && self.state == DlState::Active {
+            self.nak_scheduled = true;
+            self.nak_pending = true;
+        }
+    }
+
+    fn packet_complete(&mut self, now: Instant) {
+        let len = self.rx_len;
+        if let Err(e) = check_packet_crc(&self.rx_buf[..len]) {
+            if let DlError::CrcMismatch { .. } = e {
+                self.counters.crc_errors += 1;
+            }
+            // A corrupted length would have framed the wrong flits: find a boundary again.
+            self.lose_framing();
+            return;
+        }
+        let mut head = [0u8; FLIT_LEN];
+        head.copy_from_slice(&self.rx_buf[..FLIT_LEN]);
+        let Ok(header) = PacketHeader::parse(&head) else { return };
+        if self.state == DlState::InitFc2 {
+            self.become_active(now);
+        }
+        self.acknowledged(now, header.ack);
+        self.tx_credits.report_low(header.credit_vc, header.credit);
+        if header.seq == self.expected {
+            let flits = len / FLIT_LEN;
+            let queue = &mut self.rx_queues[header.vc.index()];
+            if queue.capacity() - queue.len() < flits {
+                // The partner sent without credit. Not delivering it keeps exactly-once intact: it is
+                // replayed when the partner's timer fires.
+                self.counters.credit_overruns += 1;
+                return;
+            }
+            // The CRC field is no longer needed: it keeps the arrival order across channels instead.
+            head[12..].copy_from_slice(&self.arrivals.to_le_bytes());
+            self.arrivals = self.arrivals.wrapping_add(1);
+            let _ = queue.push_back(head);
+            for chunk in self.rx_buf[FLIT_LEN..len].chunks_exact(FLIT_LEN) {
+                let mut flit = [0u8; FLIT_LEN];
+                flit.copy_from_slice(chunk);
+                let _ = queue.push_back(flit);
+            }
+            self.expected = self.expected.next();
+            self.nak_scheduled = false;
+            self.counters.packets_received += 1;
+            self.acks_owed += 1;
+            if self.ack_deadline.is_none() {
+                self.ack_deadline = Some(now + self.config.ack_delay);
+            }
+        } else if self.expected.is_after(header.seq) {
+            // Already delivered (its acknowledgement was lost): acknowledge again, discard.
+            self.counters.duplicates += 1;
+            self.update_pending = true;
+        } else {
+            // A packet went missing before this one.
+            self.counters.out_of_sequence += 1;
+            self.schedule_nak();
+        }
+    }
+
+    fn control(&mut self, now: Instant, c: ControlFlit) {
+        match c.kind {
+            ControlKind::InitFc1 | ControlKind::InitFc2 => {
+                if self.state == DlState::InitFc1 {
+                    self.tx_credits = TxCredits::init(c.credits);
+                    self.state = DlState::InitFc2;
+                }
+                if c.kind == ControlKind::InitFc2 && self.state == DlState::InitFc2 {
+                    self.become_active(now);
+                }
+            }
+            ControlKind::Update | ControlKind::Nak => {
+                if self.state == DlState::InitFc2 {
+                    self.become_active(now);
+                }
+                if self.state != DlState::Active {
+                    return;
+                }
+                self.acknowledged(now, c.ack);
+                for vc in Vc::ALL {
+                    self.tx_credits.report(vc, c.credits[vc.index()]);
+                }
+                if c.kind == ControlKind::Nak {
+                    self.counters.naks_received += 1;
+                    self.start_replay(now);
+                }
+            }
+        }
+    }
+
+    fn become_active(&mut self, now: Instant) {
+        self.state = DlState::Active;
+        self.next_update = now;
+        self.event(DlEvent::Up);
+    }
+
+    /// The partner has received everything up to and including `ack`.
+    fn acknowledged(&mut self, now: Instant, ack: Seq) {
+        let progress = usize::from(ack.distance_from(self.acked));
+        if progress == 0 || progress > self.replay.len() {
+            // Nothing new, or stale (older than what we know).
+            return;
+        }
+        for _ in 0..progress {
+            self.replay.pop_front();
+        }
+        self.cursor = self.cursor.saturating_sub(progress);
+        self.acked = ack;
+        self.replay_num = 0;
+        self.replay_deadline = if self.replay.is_empty() { None } else { Some(now + self.replay_timeout) };
+    }
+}
+
+fn arrival_of(header: &Flit) -> u32 {
+    u32::from_le_bytes([header[12], header[13], header[14], header[15]])
+}
+
+/// A replay timer long enough for a round trip and the longest packets in both directions: 2 us plus the
+/// time of 20 longest packets at the link's speed.
+pub fn derived_replay_timeout(width: LinkWidth, rate: Rate) -> Duration {
+    let unit = unit_time(width, rate);
+    Duration::from_us(2) + unit.saturating_mul(20 * MAX_PACKET_LEN as u64 / FLIT_LEN as u64)
+}
+
+/// Time to send one 16-byte unit over `width` lanes at `rate`.
+pub fn unit_time(width: LinkWidth, rate: Rate) -> Duration {
+    let lanes = width.lanes() as u64;
+    let bytes_per_slot = rate.slot_bytes() as u64 * lanes;
+    Duration::from_ps(rate.slot_time().as_ps() * FLIT_LEN as u64 / bytes_per_slot)
+}

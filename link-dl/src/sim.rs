@@ -1,0 +1,373 @@
+//! Traffic across a simulated link, checked byte for byte: the harness behind `linkctl link run`, the
+//! reliability tests and the goodput sweep.
+//!
+//! Two [`Endpoint`]s train over the physical layer's channel model (bit errors, bursts, skew, dead lanes),
+//! optionally with a flit-level fault injector between each physical layer and its data link (dropped,
+//! duplicated and corrupted flits). Each side sends numbered packets whose contents are derived from the
+//! seed, round-robin over the chosen virtual channels; the receiver checks that every channel delivers
+//! exactly the sequence sent, in order, once, uncorrupted.
+
+use std::vec::Vec;
+
+use link_phy::channel::ChannelConfig;
+use link_phy::ltssm::{PhyEvent, Port, PortConfig};
+use link_phy::pair::{LinkPair, Node};
+use link_phy::serial::Slot;
+use link_phy::time::{Duration, Instant};
+use rand_core::{Rng, SeedableRng};
+use rand_xoshiro::Xoshiro256PlusPlus;
+
+use crate::endpoint::Endpoint;
+use crate::flit::{Flit, FLIT_LEN, MAX_PAYLOAD_FLITS};
+use crate::link::{DlConfig, DlCounters};
+use crate::vc::{Vc, VC_COUNT};
+
+/// Faults a flit-level injector applies to received units, each with a probability per unit.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct FlitFaults {
+    /// A unit vanishes.
+    pub drop: f64,
+    /// A unit arrives twice.
+    pub duplicate: f64,
+    /// A unit arrives with one random bit flipped.
+    pub corrupt: f64,
+}
+
+impl FlitFaults {
+    fn any(&self) -> bool {
+        self.drop > 0.0 || self.duplicate > 0.0 || self.corrupt > 0.0
+    }
+}
+
+/// An endpoint with a flit-level fault injector on its receive side.
+#[derive(Debug)]
+pub struct SimEndpoint {
+    /// The endpoint.
+    pub ep: Endpoint,
+    faults: FlitFaults,
+    rng: Xoshiro256PlusPlus,
+    /// Units dropped, duplicated and corrupted by the injector.
+    pub injected: [u64; 3],
+}
+
+impl SimEndpoint {
+    /// An endpoint at time zero with `faults` injected into what it receives (seeded).
+    pub fn new(phy: PortConfig, dl: DlConfig, faults: FlitFaults, seed: u64) -> Result<Self, link_phy::Error> {
+        Ok(SimEndpoint {
+            ep: Endpoint::new(phy, dl, Instant::ZERO)?,
+            faults,
+            rng: Xoshiro256PlusPlus::seed_from_u64(seed ^ 0xF11_7F11),
+            injected: [0; 3],
+        })
+    }
+
+    fn chance(rng: &mut Xoshiro256PlusPlus, p: f64) -> bool {
+        p > 0.0 && ((rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64) < p
+    }
+}
+
+impl Node for SimEndpoint {
+    fn port(&self) -> &Port {
+        &self.ep.phy
+    }
+    fn port_mut(&mut self) -> &mut Port {
+        &mut self.ep.phy
+    }
+    fn transmit(&mut self, now: Instant, _fill: &mut dyn FnMut(&mut [u8])) -> Slot {
+        self.ep.poll_transmit(now)
+    }
+    fn receive(&mut self, now: Instant, slot: &Slot, _deliver: &mut dyn FnMut(&[u8], u64)) {
+        if !self.faults.any() {
+            self.ep.receive(now, slot);
+            return;
+        }
+        let (faults, rng, injected) = (self.faults, &mut self.rng, &mut self.injected);
+        let dl = &mut self.ep.dl;
+        self.ep.phy.receive(now, slot, &mut |data, index| {
+            for (i, unit) in data.chunks(FLIT_LEN).enumerate() {
+                let index = index + i as u64;
+                if Self::chance(rng, faults.drop) {
+                    injected[0] += 1;
+                    continue;
+                }
+                let mut unit_copy = [0u8; FLIT_LEN];
+                unit_copy.copy_from_slice(unit);
+                if Self::chance(rng, faults.corrupt) {
+                    injected[2] += 1;
+                    let bit = (rng.next_u32() % 128) as usize;
+                    unit_copy[bit / 8] ^= 1 << (bit % 8);
+                }
+                dl.receive_unit(now, &unit_copy, index);
+                if Self::chance(rng, faults.duplicate) {
+                    injected[1] += 1;
+                    dl.receive_unit(now, &unit_copy, index);
+                }
+            }
+        });
+        self.ep.sync(now);
+    }
+    fn poll_timeout(&self) -> Option<Instant> {
+        self.ep.poll_timeout()
+    }
+    fn handle_timeout(&mut self, now: Instant) {
+        self.ep.handle_timeout(now)
+    }
+    fn poll_phy_event(&mut self) -> Option<PhyEvent> {
+        self.ep.poll_phy_event()
+    }
+}
+
+/// What traffic to send.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Traffic {
+    /// Packets each sending side sends.
+    pub packets: u64,
+    /// Payload bytes per packet, 0 to 144 (carried in whole flits).
+    pub payload: usize,
+    /// Channels to send on, round robin.
+    pub vcs: Vec<Vc>,
+    /// Whether B sends to A as well as A to B.
+    pub both_ways: bool,
+    /// Seed of the packet contents.
+    pub seed: u64,
+    /// Ask port A's physical layer to retrain at these times (after the link is first up).
+    pub retrain_at: Vec<Duration>,
+    /// Give up after this much simulated time.
+    pub limit: Duration,
+}
+
+impl Default for Traffic {
+    fn default() -> Self {
+        Traffic {
+            packets: 10_000,
+            payload: 128,
+            vcs: Vec::from([Vc::Posted]),
+            both_ways: false,
+            seed: 1,
+            retrain_at: Vec::new(),
+            limit: Duration::from_ms(500),
+        }
+    }
+}
+
+/// What happened, from the receivers' point of view (which checked everything) and the counters.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Report {
+    /// Packets handed to the sending data links.
+    pub packets_sent: u64,
+    /// Packets delivered to the receiving applications.
+    pub packets_delivered: u64,
+    /// Payload bytes delivered and checked against what was sent.
+    pub bytes_verified: u64,
+    /// Packets delivered a second time (must be 0).
+    pub duplicates: u64,
+    /// Packets delivered with wrong contents (must be 0).
+    pub corrupted: u64,
+    /// Packets delivered out of order, i.e. with an earlier one missing (must be 0).
+    pub out_of_order: u64,
+    /// Whether every packet sent was delivered before the time limit.
+    pub complete: bool,
+    /// Data link counters, A then B.
+    pub dl: [DlCounters; 2],
+    /// Retrains of the physical layer (both sides).
+    pub retrains: u64,
+    /// Physical layer counters, A then B.
+    pub phy: [link_phy::ltssm::PhyCounters; 2],
+    /// Bits flipped by the channel, both directions.
+    pub bits_flipped: u64,
+    /// Units dropped, duplicated and corrupted by the flit injector, both sides.
+    pub flit_faults: [u64; 3],
+    /// Simulated time from the link becoming active to the last delivery.
+    pub elapsed: Duration,
+    /// Simulated time to bring the link up.
+    pub time_to_active: Duration,
+    /// Payload delivered per simulated second, in GB/s (1e9 bytes), all directions together.
+    pub goodput_gbps: f64,
+    /// Goodput as a fraction of the post-encoding line rate of the directions that carried traffic.
+    pub efficiency: f64,
+    /// Goodput as a fraction of the raw signalling rate (lanes x GT/s) of those directions.
+    pub raw_efficiency: f64,
+    /// Final width and rate.
+    pub width: usize,
+    /// GT/s.
+    pub rate_gts: f64,
+    /// Line code name.
+    pub code: &'static str,
+}
+
+/// The contents of payload flit `i` of packet `k` on `vc`.
+fn payload_flit(seed: u64, vc: Vc, k: u64, i: usize) -> Flit {
+    let mut x = seed ^ (k.wrapping_mul(0x9E37_79B9_7F4A_7C15)) ^ ((vc.index() as u64) << 56) ^ (i as u64) << 48;
+    let mut flit = [0u8; FLIT_LEN];
+    for chunk in flit.chunks_mut(8) {
+        // splitmix64
+        x = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = x;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        chunk.copy_from_slice(&(z ^ (z >> 31)).to_le_bytes());
+    }
+    flit
+}
+
+/// The transaction-layer header of packet `k`: its number (the channel travels in the DL header).
+fn tl_of(k: u64) -> u64 {
+    k & ((1 << 48) - 1)
+}
+
+struct Sender {
+    next: [u64; VC_COUNT],
+    sent: u64,
+    rr: usize,
+}
+
+struct Receiver {
+    next: [u64; VC_COUNT],
+    delivered: u64,
+    last_delivery: Instant,
+}
+
+/// Bring the pair up and run `traffic` over it.
+pub fn run(mut pair: LinkPair<SimEndpoint>, traffic: &Traffic) -> Report {
+    let flits = traffic.payload.div_ceil(FLIT_LEN).min(MAX_PAYLOAD_FLITS);
+    let vcs: Vec<Vc> = if traffic.vcs.is_empty() { Vec::from([Vc::Posted]) } else { traffic.vcs.clone() };
+    let limit = Instant::ZERO + traffic.limit;
+    let mut report = Report::default();
+    let active = pair.run_until(limit, |p| p.a.ep.dl.is_active() && p.b.ep.dl.is_active());
+    let start = pair.now();
+    report.time_to_active = start.saturating_since(Instant::ZERO);
+    let senders = if traffic.both_ways { 2 } else { 1 };
+    let mut tx: Vec<Sender> = (0..2).map(|_| Sender { next: [0; VC_COUNT], sent: 0, rr: 0 }).collect();
+    let mut rx: Vec<Receiver> =
+        (0..2).map(|_| Receiver { next: [0; VC_COUNT], delivered: 0, last_delivery: start }).collect();
+    let mut retrains: Vec<Instant> = traffic.retrain_at.iter().map(|&d| start + d).collect();
+    retrains.sort();
+    let mut payload = [[0u8; FLIT_LEN]; MAX_PAYLOAD_FLITS];
+    let total = traffic.packets * senders as u64;
+    while active && pair.now() <= limit && rx.iter().map(|r| r.delivered).sum::<u64>() < total {
+        if retrains.first().is_some_and(|&t| pair.now() >= t) {
+            retrains.remove(0);
+            pair.a.ep.phy.request_retrain();
+        }
+        for s in 0..senders {
+            let ep = if s == 0 { &mut pair.a.ep } else { &mut pair.b.ep };
+            let sender = &mut tx[s];
+            // Keep the data link's queue full, and let refusals (no credit, replay buffer full) push back.
+            while sender.sent < traffic.packets {
+                let vc = vcs[sender.rr % vcs.len()];
+                if !ep.dl.can_send(vc, flits) {
+                    break;
+                }
+                let k = sender.next[vc.index()];
+                for (i, f) in payload[..flits].iter_mut().enumerate() {
+                    *f = payload_flit(traffic.seed, vc, k, i);
+                }
+                if ep.dl.send(vc, tl_of(k), &payload[..flits]).is_err() {
+                    break;
+                }
+                sender.next[vc.index()] += 1;
+                sender.sent += 1;
+                sender.rr += 1;
+            }
+        }
+        let now = pair.now();
+        for (r, node) in [&mut pair.b, &mut pair.a].into_iter().enumerate().take(senders) {
+            let receiver = &mut rx[r];
+            while let Some(p) = node.ep.dl.recv() {
+                let vc = p.vc.index();
+                let k = receiver.next[vc];
+                if p.tl < tl_of(k) {
+                    report.duplicates += 1;
+                    continue;
+                }
+                if p.tl > tl_of(k) {
+                    report.out_of_order += 1;
+                }
+                let k = p.tl;
+                let intact = p.payload.len() == flits
+                    && p.payload.iter().enumerate().all(|(i, f)| *f == payload_flit(traffic.seed, p.vc, k, i));
+                if intact {
+                    report.bytes_verified += traffic.payload as u64;
+                } else {
+                    report.corrupted += 1;
+                }
+                receiver.next[vc] = k + 1;
+                receiver.delivered += 1;
+                receiver.last_delivery = now;
+            }
+        }
+        if !pair.step() {
+            break;
+        }
+    }
+    report.packets_sent = tx.iter().map(|s| s.sent).sum();
+    report.packets_delivered = rx.iter().map(|r| r.delivered).sum();
+    report.complete = report.packets_delivered == total
+        && report.duplicates == 0
+        && report.corrupted == 0
+        && report.out_of_order == 0;
+    let end = rx.iter().take(senders).map(|r| r.last_delivery).max().unwrap_or(start);
+    report.elapsed = end.saturating_since(start);
+    report.dl = [*pair.a.ep.dl.counters(), *pair.b.ep.dl.counters()];
+    report.retrains = pair.a.ep.phy.counters().retrains + pair.b.ep.phy.counters().retrains;
+    report.phy = [*pair.a.ep.phy.counters(), *pair.b.ep.phy.counters()];
+    report.bits_flipped = pair.ab.stats().flipped + pair.ba.stats().flipped;
+    for i in 0..3 {
+        report.flit_faults[i] = pair.a.injected[i] + pair.b.injected[i];
+    }
+    let phy = &pair.a.ep.phy;
+    report.width = phy.width().map_or(0, |w| w.lanes());
+    report.rate_gts = phy.rate().gts();
+    report.code = phy.line_code().name();
+    let seconds = report.elapsed.as_ps() as f64 * 1e-12;
+    if seconds > 0.0 {
+        let bytes = report.bytes_verified as f64;
+        report.goodput_gbps = bytes / seconds / 1e9;
+        let raw = senders as f64 * report.width as f64 * report.rate_gts * 1e9 / 8.0;
+        let coded = raw * phy.line_code().efficiency();
+        report.raw_efficiency = bytes / seconds / raw;
+        report.efficiency = bytes / seconds / coded;
+    }
+    report
+}
+
+/// A pair of endpoints over `ab`/`ba`, A downstream, with the given configurations.
+pub fn pair(
+    phy: [PortConfig; 2],
+    dl: DlConfig,
+    ab: ChannelConfig,
+    ba: ChannelConfig,
+    faults: FlitFaults,
+    seed: u64,
+) -> Result<LinkPair<SimEndpoint>, link_phy::Error> {
+    Ok(LinkPair::with_nodes(
+        SimEndpoint::new(phy[0], dl, faults, seed)?,
+        SimEndpoint::new(phy[1], dl, faults, seed.wrapping_add(1))?,
+        ab,
+        ba,
+    ))
+}
+
+impl Node for Endpoint {
+    fn port(&self) -> &Port {
+        &self.phy
+    }
+    fn port_mut(&mut self) -> &mut Port {
+        &mut self.phy
+    }
+    fn transmit(&mut self, now: Instant, _fill: &mut dyn FnMut(&mut [u8])) -> Slot {
+        self.poll_transmit(now)
+    }
+    fn receive(&mut self, now: Instant, slot: &Slot, _deliver: &mut dyn FnMut(&[u8], u64)) {
+        Endpoint::receive(self, now, slot)
+    }
+    fn poll_timeout(&self) -> Option<Instant> {
+        Endpoint::poll_timeout(self)
+    }
+    fn handle_timeout(&mut self, now: Instant) {
+        Endpoint::handle_timeout(self, now)
+    }
+    fn poll_phy_event(&mut self) -> Option<PhyEvent> {
+        Endpoint::poll_phy_event(self)
+    }
+}
