@@ -149,11 +149,10 @@ pub struct Received {
     pub payload: heapless::Vec<Flit, MAX_PAYLOAD_FLITS>,
 }
 
-/// A packet waiting in the replay buffer. Its header flit holds the sequence number and transaction-layer
-/// header; acknowledgement, credit return and CRC are written at each transmission.
+/// A packet waiting in the replay buffer, as its flits. The header flit holds the sequence number and
+/// transaction-layer header; acknowledgement, credit return and CRC are written at each transmission.
 #[derive(Clone, Debug)]
 struct Stored {
-    header: PacketHeader,
     flits: u8,
     bytes: [u8; MAX_PACKET_LEN],
 }
@@ -393,9 +392,10 @@ impl<const REPLAY: usize, const RX_FLITS: usize> DataLink<REPLAY, RX_FLITS> {
             credit: 0,
             tl,
         };
-        let mut stored = Stored { header, flits: 1 + payload.len() as u8, bytes: [0; MAX_PACKET_LEN] };
+        let mut stored = Stored { flits: 1 + payload.len() as u8, bytes: [0; MAX_PACKET_LEN] };
         let mut head = [0u8; FLIT_LEN];
         header.emit(&mut head)?;
+        stored.bytes[..FLIT_LEN].copy_from_slice(&head);
         if self.replay.is_full() {
             self.counters.replay_stalls += 1;
             return Err(DlError::ReplayFull);
@@ -579,16 +579,17 @@ impl<const REPLAY: usize, const RX_FLITS: usize> DataLink<REPLAY, RX_FLITS> {
     /// acknowledgement and credit return, and seal it with its CRC.
     fn load_packet(&mut self, index: usize) {
         let Some(stored) = self.replay.iter().nth(index) else { return };
-        let mut header = stored.header;
         let len = usize::from(stored.flits) * FLIT_LEN;
-        self.tx_buf[FLIT_LEN..len].copy_from_slice(&stored.bytes[FLIT_LEN..len]);
+        self.tx_buf[..len].copy_from_slice(&stored.bytes[..len]);
         self.tx_flits = stored.flits;
+        let mut head = [0u8; FLIT_LEN];
+        head.copy_from_slice(&self.tx_buf[..FLIT_LEN]);
+        // The header was checked when the packet was accepted, so it parses and emits again.
+        let Ok(mut header) = PacketHeader::parse(&head) else { return };
         header.ack = self.expected.prev();
         let (credit_vc, credit) = self.rx_credits.report_one();
         header.credit_vc = credit_vc;
         header.credit = credit;
-        let mut head = [0u8; FLIT_LEN];
-        // The header was checked when the packet was accepted; emitting it again cannot fail.
         let _ = header.emit(&mut head);
         self.tx_buf[..FLIT_LEN].copy_from_slice(&head);
         seal_packet(&mut self.tx_buf[..len]);

@@ -14,6 +14,9 @@ use crate::symbol::{control, Disparity, Symbol};
 pub(super) enum SymbolItem {
     /// A descrambled data byte.
     Data(u8),
+    /// The first data byte after an ordered set: the data stream (re)starts here on every lane at once,
+    /// so it lines lanes up as a SKP does (in Configuration.Idle, before any SKP may have passed).
+    FirstData(u8),
     /// A symbol of an ordered set.
     OrderedSet,
     /// A SKP symbol: the deskew marker.
@@ -88,6 +91,8 @@ pub(super) struct LaneRx {
     ts: [Symbol; TS_LEN],
     ts_len: usize,
     blocks: LaneDecoder,
+    /// Whether the last symbol was part of an ordered set (or a receiver error).
+    after_ordered_set: bool,
 }
 
 impl LaneRx {
@@ -101,6 +106,7 @@ impl LaneRx {
             ts: [Symbol::COM; TS_LEN],
             ts_len: 0,
             blocks: LaneDecoder::new(lane),
+            after_ordered_set: false,
         }
     }
 
@@ -123,6 +129,14 @@ impl LaneRx {
             self.aligner.push_bits(chunk, n);
         }
         while let Some(code) = self.aligner.pop() {
+            let mut saw_ordered_set = false;
+            let mut emit = |e: LaneEvent| {
+                if let LaneEvent::Symbol(SymbolItem::OrderedSet | SymbolItem::Marker) = e {
+                    saw_ordered_set = true;
+                }
+                emit(e)
+            };
+            let emit = &mut emit;
             match self.decoder.decode(code) {
                 Ok(s) => self.symbol(s, emit),
                 Err(e) => {
@@ -134,6 +148,9 @@ impl LaneRx {
                     self.collecting = Collecting::Nothing;
                     emit(LaneEvent::Symbol(SymbolItem::OrderedSet));
                 }
+            }
+            if saw_ordered_set {
+                self.after_ordered_set = true;
             }
         }
     }
@@ -243,7 +260,12 @@ impl LaneRx {
             Symbol::Control(control::COM) => self.start_ordered_set(emit),
             Symbol::Data(_) => {
                 let d = self.descrambler.descramble(s);
-                emit(LaneEvent::Symbol(SymbolItem::Data(d.byte())));
+                emit(LaneEvent::Symbol(if self.after_ordered_set {
+                    SymbolItem::FirstData(d.byte())
+                } else {
+                    SymbolItem::Data(d.byte())
+                }));
+                self.after_ordered_set = false;
             }
             Symbol::Control(_) => {
                 self.descrambler.pass(s);

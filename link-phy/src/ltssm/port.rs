@@ -165,7 +165,7 @@ impl Port {
             tx: core::array::from_fn(LaneTx::new),
             rx: core::array::from_fn(LaneRx::new),
             track: [LaneTrack::default(); MAX_LANES],
-            deskew_symbols: Deskew::new(1, |x| *x == SymbolItem::Marker)?,
+            deskew_symbols: Deskew::new(1, |x| matches!(x, SymbolItem::Marker | SymbolItem::FirstData(_)))?,
             deskew_blocks: Deskew::new(1, |x| *x == BlockItem::Marker)?,
             next_tx: now,
             tx_os: None,
@@ -769,7 +769,7 @@ impl Port {
                     let mut data = true;
                     for (byte, item) in row.iter_mut().zip(&column[..width]) {
                         match *item {
-                            SymbolItem::Data(b) => *byte = b,
+                            SymbolItem::Data(b) | SymbolItem::FirstData(b) => *byte = b,
                             _ => data = false,
                         }
                     }
@@ -777,7 +777,7 @@ impl Port {
                         self.data_received(&row[..width], deliver);
                     } else {
                         // Ordered sets restart the unit count; SKP does not interrupt idle.
-                        if column[..width].iter().any(|i| *i != SymbolItem::Marker) {
+                        if column[..width].iter().any(|i| !matches!(i, SymbolItem::Marker | SymbolItem::FirstData(_))) {
                             self.idle_received = 0;
                         }
                         self.rx_unit_len = 0;
