@@ -2,10 +2,12 @@
 //!
 //! This is what firmware runs per port and what the simulator instantiates: slots of serial bits and time
 //! in and out below, packets above. The physical layer's events (link up, retraining, link down) drive the
-//! data link's, and the data link's retrain requests go to the physical layer.
+//! data link's, and the data link's retrain requests go to the physical layer. A physical link that drops
+//! back to Detect and retrains (narrower, after a lane failed) is a long retrain to the data link: nothing
+//! queued is lost. Only a physical layer that gives up (`Failed`) takes the data link down.
 
 use heapless::Deque;
-use link_phy::ltssm::{PhyEvent, Port, PortConfig};
+use link_phy::ltssm::{LtssmState, PhyEvent, Port, PortConfig};
 use link_phy::serial::Slot;
 use link_phy::time::Instant;
 
@@ -81,6 +83,12 @@ impl<const REPLAY: usize, const RX_FLITS: usize> Endpoint<REPLAY, RX_FLITS> {
             match event {
                 PhyEvent::LinkUp { width, rate, .. } => self.dl.phy_up(now, width, rate),
                 PhyEvent::Retraining { .. } => self.dl.phy_retraining(now),
+                // A link that went back to Detect (a lane failed, Recovery could not lock) comes back
+                // narrower: the data link holds everything, as through a retrain. Only a physical layer
+                // that gave up takes the data link down.
+                PhyEvent::LinkDown { .. } if self.phy.state() != LtssmState::Failed => {
+                    self.dl.phy_retraining(now)
+                }
                 PhyEvent::LinkDown { .. } => self.dl.phy_down(),
                 PhyEvent::StateChanged { .. } => {}
             }

@@ -771,6 +771,13 @@ impl<const REPLAY: usize, const RX_FLITS: usize> DataLink<REPLAY, RX_FLITS> {
 
     fn control(&mut self, now: Instant, c: ControlFlit) {
         match c.kind {
+            ControlKind::InitFc1 if self.state == DlState::Active => {
+                // The partner started over (it was reset): so must we, or sequence numbers and credits
+                // would disagree forever.
+                self.phy_down();
+                self.state = DlState::InitFc1;
+                self.control(now, c);
+            }
             ControlKind::InitFc1 | ControlKind::InitFc2 => {
                 if self.state == DlState::InitFc1 {
                     self.tx_credits = TxCredits::init(c.credits);

@@ -39,18 +39,19 @@ impl FlitFaults {
     }
 }
 
-/// An endpoint with a flit-level fault injector on its receive side.
+/// An endpoint (with a replay buffer of `REPLAY` packets) with a flit-level fault injector on its receive
+/// side.
 #[derive(Debug)]
-pub struct SimEndpoint {
+pub struct SimEndpoint<const REPLAY: usize = 64> {
     /// The endpoint.
-    pub ep: Endpoint,
+    pub ep: Endpoint<REPLAY>,
     faults: FlitFaults,
     rng: Xoshiro256PlusPlus,
     /// Units dropped, duplicated and corrupted by the injector.
     pub injected: [u64; 3],
 }
 
-impl SimEndpoint {
+impl<const REPLAY: usize> SimEndpoint<REPLAY> {
     /// An endpoint at time zero with `faults` injected into what it receives (seeded).
     pub fn new(phy: PortConfig, dl: DlConfig, faults: FlitFaults, seed: u64) -> Result<Self, link_phy::Error> {
         Ok(SimEndpoint {
@@ -66,7 +67,7 @@ impl SimEndpoint {
     }
 }
 
-impl Node for SimEndpoint {
+impl<const REPLAY: usize> Node for SimEndpoint<REPLAY> {
     fn port(&self) -> &Port {
         &self.ep.phy
     }
@@ -228,7 +229,7 @@ struct Receiver {
 }
 
 /// Bring the pair up and run `traffic` over it.
-pub fn run(mut pair: LinkPair<SimEndpoint>, traffic: &Traffic) -> Report {
+pub fn run<const REPLAY: usize>(mut pair: LinkPair<SimEndpoint<REPLAY>>, traffic: &Traffic) -> Report {
     let flits = traffic.payload.div_ceil(FLIT_LEN).min(MAX_PAYLOAD_FLITS);
     let vcs: Vec<Vc> = if traffic.vcs.is_empty() { Vec::from([Vc::Posted]) } else { traffic.vcs.clone() };
     let limit = Instant::ZERO + traffic.limit;
@@ -332,14 +333,14 @@ pub fn run(mut pair: LinkPair<SimEndpoint>, traffic: &Traffic) -> Report {
 }
 
 /// A pair of endpoints over `ab`/`ba`, A downstream, with the given configurations.
-pub fn pair(
+pub fn pair<const REPLAY: usize>(
     phy: [PortConfig; 2],
     dl: DlConfig,
     ab: ChannelConfig,
     ba: ChannelConfig,
     faults: FlitFaults,
     seed: u64,
-) -> Result<LinkPair<SimEndpoint>, link_phy::Error> {
+) -> Result<LinkPair<SimEndpoint<REPLAY>>, link_phy::Error> {
     Ok(LinkPair::with_nodes(
         SimEndpoint::new(phy[0], dl, faults, seed)?,
         SimEndpoint::new(phy[1], dl, faults, seed.wrapping_add(1))?,
@@ -348,7 +349,7 @@ pub fn pair(
     ))
 }
 
-impl Node for Endpoint {
+impl<const REPLAY: usize, const RX_FLITS: usize> Node for Endpoint<REPLAY, RX_FLITS> {
     fn port(&self) -> &Port {
         &self.phy
     }

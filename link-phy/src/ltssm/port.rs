@@ -113,6 +113,9 @@ pub struct Port {
     /// Whole units received since the last ordered set (idle ones included).
     rx_units_since_os: u64,
     idle_received: u32,
+    /// Whether this state has seen logical idle (any, and enough in a row: PCIe conditions, latched).
+    heard_idle: bool,
+    idle_qualified: bool,
     idle_sent_after_rx: u32,
     ts_sent: u32,
     ts_sent_after_rx: u32,
@@ -183,6 +186,8 @@ impl Port {
             rx_unit_len: 0,
             rx_units_since_os: 0,
             idle_received: 0,
+            heard_idle: false,
+            idle_qualified: false,
             idle_sent_after_rx: 0,
             ts_sent: 0,
             ts_sent_after_rx: 0,
@@ -528,7 +533,7 @@ impl Port {
                 self.tx_unit = [0; UNIT_BYTES];
             }
         }
-        if !self.tx_block_is_data && self.idle_received > 0 {
+        if !self.tx_block_is_data && self.heard_idle {
             self.idle_sent_after_rx += 1;
         }
         for logical in 0..width {
@@ -603,7 +608,7 @@ impl Port {
         if self.tx_block_is_data {
             fill(stream);
             self.counters.units_sent += width as u64;
-        } else if self.idle_received > 0 {
+        } else if self.heard_idle {
             self.idle_sent_after_rx += UNIT_BYTES as u32;
         }
         self.tx_bytes_since_os += stream.len();
@@ -825,6 +830,8 @@ impl Port {
                 LineCode::Code8b10b => 1,
                 LineCode::Code128b130b => UNIT_BYTES as u32,
             });
+            self.heard_idle = true;
+            self.idle_qualified |= self.idle_received >= IDLE_TO_RECEIVE;
         } else {
             self.idle_received = 0;
         }
@@ -1059,7 +1066,7 @@ impl Port {
                     && self.lanes_with(TS_TO_ANSWER, |l, ts| {
                         ts.kind == TsKind::Ts1 && self.numbered_for(l, ts)
                     }) != 0;
-                if self.idle_received >= IDLE_TO_RECEIVE && self.idle_sent_after_rx >= IDLE_TO_SEND {
+                if self.idle_qualified && self.idle_sent_after_rx >= IDLE_TO_SEND {
                     self.enter(now, LtssmState::L0);
                 } else if back_to_training {
                     self.enter(now, LtssmState::RecoveryRcvrLock);
@@ -1251,6 +1258,8 @@ impl Port {
         self.latched = 0;
         self.latched_ts = None;
         self.idle_received = 0;
+        self.heard_idle = false;
+        self.idle_qualified = false;
         self.idle_sent_after_rx = 0;
         self.track = [LaneTrack::default(); MAX_LANES];
         let timeout = match to {
