@@ -22,13 +22,19 @@ pub struct TxCredits {
 impl TxCredits {
     /// Start over with the partner's buffer sizes, as advertised in InitFc.
     pub fn init(capacity: [u16; VC_COUNT]) -> Self {
-        TxCredits { capacity, freed: [0; VC_COUNT], consumed: [0; VC_COUNT] }
+        TxCredits {
+            capacity,
+            freed: [0; VC_COUNT],
+            consumed: [0; VC_COUNT],
+        }
     }
 
     /// Flits that may be sent on `vc` now.
     pub fn available(&self, vc: Vc) -> u16 {
         let i = vc.index();
-        self.capacity[i].wrapping_add(self.freed[i]).wrapping_sub(self.consumed[i])
+        self.capacity[i]
+            .wrapping_add(self.freed[i])
+            .wrapping_sub(self.consumed[i])
     }
 
     /// Spend `flits` of credit on `vc`; false (and nothing spent) if there is not enough.
@@ -82,7 +88,10 @@ impl RxCredits {
 
     /// The channel with the most unreported credit, and the low 8 bits of its counter, marked reported.
     pub fn report_one(&mut self) -> (Vc, u8) {
-        let vc = Vc::ALL.into_iter().max_by_key(|&vc| self.unreported(vc)).unwrap_or(Vc::Request);
+        let vc = Vc::ALL
+            .into_iter()
+            .max_by_key(|&vc| self.unreported(vc))
+            .unwrap_or(Vc::Request);
         self.reported[vc.index()] = self.freed[vc.index()];
         (vc, self.freed[vc.index()] as u8)
     }

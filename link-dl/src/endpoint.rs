@@ -34,7 +34,11 @@ impl<const REPLAY: usize, const RX_FLITS: usize> Endpoint<REPLAY, RX_FLITS> {
         if dl.fec {
             phy.unit_alignment = (fec::BLOCK_LEN / FLIT_LEN) as u16;
         }
-        Ok(Endpoint { phy: Port::new(phy, now)?, dl: DataLink::new(dl), phy_events: Deque::new() })
+        Ok(Endpoint {
+            phy: Port::new(phy, now)?,
+            dl: DataLink::new(dl),
+            phy_events: Deque::new(),
+        })
     }
 
     /// The bits of the next slot, with the data link's units in it.
@@ -62,7 +66,10 @@ impl<const REPLAY: usize, const RX_FLITS: usize> Endpoint<REPLAY, RX_FLITS> {
 
     /// When the endpoint next needs attention.
     pub fn poll_timeout(&self) -> Option<Instant> {
-        [self.phy.poll_timeout(), self.dl.poll_timeout()].into_iter().flatten().min()
+        [self.phy.poll_timeout(), self.dl.poll_timeout()]
+            .into_iter()
+            .flatten()
+            .min()
     }
 
     /// Let timers fire.

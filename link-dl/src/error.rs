@@ -63,17 +63,29 @@ pub enum DlError {
 impl core::fmt::Display for DlError {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         match *self {
-            DlError::BadFlitKind { first } => write!(f, "flit starting {first:02x} has a reserved or non-idle kind"),
+            DlError::BadFlitKind { first } => {
+                write!(f, "flit starting {first:02x} has a reserved or non-idle kind")
+            }
             DlError::TooManyFlits { flits } => write!(f, "packet header announces {flits} flits (at most 9)"),
             DlError::UnknownControl { kind } => write!(f, "unknown control flit kind {kind}"),
             DlError::ReservedBits => write!(f, "reserved bits are set"),
             DlError::CrcMismatch { computed, received } => {
-                write!(f, "CRC mismatch: computed {computed:08x}, received {received:08x}")
+                write!(
+                    f,
+                    "CRC mismatch: computed {computed:08x}, received {received:08x}"
+                )
             }
             DlError::Truncated { needed, got } => write!(f, "{got} bytes where {needed} are needed"),
             DlError::LinkNotActive => write!(f, "the link is not active"),
-            DlError::NoCredit { vc, needed, available } => {
-                write!(f, "no credit on {vc:?}: {needed} flits needed, {available} available")
+            DlError::NoCredit {
+                vc,
+                needed,
+                available,
+            } => {
+                write!(
+                    f,
+                    "no credit on {vc:?}: {needed} flits needed, {available} available"
+                )
             }
             DlError::ReplayFull => write!(f, "the replay buffer is full"),
             DlError::PayloadTooLong { flits } => write!(f, "{flits} payload flits (at most 9)"),

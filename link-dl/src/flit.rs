@@ -159,7 +159,9 @@ impl PacketHeader {
             return Err(DlError::HeaderTooWide);
         }
         if usize::from(self.payload_flits) > MAX_PAYLOAD_FLITS {
-            return Err(DlError::TooManyFlits { flits: self.payload_flits });
+            return Err(DlError::TooManyFlits {
+                flits: self.payload_flits,
+            });
         }
         let mut w = 0u128;
         put(&mut w, field::KIND, 0b01);
@@ -195,7 +197,10 @@ pub fn seal_packet(packet: &mut [u8]) {
 /// Check the CRC field of a received packet.
 pub fn check_packet_crc(packet: &[u8]) -> Result<(), DlError> {
     if packet.len() < FLIT_LEN {
-        return Err(DlError::Truncated { needed: FLIT_LEN, got: packet.len() });
+        return Err(DlError::Truncated {
+            needed: FLIT_LEN,
+            got: packet.len(),
+        });
     }
     let computed = packet_crc(packet);
     let received = u32::from_le_bytes([packet[12], packet[13], packet[14], packet[15]]);
@@ -310,7 +315,10 @@ mod tests {
         head.copy_from_slice(&packet[..16]);
         assert_eq!(PacketHeader::parse(&head), Ok(h));
         packet[100] ^= 4;
-        assert!(matches!(check_packet_crc(&packet), Err(DlError::CrcMismatch { .. })));
+        assert!(matches!(
+            check_packet_crc(&packet),
+            Err(DlError::CrcMismatch { .. })
+        ));
     }
 
     #[test]
@@ -330,7 +338,11 @@ mod tests {
 
     #[test]
     fn control_round_trips_and_rejects_corruption() {
-        let c = ControlFlit { kind: ControlKind::Nak, ack: Seq::new(1023), credits: [1, 0xFFFF, 0x1234, 0] };
+        let c = ControlFlit {
+            kind: ControlKind::Nak,
+            ack: Seq::new(1023),
+            credits: [1, 0xFFFF, 0x1234, 0],
+        };
         let mut f = c.emit();
         assert_eq!(ControlFlit::parse(&f), Ok(c));
         f[3] ^= 0x10;

@@ -53,7 +53,12 @@ pub struct SimEndpoint<const REPLAY: usize = 64> {
 
 impl<const REPLAY: usize> SimEndpoint<REPLAY> {
     /// An endpoint at time zero with `faults` injected into what it receives (seeded).
-    pub fn new(phy: PortConfig, dl: DlConfig, faults: FlitFaults, seed: u64) -> Result<Self, link_phy::Error> {
+    pub fn new(
+        phy: PortConfig,
+        dl: DlConfig,
+        faults: FlitFaults,
+        seed: u64,
+    ) -> Result<Self, link_phy::Error> {
         Ok(SimEndpoint {
             ep: Endpoint::new(phy, dl, Instant::ZERO)?,
             faults,
@@ -198,7 +203,8 @@ pub struct Report {
 
 /// The contents of payload flit `i` of packet `k` on `vc`.
 fn payload_flit(seed: u64, vc: Vc, k: u64, i: usize) -> Flit {
-    let mut x = seed ^ (k.wrapping_mul(0x9E37_79B9_7F4A_7C15)) ^ ((vc.index() as u64) << 56) ^ (i as u64) << 48;
+    let mut x =
+        seed ^ (k.wrapping_mul(0x9E37_79B9_7F4A_7C15)) ^ ((vc.index() as u64) << 56) ^ (i as u64) << 48;
     let mut flit = [0u8; FLIT_LEN];
     for chunk in flit.chunks_mut(8) {
         // splitmix64
@@ -231,16 +237,31 @@ struct Receiver {
 /// Bring the pair up and run `traffic` over it.
 pub fn run<const REPLAY: usize>(mut pair: LinkPair<SimEndpoint<REPLAY>>, traffic: &Traffic) -> Report {
     let flits = traffic.payload.div_ceil(FLIT_LEN).min(MAX_PAYLOAD_FLITS);
-    let vcs: Vec<Vc> = if traffic.vcs.is_empty() { Vec::from([Vc::Posted]) } else { traffic.vcs.clone() };
+    let vcs: Vec<Vc> = if traffic.vcs.is_empty() {
+        Vec::from([Vc::Posted])
+    } else {
+        traffic.vcs.clone()
+    };
     let limit = Instant::ZERO + traffic.limit;
     let mut report = Report::default();
     let active = pair.run_until(limit, |p| p.a.ep.dl.is_active() && p.b.ep.dl.is_active());
     let start = pair.now();
     report.time_to_active = start.saturating_since(Instant::ZERO);
     let senders = if traffic.both_ways { 2 } else { 1 };
-    let mut tx: Vec<Sender> = (0..2).map(|_| Sender { next: [0; VC_COUNT], sent: 0, rr: 0 }).collect();
-    let mut rx: Vec<Receiver> =
-        (0..2).map(|_| Receiver { next: [0; VC_COUNT], delivered: 0, last_delivery: start }).collect();
+    let mut tx: Vec<Sender> = (0..2)
+        .map(|_| Sender {
+            next: [0; VC_COUNT],
+            sent: 0,
+            rr: 0,
+        })
+        .collect();
+    let mut rx: Vec<Receiver> = (0..2)
+        .map(|_| Receiver {
+            next: [0; VC_COUNT],
+            delivered: 0,
+            last_delivery: start,
+        })
+        .collect();
     let mut retrains: Vec<Instant> = traffic.retrain_at.iter().map(|&d| start + d).collect();
     retrains.sort();
     let mut payload = [[0u8; FLIT_LEN]; MAX_PAYLOAD_FLITS];
@@ -286,7 +307,10 @@ pub fn run<const REPLAY: usize>(mut pair: LinkPair<SimEndpoint<REPLAY>>, traffic
                 }
                 let k = p.tl;
                 let intact = p.payload.len() == flits
-                    && p.payload.iter().enumerate().all(|(i, f)| *f == payload_flit(traffic.seed, p.vc, k, i));
+                    && p.payload
+                        .iter()
+                        .enumerate()
+                        .all(|(i, f)| *f == payload_flit(traffic.seed, p.vc, k, i));
                 if intact {
                     report.bytes_verified += traffic.payload as u64;
                 } else {
@@ -307,7 +331,12 @@ pub fn run<const REPLAY: usize>(mut pair: LinkPair<SimEndpoint<REPLAY>>, traffic
         && report.duplicates == 0
         && report.corrupted == 0
         && report.out_of_order == 0;
-    let end = rx.iter().take(senders).map(|r| r.last_delivery).max().unwrap_or(start);
+    let end = rx
+        .iter()
+        .take(senders)
+        .map(|r| r.last_delivery)
+        .max()
+        .unwrap_or(start);
     report.elapsed = end.saturating_since(start);
     report.dl = [*pair.a.ep.dl.counters(), *pair.b.ep.dl.counters()];
     report.retrains = pair.a.ep.phy.counters().retrains + pair.b.ep.phy.counters().retrains;

@@ -30,7 +30,10 @@ fn run<const REPLAY: usize>(ber: f64, fec: bool) -> Report {
         c.skew = ChannelConfig::random_skew(LANES, Duration::from_ns(8), 7 + salt);
         c
     };
-    let dl = DlConfig { fec, ..DlConfig::default() };
+    let dl = DlConfig {
+        fec,
+        ..DlConfig::default()
+    };
     let pair = sim::pair::<REPLAY>(
         [port(Role::Downstream), port(Role::Upstream)],
         dl,
@@ -40,17 +43,40 @@ fn run<const REPLAY: usize>(ber: f64, fec: bool) -> Report {
         1,
     )
     .unwrap();
-    sim::run(pair, &Traffic { packets: PACKETS, ..Traffic::default() })
+    sim::run(
+        pair,
+        &Traffic {
+            packets: PACKETS,
+            ..Traffic::default()
+        },
+    )
 }
 
 fn table() -> String {
     let mut out = String::new();
     writeln!(out, "# Goodput of 128-byte posted writes over x{LANES} at 8 GT/s (128b/130b), {PACKETS} packets per cell,").unwrap();
-    writeln!(out, "# as a fraction of the post-encoding line rate (the format's ceiling is 128/144 = 0.889),").unwrap();
-    writeln!(out, "# against the random bit error rate and the replay buffer size (packets), without and with FEC.").unwrap();
+    writeln!(
+        out,
+        "# as a fraction of the post-encoding line rate (the format's ceiling is 128/144 = 0.889),"
+    )
+    .unwrap();
+    writeln!(
+        out,
+        "# against the random bit error rate and the replay buffer size (packets), without and with FEC."
+    )
+    .unwrap();
     writeln!(out, "# Receive buffers are 64 flits per channel, so more than 7 packets in flight need no more replay room.").unwrap();
-    writeln!(out, "# Produced by link-dl/tests/goodput_sweep.rs; every cell delivered every packet exactly once.").unwrap();
-    writeln!(out, "{:<8} {:>7} {:>9} {:>9} {:>8} {:>8}", "BER", "replay", "no FEC", "FEC", "NAKs", "FEC fix").unwrap();
+    writeln!(
+        out,
+        "# Produced by link-dl/tests/goodput_sweep.rs; every cell delivered every packet exactly once."
+    )
+    .unwrap();
+    writeln!(
+        out,
+        "{:<8} {:>7} {:>9} {:>9} {:>8} {:>8}",
+        "BER", "replay", "no FEC", "FEC", "NAKs", "FEC fix"
+    )
+    .unwrap();
     for ber in BERS {
         for replay in [2usize, 4, 8, 64] {
             let (plain, fec) = match replay {
@@ -60,12 +86,19 @@ fn table() -> String {
                 _ => (run::<64>(ber, false), run::<64>(ber, true)),
             };
             for r in [&plain, &fec] {
-                assert!(r.complete && r.duplicates == 0 && r.corrupted == 0 && r.out_of_order == 0, "BER {ber:e} replay {replay}: {r:#?}");
+                assert!(
+                    r.complete && r.duplicates == 0 && r.corrupted == 0 && r.out_of_order == 0,
+                    "BER {ber:e} replay {replay}: {r:#?}"
+                );
             }
             writeln!(
                 out,
                 "{:<8} {:>7} {:>9.4} {:>9.4} {:>8} {:>8}",
-                if ber == 0.0 { "0".to_string() } else { format!("{ber:e}") },
+                if ber == 0.0 {
+                    "0".to_string()
+                } else {
+                    format!("{ber:e}")
+                },
                 replay,
                 plain.efficiency,
                 fec.efficiency,
@@ -86,5 +119,8 @@ fn goodput_table_matches_the_snapshot() {
         std::fs::write(&path, &table).unwrap();
     }
     let snapshot = std::fs::read_to_string(&path).unwrap_or_default();
-    assert_eq!(table, snapshot, "the goodput table changed; rerun with UPDATE_SNAPSHOTS=1 if that is intended");
+    assert_eq!(
+        table, snapshot,
+        "the goodput table changed; rerun with UPDATE_SNAPSHOTS=1 if that is intended"
+    );
 }

@@ -22,7 +22,15 @@ struct Setup {
 
 impl Setup {
     fn new(lanes: usize, rate: Rate, seed: u64) -> Self {
-        Setup { lanes, rate, ber: 0.0, fec: false, faults: FlitFaults::default(), channel_faults: vec![], seed }
+        Setup {
+            lanes,
+            rate,
+            ber: 0.0,
+            fec: false,
+            faults: FlitFaults::default(),
+            channel_faults: vec![],
+            seed,
+        }
     }
 
     fn run(&self, traffic: &Traffic) -> Report {
@@ -44,7 +52,10 @@ impl Setup {
             c.faults = self.channel_faults.clone();
             c
         };
-        let dl = DlConfig { fec: self.fec, ..DlConfig::default() };
+        let dl = DlConfig {
+            fec: self.fec,
+            ..DlConfig::default()
+        };
         let pair = sim::pair::<REPLAY>(
             [port(Role::Downstream), port(Role::Upstream)],
             dl,
@@ -60,41 +71,69 @@ impl Setup {
 
 fn assert_exact(r: &Report, what: &str) {
     assert!(r.complete, "{what}: incomplete: {r:#?}");
-    assert_eq!((r.duplicates, r.corrupted, r.out_of_order), (0, 0, 0), "{what}: {r:#?}");
+    assert_eq!(
+        (r.duplicates, r.corrupted, r.out_of_order),
+        (0, 0, 0),
+        "{what}: {r:#?}"
+    );
     assert_eq!(r.packets_delivered, r.packets_sent, "{what}");
 }
 
 fn all_vcs_both_ways(packets: u64, seed: u64) -> Traffic {
-    Traffic { packets, vcs: Vc::ALL.to_vec(), both_ways: true, seed, ..Traffic::default() }
+    Traffic {
+        packets,
+        vcs: Vc::ALL.to_vec(),
+        both_ways: true,
+        seed,
+        ..Traffic::default()
+    }
 }
 
 #[test]
 fn a_clean_link_delivers_everything_at_the_format_efficiency() {
-    let traffic = Traffic { packets: 20_000, ..Traffic::default() };
+    let traffic = Traffic {
+        packets: 20_000,
+        ..Traffic::default()
+    };
     let r = Setup::new(8, Rate::Gen3, 1).run(&traffic);
     assert_exact(&r, "clean x8");
     assert_eq!(r.bytes_verified, 20_000 * 128);
     assert_eq!((r.dl[1].crc_errors, r.dl[0].replays), (0, 0));
     // 128 payload bytes per 144 on the wire is 88.9%; SKP ordered sets and control flits take a little.
     assert!(r.efficiency >= 0.88, "efficiency {:.4}", r.efficiency);
-    assert!(r.efficiency <= 128.0 / 144.0, "efficiency {:.4} beats the format", r.efficiency);
+    assert!(
+        r.efficiency <= 128.0 / 144.0,
+        "efficiency {:.4} beats the format",
+        r.efficiency
+    );
 }
 
 #[test]
 fn goodput_targets_under_errors() {
-    let traffic = Traffic { packets: 20_000, ..Traffic::default() };
+    let traffic = Traffic {
+        packets: 20_000,
+        ..Traffic::default()
+    };
     let mut s = Setup::new(8, Rate::Gen3, 2);
     s.ber = 1e-6;
     let r = s.run(&traffic);
     assert_exact(&r, "BER 1e-6");
     assert!(r.dl[1].crc_errors > 0, "the errors must really happen");
-    assert!(r.efficiency >= 0.85, "BER 1e-6 without FEC: efficiency {:.4}", r.efficiency);
+    assert!(
+        r.efficiency >= 0.85,
+        "BER 1e-6 without FEC: efficiency {:.4}",
+        r.efficiency
+    );
     s.ber = 1e-5;
     s.fec = true;
     let r = s.run(&traffic);
     assert_exact(&r, "BER 1e-5 with FEC");
     assert!(r.dl[1].fec_corrections > 0);
-    assert!(r.efficiency >= 0.80, "BER 1e-5 with FEC: efficiency {:.4}", r.efficiency);
+    assert!(
+        r.efficiency >= 0.80,
+        "BER 1e-5 with FEC: efficiency {:.4}",
+        r.efficiency
+    );
 }
 
 #[test]
@@ -113,7 +152,11 @@ fn every_bit_error_rate_delivers_exactly_once() {
 #[test]
 fn dropped_duplicated_and_corrupted_flits_are_recovered() {
     let mut s = Setup::new(8, Rate::Gen3, 4);
-    s.faults = FlitFaults { drop: 2e-3, duplicate: 2e-3, corrupt: 2e-3 };
+    s.faults = FlitFaults {
+        drop: 2e-3,
+        duplicate: 2e-3,
+        corrupt: 2e-3,
+    };
     let r = s.run(&all_vcs_both_ways(3_000, 4));
     assert_exact(&r, "flit faults");
     assert!(r.flit_faults.iter().all(|&n| n > 10), "{:?}", r.flit_faults);
@@ -134,8 +177,17 @@ fn a_lane_failing_mid_transfer_retrains_narrower_and_loses_nothing() {
     let mut s = Setup::new(8, Rate::Gen3, 6);
     // The link is up after about 200 us with fast timing; lane 5 dies well into the transfer.
     let at = Instant(Duration::from_us(260).as_ps());
-    s.channel_faults = vec![Fault { at, kind: FaultKind::SetHealth { lane: 5, health: LaneHealth::Dead } }];
-    let r = s.run(&Traffic { packets: 20_000, ..Traffic::default() });
+    s.channel_faults = vec![Fault {
+        at,
+        kind: FaultKind::SetHealth {
+            lane: 5,
+            health: LaneHealth::Dead,
+        },
+    }];
+    let r = s.run(&Traffic {
+        packets: 20_000,
+        ..Traffic::default()
+    });
     assert_exact(&r, "lane failure");
     assert_eq!(r.width, 4, "the link should have dropped to x4");
     assert!(r.retrains >= 3);
@@ -145,7 +197,11 @@ fn a_lane_failing_mid_transfer_retrains_narrower_and_loses_nothing() {
 fn retrains_in_the_middle_of_traffic_lose_nothing() {
     let s = Setup::new(8, Rate::Gen3, 7);
     let traffic = Traffic {
-        retrain_at: vec![Duration::from_us(10), Duration::from_us(25), Duration::from_us(40)],
+        retrain_at: vec![
+            Duration::from_us(10),
+            Duration::from_us(25),
+            Duration::from_us(40),
+        ],
         ..all_vcs_both_ways(4_000, 7)
     };
     let r = s.run(&traffic);

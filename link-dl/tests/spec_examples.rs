@@ -5,7 +5,9 @@ use link_dl::seq::Seq;
 use link_dl::Vc;
 
 fn bytes(hex: &str) -> Vec<u8> {
-    hex.split_whitespace().map(|b| u8::from_str_radix(b, 16).unwrap()).collect()
+    hex.split_whitespace()
+        .map(|b| u8::from_str_radix(b, 16).unwrap())
+        .collect()
 }
 
 fn spec() -> String {
@@ -32,7 +34,10 @@ fn packet_header_of_section_2_2() {
         })
     );
     assert_eq!(check_packet_crc(&packet), Ok(()));
-    assert_eq!(u32::from_le_bytes(packet[12..16].try_into().unwrap()), 0x3B41_79DD);
+    assert_eq!(
+        u32::from_le_bytes(packet[12..16].try_into().unwrap()),
+        0x3B41_79DD
+    );
     // Emitting the parsed header gives the same bytes back (CRC field aside).
     let mut again = [0u8; 16];
     PacketHeader::parse(&flit).unwrap().emit(&mut again).unwrap();
@@ -44,7 +49,11 @@ fn control_flit_of_section_2_3() {
     let example = "81 00 3f f0 00 40 00 80 12 34 00 00 ae 23 54 d8";
     assert!(spec().contains(example), "the spec no longer shows this example");
     let flit: [u8; 16] = bytes(example).try_into().unwrap();
-    let control = ControlFlit { kind: ControlKind::Update, ack: Seq::new(1023), credits: [64, 128, 0x1234, 0] };
+    let control = ControlFlit {
+        kind: ControlKind::Update,
+        ack: Seq::new(1023),
+        credits: [64, 128, 0x1234, 0],
+    };
     assert_eq!(ControlFlit::parse(&flit), Ok(control));
     assert_eq!(control.emit(), flit);
 }

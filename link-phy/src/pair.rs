@@ -90,8 +90,18 @@ pub struct LinkPair<N: Node = Port> {
 
 impl LinkPair<Port> {
     /// Two ports at time zero, in Detect.Quiet.
-    pub fn new(a: PortConfig, b: PortConfig, ab: ChannelConfig, ba: ChannelConfig) -> Result<Self, crate::Error> {
-        Ok(LinkPair::with_nodes(Port::new(a, Instant::ZERO)?, Port::new(b, Instant::ZERO)?, ab, ba))
+    pub fn new(
+        a: PortConfig,
+        b: PortConfig,
+        ab: ChannelConfig,
+        ba: ChannelConfig,
+    ) -> Result<Self, crate::Error> {
+        Ok(LinkPair::with_nodes(
+            Port::new(a, Instant::ZERO)?,
+            Port::new(b, Instant::ZERO)?,
+            ab,
+            ba,
+        ))
     }
 }
 
@@ -162,7 +172,10 @@ impl<N: Node> LinkPair<N> {
             let present = self.ba.receivers_present();
             self.b.port_mut().receivers_detected(now, present);
         }
-        let next = [self.a.poll_timeout(), self.b.poll_timeout()].into_iter().flatten().min();
+        let next = [self.a.poll_timeout(), self.b.poll_timeout()]
+            .into_iter()
+            .flatten()
+            .min();
         let Some(next) = next else {
             self.collect_events();
             return false;
@@ -172,12 +185,14 @@ impl<N: Node> LinkPair<N> {
         if !self.a.port().is_quiet() && self.a.port().next_transmit() <= now {
             let slot = self.a.transmit(now, &mut |buf| fill(Side::A, buf));
             let arrived = self.ab.carry(now, &slot);
-            self.b.receive(now, &arrived, &mut |data, index| deliver(Side::B, data, index));
+            self.b
+                .receive(now, &arrived, &mut |data, index| deliver(Side::B, data, index));
         }
         if !self.b.port().is_quiet() && self.b.port().next_transmit() <= now {
             let slot = self.b.transmit(now, &mut |buf| fill(Side::B, buf));
             let arrived = self.ba.carry(now, &slot);
-            self.a.receive(now, &arrived, &mut |data, index| deliver(Side::A, data, index));
+            self.a
+                .receive(now, &arrived, &mut |data, index| deliver(Side::A, data, index));
         }
         self.a.handle_timeout(now);
         self.b.handle_timeout(now);

@@ -258,7 +258,14 @@ fn an_undefined_sync_header_in_a_data_stream_is_counted_and_taken_as_data() {
         bits.block(((first & !0b11) | u128::from(header), last));
         bits.block(encoder.encode_block(&Block::data([6; 16])));
         let got = bits.feed(&mut decoder, &[64]);
-        assert_eq!(got, [Ok(Block::data([0; 16])), Ok(Block::data([5; 16])), Ok(Block::data([6; 16]))]);
+        assert_eq!(
+            got,
+            [
+                Ok(Block::data([0; 16])),
+                Ok(Block::data([5; 16])),
+                Ok(Block::data([6; 16]))
+            ]
+        );
         assert_eq!(decoder.alignment(), BlockAlignment::Locked);
         assert_eq!(decoder.counters().invalid_sync_headers, 1);
     }

@@ -136,7 +136,10 @@ impl<T: Copy, const DEPTH: usize> Deskew<T, DEPTH> {
         } else if markers != 0 && markers != lanes {
             self.mismatched_columns += 1;
             let columns = self.columns;
-            if self.last_mismatch.is_some_and(|last| columns.wrapping_sub(last) <= SLIP_WINDOW) {
+            if self
+                .last_mismatch
+                .is_some_and(|last| columns.wrapping_sub(last) <= SLIP_WINDOW)
+            {
                 // A lane slipped. Markers are further apart than the FIFOs are deep, so no FIFO holds
                 // the next one yet: empty them all and line up on the next marker.
                 self.losses += 1;

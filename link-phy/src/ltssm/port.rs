@@ -782,7 +782,10 @@ impl Port {
                         self.data_received(&row[..width], deliver);
                     } else {
                         // Ordered sets restart the unit count; SKP does not interrupt idle.
-                        if column[..width].iter().any(|i| !matches!(i, SymbolItem::Marker | SymbolItem::FirstData(_))) {
+                        if column[..width]
+                            .iter()
+                            .any(|i| !matches!(i, SymbolItem::Marker | SymbolItem::FirstData(_)))
+                        {
                             self.idle_received = 0;
                         }
                         self.rx_unit_len = 0;
