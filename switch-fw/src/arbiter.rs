@@ -1,0 +1,195 @@
+//! The crossbar arbiter: iSLIP (N. McKeown, "The iSLIP scheduling algorithm for input-queued switches",
+//! IEEE/ACM Trans. Networking 7(2), 1999), over requesters that are (input, virtual channel) pairs.
+//!
+//! Each cycle, in up to `iterations` rounds: every free output *grants* the first requester at or after
+//! its round-robin grant pointer; every input *accepts* the first granting output at or after its accept
+//! pointer. Pointers move one past the accepted match, and only in the first round, which is what makes
+//! iSLIP starvation-free: a requester that keeps requesting is granted within `requesters` cycles.
+
+use crate::{MAX_PORTS, VCS};
+
+/// Inputs: the ports, and one more for the switch's reduction engine.
+pub const INPUTS: usize = MAX_PORTS + 1;
+/// Words of a requester bit set: (input, channel) pairs.
+pub const WORDS: usize = (INPUTS * VCS).div_ceil(64);
+/// A set of requesters; requester `input * VCS + vc` is bit `r % 64` of word `r / 64`.
+pub type Requesters = [u64; WORDS];
+
+/// The requester number of (`input`, `vc`).
+pub const fn requester(input: usize, vc: usize) -> usize {
+    input * VCS + vc
+}
+
+/// A match: a requester and the output it may send to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct Match {
+    /// The input.
+    pub input: usize,
+    /// The virtual channel at that input.
+    pub vc: usize,
+    /// The output.
+    pub output: usize,
+}
+
+/// iSLIP pointers for a switch of `PORTS` outputs.
+#[derive(Clone, Debug)]
+pub struct Islip<const PORTS: usize> {
+    grant: [u16; PORTS],
+    accept: [u8; INPUTS],
+}
+
+impl<const PORTS: usize> Default for Islip<PORTS> {
+    fn default() -> Self {
+        Islip {
+            grant: [0; PORTS],
+            accept: [0; INPUTS],
+        }
+    }
+}
+
+/// The first set bit of `set` at or after `from`, wrapping around.
+fn first_from(set: &Requesters, from: usize) -> Option<usize> {
+    let total = WORDS * 64;
+    let from = from % total;
+    let (w, b) = (from / 64, from % 64);
+    let head = set[w] & (u64::MAX << b);
+    if head != 0 {
+        return Some(w * 64 + head.trailing_zeros() as usize);
+    }
+    for i in 1..=WORDS {
+        let word = (w + i) % WORDS;
+        let bits = if i == WORDS {
+            set[word] & !(u64::MAX << b)
+        } else {
+            set[word]
+        };
+        if bits != 0 {
+            return Some(word * 64 + bits.trailing_zeros() as usize);
+        }
+    }
+    None
+}
+
+/// The first set bit of a 64-bit `set` at or after `from`, wrapping around.
+fn first_from_u64(set: u64, from: usize) -> Option<usize> {
+    let from = from % 64;
+    let rotated = set.rotate_right(from as u32);
+    (rotated != 0).then(|| (rotated.trailing_zeros() as usize + from) % 64)
+}
+
+impl<const PORTS: usize> Islip<PORTS> {
+    /// Match requesters to free outputs. `requests[o]` holds the requesters with a packet for output `o`
+    /// that may go now (credit permitting); `free` the outputs that can take a packet. `out` receives the
+    /// matches (at most one per output and one per input).
+    pub fn arbitrate(
+        &mut self,
+        requests: &[Requesters; PORTS],
+        free: u64,
+        iterations: usize,
+        out: &mut heapless::Vec<Match, PORTS>,
+    ) {
+        let mut inputs_matched: Requesters = [0; WORDS];
+        let mut outputs_matched = 0u64;
+        for round in 0..iterations.max(1) {
+            // Grant: each unmatched free output offers itself to one requester.
+            let mut granted_to = [usize::MAX; PORTS];
+            let mut grants_of_input = [0u64; INPUTS];
+            let mut any = false;
+            for (o, granted) in granted_to.iter_mut().enumerate() {
+                if free & (1 << o) == 0 || outputs_matched & (1 << o) != 0 {
+                    continue;
+                }
+                let mut eligible = requests[o];
+                for (e, m) in eligible.iter_mut().zip(&inputs_matched) {
+                    *e &= !m;
+                }
+                if let Some(r) = first_from(&eligible, usize::from(self.grant[o])) {
+                    *granted = r;
+                    grants_of_input[r / VCS] |= 1 << o;
+                    any = true;
+                }
+            }
+            if !any {
+                break;
+            }
+            // Accept: each input takes one of the outputs that granted it.
+            for (input, &grants) in grants_of_input.iter().enumerate() {
+                let Some(o) = first_from_u64(grants, usize::from(self.accept[input])) else {
+                    continue;
+                };
+                let r = granted_to[o];
+                let _ = out.push(Match {
+                    input,
+                    vc: r % VCS,
+                    output: o,
+                });
+                outputs_matched |= 1 << o;
+                for vc in 0..VCS {
+                    let q = requester(input, vc);
+                    inputs_matched[q / 64] |= 1 << (q % 64);
+                }
+                if round == 0 {
+                    self.grant[o] = ((r + 1) % (INPUTS * VCS)) as u16;
+                    self.accept[input] = ((o + 1) % PORTS.max(1)) as u8;
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::vec::Vec;
+
+    fn set(rs: &[usize]) -> Requesters {
+        let mut s = [0; WORDS];
+        for &r in rs {
+            s[r / 64] |= 1 << (r % 64);
+        }
+        s
+    }
+
+    #[test]
+    fn a_match_is_a_matching() {
+        let mut a: Islip<4> = Islip::default();
+        // Every input wants every output.
+        let all: Vec<usize> = (0..4).map(|i| requester(i, 0)).collect();
+        let requests = [set(&all), set(&all), set(&all), set(&all)];
+        let mut out = heapless::Vec::new();
+        a.arbitrate(&requests, 0b1111, 4, &mut out);
+        assert_eq!(out.len(), 4, "{out:?}");
+        let inputs: std::collections::BTreeSet<_> = out.iter().map(|m| m.input).collect();
+        assert_eq!(inputs.len(), 4);
+    }
+
+    #[test]
+    fn no_requester_starves() {
+        // Three inputs (two channels each) all want output 0: each is served within 6 cycles.
+        let mut a: Islip<2> = Islip::default();
+        let rs: Vec<usize> = (0..3).flat_map(|i| [requester(i, 0), requester(i, 3)]).collect();
+        let requests = [set(&rs), [0; WORDS]];
+        let mut served = std::collections::BTreeMap::new();
+        for cycle in 0..60 {
+            let mut out = heapless::Vec::new();
+            a.arbitrate(&requests, 0b01, 1, &mut out);
+            let m = out[0];
+            served.entry((m.input, m.vc)).or_insert_with(Vec::new).push(cycle);
+        }
+        assert_eq!(served.len(), 6);
+        for cycles in served.values() {
+            assert!(cycles.windows(2).all(|w| w[1] - w[0] == 6), "{served:?}");
+        }
+    }
+
+    #[test]
+    fn wrapping_search() {
+        let s = set(&[3, 200]);
+        assert_eq!(first_from(&s, 4), Some(200));
+        assert_eq!(first_from(&s, 201), Some(3));
+        assert_eq!(first_from(&[0; WORDS], 0), None);
+        assert_eq!(first_from_u64(0b1001, 1), Some(3));
+        assert_eq!(first_from_u64(0b1001, 4), Some(0));
+    }
+}

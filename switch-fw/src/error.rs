@@ -1,0 +1,85 @@
+//! The switch core's one error type.
+
+/// What was wrong, and with what.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+#[non_exhaustive]
+pub enum SwitchError {
+    /// A port number at or beyond the switch's port count.
+    NoSuchPort {
+        /// The port.
+        port: usize,
+    },
+    /// An endpoint ID at or beyond 1024.
+    NoSuchEndpoint {
+        /// The ID.
+        endpoint: u16,
+    },
+    /// A virtual channel number at or beyond 4.
+    NoSuchVc {
+        /// The channel.
+        vc: usize,
+    },
+    /// No route is programmed for the destination.
+    NoRoute {
+        /// The destination endpoint.
+        endpoint: u16,
+    },
+    /// The packet would cross a partition boundary.
+    CrossPartition {
+        /// Source endpoint's partition.
+        from: u8,
+        /// Destination endpoint's partition.
+        to: u8,
+    },
+    /// A multicast or reduction group that is not programmed, or out of range.
+    NoSuchGroup {
+        /// The group.
+        group: u16,
+    },
+    /// An input port's buffer is full (the sender ignored credits).
+    BufferFull {
+        /// The input port.
+        port: usize,
+    },
+    /// A reduction contribution of the wrong length, or a second one from the same port.
+    BadContribution {
+        /// The group.
+        group: u16,
+        /// The contributing port.
+        port: usize,
+    },
+    /// No accumulator is free for a new reduction chunk.
+    ReductionFull {
+        /// The group.
+        group: u16,
+    },
+    /// A register address that maps to nothing.
+    BadRegister {
+        /// The address.
+        address: u32,
+    },
+}
+
+impl core::fmt::Display for SwitchError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match *self {
+            SwitchError::NoSuchPort { port } => write!(f, "no port {port}"),
+            SwitchError::NoSuchEndpoint { endpoint } => write!(f, "endpoint {endpoint} is beyond 1023"),
+            SwitchError::NoSuchVc { vc } => write!(f, "no virtual channel {vc}"),
+            SwitchError::NoRoute { endpoint } => write!(f, "no route to endpoint {endpoint}"),
+            SwitchError::CrossPartition { from, to } => {
+                write!(f, "packet would cross from partition {from} to partition {to}")
+            }
+            SwitchError::NoSuchGroup { group } => write!(f, "group {group} is not programmed"),
+            SwitchError::BufferFull { port } => write!(f, "input buffer of port {port} is full"),
+            SwitchError::BadContribution { group, port } => {
+                write!(f, "bad reduction contribution to group {group} from port {port}")
+            }
+            SwitchError::ReductionFull { group } => write!(f, "no free accumulator for group {group}"),
+            SwitchError::BadRegister { address } => write!(f, "no register at {address:#010x}"),
+        }
+    }
+}
+
+impl core::error::Error for SwitchError {}

@@ -1,0 +1,229 @@
+//! In-switch reduction (like NVLink SHARP): each contributor port sends its chunk of a reduction group's
+//! buffer; the switch sums the chunks element by element and, once every contributor's has arrived, sends
+//! the sum to the group's result ports (a multicast group).
+
+use crate::multicast::GROUPS;
+use crate::portset::PortSet;
+use crate::SwitchError;
+
+/// Reduction groups a switch holds.
+pub const REDUCTION_GROUPS: usize = 32;
+/// Largest chunk: one packet's payload.
+pub const MAX_CHUNK: usize = 128;
+
+/// How the elements of a chunk are summed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum Element {
+    /// Little-endian 32-bit integers, wrapping: exact whatever the order of arrival.
+    U32,
+    /// Little-endian IEEE 754 single precision, summed in order of arrival.
+    F32,
+}
+
+/// A reduction group: who contributes, where the result goes, what is summed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct ReductionGroup {
+    /// Ports that each contribute one chunk per chunk number.
+    pub contributors: PortSet,
+    /// The multicast group the result is sent to.
+    pub result_group: u16,
+    /// Element type.
+    pub element: Element,
+}
+
+/// A finished reduction.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Reduced {
+    /// The reduction group.
+    pub group: u16,
+    /// The chunk number.
+    pub chunk: u32,
+    /// Where the result goes.
+    pub result_group: u16,
+    /// Bytes of `data` in use.
+    pub len: u8,
+    /// The sum.
+    pub data: [u8; MAX_CHUNK],
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Accumulator {
+    group: u16,
+    chunk: u32,
+    arrived: PortSet,
+    len: u8,
+    sum: [u8; MAX_CHUNK],
+}
+
+/// The reduction engine, with `SLOTS` chunks in progress at once.
+#[derive(Clone, Debug)]
+pub struct Reducer<const SLOTS: usize> {
+    groups: [Option<ReductionGroup>; REDUCTION_GROUPS],
+    slots: [Option<Accumulator>; SLOTS],
+}
+
+impl<const SLOTS: usize> Default for Reducer<SLOTS> {
+    fn default() -> Self {
+        Reducer {
+            groups: [None; REDUCTION_GROUPS],
+            slots: [None; SLOTS],
+        }
+    }
+}
+
+impl<const SLOTS: usize> Reducer<SLOTS> {
+    /// Program (or with `None`, remove) a reduction group.
+    pub fn set(&mut self, group: u16, config: Option<ReductionGroup>) -> Result<(), SwitchError> {
+        if let Some(c) = config {
+            if usize::from(c.result_group) >= GROUPS || c.contributors.is_empty() {
+                return Err(SwitchError::NoSuchGroup {
+                    group: c.result_group,
+                });
+            }
+        }
+        *self
+            .groups
+            .get_mut(usize::from(group))
+            .ok_or(SwitchError::NoSuchGroup { group })? = config;
+        Ok(())
+    }
+
+    /// A group's configuration.
+    pub fn get(&self, group: u16) -> Option<ReductionGroup> {
+        self.groups.get(usize::from(group)).copied().flatten()
+    }
+
+    /// Chunks in progress.
+    pub fn in_progress(&self) -> usize {
+        self.slots.iter().filter(|s| s.is_some()).count()
+    }
+
+    /// Port `port`'s contribution to chunk `chunk` of `group`. Returns the sum once every contributor's
+    /// chunk has arrived. A chunk must be a whole number of 4-byte elements, at most 128 bytes, the same
+    /// length from every contributor, once from each.
+    pub fn contribute(
+        &mut self,
+        port: usize,
+        group: u16,
+        chunk: u32,
+        data: &[u8],
+    ) -> Result<Option<Reduced>, SwitchError> {
+        let config = self.get(group).ok_or(SwitchError::NoSuchGroup { group })?;
+        let bad = SwitchError::BadContribution { group, port };
+        if !config.contributors.contains(port) || data.len() % 4 != 0 || data.len() > MAX_CHUNK {
+            return Err(bad);
+        }
+        let index = match self
+            .slots
+            .iter()
+            .position(|s| s.is_some_and(|a| a.group == group && a.chunk == chunk))
+        {
+            Some(i) => i,
+            None => {
+                let free = self
+                    .slots
+                    .iter()
+                    .position(Option::is_none)
+                    .ok_or(SwitchError::ReductionFull { group })?;
+                self.slots[free] = Some(Accumulator {
+                    group,
+                    chunk,
+                    arrived: PortSet::EMPTY,
+                    len: data.len() as u8,
+                    sum: [0; MAX_CHUNK],
+                });
+                free
+            }
+        };
+        let Some(acc) = self.slots[index].as_mut() else {
+            return Err(bad);
+        };
+        if acc.arrived.contains(port) || usize::from(acc.len) != data.len() {
+            return Err(bad);
+        }
+        let first = acc.arrived.is_empty();
+        acc.arrived = acc.arrived.with(port);
+        for (sum, x) in acc.sum.chunks_exact_mut(4).zip(data.chunks_exact(4)) {
+            let x: [u8; 4] = [x[0], x[1], x[2], x[3]];
+            let s: [u8; 4] = [sum[0], sum[1], sum[2], sum[3]];
+            let out = match config.element {
+                Element::U32 => u32::from_le_bytes(s)
+                    .wrapping_add(u32::from_le_bytes(x))
+                    .to_le_bytes(),
+                Element::F32 if first => x,
+                Element::F32 => (f32::from_le_bytes(s) + f32::from_le_bytes(x)).to_le_bytes(),
+            };
+            sum.copy_from_slice(&out);
+        }
+        if acc.arrived != config.contributors {
+            return Ok(None);
+        }
+        let done = Reduced {
+            group,
+            chunk,
+            result_group: config.result_group,
+            len: acc.len,
+            data: acc.sum,
+        };
+        self.slots[index] = None;
+        Ok(Some(done))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sums_arrive_once_all_contributors_have() {
+        let mut r: Reducer<4> = Reducer::default();
+        let cfg = ReductionGroup {
+            contributors: PortSet(0b111),
+            result_group: 5,
+            element: Element::U32,
+        };
+        r.set(2, Some(cfg)).unwrap();
+        let chunk = |v: u32| -> [u8; 8] {
+            let mut b = [0u8; 8];
+            b[..4].copy_from_slice(&v.to_le_bytes());
+            b[4..].copy_from_slice(&(u32::MAX - v).to_le_bytes());
+            b
+        };
+        assert_eq!(r.contribute(1, 2, 9, &chunk(10)), Ok(None));
+        assert_eq!(r.contribute(0, 2, 9, &chunk(20)), Ok(None));
+        assert!(r.contribute(0, 2, 9, &chunk(20)).is_err(), "twice from one port");
+        let done = r.contribute(2, 2, 9, &chunk(30)).unwrap().unwrap();
+        assert_eq!(done.result_group, 5);
+        assert_eq!(u32::from_le_bytes(done.data[..4].try_into().unwrap()), 60);
+        assert_eq!(
+            u32::from_le_bytes(done.data[4..8].try_into().unwrap()),
+            (3 * u32::MAX as u64 - 60) as u32
+        );
+        assert_eq!(r.in_progress(), 0);
+    }
+
+    #[test]
+    fn malformed_contributions_are_refused() {
+        let mut r: Reducer<1> = Reducer::default();
+        r.set(
+            0,
+            Some(ReductionGroup {
+                contributors: PortSet(0b11),
+                result_group: 0,
+                element: Element::F32,
+            }),
+        )
+        .unwrap();
+        assert!(r.contribute(5, 0, 0, &[0; 4]).is_err(), "not a contributor");
+        assert!(r.contribute(0, 0, 0, &[0; 3]).is_err(), "not whole elements");
+        assert!(r.contribute(0, 1, 0, &[0; 4]).is_err(), "no such group");
+        r.contribute(0, 0, 0, &[0; 8]).unwrap();
+        assert!(r.contribute(1, 0, 0, &[0; 4]).is_err(), "length differs");
+        assert_eq!(
+            r.contribute(0, 0, 1, &[0; 8]),
+            Err(SwitchError::ReductionFull { group: 0 })
+        );
+    }
+}

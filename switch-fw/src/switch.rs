@@ -1,0 +1,335 @@
+//! The switch core: packets in at input ports, forwarding decisions out, sans-IO.
+//!
+//! The caller owns packet bytes and links; the switch owns decisions. For each packet that arrives it calls
+//! [`Switch::ingress`] with a handle for the bytes and where the packet goes; the switch routes it
+//! (checking partitions), queues a descriptor per copy in its virtual output queues, and each
+//! [`Switch::arbitrate`] returns which queued packets go to which outputs now, respecting per-output,
+//! per-channel credits. The caller sends them and calls [`Switch::output_done`] when an output is free
+//! again. A packet that arrives to an empty queue and is granted in the same cycle is forwarded
+//! cut-through.
+
+use heapless::Vec;
+
+use crate::arbiter::{requester, Islip, Match, Requesters, WORDS};
+use crate::multicast::Multicast;
+use crate::partition::Partitions;
+use crate::portset::PortSet;
+use crate::reduce::{Reduced, Reducer};
+use crate::route::{Flow, RouteTable};
+use crate::voq::{Descriptor, InputQueues};
+use crate::{EndpointId, SwitchError, VCS};
+
+/// Chunks the reduction engine can hold in progress.
+pub const REDUCTION_SLOTS: usize = 64;
+
+/// Where a packet goes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum Destination {
+    /// One endpoint.
+    Unicast(EndpointId),
+    /// Every port of a multicast group.
+    Multicast(u16),
+}
+
+/// A packet arriving at an input.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct Arrival {
+    /// The caller's handle for its bytes.
+    pub handle: u32,
+    /// Virtual channel, 0 to 3.
+    pub vc: u8,
+    /// Flits (credits it needs downstream).
+    pub flits: u8,
+    /// Where it goes.
+    pub destination: Destination,
+    /// Its source endpoint, when the switch can know it (an edge port's endpoint); checked against
+    /// partitions and used for the multipath hash. Otherwise the input port is hashed.
+    pub source: Option<EndpointId>,
+}
+
+/// A forwarding decision.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct Forward {
+    /// The input it waited at (`PORTS` is the reduction engine).
+    pub input: usize,
+    /// Virtual channel.
+    pub vc: u8,
+    /// The output to send it on.
+    pub output: usize,
+    /// The caller's handle.
+    pub handle: u32,
+    /// Flits.
+    pub flits: u8,
+    /// Whether it arrived to an empty queue and leaves in the same cycle (cut-through).
+    pub cut_through: bool,
+}
+
+/// What the switch has done.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct SwitchCounters {
+    /// Packets that arrived.
+    pub arrived: u64,
+    /// Packets (copies) forwarded.
+    pub forwarded: u64,
+    /// Of those, forwarded cut-through.
+    pub cut_through: u64,
+    /// Extra copies made for multicast.
+    pub multicast_copies: u64,
+    /// Packets dropped because they would cross a partition.
+    pub partition_drops: u64,
+    /// Packets dropped for lack of a route or group.
+    pub route_drops: u64,
+    /// Packets refused because an input's queues were full (the sender ignored credits).
+    pub buffer_drops: u64,
+    /// Reductions completed.
+    pub reductions: u64,
+}
+
+/// A switch of `PORTS` ports whose inputs each queue up to `SLOTS` packets.
+#[derive(Clone, Debug)]
+pub struct Switch<const PORTS: usize, const SLOTS: usize> {
+    /// Destination endpoint to output ports.
+    pub routes: RouteTable,
+    /// Endpoint partitions.
+    pub partitions: Partitions,
+    /// Multicast groups.
+    pub multicast: Multicast,
+    /// In-switch reduction.
+    pub reducer: Reducer<REDUCTION_SLOTS>,
+    inputs: [InputQueues<PORTS, SLOTS>; PORTS],
+    engine: InputQueues<PORTS, SLOTS>,
+    /// Per output: requesters with a packet queued for it.
+    waiting: [Requesters; PORTS],
+    busy: u64,
+    arbiter: Islip<PORTS>,
+    /// iSLIP rounds per cycle.
+    pub iterations: usize,
+    cycle: u32,
+    counters: SwitchCounters,
+}
+
+impl<const PORTS: usize, const SLOTS: usize> Default for Switch<PORTS, SLOTS> {
+    fn default() -> Self {
+        Switch::new()
+    }
+}
+
+impl<const PORTS: usize, const SLOTS: usize> Switch<PORTS, SLOTS> {
+    const VALID: () = assert!(PORTS > 0 && PORTS <= crate::MAX_PORTS, "1 to 64 ports");
+
+    /// An empty switch: no routes, everything in partition 0, no groups.
+    pub fn new() -> Self {
+        #[allow(clippy::let_unit_value)]
+        let () = Self::VALID;
+        Switch {
+            routes: RouteTable::default(),
+            partitions: Partitions::default(),
+            multicast: Multicast::default(),
+            reducer: Reducer::default(),
+            inputs: core::array::from_fn(|_| InputQueues::default()),
+            engine: InputQueues::default(),
+            waiting: [[0; WORDS]; PORTS],
+            busy: 0,
+            arbiter: Islip::default(),
+            iterations: 2,
+            cycle: 0,
+            counters: SwitchCounters::default(),
+        }
+    }
+
+    /// Counters.
+    pub fn counters(&self) -> &SwitchCounters {
+        &self.counters
+    }
+
+    /// Packets queued at `input` (`PORTS` for the reduction engine).
+    pub fn queued(&self, input: usize) -> usize {
+        self.queues(input).map_or(0, InputQueues::used)
+    }
+
+    /// Whether `input` has room for another packet: what the input's link advertises as credit.
+    pub fn has_room(&self, input: usize) -> bool {
+        self.queues(input).is_some_and(InputQueues::has_room)
+    }
+
+    fn queues(&self, input: usize) -> Option<&InputQueues<PORTS, SLOTS>> {
+        if input == PORTS {
+            Some(&self.engine)
+        } else {
+            self.inputs.get(input)
+        }
+    }
+
+    fn queues_mut(&mut self, input: usize) -> Option<&mut InputQueues<PORTS, SLOTS>> {
+        if input == PORTS {
+            Some(&mut self.engine)
+        } else {
+            self.inputs.get_mut(input)
+        }
+    }
+
+    /// A packet arrived at `port`. Returns the number of copies queued (more than one for multicast), or
+    /// why it was dropped (counted).
+    pub fn ingress(&mut self, port: usize, packet: Arrival) -> Result<usize, SwitchError> {
+        if port >= PORTS {
+            return Err(SwitchError::NoSuchPort { port });
+        }
+        self.counters.arrived += 1;
+        self.enqueue(port, packet)
+    }
+
+    /// Queue the result of a reduction (from [`Reducer::contribute`]) for its group's result ports, as a
+    /// packet from the reduction engine with the caller's `handle` for its bytes.
+    pub fn inject_reduced(
+        &mut self,
+        reduced: &Reduced,
+        handle: u32,
+        vc: u8,
+        flits: u8,
+    ) -> Result<usize, SwitchError> {
+        self.counters.reductions += 1;
+        let packet = Arrival {
+            handle,
+            vc,
+            flits,
+            destination: Destination::Multicast(reduced.result_group),
+            source: None,
+        };
+        self.enqueue(PORTS, packet)
+    }
+
+    fn enqueue(&mut self, input: usize, packet: Arrival) -> Result<usize, SwitchError> {
+        let vc = usize::from(packet.vc);
+        if vc >= VCS {
+            return Err(SwitchError::NoSuchVc { vc });
+        }
+        let outputs = match self.outputs_for(input, packet) {
+            Ok(o) => o,
+            Err(e) => {
+                match e {
+                    SwitchError::CrossPartition { .. } => self.counters.partition_drops += 1,
+                    _ => self.counters.route_drops += 1,
+                }
+                return Err(e);
+            }
+        };
+        let descriptor = Descriptor {
+            handle: packet.handle,
+            flits: packet.flits,
+            arrived: self.cycle,
+        };
+        let mut copies = 0usize;
+        for output in outputs.iter().filter(|&o| o < PORTS) {
+            let queued = match self.queues_mut(input) {
+                Some(q) => q.push(vc, output, descriptor),
+                None => return Err(SwitchError::NoSuchPort { port: input }),
+            };
+            if !queued {
+                self.counters.buffer_drops += 1;
+                return Err(SwitchError::BufferFull { port: input });
+            }
+            let r = requester(input, vc);
+            self.waiting[output][r / 64] |= 1 << (r % 64);
+            copies += 1;
+        }
+        self.counters.multicast_copies += copies.saturating_sub(1) as u64;
+        Ok(copies)
+    }
+
+    fn outputs_for(&self, input: usize, packet: Arrival) -> Result<PortSet, SwitchError> {
+        match packet.destination {
+            Destination::Unicast(destination) => {
+                if let Some(source) = packet.source {
+                    self.partitions.check(source, destination)?;
+                }
+                let flow = Flow {
+                    source: packet.source.unwrap_or(input as u16),
+                    destination,
+                    vc: packet.vc,
+                };
+                Ok(PortSet::single(self.routes.select(flow)?))
+            }
+            // A multicast copy never goes back out of the port it came in on.
+            Destination::Multicast(group) => {
+                let ports = self.multicast.get(group)?;
+                Ok(if input < PORTS {
+                    PortSet(ports.0 & !PortSet::single(input).0)
+                } else {
+                    ports
+                })
+            }
+        }
+    }
+
+    /// Decide what leaves now. `credit(output, vc)` says whether the link at `output` can take a packet
+    /// of the longest size on `vc` (its downstream credit). Busy outputs are skipped until
+    /// [`Switch::output_done`].
+    pub fn arbitrate(&mut self, mut credit: impl FnMut(usize, usize) -> bool, out: &mut Vec<Forward, PORTS>) {
+        let mut requests = [[0u64; WORDS]; PORTS];
+        let mut free = 0u64;
+        for (o, request) in requests.iter_mut().enumerate() {
+            if self.busy & (1 << o) != 0 || self.waiting[o].iter().all(|&w| w == 0) {
+                continue;
+            }
+            let mut vcs = [0u64; WORDS];
+            for vc in 0..VCS {
+                if credit(o, vc) {
+                    // Every input's requester for this channel.
+                    for input in 0..=PORTS {
+                        let r = requester(input, vc);
+                        vcs[r / 64] |= 1 << (r % 64);
+                    }
+                }
+            }
+            for ((q, w), v) in request.iter_mut().zip(&self.waiting[o]).zip(&vcs) {
+                *q = w & v;
+            }
+            free |= 1 << o;
+        }
+        let mut matches: Vec<Match, PORTS> = Vec::new();
+        self.arbiter
+            .arbitrate(&requests, free, self.iterations, &mut matches);
+        for m in matches {
+            let cycle = self.cycle;
+            let Some(queues) = self.queues_mut(m.input) else {
+                continue;
+            };
+            let Some(d) = queues.pop(m.vc, m.output) else {
+                continue;
+            };
+            if queues.len(m.vc, m.output) == 0 {
+                let r = requester(m.input, m.vc);
+                self.waiting[m.output][r / 64] &= !(1 << (r % 64));
+            }
+            let cut_through = d.arrived == cycle;
+            self.busy |= 1 << m.output;
+            self.counters.forwarded += 1;
+            self.counters.cut_through += u64::from(cut_through);
+            let _ = out.push(Forward {
+                input: m.input,
+                vc: m.vc as u8,
+                output: m.output,
+                handle: d.handle,
+                flits: d.flits,
+                cut_through,
+            });
+        }
+        self.cycle = self.cycle.wrapping_add(1);
+    }
+
+    /// The packet sent on `output` has left: it may take another.
+    pub fn output_done(&mut self, output: usize) {
+        if output < PORTS {
+            self.busy &= !(1 << output);
+        }
+    }
+
+    /// Whether any packet is queued anywhere.
+    pub fn is_idle(&self) -> bool {
+        self.waiting.iter().all(|w| w.iter().all(|&x| x == 0))
+    }
+}
