@@ -1,0 +1,10 @@
+//! A deterministic discrete-event simulator of accelerator fabrics that runs the link stack's own state
+//! machines: every link is a pair of `link-dl` data links over a timed channel, every switch runs
+//! `switch-fw`, and collectives move real data that is checked at the end.
+//!
+//! - [`topology`]: built-in systems (mesh, DGX-1, DGX A100, DGX H100, PCIe, a 256-GPU fat tree) and TOML.
+//! - [`manager`]: the fabric manager: link ganging, endpoint IDs, up*/down* routes, switch programming.
+#![warn(missing_docs)]
+
+pub mod manager;
+pub mod topology;

@@ -1,0 +1,348 @@
+//! The fabric manager: discovers the topology, gangs parallel links, assigns endpoint IDs, computes routes
+//! that cannot deadlock, and programs every switch through its register interface.
+//!
+//! - **Link ganging.** Parallel links between the same two nodes form one *trunk* (NVLink's link ganging):
+//!   one logical port whose rate is the sum of its links'. The simulator runs one data link per trunk.
+//! - **Endpoint IDs.** GPU `i` (in topology order) is endpoint `i`.
+//! - **Routes: up*/down*.** Levels come from a breadth-first search from a root switch (the one with the
+//!   most trunks). A trunk is *up* in the direction of the node nearer the root (lower level, then lower
+//!   index). A packet may climb and then descend, never climb after descending; with routes restricted so,
+//!   the channel dependency graph has no cycle and the fabric cannot deadlock (Schroeder et al.,
+//!   "Autonet", 1991). A node forwards down whenever a down-only path to the destination exists, and up
+//!   only otherwise, so a packet that arrived descending always keeps descending. GPUs never forward.
+
+use std::collections::VecDeque;
+
+use switch_fw::regs;
+use switch_fw::PortSet;
+
+use crate::topology::{LinkFormat, NodeKind, Topology};
+
+/// One trunk: parallel links ganged into one logical link.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Trunk {
+    /// Node and logical port at one end.
+    pub a: (usize, usize),
+    /// Node and logical port at the other end.
+    pub b: (usize, usize),
+    /// Links ganged.
+    pub links: usize,
+    /// Data rate of each direction, GB/s (the sum of the links').
+    pub gbps: f64,
+    /// Latency of each direction, ns.
+    pub latency_ns: f64,
+    /// Bit error rate.
+    pub ber: f64,
+    /// Framing.
+    pub format: LinkFormat,
+}
+
+/// What the manager worked out.
+#[derive(Clone, Debug)]
+pub struct Fabric {
+    /// Trunks, by index.
+    pub trunks: Vec<Trunk>,
+    /// For every node, its logical ports: (trunk, which end: 0 = a, 1 = b).
+    pub ports: Vec<Vec<(usize, usize)>>,
+    /// For every node and every GPU destination (by endpoint ID), the logical ports towards it.
+    pub routes: Vec<Vec<PortSet>>,
+    /// Node index of each endpoint ID.
+    pub gpus: Vec<usize>,
+    /// The up*/down* root.
+    pub root: usize,
+    /// Level of every switch from the root over switch-to-switch trunks (`usize::MAX` for GPUs and for
+    /// switches that reach the root only through GPUs).
+    pub level: Vec<usize>,
+    /// Register writes that program each switch (node index, address, value), in order.
+    pub program: Vec<(usize, u32, u32)>,
+}
+
+impl Fabric {
+    /// Work out the fabric of `topology`, optionally without some failed trunks (by index into a first
+    /// plan's `trunks`): the routes avoid them.
+    pub fn plan(topology: &Topology, failed: &[usize]) -> Result<Fabric, String> {
+        topology.validate()?;
+        let n = topology.nodes.len();
+        // Gang parallel links.
+        let mut trunks: Vec<Trunk> = Vec::new();
+        let mut ports: Vec<Vec<(usize, usize)>> = vec![Vec::new(); n];
+        for l in &topology.links {
+            let (x, y) = (l.a.min(l.b), l.a.max(l.b));
+            match trunks
+                .iter_mut()
+                .find(|t| t.a.0 == x && t.b.0 == y && t.format == l.format)
+            {
+                Some(t) => {
+                    t.links += 1;
+                    t.gbps += l.gbps;
+                    t.latency_ns = t.latency_ns.max(l.latency_ns);
+                    t.ber = t.ber.max(l.ber);
+                }
+                None => {
+                    let index = trunks.len();
+                    let t = Trunk {
+                        a: (x, ports[x].len()),
+                        b: (y, ports[y].len()),
+                        links: 1,
+                        gbps: l.gbps,
+                        latency_ns: l.latency_ns,
+                        ber: l.ber,
+                        format: l.format,
+                    };
+                    ports[x].push((index, 0));
+                    ports[y].push((index, 1));
+                    trunks.push(t);
+                }
+            }
+        }
+        let alive = |t: usize| !failed.contains(&t);
+        // Neighbours through live trunks: (neighbour, own port).
+        let neighbours: Vec<Vec<(usize, usize)>> = (0..n)
+            .map(|x| {
+                ports[x]
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, &(t, _))| alive(t))
+                    .map(|(p, &(t, end))| (if end == 0 { trunks[t].b.0 } else { trunks[t].a.0 }, p))
+                    .collect()
+            })
+            .collect();
+        let is_switch = |x: usize| topology.nodes[x].kind == NodeKind::Switch;
+        let switch_neighbours = |x: usize| neighbours[x].iter().filter(|&&(y, _)| is_switch(y)).count();
+        let root = (0..n)
+            .filter(|&x| is_switch(x))
+            .max_by_key(|&x| (switch_neighbours(x), usize::MAX - x))
+            .unwrap_or(0);
+        // Levels: breadth-first from the root over switch-to-switch trunks. GPUs are leaves below every
+        // switch: a trunk from a GPU always climbs, one into a GPU always descends.
+        let mut level = vec![usize::MAX; n];
+        level[root] = 0;
+        let mut queue = VecDeque::from([root]);
+        while let Some(x) = queue.pop_front() {
+            for &(y, _) in &neighbours[x] {
+                if is_switch(y) && level[y] == usize::MAX {
+                    level[y] = level[x] + 1;
+                    queue.push_back(y);
+                }
+            }
+        }
+        let gpus = topology.gpus();
+        let rank = |x: usize| {
+            if is_switch(x) {
+                (level[x], x)
+            } else {
+                (usize::MAX, usize::MAX)
+            }
+        };
+        let up = |from: usize, to: usize| rank(to) < rank(from);
+        // Routes, per destination.
+        let mut routes = vec![vec![PortSet::EMPTY; gpus.len()]; n];
+        for (id, &dest) in gpus.iter().enumerate() {
+            let down = distances(n, dest, &neighbours, |x, y| !up(x, y), &is_switch);
+            let any = distances_any(n, dest, &neighbours, &down, &up, &is_switch);
+            for x in 0..n {
+                if x == dest {
+                    continue;
+                }
+                let mut set = PortSet::EMPTY;
+                for &(y, p) in &neighbours[x] {
+                    let step_ok = y == dest
+                        || if down[x] != usize::MAX {
+                            !up(x, y) && down[y] != usize::MAX && down[y] + 1 == down[x]
+                        } else {
+                            up(x, y) && any[y] != usize::MAX && any[y] + 1 == any[x]
+                        };
+                    let direct = neighbours[x].iter().any(|&(z, _)| z == dest);
+                    if step_ok && (y == dest || !direct) && (y == dest || is_switch(y)) {
+                        set = set.with(p);
+                    }
+                }
+                routes[x][id] = set;
+            }
+        }
+        for (id, &dest) in gpus.iter().enumerate() {
+            for (from, &src) in gpus.iter().enumerate() {
+                if src != dest && routes[src][id].is_empty() {
+                    return Err(format!(
+                        "no route from {} to {}",
+                        topology.nodes[gpus[from]].name, topology.nodes[dest].name
+                    ));
+                }
+            }
+        }
+        // Program every switch through its registers.
+        let mut program = Vec::new();
+        for x in (0..n).filter(|&x| is_switch(x)) {
+            for (id, set) in routes[x].iter().enumerate() {
+                let base = regs::ROUTES + 8 * id as u32;
+                program.push((x, base, set.0 as u32));
+                program.push((x, base + 4, (set.0 >> 32) as u32));
+            }
+        }
+        Ok(Fabric {
+            trunks,
+            ports,
+            routes,
+            gpus,
+            root,
+            level,
+            program,
+        })
+    }
+
+    /// Logical ports of node `x`.
+    pub fn port_count(&self, x: usize) -> usize {
+        self.ports[x].len()
+    }
+
+    /// The node and port at the other end of `x`'s port `p`.
+    pub fn peer(&self, x: usize, p: usize) -> (usize, usize) {
+        let (t, end) = self.ports[x][p];
+        if end == 0 {
+            self.trunks[t].b
+        } else {
+            self.trunks[t].a
+        }
+    }
+
+    /// The nodes a packet from GPU `from` to GPU `to` visits, following the first port of every route set
+    /// (for checks and reports).
+    pub fn path(&self, from: usize, to: usize) -> Option<Vec<usize>> {
+        let dest = self.gpus[to];
+        let mut x = self.gpus[from];
+        let mut path = vec![x];
+        while x != dest {
+            let p = self.routes[x][to].iter().next()?;
+            x = self.peer(x, p).0;
+            path.push(x);
+            if path.len() > self.routes.len() {
+                return None;
+            }
+        }
+        Some(path)
+    }
+}
+
+/// Hops from every node to `dest` over steps allowed by `ok(from, to)`, through switches only.
+fn distances(
+    n: usize,
+    dest: usize,
+    neighbours: &[Vec<(usize, usize)>],
+    ok: impl Fn(usize, usize) -> bool,
+    is_switch: &impl Fn(usize) -> bool,
+) -> Vec<usize> {
+    let mut d = vec![usize::MAX; n];
+    d[dest] = 0;
+    let mut queue = VecDeque::from([dest]);
+    while let Some(y) = queue.pop_front() {
+        if y != dest && !is_switch(y) {
+            continue;
+        }
+        for &(x, _) in &neighbours[y] {
+            if d[x] == usize::MAX && ok(x, y) {
+                d[x] = d[y] + 1;
+                queue.push_back(x);
+            }
+        }
+    }
+    d
+}
+
+/// Hops of the shortest legal (up*, then down*) path from every node to `dest`, given the down-only
+/// distances `down`.
+fn distances_any(
+    n: usize,
+    dest: usize,
+    neighbours: &[Vec<(usize, usize)>],
+    down: &[usize],
+    up: &impl Fn(usize, usize) -> bool,
+    is_switch: &impl Fn(usize) -> bool,
+) -> Vec<usize> {
+    let mut any = down.to_vec();
+    // Relax climbing steps until nothing changes (at most as many rounds as levels).
+    for _ in 0..n {
+        let mut changed = false;
+        for x in 0..n {
+            if x == dest || down[x] != usize::MAX {
+                continue;
+            }
+            for &(y, _) in &neighbours[x] {
+                if up(x, y) && is_switch(y) && any[y] != usize::MAX && any[y] + 1 < any[x] {
+                    any[x] = any[y] + 1;
+                    changed = true;
+                }
+            }
+        }
+        if !changed {
+            break;
+        }
+    }
+    any
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn nvswitch_systems_gang_links_and_route_through_every_switch() {
+        let t = Topology::builtin("dgx-h100").unwrap();
+        let f = Fabric::plan(&t, &[]).unwrap();
+        assert_eq!(f.trunks.len(), 32);
+        assert_eq!(f.port_count(0), 4, "one trunk per NVSwitch");
+        assert_eq!(f.trunks[0].links, 5);
+        assert!((f.trunks[0].gbps - 125.0).abs() < 1e-9);
+        // GPU 0 reaches GPU 3 through any of the four switches, each switch straight to GPU 3.
+        assert_eq!(f.routes[0][3].len(), 4);
+        for s in 8..12 {
+            assert_eq!(f.routes[s][3].len(), 1);
+        }
+        assert_eq!(f.path(0, 3).unwrap().len(), 3);
+    }
+
+    #[test]
+    fn direct_links_win_and_others_go_through_pcie() {
+        let t = Topology::builtin("dgx1-hcm").unwrap();
+        let f = Fabric::plan(&t, &[]).unwrap();
+        assert_eq!(f.path(0, 3).unwrap(), [0, 3]);
+        let p = f.path(0, 5).unwrap();
+        assert!(p.len() > 2 && p[1..p.len() - 1].iter().all(|&x| x >= 8), "{p:?}");
+    }
+
+    #[test]
+    fn routes_are_up_then_down_and_reach_every_gpu() {
+        let t = Topology::builtin("fat-tree-256").unwrap();
+        let f = Fabric::plan(&t, &[]).unwrap();
+        let rank = |x: usize| {
+            if x < 256 {
+                (usize::MAX, usize::MAX)
+            } else {
+                (f.level[x], x)
+            }
+        };
+        for (from, to) in [(0, 255), (3, 4), (17, 200), (100, 101), (255, 0)] {
+            let p = f.path(from, to).unwrap();
+            let mut descending = false;
+            for w in p.windows(2) {
+                let going_up = rank(w[1]) < rank(w[0]);
+                assert!(
+                    !(descending && going_up),
+                    "{from}->{to} climbs after descending: {p:?}"
+                );
+                descending |= !going_up;
+            }
+        }
+        // Intra-node traffic stays on NVLink.
+        assert_eq!(f.path(0, 7).unwrap().len(), 3);
+    }
+
+    #[test]
+    fn a_failed_trunk_is_routed_around() {
+        let t = Topology::builtin("dgx-h100").unwrap();
+        let f = Fabric::plan(&t, &[]).unwrap();
+        let (trunk, _) = f.ports[0][0];
+        let g = Fabric::plan(&t, &[trunk]).unwrap();
+        assert_eq!(g.routes[0][3].len(), 3);
+        assert!(!g.routes[0][3].contains(0));
+    }
+}

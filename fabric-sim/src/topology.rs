@@ -1,0 +1,514 @@
+//! Fabric topologies: GPUs, switches and the links between them, with the parameters of the systems they
+//! model. Built-in topologies carry their published figures; others come from a TOML file.
+
+use std::collections::BTreeMap;
+
+use serde::Deserialize;
+
+/// What a node is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum NodeKind {
+    /// An accelerator: an endpoint that sends and receives, never forwards.
+    Gpu,
+    /// A switch (NVSwitch, a PCIe switch, a network switch, a CPU's root complex): forwards.
+    Switch,
+}
+
+/// How 128-byte writes are framed on a link: how many 16-byte flits carry one.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum LinkFormat {
+    /// This stack's format: one header flit and eight data flits (88.9% of the line rate).
+    Openlink,
+    /// NVLink 1.0-4.0 as published: a header flit, an address-extension flit and eight data flits (80%):
+    /// "128-byte loads/stores 80% (header + extension flit)", NVIDIA Pascal whitepaper appendix A.
+    NvlinkAe,
+}
+
+impl LinkFormat {
+    /// Flits on the wire per 128-byte write.
+    pub const fn flits_per_write(self) -> u64 {
+        match self {
+            LinkFormat::Openlink => 9,
+            LinkFormat::NvlinkAe => 10,
+        }
+    }
+
+    /// Name, as in TOML files.
+    pub const fn name(self) -> &'static str {
+        match self {
+            LinkFormat::Openlink => "openlink",
+            LinkFormat::NvlinkAe => "nvlink-ae",
+        }
+    }
+}
+
+/// A node of the fabric.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Node {
+    /// Its name.
+    pub name: String,
+    /// What it is.
+    pub kind: NodeKind,
+}
+
+/// One link (both directions) between two nodes.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Link {
+    /// One end: node index.
+    pub a: usize,
+    /// The other end.
+    pub b: usize,
+    /// Data rate of each direction, in GB/s (1e9 bytes), after line coding: what flits can use.
+    pub gbps: f64,
+    /// Propagation and pipeline latency of each direction, in nanoseconds.
+    pub latency_ns: f64,
+    /// Random bit error rate.
+    pub ber: f64,
+    /// How writes are framed.
+    pub format: LinkFormat,
+}
+
+/// A fabric: nodes and links. A node's ports are numbered in the order of the links that attach to it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Topology {
+    /// Name, for reports.
+    pub name: String,
+    /// One line on where the parameters come from.
+    pub source: String,
+    /// Nodes.
+    pub nodes: Vec<Node>,
+    /// Links.
+    pub links: Vec<Link>,
+}
+
+/// Where a link attaches: node and port.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct End {
+    /// Node index.
+    pub node: usize,
+    /// Port of the node.
+    pub port: usize,
+}
+
+impl Topology {
+    /// Indices of the GPUs, in order: GPU `i` of a collective is `gpus()[i]`.
+    pub fn gpus(&self) -> Vec<usize> {
+        (0..self.nodes.len())
+            .filter(|&n| self.nodes[n].kind == NodeKind::Gpu)
+            .collect()
+    }
+
+    /// For every link, its two ends (node, port).
+    pub fn ends(&self) -> Vec<(End, End)> {
+        let mut next_port = vec![0usize; self.nodes.len()];
+        self.links
+            .iter()
+            .map(|l| {
+                let a = End {
+                    node: l.a,
+                    port: next_port[l.a],
+                };
+                next_port[l.a] += 1;
+                let b = End {
+                    node: l.b,
+                    port: next_port[l.b],
+                };
+                next_port[l.b] += 1;
+                (a, b)
+            })
+            .collect()
+    }
+
+    /// Ports of every node.
+    pub fn ports(&self) -> Vec<usize> {
+        let mut n = vec![0usize; self.nodes.len()];
+        for l in &self.links {
+            n[l.a] += 1;
+            n[l.b] += 1;
+        }
+        n
+    }
+
+    /// Check that the topology is something the simulator can run.
+    pub fn validate(&self) -> Result<(), String> {
+        if self.gpus().len() < 2 {
+            return Err(format!("{}: a fabric needs at least two GPUs", self.name));
+        }
+        for (i, l) in self.links.iter().enumerate() {
+            if l.a >= self.nodes.len() || l.b >= self.nodes.len() || l.a == l.b {
+                return Err(format!("{}: link {i} joins nodes {} and {}", self.name, l.a, l.b));
+            }
+            if !(l.gbps > 0.0 && l.gbps.is_finite()) || !(l.latency_ns >= 0.0) || !(0.0..1.0).contains(&l.ber)
+            {
+                return Err(format!("{}: link {i} has a bad rate, latency or BER", self.name));
+            }
+        }
+        for (n, &p) in self.ports().iter().enumerate() {
+            if p > switch_fw::MAX_PORTS {
+                return Err(format!(
+                    "{}: node {} has {p} ports (at most 64)",
+                    self.name, self.nodes[n].name
+                ));
+            }
+        }
+        if self.gpus().len() > switch_fw::MAX_ENDPOINTS {
+            return Err(format!("{}: more than 1024 GPUs", self.name));
+        }
+        Ok(())
+    }
+
+    /// A built-in topology by name.
+    pub fn builtin(name: &str) -> Option<Topology> {
+        Some(match name {
+            "mesh2" => mesh(2, 4),
+            "mesh4" => mesh(4, 2),
+            "dgx1-hcm" => dgx1_hcm(),
+            "dgx-a100" => nvswitch("dgx-a100", 6, &[2, 2, 2, 2, 2, 2], DGX_A100_SOURCE),
+            "dgx-h100" => nvswitch("dgx-h100", 4, &[5, 4, 4, 5], DGX_H100_SOURCE),
+            "pcie8" => pcie8(),
+            "fat-tree-256" => fat_tree_256(),
+            _ => return None,
+        })
+    }
+
+    /// The names of the built-in topologies.
+    pub const BUILTINS: [&'static str; 7] = [
+        "mesh2",
+        "mesh4",
+        "dgx1-hcm",
+        "dgx-a100",
+        "dgx-h100",
+        "pcie8",
+        "fat-tree-256",
+    ];
+
+    /// Parse a TOML description (see `docs/spec.md` section 6).
+    pub fn from_toml(text: &str) -> Result<Topology, String> {
+        #[derive(Deserialize)]
+        #[serde(deny_unknown_fields)]
+        struct File {
+            name: Option<String>,
+            node: Vec<NodeEntry>,
+            link: Vec<LinkEntry>,
+        }
+        #[derive(Deserialize)]
+        #[serde(deny_unknown_fields)]
+        struct NodeEntry {
+            name: String,
+            kind: NodeKind,
+        }
+        #[derive(Deserialize)]
+        #[serde(deny_unknown_fields)]
+        struct LinkEntry {
+            a: String,
+            b: String,
+            count: Option<usize>,
+            gbps: f64,
+            latency_ns: Option<f64>,
+            ber: Option<f64>,
+            format: Option<LinkFormat>,
+        }
+        let file: File = toml::from_str(text).map_err(|e| format!("bad topology file: {e}"))?;
+        let mut index = BTreeMap::new();
+        let mut nodes = Vec::new();
+        for n in file.node {
+            if index.insert(n.name.clone(), nodes.len()).is_some() {
+                return Err(format!("node {:?} is defined twice", n.name));
+            }
+            nodes.push(Node {
+                name: n.name,
+                kind: n.kind,
+            });
+        }
+        let mut links = Vec::new();
+        for l in file.link {
+            let find = |name: &str| {
+                index
+                    .get(name)
+                    .copied()
+                    .ok_or_else(|| format!("link to unknown node {name:?}"))
+            };
+            let (a, b) = (find(&l.a)?, find(&l.b)?);
+            for _ in 0..l.count.unwrap_or(1) {
+                links.push(Link {
+                    a,
+                    b,
+                    gbps: l.gbps,
+                    latency_ns: l.latency_ns.unwrap_or(DEFAULT_LATENCY_NS),
+                    ber: l.ber.unwrap_or(0.0),
+                    format: l.format.unwrap_or(LinkFormat::Openlink),
+                });
+            }
+        }
+        let t = Topology {
+            name: file.name.unwrap_or_else(|| "custom".into()),
+            source: "a TOML file".into(),
+            nodes,
+            links,
+        };
+        t.validate()?;
+        Ok(t)
+    }
+}
+
+/// Latency of a link when none is given: a short board trace plus SerDes and link-layer pipelines.
+pub const DEFAULT_LATENCY_NS: f64 = 100.0;
+/// NVLink 2-4 data rate per link and direction, GB/s (REFERENCE.md: 25 GB/s per link per direction).
+const NVLINK_GBPS: f64 = 25.0;
+
+const DGX_A100_SOURCE: &str =
+    "DGX A100: 8 A100, 6 NVSwitches, 12 NVLink3 links x 25 GB/s per GPU, 2 to each switch; \
+    NVLink's published framing (header + address-extension flit per 128 B: 80%)";
+const DGX_H100_SOURCE: &str =
+    "DGX H100: 8 H100, 4 NVSwitches, 18 NVLink4 links x 25 GB/s per GPU, split 5/4/4/5; \
+    NVLink's published framing (header + address-extension flit per 128 B: 80%)";
+
+fn gpu(i: usize) -> Node {
+    Node {
+        name: format!("gpu{i}"),
+        kind: NodeKind::Gpu,
+    }
+}
+
+fn switch(name: String) -> Node {
+    Node {
+        name,
+        kind: NodeKind::Switch,
+    }
+}
+
+fn nvlink(a: usize, b: usize, format: LinkFormat) -> Link {
+    Link {
+        a,
+        b,
+        gbps: NVLINK_GBPS,
+        latency_ns: DEFAULT_LATENCY_NS,
+        ber: 0.0,
+        format,
+    }
+}
+
+/// `n` GPUs, every pair joined by `per_pair` links.
+fn mesh(n: usize, per_pair: usize) -> Topology {
+    let mut links = Vec::new();
+    for a in 0..n {
+        for b in a + 1..n {
+            for _ in 0..per_pair {
+                links.push(nvlink(a, b, LinkFormat::Openlink));
+            }
+        }
+    }
+    Topology {
+        name: format!("mesh{n}"),
+        source: format!("{n} GPUs directly connected, {per_pair} links x 25 GB/s between every pair (this stack's framing)"),
+        nodes: (0..n).map(gpu).collect(),
+        links,
+    }
+}
+
+/// DGX-1 with V100: 8 GPUs in a hybrid cube-mesh of NVLink2 links, 6 per GPU, as `nvidia-smi topo -m`
+/// shows it (NV1/NV2 = one or two links); pairs without NVLink talk through PCIe switches and the CPUs.
+fn dgx1_hcm() -> Topology {
+    const NV: [[u8; 8]; 8] = [
+        [0, 1, 1, 2, 2, 0, 0, 0],
+        [1, 0, 2, 1, 0, 2, 0, 0],
+        [1, 2, 0, 2, 0, 0, 1, 0],
+        [2, 1, 2, 0, 0, 0, 0, 1],
+        [2, 0, 0, 0, 0, 1, 1, 2],
+        [0, 2, 0, 0, 1, 0, 2, 1],
+        [0, 0, 1, 0, 1, 2, 0, 2],
+        [0, 0, 0, 1, 2, 1, 2, 0],
+    ];
+    let mut nodes: Vec<Node> = (0..8).map(gpu).collect();
+    let mut links = Vec::new();
+    for a in 0..8 {
+        for b in a + 1..8 {
+            for _ in 0..NV[a][b] {
+                links.push(nvlink(a, b, LinkFormat::NvlinkAe));
+            }
+        }
+    }
+    // PCIe Gen3 x16 (about 12 GB/s usable each way): two GPUs per PCIe switch, two switches per CPU, the
+    // two CPUs joined by QPI (modelled as one 19 GB/s link).
+    let pcie = |a, b| Link {
+        a,
+        b,
+        gbps: 12.0,
+        latency_ns: 500.0,
+        ber: 0.0,
+        format: LinkFormat::NvlinkAe,
+    };
+    for s in 0..4 {
+        nodes.push(switch(format!("pcie{s}")));
+    }
+    nodes.push(switch("cpu0".into()));
+    nodes.push(switch("cpu1".into()));
+    for g in 0..8 {
+        links.push(pcie(g, 8 + g / 2));
+    }
+    for s in 0..4 {
+        links.push(pcie(8 + s, 12 + s / 2));
+    }
+    links.push(Link {
+        a: 12,
+        b: 13,
+        gbps: 19.2,
+        latency_ns: 500.0,
+        ber: 0.0,
+        format: LinkFormat::NvlinkAe,
+    });
+    Topology {
+        name: "dgx1-hcm".into(),
+        source: "DGX-1 (V100): 8 GPUs, hybrid cube-mesh of 6 NVLink2 links x 25 GB/s each; PCIe Gen3 and QPI between the rest; NVLink's published framing (80%)".into(),
+        nodes,
+        links,
+    }
+}
+
+/// 8 GPUs through `switches` NVSwitches, GPU links split `split` over them.
+fn nvswitch(name: &str, switches: usize, split: &[usize], source: &str) -> Topology {
+    let mut nodes: Vec<Node> = (0..8).map(gpu).collect();
+    for s in 0..switches {
+        nodes.push(switch(format!("nvswitch{s}")));
+    }
+    let mut links = Vec::new();
+    for g in 0..8 {
+        for (s, &n) in split.iter().enumerate() {
+            for _ in 0..n {
+                links.push(nvlink(g, 8 + s, LinkFormat::NvlinkAe));
+            }
+        }
+    }
+    Topology {
+        name: name.into(),
+        source: source.into(),
+        nodes,
+        links,
+    }
+}
+
+/// 8 GPUs on PCIe Gen4 x16 (about 25 GB/s usable each way): four per PCIe switch, two switches under one
+/// root complex.
+fn pcie8() -> Topology {
+    let mut nodes: Vec<Node> = (0..8).map(gpu).collect();
+    nodes.push(switch("pcie0".into()));
+    nodes.push(switch("pcie1".into()));
+    nodes.push(switch("root".into()));
+    let link = |a, b| Link {
+        a,
+        b,
+        gbps: 25.0,
+        latency_ns: 300.0,
+        ber: 0.0,
+        format: LinkFormat::NvlinkAe,
+    };
+    let mut links: Vec<Link> = (0..8).map(|g| link(g, 8 + g / 4)).collect();
+    links.push(link(8, 10));
+    links.push(link(9, 10));
+    Topology {
+        name: "pcie8".into(),
+        source: "8 GPUs on PCIe Gen4 x16 (about 25 GB/s each way after 128b/130b and TLP overheads), two switches under one root".into(),
+        nodes,
+        links,
+    }
+}
+
+/// 32 DGX H100-like nodes (8 GPUs and 4 NVSwitches each) joined by a two-level fat tree of 400 Gb/s
+/// (50 GB/s) ports: every GPU has one network port to a leaf switch; 16 leaves, 16 spines.
+fn fat_tree_256() -> Topology {
+    let mut t = Topology {
+        name: "fat-tree-256".into(),
+        source: String::new(),
+        nodes: Vec::new(),
+        links: Vec::new(),
+    };
+    let gpus = 256;
+    t.nodes.extend((0..gpus).map(gpu));
+    for node in 0..32 {
+        let first_switch = t.nodes.len();
+        for s in 0..4 {
+            t.nodes.push(switch(format!("node{node}-nvswitch{s}")));
+        }
+        for g in 0..8 {
+            for (s, &n) in [5usize, 4, 4, 5].iter().enumerate() {
+                for _ in 0..n {
+                    t.links
+                        .push(nvlink(node * 8 + g, first_switch + s, LinkFormat::NvlinkAe));
+                }
+            }
+        }
+    }
+    let leaves = t.nodes.len();
+    for l in 0..16 {
+        t.nodes.push(switch(format!("leaf{l}")));
+    }
+    let spines = t.nodes.len();
+    for s in 0..16 {
+        t.nodes.push(switch(format!("spine{s}")));
+    }
+    let net = |a, b| Link {
+        a,
+        b,
+        gbps: 50.0,
+        latency_ns: 500.0,
+        ber: 0.0,
+        format: LinkFormat::NvlinkAe,
+    };
+    for g in 0..gpus {
+        t.links.push(net(g, leaves + g / 16));
+    }
+    for l in 0..16 {
+        for s in 0..16 {
+            t.links.push(net(leaves + l, spines + s));
+        }
+    }
+    t.source = "32 nodes of 8 H100-like GPUs (18 NVLink4 links to 4 NVSwitches each), one 400 Gb/s port per GPU into a 16-leaf, 16-spine fat tree".into();
+    t
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn builtins_are_valid_and_have_their_published_shape() {
+        for name in Topology::BUILTINS {
+            let t = Topology::builtin(name).unwrap();
+            t.validate().unwrap();
+        }
+        let h100 = Topology::builtin("dgx-h100").unwrap();
+        assert_eq!(h100.gpus().len(), 8);
+        assert!(h100.ports()[..8].iter().all(|&p| p == 18));
+        assert_eq!(h100.ports()[8..], [40, 32, 32, 40]);
+        let a100 = Topology::builtin("dgx-a100").unwrap();
+        assert!(a100.ports()[..8].iter().all(|&p| p == 12));
+        let dgx1 = Topology::builtin("dgx1-hcm").unwrap();
+        assert!(
+            dgx1.ports()[..8].iter().all(|&p| p == 7),
+            "6 NVLink + 1 PCIe: {:?}",
+            dgx1.ports()
+        );
+        let ft = Topology::builtin("fat-tree-256").unwrap();
+        assert_eq!(ft.gpus().len(), 256);
+    }
+
+    #[test]
+    fn toml_round_trip_and_errors() {
+        let t = Topology::from_toml(
+            r#"
+            name = "pair"
+            node = [{ name = "a", kind = "gpu" }, { name = "b", kind = "gpu" }]
+            link = [{ a = "a", b = "b", count = 2, gbps = 50.0, ber = 1e-9 }]
+            "#,
+        )
+        .unwrap();
+        assert_eq!((t.nodes.len(), t.links.len(), t.links[1].gbps), (2, 2, 50.0));
+        assert!(Topology::from_toml("node = []\nlink = []").is_err());
+        assert!(Topology::from_toml("name = 3").is_err());
+        let unknown =
+            "node = [{ name = \"a\", kind = \"gpu\" }]\nlink = [{ a = \"a\", b = \"z\", gbps = 1.0 }]";
+        assert!(Topology::from_toml(unknown).unwrap_err().contains("unknown node"));
+    }
+}
