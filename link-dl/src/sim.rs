@@ -271,9 +271,8 @@ pub fn run<const REPLAY: usize>(mut pair: LinkPair<SimEndpoint<REPLAY>>, traffic
             retrains.remove(0);
             pair.a.ep.phy.request_retrain();
         }
-        for s in 0..senders {
+        for (s, sender) in tx.iter_mut().enumerate().take(senders) {
             let ep = if s == 0 { &mut pair.a.ep } else { &mut pair.b.ep };
-            let sender = &mut tx[s];
             // Keep the data link's queue full, and let refusals (no credit, replay buffer full) push back.
             while sender.sent < traffic.packets {
                 let vc = vcs[sender.rr % vcs.len()];
