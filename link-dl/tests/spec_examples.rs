@@ -30,7 +30,7 @@ fn packet_header_of_section_2_2() {
             ack: Seq::new(3),
             credit_vc: Vc::Response,
             credit: 0x12,
-            tl: 0x0123_4567_89AB_CDE,
+            tl: 0x0012_3456_789A_BCDE,
         })
     );
     assert_eq!(check_packet_crc(&packet), Ok(()));
