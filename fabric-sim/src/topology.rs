@@ -140,8 +140,9 @@ impl Topology {
             if l.a >= self.nodes.len() || l.b >= self.nodes.len() || l.a == l.b {
                 return Err(format!("{}: link {i} joins nodes {} and {}", self.name, l.a, l.b));
             }
-            if !(l.gbps > 0.0 && l.gbps.is_finite()) || !(l.latency_ns >= 0.0) || !(0.0..1.0).contains(&l.ber)
-            {
+            let sane =
+                l.gbps > 0.0 && l.gbps.is_finite() && l.latency_ns >= 0.0 && (0.0..1.0).contains(&l.ber);
+            if !sane {
                 return Err(format!("{}: link {i} has a bad rate, latency or BER", self.name));
             }
         }
