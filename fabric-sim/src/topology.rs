@@ -324,9 +324,9 @@ fn dgx1_hcm() -> Topology {
     ];
     let mut nodes: Vec<Node> = (0..8).map(gpu).collect();
     let mut links = Vec::new();
-    for a in 0..8 {
-        for b in a + 1..8 {
-            for _ in 0..NV[a][b] {
+    for (a, row) in NV.iter().enumerate() {
+        for (b, &count) in row.iter().enumerate().skip(a + 1) {
+            for _ in 0..count {
                 links.push(nvlink(a, b, LinkFormat::NvlinkAe));
             }
         }
