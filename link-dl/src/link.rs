@@ -218,7 +218,7 @@ pub struct DataLink<const REPLAY: usize = 64, const RX_FLITS: usize = 64> {
 impl<const REPLAY: usize, const RX_FLITS: usize> DataLink<REPLAY, RX_FLITS> {
     const VALID: () = {
         assert!(REPLAY > 0 && REPLAY < SEQ_SPACE as usize / 2, "replay buffer must hold 1 to 511 packets");
-        assert!(RX_FLITS >= 1 + MAX_PAYLOAD_FLITS && RX_FLITS <= u16::MAX as usize / 2);
+        assert!(RX_FLITS > MAX_PAYLOAD_FLITS && RX_FLITS <= u16::MAX as usize / 2);
     };
 
     /// A link endpoint, down until the physical layer comes up.
@@ -455,12 +455,34 @@ impl<const REPLAY: usize, const RX_FLITS: usize> DataLink<REPLAY, RX_FLITS> {
 
     // ----- timers -----
 
-    /// When the link next needs [`DataLink::handle_timeout`] (it also checks its timers on every unit).
+    /// When the link next needs [`DataLink::handle_timeout`] (it also checks its timers on every unit):
+    /// a replay or acknowledgement deadline, or the next periodic control flit.
     pub fn poll_timeout(&self) -> Option<Instant> {
         if self.retraining {
             return None;
         }
-        [self.replay_deadline, self.ack_deadline].into_iter().flatten().min()
+        let update = (self.state == DlState::Active).then_some(self.next_update);
+        [self.replay_deadline, self.ack_deadline, update].into_iter().flatten().min()
+    }
+
+    /// Whether the link has something other than idle to put on the wire now: initialisation flits, a
+    /// packet in flight or waiting, a NAK, or an acknowledgement or credit report that is due. A driver
+    /// that only moves units while this holds (and wakes at [`DataLink::poll_timeout`]) sends no idle.
+    pub fn has_pending_output(&self, now: Instant) -> bool {
+        match self.state {
+            DlState::Down => false,
+            DlState::InitFc1 | DlState::InitFc2 => true,
+            DlState::Active => {
+                self.tx_pos < self.tx_flits
+                    || self.nak_pending
+                    || self.update_pending
+                    || self.acks_owed >= self.config.ack_coalesce
+                    || self.ack_deadline.is_some_and(|d| now >= d)
+                    || now >= self.next_update
+                    || self.rx_credits.report_due(RxCredits::REPORT_BEFORE.min(RX_FLITS as u16 / 8))
+                    || (self.cursor < self.replay.len() && !self.retraining)
+            }
+        }
     }
 
     /// Let timers fire.
@@ -478,6 +500,7 @@ impl<const REPLAY: usize, const RX_FLITS: usize> DataLink<REPLAY, RX_FLITS> {
         }
         if self.state == DlState::Active && now >= self.next_update {
             self.update_pending = true;
+            self.next_update = now + self.config.update_interval;
         }
     }
 
