@@ -4,7 +4,10 @@
 //!
 //! - [`topology`]: built-in systems (mesh, DGX-1, DGX A100, DGX H100, PCIe, a 256-GPU fat tree) and TOML.
 //! - [`manager`]: the fabric manager: link ganging, endpoint IDs, up*/down* routes, switch programming.
+//! - [`net`]: the running fabric and its event loop; [`wire`]: the header fields it routes on.
 #![warn(missing_docs)]
 
 pub mod manager;
+pub mod net;
 pub mod topology;
+pub mod wire;

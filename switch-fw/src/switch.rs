@@ -16,7 +16,7 @@ use crate::partition::Partitions;
 use crate::portset::PortSet;
 use crate::reduce::{Reduced, Reducer};
 use crate::route::{Flow, RouteTable};
-use crate::voq::{Descriptor, InputQueues};
+use crate::voq::{Descriptor, Voqs};
 use crate::{EndpointId, SwitchError, VCS};
 
 /// Chunks the reduction engine can hold in progress.
@@ -100,8 +100,8 @@ pub struct Switch<const PORTS: usize, const SLOTS: usize> {
     pub multicast: Multicast,
     /// In-switch reduction.
     pub reducer: Reducer<REDUCTION_SLOTS>,
-    inputs: [InputQueues<PORTS, SLOTS>; PORTS],
-    engine: InputQueues<PORTS, SLOTS>,
+    /// Virtual output queues; input `PORTS` is the reduction engine.
+    queues: Voqs<PORTS, SLOTS>,
     /// Per output: requesters with a packet queued for it.
     waiting: [Requesters; PORTS],
     busy: u64,
@@ -130,8 +130,7 @@ impl<const PORTS: usize, const SLOTS: usize> Switch<PORTS, SLOTS> {
             partitions: Partitions::default(),
             multicast: Multicast::default(),
             reducer: Reducer::default(),
-            inputs: core::array::from_fn(|_| InputQueues::default()),
-            engine: InputQueues::default(),
+            queues: Voqs::default(),
             waiting: [[0; WORDS]; PORTS],
             busy: 0,
             arbiter: Islip::default(),
@@ -148,28 +147,12 @@ impl<const PORTS: usize, const SLOTS: usize> Switch<PORTS, SLOTS> {
 
     /// Packets queued at `input` (`PORTS` for the reduction engine).
     pub fn queued(&self, input: usize) -> usize {
-        self.queues(input).map_or(0, InputQueues::used)
+        self.queues.used(input)
     }
 
-    /// Whether `input` has room for another packet: what the input's link advertises as credit.
+    /// Whether `input` has room for another packet: what the input's link may deliver to the switch.
     pub fn has_room(&self, input: usize) -> bool {
-        self.queues(input).is_some_and(InputQueues::has_room)
-    }
-
-    fn queues(&self, input: usize) -> Option<&InputQueues<PORTS, SLOTS>> {
-        if input == PORTS {
-            Some(&self.engine)
-        } else {
-            self.inputs.get(input)
-        }
-    }
-
-    fn queues_mut(&mut self, input: usize) -> Option<&mut InputQueues<PORTS, SLOTS>> {
-        if input == PORTS {
-            Some(&mut self.engine)
-        } else {
-            self.inputs.get_mut(input)
-        }
+        input <= PORTS && self.queues.has_room(input)
     }
 
     /// A packet arrived at `port`. Returns the number of copies queued (more than one for multicast), or
@@ -224,11 +207,7 @@ impl<const PORTS: usize, const SLOTS: usize> Switch<PORTS, SLOTS> {
         };
         let mut copies = 0usize;
         for output in outputs.iter().filter(|&o| o < PORTS) {
-            let queued = match self.queues_mut(input) {
-                Some(q) => q.push(vc, output, descriptor),
-                None => return Err(SwitchError::NoSuchPort { port: input }),
-            };
-            if !queued {
+            if !self.queues.push(input, vc, output, descriptor) {
                 self.counters.buffer_drops += 1;
                 return Err(SwitchError::BufferFull { port: input });
             }
@@ -295,13 +274,10 @@ impl<const PORTS: usize, const SLOTS: usize> Switch<PORTS, SLOTS> {
             .arbitrate(&requests, free, self.iterations, &mut matches);
         for m in matches {
             let cycle = self.cycle;
-            let Some(queues) = self.queues_mut(m.input) else {
+            let Some(d) = self.queues.pop(m.input, m.vc, m.output) else {
                 continue;
             };
-            let Some(d) = queues.pop(m.vc, m.output) else {
-                continue;
-            };
-            if queues.len(m.vc, m.output) == 0 {
+            if self.queues.is_empty(m.input, m.vc, m.output) {
                 let r = requester(m.input, m.vc);
                 self.waiting[m.output][r / 64] &= !(1 << (r % 64));
             }

@@ -1,7 +1,9 @@
-//! Virtual output queues: one queue per (virtual channel, output) at each input, so that a packet waiting
-//! for a busy output never blocks one behind it bound elsewhere (no head-of-line blocking). The queues of
-//! an input share a pool of `SLOTS` descriptors, linked in place.
+//! Virtual output queues: one queue per (input, virtual channel, output), so that a packet waiting for a
+//! busy output never blocks one behind it bound elsewhere (no head-of-line blocking). All queues share one
+//! pool of `SLOTS` descriptors, linked in place, as a switch's shared buffer does; each input may hold at
+//! most its share, `SLOTS / (PORTS + 1)`, so no input can starve the others of buffer.
 
+use crate::arbiter::INPUTS;
 use crate::VCS;
 
 const NIL: u16 = u16::MAX;
@@ -18,62 +20,63 @@ pub struct Descriptor {
     pub arrived: u32,
 }
 
-/// The virtual output queues of one input.
+/// The virtual output queues of a switch of `PORTS` ports (plus its reduction engine as one more input).
 #[derive(Clone, Debug)]
-pub struct InputQueues<const PORTS: usize, const SLOTS: usize> {
+pub struct Voqs<const PORTS: usize, const SLOTS: usize> {
     pool: [Descriptor; SLOTS],
     next: [u16; SLOTS],
     free: u16,
-    used: usize,
-    head: [[u16; PORTS]; VCS],
-    tail: [[u16; PORTS]; VCS],
-    len: [[u16; PORTS]; VCS],
+    used: [u16; INPUTS],
+    head: [[[u16; PORTS]; VCS]; INPUTS],
+    tail: [[[u16; PORTS]; VCS]; INPUTS],
 }
 
-impl<const PORTS: usize, const SLOTS: usize> Default for InputQueues<PORTS, SLOTS> {
+impl<const PORTS: usize, const SLOTS: usize> Default for Voqs<PORTS, SLOTS> {
     fn default() -> Self {
         let mut next = [NIL; SLOTS];
         for (i, n) in next.iter_mut().enumerate() {
             *n = if i + 1 < SLOTS { (i + 1) as u16 } else { NIL };
         }
-        InputQueues {
+        Voqs {
             pool: [Descriptor::default(); SLOTS],
             next,
             free: if SLOTS > 0 { 0 } else { NIL },
-            used: 0,
-            head: [[NIL; PORTS]; VCS],
-            tail: [[NIL; PORTS]; VCS],
-            len: [[0; PORTS]; VCS],
+            used: [0; INPUTS],
+            head: [[[NIL; PORTS]; VCS]; INPUTS],
+            tail: [[[NIL; PORTS]; VCS]; INPUTS],
         }
     }
 }
 
-impl<const PORTS: usize, const SLOTS: usize> InputQueues<PORTS, SLOTS> {
-    const FITS: () = assert!(SLOTS < NIL as usize, "at most 65534 descriptors per input");
+impl<const PORTS: usize, const SLOTS: usize> Voqs<PORTS, SLOTS> {
+    const FITS: () = assert!(SLOTS < NIL as usize, "at most 65534 descriptors");
 
-    /// Descriptors in use.
-    pub fn used(&self) -> usize {
-        self.used
+    /// Descriptors each input may hold.
+    pub const fn share() -> usize {
+        SLOTS / (PORTS + 1)
     }
 
-    /// Whether another descriptor fits.
-    pub fn has_room(&self) -> bool {
-        self.free != NIL
+    /// Descriptors `input` holds.
+    pub fn used(&self, input: usize) -> usize {
+        self.used.get(input).map_or(0, |&n| usize::from(n))
     }
 
-    /// Packets waiting for `output` on `vc`.
-    pub fn len(&self, vc: usize, output: usize) -> usize {
-        self.len
-            .get(vc)
-            .and_then(|l| l.get(output))
-            .map_or(0, |&n| usize::from(n))
+    /// Whether `input` may queue another packet (one copy).
+    pub fn has_room(&self, input: usize) -> bool {
+        self.free != NIL && self.used(input) < Self::share()
     }
 
-    /// Append to the queue of (`vc`, `output`); false if the pool is full or the indices are out of range.
-    pub fn push(&mut self, vc: usize, output: usize, d: Descriptor) -> bool {
+    /// Whether the queue of (`input`, `vc`, `output`) is empty.
+    pub fn is_empty(&self, input: usize, vc: usize, output: usize) -> bool {
+        self.peek(input, vc, output).is_none()
+    }
+
+    /// Append to the queue of (`input`, `vc`, `output`); false if there is no room or an index is out of
+    /// range.
+    pub fn push(&mut self, input: usize, vc: usize, output: usize, d: Descriptor) -> bool {
         #[allow(clippy::let_unit_value)]
         let () = Self::FITS;
-        if vc >= VCS || output >= PORTS || self.free == NIL {
+        if input >= INPUTS || vc >= VCS || output >= PORTS || !self.has_room(input) {
             return false;
         }
         let slot = self.free;
@@ -81,37 +84,35 @@ impl<const PORTS: usize, const SLOTS: usize> InputQueues<PORTS, SLOTS> {
         self.free = self.next[s];
         self.pool[s] = d;
         self.next[s] = NIL;
-        match self.tail[vc][output] {
-            NIL => self.head[vc][output] = slot,
+        match self.tail[input][vc][output] {
+            NIL => self.head[input][vc][output] = slot,
             t => self.next[usize::from(t)] = slot,
         }
-        self.tail[vc][output] = slot;
-        self.len[vc][output] += 1;
-        self.used += 1;
+        self.tail[input][vc][output] = slot;
+        self.used[input] += 1;
         true
     }
 
-    /// The head of the queue of (`vc`, `output`).
-    pub fn peek(&self, vc: usize, output: usize) -> Option<&Descriptor> {
-        let h = *self.head.get(vc)?.get(output)?;
+    /// The head of the queue of (`input`, `vc`, `output`).
+    pub fn peek(&self, input: usize, vc: usize, output: usize) -> Option<&Descriptor> {
+        let h = *self.head.get(input)?.get(vc)?.get(output)?;
         (h != NIL).then(|| &self.pool[usize::from(h)])
     }
 
-    /// Take the head of the queue of (`vc`, `output`).
-    pub fn pop(&mut self, vc: usize, output: usize) -> Option<Descriptor> {
-        let h = *self.head.get(vc)?.get(output)?;
+    /// Take the head of the queue of (`input`, `vc`, `output`).
+    pub fn pop(&mut self, input: usize, vc: usize, output: usize) -> Option<Descriptor> {
+        let h = *self.head.get(input)?.get(vc)?.get(output)?;
         if h == NIL {
             return None;
         }
         let s = usize::from(h);
-        self.head[vc][output] = self.next[s];
-        if self.head[vc][output] == NIL {
-            self.tail[vc][output] = NIL;
+        self.head[input][vc][output] = self.next[s];
+        if self.next[s] == NIL {
+            self.tail[input][vc][output] = NIL;
         }
         self.next[s] = self.free;
         self.free = h;
-        self.len[vc][output] -= 1;
-        self.used -= 1;
+        self.used[input] -= 1;
         Some(self.pool[s])
     }
 }
@@ -121,22 +122,21 @@ mod tests {
     use super::*;
 
     #[test]
-    fn queues_are_fifo_and_share_the_pool() {
-        let mut q: InputQueues<4, 3> = InputQueues::default();
-        let d = |handle| Descriptor {
-            handle,
-            flits: 9,
-            arrived: 0,
-        };
-        assert!(q.push(1, 2, d(10)));
-        assert!(q.push(0, 3, d(20)));
-        assert!(q.push(1, 2, d(11)));
-        assert!(!q.push(1, 2, d(12)), "pool full");
-        assert_eq!(q.pop(1, 2).map(|d| d.handle), Some(10));
-        assert!(q.push(3, 0, d(30)));
-        assert_eq!(q.pop(1, 2).map(|d| d.handle), Some(11));
-        assert_eq!(q.pop(1, 2), None);
-        assert_eq!((q.len(0, 3), q.len(3, 0), q.used()), (1, 1, 2));
-        assert!(!q.push(4, 0, d(1)) && !q.push(0, 4, d(1)), "out of range");
+    fn queues_are_fifo_and_inputs_keep_to_their_share() {
+        let mut q: Voqs<4, 15> = Voqs::default();
+        assert_eq!(Voqs::<4, 15>::share(), 3);
+        let d = |handle| Descriptor { handle, flits: 9, arrived: 0 };
+        assert!(q.push(0, 1, 2, d(10)));
+        assert!(q.push(0, 0, 3, d(20)));
+        assert!(q.push(0, 1, 2, d(11)));
+        assert!(!q.push(0, 1, 2, d(12)), "input 0's share is used");
+        assert!(q.push(1, 1, 2, d(30)), "input 1 still has room");
+        assert_eq!(q.pop(0, 1, 2).map(|d| d.handle), Some(10));
+        assert_eq!(q.pop(0, 1, 2).map(|d| d.handle), Some(11));
+        assert_eq!(q.pop(0, 1, 2), None);
+        assert!(q.is_empty(0, 1, 2) && !q.is_empty(0, 0, 3));
+        assert_eq!((q.used(0), q.used(1)), (1, 1));
+        assert!(!q.push(4, 0, 0, d(1)) || INPUTS > 4);
+        assert!(!q.push(0, 4, 0, d(1)) && !q.push(0, 0, 4, d(1)), "out of range");
     }
 }

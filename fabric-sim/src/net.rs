@@ -1,0 +1,590 @@
+//! The running fabric: every trunk is a pair of real `link-dl` data links joined by a timed channel, every
+//! switch runs `switch-fw`, and GPUs exchange packets for an [`App`] (a collective), all driven by one
+//! deterministic discrete-event loop.
+//!
+//! **Links.** Each direction of a trunk carries 16-byte units at the trunk's rate, one unit every
+//! `16 / rate` ns, and delivers them `latency` later, with random bit errors at the trunk's BER. The
+//! physical layer below the data link is abstracted into this timed channel (it is simulated bit for bit
+//! and tested on its own in `link-phy`); the data link's CRC, replay, ACK/NAK and credits are the real
+//! ones. A direction only runs while its sending data link has something other than idle to send, and
+//! units move in bursts of up to one longest packet per event.
+//!
+//! **Determinism.** Events are ordered by time and then by the order they were scheduled; every random
+//! choice comes from the seed.
+
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, VecDeque};
+
+use link_dl::flit::{Flit, FLIT_LEN, MAX_PACKET_FLITS, MAX_PAYLOAD_FLITS};
+use link_dl::link::{DataLink, DlConfig};
+use link_dl::{Received, Vc};
+use link_phy::lanes::LinkWidth;
+use link_phy::rate::Rate;
+use link_phy::time::{Duration, Instant};
+use rand_core::{Rng, SeedableRng};
+use rand_xoshiro::Xoshiro256PlusPlus;
+use switch_fw::switch::{Arrival, Destination, Forward, Switch};
+
+use crate::manager::Fabric;
+use crate::topology::{NodeKind, Topology};
+
+/// Replay buffer of every simulated data link (packets).
+pub const REPLAY: usize = 511;
+/// Receive buffer of every simulated data link, per virtual channel (flits): enough for a round trip on
+/// the fastest trunks.
+pub const RX_FLITS: usize = 4096;
+/// Packets a switch input can hold.
+pub const SWITCH_SLOTS: usize = 1024;
+/// Units moved per link event (one longest packet).
+const BURST: usize = MAX_PACKET_FLITS;
+
+/// The data link every port runs.
+pub type PortLink = DataLink<REPLAY, RX_FLITS>;
+
+/// A packet a GPU sends: where to, on which channel, its transaction-layer header and payload flits.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Outgoing {
+    /// Destination endpoint (GPU index).
+    pub dest: u16,
+    /// Virtual channel.
+    pub vc: Vc,
+    /// Transaction-layer header.
+    pub tl: u64,
+    /// Flits after the header.
+    pub payload: heapless::Vec<Flit, MAX_PAYLOAD_FLITS>,
+    /// Whether the switch should treat it as a multicast to this group instead of `dest`.
+    pub multicast: Option<u16>,
+}
+
+/// What runs on the GPUs: a collective, or any traffic pattern.
+pub trait App {
+    /// The next packet GPU `gpu` wants to send out of its port `port`, if any, and if `fits(vc,
+    /// payload_flits)` says the port's data link can take it now.
+    fn next(
+        &mut self,
+        now: Instant,
+        gpu: usize,
+        port: usize,
+        fits: &dyn Fn(Vc, usize) -> bool,
+    ) -> Option<Outgoing>;
+    /// GPU `gpu` received `packet`. Returns true if GPUs may now have more to send.
+    fn receive(&mut self, now: Instant, gpu: usize, packet: Received) -> bool;
+    /// Whether the work is finished.
+    fn done(&self) -> bool;
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum Event {
+    /// Direction `dir` of trunk `trunk` may send its next burst.
+    Transmit { trunk: u32, dir: u8 },
+    /// The oldest burst in flight on that direction arrives.
+    Arrive { trunk: u32, dir: u8 },
+}
+
+/// Bit errors at a rate, drawn from the seed.
+#[derive(Clone, Debug)]
+struct Errors {
+    ber: f64,
+    rng: Xoshiro256PlusPlus,
+    next: u64,
+    position: u64,
+}
+
+impl Errors {
+    fn new(ber: f64, seed: u64) -> Self {
+        let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed);
+        let next = gap(&mut rng, ber);
+        Errors {
+            ber,
+            rng,
+            next,
+            position: 0,
+        }
+    }
+
+    /// Flip the bits of `unit` that errors hit.
+    fn apply(&mut self, unit: &mut Flit) -> u32 {
+        let end = self.position + 128;
+        let mut flipped = 0;
+        while self.next < end {
+            let bit = (self.next - self.position) as usize;
+            unit[bit / 8] ^= 1 << (bit % 8);
+            flipped += 1;
+            self.next += 1 + gap(&mut self.rng, self.ber);
+        }
+        self.position = end;
+        flipped
+    }
+}
+
+fn gap(rng: &mut Xoshiro256PlusPlus, p: f64) -> u64 {
+    if p <= 0.0 {
+        return u64::MAX / 2;
+    }
+    let u = ((rng.next_u64() >> 11) + 1) as f64 / (1u64 << 53) as f64;
+    (u.ln() / (1.0 - p).ln()).floor().min((u64::MAX / 4) as f64) as u64
+}
+
+/// One direction of a trunk.
+#[derive(Debug)]
+struct Direction {
+    from: (usize, usize),
+    to: (usize, usize),
+    /// Picoseconds per unit.
+    unit_ps: u64,
+    latency: Duration,
+    /// When the pending Transmit event fires (an earlier kick replaces a later one; the later event
+    /// then finds itself stale and does nothing).
+    scheduled: Option<Instant>,
+    /// Time until which the wire is busy.
+    busy_until: Instant,
+    in_flight: VecDeque<(Instant, Flit)>,
+    units_sent: u64,
+    units_received: u64,
+    errors: Errors,
+    up: bool,
+}
+
+/// What a switch holds for a packet between arrival and the last copy leaving.
+#[derive(Clone, Debug)]
+struct Held {
+    vc: Vc,
+    tl: u64,
+    payload: heapless::Vec<Flit, MAX_PAYLOAD_FLITS>,
+    copies: usize,
+}
+
+#[derive(Debug)]
+enum NodeState {
+    Gpu,
+    Switch {
+        core: Box<Switch<64, SWITCH_SLOTS>>,
+        held: Vec<Option<Held>>,
+        free: Vec<u32>,
+    },
+}
+
+/// Counters of a run.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct NetStats {
+    /// Packets delivered to GPUs (end to end).
+    pub packets_delivered: u64,
+    /// Packets sent by GPUs.
+    pub packets_sent: u64,
+    /// Packets forwarded by switches (per hop).
+    pub packets_switched: u64,
+    /// Units that crossed links (every hop, both directions).
+    pub units: u64,
+    /// Bits flipped by link errors.
+    pub bits_flipped: u64,
+    /// Events processed.
+    pub events: u64,
+}
+
+/// The fabric, running.
+#[derive(Debug)]
+pub struct Net {
+    fabric: Fabric,
+    now: Instant,
+    seq: u64,
+    queue: BinaryHeap<Reverse<(Instant, u64, Event)>>,
+    dirs: Vec<[Direction; 2]>,
+    /// Per node, per port: its data link.
+    links: Vec<Vec<PortLink>>,
+    nodes: Vec<NodeState>,
+    gpu_of_node: Vec<Option<usize>>,
+    stats: NetStats,
+}
+
+impl Net {
+    /// Build the fabric of `topology` (without the trunks in `failed`), links up, switches programmed.
+    pub fn new(topology: &Topology, failed: &[usize], dl: DlConfig, seed: u64) -> Result<Net, String> {
+        let fabric = Fabric::plan(topology, failed)?;
+        let n = topology.nodes.len();
+        let mut links: Vec<Vec<PortLink>> = Vec::with_capacity(n);
+        for x in 0..n {
+            let mut ports = Vec::with_capacity(fabric.port_count(x));
+            for &(t, _) in &fabric.ports[x] {
+                let trunk = &fabric.trunks[t];
+                let packet_ps = (MAX_PACKET_FLITS * FLIT_LEN) as f64 * 1000.0 / trunk.gbps;
+                let timeout = Duration::from_us(2)
+                    + Duration::from_ps((20.0 * packet_ps) as u64)
+                    + Duration::from_ps((2.0 * trunk.latency_ns * 1000.0) as u64);
+                let mut link = PortLink::new(DlConfig {
+                    replay_timeout: Some(timeout),
+                    ..dl
+                });
+                if !failed.contains(&t) {
+                    link.phy_up(Instant::ZERO, LinkWidth::X16, Rate::Gen5);
+                }
+                ports.push(link);
+            }
+            links.push(ports);
+        }
+        let mut dirs = Vec::with_capacity(fabric.trunks.len());
+        for (t, trunk) in fabric.trunks.iter().enumerate() {
+            let unit_ps = ((FLIT_LEN as f64) * 1000.0 / trunk.gbps).round().max(1.0) as u64;
+            let latency = Duration::from_ps((trunk.latency_ns * 1000.0) as u64);
+            let up = !failed.contains(&t);
+            let dir = |from, to, salt: u64| Direction {
+                from,
+                to,
+                unit_ps,
+                latency,
+                scheduled: None,
+                busy_until: Instant::ZERO,
+                in_flight: VecDeque::new(),
+                units_sent: 0,
+                units_received: 0,
+                errors: Errors::new(trunk.ber, seed ^ (t as u64) << 8 ^ salt),
+                up,
+            };
+            dirs.push([dir(trunk.a, trunk.b, 1), dir(trunk.b, trunk.a, 2)]);
+        }
+        let mut nodes = Vec::with_capacity(n);
+        for x in 0..n {
+            nodes.push(match topology.nodes[x].kind {
+                NodeKind::Gpu => NodeState::Gpu,
+                NodeKind::Switch => {
+                    let mut core: Box<Switch<64, SWITCH_SLOTS>> = Box::default();
+                    for &(_, address, value) in fabric.program.iter().filter(|(node, _, _)| *node == x) {
+                        core.write_register(address, value).map_err(|e| e.to_string())?;
+                    }
+                    NodeState::Switch {
+                        core,
+                        held: Vec::new(),
+                        free: Vec::new(),
+                    }
+                }
+            });
+        }
+        let mut gpu_of_node = vec![None; n];
+        for (i, &g) in fabric.gpus.iter().enumerate() {
+            gpu_of_node[g] = Some(i);
+        }
+        let mut net = Net {
+            fabric,
+            now: Instant::ZERO,
+            seq: 0,
+            queue: BinaryHeap::new(),
+            dirs,
+            links,
+            nodes,
+            gpu_of_node,
+            stats: NetStats::default(),
+        };
+        for t in 0..net.dirs.len() {
+            for d in 0..2 {
+                net.kick(t, d);
+            }
+        }
+        Ok(net)
+    }
+
+    /// The fabric plan (routes, trunks).
+    pub fn fabric(&self) -> &Fabric {
+        &self.fabric
+    }
+
+    /// Simulated time.
+    pub fn now(&self) -> Instant {
+        self.now
+    }
+
+    /// Counters.
+    pub fn stats(&self) -> NetStats {
+        self.stats
+    }
+
+    /// The data link of `node`'s `port`.
+    pub fn link(&self, node: usize, port: usize) -> &PortLink {
+        &self.links[node][port]
+    }
+
+    #[doc(hidden)]
+    pub fn debug_dirs(&self) -> std::string::String {
+        let mut out = std::string::String::new();
+        for (t, d) in self.dirs.iter().enumerate() {
+            for (i, x) in d.iter().enumerate() {
+                out += &format!(
+                    "trunk {t} dir {i}: {:?}->{:?} units {} busy_until {:?} inflight {}\n",
+                    x.from,
+                    x.to,
+                    x.units_sent,
+                    x.busy_until,
+                    x.in_flight.len()
+                );
+            }
+        }
+        out
+    }
+
+    /// Program a switch's multicast group (by node index).
+    pub fn set_multicast(
+        &mut self,
+        node: usize,
+        group: u16,
+        ports: switch_fw::PortSet,
+    ) -> Result<(), String> {
+        match &mut self.nodes[node] {
+            NodeState::Switch { core, .. } => core.multicast.set(group, ports).map_err(|e| e.to_string()),
+            NodeState::Gpu => Err("not a switch".into()),
+        }
+    }
+
+    fn schedule(&mut self, at: Instant, event: Event) {
+        self.seq += 1;
+        self.queue.push(Reverse((at, self.seq, event)));
+    }
+
+    /// Make sure direction `d` of trunk `t` runs if its sender has something to send.
+    fn kick(&mut self, t: usize, d: usize) {
+        let dir = &self.dirs[t][d];
+        if !dir.up {
+            return;
+        }
+        let (node, port) = dir.from;
+        let link = &self.links[node][port];
+        let at = if link.has_pending_output(self.now) {
+            self.now.max(dir.busy_until)
+        } else if let Some(wake) = link.poll_timeout() {
+            wake.max(self.now).max(dir.busy_until)
+        } else {
+            return;
+        };
+        if self.dirs[t][d].scheduled.is_some_and(|s| s <= at) {
+            return;
+        }
+        self.dirs[t][d].scheduled = Some(at);
+        self.schedule(
+            at,
+            Event::Transmit {
+                trunk: t as u32,
+                dir: d as u8,
+            },
+        );
+    }
+
+    /// Run until `app` is done, nothing can happen any more, or `limit` passes. Returns whether the app
+    /// finished.
+    pub fn run(&mut self, app: &mut dyn App, limit: Instant) -> bool {
+        self.fill_all(app);
+        while !app.done() {
+            let Some(Reverse((at, _, event))) = self.queue.pop() else {
+                break;
+            };
+            if at > limit {
+                break;
+            }
+            self.now = at;
+            self.stats.events += 1;
+            match event {
+                Event::Transmit { trunk, dir } => self.transmit(trunk as usize, dir as usize),
+                Event::Arrive { trunk, dir } => self.arrive(trunk as usize, dir as usize, app),
+            }
+        }
+        app.done()
+    }
+
+    fn transmit(&mut self, t: usize, d: usize) {
+        if self.dirs[t][d].scheduled != Some(self.now) {
+            return;
+        }
+        self.dirs[t][d].scheduled = None;
+        let now = self.now;
+        let (node, port) = self.dirs[t][d].from;
+        let link = &mut self.links[node][port];
+        link.handle_timeout(now);
+        let mut sent = 0usize;
+        let unit_ps = self.dirs[t][d].unit_ps;
+        let latency = self.dirs[t][d].latency;
+        while sent < BURST && link.has_pending_output(now) {
+            let mut unit = [0u8; FLIT_LEN];
+            link.poll_unit(now, &mut unit);
+            let dir = &mut self.dirs[t][d];
+            self.stats.bits_flipped += u64::from(dir.errors.apply(&mut unit));
+            let leaves = now + Duration::from_ps(unit_ps * (sent as u64 + 1));
+            dir.in_flight.push_back((leaves + latency, unit));
+            dir.units_sent += 1;
+            sent += 1;
+        }
+        if sent > 0 {
+            self.stats.units += sent as u64;
+            let dir = &mut self.dirs[t][d];
+            dir.busy_until = now + Duration::from_ps(unit_ps * sent as u64);
+            let arrival = dir.busy_until + latency;
+            self.schedule(
+                arrival,
+                Event::Arrive {
+                    trunk: t as u32,
+                    dir: d as u8,
+                },
+            );
+        }
+        self.kick(t, d);
+    }
+
+    fn arrive(&mut self, t: usize, d: usize, app: &mut dyn App) {
+        let now = self.now;
+        let (node, port) = self.dirs[t][d].to;
+        while let Some(&(at, unit)) = self.dirs[t][d].in_flight.front() {
+            if at > now {
+                break;
+            }
+            self.dirs[t][d].in_flight.pop_front();
+            let index = self.dirs[t][d].units_received;
+            self.dirs[t][d].units_received += 1;
+            self.links[node][port].receive_unit(now, &unit, index);
+        }
+        match self.nodes[node] {
+            NodeState::Gpu => self.gpu_received(node, port, app),
+            NodeState::Switch { .. } => self.switch_received(node, port),
+        }
+        if self.gpu_of_node[node].is_some() {
+            self.fill_gpu(node, app);
+        } else {
+            self.switch_forward(node);
+        }
+        // Only now, with the received packets taken and their buffers freed, does the receiver know all the
+        // acknowledgements and credits it owes back.
+        self.kick(t, 1 - d);
+    }
+
+    fn gpu_received(&mut self, node: usize, port: usize, app: &mut dyn App) {
+        let Some(gpu) = self.gpu_of_node[node] else { return };
+        let mut more = false;
+        while let Some(p) = self.links[node][port].recv() {
+            self.stats.packets_delivered += 1;
+            more |= app.receive(self.now, gpu, p);
+        }
+        if more {
+            self.fill_all(app);
+        }
+    }
+
+    /// Offer every GPU port to the app.
+    fn fill_all(&mut self, app: &mut dyn App) {
+        for node in 0..self.nodes.len() {
+            if self.gpu_of_node[node].is_some() {
+                self.fill_gpu(node, app);
+            }
+        }
+    }
+
+    fn fill_gpu(&mut self, node: usize, app: &mut dyn App) {
+        let Some(gpu) = self.gpu_of_node[node] else { return };
+        for port in 0..self.links[node].len() {
+            let mut sent = false;
+            loop {
+                let link = &self.links[node][port];
+                if !link.is_active() {
+                    break;
+                }
+                let fits = |vc: Vc, flits: usize| link.can_send(vc, flits);
+                let Some(p) = app.next(self.now, gpu, port, &fits) else {
+                    break;
+                };
+                let tl = p.tl;
+                if self.links[node][port].send(p.vc, tl, &p.payload).is_err() {
+                    break;
+                }
+                self.stats.packets_sent += 1;
+                sent = true;
+            }
+            if sent {
+                let (t, end) = self.fabric.ports[node][port];
+                self.kick(t, end);
+            }
+        }
+    }
+
+    fn switch_received(&mut self, node: usize, port: usize) {
+        let NodeState::Switch { core, held, free } = &mut self.nodes[node] else {
+            return;
+        };
+        while core.has_room(port) {
+            let Some(p) = self.links[node][port].recv() else {
+                break;
+            };
+            let (dest, source, multicast) = crate::wire::route_fields(p.tl);
+            let handle = match free.pop() {
+                Some(h) => h,
+                None => {
+                    held.push(None);
+                    (held.len() - 1) as u32
+                }
+            };
+            let destination = match multicast {
+                Some(group) => Destination::Multicast(group),
+                None => Destination::Unicast(dest),
+            };
+            let arrival = Arrival {
+                handle,
+                vc: p.vc.index() as u8,
+                flits: 1 + p.payload.len() as u8,
+                destination,
+                source: Some(source),
+            };
+            match core.ingress(port, arrival) {
+                Ok(copies) => {
+                    held[handle as usize] = Some(Held {
+                        vc: p.vc,
+                        tl: p.tl,
+                        payload: p.payload,
+                        copies,
+                    })
+                }
+                Err(_) => free.push(handle),
+            }
+        }
+    }
+
+    fn switch_forward(&mut self, node: usize) {
+        loop {
+            let NodeState::Switch { core, held, free } = &mut self.nodes[node] else {
+                return;
+            };
+            let links = &mut self.links[node];
+            let mut out: heapless::Vec<Forward, 64> = heapless::Vec::new();
+            core.arbitrate(
+                |o, vc| {
+                    links
+                        .get(o)
+                        .is_some_and(|l| l.can_send(Vc::from_bits(vc as u8), MAX_PAYLOAD_FLITS))
+                },
+                &mut out,
+            );
+            if out.is_empty() {
+                return;
+            }
+            let mut kicked = heapless::Vec::<usize, 64>::new();
+            for f in &out {
+                core.output_done(f.output);
+                let Some(h) = held[f.handle as usize].as_mut() else {
+                    continue;
+                };
+                if links[f.output].send(h.vc, h.tl, &h.payload).is_ok() {
+                    self.stats.packets_switched += 1;
+                    if !kicked.contains(&f.output) {
+                        let _ = kicked.push(f.output);
+                    }
+                }
+                h.copies -= 1;
+                if h.copies == 0 {
+                    held[f.handle as usize] = None;
+                    free.push(f.handle);
+                }
+            }
+            for port in kicked {
+                let (t, end) = self.fabric.ports[node][port];
+                self.kick(t, end);
+            }
+            // Room freed at the inputs lets waiting packets in; more may then be forwardable.
+            for port in 0..self.links[node].len() {
+                if self.links[node][port].received_waiting() {
+                    self.switch_received(node, port);
+                }
+            }
+        }
+    }
+}
