@@ -7,6 +7,7 @@
 //! - [`net`]: the running fabric and its event loop; [`wire`]: the header fields it routes on.
 #![warn(missing_docs)]
 
+pub mod collective;
 pub mod manager;
 pub mod net;
 pub mod topology;

@@ -1,0 +1,394 @@
+//! Collectives that move real data: every GPU's input is computed from the seed, every packet carries the
+//! bytes it should, every partial and final result is checked against the closed-form expectation.
+//!
+//! **Data.** Elements are 32-bit integers summed with wrapping, so sums are exact in any order. GPU `g`'s
+//! element `i` is `a(i) * (g + 1) + b(i)` with `a`, `b` hashes of `i` and the seed; the sum of it over any
+//! set of GPUs is then `a(i) * Σ(g + 1) + |set| * b(i)`, so every received byte is checked in constant time
+//! per element, without storing any buffer.
+//!
+//! **Algorithms.** Ring (reduce-scatter then all-gather, as NCCL's ring), tree (two complementary binary
+//! trees, reduce then broadcast, as NCCL's double binary tree), switch reduction (as NVLink SHARP /
+//! NCCL NVLS: `ld_reduce` reads through the switch, then a multicast store), and the plain collectives.
+//! Every packet is pipelined: a GPU forwards a packet as soon as it has it.
+
+use std::collections::VecDeque;
+
+use link_dl::flit::{Flit, FLIT_LEN};
+use link_dl::{Received, Vc};
+use link_phy::time::Instant;
+
+use crate::net::{App, Outgoing};
+use crate::wire;
+
+/// Bytes of data per packet.
+pub const PACKET_BYTES: usize = 128;
+/// Elements per packet.
+const PER_PACKET: usize = PACKET_BYTES / 4;
+
+/// Reduce-scatter partial sum (ring).
+pub const OP_PARTIAL: u64 = 0x03;
+/// Final result being spread (ring all-gather, broadcast).
+pub const OP_RESULT: u64 = 0x04;
+
+/// The collectives.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    /// Sum of every GPU's buffer, on every GPU.
+    AllReduce,
+    /// Every GPU's buffer, on every GPU (the size is the total).
+    AllGather,
+    /// The sum of every GPU's buffer, a slice on each GPU (the size is each GPU's input).
+    ReduceScatter,
+    /// GPU 0's buffer on every GPU.
+    Broadcast,
+}
+
+impl Kind {
+    /// The nccl-tests bus-bandwidth factor for `n` GPUs (nccl-tests `doc/PERFORMANCE.md`).
+    pub fn bus_factor(self, n: usize) -> f64 {
+        let n = n as f64;
+        match self {
+            Kind::AllReduce => 2.0 * (n - 1.0) / n,
+            Kind::AllGather | Kind::ReduceScatter => (n - 1.0) / n,
+            Kind::Broadcast => 1.0,
+        }
+    }
+}
+
+/// GPU `g`'s input element `i`: `a(i) * (g + 1) + b(i)`.
+#[inline]
+fn coefficients(seed: u64, i: u64) -> (u32, u32) {
+    let mut z = seed ^ i.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^= z >> 31;
+    (z as u32 | 1, (z >> 32) as u32)
+}
+
+/// The sum over a set of GPUs of their element `i`, given `Σ (g + 1)` and the set's size.
+#[inline]
+fn sum_of(seed: u64, i: u64, weight: u32, count: u32) -> u32 {
+    let (a, b) = coefficients(seed, i);
+    a.wrapping_mul(weight).wrapping_add(b.wrapping_mul(count))
+}
+
+/// One packet's payload: `elements` consecutive elements (at most 32) of a value function, as flits.
+fn payload_of(
+    first: u64,
+    elements: usize,
+    extension: bool,
+    value: impl Fn(u64) -> u32,
+) -> heapless::Vec<Flit, 9> {
+    let mut flits: heapless::Vec<Flit, 9> = heapless::Vec::new();
+    if extension {
+        // NVLink's address-extension flit (the upper address bits); zero here.
+        let _ = flits.push([0; FLIT_LEN]);
+    }
+    for chunk in 0..(elements * 4).div_ceil(FLIT_LEN) {
+        let mut flit = [0u8; FLIT_LEN];
+        for k in 0..4 {
+            let e = chunk * 4 + k;
+            if e < elements {
+                flit[k * 4..k * 4 + 4].copy_from_slice(&value(first + e as u64).to_le_bytes());
+            }
+        }
+        let _ = flits.push(flit);
+    }
+    flits
+}
+
+/// Elements of a received payload (after any extension flit).
+fn elements_of(p: &Received, extension: bool, count: usize) -> impl Iterator<Item = u32> + '_ {
+    let skip = usize::from(extension);
+    (0..count).map(move |e| {
+        let flit = p.payload.get(skip + e / 4).copied().unwrap_or([0; FLIT_LEN]);
+        u32::from_le_bytes([
+            flit[(e % 4) * 4],
+            flit[(e % 4) * 4 + 1],
+            flit[(e % 4) * 4 + 2],
+            flit[(e % 4) * 4 + 3],
+        ])
+    })
+}
+
+/// Counters of a collective, and the verdict.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Check {
+    /// Packets whose data was checked and right.
+    pub packets_verified: u64,
+    /// Packets whose data was wrong (must be 0).
+    pub wrong: u64,
+    /// Packets sent by GPUs.
+    pub packets_sent: u64,
+}
+
+/// A ring collective (all-reduce, all-gather, reduce-scatter, broadcast) over GPUs `0..n` in `order`.
+#[derive(Debug)]
+pub struct Ring {
+    kind: Kind,
+    n: usize,
+    seed: u64,
+    extension: bool,
+    /// Packets in the buffer, and elements in the last one.
+    packets: u64,
+    last_elements: usize,
+    /// Ring order: position -> GPU, and GPU -> position.
+    order: Vec<usize>,
+    position: Vec<usize>,
+    /// Per GPU (by position): packets still to inject from its own input, and queued forwards.
+    own_next: Vec<u64>,
+    own_end: Vec<u64>,
+    queue: Vec<VecDeque<Outgoing>>,
+    /// Per GPU (by position): final packets checked, and how many it must end with.
+    finals: Vec<u64>,
+    finals_needed: Vec<u64>,
+    /// Whether ports of a GPU lead to the next GPU: [gpu][port].
+    ports_to_next: Vec<Vec<bool>>,
+    check: Check,
+}
+
+impl Ring {
+    /// A ring collective of `bytes` (see [`Kind`] for what the size means) over GPUs in ring `order`,
+    /// `ports_to_next[g][p]` saying whether GPU `g`'s port `p` reaches the next GPU in the ring.
+    pub fn new(
+        kind: Kind,
+        bytes: u64,
+        order: Vec<usize>,
+        ports_to_next: Vec<Vec<bool>>,
+        extension: bool,
+        seed: u64,
+    ) -> Ring {
+        let n = order.len();
+        let elements = (bytes / 4).max(1);
+        let packets = elements.div_ceil(PER_PACKET as u64);
+        let last_elements = (elements - (packets - 1) * PER_PACKET as u64) as usize;
+        let mut position = vec![0; n];
+        for (p, &g) in order.iter().enumerate() {
+            position[g] = p;
+        }
+        let mut ring = Ring {
+            kind,
+            n,
+            seed,
+            extension,
+            packets,
+            last_elements,
+            order,
+            position,
+            own_next: vec![0; n],
+            own_end: vec![0; n],
+            queue: (0..n).map(|_| VecDeque::new()).collect(),
+            finals: vec![0; n],
+            finals_needed: vec![0; n],
+            ports_to_next,
+            check: Check::default(),
+        };
+        for pos in 0..n {
+            let (start, end) = match kind {
+                // Reduce-scatter starts with the position's own chunk, all-gather with its own input,
+                // broadcast with everything at the root.
+                Kind::AllReduce | Kind::ReduceScatter | Kind::AllGather => ring.chunk(pos),
+                Kind::Broadcast if pos == 0 => (0, packets),
+                Kind::Broadcast => (0, 0),
+            };
+            ring.own_next[pos] = start;
+            ring.own_end[pos] = end;
+            ring.finals_needed[pos] = match kind {
+                Kind::AllReduce => packets,
+                Kind::AllGather => packets - (end - start),
+                Kind::ReduceScatter => {
+                    let (s, e) = ring.chunk((pos + 1) % n);
+                    e - s
+                }
+                Kind::Broadcast if pos == 0 => 0,
+                Kind::Broadcast => packets,
+            };
+        }
+        ring
+    }
+
+    /// The verdict so far.
+    pub fn check(&self) -> Check {
+        self.check
+    }
+
+    /// Packets `[start, end)` of chunk `c` (positions own chunks; the last may be shorter).
+    fn chunk(&self, c: usize) -> (u64, u64) {
+        let n = self.n as u64;
+        (self.packets * c as u64 / n, self.packets * (c as u64 + 1) / n)
+    }
+
+    fn chunk_of(&self, packet: u64) -> usize {
+        let n = self.n as u64;
+        // Inverse of `chunk`: the largest c with packets * c / n <= packet.
+        let mut c = ((packet * n + n - 1) / self.packets.max(1)).min(n - 1) as usize;
+        while self.chunk(c).0 > packet {
+            c -= 1;
+        }
+        c
+    }
+
+    fn elements(&self, packet: u64) -> usize {
+        if packet + 1 == self.packets {
+            self.last_elements
+        } else {
+            PER_PACKET
+        }
+    }
+
+    fn outgoing(&self, from_pos: usize, opcode: u64, packet: u64, value: impl Fn(u64) -> u32) -> Outgoing {
+        let to = self.order[(from_pos + 1) % self.n] as u16;
+        let from = self.order[from_pos] as u16;
+        let first = packet * PER_PACKET as u64;
+        Outgoing {
+            dest: to,
+            vc: Vc::Posted,
+            tl: wire::header(opcode, to, from, false, packet as u32),
+            payload: payload_of(first, self.elements(packet), self.extension, value),
+            multicast: None,
+        }
+    }
+
+    /// What position `pos` sends first from its own input: a partial sum (its own data) for reductions,
+    /// its input as a final value for all-gather and broadcast.
+    fn own_packet(&self, pos: usize, packet: u64) -> Outgoing {
+        let seed = self.seed;
+        let g = self.order[pos];
+        match self.kind {
+            Kind::AllReduce | Kind::ReduceScatter => {
+                self.outgoing(pos, OP_PARTIAL, packet, |i| sum_of(seed, i, g as u32 + 1, 1))
+            }
+            Kind::AllGather => {
+                // All-gather: chunk c is position c's input.
+                self.outgoing(pos, OP_RESULT, packet, |i| sum_of(seed, i, g as u32 + 1, 1))
+            }
+            Kind::Broadcast => self.outgoing(pos, OP_RESULT, packet, |i| sum_of(seed, i, g as u32 + 1, 1)),
+        }
+    }
+
+    fn verify(&mut self, p: &Received, packet: u64, expected: impl Fn(u64) -> u32) -> bool {
+        let first = packet * PER_PACKET as u64;
+        let count = self.elements(packet);
+        let ok = elements_of(p, self.extension, count)
+            .enumerate()
+            .all(|(e, v)| v == expected(first + e as u64));
+        if ok {
+            self.check.packets_verified += 1;
+        } else {
+            self.check.wrong += 1;
+        }
+        ok
+    }
+}
+
+/// `Σ (g + 1)` over all GPUs of the ring.
+fn ring_weight(order: &[usize]) -> u32 {
+    order.iter().map(|&g| g as u32 + 1).fold(0u32, u32::wrapping_add)
+}
+
+impl App for Ring {
+    fn next(
+        &mut self,
+        _now: Instant,
+        gpu: usize,
+        port: usize,
+        fits: &dyn Fn(Vc, usize) -> bool,
+    ) -> Option<Outgoing> {
+        if !self.ports_to_next[gpu].get(port).copied().unwrap_or(false) {
+            return None;
+        }
+        let pos = self.position[gpu];
+        let flits = |o: &Outgoing| o.payload.len();
+        if let Some(front) = self.queue[pos].front() {
+            if !fits(front.vc, flits(front)) {
+                return None;
+            }
+            self.check.packets_sent += 1;
+            return self.queue[pos].pop_front();
+        }
+        if self.own_next[pos] < self.own_end[pos] {
+            let packet = self.own_next[pos];
+            let out = self.own_packet(pos, packet);
+            if !fits(out.vc, flits(&out)) {
+                return None;
+            }
+            self.own_next[pos] += 1;
+            self.check.packets_sent += 1;
+            return Some(out);
+        }
+        None
+    }
+
+    fn receive(&mut self, _now: Instant, gpu: usize, p: Received) -> bool {
+        let pos = self.position[gpu];
+        let n = self.n;
+        let packet = u64::from(wire::offset(p.tl));
+        let seed = self.seed;
+        if packet >= self.packets {
+            self.check.wrong += 1;
+            return false;
+        }
+        let c = self.chunk_of(packet);
+        match wire::opcode(p.tl) {
+            OP_PARTIAL => {
+                // Partial sum of chunk c over positions c .. pos - 1; add this GPU's own data.
+                let (w, count) = weight_range(&self.order, c, (pos + n - 1) % n);
+                if !self.verify(&p, packet, |i| sum_of(seed, i, w, count)) {
+                    return false;
+                }
+                let g = self.order[pos] as u32 + 1;
+                let (w2, count2) = (w.wrapping_add(g), count + 1);
+                let owner = (c + n - 1) % n;
+                if pos == owner {
+                    // Fully reduced here.
+                    self.finals[pos] += 1;
+                    if self.kind == Kind::AllReduce {
+                        let out = self.outgoing(pos, OP_RESULT, packet, |i| sum_of(seed, i, w2, count2));
+                        self.queue[pos].push_back(out);
+                    }
+                } else {
+                    let out = self.outgoing(pos, OP_PARTIAL, packet, |i| sum_of(seed, i, w2, count2));
+                    self.queue[pos].push_back(out);
+                }
+                true
+            }
+            OP_RESULT => {
+                // A final value of chunk c: the full sum, or the input of the position that started it.
+                let (origin, w, count) = match self.kind {
+                    Kind::AllReduce | Kind::ReduceScatter => {
+                        ((c + n - 1) % n, ring_weight(&self.order), n as u32)
+                    }
+                    Kind::AllGather => (c, self.order[c] as u32 + 1, 1),
+                    Kind::Broadcast => (0, self.order[0] as u32 + 1, 1),
+                };
+                if !self.verify(&p, packet, |i| sum_of(seed, i, w, count)) {
+                    return false;
+                }
+                self.finals[pos] += 1;
+                if (pos + 1) % n != origin {
+                    let out = self.outgoing(pos, OP_RESULT, packet, |i| sum_of(seed, i, w, count));
+                    self.queue[pos].push_back(out);
+                }
+                true
+            }
+            _ => {
+                self.check.wrong += 1;
+                false
+            }
+        }
+    }
+
+    fn done(&self) -> bool {
+        self.check.wrong > 0 || (0..self.n).all(|p| self.finals[p] >= self.finals_needed[p])
+    }
+}
+
+/// `Σ (g + 1)` and count over ring positions `from ..= to` of `order`.
+fn weight_range(order: &[usize], from: usize, to: usize) -> (u32, u32) {
+    let n = order.len();
+    let count = (to + n - from) % n + 1;
+    let weight = (0..count)
+        .map(|k| order[(from + k) % n] as u32 + 1)
+        .fold(0u32, u32::wrapping_add);
+    (weight, count as u32)
+}
