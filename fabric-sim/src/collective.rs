@@ -319,7 +319,7 @@ impl App for Ring {
         None
     }
 
-    fn receive(&mut self, _now: Instant, gpu: usize, p: Received) -> bool {
+    fn receive(&mut self, _now: Instant, gpu: usize, _port: usize, p: Received) -> bool {
         let pos = self.position[gpu];
         let n = self.n;
         let packet = u64::from(wire::offset(p.tl));
@@ -391,4 +391,219 @@ fn weight_range(order: &[usize], from: usize, to: usize) -> (u32, u32) {
         .map(|k| order[(from + k) % n] as u32 + 1)
         .fold(0u32, u32::wrapping_add);
     (weight, count as u32)
+}
+
+/// All-reduce in the switches (NVLink SHARP, as NCCL's NVLS algorithm): GPU `g` owns the `g`-th slice;
+/// for every packet of it, it asks a switch for the sum (`ld_reduce`: the switch reads the packet from
+/// every GPU and sums the answers), then stores the sum to the multicast group of all GPUs (`multimem.st`),
+/// which the switch copies to every other GPU.
+#[derive(Debug)]
+pub struct SwitchReduce {
+    n: usize,
+    seed: u64,
+    extension: bool,
+    packets: u64,
+    last_elements: usize,
+    own_next: Vec<u64>,
+    own_end: Vec<u64>,
+    /// Answers to the switches' reads, which must leave on the port the read came in on: [gpu][port].
+    answers: Vec<Vec<VecDeque<Outgoing>>>,
+    /// Sums to multicast: [gpu].
+    results: Vec<VecDeque<Outgoing>>,
+    /// Ports of each GPU that lead to a switch: [gpu][port].
+    to_switch: Vec<Vec<bool>>,
+    finals: Vec<u64>,
+    check: Check,
+}
+
+impl SwitchReduce {
+    /// An all-reduce of `bytes` over `n` GPUs whose ports `to_switch[g][p]` lead to switches with their
+    /// collective engines configured ([`crate::net::Net::configure_nvls`]).
+    pub fn new(bytes: u64, to_switch: Vec<Vec<bool>>, extension: bool, seed: u64) -> SwitchReduce {
+        let n = to_switch.len();
+        let elements = (bytes / 4).max(1);
+        let packets = elements.div_ceil(PER_PACKET as u64);
+        let last_elements = (elements - (packets - 1) * PER_PACKET as u64) as usize;
+        let slice = |g: usize| (packets * g as u64 / n as u64, packets * (g as u64 + 1) / n as u64);
+        SwitchReduce {
+            n,
+            seed,
+            extension,
+            packets,
+            last_elements,
+            own_next: (0..n).map(|g| slice(g).0).collect(),
+            own_end: (0..n).map(|g| slice(g).1).collect(),
+            answers: to_switch
+                .iter()
+                .map(|ports| ports.iter().map(|_| VecDeque::new()).collect())
+                .collect(),
+            results: (0..n).map(|_| VecDeque::new()).collect(),
+            to_switch,
+            finals: vec![0; n],
+            check: Check::default(),
+        }
+    }
+
+    /// The verdict so far.
+    pub fn check(&self) -> Check {
+        self.check
+    }
+
+    #[doc(hidden)]
+    pub fn debug_state(&self) -> String {
+        (0..self.n)
+            .map(|g| {
+                format!(
+                    "gpu {g}: own {}/{} answers {:?} results {} finals {}\n",
+                    self.own_next[g],
+                    self.own_end[g],
+                    self.answers[g].iter().map(VecDeque::len).collect::<Vec<_>>(),
+                    self.results[g].len(),
+                    self.finals[g]
+                )
+            })
+            .collect()
+    }
+
+    fn elements(&self, packet: u64) -> usize {
+        if packet + 1 == self.packets {
+            self.last_elements
+        } else {
+            PER_PACKET
+        }
+    }
+
+    fn total_weight(&self) -> u32 {
+        (1..=self.n as u32).fold(0u32, u32::wrapping_add)
+    }
+
+    fn verify_sum(&mut self, p: &Received, packet: u64) -> bool {
+        let (seed, w, count) = (self.seed, self.total_weight(), self.n as u32);
+        let first = packet * PER_PACKET as u64;
+        let ok = packet < self.packets
+            && elements_of(p, self.extension, self.elements(packet))
+                .enumerate()
+                .all(|(e, v)| v == sum_of(seed, first + e as u64, w, count));
+        if ok {
+            self.check.packets_verified += 1;
+        } else {
+            self.check.wrong += 1;
+        }
+        ok
+    }
+}
+
+impl App for SwitchReduce {
+    fn next(
+        &mut self,
+        _now: Instant,
+        gpu: usize,
+        port: usize,
+        fits: &dyn Fn(Vc, usize) -> bool,
+    ) -> Option<Outgoing> {
+        if !self.to_switch[gpu].get(port).copied().unwrap_or(false) {
+            return None;
+        }
+        for queue in [&mut self.answers[gpu][port], &mut self.results[gpu]] {
+            if let Some(front) = queue.front() {
+                if fits(front.vc, front.payload.len()) {
+                    self.check.packets_sent += 1;
+                    return queue.pop_front();
+                }
+                return None;
+            }
+        }
+        if self.own_next[gpu] < self.own_end[gpu] {
+            let packet = self.own_next[gpu];
+            let payload: heapless::Vec<Flit, 9> = if self.extension {
+                core::iter::once([0; FLIT_LEN]).collect()
+            } else {
+                heapless::Vec::new()
+            };
+            let request = Outgoing {
+                dest: wire::NVLS_ENGINE,
+                vc: Vc::Request,
+                tl: wire::header(
+                    wire::OP_REDUCE_READ,
+                    wire::NVLS_ENGINE,
+                    gpu as u16,
+                    true,
+                    packet as u32,
+                ),
+                payload,
+                multicast: Some(wire::NVLS_ENGINE),
+            };
+            if fits(request.vc, request.payload.len()) {
+                self.own_next[gpu] += 1;
+                self.check.packets_sent += 1;
+                return Some(request);
+            }
+        }
+        None
+    }
+
+    fn receive(&mut self, _now: Instant, gpu: usize, port: usize, p: Received) -> bool {
+        let packet = u64::from(wire::offset(p.tl));
+        let seed = self.seed;
+        match wire::opcode(p.tl) {
+            wire::OP_READ => {
+                // The switch reads this GPU's input for a packet someone asked the sum of.
+                let (_, requester, _) = wire::route_fields(p.tl);
+                if packet >= self.packets {
+                    self.check.wrong += 1;
+                    return false;
+                }
+                let first = packet * PER_PACKET as u64;
+                let g = gpu as u32 + 1;
+                let answer = Outgoing {
+                    dest: wire::NVLS_ENGINE,
+                    vc: Vc::Response,
+                    tl: wire::header(
+                        wire::OP_READ_DATA,
+                        wire::NVLS_ENGINE,
+                        requester,
+                        true,
+                        packet as u32,
+                    ),
+                    payload: payload_of(first, self.elements(packet), self.extension, |i| {
+                        sum_of(seed, i, g, 1)
+                    }),
+                    multicast: Some(wire::NVLS_ENGINE),
+                };
+                if let Some(q) = self.answers[gpu].get_mut(port) {
+                    q.push_back(answer);
+                }
+                true
+            }
+            wire::OP_REDUCE_DATA => {
+                if !self.verify_sum(&p, packet) {
+                    return false;
+                }
+                self.finals[gpu] += 1;
+                let result = Outgoing {
+                    dest: wire::NVLS_ALL,
+                    vc: Vc::Posted,
+                    tl: wire::header(OP_RESULT, wire::NVLS_ALL, gpu as u16, true, packet as u32),
+                    payload: p.payload,
+                    multicast: Some(wire::NVLS_ALL),
+                };
+                self.results[gpu].push_back(result);
+                true
+            }
+            OP_RESULT => {
+                if self.verify_sum(&p, packet) {
+                    self.finals[gpu] += 1;
+                }
+                false
+            }
+            _ => {
+                self.check.wrong += 1;
+                false
+            }
+        }
+    }
+
+    fn done(&self) -> bool {
+        self.check.wrong > 0 || self.finals.iter().all(|&f| f >= self.packets)
+    }
 }

@@ -27,6 +27,7 @@ use switch_fw::switch::{Arrival, Destination, Forward, Switch};
 
 use crate::manager::Fabric;
 use crate::topology::{NodeKind, Topology};
+use crate::wire;
 
 /// Replay buffer of every simulated data link (packets).
 pub const REPLAY: usize = 511;
@@ -34,7 +35,10 @@ pub const REPLAY: usize = 511;
 /// the fastest trunks.
 pub const RX_FLITS: usize = 4096;
 /// Packets a switch input can hold.
-pub const SWITCH_SLOTS: usize = 1024;
+pub const SWITCH_SLOTS: usize = 8192;
+/// Chunks a switch's reduction engine holds in progress: enough to cover a round trip of reads at the
+/// rate of all its links.
+pub const REDUCTIONS: usize = 512;
 /// Units moved per link event (one longest packet).
 const BURST: usize = MAX_PACKET_FLITS;
 
@@ -67,8 +71,8 @@ pub trait App {
         port: usize,
         fits: &dyn Fn(Vc, usize) -> bool,
     ) -> Option<Outgoing>;
-    /// GPU `gpu` received `packet`. Returns true if GPUs may now have more to send.
-    fn receive(&mut self, now: Instant, gpu: usize, packet: Received) -> bool;
+    /// GPU `gpu` received `packet` on its port `port`. Returns true if GPUs may now have more to send.
+    fn receive(&mut self, now: Instant, gpu: usize, port: usize, packet: Received) -> bool;
     /// Whether the work is finished.
     fn done(&self) -> bool;
 }
@@ -145,6 +149,96 @@ struct Direction {
     up: bool,
 }
 
+impl Nvls {
+    /// A packet for the engine: an `ld_reduce` request, or a GPU's answer to one of the engine's reads.
+    fn receive(
+        &mut self,
+        core: &mut Switch<64, SWITCH_SLOTS, REDUCTIONS>,
+        held: &mut Vec<Option<Held>>,
+        free: &mut Vec<u32>,
+        port: usize,
+        p: Received,
+    ) {
+        let (_, requester, _) = wire::route_fields(p.tl);
+        match wire::opcode(p.tl) {
+            wire::OP_REDUCE_READ => self.pending.push_back((requester, wire::offset(p.tl))),
+            wire::OP_READ_DATA => {
+                let skip = usize::from(self.extension);
+                let mut data = [0u8; 128];
+                let mut len = 0;
+                for flit in p.payload.iter().skip(skip).take(8) {
+                    data[len..len + FLIT_LEN].copy_from_slice(flit);
+                    len += FLIT_LEN;
+                }
+                let Ok(Some(sum)) =
+                    core.reducer
+                        .contribute(port, requester, wire::offset(p.tl), &data[..len])
+                else {
+                    return;
+                };
+                self.active -= 1;
+                let mut payload = heapless::Vec::new();
+                if self.extension {
+                    let _ = payload.push([0; FLIT_LEN]);
+                }
+                for chunk in sum.data[..usize::from(sum.len)].chunks(FLIT_LEN) {
+                    let mut flit = [0u8; FLIT_LEN];
+                    flit[..chunk.len()].copy_from_slice(chunk);
+                    let _ = payload.push(flit);
+                }
+                let tl = wire::header(wire::OP_REDUCE_DATA, requester, 0, false, sum.chunk);
+                inject(
+                    core,
+                    held,
+                    free,
+                    Held {
+                        vc: Vc::Response,
+                        tl,
+                        payload,
+                        copies: 1,
+                    },
+                    Destination::Unicast(requester),
+                );
+            }
+            _ => {}
+        }
+    }
+}
+
+/// A slot in a switch's table of held packets.
+fn take_handle(held: &mut Vec<Option<Held>>, free: &mut Vec<u32>) -> u32 {
+    match free.pop() {
+        Some(h) => h,
+        None => {
+            held.push(None);
+            (held.len() - 1) as u32
+        }
+    }
+}
+
+/// Queue a packet the switch originates.
+fn inject(
+    core: &mut Switch<64, SWITCH_SLOTS, REDUCTIONS>,
+    held: &mut Vec<Option<Held>>,
+    free: &mut Vec<u32>,
+    packet: Held,
+    destination: Destination,
+) {
+    let handle = take_handle(held, free);
+    let flits = 1 + packet.payload.len() as u8;
+    let arrival = Arrival {
+        handle,
+        vc: packet.vc.index() as u8,
+        flits,
+        destination,
+        source: None,
+    };
+    match core.inject(arrival) {
+        Ok(copies) => held[handle as usize] = Some(Held { copies, ..packet }),
+        Err(_) => free.push(handle),
+    }
+}
+
 /// What a switch holds for a packet between arrival and the last copy leaving.
 #[derive(Clone, Debug)]
 struct Held {
@@ -158,10 +252,27 @@ struct Held {
 enum NodeState {
     Gpu,
     Switch {
-        core: Box<Switch<64, SWITCH_SLOTS>>,
+        core: Box<Switch<64, SWITCH_SLOTS, REDUCTIONS>>,
         held: Vec<Option<Held>>,
         free: Vec<u32>,
+        nvls: Nvls,
+        /// Per port and channel, a packet the switch could not take yet.
+        staged: Vec<[Option<Received>; 4]>,
     },
+}
+
+/// A switch's collective engine (NVLink SHARP, as NCCL's NVLS uses it): a GPU's `ld_reduce` of a packet
+/// makes the switch read that packet from every GPU, sum the answers in its reduction engine, and return
+/// the sum.
+#[derive(Debug, Default)]
+struct Nvls {
+    /// Ports that lead to GPUs, and the GPU (endpoint) behind each.
+    gpu_ports: Vec<(usize, u16)>,
+    /// `ld_reduce` requests waiting for a free accumulator: (requester, packet).
+    pending: VecDeque<(u16, u32)>,
+    /// Reductions under way.
+    active: usize,
+    extension: bool,
 }
 
 /// Counters of a run.
@@ -246,14 +357,17 @@ impl Net {
             nodes.push(match topology.nodes[x].kind {
                 NodeKind::Gpu => NodeState::Gpu,
                 NodeKind::Switch => {
-                    let mut core: Box<Switch<64, SWITCH_SLOTS>> = Box::default();
+                    let mut core: Box<Switch<64, SWITCH_SLOTS, REDUCTIONS>> = Box::default();
                     for &(_, address, value) in fabric.program.iter().filter(|(node, _, _)| *node == x) {
                         core.write_register(address, value).map_err(|e| e.to_string())?;
                     }
+                    let staged = (0..fabric.port_count(x)).map(|_| Default::default()).collect();
                     NodeState::Switch {
                         core,
                         held: Vec::new(),
                         free: Vec::new(),
+                        nvls: Nvls::default(),
+                        staged,
                     }
                 }
             });
@@ -317,6 +431,78 @@ impl Net {
             }
         }
         out
+    }
+
+    #[doc(hidden)]
+    pub fn debug_state(&self) -> String {
+        let mut out = String::new();
+        for (x, n) in self.nodes.iter().enumerate() {
+            if let NodeState::Switch { core, nvls, held, .. } = n {
+                out += &format!(
+                    "switch {x}: pending {} active {} free {} reducing {} held {} idle {}\n",
+                    nvls.pending.len(),
+                    nvls.active,
+                    core.free_slots(),
+                    core.reducer.in_progress(),
+                    held.iter().filter(|h| h.is_some()).count(),
+                    core.is_idle()
+                );
+            }
+            for (p, l) in self.links[x].iter().enumerate() {
+                if x == 8 || x < 2 {
+                    out += &format!(
+                        "  node {x} port {p}: credit {:?} unacked {} waiting {}\n",
+                        Vc::ALL.map(|v| l.credit(v)),
+                        l.unacknowledged(),
+                        l.received_waiting()
+                    );
+                }
+            }
+        }
+        out
+    }
+
+    /// Set every switch up for switch reductions: its multicast group [`wire::NVLS_ALL`] reaches all the
+    /// GPUs behind it, and one reduction group per GPU sums answers from all of them. `extension` says
+    /// whether requests carry NVLink's address-extension flit.
+    pub fn configure_nvls(&mut self, extension: bool) -> Result<(), String> {
+        use switch_fw::reduce::{Element, ReductionGroup};
+        for node in 0..self.nodes.len() {
+            let gpu_ports: Vec<(usize, u16)> = (0..self.fabric.port_count(node))
+                .filter_map(|p| {
+                    let (peer, _) = self.fabric.peer(node, p);
+                    self.gpu_of_node[peer].map(|g| (p, g as u16))
+                })
+                .collect();
+            let NodeState::Switch { core, nvls, .. } = &mut self.nodes[node] else {
+                continue;
+            };
+            if gpu_ports.len() < 2 {
+                continue;
+            }
+            let set = gpu_ports
+                .iter()
+                .fold(switch_fw::PortSet::EMPTY, |s, &(p, _)| s.with(p));
+            core.multicast
+                .set(wire::NVLS_ALL, set)
+                .map_err(|e| e.to_string())?;
+            for &(_, g) in &gpu_ports {
+                let group = ReductionGroup {
+                    contributors: set,
+                    result_group: wire::NVLS_ALL,
+                    element: Element::U32,
+                };
+                core.reducer
+                    .set(g, Some(group))
+                    .map_err(|e| format!("switch reduction: {e}"))?;
+            }
+            *nvls = Nvls {
+                gpu_ports,
+                extension,
+                ..Nvls::default()
+            };
+        }
+        Ok(())
     }
 
     /// Program a switch's multicast group (by node index).
@@ -455,7 +641,7 @@ impl Net {
         let mut more = false;
         while let Some(p) = self.links[node][port].recv() {
             self.stats.packets_delivered += 1;
-            more |= app.receive(self.now, gpu, p);
+            more |= app.receive(self.now, gpu, port, p);
         }
         if more {
             self.fill_all(app);
@@ -499,49 +685,102 @@ impl Net {
     }
 
     fn switch_received(&mut self, node: usize, port: usize) {
-        let NodeState::Switch { core, held, free } = &mut self.nodes[node] else {
+        let NodeState::Switch {
+            core,
+            held,
+            free,
+            nvls,
+            staged,
+        } = &mut self.nodes[node]
+        else {
             return;
         };
-        while core.has_room(port) {
-            let Some(p) = self.links[node][port].recv() else {
+        // Per channel, so that a channel whose buffer share is full never holds up another.
+        for vc in Vc::ALL {
+            loop {
+                let slot = &mut staged[port][vc.index()];
+                let Some(p) = slot.take().or_else(|| self.links[node][port].recv_on(vc)) else {
+                    break;
+                };
+                let (dest, source, multicast) = wire::route_fields(p.tl);
+                if multicast == Some(wire::NVLS_ENGINE) {
+                    nvls.receive(core, held, free, port, p);
+                    continue;
+                }
+                let handle = take_handle(held, free);
+                let destination = match multicast {
+                    Some(group) => Destination::Multicast(group),
+                    None => Destination::Unicast(dest),
+                };
+                let flits = 1 + p.payload.len() as u8;
+                let arrival = Arrival {
+                    handle,
+                    vc: vc.index() as u8,
+                    flits,
+                    destination,
+                    source: Some(source),
+                };
+                match core.ingress(port, arrival) {
+                    Ok(copies) => {
+                        held[handle as usize] = Some(Held {
+                            vc,
+                            tl: p.tl,
+                            payload: p.payload,
+                            copies,
+                        })
+                    }
+                    Err(e) => {
+                        free.push(handle);
+                        if e == (switch_fw::SwitchError::BufferFull { port }) {
+                            // Not now: keep it and offer it again when packets have left.
+                            staged[port][vc.index()] = Some(p);
+                            break;
+                        }
+                    }
+                }
+            }
+        }
+        self.pump_nvls(node);
+    }
+
+    /// Start the switch reductions there is room for: read the packet from every GPU.
+    fn pump_nvls(&mut self, node: usize) {
+        let NodeState::Switch {
+            core,
+            held,
+            free,
+            nvls,
+            ..
+        } = &mut self.nodes[node]
+        else {
+            return;
+        };
+        while nvls.active < REDUCTIONS && core.free_slots() >= 2 * nvls.gpu_ports.len() + nvls.active {
+            let Some((requester, packet)) = nvls.pending.pop_front() else {
                 break;
             };
-            let (dest, source, multicast) = crate::wire::route_fields(p.tl);
-            let handle = match free.pop() {
-                Some(h) => h,
-                None => {
-                    held.push(None);
-                    (held.len() - 1) as u32
-                }
-            };
-            let destination = match multicast {
-                Some(group) => Destination::Multicast(group),
-                None => Destination::Unicast(dest),
-            };
-            let arrival = Arrival {
-                handle,
-                vc: p.vc.index() as u8,
-                flits: 1 + p.payload.len() as u8,
-                destination,
-                source: Some(source),
-            };
-            match core.ingress(port, arrival) {
-                Ok(copies) => {
-                    held[handle as usize] = Some(Held {
-                        vc: p.vc,
-                        tl: p.tl,
-                        payload: p.payload,
-                        copies,
-                    })
-                }
-                Err(_) => free.push(handle),
+            nvls.active += 1;
+            for &(_, gpu) in &nvls.gpu_ports {
+                let tl = wire::header(wire::OP_READ, gpu, requester, false, packet);
+                let payload = if nvls.extension {
+                    core::iter::once([0; FLIT_LEN]).collect()
+                } else {
+                    heapless::Vec::new()
+                };
+                let read = Held {
+                    vc: Vc::Request,
+                    tl,
+                    payload,
+                    copies: 1,
+                };
+                inject(core, held, free, read, Destination::Unicast(gpu));
             }
         }
     }
 
     fn switch_forward(&mut self, node: usize) {
         loop {
-            let NodeState::Switch { core, held, free } = &mut self.nodes[node] else {
+            let NodeState::Switch { core, held, free, .. } = &mut self.nodes[node] else {
                 return;
             };
             let links = &mut self.links[node];
@@ -579,12 +818,17 @@ impl Net {
                 let (t, end) = self.fabric.ports[node][port];
                 self.kick(t, end);
             }
-            // Room freed at the inputs lets waiting packets in; more may then be forwardable.
+            // Room freed at the inputs lets waiting and staged packets in; more may then be forwardable.
             for port in 0..self.links[node].len() {
-                if self.links[node][port].received_waiting() {
+                let staged = match &self.nodes[node] {
+                    NodeState::Switch { staged, .. } => staged[port].iter().any(Option::is_some),
+                    NodeState::Gpu => false,
+                };
+                if staged || self.links[node][port].received_waiting() {
                     self.switch_received(node, port);
                 }
             }
+            self.pump_nvls(node);
         }
     }
 }

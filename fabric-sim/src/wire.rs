@@ -6,6 +6,18 @@
 
 /// Opcode of a posted write of collective data.
 pub const OP_WRITE: u64 = 0x02;
+/// A GPU asks a switch's collective engine for the sum of a packet over all GPUs (`ld_reduce`).
+pub const OP_REDUCE_READ: u64 = 0x08;
+/// The switch's engine reads a packet from a GPU (source field: the GPU that asked for the sum).
+pub const OP_READ: u64 = 0x09;
+/// A GPU's answer to [`OP_READ`], to the switch's engine (source field: who asked for the sum).
+pub const OP_READ_DATA: u64 = 0x0A;
+/// The switch's sum, to the GPU that asked.
+pub const OP_REDUCE_DATA: u64 = 0x0B;
+/// The multicast group of every switch's collective engine: packets for it stop at the first switch.
+pub const NVLS_ENGINE: u16 = 63;
+/// The multicast group that reaches every GPU behind a switch.
+pub const NVLS_ALL: u16 = 62;
 
 /// A header: `opcode`, destination (endpoint, or group when `multicast`), source, and a 32-bit offset.
 pub const fn header(opcode: u64, dest: u16, source: u16, multicast: bool, offset: u32) -> u64 {

@@ -48,3 +48,30 @@ fn ring_collectives_check_out() {
         }
     }
 }
+
+#[test]
+fn switch_reduction_checks_out() {
+    use fabric_sim::collective::SwitchReduce;
+    for topo in ["dgx-a100", "dgx-h100"] {
+        let t = Topology::builtin(topo).unwrap();
+        let mut net = Net::new(&t, &[], DlConfig::default(), 1).unwrap();
+        net.configure_nvls(true).unwrap();
+        for bytes in [4u64, 1000, 128 * 1024, 1 << 22] {
+            let f = net.fabric();
+            let to_switch = (0..8)
+                .map(|g| (0..f.port_count(f.gpus[g])).map(|_| true).collect())
+                .collect();
+            let start = net.now();
+            let mut app = SwitchReduce::new(bytes, to_switch, true, 7);
+            let done = net.run(&mut app, Instant(net.now().as_ps() + 10_000_000_000));
+            let c = app.check();
+            assert!(done && c.wrong == 0, "{topo} {bytes}: {c:?}");
+            let us = (net.now().as_ps() - start.as_ps()) as f64 / 1e6;
+            let algbw = bytes as f64 / us / 1e3;
+            eprintln!(
+                "{topo} switch-reduce {bytes}: {us:.2} us algbw {algbw:.1} busbw {:.1}",
+                algbw * 1.75
+            );
+        }
+    }
+}

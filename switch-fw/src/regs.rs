@@ -48,7 +48,7 @@ fn half(mask: PortSet, high: bool) -> u32 {
     }
 }
 
-impl<const PORTS: usize, const SLOTS: usize> Switch<PORTS, SLOTS> {
+impl<const PORTS: usize, const SLOTS: usize, const REDUCE: usize> Switch<PORTS, SLOTS, REDUCE> {
     /// Write a register.
     pub fn write_register(&mut self, address: u32, value: u32) -> Result<(), SwitchError> {
         let bad = SwitchError::BadRegister { address };

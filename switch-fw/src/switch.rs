@@ -19,9 +19,6 @@ use crate::route::{Flow, RouteTable};
 use crate::voq::{Descriptor, Voqs};
 use crate::{EndpointId, SwitchError, VCS};
 
-/// Chunks the reduction engine can hold in progress.
-pub const REDUCTION_SLOTS: usize = 64;
-
 /// Where a packet goes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
@@ -89,9 +86,10 @@ pub struct SwitchCounters {
     pub reductions: u64,
 }
 
-/// A switch of `PORTS` ports whose inputs each queue up to `SLOTS` packets.
+/// A switch of `PORTS` ports sharing a buffer of `SLOTS` packets, whose reduction engine holds `REDUCE`
+/// chunks in progress.
 #[derive(Clone, Debug)]
-pub struct Switch<const PORTS: usize, const SLOTS: usize> {
+pub struct Switch<const PORTS: usize, const SLOTS: usize, const REDUCE: usize = 64> {
     /// Destination endpoint to output ports.
     pub routes: RouteTable,
     /// Endpoint partitions.
@@ -99,7 +97,7 @@ pub struct Switch<const PORTS: usize, const SLOTS: usize> {
     /// Multicast groups.
     pub multicast: Multicast,
     /// In-switch reduction.
-    pub reducer: Reducer<REDUCTION_SLOTS>,
+    pub reducer: Reducer<REDUCE>,
     /// Virtual output queues; input `PORTS` is the reduction engine.
     queues: Voqs<PORTS, SLOTS>,
     /// Per output: requesters with a packet queued for it.
@@ -112,13 +110,13 @@ pub struct Switch<const PORTS: usize, const SLOTS: usize> {
     counters: SwitchCounters,
 }
 
-impl<const PORTS: usize, const SLOTS: usize> Default for Switch<PORTS, SLOTS> {
+impl<const PORTS: usize, const SLOTS: usize, const REDUCE: usize> Default for Switch<PORTS, SLOTS, REDUCE> {
     fn default() -> Self {
         Switch::new()
     }
 }
 
-impl<const PORTS: usize, const SLOTS: usize> Switch<PORTS, SLOTS> {
+impl<const PORTS: usize, const SLOTS: usize, const REDUCE: usize> Switch<PORTS, SLOTS, REDUCE> {
     const VALID: () = assert!(PORTS > 0 && PORTS <= crate::MAX_PORTS, "1 to 64 ports");
 
     /// An empty switch: no routes, everything in partition 0, no groups.
@@ -150,13 +148,19 @@ impl<const PORTS: usize, const SLOTS: usize> Switch<PORTS, SLOTS> {
         self.queues.used(input)
     }
 
-    /// Whether `input` has room for another packet: what the input's link may deliver to the switch.
-    pub fn has_room(&self, input: usize) -> bool {
-        input <= PORTS && self.queues.has_room(input)
+    /// Whether `input` has room for another packet on `vc`: what the input's link may deliver.
+    pub fn has_room(&self, input: usize, vc: usize) -> bool {
+        input <= PORTS && self.queues.has_room(input, vc)
+    }
+
+    /// Buffer slots free (what the switch's engine may still inject).
+    pub fn free_slots(&self) -> usize {
+        self.queues.free_slots()
     }
 
     /// A packet arrived at `port`. Returns the number of copies queued (more than one for multicast), or
-    /// why it was dropped (counted).
+    /// why it was refused (counted); a refused packet left nothing queued. [`SwitchError::BufferFull`]
+    /// means "not now": the caller keeps the packet and offers it again once packets have left.
     pub fn ingress(&mut self, port: usize, packet: Arrival) -> Result<usize, SwitchError> {
         if port >= PORTS {
             return Err(SwitchError::NoSuchPort { port });
@@ -185,6 +189,12 @@ impl<const PORTS: usize, const SLOTS: usize> Switch<PORTS, SLOTS> {
         self.enqueue(PORTS, packet)
     }
 
+    /// Queue a packet that the switch itself originates (its reduction or collective engine), from the
+    /// engine's input `PORTS`.
+    pub fn inject(&mut self, packet: Arrival) -> Result<usize, SwitchError> {
+        self.enqueue(PORTS, packet)
+    }
+
     fn enqueue(&mut self, input: usize, packet: Arrival) -> Result<usize, SwitchError> {
         let vc = usize::from(packet.vc);
         if vc >= VCS {
@@ -205,8 +215,21 @@ impl<const PORTS: usize, const SLOTS: usize> Switch<PORTS, SLOTS> {
             flits: packet.flits,
             arrived: self.cycle,
         };
+        let outputs = PortSet(
+            outputs.0
+                & if PORTS >= 64 {
+                    u64::MAX
+                } else {
+                    (1u64 << PORTS) - 1
+                },
+        );
+        // All copies or none: a multicast half queued would leave the caller unsure what it still owns.
+        if self.queues.room(input, vc) < outputs.len() as usize {
+            self.counters.buffer_drops += 1;
+            return Err(SwitchError::BufferFull { port: input });
+        }
         let mut copies = 0usize;
-        for output in outputs.iter().filter(|&o| o < PORTS) {
+        for output in outputs.iter() {
             if !self.queues.push(input, vc, output, descriptor) {
                 self.counters.buffer_drops += 1;
                 return Err(SwitchError::BufferFull { port: input });

@@ -1,7 +1,10 @@
 //! Virtual output queues: one queue per (input, virtual channel, output), so that a packet waiting for a
 //! busy output never blocks one behind it bound elsewhere (no head-of-line blocking). All queues share one
-//! pool of `SLOTS` descriptors, linked in place, as a switch's shared buffer does; each input may hold at
-//! most its share, `SLOTS / (PORTS + 1)`, so no input can starve the others of buffer.
+//! pool of `SLOTS` descriptors, linked in place, as a switch's shared buffer does; each (port, virtual
+//! channel) may hold at most its share, `SLOTS / ((PORTS + 1) * VCS)`, so that no input, and no channel,
+//! can take the buffer another needs to make progress (virtual channels must stay independent, or the
+//! protocols above them can deadlock). The switch's own engine (input `PORTS`) may use whatever is free:
+//! it bounds its own work.
 
 use crate::arbiter::INPUTS;
 use crate::VCS;
@@ -26,7 +29,7 @@ pub struct Voqs<const PORTS: usize, const SLOTS: usize> {
     pool: [Descriptor; SLOTS],
     next: [u16; SLOTS],
     free: u16,
-    used: [u16; INPUTS],
+    used: [[u16; VCS]; INPUTS],
     head: [[[u16; PORTS]; VCS]; INPUTS],
     tail: [[[u16; PORTS]; VCS]; INPUTS],
 }
@@ -41,7 +44,7 @@ impl<const PORTS: usize, const SLOTS: usize> Default for Voqs<PORTS, SLOTS> {
             pool: [Descriptor::default(); SLOTS],
             next,
             free: if SLOTS > 0 { 0 } else { NIL },
-            used: [0; INPUTS],
+            used: [[0; VCS]; INPUTS],
             head: [[[NIL; PORTS]; VCS]; INPUTS],
             tail: [[[NIL; PORTS]; VCS]; INPUTS],
         }
@@ -51,19 +54,46 @@ impl<const PORTS: usize, const SLOTS: usize> Default for Voqs<PORTS, SLOTS> {
 impl<const PORTS: usize, const SLOTS: usize> Voqs<PORTS, SLOTS> {
     const FITS: () = assert!(SLOTS < NIL as usize, "at most 65534 descriptors");
 
-    /// Descriptors each input may hold.
+    /// Descriptors each (port, virtual channel) may hold.
     pub const fn share() -> usize {
-        SLOTS / (PORTS + 1)
+        SLOTS / ((PORTS + 1) * VCS)
     }
 
-    /// Descriptors `input` holds.
+    /// Descriptors `input` holds, all channels.
     pub fn used(&self, input: usize) -> usize {
-        self.used.get(input).map_or(0, |&n| usize::from(n))
+        self.used
+            .get(input)
+            .map_or(0, |u| u.iter().map(|&n| usize::from(n)).sum())
     }
 
-    /// Whether `input` may queue another packet (one copy).
-    pub fn has_room(&self, input: usize) -> bool {
-        self.free != NIL && self.used(input) < Self::share()
+    /// Whether `input` may queue another packet (one copy) on `vc`.
+    pub fn has_room(&self, input: usize, vc: usize) -> bool {
+        let used = self
+            .used
+            .get(input)
+            .and_then(|u| u.get(vc))
+            .map_or(usize::MAX, |&n| usize::from(n));
+        self.free != NIL && (input == PORTS || used < Self::share())
+    }
+
+    /// How many more packets (copies) `input` may queue on `vc`.
+    pub fn room(&self, input: usize, vc: usize) -> usize {
+        let used = self
+            .used
+            .get(input)
+            .and_then(|u| u.get(vc))
+            .map_or(usize::MAX, |&n| usize::from(n));
+        let pool = self.free_slots();
+        if input == PORTS {
+            pool
+        } else {
+            Self::share().saturating_sub(used).min(pool)
+        }
+    }
+
+    /// Descriptors free in the pool.
+    pub fn free_slots(&self) -> usize {
+        SLOTS - (0..INPUTS).map(|i| self.used(i)).sum::<usize>()
     }
 
     /// Whether the queue of (`input`, `vc`, `output`) is empty.
@@ -76,7 +106,7 @@ impl<const PORTS: usize, const SLOTS: usize> Voqs<PORTS, SLOTS> {
     pub fn push(&mut self, input: usize, vc: usize, output: usize, d: Descriptor) -> bool {
         #[allow(clippy::let_unit_value)]
         let () = Self::FITS;
-        if input >= INPUTS || vc >= VCS || output >= PORTS || !self.has_room(input) {
+        if input >= INPUTS || vc >= VCS || output >= PORTS || !self.has_room(input, vc) {
             return false;
         }
         let slot = self.free;
@@ -89,7 +119,7 @@ impl<const PORTS: usize, const SLOTS: usize> Voqs<PORTS, SLOTS> {
             t => self.next[usize::from(t)] = slot,
         }
         self.tail[input][vc][output] = slot;
-        self.used[input] += 1;
+        self.used[input][vc] += 1;
         true
     }
 
@@ -112,7 +142,7 @@ impl<const PORTS: usize, const SLOTS: usize> Voqs<PORTS, SLOTS> {
         }
         self.next[s] = self.free;
         self.free = h;
-        self.used[input] -= 1;
+        self.used[input][vc] -= 1;
         Some(self.pool[s])
     }
 }
@@ -122,21 +152,32 @@ mod tests {
     use super::*;
 
     #[test]
-    fn queues_are_fifo_and_inputs_keep_to_their_share() {
-        let mut q: Voqs<4, 15> = Voqs::default();
-        assert_eq!(Voqs::<4, 15>::share(), 3);
-        let d = |handle| Descriptor { handle, flits: 9, arrived: 0 };
+    fn queues_are_fifo_and_channels_keep_to_their_share() {
+        let mut q: Voqs<4, 60> = Voqs::default();
+        assert_eq!(Voqs::<4, 60>::share(), 3);
+        let d = |handle| Descriptor {
+            handle,
+            flits: 9,
+            arrived: 0,
+        };
         assert!(q.push(0, 1, 2, d(10)));
-        assert!(q.push(0, 0, 3, d(20)));
+        assert!(q.push(0, 1, 3, d(20)));
         assert!(q.push(0, 1, 2, d(11)));
-        assert!(!q.push(0, 1, 2, d(12)), "input 0's share is used");
-        assert!(q.push(1, 1, 2, d(30)), "input 1 still has room");
+        assert!(!q.push(0, 1, 2, d(12)), "input 0, channel 1: share used");
+        assert!(q.push(0, 2, 2, d(13)), "another channel still has room");
+        assert!(q.push(1, 1, 2, d(30)), "another input still has room");
+        assert!(
+            q.push(4, 1, 2, d(40))
+                && q.push(4, 1, 2, d(41))
+                && q.push(4, 1, 2, d(42))
+                && q.push(4, 1, 2, d(43)),
+            "the engine is not held to a share"
+        );
         assert_eq!(q.pop(0, 1, 2).map(|d| d.handle), Some(10));
         assert_eq!(q.pop(0, 1, 2).map(|d| d.handle), Some(11));
         assert_eq!(q.pop(0, 1, 2), None);
-        assert!(q.is_empty(0, 1, 2) && !q.is_empty(0, 0, 3));
-        assert_eq!((q.used(0), q.used(1)), (1, 1));
-        assert!(!q.push(4, 0, 0, d(1)) || INPUTS > 4);
+        assert!(q.is_empty(0, 1, 2) && !q.is_empty(0, 1, 3));
+        assert_eq!((q.used(0), q.used(1), q.free_slots()), (2, 1, 60 - 7));
         assert!(!q.push(0, 4, 0, d(1)) && !q.push(0, 0, 4, d(1)), "out of range");
     }
 }

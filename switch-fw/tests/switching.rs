@@ -9,7 +9,7 @@ use switch_fw::reduce::{Element, ReductionGroup};
 use switch_fw::switch::{Arrival, Destination, Forward, Switch};
 use switch_fw::{PortSet, SwitchError};
 
-type S = Switch<8, 64>;
+type S = Switch<8, 512>;
 
 fn switch() -> S {
     let mut s = S::new();
