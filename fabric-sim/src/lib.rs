@@ -5,10 +5,12 @@
 //! - [`topology`]: built-in systems (mesh, DGX-1, DGX A100, DGX H100, PCIe, a 256-GPU fat tree) and TOML.
 //! - [`manager`]: the fabric manager: link ganging, endpoint IDs, up*/down* routes, switch programming.
 //! - [`net`]: the running fabric and its event loop; [`wire`]: the header fields it routes on.
+//! - [`collective`]: collectives that move checked data; [`run`]: sweeps over message sizes.
 #![warn(missing_docs)]
 
 pub mod collective;
 pub mod manager;
 pub mod net;
+pub mod run;
 pub mod topology;
 pub mod wire;

@@ -601,7 +601,15 @@ impl<const REPLAY: usize, const RX_FLITS: usize> DataLink<REPLAY, RX_FLITS> {
     /// Copy the packet at `index` of the replay buffer into the transmit buffer with a fresh
     /// acknowledgement and credit return, and seal it with its CRC.
     fn load_packet(&mut self, index: usize) {
-        let Some(stored) = self.replay.iter().nth(index) else { return };
+        // The ring's two slices give constant-time access by index.
+        let (front, back) = self.replay.as_slices();
+        let stored = match front.get(index) {
+            Some(s) => s,
+            None => match back.get(index - front.len()) {
+                Some(s) => s,
+                None => return,
+            },
+        };
         let len = usize::from(stored.flits) * FLIT_LEN;
         self.tx_buf[..len].copy_from_slice(&stored.bytes[..len]);
         self.tx_flits = stored.flits;

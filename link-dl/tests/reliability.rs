@@ -251,3 +251,19 @@ proptest! {
         prop_assert_eq!((r.duplicates, r.corrupted, r.out_of_order), (0, 0, 0));
     }
 }
+
+#[test]
+fn regression_seed_647_two_lanes_ber_1e5() {
+    let mut s = Setup::new(2, Rate::Gen3, 647);
+    s.ber = 1e-5;
+    let traffic = Traffic {
+        packets: 600,
+        payload: 0,
+        vcs: vec![Vc::Snoop],
+        both_ways: false,
+        seed: 647,
+        ..Traffic::default()
+    };
+    let r = s.run(&traffic);
+    assert_exact(&r, "seed 647");
+}

@@ -434,3 +434,22 @@ fn with_unit_alignment_ordered_sets_never_break_a_block() {
         assert!(pair.a.counters().skp_sent > 0);
     }
 }
+
+#[test]
+fn a_partner_that_starts_over_brings_the_other_back_to_training() {
+    let mut s = Setup::new(2, 647);
+    s.timing = Timing::fast();
+    let mut pair = s.pair();
+    assert!(pair.train(LIMIT));
+    // Port A is reset (a firmware restart): B is in L0 and must notice A's training sets.
+    let now = pair.now();
+    pair.a.reset(now);
+    let until = now + Duration::from_ms(20);
+    assert!(
+        pair.run_until(until, |p| p.a.is_up() && p.b.is_up() && p.a.rate() == Rate::Gen3),
+        "A {:?}, B {:?}",
+        pair.a.state(),
+        pair.b.state()
+    );
+    assert!(pair.b.counters().retrains >= 2);
+}

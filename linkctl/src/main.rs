@@ -12,6 +12,7 @@ mod bench;
 mod dl;
 mod link;
 mod phy;
+mod sim;
 
 #[derive(Parser, Debug)]
 #[command(
@@ -38,6 +39,9 @@ enum Command {
     /// Measure per-core throughput against memcpy
     #[command(subcommand)]
     Bench(bench::BenchCommand),
+    /// Collectives on a simulated fabric, reported as nccl-tests reports them
+    #[command(subcommand)]
+    Sim(sim::SimCommand),
 }
 
 fn main() -> ExitCode {
@@ -47,6 +51,7 @@ fn main() -> ExitCode {
         Command::Dl(cmd) => dl::run(cmd).map(|()| ExitCode::SUCCESS),
         Command::Link(cmd) => link::run(cmd),
         Command::Bench(cmd) => bench::run(cmd).map(|()| ExitCode::SUCCESS),
+        Command::Sim(cmd) => sim::run(cmd),
     };
     match result {
         Ok(code) => code,

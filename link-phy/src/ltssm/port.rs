@@ -1083,8 +1083,12 @@ impl Port {
                 let ok = self.lanes_with(TS_TO_LOCK, |l, ts| self.numbered_for(l, ts));
                 let ok = self.latch(ok);
                 self.follow_speed_change();
+                // Training sets without a link number: the partner went back to Polling; so must we.
+                let partner_restarted = self.lanes_with(TS_TO_LOCK, |_, ts| ts.link.is_none()) != 0;
                 if ok == want && want != 0 {
                     self.enter(now, LtssmState::RecoveryRcvrCfg);
+                } else if partner_restarted {
+                    self.restart_from_detect(now);
                 } else if timed_out {
                     if self.at_new_rate {
                         // The new rate does not work on this channel: go back and do not try it again.
@@ -1115,7 +1119,8 @@ impl Port {
 
     fn evaluate_l0(&mut self, now: Instant) {
         let map_mask = self.map.map_or(0, |m| m.physical_mask());
-        let partner_training = self.lanes_with(1, |l, ts| self.numbered_for(l, ts)) & map_mask != 0;
+        // Any training set on the link's lanes: the partner is in Recovery, or started over from Detect.
+        let partner_training = self.lanes_with(1, |_, _| true) & map_mask != 0;
         let target = self.highest_common_rate();
         if self.retrain_requested {
             self.counters.retrain_requests += 1;

@@ -1,0 +1,236 @@
+//! `linkctl sim`: collectives on a simulated fabric, reported as nccl-tests reports them.
+
+use std::io::{IsTerminal, Write};
+use std::process::ExitCode;
+
+use anyhow::{bail, Context};
+use clap::{Args, Subcommand};
+use fabric_sim::collective::Kind;
+use fabric_sim::run::{self, Algo, Report, Sweep};
+use fabric_sim::topology::Topology;
+use link_phy::time::Duration;
+use serde_json::json;
+
+mod plot;
+
+/// Exit status when a result did not check out.
+const EXIT_WRONG: u8 = 3;
+
+#[derive(Subcommand, Debug)]
+pub enum SimCommand {
+    /// All-reduce (sum) of every GPU's buffer
+    Allreduce(SimArgs),
+    /// All-gather: every GPU's slice on every GPU (size is the gathered total)
+    Allgather(SimArgs),
+    /// Reduce-scatter: the sum, a slice on each GPU (size is each GPU's input)
+    Reducescatter(SimArgs),
+    /// Broadcast from GPU 0
+    Broadcast(SimArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct SimArgs {
+    /// Fabric: mesh2, mesh4, dgx1-hcm, dgx-a100, dgx-h100, pcie8, fat-tree-256, or a TOML file
+    #[arg(long, default_value = "dgx-h100")]
+    pub topology: String,
+    /// Smallest message (bytes; K, M, G suffixes are powers of 1024)
+    #[arg(long, default_value = "1K")]
+    pub min: String,
+    /// Largest message
+    #[arg(long, default_value = "64M")]
+    pub max: String,
+    /// Algorithm: ring, or switch-reduce (all-reduce on NVSwitch systems)
+    #[arg(long, default_value = "ring")]
+    pub algo: String,
+    /// Random bit error rate on every link (the data links replay what it corrupts)
+    #[arg(long)]
+    pub ber: Option<f64>,
+    /// Seed of the data and of the errors
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Print one JSON object instead of the table
+    #[arg(long)]
+    pub json: bool,
+    /// Write a plot of bus bandwidth against message size (SVG)
+    #[arg(long, value_name = "FILE")]
+    pub plot: Option<std::path::PathBuf>,
+}
+
+/// `1024`, `64K`, `8M`, `1G` (powers of 1024).
+pub fn parse_size(s: &str) -> anyhow::Result<u64> {
+    let s = s.trim();
+    let (digits, shift) = match s.chars().last() {
+        Some('K' | 'k') => (&s[..s.len() - 1], 10),
+        Some('M' | 'm') => (&s[..s.len() - 1], 20),
+        Some('G' | 'g') => (&s[..s.len() - 1], 30),
+        _ => (s, 0),
+    };
+    let n: u64 = digits
+        .parse()
+        .with_context(|| format!("bad size {s:?}: expected e.g. 4096, 64K, 8M or 1G"))?;
+    n.checked_mul(1 << shift)
+        .filter(|&v| v > 0)
+        .with_context(|| format!("bad size {s:?}"))
+}
+
+fn load_topology(name: &str) -> anyhow::Result<Topology> {
+    if let Some(t) = Topology::builtin(name) {
+        return Ok(t);
+    }
+    if name.ends_with(".toml") || std::path::Path::new(name).exists() {
+        let text = std::fs::read_to_string(name).with_context(|| format!("cannot read topology {name}"))?;
+        return Topology::from_toml(&text).map_err(anyhow::Error::msg);
+    }
+    bail!(
+        "unknown topology {name:?}: built-in ones are {}, or give a TOML file",
+        Topology::BUILTINS.join(", ")
+    )
+}
+
+pub fn run(cmd: SimCommand) -> anyhow::Result<ExitCode> {
+    let (kind, args) = match cmd {
+        SimCommand::Allreduce(a) => (Kind::AllReduce, a),
+        SimCommand::Allgather(a) => (Kind::AllGather, a),
+        SimCommand::Reducescatter(a) => (Kind::ReduceScatter, a),
+        SimCommand::Broadcast(a) => (Kind::Broadcast, a),
+    };
+    let topology = load_topology(&args.topology)?;
+    let algo = match args.algo.as_str() {
+        "ring" => Algo::Ring,
+        "switch-reduce" => Algo::SwitchReduce,
+        "tree" => bail!("--algo tree is not implemented yet; use ring or switch-reduce"),
+        other => bail!("unknown --algo {other:?}: expected ring or switch-reduce"),
+    };
+    let (min, max) = (parse_size(&args.min)?, parse_size(&args.max)?);
+    if min > max {
+        bail!("--min ({min} B) is larger than --max ({max} B)");
+    }
+    if let Some(ber) = args.ber {
+        if !(0.0..1e-2).contains(&ber) {
+            bail!("--ber must be between 0 and 0.01, not {ber}");
+        }
+    }
+    let sweep = Sweep {
+        topology,
+        kind,
+        algo,
+        min,
+        max,
+        seed: args.seed,
+        ber: args.ber,
+        limit_per_size: Duration::from_ms(10_000),
+    };
+    let show_progress = std::io::stderr().is_terminal() && !args.json;
+    let mut progress = |done: usize, total: usize| {
+        if show_progress {
+            let width = 30;
+            let filled = done * width / total.max(1);
+            eprint!(
+                "\r[{}{}] {done}/{total} sizes",
+                "#".repeat(filled),
+                " ".repeat(width - filled)
+            );
+            if done == total {
+                eprintln!();
+            }
+            let _ = std::io::stderr().flush();
+        }
+    };
+    let report = run::run(&sweep, &mut progress).map_err(anyhow::Error::msg)?;
+    if args.json {
+        print_json(&sweep, &report)?;
+    } else {
+        print_table(&sweep, &report);
+    }
+    if let Some(path) = &args.plot {
+        std::fs::write(path, plot::svg(&sweep, &report))
+            .with_context(|| format!("cannot write {}", path.display()))?;
+    }
+    Ok(if report.verified {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(EXIT_WRONG)
+    })
+}
+
+fn kind_name(kind: Kind) -> &'static str {
+    match kind {
+        Kind::AllReduce => "all_reduce",
+        Kind::AllGather => "all_gather",
+        Kind::ReduceScatter => "reduce_scatter",
+        Kind::Broadcast => "broadcast",
+    }
+}
+
+fn print_table(sweep: &Sweep, r: &Report) {
+    println!(
+        "# {} on {} ({} GPUs), algorithm {}, seed {}",
+        kind_name(sweep.kind),
+        sweep.topology.name,
+        r.gpus,
+        sweep.algo.name(),
+        sweep.seed
+    );
+    println!("# {}", sweep.topology.source);
+    println!("#");
+    println!(
+        "# {:>12} {:>12} {:>7} {:>6} {:>6} {:>10} {:>8} {:>8} {:>6}",
+        "size", "count", "type", "redop", "root", "time", "algbw", "busbw", "#wrong"
+    );
+    println!(
+        "# {:>12} {:>12} {:>7} {:>6} {:>6} {:>10} {:>8} {:>8} {:>6}",
+        "(B)", "(elements)", "", "", "", "(us)", "(GB/s)", "(GB/s)", ""
+    );
+    let (redop, root) = match sweep.kind {
+        Kind::AllReduce | Kind::ReduceScatter => ("sum", -1),
+        Kind::AllGather => ("none", -1),
+        Kind::Broadcast => ("none", 0),
+    };
+    for row in &r.rows {
+        println!(
+            "  {:>12} {:>12} {:>7} {:>6} {:>6} {:>10.2} {:>8.2} {:>8.2} {:>6}",
+            row.bytes, row.count, "int32", redop, root, row.time_us, row.algbw, row.busbw, row.wrong
+        );
+    }
+    println!(
+        "# Out of bounds values : {} {}",
+        r.rows.iter().map(|x| x.wrong).sum::<u64>(),
+        if r.verified { "OK" } else { "FAILED" }
+    );
+    println!("# Avg bus bandwidth    : {:.3}", r.avg_busbw);
+    println!(
+        "# {} packets simulated in {:.2} s of wall time: {:.2} M packets/s on one core; results {}",
+        r.packets,
+        r.wall_seconds,
+        r.packets_per_s / 1e6,
+        if r.verified { "verified" } else { "WRONG" }
+    );
+}
+
+fn print_json(sweep: &Sweep, r: &Report) -> anyhow::Result<()> {
+    let rows: Vec<_> = r
+        .rows
+        .iter()
+        .map(|x| {
+            json!({
+                "size": x.bytes, "count": x.count, "type": "int32", "time_us": x.time_us,
+                "algbw": x.algbw, "busbw": x.busbw, "wrong": x.wrong, "packets": x.packets,
+            })
+        })
+        .collect();
+    let out = json!({
+        "collective": kind_name(sweep.kind),
+        "topology": sweep.topology.name,
+        "gpus": r.gpus,
+        "algorithm": sweep.algo.name(),
+        "seed": sweep.seed,
+        "rows": rows,
+        "avg_busbw": r.avg_busbw,
+        "packets": r.packets,
+        "wall_seconds": r.wall_seconds,
+        "packets_per_s": r.packets_per_s,
+        "verified": r.verified,
+    });
+    println!("{}", serde_json::to_string_pretty(&out)?);
+    Ok(())
+}
