@@ -5,7 +5,7 @@ cd "$(dirname "$0")/.."
 
 # The no_std crates must build for a bare-metal soft core, which proves they need no std and no allocator.
 NO_STD_TARGET=riscv32imac-unknown-none-elf
-NO_STD_CRATES=(link-phy link-dl switch-fw)
+NO_STD_CRATES=(link-phy link-dl link-tl switch-fw)
 
 step() { printf '\n==> %s\n' "$*"; }
 
