@@ -4,6 +4,7 @@ use clap::Subcommand;
 
 mod measure;
 mod phy;
+mod tl;
 
 #[derive(clap::Args, Debug)]
 pub struct BenchArgs {
@@ -22,6 +23,8 @@ pub struct BenchArgs {
 pub enum BenchCommand {
     /// The physical layer: 8b/10b, scramblers, 128b/130b, striping
     Phy(BenchArgs),
+    /// The transaction layer: packetizer and reassembler
+    Tl(BenchArgs),
 }
 
 pub fn run(cmd: BenchCommand) -> anyhow::Result<()> {
@@ -29,6 +32,10 @@ pub fn run(cmd: BenchCommand) -> anyhow::Result<()> {
         BenchCommand::Phy(args) => {
             check(&args)?;
             measure::print("bench phy", &phy::rows(&args)?, args.json)
+        }
+        BenchCommand::Tl(args) => {
+            check(&args)?;
+            measure::print("bench tl", &tl::rows(&args)?, args.json)
         }
     }
 }
