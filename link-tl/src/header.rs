@@ -266,6 +266,36 @@ pub struct CompletionHeader {
     pub len: u8,
 }
 
+impl CompletionHeader {
+    /// Parse a completion's header; any other opcode is [`TlError::UnknownOpcode`] here.
+    #[inline]
+    pub fn parse(tl: u64) -> Result<CompletionHeader, TlError> {
+        let opcode = opcode_bits(tl);
+        if opcode != Opcode::Completion.bits() {
+            return Err(TlError::UnknownOpcode { opcode });
+        }
+        Self::fields(tl)
+    }
+
+    #[inline]
+    fn fields(tl: u64) -> Result<CompletionHeader, TlError> {
+        let has_data = get(tl, field::CPL_DATA) == 1;
+        let len_field = get(tl, field::CPL_LEN) as u8;
+        let offset = get(tl, field::CPL_OFFSET);
+        if get(tl, field::CPL_RESERVED) != 0 || (!has_data && (len_field != 0 || offset != 0)) {
+            return Err(TlError::ReservedBits);
+        }
+        Ok(CompletionHeader {
+            requester: destination(tl),
+            completer: get(tl, field::CPL_COMPLETER) as EndpointId,
+            tag: get(tl, field::CPL_TAG) as Tag,
+            status: Status::from_bits(get(tl, field::CPL_STATUS) as u8),
+            offset: offset as u16,
+            len: if has_data { len_field + 1 } else { 0 },
+        })
+    }
+}
+
 /// A parsed 58-bit transaction-layer header.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
@@ -310,6 +340,7 @@ fn check_tag(tag: Tag) -> Result<u64, TlError> {
 
 impl Header {
     /// Parse the 58-bit header (bits above 57 are ignored: the data link never delivers them).
+    #[inline]
     pub fn parse(tl: u64) -> Result<Header, TlError> {
         let opcode = Opcode::from_bits(opcode_bits(tl))?;
         let dest = destination(tl);
@@ -324,22 +355,7 @@ impl Header {
                     index: get(tl, field::MSG_INDEX) as u16,
                 }
             }
-            Opcode::Completion => {
-                let has_data = get(tl, field::CPL_DATA) == 1;
-                let len_field = get(tl, field::CPL_LEN) as u8;
-                let offset = get(tl, field::CPL_OFFSET);
-                if get(tl, field::CPL_RESERVED) != 0 || (!has_data && (len_field != 0 || offset != 0)) {
-                    return Err(TlError::ReservedBits);
-                }
-                Header::Completion(CompletionHeader {
-                    requester: dest,
-                    completer: get(tl, field::CPL_COMPLETER) as EndpointId,
-                    tag: get(tl, field::CPL_TAG) as Tag,
-                    status: Status::from_bits(get(tl, field::CPL_STATUS) as u8),
-                    offset: offset as u16,
-                    len: if has_data { len_field + 1 } else { 0 },
-                })
-            }
+            Opcode::Completion => Header::Completion(CompletionHeader::fields(tl)?),
             _ => Header::Request {
                 opcode,
                 dest,

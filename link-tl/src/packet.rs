@@ -54,31 +54,37 @@ impl Packet {
     }
 
     /// The virtual channel.
+    #[inline]
     pub fn vc(&self) -> Vc {
         self.vc
     }
 
     /// The 58-bit transaction-layer header.
+    #[inline]
     pub fn tl(&self) -> u64 {
         self.tl
     }
 
     /// The flits after the header flit.
+    #[inline]
     pub fn payload(&self) -> &[Flit] {
         &self.flits[..usize::from(self.len)]
     }
 
     /// Flits on the wire, the header flit included.
+    #[inline]
     pub fn flits(&self) -> usize {
         1 + usize::from(self.len)
     }
 
     /// The destination endpoint (from the header's fixed routing field).
+    #[inline]
     pub fn dest(&self) -> EndpointId {
         crate::header::destination(self.tl)
     }
 
     /// Parse this packet.
+    #[inline]
     pub fn parse(&self) -> Result<Tlp<'_>, TlError> {
         Tlp::parse(self.vc, self.tl, self.payload())
     }
@@ -285,10 +291,40 @@ fn le_value(bytes: &[u8]) -> u64 {
     u64::from_le_bytes(b)
 }
 
+impl<'a> Completion<'a> {
+    /// Parse a completion (received on the response channel); any other opcode is an error. This is the
+    /// requester's hot path, so it is apart from [`Tlp::parse`], which calls it.
+    #[inline]
+    pub fn parse(tl: u64, payload: &'a [Flit]) -> Result<Completion<'a>, TlError> {
+        Self::with_header(CompletionHeader::parse(tl)?, payload)
+    }
+
+    #[inline]
+    fn with_header(header: CompletionHeader, payload: &'a [Flit]) -> Result<Completion<'a>, TlError> {
+        let len = usize::from(header.len);
+        if payload.len() != len.div_ceil(FLIT_LEN) {
+            return Err(flit_count_error(Opcode::Completion, payload.len()));
+        }
+        Ok(Completion {
+            header,
+            data: &payload.as_flattened()[..len],
+        })
+    }
+}
+
 impl<'a> Tlp<'a> {
     /// Parse a packet received on `vc` with header `tl` and `payload` after the header flit. Every
     /// malformed input is a typed error; nothing here panics or reads out of bounds.
+    #[inline]
     pub fn parse(vc: Vc, tl: u64, payload: &'a [Flit]) -> Result<Tlp<'a>, TlError> {
+        // Completions are the requester's hot path: straight to their parser.
+        if vc == Vc::Response && crate::header::opcode_bits(tl) == Opcode::Completion.bits() {
+            return Completion::parse(tl, payload).map(Tlp::Completion);
+        }
+        Self::parse_other(vc, tl, payload)
+    }
+
+    fn parse_other(vc: Vc, tl: u64, payload: &'a [Flit]) -> Result<Tlp<'a>, TlError> {
         let header = Header::parse(tl)?;
         let opcode = header.opcode();
         if opcode.vc() != vc {
@@ -299,14 +335,7 @@ impl<'a> Tlp<'a> {
         }
         let flits = payload.len();
         match header {
-            Header::Completion(c) => {
-                let len = usize::from(c.len);
-                if flits != len.div_ceil(FLIT_LEN) {
-                    return Err(flit_count_error(opcode, flits));
-                }
-                let data = &payload.as_flattened()[..len];
-                Ok(Tlp::Completion(Completion { header: c, data }))
-            }
+            Header::Completion(header) => Completion::with_header(header, payload).map(Tlp::Completion),
             Header::Message { dest, code, index } => {
                 let (ext, rest) = split_extension(opcode, payload)?;
                 if ext.tag != 0 || ext.first_byte != 0 {

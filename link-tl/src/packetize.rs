@@ -325,6 +325,8 @@ impl<'d> Reassembler<'d> {
 
     /// Match `completion` to its request in `table` and copy its data into place. A completion the table
     /// refuses (unknown or late tag, wrong completer, duplicate or misplaced piece) changes nothing.
+    /// `dst` must be as long as the transfer; a completion that lands past its end is refused with
+    /// [`TlError::BufferTooSmall`] (after the table counted it).
     #[inline]
     pub fn accept<const N: usize>(
         &mut self,
@@ -332,26 +334,22 @@ impl<'d> Reassembler<'d> {
         now: Instant,
         completion: &Completion<'_>,
     ) -> Result<Delivery, TlError> {
+        let delivery = table.complete(now, &completion.header)?;
+        // A cookie from `Requests` and an offset the table accepted always land inside a buffer as long
+        // as the transfer; a shorter buffer is the caller's mistake, reported rather than written past.
         let len = completion.data.len();
         let got = self.dst.len();
-        let place = |cookie: u64, offset: u16| {
-            let end = cookie.saturating_add(u64::from(offset) + len as u64);
-            if end > got as u64 {
-                return Err(TlError::BufferTooSmall {
-                    needed: usize::try_from(end).unwrap_or(usize::MAX),
-                    got,
-                });
-            }
-            Ok(end as usize - len..end as usize)
-        };
-        // Check the destination before the table marks the piece received.
-        if let Some(request) = table.get(completion.header.tag) {
-            place(request.cookie, completion.header.offset)?;
+        let end = delivery
+            .cookie
+            .saturating_add(u64::from(delivery.offset) + len as u64);
+        if end > got as u64 {
+            return Err(TlError::BufferTooSmall {
+                needed: usize::try_from(end).unwrap_or(usize::MAX),
+                got,
+            });
         }
-        let delivery = table.complete(now, &completion.header)?;
-        if let Ok(range) = place(delivery.cookie, delivery.offset) {
-            self.dst[range].copy_from_slice(completion.data);
-        }
+        let end = end as usize;
+        self.dst[end - len..end].copy_from_slice(completion.data);
         Ok(delivery)
     }
 

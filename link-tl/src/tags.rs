@@ -205,6 +205,7 @@ impl<const N: usize> Outstanding<N> {
     }
 
     /// The request waiting under `tag`, if any.
+    #[inline]
     pub fn get(&self, tag: Tag) -> Option<&Request> {
         match self.slots.get(usize::from(tag) % N) {
             Some(Slot::Pending(p)) if p.tag == tag => Some(&p.request),
@@ -214,11 +215,12 @@ impl<const N: usize> Outstanding<N> {
 
     /// Match a completion to its request. On success says where its data goes and whether it ended the
     /// request; otherwise the completion is counted and must be dropped.
+    #[inline]
     pub fn complete(&mut self, now: Instant, c: &CompletionHeader) -> Result<Delivery, TlError> {
         let tag = c.tag;
         let i = usize::from(tag) % N;
-        let pending = match self.slots.get(i) {
-            Some(Slot::Pending(p)) if p.tag == tag => *p,
+        let pending = match self.slots.get_mut(i) {
+            Some(Slot::Pending(p)) if p.tag == tag => p,
             Some(Slot::Quarantined { tag: t, .. }) if *t == tag => {
                 self.counters.late_completions += 1;
                 return Err(TlError::LateCompletion { tag });
@@ -274,13 +276,12 @@ impl<const N: usize> Outstanding<N> {
             self.counters.mismatched += 1;
             return Err(mismatch);
         };
-        let owed = pending.owed & !(1 << piece);
-        let finished = if owed == 0 {
+        pending.owed &= !(1 << piece);
+        let finished = if pending.owed == 0 {
             self.counters.completed += 1;
             self.release(i);
             Some(Status::Success)
         } else {
-            self.slots[i] = Slot::Pending(Pending { owed, ..pending });
             None
         };
         Ok(Delivery {
@@ -337,6 +338,7 @@ impl<const N: usize> Outstanding<N> {
 
 /// Which piece of a read of `len` bytes at `addr` a completion at `offset` of `got` bytes is, if it is
 /// exactly one: the request's bytes in the k-th 128-byte block it touches.
+#[inline]
 fn read_piece(addr: u64, len: u16, offset: u16, got: u8) -> Option<u32> {
     let first = (addr % MAX_DATA as u64) as usize;
     let (offset, len, got) = (usize::from(offset), usize::from(len), usize::from(got));
