@@ -33,7 +33,7 @@ pub fn tl_parse(data: &[u8]) {
     let vc = Vc::from_bits(data.first().copied().unwrap_or(0));
     let mut head = [0u8; 8];
     let n = data.len().saturating_sub(1).min(8);
-    head[..n].copy_from_slice(&data[1..1 + n]);
+    head[..n].copy_from_slice(data.get(1..1 + n).unwrap_or(&[]));
     let tl = u64::from_be_bytes(head) & ((1 << 58) - 1);
     let mut payload: Vec<Flit> = Vec::new();
     for chunk in data

@@ -285,11 +285,18 @@ impl CompletionHeader {
         if get(tl, field::CPL_RESERVED) != 0 || (!has_data && (len_field != 0 || offset != 0)) {
             return Err(TlError::ReservedBits);
         }
+        let status = Status::from_bits(get(tl, field::CPL_STATUS) as u8);
+        if has_data && status != Status::Success {
+            // Only a successful completion carries data.
+            return Err(TlError::BadLength {
+                len: usize::from(len_field) + 1,
+            });
+        }
         Ok(CompletionHeader {
             requester: destination(tl),
             completer: get(tl, field::CPL_COMPLETER) as EndpointId,
             tag: get(tl, field::CPL_TAG) as Tag,
-            status: Status::from_bits(get(tl, field::CPL_STATUS) as u8),
+            status,
             offset: offset as u16,
             len: if has_data { len_field + 1 } else { 0 },
         })
@@ -391,7 +398,7 @@ impl Header {
                 put(&mut tl, field::MSG_INDEX, u64::from(index));
             }
             Header::Completion(c) => {
-                if usize::from(c.len) > MAX_DATA {
+                if usize::from(c.len) > MAX_DATA || (c.len > 0 && c.status != Status::Success) {
                     return Err(TlError::BadLength {
                         len: usize::from(c.len),
                     });

@@ -587,12 +587,6 @@ impl<'a> Tlp<'a> {
                         room: len,
                     });
                 }
-                if c.header.status != Status::Success && len != 0 {
-                    return Err(TlError::CompletionMismatch {
-                        tag: c.header.tag,
-                        offset: c.header.offset,
-                    });
-                }
                 out.tl = Header::Completion(c.header).emit()?;
                 let n = len.div_ceil(FLIT_LEN);
                 out.flits[..n].as_flattened_mut()[..len].copy_from_slice(c.data);

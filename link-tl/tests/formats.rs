@@ -68,6 +68,8 @@ proptest! {
         requester in endpoint(), completer in endpoint(), tag in 0u16..1024, status in status(),
         offset in 0u16..4096, len in 0u8..=128,
     ) {
+        // Only a successful completion has data; one without data has offset 0.
+        let len = if status == Status::Success { len } else { 0 };
         let c = CompletionHeader { requester, completer, tag, status, offset: if len == 0 { 0 } else { offset }, len };
         let tl = Header::Completion(c).emit().unwrap();
         prop_assert_eq!(tl >> 58, 0);
@@ -366,6 +368,17 @@ fn malformed_atomics_and_reserved_bits_are_typed_errors() {
     assert_eq!(Header::parse(tl | 1 << 1), Err(TlError::ReservedBits));
     assert_eq!(Header::parse(tl | 1 << 9), Err(TlError::ReservedBits));
     assert_eq!(Header::parse(tl | 1), Err(TlError::ReservedBits));
+    // Data on a completion that failed.
+    let failed = CompletionHeader {
+        status: Status::Poisoned,
+        ..cpl
+    };
+    let with_data = Header::Completion(failed).emit().unwrap() | 1 << 8 | 3 << 1;
+    assert_eq!(Header::parse(with_data), Err(TlError::BadLength { len: 4 }));
+    assert_eq!(
+        Header::Completion(CompletionHeader { len: 4, ..failed }).emit(),
+        Err(TlError::BadLength { len: 4 })
+    );
     // Messages: unknown code, reserved bits.
     let msg = tl_of(Header::Message {
         dest: 1,
