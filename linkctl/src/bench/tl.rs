@@ -15,7 +15,9 @@ const ENDPOINT: u16 = 7;
 const BASE: u64 = (ENDPOINT as u64) << 47;
 
 fn payload(n: usize) -> Vec<u8> {
-    (0..n).map(|i| (i as u32).wrapping_mul(2_654_435_761).rotate_right(13) as u8).collect()
+    (0..n)
+        .map(|i| (i as u32).wrapping_mul(2_654_435_761).rotate_right(13) as u8)
+        .collect()
 }
 
 pub fn rows(args: &BenchArgs) -> anyhow::Result<Vec<Row>> {
@@ -23,7 +25,8 @@ pub fn rows(args: &BenchArgs) -> anyhow::Result<Vec<Row>> {
     let s = args.samples;
     let data = payload(n);
     let mut map = AddressMap::<1>::new();
-    map.insert(Window::flat(ENDPOINT, 1 << 40)).context("address map")?;
+    map.insert(Window::flat(ENDPOINT, 1 << 40))
+        .context("address map")?;
     let mut rows = Vec::new();
     let mut packet = Packet::new();
 
@@ -35,7 +38,10 @@ pub fn rows(args: &BenchArgs) -> anyhow::Result<Vec<Row>> {
             flits += packet.flits();
         }
         if offset == 0 {
-            anyhow::ensure!(flits == n / 128 * 9, "aligned writes took {flits} flits, not 9 per 128 bytes");
+            anyhow::ensure!(
+                flits == n / 128 * 9,
+                "aligned writes took {flits} flits, not 9 per 128 bytes"
+            );
         }
         let name = format!("packetize posted writes, +{offset}");
         rows.push(row(&name, n, s, || {
