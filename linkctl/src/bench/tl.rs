@@ -5,14 +5,19 @@ use std::hint::black_box;
 
 use anyhow::Context;
 use link_phy::time::{Duration, Instant};
-use link_tl::packet::{Packet, Read};
-use link_tl::{AddressMap, Outstanding, PostedWrites, ReadCompletions, Reassembler, Requests, Tlp, Window};
+use link_tl::packet::{Packet, Read, RequestId};
+use link_tl::{
+    AddressMap, Outstanding, Pieces, PostedWrites, ReadCompletions, Reassembler, Requests, TlError, Tlp,
+    Window,
+};
 
 use super::measure::{row, Row};
 use super::BenchArgs;
 
 const ENDPOINT: u16 = 7;
 const BASE: u64 = (ENDPOINT as u64) << 47;
+/// The local address the reads start at.
+const BASE_LOCAL: u64 = 3;
 
 fn payload(n: usize) -> Vec<u8> {
     (0..n)
@@ -54,15 +59,19 @@ pub fn rows(args: &BenchArgs) -> anyhow::Result<Vec<Row>> {
 
     // Reads of the buffer at an unaligned address, 4 KiB per request.
     let len = n as u64 - 3;
-    let mut table = Outstanding::<64>::new(Duration::from_ms(1));
-    let mut requests = Requests::reads(&map, BASE + 3, len, 1);
     let mut reads: Vec<Read> = Vec::new();
-    while let Some(r) = requests.next_into(&mut table, Instant::ZERO, &mut packet) {
-        r.context("read request")?;
-        match packet.parse() {
-            Ok(Tlp::Read(read)) => reads.push(read),
-            other => anyhow::bail!("a read request parsed as {other:?}"),
-        }
+    for (i, piece) in Pieces::reads(&map, BASE + 3, len).enumerate() {
+        let piece = piece.context("read piece")?;
+        let id = RequestId {
+            requester: 1,
+            tag: (i % 1024) as u16,
+        };
+        reads.push(Read {
+            dest: piece.endpoint,
+            addr: piece.local,
+            len: piece.len as u16,
+            id,
+        });
     }
     let bytes_of = |read: &Read| {
         let at = (read.addr - 3) as usize;
@@ -78,34 +87,66 @@ pub fn rows(args: &BenchArgs) -> anyhow::Result<Vec<Row>> {
         }
     }));
 
-    // Every request's completions, last block first.
-    let mut completions: Vec<Packet> = Vec::new();
-    for read in &reads {
-        let mut answer: Vec<Packet> =
-            ReadCompletions::new(*read, ENDPOINT, bytes_of(read))?.collect::<Result<_, _>>()?;
-        answer.reverse();
-        completions.extend(answer);
-    }
+    // Read back as a requester with 64 tags: the answers of each round are recorded once, then replayed.
+    let mut rounds = Vec::new();
     let mut dst = vec![0u8; len as usize];
-    let mut reassemble = |dst: &mut [u8]| -> anyhow::Result<()> {
-        let mut table = Outstanding::<64>::new(Duration::from_ms(1));
-        let mut requests = Requests::reads(&map, BASE + 3, len, 1);
-        while let Some(r) = requests.next_into(&mut table, Instant::ZERO, &mut packet) {
-            r?;
+    read_back(&map, len, &mut dst, &mut rounds, Some(&data[3..])).context("reassembly")?;
+    anyhow::ensure!(dst == data[3..], "reassembled data differs from the source");
+    rows.push(row("reassemble read completions", len as usize, s, || {
+        let _ = read_back(&map, len, black_box(&mut dst), &mut rounds, None);
+    }));
+    Ok(rows)
+}
+
+/// Read `len` bytes at `BASE + 3` into `dst` as a requester with 64 tags: issue reads until the tags run
+/// out, then take every completion of the round (the last request's first, each request's last block
+/// first). With `source`, the completions of each round are made from it and recorded in `rounds`;
+/// without, the recorded ones are replayed (the tags come out the same, the table being deterministic).
+fn read_back(
+    map: &AddressMap<1>,
+    len: u64,
+    dst: &mut [u8],
+    rounds: &mut Vec<Vec<Packet>>,
+    source: Option<&[u8]>,
+) -> anyhow::Result<()> {
+    let mut table = Outstanding::<64>::new(Duration::from_ms(1));
+    let mut requests = Requests::reads(map, BASE + 3, len, 1);
+    let mut reassembler = Reassembler::new(dst);
+    let mut packet = Packet::new();
+    let mut round = 0;
+    while !requests.is_done() {
+        let mut reads = Vec::new();
+        loop {
+            match requests.next_into(&mut table, Instant::ZERO, &mut packet) {
+                Some(Ok(())) if source.is_some() => match packet.parse() {
+                    Ok(Tlp::Read(read)) => reads.push(read),
+                    other => anyhow::bail!("a read request parsed as {other:?}"),
+                },
+                Some(Ok(())) => {}
+                Some(Err(TlError::NoFreeTag)) | None => break,
+                Some(Err(e)) => return Err(e.into()),
+            }
         }
-        let mut reassembler = Reassembler::new(dst);
-        for p in &completions {
+        if let Some(source) = source {
+            let mut answers = Vec::new();
+            for read in reads.iter().rev() {
+                let at = (read.addr - BASE_LOCAL) as usize;
+                let bytes = &source[at..at + usize::from(read.len)];
+                let mut answer: Vec<Packet> =
+                    ReadCompletions::new(*read, ENDPOINT, bytes)?.collect::<Result<_, _>>()?;
+                answer.reverse();
+                answers.extend(answer);
+            }
+            rounds.push(answers);
+        }
+        let answers = rounds.get(round).context("fewer rounds than recorded")?;
+        for p in answers {
             match p.parse() {
                 Ok(Tlp::Completion(c)) => reassembler.accept(&mut table, Instant::ZERO, &c).map(|_| ())?,
                 other => anyhow::bail!("a completion parsed as {other:?}"),
             }
         }
-        Ok(())
-    };
-    reassemble(&mut dst).context("reassembly")?;
-    anyhow::ensure!(dst == data[3..], "reassembled data differs from the source");
-    rows.push(row("reassemble read completions", len as usize, s, || {
-        let _ = reassemble(black_box(&mut dst));
-    }));
-    Ok(rows)
+        round += 1;
+    }
+    Ok(())
 }
