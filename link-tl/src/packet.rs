@@ -713,3 +713,30 @@ pub fn error_completion(
     };
     Tlp::Completion(Completion { header, data: &[] }).emit(out)
 }
+
+/// Counts of received packets by what parsing made of them: what a person debugging a receiver looks at
+/// first. They only grow.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct RxCounters {
+    /// Packets that parsed.
+    pub parsed: u64,
+    /// Packets with an opcode this layer does not implement (reserved or coherence).
+    pub unknown_opcode: u64,
+    /// Packets on a channel their opcode does not travel on.
+    pub wrong_channel: u64,
+    /// Other malformed packets (reserved bits, lengths, flit counts, boundaries, alignment).
+    pub malformed: u64,
+}
+
+impl RxCounters {
+    /// Count the outcome of [`Tlp::parse`].
+    pub fn record(&mut self, parsed: &Result<Tlp<'_>, TlError>) {
+        match parsed {
+            Ok(_) => self.parsed += 1,
+            Err(TlError::UnknownOpcode { .. }) => self.unknown_opcode += 1,
+            Err(TlError::WrongChannel { .. }) => self.wrong_channel += 1,
+            Err(_) => self.malformed += 1,
+        }
+    }
+}

@@ -5,7 +5,7 @@ use link_dl::Vc;
 use link_tl::header::{CompletionHeader, Extension, Header, MessageCode, Opcode, Status, COHERENCE_OPCODES};
 use link_tl::packet::{
     error_completion, unsupported_request_reply, Atomic, AtomicOp, Completion, Message, Packet, PostedWrite,
-    Read, RequestId, Write,
+    Read, RequestId, RxCounters, Write,
 };
 use link_tl::{TlError, Tlp};
 use proptest::prelude::*;
@@ -471,4 +471,29 @@ fn requests_that_cannot_be_served_are_answered_unsupported() {
     )
     .unwrap();
     assert!(matches!(reply.parse(), Ok(Tlp::Completion(c)) if c.header.status == Status::CompleterAbort));
+}
+
+#[test]
+fn received_packets_are_counted_by_outcome() {
+    let mut counters = RxCounters::default();
+    let read = tl_of(Header::Request {
+        opcode: Opcode::Read,
+        dest: 1,
+        addr: 0,
+    });
+    let payload = [ext(4, 0)];
+    counters.record(&Tlp::parse(Vc::Request, read, &payload));
+    counters.record(&Tlp::parse(Vc::Posted, read, &payload));
+    counters.record(&Tlp::parse(Vc::Request, 0x1F << 53, &payload));
+    counters.record(&Tlp::parse(Vc::Request, read, &[]));
+    counters.record(&Tlp::parse(Vc::Request, read, &[ext(0, 0)]));
+    assert_eq!(
+        counters,
+        RxCounters {
+            parsed: 1,
+            unknown_opcode: 1,
+            wrong_channel: 1,
+            malformed: 2
+        }
+    );
 }
