@@ -366,9 +366,35 @@ impl<const REPLAY: usize, const RX_FLITS: usize> DataLink<REPLAY, RX_FLITS> {
         if self.state == DlState::Down {
             return;
         }
-        let (config, counters) = (self.config, self.counters);
-        *self = DataLink::new(config);
-        self.counters = counters;
+        // In place: a new DataLink built on the stack would be as large as the buffers (hundreds of KB
+        // with big replay buffers), and its mere possibility makes every caller probe that much stack.
+        self.state = DlState::Down;
+        self.retraining = false;
+        self.next_seq = Seq::new(0);
+        self.acked = Seq::new(0).prev();
+        self.replay.clear();
+        self.cursor = 0;
+        self.tx_flits = 0;
+        self.tx_pos = 0;
+        self.replay_deadline = None;
+        self.replay_held = None;
+        self.replay_num = 0;
+        self.tx_credits = TxCredits::default();
+        self.nak_pending = false;
+        self.update_pending = false;
+        self.next_update = Instant::ZERO;
+        self.fec_tx_unit = 0;
+        self.expected = Seq::new(0);
+        self.nak_scheduled = false;
+        self.acks_owed = 0;
+        self.ack_deadline = None;
+        self.framer = Framer::Resync;
+        self.rx_len = 0;
+        self.rx_queues.iter_mut().for_each(Deque::clear);
+        self.arrivals = 0;
+        self.rx_credits = RxCredits::default();
+        self.fec_rx_have = 0;
+        self.retrain_request = false;
         self.event(DlEvent::Down);
     }
 

@@ -10,10 +10,27 @@ use crate::{MAX_PORTS, VCS};
 
 /// Inputs: the ports, and one more for the switch's reduction engine.
 pub const INPUTS: usize = MAX_PORTS + 1;
+const _: () = assert!(INPUTS <= 128, "inputs are tracked in a u128");
 /// Words of a requester bit set: (input, channel) pairs.
 pub const WORDS: usize = (INPUTS * VCS).div_ceil(64);
 /// A set of requesters; requester `input * VCS + vc` is bit `r % 64` of word `r / 64`.
 pub type Requesters = [u64; WORDS];
+
+/// For each virtual channel, the set of every requester on it (bit `input * VCS + vc`).
+pub const VCS_OF: [Requesters; VCS] = {
+    let mut sets = [[0u64; WORDS]; VCS];
+    let mut vc = 0;
+    while vc < VCS {
+        let mut input = 0;
+        while input < INPUTS {
+            let r = input * VCS + vc;
+            sets[vc][r / 64] |= 1 << (r % 64);
+            input += 1;
+        }
+        vc += 1;
+    }
+    sets
+};
 
 /// The requester number of (`input`, `vc`).
 pub const fn requester(input: usize, vc: usize) -> usize {
@@ -91,39 +108,45 @@ impl<const PORTS: usize> Islip<PORTS> {
     ) {
         let mut inputs_matched: Requesters = [0; WORDS];
         let mut outputs_matched = 0u64;
+        // Only the entries of outputs in `granting` are ever read, so nothing needs clearing.
+        let mut granted_to = [0usize; PORTS];
+        let mut grants_of_input = [0u64; INPUTS];
         for round in 0..iterations.max(1) {
             // Grant: each unmatched free output offers itself to one requester.
-            let mut granted_to = [usize::MAX; PORTS];
-            let mut grants_of_input = [0u64; INPUTS];
-            let mut any = false;
-            for (o, granted) in granted_to.iter_mut().enumerate() {
-                if free & (1 << o) == 0 || outputs_matched & (1 << o) != 0 {
-                    continue;
-                }
-                let mut eligible = requests[o];
+            let mut granting = 0u64;
+            let mut inputs_granted = 0u128;
+            let mut candidates = free & !outputs_matched;
+            while candidates != 0 {
+                let o = candidates.trailing_zeros() as usize;
+                candidates &= candidates - 1;
+                let Some(request) = requests.get(o) else { continue };
+                let mut eligible = *request;
                 for (e, m) in eligible.iter_mut().zip(&inputs_matched) {
                     *e &= !m;
                 }
                 if let Some(r) = first_from(&eligible, usize::from(self.grant[o])) {
-                    *granted = r;
-                    grants_of_input[r / VCS] |= 1 << o;
-                    any = true;
+                    let input = r / VCS;
+                    granted_to[o] = r;
+                    if inputs_granted & (1 << input) == 0 {
+                        grants_of_input[input] = 0;
+                        inputs_granted |= 1 << input;
+                    }
+                    grants_of_input[input] |= 1 << o;
+                    granting |= 1 << o;
                 }
             }
-            if !any {
+            if granting == 0 {
                 break;
             }
             // Accept: each input takes one of the outputs that granted it.
-            for (input, &grants) in grants_of_input.iter().enumerate() {
-                let Some(o) = first_from_u64(grants, usize::from(self.accept[input])) else {
+            while inputs_granted != 0 {
+                let input = inputs_granted.trailing_zeros() as usize;
+                inputs_granted &= inputs_granted - 1;
+                let Some(o) = first_from_u64(grants_of_input[input], usize::from(self.accept[input])) else {
                     continue;
                 };
                 let r = granted_to[o];
-                let _ = out.push(Match {
-                    input,
-                    vc: r % VCS,
-                    output: o,
-                });
+                let _ = out.push(Match { input, vc: r % VCS, output: o });
                 outputs_matched |= 1 << o;
                 for vc in 0..VCS {
                     let q = requester(input, vc);

@@ -10,7 +10,7 @@
 
 use heapless::Vec;
 
-use crate::arbiter::{requester, Islip, Match, Requesters, WORDS};
+use crate::arbiter::{requester, Islip, Match, Requesters, VCS_OF, WORDS};
 use crate::multicast::Multicast;
 use crate::partition::Partitions;
 use crate::portset::PortSet;
@@ -18,6 +18,9 @@ use crate::reduce::{Reduced, Reducer};
 use crate::route::{Flow, RouteTable};
 use crate::voq::{Descriptor, Voqs};
 use crate::{EndpointId, SwitchError, VCS};
+
+/// For each virtual channel, every requester (input, channel) of that channel.
+const VC_REQUESTERS: [Requesters; VCS] = VCS_OF;
 
 /// Where a packet goes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -100,8 +103,11 @@ pub struct Switch<const PORTS: usize, const SLOTS: usize, const REDUCE: usize = 
     pub reducer: Reducer<REDUCE>,
     /// Virtual output queues; input `PORTS` is the reduction engine.
     queues: Voqs<PORTS, SLOTS>,
-    /// Per output: requesters with a packet queued for it.
+    /// Per output: requesters with a packet queued for it; and the outputs with any.
     waiting: [Requesters; PORTS],
+    waiting_outputs: u64,
+    /// Scratch for the arbiter's requests (only free outputs' entries are written and read).
+    requests: [Requesters; PORTS],
     busy: u64,
     arbiter: Islip<PORTS>,
     /// iSLIP rounds per cycle.
@@ -130,6 +136,8 @@ impl<const PORTS: usize, const SLOTS: usize, const REDUCE: usize> Switch<PORTS, 
             reducer: Reducer::default(),
             queues: Voqs::default(),
             waiting: [[0; WORDS]; PORTS],
+            waiting_outputs: 0,
+            requests: [[0; WORDS]; PORTS],
             busy: 0,
             arbiter: Islip::default(),
             iterations: 2,
@@ -236,6 +244,7 @@ impl<const PORTS: usize, const SLOTS: usize, const REDUCE: usize> Switch<PORTS, 
             }
             let r = requester(input, vc);
             self.waiting[output][r / 64] |= 1 << (r % 64);
+            self.waiting_outputs |= 1 << output;
             copies += 1;
         }
         self.counters.multicast_copies += copies.saturating_sub(1) as u64;
@@ -271,30 +280,31 @@ impl<const PORTS: usize, const SLOTS: usize, const REDUCE: usize> Switch<PORTS, 
     /// of the longest size on `vc` (its downstream credit). Busy outputs are skipped until
     /// [`Switch::output_done`].
     pub fn arbitrate(&mut self, mut credit: impl FnMut(usize, usize) -> bool, out: &mut Vec<Forward, PORTS>) {
-        let mut requests = [[0u64; WORDS]; PORTS];
         let mut free = 0u64;
-        for (o, request) in requests.iter_mut().enumerate() {
-            if self.busy & (1 << o) != 0 || self.waiting[o].iter().all(|&w| w == 0) {
-                continue;
-            }
+        let mut candidates = self.waiting_outputs & !self.busy;
+        while candidates != 0 {
+            let o = candidates.trailing_zeros() as usize;
+            candidates &= candidates - 1;
             let mut vcs = [0u64; WORDS];
-            for vc in 0..VCS {
+            let mut any = false;
+            for (vc, mask) in VC_REQUESTERS.iter().enumerate() {
                 if credit(o, vc) {
-                    // Every input's requester for this channel.
-                    for input in 0..=PORTS {
-                        let r = requester(input, vc);
-                        vcs[r / 64] |= 1 << (r % 64);
+                    any = true;
+                    for (v, m) in vcs.iter_mut().zip(mask) {
+                        *v |= m;
                     }
                 }
             }
-            for ((q, w), v) in request.iter_mut().zip(&self.waiting[o]).zip(&vcs) {
+            if !any {
+                continue;
+            }
+            for ((q, w), v) in self.requests[o].iter_mut().zip(&self.waiting[o]).zip(&vcs) {
                 *q = w & v;
             }
             free |= 1 << o;
         }
         let mut matches: Vec<Match, PORTS> = Vec::new();
-        self.arbiter
-            .arbitrate(&requests, free, self.iterations, &mut matches);
+        self.arbiter.arbitrate(&self.requests, free, self.iterations, &mut matches);
         for m in matches {
             let cycle = self.cycle;
             let Some(d) = self.queues.pop(m.input, m.vc, m.output) else {
@@ -303,6 +313,9 @@ impl<const PORTS: usize, const SLOTS: usize, const REDUCE: usize> Switch<PORTS, 
             if self.queues.is_empty(m.input, m.vc, m.output) {
                 let r = requester(m.input, m.vc);
                 self.waiting[m.output][r / 64] &= !(1 << (r % 64));
+                if self.waiting[m.output].iter().all(|&w| w == 0) {
+                    self.waiting_outputs &= !(1 << m.output);
+                }
             }
             let cut_through = d.arrived == cycle;
             self.busy |= 1 << m.output;
@@ -329,6 +342,6 @@ impl<const PORTS: usize, const SLOTS: usize, const REDUCE: usize> Switch<PORTS, 
 
     /// Whether any packet is queued anywhere.
     pub fn is_idle(&self) -> bool {
-        self.waiting.iter().all(|w| w.iter().all(|&x| x == 0))
+        self.waiting_outputs == 0
     }
 }

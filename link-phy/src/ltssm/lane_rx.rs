@@ -144,13 +144,47 @@ impl LaneRx {
                         Error::DisparityError { .. } => RxError::Disparity,
                         _ => RxError::CodeViolation,
                     }));
-                    // The symbol time still passes: keep the lanes in step for deskew.
-                    self.collecting = Collecting::Nothing;
-                    emit(LaneEvent::Symbol(SymbolItem::OrderedSet));
+                    self.unreadable_symbol(emit);
                 }
             }
             if saw_ordered_set {
                 self.after_ordered_set = true;
+            }
+        }
+    }
+
+    /// A symbol time whose code could not be decoded. It still occupies its slot, so it is passed on in
+    /// the role it most likely had: between ordered sets it is a data byte (zero; the data link's CRC
+    /// rejects the flit), inside a training set it spoils that set. Either way the lane keeps its symbol
+    /// phase and does not invent a deskew marker, which would pull good lanes out of alignment.
+    fn unreadable_symbol(&mut self, emit: &mut impl FnMut(LaneEvent)) {
+        match self.collecting {
+            Collecting::Nothing => {
+                self.descrambler.advance();
+                emit(LaneEvent::Symbol(if self.after_ordered_set {
+                    SymbolItem::FirstData(0)
+                } else {
+                    SymbolItem::Data(0)
+                }));
+                self.after_ordered_set = false;
+            }
+            Collecting::Training => {
+                self.descrambler.advance();
+                // A COM after position 0 never validates, so the set is reported malformed.
+                if let Some(slot) = self.ts.get_mut(self.ts_len) {
+                    *slot = Symbol::COM;
+                }
+                self.ts_len += 1;
+                if self.ts_len == TS_LEN {
+                    self.collecting = Collecting::Nothing;
+                    emit(LaneEvent::Error(RxError::MalformedOrderedSet));
+                }
+                emit(LaneEvent::Symbol(SymbolItem::OrderedSet));
+            }
+            Collecting::AfterCom | Collecting::Skip | Collecting::Fixed { .. } => {
+                // Which short ordered set this was is unknown; drop it and resynchronise at the next COM.
+                self.collecting = Collecting::Nothing;
+                emit(LaneEvent::Symbol(SymbolItem::OrderedSet));
             }
         }
     }

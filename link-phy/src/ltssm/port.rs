@@ -1083,12 +1083,8 @@ impl Port {
                 let ok = self.lanes_with(TS_TO_LOCK, |l, ts| self.numbered_for(l, ts));
                 let ok = self.latch(ok);
                 self.follow_speed_change();
-                // Training sets without a link number: the partner went back to Polling; so must we.
-                let partner_restarted = self.lanes_with(TS_TO_LOCK, |_, ts| ts.link.is_none()) != 0;
                 if ok == want && want != 0 {
                     self.enter(now, LtssmState::RecoveryRcvrCfg);
-                } else if partner_restarted {
-                    self.restart_from_detect(now);
                 } else if timed_out {
                     if self.at_new_rate {
                         // The new rate does not work on this channel: go back and do not try it again.
