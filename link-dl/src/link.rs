@@ -217,7 +217,10 @@ pub struct DataLink<const REPLAY: usize = 64, const RX_FLITS: usize = 64> {
 
 impl<const REPLAY: usize, const RX_FLITS: usize> DataLink<REPLAY, RX_FLITS> {
     const VALID: () = {
-        assert!(REPLAY > 0 && REPLAY < SEQ_SPACE as usize / 2, "replay buffer must hold 1 to 511 packets");
+        assert!(
+            REPLAY > 0 && REPLAY < SEQ_SPACE as usize / 2,
+            "replay buffer must hold 1 to 511 packets"
+        );
         assert!(RX_FLITS > MAX_PAYLOAD_FLITS && RX_FLITS <= u16::MAX as usize / 2);
     };
 
@@ -418,7 +421,10 @@ impl<const REPLAY: usize, const RX_FLITS: usize> DataLink<REPLAY, RX_FLITS> {
             credit: 0,
             tl,
         };
-        let mut stored = Stored { flits: 1 + payload.len() as u8, bytes: [0; MAX_PACKET_LEN] };
+        let mut stored = Stored {
+            flits: 1 + payload.len() as u8,
+            bytes: [0; MAX_PACKET_LEN],
+        };
         let mut head = [0u8; FLIT_LEN];
         header.emit(&mut head)?;
         stored.bytes[..FLIT_LEN].copy_from_slice(&head);
@@ -429,7 +435,11 @@ impl<const REPLAY: usize, const RX_FLITS: usize> DataLink<REPLAY, RX_FLITS> {
         let needed = u16::from(stored.flits);
         if !self.tx_credits.take(vc, needed) {
             self.counters.credit_stalls += 1;
-            return Err(DlError::NoCredit { vc, needed, available: self.tx_credits.available(vc) });
+            return Err(DlError::NoCredit {
+                vc,
+                needed,
+                available: self.tx_credits.available(vc),
+            });
         }
         for (chunk, flit) in stored.bytes[FLIT_LEN..].chunks_exact_mut(FLIT_LEN).zip(payload) {
             chunk.copy_from_slice(flit);
@@ -471,7 +481,11 @@ impl<const REPLAY: usize, const RX_FLITS: usize> DataLink<REPLAY, RX_FLITS> {
             }
         }
         self.rx_credits.free(vc, 1 + u16::from(header.payload_flits));
-        Some(Received { vc, tl: header.tl, payload })
+        Some(Received {
+            vc,
+            tl: header.tl,
+            payload,
+        })
     }
 
     /// Packets waiting in the receive queues.
@@ -488,7 +502,10 @@ impl<const REPLAY: usize, const RX_FLITS: usize> DataLink<REPLAY, RX_FLITS> {
             return None;
         }
         let update = (self.state == DlState::Active).then_some(self.next_update);
-        [self.replay_deadline, self.ack_deadline, update].into_iter().flatten().min()
+        [self.replay_deadline, self.ack_deadline, update]
+            .into_iter()
+            .flatten()
+            .min()
     }
 
     /// Whether the link has something other than idle to put on the wire now: initialisation flits, a
@@ -505,7 +522,9 @@ impl<const REPLAY: usize, const RX_FLITS: usize> DataLink<REPLAY, RX_FLITS> {
                     || self.acks_owed >= self.config.ack_coalesce
                     || self.ack_deadline.is_some_and(|d| now >= d)
                     || now >= self.next_update
-                    || self.rx_credits.report_due(RxCredits::REPORT_BEFORE.min(RX_FLITS as u16 / 8))
+                    || self
+                        .rx_credits
+                        .report_due(RxCredits::REPORT_BEFORE.min(RX_FLITS as u16 / 8))
                     || (self.cursor < self.replay.len() && !self.retraining)
             }
         }
@@ -577,8 +596,17 @@ impl<const REPLAY: usize, const RX_FLITS: usize> DataLink<REPLAY, RX_FLITS> {
         match self.state {
             DlState::Down => {}
             DlState::InitFc1 | DlState::InitFc2 => {
-                let kind = if self.state == DlState::InitFc1 { ControlKind::InitFc1 } else { ControlKind::InitFc2 };
-                *flit = ControlFlit { kind, ack: self.expected.prev(), credits: [RX_FLITS as u16; VC_COUNT] }.emit();
+                let kind = if self.state == DlState::InitFc1 {
+                    ControlKind::InitFc1
+                } else {
+                    ControlKind::InitFc2
+                };
+                *flit = ControlFlit {
+                    kind,
+                    ack: self.expected.prev(),
+                    credits: [RX_FLITS as u16; VC_COUNT],
+                }
+                .emit();
             }
             DlState::Active => self.next_active_flit(now, flit),
         }
@@ -597,13 +625,24 @@ impl<const REPLAY: usize, const RX_FLITS: usize> DataLink<REPLAY, RX_FLITS> {
         }
         let control_due = self.update_pending
             || self.acks_owed >= self.config.ack_coalesce
-            || self.rx_credits.report_due(RxCredits::REPORT_BEFORE.min(RX_FLITS as u16 / 8));
+            || self
+                .rx_credits
+                .report_due(RxCredits::REPORT_BEFORE.min(RX_FLITS as u16 / 8));
         if self.nak_pending || control_due {
-            let kind = if self.nak_pending { ControlKind::Nak } else { ControlKind::Update };
+            let kind = if self.nak_pending {
+                ControlKind::Nak
+            } else {
+                ControlKind::Update
+            };
             if self.nak_pending {
                 self.counters.naks_sent += 1;
             }
-            *flit = ControlFlit { kind, ack: self.expected.prev(), credits: self.rx_credits.report_all() }.emit();
+            *flit = ControlFlit {
+                kind,
+                ack: self.expected.prev(),
+                credits: self.rx_credits.report_all(),
+            }
+            .emit();
             self.nak_pending = false;
             self.update_pending = false;
             self.acks_owed = 0;
@@ -642,7 +681,9 @@ impl<const REPLAY: usize, const RX_FLITS: usize> DataLink<REPLAY, RX_FLITS> {
         let mut head = [0u8; FLIT_LEN];
         head.copy_from_slice(&self.tx_buf[..FLIT_LEN]);
         // The header was checked when the packet was accepted, so it parses and emits again.
-        let Ok(mut header) = PacketHeader::parse(&head) else { return };
+        let Ok(mut header) = PacketHeader::parse(&head) else {
+            return;
+        };
         header.ack = self.expected.prev();
         let (credit_vc, credit) = self.rx_credits.report_one();
         header.credit_vc = credit_vc;
@@ -731,7 +772,9 @@ impl<const REPLAY: usize, const RX_FLITS: usize> DataLink<REPLAY, RX_FLITS> {
                         if header.payload_flits == 0 {
                             self.packet_complete(now);
                         } else {
-                            self.framer = Framer::Packet { need: header.payload_flits };
+                            self.framer = Framer::Packet {
+                                need: header.payload_flits,
+                            };
                         }
                     }
                     Err(_) => {
@@ -784,7 +827,9 @@ impl<const REPLAY: usize, const RX_FLITS: usize> DataLink<REPLAY, RX_FLITS> {
         }
         let mut head = [0u8; FLIT_LEN];
         head.copy_from_slice(&self.rx_buf[..FLIT_LEN]);
-        let Ok(header) = PacketHeader::parse(&head) else { return };
+        let Ok(header) = PacketHeader::parse(&head) else {
+            return;
+        };
         if self.state == DlState::InitFc2 {
             self.become_active(now);
         }
@@ -882,7 +927,11 @@ impl<const REPLAY: usize, const RX_FLITS: usize> DataLink<REPLAY, RX_FLITS> {
         self.cursor = self.cursor.saturating_sub(progress);
         self.acked = ack;
         self.replay_num = 0;
-        self.replay_deadline = if self.replay.is_empty() { None } else { Some(now + self.replay_timeout) };
+        self.replay_deadline = if self.replay.is_empty() {
+            None
+        } else {
+            Some(now + self.replay_timeout)
+        };
     }
 }
 

@@ -146,7 +146,11 @@ impl<const PORTS: usize> Islip<PORTS> {
                     continue;
                 };
                 let r = granted_to[o];
-                let _ = out.push(Match { input, vc: r % VCS, output: o });
+                let _ = out.push(Match {
+                    input,
+                    vc: r % VCS,
+                    output: o,
+                });
                 outputs_matched |= 1 << o;
                 for vc in 0..VCS {
                     let q = requester(input, vc);

@@ -304,7 +304,8 @@ impl<const PORTS: usize, const SLOTS: usize, const REDUCE: usize> Switch<PORTS, 
             free |= 1 << o;
         }
         let mut matches: Vec<Match, PORTS> = Vec::new();
-        self.arbiter.arbitrate(&self.requests, free, self.iterations, &mut matches);
+        self.arbiter
+            .arbitrate(&self.requests, free, self.iterations, &mut matches);
         for m in matches {
             let cycle = self.cycle;
             let Some(d) = self.queues.pop(m.input, m.vc, m.output) else {
