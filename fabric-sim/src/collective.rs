@@ -308,10 +308,13 @@ impl App for Ring {
         }
         if self.own_next[pos] < self.own_end[pos] {
             let packet = self.own_next[pos];
-            let out = self.own_packet(pos, packet);
-            if !fits(out.vc, flits(&out)) {
+            // Ask before computing the payload: most offers are refused while the link is busy.
+            let payload_flits = usize::from(self.extension) + (self.elements(packet) * 4).div_ceil(FLIT_LEN);
+            if !fits(Vc::Posted, payload_flits) {
                 return None;
             }
+            let out = self.own_packet(pos, packet);
+            debug_assert_eq!(flits(&out), payload_flits);
             self.own_next[pos] += 1;
             self.check.packets_sent += 1;
             return Some(out);
