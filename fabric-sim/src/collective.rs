@@ -249,6 +249,25 @@ impl Ring {
         }
     }
 
+    /// A packet to the next position with a payload already built.
+    fn forward(
+        &self,
+        from_pos: usize,
+        opcode: u64,
+        packet: u64,
+        payload: heapless::Vec<Flit, 9>,
+    ) -> Outgoing {
+        let to = self.order[(from_pos + 1) % self.n] as u16;
+        let from = self.order[from_pos] as u16;
+        Outgoing {
+            dest: to,
+            vc: Vc::Posted,
+            tl: wire::header(opcode, to, from, false, packet as u32),
+            payload,
+            multicast: None,
+        }
+    }
+
     /// What position `pos` sends first from its own input: a partial sum (its own data) for reductions,
     /// its input as a final value for all-gather and broadcast.
     fn own_packet(&self, pos: usize, packet: u64) -> Outgoing {
@@ -263,6 +282,39 @@ impl Ring {
                 self.outgoing(pos, OP_RESULT, packet, |i| sum_of(seed, i, g as u32 + 1, 1))
             }
             Kind::Broadcast => self.outgoing(pos, OP_RESULT, packet, |i| sum_of(seed, i, g as u32 + 1, 1)),
+        }
+    }
+
+    /// Check a partial sum (weight `w` over `count` GPUs) and, if right, return it with GPU `g`'s own
+    /// element added: one hash per element for both jobs.
+    fn verify_and_add(
+        &mut self,
+        p: &Received,
+        packet: u64,
+        (w, count): (u32, u32),
+        g: u32,
+    ) -> Option<heapless::Vec<Flit, 9>> {
+        let first = packet * PER_PACKET as u64;
+        let mut out = p.payload.clone();
+        let skip = usize::from(self.extension);
+        let mut ok = p.payload.len() == skip + (self.elements(packet) * 4).div_ceil(FLIT_LEN);
+        for e in 0..self.elements(packet) {
+            let Some(flit) = out.get_mut(skip + e / 4) else {
+                break;
+            };
+            let at = (e % 4) * 4;
+            let v = u32::from_le_bytes([flit[at], flit[at + 1], flit[at + 2], flit[at + 3]]);
+            let (a, b) = coefficients(self.seed, first + e as u64);
+            ok &= v == a.wrapping_mul(w).wrapping_add(b.wrapping_mul(count));
+            flit[at..at + 4]
+                .copy_from_slice(&v.wrapping_add(a.wrapping_mul(g)).wrapping_add(b).to_le_bytes());
+        }
+        if ok {
+            self.check.packets_verified += 1;
+            Some(out)
+        } else {
+            self.check.wrong += 1;
+            None
         }
     }
 
@@ -335,22 +387,21 @@ impl App for Ring {
         match wire::opcode(p.tl) {
             OP_PARTIAL => {
                 // Partial sum of chunk c over positions c .. pos - 1; add this GPU's own data.
-                let (w, count) = weight_range(&self.order, c, (pos + n - 1) % n);
-                if !self.verify(&p, packet, |i| sum_of(seed, i, w, count)) {
-                    return false;
-                }
+                let partial = weight_range(&self.order, c, (pos + n - 1) % n);
                 let g = self.order[pos] as u32 + 1;
-                let (w2, count2) = (w.wrapping_add(g), count + 1);
+                let Some(sum) = self.verify_and_add(&p, packet, partial, g) else {
+                    return false;
+                };
                 let owner = (c + n - 1) % n;
                 if pos == owner {
                     // Fully reduced here.
                     self.finals[pos] += 1;
                     if self.kind == Kind::AllReduce {
-                        let out = self.outgoing(pos, OP_RESULT, packet, |i| sum_of(seed, i, w2, count2));
+                        let out = self.forward(pos, OP_RESULT, packet, sum);
                         self.queue[pos].push_back(out);
                     }
                 } else {
-                    let out = self.outgoing(pos, OP_PARTIAL, packet, |i| sum_of(seed, i, w2, count2));
+                    let out = self.forward(pos, OP_PARTIAL, packet, sum);
                     self.queue[pos].push_back(out);
                 }
                 true
@@ -369,7 +420,8 @@ impl App for Ring {
                 }
                 self.finals[pos] += 1;
                 if (pos + 1) % n != origin {
-                    let out = self.outgoing(pos, OP_RESULT, packet, |i| sum_of(seed, i, w, count));
+                    // Checked equal to the final value: pass it on as it came.
+                    let out = self.forward(pos, OP_RESULT, packet, p.payload);
                     self.queue[pos].push_back(out);
                 }
                 true

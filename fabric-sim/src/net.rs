@@ -39,8 +39,11 @@ pub const SWITCH_SLOTS: usize = 8192;
 /// Chunks a switch's reduction engine holds in progress: enough to cover a round trip of reads at the
 /// rate of all its links.
 pub const REDUCTIONS: usize = 512;
-/// Units moved per link event (one longest packet).
-const BURST: usize = MAX_PACKET_FLITS;
+/// Units moved per link event: as many as the wire carries in this time, at least one longest packet and
+/// at most [`BURST_MAX`]. A burst's units are all decided when it starts, so this bounds how long a control
+/// flit (an ACK, a credit) can wait behind data, beyond what the wire itself imposes.
+const BURST_TIME: Duration = Duration::from_ps(16_000);
+const BURST_MAX: usize = 64;
 
 /// The data link every port runs.
 pub type PortLink = DataLink<REPLAY, RX_FLITS>;
@@ -136,13 +139,18 @@ struct Direction {
     to: (usize, usize),
     /// Picoseconds per unit.
     unit_ps: u64,
+    /// Units per burst.
+    burst: usize,
     latency: Duration,
     /// When the pending Transmit event fires (an earlier kick replaces a later one; the later event
     /// then finds itself stale and does nothing).
     scheduled: Option<Instant>,
     /// Time until which the wire is busy.
     busy_until: Instant,
-    in_flight: VecDeque<(Instant, Flit)>,
+    /// Units on the wire, oldest first, and the bursts they form: (arrival of the burst's last unit,
+    /// units in it). A burst is delivered whole when its last unit arrives.
+    in_flight: VecDeque<Flit>,
+    bursts: VecDeque<(Instant, usize)>,
     units_sent: u64,
     units_received: u64,
     errors: Errors,
@@ -341,10 +349,12 @@ impl Net {
                 from,
                 to,
                 unit_ps,
+                burst: ((BURST_TIME.as_ps() / unit_ps) as usize).clamp(MAX_PACKET_FLITS, BURST_MAX),
                 latency,
                 scheduled: None,
                 busy_until: Instant::ZERO,
                 in_flight: VecDeque::new(),
+                bursts: VecDeque::new(),
                 units_sent: 0,
                 units_received: 0,
                 errors: Errors::new(trunk.ber, seed ^ (t as u64) << 8 ^ salt),
@@ -584,13 +594,13 @@ impl Net {
         let mut sent = 0usize;
         let unit_ps = self.dirs[t][d].unit_ps;
         let latency = self.dirs[t][d].latency;
-        while sent < BURST && link.has_pending_output(now) {
+        let burst = self.dirs[t][d].burst;
+        while sent < burst && link.has_pending_output(now) {
             let mut unit = [0u8; FLIT_LEN];
             link.poll_unit(now, &mut unit);
             let dir = &mut self.dirs[t][d];
             self.stats.bits_flipped += u64::from(dir.errors.apply(&mut unit));
-            let leaves = now + Duration::from_ps(unit_ps * (sent as u64 + 1));
-            dir.in_flight.push_back((leaves + latency, unit));
+            dir.in_flight.push_back(unit);
             dir.units_sent += 1;
             sent += 1;
         }
@@ -599,6 +609,7 @@ impl Net {
             let dir = &mut self.dirs[t][d];
             dir.busy_until = now + Duration::from_ps(unit_ps * sent as u64);
             let arrival = dir.busy_until + latency;
+            dir.bursts.push_back((arrival, sent));
             self.schedule(
                 arrival,
                 Event::Arrive {
@@ -613,14 +624,16 @@ impl Net {
     fn arrive(&mut self, t: usize, d: usize, app: &mut dyn App) {
         let now = self.now;
         let (node, port) = self.dirs[t][d].to;
-        while let Some(&(at, unit)) = self.dirs[t][d].in_flight.front() {
+        let dir = &mut self.dirs[t][d];
+        while let Some(&(at, units)) = dir.bursts.front() {
             if at > now {
                 break;
             }
-            self.dirs[t][d].in_flight.pop_front();
-            let index = self.dirs[t][d].units_received;
-            self.dirs[t][d].units_received += 1;
-            self.links[node][port].receive_unit(now, &unit, index);
+            dir.bursts.pop_front();
+            for unit in dir.in_flight.drain(..units) {
+                self.links[node][port].receive_unit(now, &unit, dir.units_received);
+                dir.units_received += 1;
+            }
         }
         match self.nodes[node] {
             NodeState::Gpu => self.gpu_received(node, port, app),
@@ -755,7 +768,10 @@ impl Net {
         else {
             return;
         };
-        while nvls.active < REDUCTIONS && core.free_slots() >= 2 * nvls.gpu_ports.len() + nvls.active {
+        while !nvls.pending.is_empty()
+            && nvls.active < REDUCTIONS
+            && core.free_slots() >= 2 * nvls.gpu_ports.len() + nvls.active
+        {
             let Some((requester, packet)) = nvls.pending.pop_front() else {
                 break;
             };
