@@ -364,6 +364,33 @@ impl<const REPLAY: usize, const RX_FLITS: usize> DataLink<REPLAY, RX_FLITS> {
         self.event(DlEvent::Retraining);
     }
 
+    /// Hand back every packet not yet acknowledged, oldest first (sent or still waiting to be): for a
+    /// link that has failed for good, so that the layer above can send them another way (fabric
+    /// failover). The partner may have received some of them, so whoever resends must expect duplicates
+    /// further on. Packets already received stay in the receive queues for [`DataLink::recv`]; call
+    /// [`DataLink::phy_down`] afterwards.
+    pub fn take_unacknowledged(&mut self, mut packet: impl FnMut(Received)) {
+        while let Some(stored) = self.replay.pop_front() {
+            let mut head = [0u8; FLIT_LEN];
+            head.copy_from_slice(&stored.bytes[..FLIT_LEN]);
+            // Stored headers were built by `send`, so they parse; a failure would be a bug here, and
+            // the packet is skipped rather than invented.
+            let Ok(header) = PacketHeader::parse(&head) else { continue };
+            let mut payload = heapless::Vec::new();
+            for flit in stored.bytes[FLIT_LEN..usize::from(stored.flits) * FLIT_LEN].chunks_exact(FLIT_LEN) {
+                let mut f = [0u8; FLIT_LEN];
+                f.copy_from_slice(flit);
+                let _ = payload.push(f);
+            }
+            packet(Received {
+                vc: header.vc,
+                tl: header.tl,
+                payload,
+            });
+        }
+        self.cursor = 0;
+    }
+
     /// The physical link is gone: everything queued in either direction is discarded.
     pub fn phy_down(&mut self) {
         if self.state == DlState::Down {
