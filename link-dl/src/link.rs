@@ -375,7 +375,9 @@ impl<const REPLAY: usize, const RX_FLITS: usize> DataLink<REPLAY, RX_FLITS> {
             head.copy_from_slice(&stored.bytes[..FLIT_LEN]);
             // Stored headers were built by `send`, so they parse; a failure would be a bug here, and
             // the packet is skipped rather than invented.
-            let Ok(header) = PacketHeader::parse(&head) else { continue };
+            let Ok(header) = PacketHeader::parse(&head) else {
+                continue;
+            };
             let mut payload = heapless::Vec::new();
             for flit in stored.bytes[FLIT_LEN..usize::from(stored.flits) * FLIT_LEN].chunks_exact(FLIT_LEN) {
                 let mut f = [0u8; FLIT_LEN];
