@@ -10,7 +10,7 @@
 
 use heapless::Vec;
 
-use crate::arbiter::{requester, Islip, Match, Requesters, VCS_OF, WORDS};
+use crate::arbiter::{requester, Islip, Match, Requesters, INPUTS, VCS_OF, WORDS};
 use crate::multicast::Multicast;
 use crate::partition::Partitions;
 use crate::portset::PortSet;
@@ -87,6 +87,8 @@ pub struct SwitchCounters {
     pub buffer_drops: u64,
     /// Reductions completed.
     pub reductions: u64,
+    /// Packets (copies) taken out of the queues of a failed output.
+    pub evicted: u64,
 }
 
 /// A switch of `PORTS` ports sharing a buffer of `SLOTS` packets, whose reduction engine holds `REDUCE`
@@ -339,6 +341,33 @@ impl<const PORTS: usize, const SLOTS: usize, const REDUCE: usize> Switch<PORTS, 
         if output < PORTS {
             self.busy &= !(1 << output);
         }
+    }
+
+    /// The port `output` has failed: take every copy queued for it out of the queues and hand it to
+    /// `evicted` (as a [`Forward`] that will not happen), oldest first per (input, channel), so that the
+    /// caller can send it another way once routes avoid the port. The port is left idle.
+    pub fn evict_output(&mut self, output: usize, mut evicted: impl FnMut(Forward)) {
+        if output >= PORTS {
+            return;
+        }
+        for input in 0..INPUTS {
+            for vc in 0..VCS {
+                while let Some(d) = self.queues.pop(input, vc, output) {
+                    self.counters.evicted += 1;
+                    evicted(Forward {
+                        input,
+                        vc: vc as u8,
+                        output,
+                        handle: d.handle,
+                        flits: d.flits,
+                        cut_through: false,
+                    });
+                }
+            }
+        }
+        self.waiting[output] = [0; WORDS];
+        self.waiting_outputs &= !(1 << output);
+        self.busy &= !(1 << output);
     }
 
     /// Whether any packet is queued anywhere.

@@ -63,6 +63,37 @@ fn a_busy_output_does_not_block_packets_for_others() {
 }
 
 #[test]
+fn a_failed_output_gives_back_what_was_queued_for_it() {
+    let mut s = switch();
+    for (handle, input, vc, to) in [
+        (1, 0, 0, 5),
+        (2, 1, 1, 5),
+        (3, 0, 0, 6),
+        (4, 0, 0, 5),
+        (5, 2, 3, 5),
+    ] {
+        s.ingress(input, unicast(handle, vc, to)).unwrap();
+    }
+    let free_before = s.free_slots();
+    let mut evicted = Vec::new();
+    s.evict_output(5, |f| evicted.push((f.handle, f.input, f.vc)));
+    // Every copy bound for 5, oldest first per (input, channel); the one for 6 stays.
+    assert_eq!(evicted, [(1, 0, 0), (4, 0, 0), (2, 1, 1), (5, 2, 3)]);
+    assert_eq!(s.counters().evicted, 4);
+    assert_eq!(s.free_slots(), free_before + 4);
+    // Routed around the port, the evicted packets can come back in and leave elsewhere.
+    s.routes.set(5, PortSet::single(7)).unwrap();
+    s.ingress(0, unicast(1, 0, 5)).unwrap();
+    let mut out: Vec<(u32, usize)> = Vec::new();
+    for _ in 0..2 {
+        out.extend(step(&mut s, |_, _| true).iter().map(|f| (f.handle, f.output)));
+    }
+    out.sort();
+    assert_eq!(out, [(1, 7), (3, 6)]);
+    assert!(s.is_idle());
+}
+
+#[test]
 fn partitions_isolate_endpoints() {
     let mut s = switch();
     s.partitions.assign(1, 7).unwrap();
