@@ -59,12 +59,19 @@ fn unacknowledged_packets_and_received_ones_cover_everything_sent() {
         assert_eq!(&sent[..seen.len()], &seen[..], "cut {cut}");
         let first_taken = sent.len() - taken.len();
         assert_eq!(&sent[first_taken..], &taken[..], "cut {cut}");
-        assert!(first_taken <= seen.len(), "cut {cut}: nothing lost between the two");
+        assert!(
+            first_taken <= seen.len(),
+            "cut {cut}: nothing lost between the two"
+        );
         if cut == 0 {
             assert_eq!((seen.len(), taken.len()), (0, sent.len()));
         }
         if cut == 200 {
-            assert_eq!((seen.len(), taken.len()), (sent.len(), 0), "all delivered and acknowledged");
+            assert_eq!(
+                (seen.len(), taken.len()),
+                (sent.len(), 0),
+                "all delivered and acknowledged"
+            );
         }
     }
 }
