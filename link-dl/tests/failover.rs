@@ -20,7 +20,7 @@ fn wire(a: &mut Link, b: &mut Link, now: &mut Instant, units: usize, sent: &mut 
         b.poll_unit(*now, &mut unit);
         a.receive_unit(*now, &unit, sent[1]);
         sent[1] += 1;
-        *now = *now + Duration::from_ps(640);
+        *now += Duration::from_ps(640);
     }
 }
 
