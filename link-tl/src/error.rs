@@ -122,6 +122,8 @@ pub enum TlError {
     },
     /// Every tag is in use: wait for completions or timeouts.
     NoFreeTag,
+    /// Every transfer slot of a requester is in use: wait for a transfer to end.
+    TransfersFull,
     /// The queue of a virtual channel is full: back-pressure, try again after `pump`.
     QueueFull {
         /// The channel.
@@ -136,6 +138,34 @@ pub enum TlError {
     },
     /// The data link refused a packet.
     Link(DlError),
+    /// A coherence opcode's message code (bits 42:40) that is reserved.
+    UnknownCoherenceCode {
+        /// The 5-bit opcode.
+        opcode: u8,
+        /// The 3-bit code.
+        code: u8,
+    },
+    /// A coherence message for a line beyond those the receiving engine tracks.
+    LineOutOfRange {
+        /// The line number.
+        line: u32,
+    },
+    /// A caching agent index beyond those the home agent serves.
+    AgentOutOfRange {
+        /// The agent index.
+        agent: usize,
+    },
+    /// A coherence message that does not fit the line's protocol state (a GO with no request pending, a
+    /// snoop response nobody asked for, a second request for a line): the sender broke the protocol. The
+    /// message is dropped and counted.
+    UnexpectedCoherence {
+        /// The message's 5-bit opcode.
+        opcode: u8,
+        /// The line.
+        line: u32,
+    },
+    /// The caching agent already holds as many core operations as it can: wait for completions.
+    CoreOpsFull,
 }
 
 impl From<DlError> for TlError {
@@ -198,11 +228,24 @@ impl core::fmt::Display for TlError {
                 )
             }
             TlError::NoFreeTag => write!(f, "every tag is outstanding"),
+            TlError::TransfersFull => write!(f, "every transfer slot is in use"),
             TlError::QueueFull { vc } => write!(f, "the {} queue is full", vc.name()),
             TlError::BufferTooSmall { needed, got } => {
                 write!(f, "{got}-byte buffer where {needed} are needed")
             }
             TlError::Link(e) => write!(f, "data link: {e}"),
+            TlError::UnknownCoherenceCode { opcode, code } => {
+                write!(f, "coherence opcode {opcode:#04x} with reserved code {code}")
+            }
+            TlError::LineOutOfRange { line } => write!(f, "line {line} is beyond the lines tracked"),
+            TlError::AgentOutOfRange { agent } => write!(f, "caching agent {agent} is beyond those served"),
+            TlError::UnexpectedCoherence { opcode, line } => {
+                write!(
+                    f,
+                    "coherence opcode {opcode:#04x} for line {line} does not fit the line's state"
+                )
+            }
+            TlError::CoreOpsFull => write!(f, "the caching agent's core operation queue is full"),
         }
     }
 }

@@ -8,6 +8,8 @@
 //!   a 128-byte boundary, and reassembly of read completions per tag.
 //! - [`tags`]: the outstanding-request table, with completion timeouts.
 //! - [`ordering`]: the ordering rules, enforced in the transmit queue.
+//! - [`endpoint`]: a whole endpoint: the memory it exposes, the completer that serves peers' requests
+//!   against it, and the requester that copies to and from peers' memory (DMA) and runs atomics.
 //!
 //! `docs/spec.md` section 3 is the normative description of the formats. The crate is `no_std` and never
 //! allocates: table sizes and queue depths are const generics.
@@ -19,6 +21,8 @@
 extern crate std;
 
 pub mod address;
+pub mod coherence;
+pub mod endpoint;
 mod error;
 pub mod header;
 pub mod ordering;
@@ -30,6 +34,7 @@ pub mod tags;
 pub mod fuzz;
 
 pub use address::{AddressMap, Window};
+pub use endpoint::{Endpoint, Event, Memory};
 pub use error::TlError;
 pub use header::{EndpointId, Opcode, Status, Tag};
 pub use ordering::Egress;

@@ -1,0 +1,475 @@
+//! The caching agent: a cache of `LINES` lines kept coherent with one home agent.
+//!
+//! It is sans-IO. The core submits operations ([`CachingAgent::submit`]); messages from the home come in
+//! through [`CachingAgent::receive`]; messages for the home wait, per channel, until the driver takes them
+//! ([`CachingAgent::peek_transmit`], then [`CachingAgent::pop_transmit`] once the link accepted them);
+//! finished operations come out of [`CachingAgent::poll_completion`].
+//!
+//! Operations on one line complete in the order submitted; operations on different lines are independent
+//! (a miss on one line does not hold up hits on another). Each line has at most one request in flight.
+//!
+//! Everything the home sends is always consumed: a snoop is answered at once, or, when it overtook the GO
+//! it follows (its phase differs from the parity of GOs received for the line), held in the line until
+//! that GO arrives. So the snoop and response channels always drain, whatever the core does.
+
+use heapless::Vec;
+use link_dl::Vc;
+
+use super::message::{CacheState, ForwardKind, Message, RequestKind, SnoopKind, SnoopResponseKind};
+use crate::error::TlError;
+
+/// What the core asks of the cache.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum CoreOp<const B: usize> {
+    /// Read the line, caching it (RdAny on a miss: Exclusive if nobody else holds it).
+    Load,
+    /// Read the line, caching it Shared (RdShared on a miss).
+    LoadShared,
+    /// Read the line's current value without caching it (RdCurr on a miss).
+    ReadCurrent,
+    /// Write the whole line (RdOwn unless the line is Exclusive or Modified).
+    Store([u8; B]),
+    /// Drop the line from the cache (CleanEvict or DirtyEvict; nothing if it is not cached).
+    Evict,
+}
+
+impl<const B: usize> CoreOp<B> {
+    /// Whether it reads the line.
+    pub const fn is_read(&self) -> bool {
+        matches!(self, CoreOp::Load | CoreOp::LoadShared | CoreOp::ReadCurrent)
+    }
+}
+
+/// A finished core operation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct Completion<const B: usize> {
+    /// The line.
+    pub line: u32,
+    /// The operation.
+    pub op: CoreOp<B>,
+    /// What a read returned (`None` for stores and evictions).
+    pub data: Option<[u8; B]>,
+    /// Whether it finished without asking the home.
+    pub hit: bool,
+}
+
+/// Counters a person debugging coherence looks at first. They only grow.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct AgentCounters {
+    /// Reads finished (Load, LoadShared, ReadCurrent).
+    pub reads: u64,
+    /// Stores finished.
+    pub writes: u64,
+    /// Evictions finished.
+    pub evicts: u64,
+    /// Operations finished without a request.
+    pub hits: u64,
+    /// Requests sent to the home.
+    pub requests: u64,
+    /// Snoops answered.
+    pub snoops: u64,
+    /// Snoops that took away a valid copy.
+    pub invalidations: u64,
+    /// Dirty data sent home (write-backs and forwarding snoop responses).
+    pub write_backs: u64,
+    /// Snoops that arrived ahead of the GO they follow and waited for it.
+    pub deferred_snoops: u64,
+    /// Messages refused because they broke the protocol.
+    pub protocol_errors: u64,
+}
+
+/// A line's request in flight, and the core operation it serves.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+struct Pending<const B: usize> {
+    kind: RequestKind,
+    op: CoreOp<B>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+struct Line<const B: usize> {
+    /// The stable state. While an eviction is in flight the line keeps its state and data, so that it can
+    /// still answer a snoop that crosses the eviction.
+    state: CacheState,
+    data: [u8; B],
+    pending: Option<Pending<B>>,
+    /// Parity of the GOs received for this line.
+    phase: bool,
+    /// A snoop that overtook the GO it follows.
+    deferred: Option<SnoopKind>,
+}
+
+/// Bugs the model checker's own tests plant, to show that it catches them.
+#[cfg(test)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) enum AgentBug {
+    /// Answer a snoop at once even when it overtook the GO it follows.
+    IgnorePhase,
+}
+
+/// A caching agent with `LINES` lines of `B` bytes and room for `OPS` core operations (queued, in flight
+/// or finished but not yet collected).
+///
+/// Two agents compare equal, and hash equal, when their protocol state is the same: counters are not
+/// part of it.
+#[derive(Clone, Debug)]
+pub struct CachingAgent<const LINES: usize, const B: usize = 64, const OPS: usize = 8> {
+    lines: [Line<B>; LINES],
+    /// Operations not yet started, oldest first.
+    waiting: Vec<(u32, CoreOp<B>), OPS>,
+    /// Operations whose request is in flight.
+    in_flight: usize,
+    done: Vec<Completion<B>, OPS>,
+    /// Request channel, oldest first: at most one per line.
+    requests: Vec<Message<B>, LINES>,
+    /// Response channel, oldest first: at most one per line (a snoop response or a write-back).
+    responses: Vec<Message<B>, LINES>,
+    counters: AgentCounters,
+    #[cfg(test)]
+    pub(crate) bug: Option<AgentBug>,
+}
+
+impl<const LINES: usize, const B: usize, const OPS: usize> PartialEq for CachingAgent<LINES, B, OPS> {
+    fn eq(&self, other: &Self) -> bool {
+        self.lines == other.lines
+            && self.waiting == other.waiting
+            && self.in_flight == other.in_flight
+            && self.done == other.done
+            && self.requests == other.requests
+            && self.responses == other.responses
+    }
+}
+
+impl<const LINES: usize, const B: usize, const OPS: usize> Eq for CachingAgent<LINES, B, OPS> {}
+
+impl<const LINES: usize, const B: usize, const OPS: usize> core::hash::Hash for CachingAgent<LINES, B, OPS> {
+    fn hash<H: core::hash::Hasher>(&self, h: &mut H) {
+        self.lines.hash(h);
+        self.waiting.hash(h);
+        self.in_flight.hash(h);
+        self.done.hash(h);
+        self.requests.hash(h);
+        self.responses.hash(h);
+    }
+}
+
+impl<const LINES: usize, const B: usize, const OPS: usize> Default for CachingAgent<LINES, B, OPS> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+fn unexpected<const B: usize>(msg: &Message<B>) -> TlError {
+    TlError::UnexpectedCoherence {
+        opcode: msg.opcode(),
+        line: msg.line(),
+    }
+}
+
+impl<const LINES: usize, const B: usize, const OPS: usize> CachingAgent<LINES, B, OPS> {
+    const VALID: () = assert!(
+        LINES > 0 && LINES <= u32::MAX as usize && OPS > 0,
+        "an agent needs lines and room for operations"
+    );
+
+    /// An empty cache: every line Invalid.
+    pub fn new() -> Self {
+        #[allow(clippy::let_unit_value)]
+        let () = Self::VALID;
+        CachingAgent {
+            lines: [Line {
+                state: CacheState::Invalid,
+                data: [0; B],
+                pending: None,
+                phase: false,
+                deferred: None,
+            }; LINES],
+            waiting: Vec::new(),
+            in_flight: 0,
+            done: Vec::new(),
+            requests: Vec::new(),
+            responses: Vec::new(),
+            counters: AgentCounters::default(),
+            #[cfg(test)]
+            bug: None,
+        }
+    }
+
+    /// Counters.
+    pub fn counters(&self) -> &AgentCounters {
+        &self.counters
+    }
+
+    /// The state of `line` (`None` beyond the cache).
+    pub fn state(&self, line: u32) -> Option<CacheState> {
+        self.lines.get(line as usize).map(|l| l.state)
+    }
+
+    /// The data of `line`, meaningful while its state is valid.
+    pub fn data(&self, line: u32) -> Option<&[u8; B]> {
+        self.lines.get(line as usize).map(|l| &l.data)
+    }
+
+    /// Whether `line` has a request in flight.
+    pub fn is_pending(&self, line: u32) -> bool {
+        self.lines.get(line as usize).is_some_and(|l| l.pending.is_some())
+    }
+
+    /// Whether `line` has an eviction in flight: it keeps its state and data only to answer a snoop that
+    /// crosses the eviction, and may not be used.
+    pub fn is_evicting(&self, line: u32) -> bool {
+        self.lines
+            .get(line as usize)
+            .is_some_and(|l| l.pending.is_some_and(|p| p.kind.is_evict()))
+    }
+
+    /// Core operations submitted and not yet collected with [`CachingAgent::poll_completion`].
+    pub fn operations(&self) -> usize {
+        self.waiting.len() + self.in_flight + self.done.len()
+    }
+
+    /// Whether another core operation fits.
+    pub fn can_submit(&self) -> bool {
+        self.operations() < OPS
+    }
+
+    /// Whether nothing is under way: no operation queued or in flight, no message waiting to go.
+    pub fn is_idle(&self) -> bool {
+        self.waiting.is_empty() && self.in_flight == 0 && self.requests.is_empty() && self.responses.is_empty()
+    }
+
+    /// Queue a core operation on `line`. Hits finish at once (collect them with `poll_completion`).
+    pub fn submit(&mut self, line: u32, op: CoreOp<B>) -> Result<(), TlError> {
+        if line as usize >= LINES {
+            return Err(TlError::LineOutOfRange { line });
+        }
+        if !self.can_submit() || self.waiting.push((line, op)).is_err() {
+            return Err(TlError::CoreOpsFull);
+        }
+        self.advance();
+        Ok(())
+    }
+
+    /// The next finished operation.
+    pub fn poll_completion(&mut self) -> Option<Completion<B>> {
+        pop_front(&mut self.done)
+    }
+
+    /// The oldest message waiting to go to the home on `vc` (requests and responses only).
+    pub fn peek_transmit(&self, vc: Vc) -> Option<&Message<B>> {
+        match vc {
+            Vc::Request => self.requests.first(),
+            Vc::Response => self.responses.first(),
+            Vc::Posted | Vc::Snoop => None,
+        }
+    }
+
+    /// Take the oldest message waiting on `vc`, once the link has accepted it.
+    pub fn pop_transmit(&mut self, vc: Vc) -> Option<Message<B>> {
+        match vc {
+            Vc::Request => pop_front(&mut self.requests),
+            Vc::Response => pop_front(&mut self.responses),
+            Vc::Posted | Vc::Snoop => None,
+        }
+    }
+
+    /// A message from the home. One that breaks the protocol is refused with
+    /// [`TlError::UnexpectedCoherence`] and changes nothing.
+    pub fn receive(&mut self, msg: Message<B>) -> Result<(), TlError> {
+        let result = self.handle(msg);
+        if matches!(result, Err(TlError::UnexpectedCoherence { .. })) {
+            self.counters.protocol_errors += 1;
+        }
+        result
+    }
+
+    fn handle(&mut self, msg: Message<B>) -> Result<(), TlError> {
+        let index = msg.line() as usize;
+        let Some(line) = self.lines.get_mut(index) else {
+            return Err(TlError::LineOutOfRange { line: msg.line() });
+        };
+        match msg {
+            Message::Snoop { kind, phase, .. } => {
+                #[cfg(test)]
+                let phase = if self.bug == Some(AgentBug::IgnorePhase) { line.phase } else { phase };
+                if phase == line.phase {
+                    return self.answer(index, kind);
+                }
+                // It follows a GO still on its way: hold it until that GO arrives.
+                if line.pending.is_none() || line.deferred.is_some() {
+                    return Err(unexpected(&msg));
+                }
+                line.deferred = Some(kind);
+                self.counters.deferred_snoops += 1;
+                Ok(())
+            }
+            Message::Go { .. } | Message::GoData { .. } | Message::GoWritePull { .. } => self.granted(index, msg),
+            _ => Err(unexpected(&msg)),
+        }
+    }
+
+    /// Answer a snoop on line `index` from its current state. A line being evicted is given up whatever
+    /// the snoop (its eviction then finds it gone and gets a plain GO-I).
+    fn answer(&mut self, index: usize, kind: SnoopKind) -> Result<(), TlError> {
+        if self.responses.is_full() {
+            return Err(TlError::QueueFull { vc: Vc::Response });
+        }
+        let Some(line) = self.lines.get_mut(index) else {
+            return Err(TlError::LineOutOfRange { line: index as u32 });
+        };
+        let evicting = line.pending.is_some_and(|p| p.kind.is_evict());
+        let n = index as u32;
+        let data = line.data;
+        use CacheState::*;
+        use SnoopResponseKind::*;
+        let (next, response) = match (line.state, kind) {
+            (Invalid, _) => (Invalid, Message::SnoopResponse { line: n, kind: RspIHitI }),
+            (Shared | Exclusive, SnoopKind::SnpData) if !evicting => {
+                (Shared, Message::SnoopResponse { line: n, kind: RspSHitSE })
+            }
+            (Shared | Exclusive, SnoopKind::SnpCur) if !evicting => {
+                (line.state, Message::SnoopResponse { line: n, kind: RspVHitV })
+            }
+            (Shared | Exclusive, _) => (Invalid, Message::SnoopResponse { line: n, kind: RspIHitSE }),
+            (Modified, SnoopKind::SnpData) if !evicting => {
+                (Shared, Message::SnoopResponseData { line: n, kind: ForwardKind::RspSFwdM, data })
+            }
+            (Modified, SnoopKind::SnpCur) if !evicting => {
+                (Modified, Message::SnoopResponseData { line: n, kind: ForwardKind::RspVFwdV, data })
+            }
+            (Modified, _) => (Invalid, Message::SnoopResponseData { line: n, kind: ForwardKind::RspIFwdM, data }),
+        };
+        let invalidated = line.state.is_valid() && next == Invalid;
+        line.state = next;
+        self.counters.snoops += 1;
+        if invalidated {
+            self.counters.invalidations += 1;
+        }
+        if matches!(response, Message::SnoopResponseData { .. }) {
+            self.counters.write_backs += 1;
+        }
+        // Room was checked above.
+        let _ = self.responses.push(response);
+        Ok(())
+    }
+
+    /// A GO (of any kind) for line `index`: it ends the line's request.
+    fn granted(&mut self, index: usize, msg: Message<B>) -> Result<(), TlError> {
+        let write_back = matches!(msg, Message::GoWritePull { .. });
+        if write_back && self.responses.is_full() {
+            return Err(TlError::QueueFull { vc: Vc::Response });
+        }
+        let Some(line) = self.lines.get_mut(index) else {
+            return Err(TlError::LineOutOfRange { line: msg.line() });
+        };
+        let Some(pending) = line.pending else {
+            return Err(unexpected(&msg));
+        };
+        use CacheState::*;
+        use RequestKind::*;
+        // Work out the line's new state and data, and what the operation returns, before changing anything.
+        let (state, data, read) = match (pending.kind, pending.op, msg) {
+            (RdCurr, _, Message::GoData { state: Invalid, data, .. }) => (line.state, line.data, Some(data)),
+            (RdShared | RdAny, _, Message::GoData { state, data, .. }) if state.is_valid() => {
+                (state, data, Some(data))
+            }
+            (RdOwn, CoreOp::Store(value), Message::GoData { state: Exclusive | Modified, .. }) => {
+                (Modified, value, None)
+            }
+            // An upgrade: the requester still held the line Shared, so the GO carries no data.
+            (RdOwn, CoreOp::Store(value), Message::Go { state: Exclusive | Modified, .. })
+                if line.state == Shared =>
+            {
+                (Modified, value, None)
+            }
+            (CleanEvict | DirtyEvict, _, Message::Go { state: Invalid, .. }) => (Invalid, line.data, None),
+            (DirtyEvict, _, Message::GoWritePull { .. }) if line.state == Modified => (Invalid, line.data, None),
+            _ => return Err(unexpected(&msg)),
+        };
+        let dirty = line.data;
+        line.state = state;
+        line.data = data;
+        line.phase = !line.phase;
+        line.pending = None;
+        let deferred = line.deferred.take();
+        self.in_flight -= 1;
+        if write_back {
+            // Room was checked above.
+            let _ = self.responses.push(Message::WriteBack { line: index as u32, data: dirty });
+            self.counters.write_backs += 1;
+        }
+        self.complete(index as u32, pending.op, read, false);
+        if let Some(snoop) = deferred {
+            self.answer(index, snoop)?;
+        }
+        self.advance();
+        Ok(())
+    }
+
+    fn complete(&mut self, line: u32, op: CoreOp<B>, data: Option<[u8; B]>, hit: bool) {
+        match op {
+            CoreOp::Load | CoreOp::LoadShared | CoreOp::ReadCurrent => self.counters.reads += 1,
+            CoreOp::Store(_) => self.counters.writes += 1,
+            CoreOp::Evict => self.counters.evicts += 1,
+        }
+        if hit {
+            self.counters.hits += 1;
+        }
+        // Room is guaranteed: `submit` admits at most OPS operations in all.
+        let _ = self.done.push(Completion { line, op, data, hit });
+    }
+
+    /// Start every waiting operation whose line is free, in order per line.
+    fn advance(&mut self) {
+        let mut i = 0;
+        while let Some(&(line, op)) = self.waiting.get(i) {
+            let busy = self.lines.get(line as usize).is_none_or(|l| l.pending.is_some())
+                || self.waiting[..i].iter().any(|&(earlier, _)| earlier == line);
+            if busy {
+                i += 1;
+                continue;
+            }
+            self.waiting.remove(i);
+            self.start(line, op);
+        }
+    }
+
+    fn start(&mut self, n: u32, op: CoreOp<B>) {
+        let Some(line) = self.lines.get_mut(n as usize) else { return };
+        use CacheState::*;
+        let request = match (op, line.state) {
+            (CoreOp::Load | CoreOp::LoadShared | CoreOp::ReadCurrent, state) if state.is_valid() => {
+                let data = line.data;
+                return self.complete(n, op, Some(data), true);
+            }
+            (CoreOp::Load, _) => RequestKind::RdAny,
+            (CoreOp::LoadShared, _) => RequestKind::RdShared,
+            (CoreOp::ReadCurrent, _) => RequestKind::RdCurr,
+            (CoreOp::Store(value), Exclusive | Modified) => {
+                line.state = Modified;
+                line.data = value;
+                return self.complete(n, op, None, true);
+            }
+            (CoreOp::Store(_), _) => RequestKind::RdOwn,
+            (CoreOp::Evict, Invalid) => return self.complete(n, op, None, true),
+            (CoreOp::Evict, Modified) => RequestKind::DirtyEvict,
+            (CoreOp::Evict, _) => RequestKind::CleanEvict,
+        };
+        line.pending = Some(Pending { kind: request, op });
+        self.in_flight += 1;
+        self.counters.requests += 1;
+        // At most one request per line is in flight, so there is room.
+        let _ = self.requests.push(Message::Request { line: n, kind: request });
+    }
+}
+
+/// Take the first element of a short FIFO.
+pub(crate) fn pop_front<T, const N: usize>(v: &mut Vec<T, N>) -> Option<T> {
+    if v.is_empty() {
+        None
+    } else {
+        Some(v.remove(0))
+    }
+}

@@ -1,0 +1,534 @@
+//! Exhaustive exploration of every interleaving of a small coherent system: `A` caching agents, `L`
+//! lines of one byte, stores of the values 1 to `values` (memory starts at 0).
+//!
+//! A state is the home, every agent (with its queued operations and its outgoing channels) and two ghost
+//! variables. Each channel between an agent and the home (request and response to the home; snoop and
+//! response to the agent) is a FIFO, as the data link delivers it, and the channels interleave
+//! arbitrarily. From each state the checker takes every enabled step: an agent submits any operation
+//! on any line (while it has fewer than `outstanding` in progress; there is no bound on how many in all:
+//! states repeat, and are recognised), or the head of any non-empty channel is delivered. Breadth first,
+//! so a counterexample is a shortest one.
+//!
+//! Checked on every state:
+//! - single writer, multiple readers: per line, at most one agent has write permission (E or M), and
+//!   then none has read permission (S). An agent whose eviction is in flight has no permission;
+//! - data value: every copy with permission holds the value of the most recent store to its line (the
+//!   ghost `latest`, set when a store takes effect, in the order the home's grants allow), and every read
+//!   returns it (a ReadCurrent, which does not cache, returns a value the line held at some moment
+//!   between its submission and its completion);
+//! - no deadlock: a state with work under way has a message in some channel; and (`check_drain`) from
+//!   every state, delivering messages without new operations reaches quiescence, where the home's
+//!   directory matches the caches exactly and memory holds the latest value of every line not Modified.
+//!
+//! The engines refusing any message (a protocol error) is a violation too.
+
+use std::collections::hash_map::Entry;
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::format;
+use std::hash::{Hash, Hasher};
+use std::string::String;
+use std::time::Instant;
+use std::vec::Vec;
+
+use link_dl::Vc;
+
+use super::agent::{CachingAgent, CoreOp};
+use super::home::{Directory, HomeAgent};
+use super::message::{CacheState, Message};
+
+/// Core operations an agent of the model may have in progress at once.
+pub const MAX_OUTSTANDING: usize = 2;
+
+/// The agent of the model: one-byte lines.
+pub type ModelAgent<const L: usize> = CachingAgent<L, 1, MAX_OUTSTANDING>;
+/// The home of the model.
+pub type ModelHome<const L: usize, const A: usize> = HomeAgent<L, A, 1>;
+
+/// What to explore.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Config {
+    /// Stores write 1 to `values` (memory starts at 0); at most 7.
+    pub values: u8,
+    /// Operations each agent may have in progress at once, 1 to [`MAX_OUTSTANDING`].
+    pub outstanding: usize,
+    /// Check that every state drains to quiescence without new operations (costs about twice the time).
+    pub check_drain: bool,
+    /// Stop after this many states (the report then says the search was not complete).
+    pub max_states: u64,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            values: 2,
+            outstanding: 1,
+            check_drain: true,
+            max_states: u64::MAX,
+        }
+    }
+}
+
+/// One step of the system.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Step {
+    /// The core of `agent` submits `op` on `line`.
+    Submit {
+        /// The agent.
+        agent: u8,
+        /// The line.
+        line: u8,
+        /// The operation.
+        op: CoreOp<1>,
+    },
+    /// The head of `agent`'s channel `vc` to the home is delivered.
+    ToHome {
+        /// The agent.
+        agent: u8,
+        /// The channel.
+        vc: Vc,
+    },
+    /// The head of the home's channel `vc` to `agent` is delivered.
+    ToAgent {
+        /// The agent.
+        agent: u8,
+        /// The channel.
+        vc: Vc,
+    },
+}
+
+/// What went wrong.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ViolationKind {
+    /// Two agents with write permission, or a writer and a reader, on one line.
+    SingleWriter,
+    /// A copy with permission, or a read, that is not the most recent store.
+    DataValue,
+    /// Work under way and no message in any channel.
+    Deadlock,
+    /// Delivering messages does not lead back to quiescence, or quiescence is inconsistent.
+    NoQuiescence,
+    /// An engine refused a message.
+    ProtocolError,
+}
+
+/// A violation and the shortest way to it found.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Counterexample {
+    /// Which property failed.
+    pub kind: ViolationKind,
+    /// How.
+    pub detail: String,
+    /// The steps from the initial state, each with the message it delivered.
+    pub trace: Vec<String>,
+}
+
+/// The result of an exploration.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Report {
+    /// Distinct states reached.
+    pub states: u64,
+    /// Steps taken (edges of the state graph).
+    pub transitions: u64,
+    /// Length of the longest shortest path to a state.
+    pub depth: usize,
+    /// Quiescent states among those reached.
+    pub quiescent: u64,
+    /// Whether every reachable state was explored (false if `max_states` stopped it).
+    pub complete: bool,
+    /// The first violation found, if any.
+    pub violation: Option<Counterexample>,
+    /// Wall-clock seconds.
+    pub seconds: f64,
+}
+
+/// A state of the model: the engines and the ghost variables.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct World<const A: usize, const L: usize> {
+    pub(crate) agents: [ModelAgent<L>; A],
+    pub(crate) home: ModelHome<L, A>,
+    /// The value of the most recent store to each line.
+    latest: [u8; L],
+    /// For each agent and line, the values its ReadCurrent in progress may return (bit `v` for value
+    /// `v`); 0 when none is in progress. One ReadCurrent per agent and line at a time.
+    window: [[u8; L]; A],
+}
+
+impl<const A: usize, const L: usize> Default for World<A, L> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+struct Failure {
+    kind: ViolationKind,
+    detail: String,
+}
+
+fn fail(kind: ViolationKind, detail: String) -> Failure {
+    Failure { kind, detail }
+}
+
+impl<const A: usize, const L: usize> World<A, L> {
+    /// Every cache empty, memory zero.
+    pub fn new() -> Self {
+        World {
+            agents: core::array::from_fn(|_| ModelAgent::new()),
+            home: ModelHome::new(),
+            latest: [0; L],
+            window: [[0; L]; A],
+        }
+    }
+
+    fn steps(&self, config: &Config, out: &mut Vec<Step>) {
+        out.clear();
+        for (a, agent) in self.agents.iter().enumerate() {
+            let agent_id = a as u8;
+            for vc in [Vc::Request, Vc::Response] {
+                if agent.peek_transmit(vc).is_some() {
+                    out.push(Step::ToHome { agent: agent_id, vc });
+                }
+            }
+            for vc in [Vc::Snoop, Vc::Response] {
+                if self.home.peek_transmit(a, vc).is_some() {
+                    out.push(Step::ToAgent { agent: agent_id, vc });
+                }
+            }
+        }
+        for (a, agent) in self.agents.iter().enumerate() {
+            if agent.operations() >= config.outstanding {
+                continue;
+            }
+            for line in 0..L {
+                let mut ops = Vec::from([CoreOp::Load, CoreOp::LoadShared, CoreOp::Evict]);
+                if self.window[a][line] == 0 {
+                    ops.push(CoreOp::ReadCurrent);
+                }
+                ops.extend((1..=config.values).map(|v| CoreOp::Store([v])));
+                for op in ops {
+                    out.push(Step::Submit {
+                        agent: a as u8,
+                        line: line as u8,
+                        op,
+                    });
+                }
+            }
+        }
+    }
+
+    /// The message a delivery step would deliver.
+    fn message(&self, step: Step) -> Option<Message<1>> {
+        match step {
+            Step::Submit { .. } => None,
+            Step::ToHome { agent, vc } => self.agents.get(usize::from(agent))?.peek_transmit(vc).copied(),
+            Step::ToAgent { agent, vc } => self.home.peek_transmit(usize::from(agent), vc).copied(),
+        }
+    }
+
+    fn apply(&mut self, step: Step) -> Result<(), Failure> {
+        let protocol = |e| fail(ViolationKind::ProtocolError, format!("{step:?} refused: {e}"));
+        let a = match step {
+            Step::Submit { agent, line, op } => {
+                let a = usize::from(agent);
+                if op == CoreOp::ReadCurrent {
+                    self.window[a][usize::from(line)] = 1 << self.latest[usize::from(line)];
+                }
+                self.agents[a].submit(u32::from(line), op).map_err(protocol)?;
+                a
+            }
+            Step::ToHome { agent, vc } => {
+                let a = usize::from(agent);
+                if let Some(msg) = self.agents[a].pop_transmit(vc) {
+                    self.home.receive(a, msg).map_err(protocol)?;
+                }
+                return self.check();
+            }
+            Step::ToAgent { agent, vc } => {
+                let a = usize::from(agent);
+                if let Some(msg) = self.home.pop_transmit(a, vc) {
+                    self.agents[a].receive(msg).map_err(protocol)?;
+                }
+                a
+            }
+        };
+        while let Some(done) = self.agents[a].poll_completion() {
+            let line = done.line as usize;
+            let read = done.data.map(|d| d[0]);
+            match (done.op, read) {
+                (CoreOp::Store([v]), _) => {
+                    self.latest[line] = v;
+                    for w in self.window.iter_mut() {
+                        if w[line] != 0 {
+                            w[line] |= 1 << v;
+                        }
+                    }
+                }
+                (CoreOp::ReadCurrent, Some(v)) => {
+                    let window = core::mem::take(&mut self.window[a][line]);
+                    if window >> v & 1 == 0 {
+                        return Err(fail(
+                            ViolationKind::DataValue,
+                            format!("agent {a} ReadCurrent of line {line} returned {v}, never current while it ran (values {window:#b})"),
+                        ));
+                    }
+                }
+                (_, Some(v)) if v != self.latest[line] => {
+                    return Err(fail(
+                        ViolationKind::DataValue,
+                        format!("agent {a} {:?} of line {line} returned {v}; the latest store wrote {}", done.op, self.latest[line]),
+                    ));
+                }
+                _ => {}
+            }
+        }
+        self.check()
+    }
+
+    /// The state `agent` may use `line` in: its state, unless an eviction is in flight.
+    fn permission(&self, agent: usize, line: u32) -> CacheState {
+        let a = &self.agents[agent];
+        match a.state(line) {
+            Some(state) if !a.is_evicting(line) => state,
+            _ => CacheState::Invalid,
+        }
+    }
+
+    fn check(&self) -> Result<(), Failure> {
+        for line in 0..L {
+            let n = line as u32;
+            let (mut writers, mut readers) = (0, 0);
+            for a in 0..A {
+                let state = self.permission(a, n);
+                match state {
+                    CacheState::Invalid => continue,
+                    CacheState::Shared => readers += 1,
+                    _ => writers += 1,
+                }
+                let data = self.agents[a].data(n).map_or(0, |d| d[0]);
+                if data != self.latest[line] {
+                    return Err(fail(
+                        ViolationKind::DataValue,
+                        format!("agent {a} holds line {line} {} with {data}; the latest store wrote {}", state.letter(), self.latest[line]),
+                    ));
+                }
+            }
+            if writers > 1 || (writers == 1 && readers > 0) {
+                return Err(fail(
+                    ViolationKind::SingleWriter,
+                    format!("line {line} has {writers} writer(s) and {readers} reader(s)"),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    fn is_quiescent(&self) -> bool {
+        self.home.is_idle() && self.agents.iter().all(|a| a.is_idle())
+    }
+
+    /// At quiescence the directory is exact and memory is current wherever no cache is dirty.
+    fn check_quiescent(&self) -> Result<(), Failure> {
+        for line in 0..L {
+            let n = line as u32;
+            let dir = self.home.directory(n).unwrap_or(Directory::Invalid);
+            let mut dirty = false;
+            for a in 0..A {
+                let state = self.permission(a, n);
+                let listed = match dir {
+                    Directory::Invalid => false,
+                    Directory::Shared(_) => dir.holds(a) && state == CacheState::Shared,
+                    Directory::Owned(_) => dir.holds(a) && state.is_owned(),
+                };
+                if listed != state.is_valid() || dir.holds(a) != state.is_valid() {
+                    return Err(fail(
+                        ViolationKind::NoQuiescence,
+                        format!("at quiescence line {line} is {} in agent {a} but the directory says {dir:?}", state.letter()),
+                    ));
+                }
+                dirty |= state == CacheState::Modified;
+            }
+            let memory = self.home.memory(n).map_or(0, |m| m[0]);
+            if !dirty && memory != self.latest[line] {
+                return Err(fail(
+                    ViolationKind::DataValue,
+                    format!("at quiescence memory holds {memory} for line {line}, no cache is dirty, and the latest store wrote {}", self.latest[line]),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// A work-conserving delivery order: the first non-empty channel.
+    fn first_delivery(&self) -> Option<Step> {
+        for (a, agent) in self.agents.iter().enumerate() {
+            let agent_id = a as u8;
+            for vc in [Vc::Response, Vc::Request] {
+                if agent.peek_transmit(vc).is_some() {
+                    return Some(Step::ToHome { agent: agent_id, vc });
+                }
+            }
+            for vc in [Vc::Response, Vc::Snoop] {
+                if self.home.peek_transmit(a, vc).is_some() {
+                    return Some(Step::ToAgent { agent: agent_id, vc });
+                }
+            }
+        }
+        None
+    }
+}
+
+type Fingerprint = u128;
+
+fn fingerprint<T: Hash>(value: &T) -> Fingerprint {
+    let mut lo = std::hash::DefaultHasher::new();
+    value.hash(&mut lo);
+    let mut hi = std::hash::DefaultHasher::new();
+    0x5eed_u16.hash(&mut hi);
+    value.hash(&mut hi);
+    u128::from(hi.finish()) << 64 | u128::from(lo.finish())
+}
+
+/// Deliver messages in a fixed order without new operations until the system is quiescent; states
+/// already known to drain end the walk early.
+fn drains<const A: usize, const L: usize>(
+    world: &World<A, L>,
+    draining: &mut HashSet<Fingerprint>,
+) -> Result<(), Failure> {
+    let mut w = world.clone();
+    let mut path = Vec::new();
+    // Every message is consumed and every request gets one GO, so a correct system drains in a bounded
+    // number of deliveries; this bound is far above it.
+    for _ in 0..100_000 {
+        let key = fingerprint(&w);
+        if draining.contains(&key) {
+            break;
+        }
+        path.push(key);
+        if w.is_quiescent() {
+            w.check_quiescent()?;
+            break;
+        }
+        let Some(step) = w.first_delivery() else {
+            return Err(fail(ViolationKind::Deadlock, String::from("delivering messages leads to a state with work under way and no message in any channel")));
+        };
+        w.apply(step)?;
+    }
+    if !draining.contains(&fingerprint(&w)) && !w.is_quiescent() {
+        return Err(fail(ViolationKind::NoQuiescence, String::from("delivering messages never reaches quiescence")));
+    }
+    draining.extend(path);
+    Ok(())
+}
+
+/// Explore every state of `A` agents and `L` lines reachable from the initial one.
+pub fn explore<const A: usize, const L: usize>(config: &Config) -> Report {
+    explore_from(World::<A, L>::new(), config)
+}
+
+/// Explore every state reachable from `initial`.
+pub fn explore_from<const A: usize, const L: usize>(initial: World<A, L>, config: &Config) -> Report {
+    let started = Instant::now();
+    let config = Config {
+        values: config.values.clamp(1, 7),
+        outstanding: config.outstanding.clamp(1, MAX_OUTSTANDING),
+        ..*config
+    };
+    let mut report = Report {
+        states: 0,
+        transitions: 0,
+        depth: 0,
+        quiescent: 0,
+        complete: false,
+        violation: None,
+        seconds: 0.0,
+    };
+    // State number -> (parent, step that reached it), for counterexamples.
+    let mut parents: Vec<(u32, Option<Step>)> = Vec::new();
+    let mut seen: HashMap<Fingerprint, u32> = HashMap::new();
+    let mut draining: HashSet<Fingerprint> = HashSet::new();
+    let mut frontier: VecDeque<(u32, usize, World<A, L>)> = VecDeque::new();
+    seen.insert(fingerprint(&initial), 0);
+    parents.push((0, None));
+    frontier.push_back((0, 0, initial.clone()));
+    let mut steps = Vec::new();
+    let mut found: Option<(u32, Option<Step>, Failure)> = None;
+    'search: while let Some((id, depth, world)) = frontier.pop_front() {
+        report.states += 1;
+        report.depth = report.depth.max(depth);
+        if report.states > config.max_states {
+            report.states -= 1;
+            break;
+        }
+        if world.is_quiescent() {
+            report.quiescent += 1;
+        }
+        if config.check_drain {
+            if let Err(f) = drains(&world, &mut draining) {
+                found = Some((id, None, f));
+                break;
+            }
+        }
+        world.steps(&config, &mut steps);
+        if world.first_delivery().is_none() && !world.is_quiescent() {
+            found = Some((id, None, fail(ViolationKind::Deadlock, String::from("work under way and no message in any channel"))));
+            break;
+        }
+        for &step in &steps {
+            report.transitions += 1;
+            let mut next = world.clone();
+            if let Err(f) = next.apply(step) {
+                found = Some((id, Some(step), f));
+                break 'search;
+            }
+            if let Entry::Vacant(slot) = seen.entry(fingerprint(&next)) {
+                let next_id = parents.len() as u32;
+                slot.insert(next_id);
+                parents.push((id, Some(step)));
+                frontier.push_back((next_id, depth + 1, next));
+            }
+        }
+    }
+    report.complete = found.is_none() && frontier.is_empty();
+    if let Some((id, last, failure)) = found {
+        let mut path: Vec<Step> = last.into_iter().collect();
+        let mut at = id;
+        while let Some(&(parent, Some(step))) = parents.get(at as usize) {
+            path.push(step);
+            at = parent;
+        }
+        path.reverse();
+        report.violation = Some(Counterexample {
+            kind: failure.kind,
+            detail: failure.detail,
+            trace: render(&initial, &path),
+        });
+    }
+    report.seconds = started.elapsed().as_secs_f64();
+    report
+}
+
+/// The steps as text, each with the message it delivered and the line states after it.
+fn render<const A: usize, const L: usize>(initial: &World<A, L>, path: &[Step]) -> Vec<String> {
+    let mut world = initial.clone();
+    let mut lines = Vec::new();
+    for &step in path {
+        let what = match (step, world.message(step)) {
+            (Step::Submit { agent, line, op }, _) => format!("agent {agent} submits {op:?} on line {line}"),
+            (Step::ToHome { agent, .. }, Some(msg)) => format!("agent {agent} -> home: {msg:?}"),
+            (Step::ToAgent { agent, .. }, Some(msg)) => format!("home -> agent {agent}: {msg:?}"),
+            (step, None) => format!("{step:?}"),
+        };
+        let _ = world.apply(step);
+        let mut states = String::new();
+        for line in 0..L {
+            states.push_str(&format!(" | line {line}:"));
+            for a in 0..A {
+                let s = world.agents[a].state(line as u32).unwrap_or(CacheState::Invalid);
+                let d = world.agents[a].data(line as u32).map_or(0, |d| d[0]);
+                states.push_str(&format!(" {}{d}", s.letter()));
+            }
+            states.push_str(&format!(" mem {} latest {}", world.home.memory(line as u32).map_or(0, |m| m[0]), world.latest[line]));
+        }
+        lines.push(format!("{what}{states}"));
+    }
+    lines
+}
