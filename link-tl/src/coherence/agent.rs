@@ -237,7 +237,10 @@ impl<const LINES: usize, const B: usize, const OPS: usize> CachingAgent<LINES, B
 
     /// Whether nothing is under way: no operation queued or in flight, no message waiting to go.
     pub fn is_idle(&self) -> bool {
-        self.waiting.is_empty() && self.in_flight == 0 && self.requests.is_empty() && self.responses.is_empty()
+        self.waiting.is_empty()
+            && self.in_flight == 0
+            && self.requests.is_empty()
+            && self.responses.is_empty()
     }
 
     /// Queue a core operation on `line`. Hits finish at once (collect them with `poll_completion`).
@@ -293,7 +296,11 @@ impl<const LINES: usize, const B: usize, const OPS: usize> CachingAgent<LINES, B
         match msg {
             Message::Snoop { kind, phase, .. } => {
                 #[cfg(test)]
-                let phase = if self.bug == Some(AgentBug::IgnorePhase) { line.phase } else { phase };
+                let phase = if self.bug == Some(AgentBug::IgnorePhase) {
+                    line.phase
+                } else {
+                    phase
+                };
                 if phase == line.phase {
                     return self.answer(index, kind);
                 }
@@ -305,7 +312,9 @@ impl<const LINES: usize, const B: usize, const OPS: usize> CachingAgent<LINES, B
                 self.counters.deferred_snoops += 1;
                 Ok(())
             }
-            Message::Go { .. } | Message::GoData { .. } | Message::GoWritePull { .. } => self.granted(index, msg),
+            Message::Go { .. } | Message::GoData { .. } | Message::GoWritePull { .. } => {
+                self.granted(index, msg)
+            }
             _ => Err(unexpected(&msg)),
         }
     }
@@ -325,21 +334,58 @@ impl<const LINES: usize, const B: usize, const OPS: usize> CachingAgent<LINES, B
         use CacheState::*;
         use SnoopResponseKind::*;
         let (next, response) = match (line.state, kind) {
-            (Invalid, _) => (Invalid, Message::SnoopResponse { line: n, kind: RspIHitI }),
-            (Shared | Exclusive, SnoopKind::SnpData) if !evicting => {
-                (Shared, Message::SnoopResponse { line: n, kind: RspSHitSE })
-            }
-            (Shared | Exclusive, SnoopKind::SnpCur) if !evicting => {
-                (line.state, Message::SnoopResponse { line: n, kind: RspVHitV })
-            }
-            (Shared | Exclusive, _) => (Invalid, Message::SnoopResponse { line: n, kind: RspIHitSE }),
-            (Modified, SnoopKind::SnpData) if !evicting => {
-                (Shared, Message::SnoopResponseData { line: n, kind: ForwardKind::RspSFwdM, data })
-            }
-            (Modified, SnoopKind::SnpCur) if !evicting => {
-                (Modified, Message::SnoopResponseData { line: n, kind: ForwardKind::RspVFwdV, data })
-            }
-            (Modified, _) => (Invalid, Message::SnoopResponseData { line: n, kind: ForwardKind::RspIFwdM, data }),
+            (Invalid, _) => (
+                Invalid,
+                Message::SnoopResponse {
+                    line: n,
+                    kind: RspIHitI,
+                },
+            ),
+            (Shared | Exclusive, SnoopKind::SnpData) if !evicting => (
+                Shared,
+                Message::SnoopResponse {
+                    line: n,
+                    kind: RspSHitSE,
+                },
+            ),
+            (Shared | Exclusive, SnoopKind::SnpCur) if !evicting => (
+                line.state,
+                Message::SnoopResponse {
+                    line: n,
+                    kind: RspVHitV,
+                },
+            ),
+            (Shared | Exclusive, _) => (
+                Invalid,
+                Message::SnoopResponse {
+                    line: n,
+                    kind: RspIHitSE,
+                },
+            ),
+            (Modified, SnoopKind::SnpData) if !evicting => (
+                Shared,
+                Message::SnoopResponseData {
+                    line: n,
+                    kind: ForwardKind::RspSFwdM,
+                    data,
+                },
+            ),
+            (Modified, SnoopKind::SnpCur) if !evicting => (
+                Modified,
+                Message::SnoopResponseData {
+                    line: n,
+                    kind: ForwardKind::RspVFwdV,
+                    data,
+                },
+            ),
+            (Modified, _) => (
+                Invalid,
+                Message::SnoopResponseData {
+                    line: n,
+                    kind: ForwardKind::RspIFwdM,
+                    data,
+                },
+            ),
         };
         let invalidated = line.state.is_valid() && next == Invalid;
         line.state = next;
@@ -371,21 +417,37 @@ impl<const LINES: usize, const B: usize, const OPS: usize> CachingAgent<LINES, B
         use RequestKind::*;
         // Work out the line's new state and data, and what the operation returns, before changing anything.
         let (state, data, read) = match (pending.kind, pending.op, msg) {
-            (RdCurr, _, Message::GoData { state: Invalid, data, .. }) => (line.state, line.data, Some(data)),
+            (
+                RdCurr,
+                _,
+                Message::GoData {
+                    state: Invalid, data, ..
+                },
+            ) => (line.state, line.data, Some(data)),
             (RdShared | RdAny, _, Message::GoData { state, data, .. }) if state.is_valid() => {
                 (state, data, Some(data))
             }
-            (RdOwn, CoreOp::Store(value), Message::GoData { state: Exclusive | Modified, .. }) => {
-                (Modified, value, None)
-            }
+            (
+                RdOwn,
+                CoreOp::Store(value),
+                Message::GoData {
+                    state: Exclusive | Modified,
+                    ..
+                },
+            ) => (Modified, value, None),
             // An upgrade: the requester still held the line Shared, so the GO carries no data.
-            (RdOwn, CoreOp::Store(value), Message::Go { state: Exclusive | Modified, .. })
-                if line.state == Shared =>
-            {
-                (Modified, value, None)
-            }
+            (
+                RdOwn,
+                CoreOp::Store(value),
+                Message::Go {
+                    state: Exclusive | Modified,
+                    ..
+                },
+            ) if line.state == Shared => (Modified, value, None),
             (CleanEvict | DirtyEvict, _, Message::Go { state: Invalid, .. }) => (Invalid, line.data, None),
-            (DirtyEvict, _, Message::GoWritePull { .. }) if line.state == Modified => (Invalid, line.data, None),
+            (DirtyEvict, _, Message::GoWritePull { .. }) if line.state == Modified => {
+                (Invalid, line.data, None)
+            }
             _ => return Err(unexpected(&msg)),
         };
         let dirty = line.data;
@@ -397,7 +459,10 @@ impl<const LINES: usize, const B: usize, const OPS: usize> CachingAgent<LINES, B
         self.in_flight -= 1;
         if write_back {
             // Room was checked above.
-            let _ = self.responses.push(Message::WriteBack { line: index as u32, data: dirty });
+            let _ = self.responses.push(Message::WriteBack {
+                line: index as u32,
+                data: dirty,
+            });
             self.counters.write_backs += 1;
         }
         self.complete(index as u32, pending.op, read, false);
@@ -437,7 +502,9 @@ impl<const LINES: usize, const B: usize, const OPS: usize> CachingAgent<LINES, B
     }
 
     fn start(&mut self, n: u32, op: CoreOp<B>) {
-        let Some(line) = self.lines.get_mut(n as usize) else { return };
+        let Some(line) = self.lines.get_mut(n as usize) else {
+            return;
+        };
         use CacheState::*;
         let request = match (op, line.state) {
             (CoreOp::Load | CoreOp::LoadShared | CoreOp::ReadCurrent, state) if state.is_valid() => {
@@ -461,7 +528,10 @@ impl<const LINES: usize, const B: usize, const OPS: usize> CachingAgent<LINES, B
         self.in_flight += 1;
         self.counters.requests += 1;
         // At most one request per line is in flight, so there is room.
-        let _ = self.requests.push(Message::Request { line: n, kind: request });
+        let _ = self.requests.push(Message::Request {
+            line: n,
+            kind: request,
+        });
     }
 }
 

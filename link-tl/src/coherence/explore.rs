@@ -274,7 +274,10 @@ impl<const A: usize, const L: usize> World<A, L> {
                 (_, Some(v)) if v != self.latest[line] => {
                     return Err(fail(
                         ViolationKind::DataValue,
-                        format!("agent {a} {:?} of line {line} returned {v}; the latest store wrote {}", done.op, self.latest[line]),
+                        format!(
+                            "agent {a} {:?} of line {line} returned {v}; the latest store wrote {}",
+                            done.op, self.latest[line]
+                        ),
                     ));
                 }
                 _ => {}
@@ -307,7 +310,11 @@ impl<const A: usize, const L: usize> World<A, L> {
                 if data != self.latest[line] {
                     return Err(fail(
                         ViolationKind::DataValue,
-                        format!("agent {a} holds line {line} {} with {data}; the latest store wrote {}", state.letter(), self.latest[line]),
+                        format!(
+                            "agent {a} holds line {line} {} with {data}; the latest store wrote {}",
+                            state.letter(),
+                            self.latest[line]
+                        ),
                     ));
                 }
             }
@@ -341,7 +348,10 @@ impl<const A: usize, const L: usize> World<A, L> {
                 if listed != state.is_valid() || dir.holds(a) != state.is_valid() {
                     return Err(fail(
                         ViolationKind::NoQuiescence,
-                        format!("at quiescence line {line} is {} in agent {a} but the directory says {dir:?}", state.letter()),
+                        format!(
+                            "at quiescence line {line} is {} in agent {a} but the directory says {dir:?}",
+                            state.letter()
+                        ),
                     ));
                 }
                 dirty |= state == CacheState::Modified;
@@ -408,12 +418,20 @@ fn drains<const A: usize, const L: usize>(
             break;
         }
         let Some(step) = w.first_delivery() else {
-            return Err(fail(ViolationKind::Deadlock, String::from("delivering messages leads to a state with work under way and no message in any channel")));
+            return Err(fail(
+                ViolationKind::Deadlock,
+                String::from(
+                    "delivering messages leads to a state with work under way and no message in any channel",
+                ),
+            ));
         };
         w.apply(step)?;
     }
     if !draining.contains(&fingerprint(&w)) && !w.is_quiescent() {
-        return Err(fail(ViolationKind::NoQuiescence, String::from("delivering messages never reaches quiescence")));
+        return Err(fail(
+            ViolationKind::NoQuiescence,
+            String::from("delivering messages never reaches quiescence"),
+        ));
     }
     draining.extend(path);
     Ok(())
@@ -469,7 +487,14 @@ pub fn explore_from<const A: usize, const L: usize>(initial: World<A, L>, config
         }
         world.steps(&config, &mut steps);
         if world.first_delivery().is_none() && !world.is_quiescent() {
-            found = Some((id, None, fail(ViolationKind::Deadlock, String::from("work under way and no message in any channel"))));
+            found = Some((
+                id,
+                None,
+                fail(
+                    ViolationKind::Deadlock,
+                    String::from("work under way and no message in any channel"),
+                ),
+            ));
             break;
         }
         for &step in &steps {
@@ -526,7 +551,11 @@ fn render<const A: usize, const L: usize>(initial: &World<A, L>, path: &[Step]) 
                 let d = world.agents[a].data(line as u32).map_or(0, |d| d[0]);
                 states.push_str(&format!(" {}{d}", s.letter()));
             }
-            states.push_str(&format!(" mem {} latest {}", world.home.memory(line as u32).map_or(0, |m| m[0]), world.latest[line]));
+            states.push_str(&format!(
+                " mem {} latest {}",
+                world.home.memory(line as u32).map_or(0, |m| m[0]),
+                world.latest[line]
+            ));
         }
         lines.push(format!("{what}{states}"));
     }

@@ -140,7 +140,9 @@ impl<const LINES: usize, const AGENTS: usize, const B: usize> PartialEq for Home
 
 impl<const LINES: usize, const AGENTS: usize, const B: usize> Eq for HomeAgent<LINES, AGENTS, B> {}
 
-impl<const LINES: usize, const AGENTS: usize, const B: usize> core::hash::Hash for HomeAgent<LINES, AGENTS, B> {
+impl<const LINES: usize, const AGENTS: usize, const B: usize> core::hash::Hash
+    for HomeAgent<LINES, AGENTS, B>
+{
     fn hash<H: core::hash::Hasher>(&self, h: &mut H) {
         self.lines.hash(h);
         self.snoops.hash(h);
@@ -210,8 +212,14 @@ impl<const LINES: usize, const AGENTS: usize, const B: usize> HomeAgent<LINES, A
 
     /// Whether nothing is under way: no transaction, no parked request, no message waiting to go.
     pub fn is_idle(&self) -> bool {
-        self.lines.iter().all(|l| l.busy.is_none() && l.parked.iter().all(Option::is_none))
-            && self.snoops.iter().chain(self.responses.iter()).all(|q| q.is_empty())
+        self.lines
+            .iter()
+            .all(|l| l.busy.is_none() && l.parked.iter().all(Option::is_none))
+            && self
+                .snoops
+                .iter()
+                .chain(self.responses.iter())
+                .all(|q| q.is_empty())
     }
 
     /// Whether any message waits to go to `agent`.
@@ -257,7 +265,10 @@ impl<const LINES: usize, const AGENTS: usize, const B: usize> HomeAgent<LINES, A
                     .busy
                     .is_some_and(|t| usize::from(t.requester) == agent && t.kind != RequestKind::DirtyEvict)
                     || line.parked.get(agent).is_some_and(Option::is_some)
-                    || self.responses.get(agent).is_some_and(|q| q.iter().any(|m| m.line() == msg.line()));
+                    || self
+                        .responses
+                        .get(agent)
+                        .is_some_and(|q| q.iter().any(|m| m.line() == msg.line()));
                 if again {
                     // A second request before the GO of the first: a correct agent never sends one.
                     Err(unexpected(&msg))
@@ -278,9 +289,9 @@ impl<const LINES: usize, const AGENTS: usize, const B: usize> HomeAgent<LINES, A
                 self.snooped(index, agent, kind.left_in(), Some(data), &msg)
             }
             Message::WriteBack { data, .. } => {
-                let expected = line.busy.is_some_and(|t| {
-                    usize::from(t.requester) == agent && t.kind == RequestKind::DirtyEvict
-                });
+                let expected = line
+                    .busy
+                    .is_some_and(|t| usize::from(t.requester) == agent && t.kind == RequestKind::DirtyEvict);
                 if expected {
                     line.memory = data;
                     line.dir = line.dir.without(agent);
@@ -302,15 +313,27 @@ impl<const LINES: usize, const AGENTS: usize, const B: usize> HomeAgent<LINES, A
 
     /// Start agent `x`'s request on the free line `index`.
     fn start(&mut self, index: usize, x: usize, kind: RequestKind) {
-        let Some(line) = self.lines.get_mut(index) else { return };
+        let Some(line) = self.lines.get_mut(index) else {
+            return;
+        };
         let n = index as u32;
         match kind {
             RequestKind::CleanEvict => {
                 line.dir = line.dir.without(x);
-                self.go(x, Message::Go { line: n, state: CacheState::Invalid });
+                self.go(
+                    x,
+                    Message::Go {
+                        line: n,
+                        state: CacheState::Invalid,
+                    },
+                );
             }
             RequestKind::DirtyEvict if line.dir == Directory::Owned(x as u8) => {
-                line.busy = Some(Transaction { requester: x as u8, kind, awaiting: 0 });
+                line.busy = Some(Transaction {
+                    requester: x as u8,
+                    kind,
+                    awaiting: 0,
+                });
                 #[cfg(test)]
                 if self.bug == Some(HomeBug::ForgetWritePull) {
                     return;
@@ -320,7 +343,13 @@ impl<const LINES: usize, const AGENTS: usize, const B: usize> HomeAgent<LINES, A
             // A snoop took the line while the eviction was on its way: there is nothing to pull.
             RequestKind::DirtyEvict => {
                 line.dir = line.dir.without(x);
-                self.go(x, Message::Go { line: n, state: CacheState::Invalid });
+                self.go(
+                    x,
+                    Message::Go {
+                        line: n,
+                        state: CacheState::Invalid,
+                    },
+                );
             }
             RequestKind::RdCurr | RequestKind::RdShared | RequestKind::RdAny | RequestKind::RdOwn => {
                 let (snoop, targets) = match (kind, line.dir) {
@@ -330,7 +359,9 @@ impl<const LINES: usize, const AGENTS: usize, const B: usize> HomeAgent<LINES, A
                 };
                 #[cfg(test)]
                 let targets = match self.bug {
-                    Some(HomeBug::SkipLastSharer) if snoop == SnoopKind::SnpInv && targets.count_ones() >= 1 => {
+                    Some(HomeBug::SkipLastSharer)
+                        if snoop == SnoopKind::SnpInv && targets.count_ones() >= 1 =>
+                    {
                         targets & !(1u64 << (63 - targets.leading_zeros()))
                     }
                     _ => targets,
@@ -339,14 +370,22 @@ impl<const LINES: usize, const AGENTS: usize, const B: usize> HomeAgent<LINES, A
                     self.finish(index, x, kind);
                     return;
                 }
-                line.busy = Some(Transaction { requester: x as u8, kind, awaiting: targets });
+                line.busy = Some(Transaction {
+                    requester: x as u8,
+                    kind,
+                    awaiting: targets,
+                });
                 let phase = line.phase;
                 for y in 0..AGENTS {
                     if targets >> y & 1 == 1 {
                         self.counters.snoops += 1;
                         if let Some(q) = self.snoops.get_mut(y) {
                             // One snoop per line per agent at most: there is room.
-                            let _ = q.push(Message::Snoop { line: n, kind: snoop, phase: phase >> y & 1 == 1 });
+                            let _ = q.push(Message::Snoop {
+                                line: n,
+                                kind: snoop,
+                                phase: phase >> y & 1 == 1,
+                            });
                         }
                     }
                 }
@@ -381,7 +420,11 @@ impl<const LINES: usize, const AGENTS: usize, const B: usize> HomeAgent<LINES, A
         }
         if let Some(data) = data {
             #[cfg(test)]
-            let data = if self.bug == Some(HomeBug::KeepStaleMemory) { line.memory } else { data };
+            let data = if self.bug == Some(HomeBug::KeepStaleMemory) {
+                line.memory
+            } else {
+                data
+            };
             line.memory = data;
             self.counters.write_backs += 1;
         }
@@ -403,27 +446,48 @@ impl<const LINES: usize, const AGENTS: usize, const B: usize> HomeAgent<LINES, A
 
     /// Grant agent `x`'s read request on line `index`: every snoop it needed has been answered.
     fn finish(&mut self, index: usize, x: usize, kind: RequestKind) {
-        let Some(line) = self.lines.get_mut(index) else { return };
+        let Some(line) = self.lines.get_mut(index) else {
+            return;
+        };
         let n = index as u32;
         let data = line.memory;
         let msg = match kind {
-            RequestKind::RdCurr => Message::GoData { line: n, state: CacheState::Invalid, data },
+            RequestKind::RdCurr => Message::GoData {
+                line: n,
+                state: CacheState::Invalid,
+                data,
+            },
             RequestKind::RdAny if line.dir.without(x) == Directory::Invalid => {
                 line.dir = Directory::Owned(x as u8);
-                Message::GoData { line: n, state: CacheState::Exclusive, data }
+                Message::GoData {
+                    line: n,
+                    state: CacheState::Exclusive,
+                    data,
+                }
             }
             RequestKind::RdOwn => {
                 let upgrade = matches!(line.dir, Directory::Shared(_)) && line.dir.holds(x);
                 line.dir = Directory::Owned(x as u8);
                 if upgrade {
-                    Message::Go { line: n, state: CacheState::Exclusive }
+                    Message::Go {
+                        line: n,
+                        state: CacheState::Exclusive,
+                    }
                 } else {
-                    Message::GoData { line: n, state: CacheState::Exclusive, data }
+                    Message::GoData {
+                        line: n,
+                        state: CacheState::Exclusive,
+                        data,
+                    }
                 }
             }
             _ => {
                 line.dir = line.dir.with_sharer(x);
-                Message::GoData { line: n, state: CacheState::Shared, data }
+                Message::GoData {
+                    line: n,
+                    state: CacheState::Shared,
+                    data,
+                }
             }
         };
         self.go(x, msg);
@@ -446,12 +510,17 @@ impl<const LINES: usize, const AGENTS: usize, const B: usize> HomeAgent<LINES, A
     /// keeps the line busy.
     fn serve_parked(&mut self, index: usize) {
         loop {
-            let Some(line) = self.lines.get_mut(index) else { return };
+            let Some(line) = self.lines.get_mut(index) else {
+                return;
+            };
             if line.busy.is_some() {
                 return;
             }
             let start = usize::from(line.next_parked);
-            let Some(x) = (0..AGENTS).map(|i| (start + i) % AGENTS).find(|&a| line.parked[a].is_some()) else {
+            let Some(x) = (0..AGENTS)
+                .map(|i| (start + i) % AGENTS)
+                .find(|&a| line.parked[a].is_some())
+            else {
                 return;
             };
             let Some(kind) = line.parked[x].take() else { return };

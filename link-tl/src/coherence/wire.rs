@@ -232,7 +232,11 @@ pub fn decode<const B: usize>(vc: Vc, tl: u64, payload: &[Flit]) -> Result<Envel
                 return Err(TlError::ReservedBits);
             }
             let kind = RequestKind::from_code(code).ok_or(reserved_code)?;
-            let ext = Extension::parse(payload.first().ok_or(TlError::FlitCount { opcode: op, flits: 0 })?)?;
+            let ext = Extension::parse(
+                payload
+                    .first()
+                    .ok_or(TlError::FlitCount { opcode: op, flits: 0 })?,
+            )?;
             if ext.tag != 0 || ext.first_byte != 0 || ext.value != 0 {
                 return Err(TlError::ReservedBits);
             }

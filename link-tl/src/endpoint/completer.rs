@@ -294,7 +294,10 @@ impl<const Q: usize> Completer<Q> {
                     };
                     let data = &old.to_le_bytes()[..usize::from(a.size)];
                     let mut reply = Packet::new();
-                    if Tlp::Completion(Completion { header, data }).emit(&mut reply).is_ok() {
+                    if Tlp::Completion(Completion { header, data })
+                        .emit(&mut reply)
+                        .is_ok()
+                    {
                         self.send(reply, egress);
                     }
                 }

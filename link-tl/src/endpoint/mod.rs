@@ -93,8 +93,16 @@ pub struct Endpoint<
     events: Deque<Event, E>,
 }
 
-impl<'m, M: Memory, const W: usize, const N: usize, const T: usize, const Q: usize, const DEPTH: usize, const E: usize>
-    Endpoint<'m, M, W, N, T, Q, DEPTH, E>
+impl<
+        'm,
+        M: Memory,
+        const W: usize,
+        const N: usize,
+        const T: usize,
+        const Q: usize,
+        const DEPTH: usize,
+        const E: usize,
+    > Endpoint<'m, M, W, N, T, Q, DEPTH, E>
 {
     const VALID: () = {
         assert!(
@@ -207,9 +215,11 @@ impl<'m, M: Memory, const W: usize, const N: usize, const T: usize, const Q: usi
         let events = &mut self.events;
         match vc {
             Vc::Request => self.completer.push_request(tl, payload)?,
-            Vc::Posted | Vc::Snoop => self.completer.posted(vc, tl, payload, &mut self.memory, &mut |m| {
-                let _ = events.push_back(Event::Message(m));
-            }),
+            Vc::Posted | Vc::Snoop => self
+                .completer
+                .posted(vc, tl, payload, &mut self.memory, &mut |m| {
+                    let _ = events.push_back(Event::Message(m));
+                }),
             Vc::Response => self
                 .requester
                 .completion(now, tl, payload, &mut self.memory, &mut |d| {

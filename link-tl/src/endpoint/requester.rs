@@ -63,7 +63,10 @@ impl core::fmt::Display for Failure {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         match *self {
             Failure::Status { status, offset } => {
-                write!(f, "completer answered {status:?} for the request at offset {offset}")
+                write!(
+                    f,
+                    "completer answered {status:?} for the request at offset {offset}"
+                )
             }
             Failure::Timeout { offset } => write!(f, "completion timeout for the request at offset {offset}"),
             Failure::Unmapped { global } => write!(f, "global address {global:#x} is not mapped"),
@@ -531,7 +534,12 @@ impl<'m, const W: usize, const N: usize, const T: usize> Requester<'m, W, N, T> 
 
     /// Time out requests whose completion timeout has passed, while `room` says another report fits;
     /// `done` hears of each atomic that timed out (a transfer fails when it ends).
-    pub fn handle_timeout(&mut self, now: Instant, mut room: impl FnMut() -> bool, done: &mut impl FnMut(Done)) {
+    pub fn handle_timeout(
+        &mut self,
+        now: Instant,
+        mut room: impl FnMut() -> bool,
+        done: &mut impl FnMut(Done),
+    ) {
         while room() {
             let Some(expired) = self.table.expire(now) else {
                 return;
