@@ -8,7 +8,13 @@
 //! A property that does not hold is reported by panicking: that is what a fuzzer looks for.
 #![allow(clippy::panic, clippy::unwrap_used, clippy::expect_used)]
 
+use link_phy::lanes::LinkWidth;
+use link_phy::rate::Rate;
+use link_phy::time::{Duration, Instant};
+
 use crate::fec::{self, Block, Corrections, BLOCK_LEN, CODEWORDS};
+use crate::flit::FLIT_LEN;
+use crate::link::{unit_time, DataLink, DlConfig};
 
 /// A fuzz entry point and the name of its cargo-fuzz target.
 pub type Target = (&'static str, fn(&[u8]));
@@ -77,5 +83,57 @@ pub fn fec_decode(data: &[u8]) {
         let corrections = fec::decode(&mut corrupted).expect("one error per codeword is correctable");
         assert_eq!(corrections.symbols, symbols);
         assert_eq!(corrupted, sent);
+    }
+}
+
+/// Two data links wired back to back without a physical layer, as the fuzz targets and the packet-path
+/// benchmarks drive them: each [`BackToBack::step`] moves one unit each way, and time advances by the unit
+/// time of an x8 link at 8 GT/s, so the timers behave as on that link.
+#[derive(Clone, Debug)]
+pub struct BackToBack<const REPLAY: usize = 64, const RX_FLITS: usize = 64> {
+    /// One end.
+    pub a: DataLink<REPLAY, RX_FLITS>,
+    /// The other end.
+    pub b: DataLink<REPLAY, RX_FLITS>,
+    /// The time of the next step.
+    pub now: Instant,
+    unit: Duration,
+    /// Units moved in each direction so far (the physical layer's unit index).
+    pub units: u64,
+}
+
+impl<const REPLAY: usize, const RX_FLITS: usize> BackToBack<REPLAY, RX_FLITS> {
+    /// Both ends configured alike, the physical layer up on both, and units exchanged until both are
+    /// active; `None` if they are not within a thousand units (a bug).
+    pub fn active(config: DlConfig) -> Option<Self> {
+        let (width, rate) = (LinkWidth::X8, Rate::Gen3);
+        let mut pair = BackToBack {
+            a: DataLink::new(config),
+            b: DataLink::new(config),
+            now: Instant::ZERO,
+            unit: unit_time(width, rate),
+            units: 0,
+        };
+        pair.a.phy_up(pair.now, width, rate);
+        pair.b.phy_up(pair.now, width, rate);
+        for _ in 0..1000 {
+            if pair.a.is_active() && pair.b.is_active() {
+                return Some(pair);
+            }
+            pair.step();
+        }
+        None
+    }
+
+    /// One unit from A to B and one from B to A.
+    #[inline]
+    pub fn step(&mut self) {
+        let (mut ab, mut ba) = ([0u8; FLIT_LEN], [0u8; FLIT_LEN]);
+        self.a.poll_unit(self.now, &mut ab);
+        self.b.poll_unit(self.now, &mut ba);
+        self.b.receive_unit(self.now, &ab, self.units);
+        self.a.receive_unit(self.now, &ba, self.units);
+        self.units += 1;
+        self.now += self.unit;
     }
 }

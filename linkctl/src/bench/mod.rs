@@ -2,6 +2,7 @@
 
 use clap::Subcommand;
 
+mod dl;
 mod measure;
 mod phy;
 mod tl;
@@ -23,6 +24,9 @@ pub struct BenchArgs {
 pub enum BenchCommand {
     /// The physical layer: 8b/10b, scramblers, 128b/130b, striping
     Phy(BenchArgs),
+    /// The data link layer: the packet path of 128-byte payloads between two data links (frame, CRC,
+    /// replay bookkeeping, receive checks, acknowledgements and credits flowing back)
+    Dl(BenchArgs),
     /// The transaction layer: packetizer and reassembler
     Tl(BenchArgs),
 }
@@ -32,6 +36,10 @@ pub fn run(cmd: BenchCommand) -> anyhow::Result<()> {
         BenchCommand::Phy(args) => {
             check(&args)?;
             measure::print("bench phy", &phy::rows(&args)?, args.json)
+        }
+        BenchCommand::Dl(args) => {
+            check(&args)?;
+            measure::print("bench dl", &dl::rows(&args)?, args.json)
         }
         BenchCommand::Tl(args) => {
             check(&args)?;
