@@ -7,9 +7,10 @@
 //! per element, without storing any buffer.
 //!
 //! **Algorithms.** Ring (reduce-scatter then all-gather, as NCCL's ring), tree (two complementary binary
-//! trees, reduce then broadcast, as NCCL's double binary tree), switch reduction (as NVLink SHARP /
-//! NCCL NVLS: `ld_reduce` reads through the switch, then a multicast store), and the plain collectives.
-//! Every packet is pipelined: a GPU forwards a packet as soon as it has it.
+//! trees, reduce then broadcast, as NCCL's double binary tree: [`tree`]), switch reduction (as NVLink
+//! SHARP / NCCL NVLS: `ld_reduce` reads through the switch, then a multicast store), the plain
+//! collectives, and all-to-all ([`alltoall`]). The ring pipelines every packet: a GPU forwards a packet
+//! as soon as it has it; the tree pipelines chunks, as NCCL's Simple protocol does.
 
 use std::collections::VecDeque;
 
@@ -17,8 +18,14 @@ use link_dl::flit::{Flit, FLIT_LEN};
 use link_dl::{Received, Vc};
 use link_phy::time::Instant;
 
-use crate::net::{App, Outgoing};
+use crate::net::{App, Offer, Outgoing};
 use crate::wire;
+
+pub mod alltoall;
+pub mod tree;
+
+pub use alltoall::AllToAll;
+pub use tree::Tree;
 
 /// Bytes of data per packet.
 pub const PACKET_BYTES: usize = 128;
@@ -41,6 +48,9 @@ pub enum Kind {
     ReduceScatter,
     /// GPU 0's buffer on every GPU.
     Broadcast,
+    /// A distinct block from every GPU to every GPU (the size is each GPU's send buffer, one block per
+    /// GPU).
+    AllToAll,
 }
 
 impl Kind {
@@ -49,8 +59,23 @@ impl Kind {
         let n = n as f64;
         match self {
             Kind::AllReduce => 2.0 * (n - 1.0) / n,
-            Kind::AllGather | Kind::ReduceScatter => (n - 1.0) / n,
+            Kind::AllGather | Kind::ReduceScatter | Kind::AllToAll => (n - 1.0) / n,
             Kind::Broadcast => 1.0,
+        }
+    }
+
+    /// The size and count columns of nccl-tests' table for a message of `bytes` over `n` GPUs: the size
+    /// of the larger buffer (all-to-all: whole blocks only) and the count each rank passes to NCCL (per
+    /// rank for all-gather, reduce-scatter and all-to-all).
+    pub fn size_and_count(self, bytes: u64, n: usize) -> (u64, u64) {
+        let n64 = n.max(1) as u64;
+        match self {
+            Kind::AllReduce | Kind::Broadcast => (bytes, bytes / 4),
+            Kind::AllGather | Kind::ReduceScatter => (bytes, bytes / 4 / n64),
+            Kind::AllToAll => {
+                let block = alltoall::block_elements(bytes, n);
+                (block * 4 * n64, block)
+            }
         }
     }
 }
@@ -189,7 +214,8 @@ impl Ring {
                 // broadcast with everything at the root.
                 Kind::AllReduce | Kind::ReduceScatter | Kind::AllGather => ring.chunk(pos),
                 Kind::Broadcast if pos == 0 => (0, packets),
-                Kind::Broadcast => (0, 0),
+                // Not a ring collective: nothing moves and the ring never finishes (never a vacuous pass).
+                Kind::Broadcast | Kind::AllToAll => (0, 0),
             };
             ring.own_next[pos] = start;
             ring.own_end[pos] = end;
@@ -201,7 +227,7 @@ impl Ring {
                     e - s
                 }
                 Kind::Broadcast if pos == 0 => 0,
-                Kind::Broadcast => packets,
+                Kind::Broadcast | Kind::AllToAll => packets,
             };
         }
         ring
@@ -281,7 +307,9 @@ impl Ring {
                 // All-gather: chunk c is position c's input.
                 self.outgoing(pos, OP_RESULT, packet, |i| sum_of(seed, i, g as u32 + 1, 1))
             }
-            Kind::Broadcast => self.outgoing(pos, OP_RESULT, packet, |i| sum_of(seed, i, g as u32 + 1, 1)),
+            Kind::Broadcast | Kind::AllToAll => {
+                self.outgoing(pos, OP_RESULT, packet, |i| sum_of(seed, i, g as u32 + 1, 1))
+            }
         }
     }
 
@@ -339,20 +367,15 @@ fn ring_weight(order: &[usize]) -> u32 {
 }
 
 impl App for Ring {
-    fn next(
-        &mut self,
-        _now: Instant,
-        gpu: usize,
-        port: usize,
-        fits: &dyn Fn(Vc, usize) -> bool,
-    ) -> Option<Outgoing> {
-        if !self.ports_to_next[gpu].get(port).copied().unwrap_or(false) {
+    fn next(&mut self, _now: Instant, gpu: usize, offer: &Offer) -> Option<Outgoing> {
+        let pos = self.position[gpu];
+        let next = self.order[(pos + 1) % self.n] as u16;
+        if !self.ports_to_next[gpu].get(offer.port).copied().unwrap_or(false) || !offer.reaches(next) {
             return None;
         }
-        let pos = self.position[gpu];
         let flits = |o: &Outgoing| o.payload.len();
         if let Some(front) = self.queue[pos].front() {
-            if !fits(front.vc, flits(front)) {
+            if !offer.fits(front.vc, flits(front)) {
                 return None;
             }
             self.check.packets_sent += 1;
@@ -362,7 +385,7 @@ impl App for Ring {
             let packet = self.own_next[pos];
             // Ask before computing the payload: most offers are refused while the link is busy.
             let payload_flits = usize::from(self.extension) + (self.elements(packet) * 4).div_ceil(FLIT_LEN);
-            if !fits(Vc::Posted, payload_flits) {
+            if !offer.fits(Vc::Posted, payload_flits) {
                 return None;
             }
             let out = self.own_packet(pos, packet);
@@ -413,7 +436,7 @@ impl App for Ring {
                         ((c + n - 1) % n, ring_weight(&self.order), n as u32)
                     }
                     Kind::AllGather => (c, self.order[c] as u32 + 1, 1),
-                    Kind::Broadcast => (0, self.order[0] as u32 + 1, 1),
+                    Kind::Broadcast | Kind::AllToAll => (0, self.order[0] as u32 + 1, 1),
                 };
                 if !self.verify(&p, packet, |i| sum_of(seed, i, w, count)) {
                     return false;
@@ -549,19 +572,14 @@ impl SwitchReduce {
 }
 
 impl App for SwitchReduce {
-    fn next(
-        &mut self,
-        _now: Instant,
-        gpu: usize,
-        port: usize,
-        fits: &dyn Fn(Vc, usize) -> bool,
-    ) -> Option<Outgoing> {
+    fn next(&mut self, _now: Instant, gpu: usize, offer: &Offer) -> Option<Outgoing> {
+        let port = offer.port;
         if !self.to_switch[gpu].get(port).copied().unwrap_or(false) {
             return None;
         }
         for queue in [&mut self.answers[gpu][port], &mut self.results[gpu]] {
             if let Some(front) = queue.front() {
-                if fits(front.vc, front.payload.len()) {
+                if offer.fits(front.vc, front.payload.len()) {
                     self.check.packets_sent += 1;
                     return queue.pop_front();
                 }
@@ -588,7 +606,7 @@ impl App for SwitchReduce {
                 payload,
                 multicast: Some(wire::NVLS_ENGINE),
             };
-            if fits(request.vc, request.payload.len()) {
+            if offer.fits(request.vc, request.payload.len()) {
                 self.own_next[gpu] += 1;
                 self.check.packets_sent += 1;
                 return Some(request);

@@ -63,21 +63,54 @@ pub struct Outgoing {
     pub multicast: Option<u16>,
 }
 
+/// A GPU port offered to the app, and what it can take.
+#[derive(Debug)]
+pub struct Offer<'a> {
+    /// The port.
+    pub port: usize,
+    link: &'a PortLink,
+    routes: &'a [switch_fw::PortSet],
+}
+
+impl Offer<'_> {
+    /// Whether the port's data link can take a packet of `payload_flits` flits on `vc` now.
+    pub fn fits(&self, vc: Vc, payload_flits: usize) -> bool {
+        self.link.can_send(vc, payload_flits)
+    }
+
+    /// Whether the fabric's routes (as they are now, after any failure) send packets for GPU `dest` out
+    /// of this port.
+    pub fn reaches(&self, dest: u16) -> bool {
+        self.routes
+            .get(usize::from(dest))
+            .is_some_and(|r| r.contains(self.port))
+    }
+}
+
 /// What runs on the GPUs: a collective, or any traffic pattern.
 pub trait App {
-    /// The next packet GPU `gpu` wants to send out of its port `port`, if any, and if `fits(vc,
-    /// payload_flits)` says the port's data link can take it now.
-    fn next(
-        &mut self,
-        now: Instant,
-        gpu: usize,
-        port: usize,
-        fits: &dyn Fn(Vc, usize) -> bool,
-    ) -> Option<Outgoing>;
+    /// The next packet GPU `gpu` wants to send out of the port `offer`, if any, and if the offer says
+    /// the port can take it now (and, for a unicast, that it leads to the destination).
+    fn next(&mut self, now: Instant, gpu: usize, offer: &Offer) -> Option<Outgoing>;
     /// GPU `gpu` received `packet` on its port `port`. Returns true if GPUs may now have more to send.
     fn receive(&mut self, now: Instant, gpu: usize, port: usize, packet: Received) -> bool;
     /// Whether the work is finished.
     fn done(&self) -> bool;
+}
+
+/// The application after its work is done: sends nothing, and any packet still arriving is surplus.
+struct Finished;
+
+impl App for Finished {
+    fn next(&mut self, _now: Instant, _gpu: usize, _offer: &Offer) -> Option<Outgoing> {
+        None
+    }
+    fn receive(&mut self, _now: Instant, _gpu: usize, _port: usize, _packet: Received) -> bool {
+        false
+    }
+    fn done(&self) -> bool {
+        true
+    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -86,6 +119,124 @@ enum Event {
     Transmit { trunk: u32, dir: u8 },
     /// The oldest burst in flight on that direction arrives.
     Arrive { trunk: u32, dir: u8 },
+    /// Fault number `index` of the schedule happens.
+    Fault { index: u32 },
+}
+
+/// A fault to inject while the fabric runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Fault {
+    /// Trunk `trunk` (all its links) fails for good at `at`: both ends lose it.
+    LinkDown {
+        /// Index into the fabric's trunks.
+        trunk: usize,
+        /// When.
+        at: Instant,
+    },
+    /// Port `port` of switch `node` fails for good at `at`. Its partner sees the link go down, so the
+    /// trunk is lost as with [`Fault::LinkDown`]; what is queued inside the switch for the port is not.
+    PortDown {
+        /// The switch (node index).
+        node: usize,
+        /// Its port.
+        port: usize,
+        /// When.
+        at: Instant,
+    },
+}
+
+impl Fault {
+    fn at(self) -> Instant {
+        match self {
+            Fault::LinkDown { at, .. } | Fault::PortDown { at, .. } => at,
+        }
+    }
+}
+
+/// What failover did.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct FailoverStats {
+    /// Trunks lost.
+    pub links_failed: u64,
+    /// Units that were on a wire when it failed.
+    pub units_lost: u64,
+    /// Unacknowledged packets handed back by the data links of failed trunks.
+    pub packets_taken_back: u64,
+    /// Copies taken out of switch queues for a failed port.
+    pub packets_evicted: u64,
+    /// Packets sent again by another path by the node that held them.
+    pub packets_rerouted: u64,
+    /// Packets returned to their source because the node holding them had no path left.
+    pub packets_bounced: u64,
+    /// Copies a destination had already received, dropped there.
+    pub duplicates_dropped: u64,
+}
+
+/// Per GPU, the recent packets it received (by header), so that a packet sent again after a failure is
+/// delivered once. A packet can only be duplicated if it was unacknowledged on a link when the link
+/// failed, so its first copy arrived shortly before or after: a window of recent headers covers it, as a
+/// transport's sequence window would.
+#[derive(Debug, Default)]
+struct Seen {
+    set: std::collections::HashSet<u64, std::hash::BuildHasherDefault<HeaderHasher>>,
+    order: VecDeque<u64>,
+}
+
+/// Headers are already well mixed in their low bits (offsets) and only need spreading: one multiply,
+/// instead of SipHash's defence against chosen keys, which simulated traffic cannot mount.
+#[derive(Debug, Default)]
+struct HeaderHasher(u64);
+
+impl std::hash::Hasher for HeaderHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.write_u64(u64::from(b));
+        }
+    }
+    fn write_u64(&mut self, x: u64) {
+        self.0 = (self.0 ^ x).wrapping_mul(0x9E37_79B9_7F4A_7C15).rotate_left(29);
+    }
+}
+
+/// Headers each GPU remembers.
+const SEEN_WINDOW: usize = 1 << 16;
+
+impl Seen {
+    fn clear(&mut self) {
+        self.set.clear();
+        self.order.clear();
+    }
+
+    /// Whether `tl` is new (and remember it).
+    fn first_time(&mut self, tl: u64) -> bool {
+        if !self.set.insert(tl) {
+            return false;
+        }
+        self.order.push_back(tl);
+        if self.order.len() > SEEN_WINDOW {
+            if let Some(old) = self.order.pop_front() {
+                self.set.remove(&old);
+            }
+        }
+        true
+    }
+}
+
+/// Failover state, present once faults are scheduled.
+#[derive(Debug)]
+struct Failover {
+    topology: Topology,
+    faults: Vec<Fault>,
+    failed: Vec<usize>,
+    seen: Vec<Seen>,
+    /// Per node: packets it must send again (GPUs) or route again (switches), original headers.
+    resend: Vec<VecDeque<Received>>,
+    stats: FailoverStats,
+    /// Why the fabric cannot go on (a failure cut it in two, or a packet could not be saved).
+    fatal: Option<String>,
 }
 
 /// Bit errors at a rate, drawn from the seed.
@@ -303,6 +454,7 @@ pub struct NetStats {
 /// The fabric, running.
 #[derive(Debug)]
 pub struct Net {
+    topology: Topology,
     fabric: Fabric,
     now: Instant,
     seq: u64,
@@ -313,6 +465,8 @@ pub struct Net {
     nodes: Vec<NodeState>,
     gpu_of_node: Vec<Option<usize>>,
     stats: NetStats,
+    failover: Option<Box<Failover>>,
+    completed: Instant,
 }
 
 impl Net {
@@ -387,6 +541,7 @@ impl Net {
             gpu_of_node[g] = Some(i);
         }
         let mut net = Net {
+            topology: topology.clone(),
             fabric,
             now: Instant::ZERO,
             seq: 0,
@@ -396,6 +551,8 @@ impl Net {
             nodes,
             gpu_of_node,
             stats: NetStats::default(),
+            failover: None,
+            completed: Instant::ZERO,
         };
         for t in 0..net.dirs.len() {
             for d in 0..2 {
@@ -528,6 +685,227 @@ impl Net {
         }
     }
 
+    /// Inject `faults` as the fabric runs. From now on every GPU also drops copies of packets it has
+    /// already received, and a switch that cannot route a packet returns it to its source: packets are
+    /// identified by their header, so the traffic must keep headers unique per (source, destination)
+    /// and offsets below [`wire::BOUNCE_OFFSET_LIMIT`], and must not use multicast.
+    pub fn schedule_faults(&mut self, faults: &[Fault]) -> Result<(), String> {
+        for &fault in faults {
+            match fault {
+                Fault::LinkDown { trunk, .. } if trunk >= self.fabric.trunks.len() => {
+                    return Err(format!("there is no trunk {trunk}"));
+                }
+                Fault::PortDown { node, port, .. }
+                    if !matches!(self.nodes.get(node), Some(NodeState::Switch { .. }))
+                        || port >= self.fabric.port_count(node) =>
+                {
+                    return Err(format!("node {node} is not a switch with a port {port}"));
+                }
+                _ => {}
+            }
+        }
+        let n = self.nodes.len();
+        let gpus = self.fabric.gpus.len();
+        let topology = self.topology.clone();
+        let f = self.failover.get_or_insert_with(|| {
+            Box::new(Failover {
+                topology,
+                faults: Vec::new(),
+                failed: Vec::new(),
+                seen: (0..gpus).map(|_| Seen::default()).collect(),
+                resend: (0..n).map(|_| VecDeque::new()).collect(),
+                stats: FailoverStats::default(),
+                fatal: None,
+            })
+        });
+        let mut events = Vec::new();
+        for &fault in faults {
+            events.push((fault.at(), f.faults.len() as u32));
+            f.faults.push(fault);
+        }
+        for (at, index) in events {
+            self.schedule(at.max(self.now), Event::Fault { index });
+        }
+        Ok(())
+    }
+
+    /// What failover has done so far.
+    pub fn failover_stats(&self) -> FailoverStats {
+        self.failover.as_ref().map(|f| f.stats).unwrap_or_default()
+    }
+
+    /// Why the fabric could not go on after a fault, if it could not.
+    pub fn fatal(&self) -> Option<&str> {
+        self.failover.as_ref().and_then(|f| f.fatal.as_deref())
+    }
+
+    fn fault(&mut self, index: usize, app: &mut dyn App) {
+        let Some(fault) = self.failover.as_ref().map(|f| f.faults[index]) else {
+            return;
+        };
+        let trunk = match fault {
+            Fault::LinkDown { trunk, .. } => trunk,
+            Fault::PortDown { node, port, .. } => self.fabric.ports[node][port].0,
+        };
+        self.fail_trunk(trunk, app);
+    }
+
+    /// Trunk `t` is gone: drop what is on its wires, take in what its ends received, take back what they
+    /// sent unacknowledged and what a switch queued for it, route around it, and send all that again.
+    fn fail_trunk(&mut self, t: usize, app: &mut dyn App) {
+        let Some(f) = self.failover.as_mut() else { return };
+        if f.failed.contains(&t) {
+            return;
+        }
+        f.failed.push(t);
+        f.stats.links_failed += 1;
+        for dir in &mut self.dirs[t] {
+            dir.up = false;
+            dir.scheduled = None;
+            f.stats.units_lost += dir.in_flight.len() as u64;
+            dir.in_flight.clear();
+            dir.bursts.clear();
+        }
+        let ends = [self.fabric.trunks[t].a, self.fabric.trunks[t].b];
+        // What an end has wholly received is in its memory: it is taken in as usual.
+        for (node, port) in ends {
+            match self.nodes[node] {
+                NodeState::Gpu => self.gpu_received(node, port, app),
+                NodeState::Switch { .. } => self.switch_received(node, port),
+            }
+        }
+        let Some(f) = self.failover.as_mut() else { return };
+        // What an end sent without acknowledgement may or may not have arrived: it is taken back.
+        for (node, port) in ends {
+            let resend = &mut f.resend[node];
+            // A switch whose buffer share was full left received (and acknowledged) packets in the
+            // link's queues: they are the switch's to route.
+            while let Some(p) = self.links[node][port].recv() {
+                resend.push_back(p);
+            }
+            let mut taken = 0;
+            self.links[node][port].take_unacknowledged(|p| {
+                resend.push_back(p);
+                taken += 1;
+            });
+            f.stats.packets_taken_back += taken;
+            self.links[node][port].phy_down();
+        }
+        // The fabric manager routes around the trunk and reprograms every switch.
+        match Fabric::plan(&f.topology, &f.failed) {
+            Ok(fabric) => {
+                for &(node, address, value) in &fabric.program {
+                    if let NodeState::Switch { core, .. } = &mut self.nodes[node] {
+                        if let Err(e) = core.write_register(address, value) {
+                            f.fatal = Some(format!("reprogramming switch {node}: {e}"));
+                        }
+                    }
+                }
+                self.fabric = fabric;
+            }
+            Err(e) => {
+                let name = |x: usize| f.topology.nodes[x].name.clone();
+                f.fatal = Some(format!(
+                    "the fabric cannot go on without the link {} - {}: {e}",
+                    name(ends[0].0),
+                    name(ends[1].0)
+                ));
+                return;
+            }
+        }
+        // What a switch had queued for the dead port.
+        for (node, port) in ends {
+            if let NodeState::Switch { core, held, free, .. } = &mut self.nodes[node] {
+                let resend = &mut f.resend[node];
+                let mut evicted = 0;
+                core.evict_output(port, |copy| {
+                    let h = copy.handle as usize;
+                    if let Some(packet) = held[h].as_mut() {
+                        resend.push_back(Received {
+                            vc: packet.vc,
+                            tl: packet.tl,
+                            payload: packet.payload.clone(),
+                        });
+                        evicted += 1;
+                        packet.copies -= 1;
+                        if packet.copies == 0 {
+                            held[h] = None;
+                            free.push(copy.handle);
+                        }
+                    }
+                });
+                f.stats.packets_evicted += evicted;
+            }
+        }
+        for (node, _) in ends {
+            if self.gpu_of_node[node].is_none() {
+                self.switch_forward(node);
+            }
+        }
+        self.fill_all(app);
+        for t in 0..self.dirs.len() {
+            for d in 0..2 {
+                self.kick(t, d);
+            }
+        }
+    }
+
+    /// Route again what a switch took back after a failure: on to its destination if the switch still
+    /// has a path there, else back to its source.
+    fn pump_resend(&mut self, node: usize) {
+        let Some(f) = self.failover.as_mut() else { return };
+        let NodeState::Switch { core, held, free, .. } = &mut self.nodes[node] else {
+            return;
+        };
+        while let Some(p) = f.resend[node].front() {
+            let (dest, source, multicast) = wire::route_fields(p.tl);
+            let (tl, to) = if multicast.is_none() && !core.routes.get(dest).is_empty() {
+                (p.tl, dest)
+            } else {
+                match wire::bounce(p.tl) {
+                    Some(bounced) if !core.routes.get(source).is_empty() => (bounced, source),
+                    _ => {
+                        f.fatal = Some(format!(
+                            "switch {node} can neither deliver nor return packet {:#x}",
+                            p.tl
+                        ));
+                        return;
+                    }
+                }
+            };
+            let handle = take_handle(held, free);
+            let arrival = Arrival {
+                handle,
+                vc: p.vc.index() as u8,
+                flits: 1 + p.payload.len() as u8,
+                destination: Destination::Unicast(to),
+                source: None,
+            };
+            match core.inject(arrival) {
+                Ok(copies) => {
+                    let Some(p) = f.resend[node].pop_front() else {
+                        break;
+                    };
+                    if tl == p.tl {
+                        f.stats.packets_rerouted += 1;
+                    } else {
+                        f.stats.packets_bounced += 1;
+                    }
+                    held[handle as usize] = Some(Held {
+                        vc: p.vc,
+                        tl,
+                        payload: p.payload,
+                        copies,
+                    });
+                }
+                Err(_) => {
+                    free.push(handle);
+                    break;
+                }
+            }
+        }
+    }
+
     fn schedule(&mut self, at: Instant, event: Event) {
         self.seq += 1;
         self.queue.push(Reverse((at, self.seq, event)));
@@ -566,20 +944,83 @@ impl Net {
     pub fn run(&mut self, app: &mut dyn App, limit: Instant) -> bool {
         self.fill_all(app);
         while !app.done() {
-            let Some(Reverse((at, _, event))) = self.queue.pop() else {
+            if !self.step(app, limit) {
                 break;
-            };
-            if at > limit {
-                break;
-            }
-            self.now = at;
-            self.stats.events += 1;
-            match event {
-                Event::Transmit { trunk, dir } => self.transmit(trunk as usize, dir as usize),
-                Event::Arrive { trunk, dir } => self.arrive(trunk as usize, dir as usize, app),
             }
         }
-        app.done()
+        self.completed = self.now;
+        let done = app.done();
+        if done {
+            self.drain_stragglers(limit);
+        }
+        done
+    }
+
+    /// When the last [`Net::run`] ended: for a finished collective, when its last packet arrived.
+    pub fn completed_at(&self) -> Instant {
+        self.completed
+    }
+
+    /// Process the next event; false if there is none before `limit`, or the fabric cannot go on.
+    fn step(&mut self, app: &mut dyn App, limit: Instant) -> bool {
+        let Some(&Reverse((at, _, event))) = self.queue.peek() else {
+            return false;
+        };
+        if at > limit {
+            return false;
+        }
+        self.queue.pop();
+        self.now = at;
+        self.stats.events += 1;
+        match event {
+            Event::Transmit { trunk, dir } => self.transmit(trunk as usize, dir as usize),
+            Event::Arrive { trunk, dir } => self.arrive(trunk as usize, dir as usize, app),
+            Event::Fault { index } => self.fault(index as usize, app),
+        }
+        self.failover.as_ref().is_none_or(|f| f.fatal.is_none())
+    }
+
+    /// After a failover, copies of a finished collective's packets (sent again, or bounced) may still be
+    /// on their way. The next collective's packets reuse the same headers, so it must not meet them: let
+    /// them arrive (each is a duplicate, dropped and counted), then forget the headers seen.
+    fn drain_stragglers(&mut self, limit: Instant) {
+        if self.failover.is_none() {
+            return;
+        }
+        let mut sink = Finished;
+        while !self.quiescent() {
+            // Checking every link costs more than an event: look again after a batch.
+            for _ in 0..64 {
+                if !self.step(&mut sink, limit) {
+                    return;
+                }
+            }
+        }
+        if let Some(f) = self.failover.as_mut() {
+            f.seen.iter_mut().for_each(Seen::clear);
+        }
+    }
+
+    /// Whether no packet is anywhere in the fabric: in a data link (a packet on a wire is unacknowledged
+    /// at its sender; wires always carry idle and credit units), queued in a switch, or waiting to be sent
+    /// again.
+    fn quiescent(&self) -> bool {
+        let links_empty = self
+            .links
+            .iter()
+            .flatten()
+            .all(|l| l.unacknowledged() == 0 && !l.received_waiting());
+        let switches_empty = self.nodes.iter().all(|n| match n {
+            NodeState::Gpu => true,
+            NodeState::Switch { core, staged, .. } => {
+                core.is_idle() && staged.iter().flatten().all(Option::is_none)
+            }
+        });
+        let resend_empty = self
+            .failover
+            .as_ref()
+            .is_none_or(|f| f.resend.iter().all(VecDeque::is_empty));
+        links_empty && switches_empty && resend_empty
     }
 
     fn transmit(&mut self, t: usize, d: usize) {
@@ -653,6 +1094,21 @@ impl Net {
         let Some(gpu) = self.gpu_of_node[node] else { return };
         let mut more = false;
         while let Some(p) = self.links[node][port].recv() {
+            if let Some(f) = self.failover.as_mut() {
+                if wire::opcode(p.tl) == wire::OP_BOUNCE {
+                    // One of ours, returned: send it again by a path that still works.
+                    f.resend[node].push_back(Received {
+                        tl: wire::unbounce(p.tl),
+                        ..p
+                    });
+                    more = true;
+                    continue;
+                }
+                if !f.seen[gpu].first_time(p.tl) {
+                    f.stats.duplicates_dropped += 1;
+                    continue;
+                }
+            }
             self.stats.packets_delivered += 1;
             more |= app.receive(self.now, gpu, port, p);
         }
@@ -673,16 +1129,34 @@ impl Net {
     fn fill_gpu(&mut self, node: usize, app: &mut dyn App) {
         let Some(gpu) = self.gpu_of_node[node] else { return };
         for port in 0..self.links[node].len() {
-            let mut sent = false;
+            let mut sent = self.resend_from_gpu(node, port);
             loop {
                 let link = &self.links[node][port];
                 if !link.is_active() {
                     break;
                 }
-                let fits = |vc: Vc, flits: usize| link.can_send(vc, flits);
-                let Some(p) = app.next(self.now, gpu, port, &fits) else {
+                let offer = Offer {
+                    port,
+                    link,
+                    routes: &self.fabric.routes[node],
+                };
+                let Some(p) = app.next(self.now, gpu, &offer) else {
                     break;
                 };
+                if let Some(f) = self.failover.as_mut() {
+                    let routes = &self.fabric.routes[node];
+                    let dest = usize::from(p.dest);
+                    if !routes.get(dest).is_some_and(|r| r.contains(port)) {
+                        // The app's idea of this port predates a failure: send it the right way.
+                        f.resend[node].push_back(Received {
+                            vc: p.vc,
+                            tl: p.tl,
+                            payload: p.payload,
+                        });
+                        self.stats.packets_sent += 1;
+                        continue;
+                    }
+                }
                 let tl = p.tl;
                 if self.links[node][port].send(p.vc, tl, &p.payload).is_err() {
                     break;
@@ -695,6 +1169,32 @@ impl Net {
                 self.kick(t, end);
             }
         }
+    }
+
+    /// Send from GPU `node`'s port `port` what it has to send again after a failure and can send there.
+    fn resend_from_gpu(&mut self, node: usize, port: usize) -> bool {
+        let Some(f) = self.failover.as_mut() else {
+            return false;
+        };
+        let routes = &self.fabric.routes[node];
+        let link = &mut self.links[node][port];
+        let mut sent = false;
+        while link.is_active() {
+            let Some(i) = f.resend[node].iter().position(|p| {
+                let dest = usize::from(wire::route_fields(p.tl).0);
+                routes.get(dest).is_some_and(|r| r.contains(port))
+            }) else {
+                break;
+            };
+            let p = &f.resend[node][i];
+            if !link.can_send(p.vc, p.payload.len()) || link.send(p.vc, p.tl, &p.payload).is_err() {
+                break;
+            }
+            f.resend[node].remove(i);
+            f.stats.packets_rerouted += 1;
+            sent = true;
+        }
+        sent
     }
 
     fn switch_received(&mut self, node: usize, port: usize) {
@@ -749,11 +1249,17 @@ impl Net {
                             staged[port][vc.index()] = Some(p);
                             break;
                         }
+                        if let (switch_fw::SwitchError::NoRoute { .. }, Some(f)) = (e, self.failover.as_mut())
+                        {
+                            // Routed here before a failure took the way on: return it to its source.
+                            f.resend[node].push_back(p);
+                        }
                     }
                 }
             }
         }
         self.pump_nvls(node);
+        self.pump_resend(node);
     }
 
     /// Start the switch reductions there is room for: read the packet from every GPU.
@@ -795,6 +1301,7 @@ impl Net {
     }
 
     fn switch_forward(&mut self, node: usize) {
+        self.pump_resend(node);
         loop {
             let NodeState::Switch { core, held, free, .. } = &mut self.nodes[node] else {
                 return;
@@ -845,6 +1352,7 @@ impl Net {
                 }
             }
             self.pump_nvls(node);
+            self.pump_resend(node);
         }
     }
 }

@@ -6,8 +6,8 @@ use std::time::Instant as WallClock;
 use link_dl::DlConfig;
 use link_phy::time::Instant;
 
-use crate::collective::{Check, Kind, Ring, SwitchReduce};
-use crate::net::{App, Net};
+use crate::collective::{AllToAll, Check, Kind, Ring, SwitchReduce, Tree, OP_PARTIAL, OP_RESULT};
+use crate::net::{App, FailoverStats, Fault, Net};
 use crate::topology::{LinkFormat, NodeKind, Topology};
 
 /// How a collective is carried out.
@@ -17,6 +17,10 @@ pub enum Algo {
     Ring,
     /// All-reduce in the switches (NVLink SHARP, NCCL's NVLS).
     SwitchReduce,
+    /// All-reduce over NCCL's double binary tree, pipelined in chunks ([`crate::collective::tree`]).
+    Tree,
+    /// Point-to-point sends between every pair at once: all-to-all, as NCCL runs it.
+    P2p,
 }
 
 impl Algo {
@@ -25,6 +29,26 @@ impl Algo {
         match self {
             Algo::Ring => "ring",
             Algo::SwitchReduce => "switch-reduce",
+            Algo::Tree => "tree",
+            Algo::P2p => "p2p",
+        }
+    }
+
+    /// Whether this algorithm carries out `kind`, and if not, why.
+    pub fn supports(self, kind: Kind) -> Result<(), String> {
+        match (self, kind) {
+            (Algo::Ring | Algo::SwitchReduce | Algo::Tree, Kind::AllToAll) => Err(format!(
+                "all-to-all runs as point-to-point sends (p2p), not {}",
+                self.name()
+            )),
+            (Algo::Ring, _) => Ok(()),
+            (Algo::SwitchReduce, Kind::AllReduce) | (Algo::Tree, Kind::AllReduce) => Ok(()),
+            (Algo::SwitchReduce, _) => Err("switch-reduce is an all-reduce algorithm".into()),
+            (Algo::Tree, _) => {
+                Err("tree (NCCL's double binary tree) is an all-reduce algorithm; use ring".into())
+            }
+            (Algo::P2p, Kind::AllToAll) => Ok(()),
+            (Algo::P2p, _) => Err("p2p is the all-to-all algorithm; use ring".into()),
         }
     }
 }
@@ -48,6 +72,76 @@ pub struct Sweep {
     pub ber: Option<f64>,
     /// Give up on one size after this much simulated time.
     pub limit_per_size: link_phy::time::Duration,
+    /// Faults to inject, at simulated times from the start of the sweep.
+    pub faults: Vec<FaultSpec>,
+}
+
+/// A fault of a sweep, naming nodes as the topology does.
+#[derive(Clone, Debug, PartialEq)]
+pub enum FaultSpec {
+    /// The trunk between nodes `a` and `b` fails at `at` (all its links).
+    Link {
+        /// One end.
+        a: String,
+        /// The other end.
+        b: String,
+        /// When, from the start of the sweep.
+        at: link_phy::time::Duration,
+    },
+    /// The port of switch `switch` that leads to `peer` fails at `at`.
+    Port {
+        /// The switch.
+        switch: String,
+        /// The node at the other end of the port.
+        peer: String,
+        /// When, from the start of the sweep.
+        at: link_phy::time::Duration,
+    },
+}
+
+impl FaultSpec {
+    /// The simulator's fault, with names resolved on `net`'s fabric.
+    fn resolve(&self, topology: &Topology, net: &Net) -> Result<Fault, String> {
+        let node = |name: &str| {
+            topology
+                .nodes
+                .iter()
+                .position(|n| n.name == name)
+                .ok_or_else(|| format!("{} has no node {name:?}", topology.name))
+        };
+        let fabric = net.fabric();
+        let port_towards = |x: usize, y: usize| {
+            (0..fabric.port_count(x))
+                .find(|&p| fabric.peer(x, p).0 == y)
+                .ok_or_else(|| {
+                    format!(
+                        "{} has no link between {} and {}",
+                        topology.name, topology.nodes[x].name, topology.nodes[y].name
+                    )
+                })
+        };
+        match self {
+            FaultSpec::Link { a, b, at } => {
+                let (x, y) = (node(a)?, node(b)?);
+                let trunk = fabric.ports[x][port_towards(x, y)?].0;
+                Ok(Fault::LinkDown {
+                    trunk,
+                    at: Instant(at.as_ps()),
+                })
+            }
+            FaultSpec::Port { switch, peer, at } => {
+                let (x, y) = (node(switch)?, node(peer)?);
+                if topology.nodes[x].kind != NodeKind::Switch {
+                    return Err(format!("{switch} is not a switch"));
+                }
+                Ok(Fault::PortDown {
+                    node: x,
+                    port: port_towards(x, y)?,
+                    at: Instant(at.as_ps()),
+                })
+            }
+        }
+    }
 }
 
 /// One size's result, as a row of nccl-tests' table.
@@ -55,7 +149,8 @@ pub struct Sweep {
 pub struct Row {
     /// Message size, bytes.
     pub bytes: u64,
-    /// Elements (4-byte integers).
+    /// Elements (4-byte integers) as nccl-tests counts them: per rank for all-gather, reduce-scatter and
+    /// all-to-all ([`Kind::size_and_count`]).
     pub count: u64,
     /// Simulated time, microseconds.
     pub time_us: f64,
@@ -86,6 +181,10 @@ pub struct Report {
     pub verified: bool,
     /// Mean of the rows' bus bandwidths (as nccl-tests' "Avg bus bandwidth").
     pub avg_busbw: f64,
+    /// What failover did, if faults were injected.
+    pub failover: FailoverStats,
+    /// Why the sweep stopped early, if it did.
+    pub failure: Option<String>,
 }
 
 /// The sizes of a sweep: `min`, doubling, up to `max`.
@@ -141,18 +240,82 @@ pub fn ring_order(net: &Net) -> Vec<usize> {
 
 /// Run the sweep. `progress(done, total)` is called after each size.
 pub fn run(sweep: &Sweep, progress: &mut dyn FnMut(usize, usize)) -> Result<Report, String> {
+    run_with(sweep, progress, None)
+}
+
+/// A corruption for tests that show wrong data is caught: at every size, the first data byte of the
+/// `nth` data packet (counting from 0) that GPU `gpu` receives is flipped after its data link accepted
+/// it, as a memory error past the link's CRC would.
+#[doc(hidden)]
+#[derive(Clone, Copy, Debug)]
+pub struct Corruption {
+    /// The GPU whose packet is corrupted.
+    pub gpu: usize,
+    /// Which of its data packets.
+    pub nth: u64,
+}
+
+/// [`run`] with a [`Corruption`].
+#[doc(hidden)]
+pub fn run_corrupted(
+    sweep: &Sweep,
+    progress: &mut dyn FnMut(usize, usize),
+    corruption: Corruption,
+) -> Result<Report, String> {
+    run_with(sweep, progress, Some(corruption))
+}
+
+/// An app whose `corruption` flips a byte of one received data packet.
+struct Corrupting<'a> {
+    app: &'a mut dyn App,
+    corruption: Corruption,
+    extension: bool,
+    seen: u64,
+}
+
+impl App for Corrupting<'_> {
+    fn next(&mut self, now: Instant, gpu: usize, offer: &crate::net::Offer) -> Option<crate::net::Outgoing> {
+        self.app.next(now, gpu, offer)
+    }
+
+    fn receive(&mut self, now: Instant, gpu: usize, port: usize, mut packet: link_dl::Received) -> bool {
+        let data = matches!(
+            crate::wire::opcode(packet.tl),
+            OP_PARTIAL | OP_RESULT | crate::wire::OP_WRITE | crate::wire::OP_REDUCE_DATA
+        );
+        let skip = usize::from(self.extension);
+        if gpu == self.corruption.gpu && data && packet.payload.len() > skip {
+            if self.seen == self.corruption.nth {
+                packet.payload[skip][0] ^= 0x01;
+            }
+            self.seen += 1;
+        }
+        self.app.receive(now, gpu, port, packet)
+    }
+
+    fn done(&self) -> bool {
+        self.app.done()
+    }
+}
+
+fn run_with(
+    sweep: &Sweep,
+    progress: &mut dyn FnMut(usize, usize),
+    corruption: Option<Corruption>,
+) -> Result<Report, String> {
     let mut topology = sweep.topology.clone();
     if let Some(ber) = sweep.ber {
         for l in &mut topology.links {
             l.ber = ber;
         }
     }
-    if sweep.algo == Algo::SwitchReduce && sweep.kind != Kind::AllReduce {
-        return Err("switch-reduce is an all-reduce algorithm".into());
-    }
+    sweep.algo.supports(sweep.kind)?;
     let mut net = Net::new(&topology, &[], DlConfig::default(), sweep.seed)?;
     let extension = topology.links.iter().any(|l| l.format == LinkFormat::NvlinkAe);
     let gpus = net.fabric().gpus.len();
+    if matches!(sweep.algo, Algo::Tree | Algo::P2p) && gpus < 2 {
+        return Err(format!("{} needs at least two GPUs", sweep.algo.name()));
+    }
     if sweep.algo == Algo::SwitchReduce {
         let switches_behind_every_gpu = net.fabric().gpus.iter().all(|&g| {
             (0..net.fabric().port_count(g))
@@ -165,6 +328,26 @@ pub fn run(sweep: &Sweep, progress: &mut dyn FnMut(usize, usize)) -> Result<Repo
             ));
         }
         net.configure_nvls(extension)?;
+    }
+    if !sweep.faults.is_empty() {
+        if sweep.algo == Algo::SwitchReduce {
+            return Err(
+                "faults are simulated with unicast algorithms (ring, tree); switch-reduce multicasts".into(),
+            );
+        }
+        if sizes(sweep.min, sweep.max).last().copied().unwrap_or(0) / 128
+            >= u64::from(crate::wire::BOUNCE_OFFSET_LIMIT)
+        {
+            return Err(
+                "with faults, messages are limited to 16 GiB (packet numbers must fit a bounce)".into(),
+            );
+        }
+        let faults = sweep
+            .faults
+            .iter()
+            .map(|f| f.resolve(&topology, &net))
+            .collect::<Result<Vec<_>, _>>()?;
+        net.schedule_faults(&faults)?;
     }
     let order = ring_order(&net);
     let sizes = sizes(sweep.min, sweep.max);
@@ -202,23 +385,37 @@ pub fn run(sweep: &Sweep, progress: &mut dyn FnMut(usize, usize)) -> Result<Repo
                 let ports = (0..gpus).map(|g| vec![true; f.port_count(f.gpus[g])]).collect();
                 Box::new(SwitchReduce::new(bytes, ports, extension, sweep.seed ^ bytes))
             }
+            Algo::Tree => Box::new(Tree::new(bytes, gpus, extension, sweep.seed ^ bytes)),
+            Algo::P2p => Box::new(AllToAll::new(bytes, gpus, extension, sweep.seed ^ bytes)),
         };
+        let (size, count) = sweep.kind.size_and_count(bytes, gpus);
         let start = net.now();
         let delivered_before = net.stats().packets_delivered;
-        let done = net.run(
-            app.as_app(),
-            Instant(start.as_ps() + sweep.limit_per_size.as_ps()),
-        );
+        let limit = Instant(start.as_ps() + sweep.limit_per_size.as_ps());
+        let done = match corruption {
+            Some(corruption) => net.run(
+                &mut Corrupting {
+                    app: app.as_app(),
+                    corruption,
+                    extension,
+                    seen: 0,
+                },
+                limit,
+            ),
+            None => net.run(app.as_app(), limit),
+        };
         let check = app.check();
-        let time_us = (net.now().as_ps() - start.as_ps()) as f64 / 1e6;
-        let algbw = if time_us > 0.0 {
-            bytes as f64 / time_us / 1e3
+        let done = done && net.fatal().is_none();
+        let time_us = (net.completed_at().as_ps() - start.as_ps()) as f64 / 1e6;
+        // A size that did not finish has no bandwidth.
+        let algbw = if done && time_us > 0.0 {
+            size as f64 / time_us / 1e3
         } else {
             0.0
         };
         rows.push(Row {
-            bytes,
-            count: bytes / 4,
+            bytes: size,
+            count,
             time_us,
             algbw,
             busbw: algbw * sweep.kind.bus_factor(gpus),
@@ -238,6 +435,10 @@ pub fn run(sweep: &Sweep, progress: &mut dyn FnMut(usize, usize)) -> Result<Repo
     } else {
         rows.iter().map(|r| r.busbw).sum::<f64>() / rows.len() as f64
     };
+    let failure = net.fatal().map(str::to_owned).or_else(|| {
+        (rows.len() < sizes.len() || rows.last().is_some_and(|r| r.wrong > 0))
+            .then(|| "a size did not complete within the time limit, or data was wrong".to_string())
+    });
     Ok(Report {
         rows,
         gpus,
@@ -246,6 +447,8 @@ pub fn run(sweep: &Sweep, progress: &mut dyn FnMut(usize, usize)) -> Result<Repo
         packets_per_s: packets as f64 / wall_seconds.max(1e-9),
         verified,
         avg_busbw,
+        failover: net.failover_stats(),
+        failure,
     })
 }
 
@@ -270,5 +473,23 @@ impl Collective for SwitchReduce {
     }
     fn check(&self) -> Check {
         SwitchReduce::check(self)
+    }
+}
+
+impl Collective for Tree {
+    fn as_app(&mut self) -> &mut dyn App {
+        self
+    }
+    fn check(&self) -> Check {
+        Tree::check(self)
+    }
+}
+
+impl Collective for AllToAll {
+    fn as_app(&mut self) -> &mut dyn App {
+        self
+    }
+    fn check(&self) -> Check {
+        AllToAll::check(self)
     }
 }

@@ -14,6 +14,12 @@ pub const OP_READ: u64 = 0x09;
 pub const OP_READ_DATA: u64 = 0x0A;
 /// The switch's sum, to the GPU that asked.
 pub const OP_REDUCE_DATA: u64 = 0x0B;
+/// A packet a switch could not deliver after a failure, on its way back to its source, which sends it
+/// again by another path. Its header swaps destination and source and keeps the original opcode in offset
+/// bits 31:27 (so offsets of packets that may bounce stay below 2^27).
+pub const OP_BOUNCE: u64 = 0x0F;
+/// Offsets at or above this cannot be carried by a bounce.
+pub const BOUNCE_OFFSET_LIMIT: u32 = 1 << 27;
 /// The multicast group of every switch's collective engine: packets for it stop at the first switch.
 pub const NVLS_ENGINE: u16 = 63;
 /// The multicast group that reaches every GPU behind a switch.
@@ -49,6 +55,35 @@ pub const fn offset(tl: u64) -> u32 {
     tl as u32
 }
 
+/// The header that returns a packet to its source, or `None` if it cannot bounce (multicast, a bounce
+/// already, or an offset too large).
+pub const fn bounce(tl: u64) -> Option<u64> {
+    let (dest, source, multicast) = route_fields(tl);
+    if multicast.is_some() || opcode(tl) == OP_BOUNCE || offset(tl) >= BOUNCE_OFFSET_LIMIT {
+        return None;
+    }
+    Some(header(
+        OP_BOUNCE,
+        source,
+        dest,
+        false,
+        (opcode(tl) as u32) << 27 | offset(tl),
+    ))
+}
+
+/// The original header of a bounced packet.
+pub const fn unbounce(tl: u64) -> u64 {
+    let (source, dest, _) = route_fields(tl);
+    let offset = offset(tl);
+    header(
+        (offset >> 27) as u64,
+        dest,
+        source,
+        false,
+        offset % BOUNCE_OFFSET_LIMIT,
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -60,5 +95,16 @@ mod tests {
         assert_eq!(route_fields(h), (1023, 5, None));
         assert_eq!((opcode(h), offset(h)), (OP_WRITE, 0xDEAD_BEEF));
         assert_eq!(route_fields(header(OP_WRITE, 7, 1, true, 0)), (7, 1, Some(7)));
+    }
+
+    #[test]
+    fn a_bounce_returns_to_the_source_and_restores_the_header() {
+        let h = header(0x04, 7, 3, false, BOUNCE_OFFSET_LIMIT - 1);
+        let b = bounce(h).unwrap();
+        assert_eq!((opcode(b), route_fields(b)), (OP_BOUNCE, (3, 7, None)));
+        assert_eq!(unbounce(b), h);
+        assert_eq!(bounce(b), None, "a bounce never bounces");
+        assert_eq!(bounce(header(0x04, 7, 3, true, 0)), None);
+        assert_eq!(bounce(header(0x04, 7, 3, false, BOUNCE_OFFSET_LIMIT)), None);
     }
 }

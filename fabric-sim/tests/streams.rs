@@ -1,7 +1,7 @@
 //! Raw streams across the simulated fabrics: everything sent arrives once, intact, at the rate the links
 //! and their framing allow.
 
-use fabric_sim::net::{App, Net, Outgoing};
+use fabric_sim::net::{App, Net, Offer, Outgoing};
 use fabric_sim::topology::Topology;
 use fabric_sim::wire;
 use link_dl::{DlConfig, Received, Vc};
@@ -28,14 +28,9 @@ fn flit(from: usize, k: u32, i: usize) -> [u8; 16] {
 }
 
 impl App for Ring {
-    fn next(
-        &mut self,
-        _now: Instant,
-        gpu: usize,
-        port: usize,
-        fits: &dyn Fn(Vc, usize) -> bool,
-    ) -> Option<Outgoing> {
-        if self.sent[gpu] >= self.count || !self.ports_to_next[gpu][port] || !fits(Vc::Posted, 8) {
+    fn next(&mut self, _now: Instant, gpu: usize, offer: &Offer) -> Option<Outgoing> {
+        if self.sent[gpu] >= self.count || !self.ports_to_next[gpu][offer.port] || !offer.fits(Vc::Posted, 8)
+        {
             return None;
         }
         let k = self.sent[gpu];

@@ -6,7 +6,7 @@ use std::process::ExitCode;
 use anyhow::{bail, Context};
 use clap::{Args, Subcommand};
 use fabric_sim::collective::Kind;
-use fabric_sim::run::{self, Algo, Report, Sweep};
+use fabric_sim::run::{self, Algo, FaultSpec, Report, Sweep};
 use fabric_sim::topology::Topology;
 use link_phy::time::Duration;
 use serde_json::json;
@@ -26,6 +26,9 @@ pub enum SimCommand {
     Reducescatter(SimArgs),
     /// Broadcast from GPU 0
     Broadcast(SimArgs),
+    /// All-to-all: every GPU sends a distinct block to every GPU (size is each GPU's send buffer, one
+    /// block per GPU)
+    Alltoall(SimArgs),
 }
 
 #[derive(Args, Debug)]
@@ -39,15 +42,23 @@ pub struct SimArgs {
     /// Largest message
     #[arg(long, default_value = "64M")]
     pub max: String,
-    /// Algorithm: ring, or switch-reduce (all-reduce on NVSwitch systems)
-    #[arg(long, default_value = "ring")]
-    pub algo: String,
+    /// Algorithm: ring (the default), tree (all-reduce: NCCL's double binary tree), switch-reduce
+    /// (all-reduce on NVSwitch systems), p2p (all-to-all, its only and default algorithm)
+    #[arg(long)]
+    pub algo: Option<String>,
     /// Random bit error rate on every link (the data links replay what it corrupts)
     #[arg(long)]
     pub ber: Option<f64>,
     /// Seed of the data and of the errors
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
+    /// Fail the link (all ganged links) between two nodes at a simulated time, e.g.
+    /// `gpu0:nvswitch1@20us`; the fabric manager routes around it (repeatable)
+    #[arg(long, value_name = "A:B@TIME")]
+    pub fail_link: Vec<String>,
+    /// Fail the port of a switch that leads to a node, e.g. `nvswitch2:gpu5@30us` (repeatable)
+    #[arg(long, value_name = "SWITCH:PEER@TIME")]
+    pub fail_port: Vec<String>,
     /// Print one JSON object instead of the table
     #[arg(long)]
     pub json: bool,
@@ -73,6 +84,37 @@ pub fn parse_size(s: &str) -> anyhow::Result<u64> {
         .with_context(|| format!("bad size {s:?}"))
 }
 
+/// `20us`, `1.5us`, `800ns`, `2ms`.
+fn parse_time(s: &str) -> anyhow::Result<Duration> {
+    let s = s.trim();
+    let (number, ps_per_unit) = if let Some(n) = s.strip_suffix("ns") {
+        (n, 1e3)
+    } else if let Some(n) = s.strip_suffix("us") {
+        (n, 1e6)
+    } else if let Some(n) = s.strip_suffix("ms") {
+        (n, 1e9)
+    } else {
+        bail!("bad time {s:?}: give a unit, e.g. 800ns, 20us or 2ms");
+    };
+    let value: f64 = number
+        .parse()
+        .ok()
+        .filter(|v: &f64| v.is_finite() && *v >= 0.0 && *v < 1e6)
+        .with_context(|| format!("bad time {s:?}"))?;
+    Ok(Duration::from_ps((value * ps_per_unit).round() as u64))
+}
+
+/// `A:B@TIME` as (A, B, time).
+fn parse_fault(s: &str, flag: &str) -> anyhow::Result<(String, String, Duration)> {
+    let usage = || format!("bad {flag} {s:?}: expected NODE:NODE@TIME, e.g. gpu0:nvswitch1@20us");
+    let (nodes, time) = s.rsplit_once('@').with_context(usage)?;
+    let (a, b) = nodes.split_once(':').with_context(usage)?;
+    if a.is_empty() || b.is_empty() {
+        bail!(usage());
+    }
+    Ok((a.to_string(), b.to_string(), parse_time(time)?))
+}
+
 fn load_topology(name: &str) -> anyhow::Result<Topology> {
     if let Some(t) = Topology::builtin(name) {
         return Ok(t);
@@ -93,14 +135,20 @@ pub fn run(cmd: SimCommand) -> anyhow::Result<ExitCode> {
         SimCommand::Allgather(a) => (Kind::AllGather, a),
         SimCommand::Reducescatter(a) => (Kind::ReduceScatter, a),
         SimCommand::Broadcast(a) => (Kind::Broadcast, a),
+        SimCommand::Alltoall(a) => (Kind::AllToAll, a),
     };
     let topology = load_topology(&args.topology)?;
-    let algo = match args.algo.as_str() {
+    let default = if kind == Kind::AllToAll { "p2p" } else { "ring" };
+    let algo = match args.algo.as_deref().unwrap_or(default) {
         "ring" => Algo::Ring,
         "switch-reduce" => Algo::SwitchReduce,
-        "tree" => bail!("--algo tree is not implemented yet; use ring or switch-reduce"),
-        other => bail!("unknown --algo {other:?}: expected ring or switch-reduce"),
+        "tree" => Algo::Tree,
+        "p2p" => Algo::P2p,
+        other => bail!("unknown --algo {other:?}: expected ring, tree, switch-reduce or p2p"),
     };
+    if let Err(why) = algo.supports(kind) {
+        bail!("--algo {} cannot run {}: {why}", algo.name(), kind_name(kind));
+    }
     let (min, max) = (parse_size(&args.min)?, parse_size(&args.max)?);
     if min > max {
         bail!("--min ({min} B) is larger than --max ({max} B)");
@@ -109,6 +157,15 @@ pub fn run(cmd: SimCommand) -> anyhow::Result<ExitCode> {
         if !(0.0..1e-2).contains(&ber) {
             bail!("--ber must be between 0 and 0.01, not {ber}");
         }
+    }
+    let mut faults = Vec::new();
+    for f in &args.fail_link {
+        let (a, b, at) = parse_fault(f, "--fail-link")?;
+        faults.push(FaultSpec::Link { a, b, at });
+    }
+    for f in &args.fail_port {
+        let (switch, peer, at) = parse_fault(f, "--fail-port")?;
+        faults.push(FaultSpec::Port { switch, peer, at });
     }
     let sweep = Sweep {
         topology,
@@ -119,6 +176,7 @@ pub fn run(cmd: SimCommand) -> anyhow::Result<ExitCode> {
         seed: args.seed,
         ber: args.ber,
         limit_per_size: Duration::from_ms(10_000),
+        faults,
     };
     let show_progress = std::io::stderr().is_terminal() && !args.json;
     let mut progress = |done: usize, total: usize| {
@@ -159,6 +217,7 @@ fn kind_name(kind: Kind) -> &'static str {
         Kind::AllGather => "all_gather",
         Kind::ReduceScatter => "reduce_scatter",
         Kind::Broadcast => "broadcast",
+        Kind::AllToAll => "alltoall",
     }
 }
 
@@ -183,7 +242,7 @@ fn print_table(sweep: &Sweep, r: &Report) {
     );
     let (redop, root) = match sweep.kind {
         Kind::AllReduce | Kind::ReduceScatter => ("sum", -1),
-        Kind::AllGather => ("none", -1),
+        Kind::AllGather | Kind::AllToAll => ("none", -1),
         Kind::Broadcast => ("none", 0),
     };
     for row in &r.rows {
@@ -198,6 +257,23 @@ fn print_table(sweep: &Sweep, r: &Report) {
         if r.verified { "OK" } else { "FAILED" }
     );
     println!("# Avg bus bandwidth    : {:.3}", r.avg_busbw);
+    if !sweep.faults.is_empty() {
+        let f = r.failover;
+        println!(
+            "# Failover: {} link(s) failed; {} units lost on the wire; {} packets taken back from data links, {} \
+             from switch queues; {} sent again by another path, {} returned to their source; {} duplicates dropped",
+            f.links_failed,
+            f.units_lost,
+            f.packets_taken_back,
+            f.packets_evicted,
+            f.packets_rerouted,
+            f.packets_bounced,
+            f.duplicates_dropped
+        );
+    }
+    if let Some(why) = &r.failure {
+        println!("# Stopped: {why}");
+    }
     println!(
         "# {} packets simulated in {:.2} s of wall time: {:.2} M packets/s on one core; results {}",
         r.packets,
@@ -230,6 +306,16 @@ fn print_json(sweep: &Sweep, r: &Report) -> anyhow::Result<()> {
         "wall_seconds": r.wall_seconds,
         "packets_per_s": r.packets_per_s,
         "verified": r.verified,
+        "failover": {
+            "links_failed": r.failover.links_failed,
+            "units_lost": r.failover.units_lost,
+            "packets_taken_back": r.failover.packets_taken_back,
+            "packets_evicted": r.failover.packets_evicted,
+            "packets_rerouted": r.failover.packets_rerouted,
+            "packets_bounced": r.failover.packets_bounced,
+            "duplicates_dropped": r.failover.duplicates_dropped,
+        },
+        "failure": r.failure,
     });
     println!("{}", serde_json::to_string_pretty(&out)?);
     Ok(())

@@ -1,0 +1,174 @@
+//! All-to-all: every GPU sends a distinct block of its buffer to every other GPU, as nccl-tests'
+//! `alltoall_perf` does with one group of `ncclSend`/`ncclRecv` per peer.
+//!
+//! **Sizes.** As in nccl-tests, the size is each GPU's whole send buffer, `n` blocks of `count` elements
+//! (`count` = size / 4 / n, at least one here), and block `d` goes to GPU `d`; a GPU's own block is a
+//! local copy that never reaches the fabric. Bus bandwidth is algorithm bandwidth times `(n - 1) / n`.
+//!
+//! **Order.** Every pair at once: each port of a GPU takes one packet for each peer it leads to in turn,
+//! starting after the GPU itself (NCCL's point-to-point schedule pairs rank `r` with `r + 1`, `r + 2`, ...),
+//! so every destination is fed at the same rate and no two sources start on the same one.
+//!
+//! **Data.** GPU `s`'s element `j` is `a(j) * (s + 1) + b(j)`, so element `i` of the block from `s` to `d`
+//! is its element `d * count + i`: distinct for every (source, destination, index), and checked in closed
+//! form where it lands, with every packet of every block received exactly once.
+
+use link_dl::flit::FLIT_LEN;
+use link_dl::{Received, Vc};
+use link_phy::time::Instant;
+
+use super::{elements_of, payload_of, sum_of, Check, PER_PACKET};
+use crate::net::{App, Offer, Outgoing};
+use crate::wire;
+
+/// Elements each GPU sends each peer for an all-to-all of `bytes` over `n` GPUs (nccl-tests' `count`).
+pub fn block_elements(bytes: u64, n: usize) -> u64 {
+    (bytes / 4 / n.max(1) as u64).max(1)
+}
+
+/// All-to-all over GPUs `0..n` (see the module notes).
+#[derive(Debug)]
+pub struct AllToAll {
+    n: usize,
+    seed: u64,
+    extension: bool,
+    /// Elements per block, packets per block, and elements in a block's last packet.
+    block: u64,
+    packets: u64,
+    last_elements: usize,
+    /// Packets sent: [source][dest].
+    sent: Vec<Vec<u64>>,
+    /// Packets received, one bit each: [dest][source][packet / 64].
+    got: Vec<Vec<Vec<u64>>>,
+    received: Vec<u64>,
+    /// Per GPU and port, the peer to offer first.
+    turn: Vec<Vec<usize>>,
+    check: Check,
+}
+
+impl AllToAll {
+    /// An all-to-all of `bytes` per GPU (the send buffer: one block per GPU) over GPUs `0..n`.
+    pub fn new(bytes: u64, n: usize, extension: bool, seed: u64) -> AllToAll {
+        let block = block_elements(bytes, n);
+        let packets = block.div_ceil(PER_PACKET as u64);
+        let last_elements = (block - (packets - 1) * PER_PACKET as u64) as usize;
+        AllToAll {
+            n,
+            seed,
+            extension,
+            block,
+            packets,
+            last_elements,
+            sent: vec![vec![0; n]; n],
+            got: vec![vec![vec![0; packets.div_ceil(64) as usize]; n]; n],
+            received: vec![0; n],
+            turn: vec![Vec::new(); n],
+            check: Check::default(),
+        }
+    }
+
+    /// The verdict so far.
+    pub fn check(&self) -> Check {
+        self.check
+    }
+
+    /// The size nccl-tests reports: each GPU's send buffer, `n` whole blocks.
+    pub fn bytes(&self) -> u64 {
+        self.block * 4 * self.n as u64
+    }
+
+    /// Elements per block (nccl-tests' count).
+    pub fn block(&self) -> u64 {
+        self.block
+    }
+
+    fn elements(&self, packet: u64) -> usize {
+        if packet + 1 == self.packets {
+            self.last_elements
+        } else {
+            PER_PACKET
+        }
+    }
+
+    fn payload_flits(&self, packet: u64) -> usize {
+        usize::from(self.extension) + (self.elements(packet) * 4).div_ceil(FLIT_LEN)
+    }
+
+    fn wrong(&mut self) -> bool {
+        self.check.wrong += 1;
+        false
+    }
+}
+
+impl App for AllToAll {
+    fn next(&mut self, _now: Instant, gpu: usize, offer: &Offer) -> Option<Outgoing> {
+        let (n, port) = (self.n, offer.port);
+        let turn = self.turn.get_mut(gpu)?;
+        if turn.len() <= port {
+            turn.resize(port + 1, (gpu + 1) % n);
+        }
+        for i in 0..n {
+            let dest = (self.turn[gpu][port] + i) % n;
+            let packet = self.sent[gpu][dest];
+            if dest == gpu || packet >= self.packets || !offer.reaches(dest as u16) {
+                continue;
+            }
+            // Ask before computing the payload: most offers are refused while the link is busy.
+            if !offer.fits(Vc::Posted, self.payload_flits(packet)) {
+                return None;
+            }
+            let (seed, weight) = (self.seed, gpu as u32 + 1);
+            let out = Outgoing {
+                dest: dest as u16,
+                vc: Vc::Posted,
+                tl: wire::header(wire::OP_WRITE, dest as u16, gpu as u16, false, packet as u32),
+                payload: payload_of(
+                    dest as u64 * self.block + packet * PER_PACKET as u64,
+                    self.elements(packet),
+                    self.extension,
+                    |j| sum_of(seed, j, weight, 1),
+                ),
+                multicast: None,
+            };
+            self.sent[gpu][dest] += 1;
+            self.turn[gpu][port] = (dest + 1) % self.n;
+            self.check.packets_sent += 1;
+            return Some(out);
+        }
+        None
+    }
+
+    fn receive(&mut self, _now: Instant, gpu: usize, _port: usize, p: Received) -> bool {
+        let packet = u64::from(wire::offset(p.tl));
+        let source = usize::from(wire::route_fields(p.tl).1);
+        if wire::opcode(p.tl) != wire::OP_WRITE
+            || source >= self.n
+            || source == gpu
+            || packet >= self.packets
+            || p.payload.len() != self.payload_flits(packet)
+        {
+            return self.wrong();
+        }
+        let (word, bit) = ((packet / 64) as usize, 1u64 << (packet % 64));
+        if self.got[gpu][source][word] & bit != 0 {
+            return self.wrong();
+        }
+        let (seed, weight) = (self.seed, source as u32 + 1);
+        let first = gpu as u64 * self.block + packet * PER_PACKET as u64;
+        let ok = elements_of(&p, self.extension, self.elements(packet))
+            .enumerate()
+            .all(|(e, v)| v == sum_of(seed, first + e as u64, weight, 1));
+        if !ok {
+            return self.wrong();
+        }
+        self.got[gpu][source][word] |= bit;
+        self.received[gpu] += 1;
+        self.check.packets_verified += 1;
+        false
+    }
+
+    fn done(&self) -> bool {
+        let needed = (self.n as u64 - 1) * self.packets;
+        self.check.wrong > 0 || self.received.iter().all(|&r| r >= needed)
+    }
+}

@@ -1,0 +1,139 @@
+//! `linkctl sim` end to end: the table, the JSON, faults, the plot, and bad input.
+
+use std::process::{Command, Output};
+
+fn sim(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_linkctl"))
+        .arg("sim")
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+fn json(args: &[&str]) -> serde_json::Value {
+    let out = sim(&[args, &["--json"]].concat());
+    assert!(
+        out.status.success(),
+        "{args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+#[test]
+fn all_reduce_json_has_a_verified_row_per_size() {
+    let v = json(&["allreduce", "--topology", "mesh4", "--min", "1K", "--max", "64K"]);
+    assert_eq!(v["verified"], true);
+    let rows = v["rows"].as_array().unwrap();
+    assert_eq!(rows.len(), 7, "1K to 64K doubling");
+    for row in rows {
+        assert_eq!(row["wrong"], 0);
+        let (algbw, busbw) = (row["algbw"].as_f64().unwrap(), row["busbw"].as_f64().unwrap());
+        // busbw = algbw x 2(n-1)/n with n = 4.
+        assert!((busbw - algbw * 1.5).abs() < 1e-9 * busbw.max(1.0), "{row}");
+    }
+    assert!(v["packets_per_s"].as_f64().unwrap() > 0.0);
+}
+
+#[test]
+fn every_collective_and_algorithm_verifies() {
+    for args in [
+        &["allreduce", "--algo", "tree"][..],
+        &["allreduce", "--algo", "switch-reduce"],
+        &["allgather"],
+        &["reducescatter"],
+        &["broadcast"],
+        &["alltoall"],
+    ] {
+        let v = json(&[args, &["--topology", "dgx-h100", "--min", "4K", "--max", "32K"]].concat());
+        assert_eq!(v["verified"], true, "{args:?}");
+    }
+}
+
+#[test]
+fn a_failed_link_is_reported_and_the_data_still_verifies() {
+    let v = json(&[
+        "allreduce",
+        "--min",
+        "1M",
+        "--max",
+        "2M",
+        "--fail-link",
+        "gpu0:nvswitch1@4us",
+        "--ber",
+        "1e-7",
+    ]);
+    assert_eq!(v["verified"], true);
+    assert_eq!(v["failover"]["links_failed"], 1);
+    assert!(v["failover"]["packets_taken_back"].as_u64().unwrap() > 0);
+    assert_eq!(v["failure"], serde_json::Value::Null);
+}
+
+#[test]
+fn a_fabric_cut_in_two_exits_non_zero_with_the_reason() {
+    let out = sim(&[
+        "allreduce",
+        "--topology",
+        "mesh2",
+        "--min",
+        "1M",
+        "--max",
+        "1M",
+        "--fail-link",
+        "gpu0:gpu1@1us",
+    ]);
+    assert!(!out.status.success());
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("Stopped: the fabric cannot go on"), "{stdout}");
+}
+
+#[test]
+fn the_plot_is_an_svg() {
+    let path = std::env::temp_dir().join(format!("linkctl-sim-plot-{}.svg", std::process::id()));
+    let out = sim(&[
+        "allreduce",
+        "--topology",
+        "mesh4",
+        "--max",
+        "16K",
+        "--plot",
+        path.to_str().unwrap(),
+    ]);
+    assert!(out.status.success());
+    let svg = std::fs::read_to_string(&path).unwrap();
+    std::fs::remove_file(&path).unwrap();
+    assert!(
+        svg.starts_with("<svg") || svg.starts_with("<?xml"),
+        "{}",
+        &svg[..svg.len().min(80)]
+    );
+    assert!(svg.contains("</svg>"));
+}
+
+#[test]
+fn bad_input_is_a_clear_error_not_a_panic() {
+    for args in [
+        &["allreduce", "--topology", "no-such-fabric"][..],
+        &["allreduce", "--min", "1Q"],
+        &["allreduce", "--min", "64K", "--max", "1K"],
+        &["allreduce", "--algo", "bogus"],
+        &["allreduce", "--fail-link", "gpu0:gpu9@1us"],
+        &["allreduce", "--fail-link", "gpu0:nvswitch1"],
+        &["allreduce", "--fail-port", "gpu0:nvswitch1@1us"],
+        &[
+            "allreduce",
+            "--algo",
+            "switch-reduce",
+            "--fail-link",
+            "gpu0:nvswitch1@1us",
+        ],
+        &["allgather", "--algo", "tree"],
+        &["allreduce", "--ber", "2"],
+    ] {
+        let out = sim(args);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{args:?} was accepted");
+        assert!(stderr.contains("error"), "{args:?}: {stderr}");
+        assert!(!stderr.contains("panicked"), "{args:?}: {stderr}");
+    }
+}
