@@ -203,11 +203,13 @@ pub fn sizes(min: u64, max: u64) -> Vec<u64> {
 pub fn ring_order(net: &Net) -> Vec<usize> {
     let f = net.fabric();
     let n = f.gpus.len();
-    let direct =
-        |a: usize, b: usize| (0..f.port_count(f.gpus[a])).any(|p| f.peer(f.gpus[a], p).0 == f.gpus[b]);
-    let mut path = vec![0usize];
-    let mut used = vec![false; n];
-    used[0] = true;
+    // Bandwidth of the direct trunks between two GPUs (0: none).
+    let bandwidth = |a: usize, b: usize| -> f64 {
+        (0..f.port_count(f.gpus[a]))
+            .filter(|&p| f.peer(f.gpus[a], p).0 == f.gpus[b])
+            .map(|p| f.trunks[f.ports[f.gpus[a]][p].0].gbps)
+            .sum()
+    };
     fn extend(
         path: &mut Vec<usize>,
         used: &mut [bool],
@@ -231,11 +233,26 @@ pub fn ring_order(net: &Net) -> Vec<usize> {
         }
         false
     }
-    if n <= 16 && extend(&mut path, &mut used, n, &direct) {
-        path
-    } else {
-        (0..n).collect()
+    if n <= 16 {
+        // The ring whose slowest hop is fastest: try the bandwidths GPUs are joined by, best first (on
+        // DGX-1 that keeps the ring on NVLink, off the PCIe and QPI paths).
+        let mut levels: Vec<f64> = (0..n)
+            .flat_map(|a| (0..n).map(move |b| (a, b)))
+            .map(|(a, b)| bandwidth(a, b))
+            .filter(|&bw| bw > 0.0)
+            .collect();
+        levels.sort_by(|x, y| y.total_cmp(x));
+        levels.dedup();
+        for level in levels {
+            let mut path = vec![0usize];
+            let mut used = vec![false; n];
+            used[0] = true;
+            if extend(&mut path, &mut used, n, &|a, b| bandwidth(a, b) >= level) {
+                return path;
+            }
+        }
     }
+    (0..n).collect()
 }
 
 /// Run the sweep. `progress(done, total)` is called after each size.

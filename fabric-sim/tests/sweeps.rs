@@ -131,3 +131,23 @@ fn faults_are_refused_where_they_cannot_be_simulated() {
         "no trunk joins two GPUs of DGX H100"
     );
 }
+
+#[test]
+fn the_dgx1_ring_takes_the_doubled_nvlinks() {
+    use fabric_sim::net::Net;
+    // In DGX-1's hybrid cube-mesh some GPU pairs have two NVLinks: a ring exists on those alone, and its
+    // slowest hop is twice as fast as a ring that takes any single link.
+    let topology = Topology::builtin("dgx1-hcm").unwrap();
+    let net = Net::new(&topology, &[], link_dl::DlConfig::default(), 1).unwrap();
+    let f = net.fabric();
+    let order = fabric_sim::run::ring_order(&net);
+    assert_eq!(order.len(), 8);
+    for (i, &a) in order.iter().enumerate() {
+        let b = order[(i + 1) % order.len()];
+        let links: usize = (0..f.port_count(f.gpus[a]))
+            .filter(|&p| f.peer(f.gpus[a], p).0 == f.gpus[b])
+            .map(|p| f.trunks[f.ports[f.gpus[a]][p].0].links)
+            .sum();
+        assert_eq!(links, 2, "ring hop gpu{a} -> gpu{b}: {order:?}");
+    }
+}
