@@ -826,10 +826,7 @@ mod tests {
                 let (leaf0, leaf1) = (in_first.1.is_empty(), in_second.1.is_empty());
                 assert!(!(leaf0 && leaf1), "n {n}: rank {r} is a leaf in both trees");
                 if n % 2 == 0 {
-                    assert!(
-                        leaf0 != leaf1,
-                        "n {n}: rank {r} is a leaf in exactly one tree"
-                    );
+                    assert!(leaf0 != leaf1, "n {n}: rank {r} is a leaf in exactly one tree");
                 }
             }
         }
