@@ -74,6 +74,13 @@ pub fn parse_rate(s: &str) -> anyhow::Result<Rate> {
 impl ChannelArgs {
     /// The pair of ports and channels these arguments describe.
     pub fn build(&self) -> anyhow::Result<LinkPair> {
+        let ([down, up], [ab, ba]) = self.configs()?;
+        LinkPair::new(down, up, ab, ba).context("cannot build the ports")
+    }
+
+    /// The two ports' configurations (downstream, upstream) and the two directions' channels (A to B,
+    /// B to A) these arguments describe.
+    pub fn configs(&self) -> anyhow::Result<([PortConfig; 2], [ChannelConfig; 2])> {
         LinkWidth::from_lanes(self.lanes)
             .map_err(|_| anyhow::anyhow!("--lanes must be 1, 2, 4, 8 or 16, not {}", self.lanes))?;
         if !(0.0..=1.0).contains(&self.ber) {
@@ -125,13 +132,10 @@ impl ChannelArgs {
             p.timing = timing;
             p
         };
-        LinkPair::new(
-            port(Role::Downstream),
-            port(Role::Upstream),
-            channel(0),
-            channel(1),
-        )
-        .context("cannot build the ports")
+        Ok((
+            [port(Role::Downstream), port(Role::Upstream)],
+            [channel(0), channel(1)],
+        ))
     }
 }
 

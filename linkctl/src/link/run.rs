@@ -1,0 +1,278 @@
+//! `linkctl link run`: traffic across a trained link, every packet checked by the receiver.
+
+use std::process::ExitCode;
+use std::time::Instant as WallClock;
+
+use anyhow::{bail, Context};
+use link_dl::sim::{self, FlitFaults, Report, Traffic};
+use link_dl::{DlConfig, Vc};
+use link_phy::rate::{LineCode, Rate};
+use link_phy::time::Duration;
+use serde_json::{json, Value};
+
+use super::train::{parse_rate, ChannelArgs};
+
+/// Exit status when the traffic did not all arrive intact: distinct from usage errors.
+pub const EXIT_UNDELIVERED: u8 = 3;
+
+#[derive(clap::Args, Debug)]
+pub struct RunArgs {
+    #[command(flatten)]
+    pub channel: ChannelArgs,
+    /// Line code to run in: `8b10b` (caps the rate at 5 GT/s) or `128b130b` (8 GT/s or more)
+    #[arg(long, default_value = "128b130b")]
+    pub code: String,
+    /// Packets to send
+    #[arg(long, default_value_t = 1_000_000)]
+    pub packets: u64,
+    /// Payload bytes per packet, 0 to 128 (carried in whole 16-byte flits)
+    #[arg(long, default_value_t = 128)]
+    pub payload: usize,
+    /// Turn on forward error correction
+    #[arg(long)]
+    pub fec: bool,
+    /// Replay buffer, in packets: 8, 16, 32, 64, 128 or 256
+    #[arg(long, default_value_t = 64)]
+    pub replay: usize,
+    /// Virtual channels to send on, round robin: comma-separated from posted, request, response, snoop
+    #[arg(long, default_value = "posted")]
+    pub vcs: String,
+    /// Traffic in both directions (B to A as well as A to B)
+    #[arg(long)]
+    pub both_ways: bool,
+    /// Ask port A to retrain at these simulated times after the link is up, in microseconds (repeatable)
+    #[arg(long = "retrain-at", value_name = "US")]
+    pub retrain_at: Vec<f64>,
+    /// Probability per received unit that the flit injector drops it
+    #[arg(long, default_value_t = 0.0)]
+    pub drop: f64,
+    /// Probability per received unit that it arrives twice
+    #[arg(long, default_value_t = 0.0)]
+    pub duplicate: f64,
+    /// Probability per received unit that one of its bits is flipped past the physical layer
+    #[arg(long, default_value_t = 0.0)]
+    pub corrupt: f64,
+    /// Print one JSON object instead of text
+    #[arg(long)]
+    pub json: bool,
+}
+
+fn parse_vcs(list: &str) -> anyhow::Result<Vec<Vc>> {
+    list.split(',')
+        .map(|name| {
+            Ok(match name.trim() {
+                "posted" => Vc::Posted,
+                "request" => Vc::Request,
+                "response" => Vc::Response,
+                "snoop" => Vc::Snoop,
+                other => {
+                    bail!("unknown virtual channel {other:?}: expected posted, request, response or snoop")
+                }
+            })
+        })
+        .collect()
+}
+
+fn check_probability(flag: &str, p: f64) -> anyhow::Result<()> {
+    if !(0.0..1.0).contains(&p) {
+        bail!("{flag} must be at least 0 and below 1, not {p}");
+    }
+    Ok(())
+}
+
+pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
+    if args.payload > 128 {
+        bail!("--payload must be 0 to 128 bytes, not {}", args.payload);
+    }
+    if args.packets == 0 {
+        bail!("--packets must be at least 1");
+    }
+    check_probability("--ber", args.channel.ber)?;
+    check_probability("--drop", args.drop)?;
+    check_probability("--duplicate", args.duplicate)?;
+    check_probability("--corrupt", args.corrupt)?;
+    let mut channel = args.channel.clone();
+    let max_rate = parse_rate(&channel.max_rate)?;
+    let code = match args.code.as_str() {
+        "8b10b" => {
+            if max_rate > Rate::Gen2 {
+                channel.max_rate = "5".into();
+            }
+            LineCode::Code8b10b
+        }
+        "128b130b" => {
+            if max_rate < Rate::Gen3 {
+                bail!(
+                    "128b/130b runs at 8 GT/s or more: --max-rate {} is too low",
+                    channel.max_rate
+                );
+            }
+            LineCode::Code128b130b
+        }
+        other => bail!("--code must be 8b10b or 128b130b, not {other:?}"),
+    };
+    let ([down, up], [ab, ba]) = channel.configs()?;
+    let faults = FlitFaults {
+        drop: args.drop,
+        duplicate: args.duplicate,
+        corrupt: args.corrupt,
+    };
+    let dl = DlConfig {
+        fec: args.fec,
+        ..DlConfig::default()
+    };
+    let mut retrain_at = Vec::new();
+    for &us in &args.retrain_at {
+        if !(us.is_finite() && us >= 0.0) {
+            bail!("--retrain-at must be a time in microseconds, not {us}");
+        }
+        retrain_at.push(Duration::from_ps((us * 1e6) as u64));
+    }
+    // Room for every packet at x1 and 2.5 GT/s many times over, plus training.
+    let limit = Duration::from_ms(200) + Duration::from_ps(args.packets.saturating_mul(50_000_000));
+    let traffic = Traffic {
+        packets: args.packets,
+        payload: args.payload,
+        vcs: parse_vcs(&args.vcs)?,
+        both_ways: args.both_ways,
+        seed: channel.seed,
+        retrain_at,
+        limit,
+    };
+    let started = WallClock::now();
+    macro_rules! go {
+        ($replay:literal) => {
+            sim::run(
+                sim::pair::<$replay>([down, up], dl, ab, ba, faults, channel.seed)
+                    .context("cannot build the ports")?,
+                &traffic,
+            )
+        };
+    }
+    let report = match args.replay {
+        8 => go!(8),
+        16 => go!(16),
+        32 => go!(32),
+        64 => go!(64),
+        128 => go!(128),
+        256 => go!(256),
+        other => bail!("--replay must be 8, 16, 32, 64, 128 or 256 packets, not {other}"),
+    };
+    let wall = started.elapsed().as_secs_f64();
+    let value = to_json(&report, &args, wall, code);
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&value)?);
+    } else {
+        print_text(&report, &value);
+    }
+    let intact =
+        report.complete && report.duplicates == 0 && report.corrupted == 0 && report.out_of_order == 0;
+    Ok(if intact {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(EXIT_UNDELIVERED)
+    })
+}
+
+fn to_json(r: &Report, args: &RunArgs, wall_seconds: f64, code: LineCode) -> Value {
+    let sum = |f: fn(&link_dl::DlCounters) -> u64| f(&r.dl[0]) + f(&r.dl[1]);
+    json!({
+        "packets_sent": r.packets_sent,
+        "packets_delivered": r.packets_delivered,
+        "bytes_verified": r.bytes_verified,
+        "duplicates": r.duplicates,
+        "corrupted": r.corrupted,
+        "out_of_order": r.out_of_order,
+        "complete": r.complete,
+        "replays": sum(|c| c.replays),
+        "naks": sum(|c| c.naks_sent),
+        "replay_timeouts": sum(|c| c.replay_timeouts),
+        "crc_errors": sum(|c| c.crc_errors),
+        "retrains": r.retrains,
+        "fec": args.fec,
+        "fec_corrections": sum(|c| c.fec_corrections),
+        "credit_stalls": sum(|c| c.credit_stalls),
+        "bits_flipped": r.bits_flipped,
+        "flits_dropped": r.flit_faults[0],
+        "flits_duplicated": r.flit_faults[1],
+        "flits_corrupted": r.flit_faults[2],
+        "lanes": r.width,
+        "rate_gts": r.rate_gts,
+        "code": r.code,
+        "code_requested": code.name(),
+        "payload": args.payload,
+        "replay_buffer": args.replay,
+        "time_to_active_us": r.time_to_active.as_ps() as f64 / 1e6,
+        "elapsed_us": r.elapsed.as_ps() as f64 / 1e6,
+        "goodput_gbps": r.goodput_gbps,
+        "efficiency": r.efficiency,
+        "raw_efficiency": r.raw_efficiency,
+        "wall_seconds": wall_seconds,
+        "counters": [counters(&r.dl[0]), counters(&r.dl[1])],
+    })
+}
+
+fn counters(c: &link_dl::DlCounters) -> Value {
+    json!({
+        "packets_sent": c.packets_sent,
+        "packets_transmitted": c.packets_transmitted,
+        "packets_received": c.packets_received,
+        "flits_transmitted": c.flits_transmitted,
+        "crc_errors": c.crc_errors,
+        "malformed": c.malformed,
+        "resync_discards": c.resync_discards,
+        "naks_sent": c.naks_sent,
+        "naks_received": c.naks_received,
+        "replays": c.replays,
+        "replay_timeouts": c.replay_timeouts,
+        "retrain_requests": c.retrain_requests,
+        "duplicates_discarded": c.duplicates,
+        "out_of_sequence": c.out_of_sequence,
+        "credit_stalls": c.credit_stalls,
+        "replay_stalls": c.replay_stalls,
+        "fec_blocks": c.fec_blocks,
+        "fec_corrections": c.fec_corrections,
+    })
+}
+
+fn print_text(r: &Report, v: &Value) {
+    println!(
+        "link: x{} at {} GT/s, {} (requested {}), up after {:.1} us",
+        r.width,
+        r.rate_gts,
+        r.code,
+        v["code_requested"].as_str().unwrap_or(""),
+        v["time_to_active_us"].as_f64().unwrap_or(0.0)
+    );
+    println!(
+        "packets: {} sent, {} delivered, {} bytes verified; duplicates {}, corrupted {}, out of order {}{}",
+        r.packets_sent,
+        r.packets_delivered,
+        r.bytes_verified,
+        r.duplicates,
+        r.corrupted,
+        r.out_of_order,
+        if r.complete {
+            ""
+        } else {
+            " (NOT all delivered before the time limit)"
+        }
+    );
+    println!(
+        "errors: {} bits flipped, {} CRC errors, {} NAKs, {} replays, {} replay timeouts, {} FEC corrections; {} entries to Recovery (both ports, counting the speed change at bring-up)",
+        r.bits_flipped,
+        v["crc_errors"],
+        v["naks"],
+        v["replays"],
+        v["replay_timeouts"],
+        v["fec_corrections"],
+        r.retrains
+    );
+    println!(
+        "goodput: {:.3} GB/s of simulated link time, {:.1}% of the line rate after encoding ({:.1}% of the raw rate); {:.2} s of wall time",
+        r.goodput_gbps,
+        r.efficiency * 100.0,
+        r.raw_efficiency * 100.0,
+        v["wall_seconds"].as_f64().unwrap_or(0.0)
+    );
+}

@@ -1,0 +1,120 @@
+//! `linkctl link run` end to end: traffic over a trained link, checked by the receiver.
+
+use std::process::{Command, Output};
+
+fn link_run(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_linkctl"))
+        .args(["link", "run"])
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+fn json(args: &[&str]) -> serde_json::Value {
+    let out = link_run(&[args, &["--json"]].concat());
+    assert!(
+        out.status.success(),
+        "{args:?}: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+fn assert_intact(v: &serde_json::Value, packets: u64, payload: u64) {
+    assert_eq!(v["complete"], true, "{v}");
+    assert_eq!(v["packets_sent"], packets);
+    assert_eq!(v["packets_delivered"], packets);
+    assert_eq!(v["bytes_verified"], packets * payload);
+    assert_eq!(v["duplicates"], 0);
+    assert_eq!(v["corrupted"], 0);
+    assert_eq!(v["out_of_order"], 0);
+}
+
+#[test]
+fn a_clean_link_runs_near_the_format_ceiling() {
+    let v = json(&[
+        "--lanes",
+        "8",
+        "--code",
+        "128b130b",
+        "--packets",
+        "5000",
+        "--seed",
+        "1",
+    ]);
+    assert_intact(&v, 5000, 128);
+    assert_eq!(v["lanes"], 8);
+    assert_eq!(v["code"], "128b130b");
+    assert_eq!(v["replays"], 0);
+    // 128 payload bytes in 144 on the wire: at most 88.9% of the line rate after encoding.
+    let efficiency = v["efficiency"].as_f64().unwrap();
+    assert!((0.86..=0.889).contains(&efficiency), "{efficiency}");
+    assert!(v["goodput_gbps"].as_f64().unwrap() > 6.0);
+}
+
+#[test]
+fn errors_and_flit_faults_are_recovered_without_loss() {
+    let v = json(&[
+        "--lanes",
+        "4",
+        "--ber",
+        "1e-5",
+        "--packets",
+        "3000",
+        "--payload",
+        "77",
+        "--drop",
+        "1e-3",
+        "--duplicate",
+        "1e-3",
+        "--corrupt",
+        "1e-3",
+        "--vcs",
+        "posted,request,response,snoop",
+        "--both-ways",
+        "--retrain-at",
+        "20",
+    ]);
+    // Both directions send 3000 packets each.
+    assert_intact(&v, 6000, 77);
+    assert!(v["replays"].as_u64().unwrap() > 0, "{v}");
+    assert!(v["naks"].as_u64().unwrap() > 0, "{v}");
+}
+
+#[test]
+fn fec_corrects_what_would_otherwise_be_replayed() {
+    let v = json(&["--ber", "1e-5", "--packets", "5000", "--fec"]);
+    assert_intact(&v, 5000, 128);
+    assert!(v["fec_corrections"].as_u64().unwrap() > 0, "{v}");
+}
+
+#[test]
+fn eight_b_ten_b_caps_the_rate() {
+    let v = json(&["--code", "8b10b", "--packets", "1000", "--lanes", "2"]);
+    assert_intact(&v, 1000, 128);
+    assert_eq!(v["code"], "8b10b");
+    assert!(v["rate_gts"].as_f64().unwrap() <= 5.0);
+}
+
+#[test]
+fn bad_input_is_a_clear_error_not_a_panic() {
+    for args in [
+        &["--lanes", "3"][..],
+        &["--code", "64b66b"],
+        &["--code", "128b130b", "--max-rate", "5"],
+        &["--payload", "129"],
+        &["--packets", "0"],
+        &["--ber", "1.5"],
+        &["--drop", "-0.1"],
+        &["--replay", "7"],
+        &["--vcs", "posted,bulk"],
+        &["--retrain-at", "-3"],
+    ] {
+        let out = link_run(args);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{args:?} was accepted");
+        assert!(stderr.contains("error"), "{args:?}: {stderr}");
+        assert!(!stderr.contains("panicked"), "{args:?}: {stderr}");
+    }
+}
