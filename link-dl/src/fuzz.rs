@@ -35,15 +35,18 @@ pub const TARGETS: &[Target] = &[
 /// of a header and the flits after it either fails its CRC check or, once sealed, passes it and fails it
 /// again with any one bit flipped.
 pub fn parse_flit(data: &[u8]) {
-    let flits: std::vec::Vec<Flit> = data
-        .chunks(FLIT_LEN)
-        .map(|chunk| {
-            let mut flit = [0u8; FLIT_LEN];
-            flit[..chunk.len()].copy_from_slice(chunk);
-            flit
-        })
-        .collect();
-    for (i, flit) in flits.iter().enumerate() {
+    // Flit `i` of the input, the last one zero-padded.
+    let flit_at = |i: usize| -> Option<Flit> {
+        let chunk = data.chunks(FLIT_LEN).nth(i)?;
+        let mut flit = [0u8; FLIT_LEN];
+        flit[..chunk.len()].copy_from_slice(chunk);
+        Some(flit)
+    };
+    for i in 0..data.len().div_ceil(FLIT_LEN) {
+        let Some(flit) = flit_at(i) else {
+            break;
+        };
+        let flit = &flit;
         match kind(flit) {
             Ok(FlitKind::Idle) => assert!(flit.iter().all(|&b| b == 0)),
             Ok(FlitKind::Packet) => {
@@ -53,13 +56,19 @@ pub fn parse_flit(data: &[u8]) {
                 let mut again = [0u8; FLIT_LEN];
                 header.emit(&mut again).unwrap();
                 assert_eq!(again[..field::WORD_BYTES], flit[..field::WORD_BYTES]);
-                let end = i + 1 + usize::from(header.payload_flits);
-                let Some(packet) = flits.get(i..end) else {
-                    continue;
-                };
+                let flits = 1 + usize::from(header.payload_flits);
                 let mut bytes = [0u8; MAX_PACKET_LEN];
-                let bytes = &mut bytes[..packet.len() * FLIT_LEN];
-                bytes.copy_from_slice(packet.as_flattened());
+                let bytes = &mut bytes[..flits * FLIT_LEN];
+                let mut whole = true;
+                for (k, to) in bytes.chunks_exact_mut(FLIT_LEN).enumerate() {
+                    match flit_at(i + k) {
+                        Some(f) => to.copy_from_slice(&f),
+                        None => whole = false,
+                    }
+                }
+                if !whole {
+                    continue;
+                }
                 let _ = check_packet_crc(bytes);
                 seal_packet(bytes);
                 assert_eq!(check_packet_crc(bytes), Ok(()));
