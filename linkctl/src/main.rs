@@ -13,6 +13,7 @@ mod dl;
 mod link;
 mod phy;
 mod sim;
+mod tl;
 
 #[derive(Parser, Debug)]
 #[command(
@@ -42,6 +43,9 @@ enum Command {
     /// Collectives on a simulated fabric, reported as nccl-tests reports them
     #[command(subcommand)]
     Sim(sim::SimCommand),
+    /// Transactions between two endpoints: peer-to-peer copies over data links with errors
+    #[command(subcommand)]
+    Tl(tl::TlCommand),
 }
 
 fn main() -> ExitCode {
@@ -52,6 +56,7 @@ fn main() -> ExitCode {
         Command::Link(cmd) => link::run(cmd),
         Command::Bench(cmd) => bench::run(cmd).map(|()| ExitCode::SUCCESS),
         Command::Sim(cmd) => sim::run(cmd),
+        Command::Tl(cmd) => tl::run(cmd),
     };
     match result {
         Ok(code) => code,

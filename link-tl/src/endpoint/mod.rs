@@ -32,6 +32,7 @@
 
 mod completer;
 mod memory;
+pub mod pair;
 mod requester;
 
 pub use completer::{Completer, CompleterCounters, MessageEvent, MAX_COMPLETIONS};

@@ -1,0 +1,131 @@
+//! Two endpoints joined by a pair of data links, with bit errors on the wire: the harness behind
+//! `linkctl tl copy` and the endpoint tests.
+//!
+//! The data links are wired back to back without a physical layer ([`link_dl::fuzz::BackToBack`]: one
+//! unit each way per step, time advancing by the unit time of x8 at 8 GT/s). Each unit on the wire has
+//! its bits flipped at the configured bit error rate; the data links' CRC catches that and they replay, so
+//! the endpoints see every packet exactly once, and the copy must still come out exact.
+
+use link_dl::flit::FLIT_LEN;
+use link_dl::fuzz::BackToBack;
+use link_dl::DlConfig;
+use link_phy::time::Duration;
+
+use crate::address::AddressMap;
+use crate::endpoint::{Endpoint, Event, Memory};
+
+/// The endpoint type of a pair: 2 windows, 256 tags, 4 transfers, 64 waiting requests, 64 packets of
+/// transmit queue per channel, 16 events.
+pub type PairEndpoint<'m, M> = Endpoint<'m, M, 2, 256, 4, 64, 64, 16>;
+
+/// Which end.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Side {
+    /// Endpoint A.
+    A,
+    /// Endpoint B.
+    B,
+}
+
+/// Counters of the wire between the two.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct WireCounters {
+    /// Units sent each way, added up.
+    pub units: u64,
+    /// Bits flipped.
+    pub bits_flipped: u64,
+}
+
+/// Two endpoints and the data links between them.
+pub struct Pair<'m, A: Memory, B: Memory> {
+    /// Endpoint A, on data link `link.a`.
+    pub a: PairEndpoint<'m, A>,
+    /// Endpoint B, on data link `link.b`.
+    pub b: PairEndpoint<'m, B>,
+    /// The data links.
+    pub link: BackToBack,
+    /// The wire's counters.
+    pub wire: WireCounters,
+    /// Probability that a unit has a bit flipped (bit error rate x 128 bits, at most 1).
+    unit_error: f64,
+    rng: u64,
+}
+
+impl<A: Memory, B: Memory> core::fmt::Debug for Pair<'_, A, B> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("Pair")
+            .field("wire", &self.wire)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<'m, A: Memory, B: Memory> Pair<'m, A, B> {
+    /// Endpoint 0 over `a` and endpoint 1 over `b`, both reaching each other through `map`, on data links
+    /// that are up; `ber` is the bit error rate of the wire, `seed` picks the errors. `None` if the data
+    /// links do not come up (a bug).
+    pub fn new(a: A, b: B, map: &'m AddressMap<2>, ber: f64, seed: u64) -> Option<Self> {
+        let timeout = Duration::from_ms(1);
+        Some(Pair {
+            a: Endpoint::new(0, a, map, timeout),
+            b: Endpoint::new(1, b, map, timeout),
+            link: BackToBack::active(DlConfig::default())?,
+            wire: WireCounters::default(),
+            unit_error: (ber * (FLIT_LEN * 8) as f64).clamp(0.0, 1.0),
+            rng: seed | 1,
+        })
+    }
+
+    /// A uniform draw in [0, 1) (xorshift64*).
+    fn uniform(&mut self) -> f64 {
+        self.rng ^= self.rng >> 12;
+        self.rng ^= self.rng << 25;
+        self.rng ^= self.rng >> 27;
+        (self.rng.wrapping_mul(0x2545_F491_4F6C_DD1D) >> 11) as f64 / (1u64 << 53) as f64
+    }
+
+    fn wire(&mut self, unit: &mut [u8; FLIT_LEN]) {
+        self.wire.units += 1;
+        if self.unit_error > 0.0 && self.uniform() < self.unit_error {
+            let bit = (self.uniform() * (FLIT_LEN * 8) as f64) as usize % (FLIT_LEN * 8);
+            unit[bit / 8] ^= 1 << (bit % 8);
+            self.wire.bits_flipped += 1;
+        }
+    }
+
+    /// One unit time: both endpoints send what they can, one unit crosses each way, received packets go
+    /// up to the endpoints while they can take them, timeouts fire, and each event is handed to `event`.
+    pub fn step(&mut self, event: &mut impl FnMut(Side, Event)) {
+        let now = self.link.now;
+        self.a.poll_transmit(now, &mut self.link.a);
+        self.b.poll_transmit(now, &mut self.link.b);
+        let (mut ab, mut ba) = ([0u8; FLIT_LEN], [0u8; FLIT_LEN]);
+        self.link.a.poll_unit(now, &mut ab);
+        self.link.b.poll_unit(now, &mut ba);
+        self.wire(&mut ab);
+        self.wire(&mut ba);
+        self.link.b.receive_unit(now, &ab, self.link.units);
+        self.link.a.receive_unit(now, &ba, self.link.units);
+        self.link.units += 1;
+        self.link.now += self.link.unit;
+        while self.a.can_receive() {
+            let Some(packet) = self.link.a.recv() else { break };
+            let _ = self.a.receive_packet(now, &packet);
+        }
+        while self.b.can_receive() {
+            let Some(packet) = self.link.b.recv() else { break };
+            let _ = self.b.receive_packet(now, &packet);
+        }
+        if self.a.poll_timeout().is_some_and(|t| t <= now) {
+            self.a.handle_timeout(now);
+        }
+        if self.b.poll_timeout().is_some_and(|t| t <= now) {
+            self.b.handle_timeout(now);
+        }
+        while let Some(e) = self.a.poll_event() {
+            event(Side::A, e);
+        }
+        while let Some(e) = self.b.poll_event() {
+            event(Side::B, e);
+        }
+    }
+}

@@ -1,0 +1,216 @@
+//! Two endpoints over data links with bit errors ([`link_tl::endpoint::pair`]): copies in both directions
+//! at any offset and length, atomics, and bad requests answered as the spec says without touching memory.
+
+use link_dl::Vc;
+use link_tl::endpoint::pair::{Pair, Side};
+use link_tl::endpoint::{Done, Event, Failure};
+use link_tl::packet::{AtomicOp, Packet, Read, RequestId};
+use link_tl::Tlp;
+use link_tl::{AddressMap, Status, Window};
+use proptest::prelude::*;
+
+const MEMORY: u64 = 16 * 1024;
+
+fn map(window_of_b: u64) -> AddressMap<2> {
+    let mut map = AddressMap::new();
+    map.insert(Window::flat(0, MEMORY)).unwrap();
+    map.insert(Window::flat(1, window_of_b)).unwrap();
+    map
+}
+
+fn pattern(len: usize, seed: u8) -> Vec<u8> {
+    (0..len)
+        .map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed) | 1)
+        .collect()
+}
+
+/// Step until `side` reports a transfer or atomic done; its result.
+fn run_until_done(pair: &mut Pair<'_, &mut [u8], &mut [u8]>, side: Side) -> Done {
+    let mut done = None;
+    for _ in 0..2_000_000 {
+        pair.step(&mut |s, e| {
+            if let (true, Event::Done(d)) = (s == side, e) {
+                done = Some(d);
+            }
+        });
+        if let Some(d) = done {
+            // Let acknowledgements and late packets settle.
+            for _ in 0..200 {
+                pair.step(&mut |_, _| {});
+            }
+            return d;
+        }
+    }
+    panic!("nothing finished");
+}
+
+fn transfer_result(done: Done) -> Result<u64, Failure> {
+    match done {
+        Done::Transfer { result, .. } => result,
+        other => panic!("not a transfer: {other:?}"),
+    }
+}
+
+fn copy(offset: u64, len: u64, pull: bool, ber: f64, seed: u64) {
+    let mut a = pattern(MEMORY as usize, seed as u8);
+    let mut b = vec![0u8; MEMORY as usize];
+    let map = map(MEMORY);
+    let mut pair = Pair::new(&mut a[..], &mut b[..], &map, ber, seed).unwrap();
+    let result = if pull {
+        pair.b
+            .copy_from(Window::flat(0, MEMORY).base + offset, offset, len)
+            .unwrap();
+        transfer_result(run_until_done(&mut pair, Side::B))
+    } else {
+        pair.a
+            .copy_to(offset, Window::flat(1, MEMORY).base + offset, len)
+            .unwrap();
+        transfer_result(run_until_done(&mut pair, Side::A))
+    };
+    assert_eq!(result, Ok(len));
+    let range = offset as usize..(offset + len) as usize;
+    let (src, dst) = (pair.a.memory(), pair.b.memory());
+    assert_eq!(src[range.clone()], dst[range.clone()], "the copy differs");
+    assert!(
+        dst[..range.start].iter().all(|&v| v == 0),
+        "bytes before the range were written"
+    );
+    assert!(
+        dst[range.end..].iter().all(|&v| v == 0),
+        "bytes after the range were written"
+    );
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(24))]
+
+    #[test]
+    fn copies_are_exact_at_any_offset_and_length(
+        offset in 0u64..600,
+        len in 1u64..6000,
+        pull in any::<bool>(),
+        noisy in any::<bool>(),
+        seed in 1u64..1000,
+    ) {
+        copy(offset, len, pull, if noisy { 1e-5 } else { 0.0 }, seed);
+    }
+}
+
+#[test]
+fn one_byte_and_boundary_crossing_copies() {
+    for (offset, len) in [
+        (0, 1),
+        (127, 1),
+        (127, 2),
+        (120, 16),
+        (1, 4095),
+        (0, 4096),
+        (5, 8192),
+    ] {
+        copy(offset, len, false, 1e-6, 3);
+        copy(offset, len, true, 1e-6, 4);
+    }
+}
+
+#[test]
+fn atomics_return_the_old_value_and_update_memory() {
+    let mut a = vec![0u8; MEMORY as usize];
+    let mut b = vec![0u8; MEMORY as usize];
+    b[64..72].copy_from_slice(&0x1122_3344_5566_7788u64.to_le_bytes());
+    b[128..132].copy_from_slice(&7u32.to_le_bytes());
+    let map = map(MEMORY);
+    let mut pair = Pair::new(&mut a[..], &mut b[..], &map, 1e-6, 9).unwrap();
+    let base = Window::flat(1, MEMORY).base;
+    let atomic = |pair: &mut Pair<'_, &mut [u8], &mut [u8]>, op, addr, size, operand, compare| {
+        let now = pair.link.now;
+        pair.a
+            .atomic(now, op, base + addr, size, operand, compare)
+            .unwrap();
+        match run_until_done(pair, Side::A) {
+            Done::Atomic { result, .. } => result,
+            other => panic!("not an atomic: {other:?}"),
+        }
+    };
+    assert_eq!(
+        atomic(&mut pair, AtomicOp::FetchAdd, 64, 8, 1, 0),
+        Ok(0x1122_3344_5566_7788)
+    );
+    assert_eq!(
+        atomic(&mut pair, AtomicOp::Swap, 64, 8, 42, 0),
+        Ok(0x1122_3344_5566_7789)
+    );
+    assert_eq!(
+        atomic(&mut pair, AtomicOp::CompareSwap, 64, 8, 9, 41),
+        Ok(42),
+        "CAS that fails"
+    );
+    assert_eq!(
+        atomic(&mut pair, AtomicOp::CompareSwap, 64, 8, 9, 42),
+        Ok(42),
+        "CAS that succeeds"
+    );
+    assert_eq!(
+        atomic(&mut pair, AtomicOp::FetchAdd, 128, 4, u64::from(u32::MAX), 0),
+        Ok(7)
+    );
+    let memory = pair.b.memory();
+    assert_eq!(u64::from_le_bytes(memory[64..72].try_into().unwrap()), 9);
+    // 32-bit add wraps: 7 + (2^32 - 1) = 6.
+    assert_eq!(u32::from_le_bytes(memory[128..132].try_into().unwrap()), 6);
+    assert_eq!(pair.b.counters().completer.atomics, 5);
+}
+
+#[test]
+fn requests_outside_the_exposed_memory_are_aborted_and_touch_nothing() {
+    let mut a = pattern(MEMORY as usize, 1);
+    let mut b = vec![0u8; MEMORY as usize];
+    // The window says B has twice the memory it exposes.
+    let map = map(2 * MEMORY);
+    let mut pair = Pair::new(&mut a[..], &mut b[..], &map, 0.0, 2).unwrap();
+    let beyond = Window::flat(1, 2 * MEMORY).base + MEMORY;
+    pair.a.copy_from(beyond, 0, 512).unwrap();
+    match transfer_result(run_until_done(&mut pair, Side::A)) {
+        Err(Failure::Status { status, .. }) => assert_eq!(status, Status::CompleterAbort),
+        other => panic!("a read past the memory came back {other:?}"),
+    }
+    pair.a.copy_to(0, beyond - 64, 512).unwrap();
+    assert!(transfer_result(run_until_done(&mut pair, Side::A)).is_err());
+    let counters = pair.b.counters().completer;
+    assert!(counters.out_of_range > 0, "{counters:?}");
+    // Only the in-range part of the straddling write landed: the last 64 bytes of B.
+    let memory = pair.b.memory();
+    assert_eq!(memory[MEMORY as usize - 64..], pattern(MEMORY as usize, 1)[..64]);
+    assert!(memory[..MEMORY as usize - 64].iter().all(|&v| v == 0));
+}
+
+#[test]
+fn an_unknown_opcode_is_counted_and_answered_unsupported() {
+    let mut a = vec![0u8; MEMORY as usize];
+    let mut b = vec![0u8; MEMORY as usize];
+    let map = map(MEMORY);
+    let mut pair = Pair::new(&mut a[..], &mut b[..], &map, 0.0, 5).unwrap();
+    let mut packet = Packet::new();
+    let read = Read {
+        dest: 1,
+        addr: 0,
+        len: 64,
+        id: RequestId { requester: 0, tag: 7 },
+    };
+    Tlp::Read(read).emit(&mut packet).unwrap();
+    // Opcode 0x05 is not assigned (spec section 3.1); the extension flit still says who asked.
+    let tl = packet.tl() & !(0x1F << 53) | 0x05 << 53;
+    pair.link.a.send(Vc::Request, tl, packet.payload()).unwrap();
+    for _ in 0..500 {
+        pair.step(&mut |_, _| {});
+    }
+    let counters = pair.b.counters().completer;
+    assert_eq!(counters.rx.unknown_opcode, 1, "{counters:?}");
+    assert_eq!(
+        counters.unsupported_sent, 1,
+        "a request on the request channel is answered: {counters:?}"
+    );
+    assert!(
+        pair.b.memory().iter().all(|&v| v == 0),
+        "a bad request wrote memory"
+    );
+}

@@ -1,0 +1,177 @@
+//! `linkctl tl`: the transaction layer between two endpoints.
+
+use std::process::ExitCode;
+use std::time::Instant as WallClock;
+
+use anyhow::{bail, ensure, Context};
+use clap::Subcommand;
+use link_tl::endpoint::pair::{Pair, Side};
+use link_tl::endpoint::{Direction, Done, Event};
+use link_tl::{AddressMap, Window};
+use serde_json::json;
+
+use crate::sim::parse_size;
+
+#[derive(Subcommand, Debug)]
+pub enum TlCommand {
+    /// Copy a buffer from endpoint 0's memory into endpoint 1's (posted writes, or reads with
+    /// `--pull`) over data links with bit errors, and check the copy byte for byte
+    Copy(CopyArgs),
+}
+
+#[derive(clap::Args, Debug)]
+pub struct CopyArgs {
+    /// Bytes to copy (K, M, G: powers of 1024)
+    #[arg(long, default_value = "64M")]
+    pub size: String,
+    /// Offset of the copy in both memories, in bytes (any alignment)
+    #[arg(long, default_value_t = 0)]
+    pub offset: u64,
+    /// Endpoint 1 reads the buffer from endpoint 0 (read requests and completions) instead of endpoint 0
+    /// writing it
+    #[arg(long)]
+    pub pull: bool,
+    /// Bit error rate on the wire, both ways (the data links replay what it corrupts)
+    #[arg(long, default_value_t = 1e-7)]
+    pub ber: f64,
+    /// Seed of the data and of the errors
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Print one JSON object instead of text
+    #[arg(long)]
+    pub json: bool,
+}
+
+pub fn run(cmd: TlCommand) -> anyhow::Result<ExitCode> {
+    match cmd {
+        TlCommand::Copy(args) => copy(args),
+    }
+}
+
+/// Largest copy: both memories are held.
+const MAX_COPY: u64 = 4 << 30;
+
+fn copy(args: CopyArgs) -> anyhow::Result<ExitCode> {
+    let size = parse_size(&args.size)?;
+    ensure!(
+        size <= MAX_COPY,
+        "--size must be at most 4G (both memories are held in RAM)"
+    );
+    ensure!(
+        (0.0..1.0).contains(&args.ber),
+        "--ber must be at least 0 and below 1, not {}",
+        args.ber
+    );
+    ensure!(args.offset < 1 << 30, "--offset must be below 1G");
+    // Memories rounded up to the address map's window granule.
+    let granule = link_tl::address::WINDOW_ALIGN;
+    let len = (args.offset + size).div_ceil(granule) * granule;
+    let mut source = vec![0u8; len as usize];
+    let mut x = args.seed ^ 0x9E37_79B9_7F4A_7C15;
+    for b in &mut source {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        *b = x as u8;
+    }
+    let mut target = vec![0u8; len as usize];
+    let mut map = AddressMap::<2>::new();
+    map.insert(Window::flat(0, len)).context("address map")?;
+    map.insert(Window::flat(1, len)).context("address map")?;
+    let Some(mut pair) = Pair::new(&mut source[..], &mut target[..], &map, args.ber, args.seed) else {
+        bail!("the data links did not come up");
+    };
+    let start = pair.link.now;
+    let handle = if args.pull {
+        pair.b
+            .copy_from(Window::flat(0, len).base + args.offset, args.offset, size)
+    } else {
+        pair.a
+            .copy_to(args.offset, Window::flat(1, len).base + args.offset, size)
+    }
+    .context("cannot start the copy")?;
+    let started = WallClock::now();
+    let mut result = None;
+    // Far more unit times than the copy needs even at a high error rate.
+    let limit = 64 + 4 * size / 16 + 10_000_000;
+    for _ in 0..limit {
+        pair.step(&mut |side, event| {
+            if let Event::Done(Done::Transfer {
+                handle: h, result: r, ..
+            }) = event
+            {
+                if h == handle && side == if args.pull { Side::B } else { Side::A } {
+                    result = Some(r);
+                }
+            }
+        });
+        if result.is_some() {
+            break;
+        }
+    }
+    let wall = started.elapsed().as_secs_f64();
+    let elapsed_ps = (pair.link.now.as_ps() - start.as_ps()) as f64;
+    let Some(result) = result else {
+        bail!("the copy did not finish in {limit} unit times");
+    };
+    let moved = match result {
+        Ok(bytes) => bytes,
+        Err(failure) => bail!("the copy failed: {failure:?}"),
+    };
+    let range = args.offset as usize..(args.offset + size) as usize;
+    let (a, b) = (pair.a.memory(), pair.b.memory());
+    let verified = a[range.clone()] == b[range.clone()];
+    let untouched = b[..range.start].iter().chain(&b[range.end..]).all(|&v| v == 0);
+    let (ca, cb) = (pair.a.counters(), pair.b.counters());
+    let (la, lb) = (pair.link.a.counters(), pair.link.b.counters());
+    let gbps = moved as f64 / elapsed_ps * 1e3;
+    let direction = if args.pull {
+        Direction::FromPeer
+    } else {
+        Direction::ToPeer
+    };
+    let value = json!({
+        "bytes": size,
+        "bytes_moved": moved,
+        "verified": verified && untouched,
+        "direction": format!("{direction:?}"),
+        "offset": args.offset,
+        "packets": la.packets_sent + lb.packets_sent,
+        "posted_writes": ca.requester.posted_writes + cb.requester.posted_writes,
+        "reads": ca.requester.reads + cb.requester.reads,
+        "replays": la.replays + lb.replays,
+        "crc_errors": la.crc_errors + lb.crc_errors,
+        "bits_flipped": pair.wire.bits_flipped,
+        "simulated_us": elapsed_ps / 1e6,
+        "bandwidth_gbps": gbps,
+        "wall_seconds": wall,
+    });
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&value)?);
+    } else {
+        println!(
+            "copied {moved} bytes ({}) from endpoint {} to endpoint {}: {}",
+            if args.pull { "reads" } else { "posted writes" },
+            0,
+            1,
+            if verified && untouched {
+                "verified byte for byte"
+            } else {
+                "WRONG"
+            }
+        );
+        println!(
+            "{} packets, {} bits flipped on the wire, {} CRC errors, {} replays",
+            value["packets"], value["bits_flipped"], value["crc_errors"], value["replays"]
+        );
+        println!(
+            "{:.1} us of simulated time over x8 at 8 GT/s: {gbps:.2} GB/s; {wall:.2} s of wall time",
+            elapsed_ps / 1e6
+        );
+    }
+    Ok(if verified && untouched {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(3)
+    })
+}
