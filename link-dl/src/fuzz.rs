@@ -247,9 +247,17 @@ impl<const REPLAY: usize, const RX_FLITS: usize> BackToBack<REPLAY, RX_FLITS> {
     /// One unit from A to B and one from B to A.
     #[inline]
     pub fn step(&mut self) {
+        self.step_with(|_| {});
+    }
+
+    /// [`BackToBack::step`] with each unit passing through `wire` (which may corrupt it) on its way.
+    #[inline]
+    pub fn step_with(&mut self, mut wire: impl FnMut(&mut [u8; FLIT_LEN])) {
         let (mut ab, mut ba) = ([0u8; FLIT_LEN], [0u8; FLIT_LEN]);
         self.a.poll_unit(self.now, &mut ab);
         self.b.poll_unit(self.now, &mut ba);
+        wire(&mut ab);
+        wire(&mut ba);
         self.b.receive_unit(self.now, &ab, self.units);
         self.a.receive_unit(self.now, &ba, self.units);
         self.units += 1;

@@ -9,6 +9,7 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 mod bench;
+mod coherence;
 mod dl;
 mod link;
 mod phy;
@@ -43,6 +44,9 @@ enum Command {
     /// Collectives on a simulated fabric, reported as nccl-tests reports them
     #[command(subcommand)]
     Sim(sim::SimCommand),
+    /// Cache coherence (directory MESI): a random stress over noisy data links, or `--explore` every
+    /// interleaving of a small system; exit status 3 on any invariant violation
+    Coherence(coherence::CoherenceArgs),
     /// Transactions between two endpoints: peer-to-peer copies over data links with errors
     #[command(subcommand)]
     Tl(tl::TlCommand),
@@ -57,6 +61,7 @@ fn main() -> ExitCode {
         Command::Bench(cmd) => bench::run(cmd).map(|()| ExitCode::SUCCESS),
         Command::Sim(cmd) => sim::run(cmd),
         Command::Tl(cmd) => tl::run(cmd),
+        Command::Coherence(args) => coherence::run(args),
     };
     match result {
         Ok(code) => code,

@@ -561,3 +561,58 @@ fn render<const A: usize, const L: usize>(initial: &World<A, L>, path: &[Step]) 
     }
     lines
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::coherence::agent::AgentBug;
+    use crate::coherence::home::HomeBug;
+
+    #[test]
+    fn every_interleaving_of_two_agents_on_a_line_is_correct() {
+        let r = explore::<2, 1>(&Config::default());
+        assert!(r.complete, "{r:?}");
+        assert_eq!(r.violation, None);
+        assert!(r.states > 10_000 && r.quiescent > 0, "{r:?}");
+    }
+
+    #[test]
+    fn three_agents_on_two_lines_show_no_violation_in_the_states_searched() {
+        let r = explore::<3, 2>(&Config {
+            max_states: 150_000,
+            ..Config::default()
+        });
+        assert_eq!(r.violation, None);
+        assert_eq!(r.states, 150_000);
+    }
+
+    #[test]
+    fn planted_bugs_are_found() {
+        let config = Config {
+            max_states: 3_000_000,
+            ..Config::default()
+        };
+        for bug in [
+            HomeBug::SkipLastSharer,
+            HomeBug::KeepStaleMemory,
+            HomeBug::ForgetWritePull,
+        ] {
+            let mut world = World::<3, 1>::new();
+            world.home.bug = Some(bug);
+            let r = explore_from(world, &config);
+            assert!(
+                r.violation.is_some(),
+                "{bug:?} went unnoticed in {} states",
+                r.states
+            );
+        }
+        let mut world = World::<2, 1>::new();
+        world.agents[0].bug = Some(AgentBug::IgnorePhase);
+        let r = explore_from(world, &config);
+        assert!(
+            r.violation.is_some(),
+            "IgnorePhase went unnoticed in {} states",
+            r.states
+        );
+    }
+}

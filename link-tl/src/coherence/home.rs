@@ -104,7 +104,6 @@ struct Line<const B: usize, const AGENTS: usize> {
 /// Bugs the model checker's own tests plant, to show that it catches them.
 #[cfg(test)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-#[allow(dead_code)] // SkipLastSharer: the explorer's mutation test is still to be written
 pub(crate) enum HomeBug {
     /// RdOwn leaves the highest-numbered other sharer out of its invalidations.
     SkipLastSharer,

@@ -26,6 +26,8 @@ pub mod wire;
 
 #[cfg(feature = "std")]
 pub mod explore;
+#[cfg(feature = "std")]
+pub mod stress;
 
 pub use agent::{AgentCounters, CachingAgent, Completion, CoreOp};
 pub use home::{Directory, HomeAgent, HomeCounters};

@@ -27,13 +27,45 @@ pub enum Side {
     B,
 }
 
-/// Counters of the wire between the two.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct WireCounters {
-    /// Units sent each way, added up.
+/// Random bit errors on a wire: each unit has one bit flipped with probability `ber` x 128 (at most 1).
+#[derive(Clone, Debug)]
+pub struct BitErrors {
+    unit_error: f64,
+    rng: u64,
+    /// Units that crossed the wire.
     pub units: u64,
     /// Bits flipped.
     pub bits_flipped: u64,
+}
+
+impl BitErrors {
+    /// Errors at bit error rate `ber`, drawn from `seed`.
+    pub fn new(ber: f64, seed: u64) -> Self {
+        BitErrors {
+            unit_error: (ber * (FLIT_LEN * 8) as f64).clamp(0.0, 1.0),
+            rng: seed | 1,
+            units: 0,
+            bits_flipped: 0,
+        }
+    }
+
+    /// A uniform draw in [0, 1) (xorshift64*).
+    fn uniform(&mut self) -> f64 {
+        self.rng ^= self.rng >> 12;
+        self.rng ^= self.rng << 25;
+        self.rng ^= self.rng >> 27;
+        (self.rng.wrapping_mul(0x2545_F491_4F6C_DD1D) >> 11) as f64 / (1u64 << 53) as f64
+    }
+
+    /// Pass one unit over the wire.
+    pub fn apply(&mut self, unit: &mut [u8; FLIT_LEN]) {
+        self.units += 1;
+        if self.unit_error > 0.0 && self.uniform() < self.unit_error {
+            let bit = (self.uniform() * (FLIT_LEN * 8) as f64) as usize % (FLIT_LEN * 8);
+            unit[bit / 8] ^= 1 << (bit % 8);
+            self.bits_flipped += 1;
+        }
+    }
 }
 
 /// Two endpoints and the data links between them.
@@ -44,11 +76,8 @@ pub struct Pair<'m, A: Memory, B: Memory> {
     pub b: PairEndpoint<'m, B>,
     /// The data links.
     pub link: BackToBack,
-    /// The wire's counters.
-    pub wire: WireCounters,
-    /// Probability that a unit has a bit flipped (bit error rate x 128 bits, at most 1).
-    unit_error: f64,
-    rng: u64,
+    /// The wire between them, both ways.
+    pub wire: BitErrors,
 }
 
 impl<A: Memory, B: Memory> core::fmt::Debug for Pair<'_, A, B> {
@@ -69,27 +98,8 @@ impl<'m, A: Memory, B: Memory> Pair<'m, A, B> {
             a: Endpoint::new(0, a, map, timeout),
             b: Endpoint::new(1, b, map, timeout),
             link: BackToBack::active(DlConfig::default())?,
-            wire: WireCounters::default(),
-            unit_error: (ber * (FLIT_LEN * 8) as f64).clamp(0.0, 1.0),
-            rng: seed | 1,
+            wire: BitErrors::new(ber, seed),
         })
-    }
-
-    /// A uniform draw in [0, 1) (xorshift64*).
-    fn uniform(&mut self) -> f64 {
-        self.rng ^= self.rng >> 12;
-        self.rng ^= self.rng << 25;
-        self.rng ^= self.rng >> 27;
-        (self.rng.wrapping_mul(0x2545_F491_4F6C_DD1D) >> 11) as f64 / (1u64 << 53) as f64
-    }
-
-    fn wire(&mut self, unit: &mut [u8; FLIT_LEN]) {
-        self.wire.units += 1;
-        if self.unit_error > 0.0 && self.uniform() < self.unit_error {
-            let bit = (self.uniform() * (FLIT_LEN * 8) as f64) as usize % (FLIT_LEN * 8);
-            unit[bit / 8] ^= 1 << (bit % 8);
-            self.wire.bits_flipped += 1;
-        }
     }
 
     /// One unit time: both endpoints send what they can, one unit crosses each way, received packets go
@@ -98,15 +108,8 @@ impl<'m, A: Memory, B: Memory> Pair<'m, A, B> {
         let now = self.link.now;
         self.a.poll_transmit(now, &mut self.link.a);
         self.b.poll_transmit(now, &mut self.link.b);
-        let (mut ab, mut ba) = ([0u8; FLIT_LEN], [0u8; FLIT_LEN]);
-        self.link.a.poll_unit(now, &mut ab);
-        self.link.b.poll_unit(now, &mut ba);
-        self.wire(&mut ab);
-        self.wire(&mut ba);
-        self.link.b.receive_unit(now, &ab, self.link.units);
-        self.link.a.receive_unit(now, &ba, self.link.units);
-        self.link.units += 1;
-        self.link.now += self.link.unit;
+        let wire = &mut self.wire;
+        self.link.step_with(|unit| wire.apply(unit));
         while self.a.can_receive() {
             let Some(packet) = self.link.a.recv() else { break };
             let _ = self.a.receive_packet(now, &packet);

@@ -1,0 +1,223 @@
+//! `linkctl coherence`: the MESI protocol under a random stress over noisy data links, or explored
+//! exhaustively.
+
+use std::process::ExitCode;
+use std::time::Instant as WallClock;
+
+use anyhow::{bail, ensure};
+use link_tl::coherence::explore::{explore, Config, Report, MAX_OUTSTANDING};
+use link_tl::coherence::stress::{self, StressConfig, MAX_AGENTS, MAX_LINES};
+use serde_json::json;
+
+/// Exit status when an invariant was violated or the search found a counterexample.
+const EXIT_VIOLATION: u8 = 3;
+
+#[derive(clap::Args, Debug)]
+pub struct CoherenceArgs {
+    /// Caching agents (stress: 1 to 8; exploration: 1 to 3)
+    #[arg(long, default_value_t = 4)]
+    pub agents: usize,
+    /// Cache lines (stress: 1 to 256; exploration: 1 or 2)
+    #[arg(long, default_value_t = 64)]
+    pub lines: usize,
+    /// Operations the stress completes
+    #[arg(long, default_value_t = 1_000_000)]
+    pub ops: u64,
+    /// Seed of the stress's operations and bit errors
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Bit error rate on every link of the stress (the data links replay what it corrupts)
+    #[arg(long, default_value_t = 1e-6)]
+    pub ber: f64,
+    /// Explore every interleaving of a small system instead of running the stress
+    #[arg(long)]
+    pub explore: bool,
+    /// Exploration: stores write the values 1 to this (1 to 7)
+    #[arg(long, default_value_t = 2)]
+    pub values: u8,
+    /// Exploration: operations each agent may have in progress at once (1 or 2)
+    #[arg(long, default_value_t = 1)]
+    pub outstanding: usize,
+    /// Exploration: stop after this many states (the report then says the search was not complete)
+    #[arg(long, default_value_t = 5_000_000)]
+    pub max_states: u64,
+    /// Print one JSON object instead of text
+    #[arg(long)]
+    pub json: bool,
+}
+
+pub fn run(args: CoherenceArgs) -> anyhow::Result<ExitCode> {
+    if args.explore {
+        run_explore(&args)
+    } else {
+        run_stress(&args)
+    }
+}
+
+fn run_stress(args: &CoherenceArgs) -> anyhow::Result<ExitCode> {
+    ensure!(
+        (1..=MAX_AGENTS).contains(&args.agents),
+        "--agents must be 1 to {MAX_AGENTS}, not {}",
+        args.agents
+    );
+    ensure!(
+        (1..=MAX_LINES).contains(&args.lines),
+        "--lines must be 1 to {MAX_LINES}, not {}",
+        args.lines
+    );
+    ensure!(args.ops > 0, "--ops must be at least 1");
+    ensure!(
+        (0.0..1.0).contains(&args.ber),
+        "--ber must be at least 0 and below 1, not {}",
+        args.ber
+    );
+    let started = WallClock::now();
+    let r = stress::run(&StressConfig {
+        agents: args.agents,
+        lines: args.lines,
+        ops: args.ops,
+        seed: args.seed,
+        ber: args.ber,
+    });
+    let wall = started.elapsed().as_secs_f64();
+    let value = json!({
+        "agents": args.agents,
+        "lines": args.lines,
+        "seed": args.seed,
+        "ber": args.ber,
+        "ops": r.ops,
+        "reads": r.reads,
+        "writes": r.writes,
+        "evictions": r.evictions,
+        "hits": r.hits,
+        "requests": r.requests,
+        "snoops": r.snoops,
+        "invalidations": r.invalidations,
+        "writebacks": r.write_backs,
+        "parked": r.parked,
+        "violations": r.violations,
+        "first_violation": r.first_violation,
+        "replays": r.replays,
+        "crc_errors": r.crc_errors,
+        "bits_flipped": r.bits_flipped,
+        "unit_times": r.steps,
+        "complete": r.complete,
+        "wall_seconds": wall,
+    });
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&value)?);
+    } else {
+        println!(
+            "{} agents, {} lines, seed {}, bit error rate {:e} on every link: {} operations ({} reads, {} \
+             writes, {} evictions; {} hits)",
+            args.agents, args.lines, args.seed, args.ber, r.ops, r.reads, r.writes, r.evictions, r.hits
+        );
+        println!(
+            "home: {} requests, {} snoops, {} invalidations, {} write-backs, {} requests parked on busy lines",
+            r.requests, r.snoops, r.invalidations, r.write_backs, r.parked
+        );
+        println!(
+            "links: {} bits flipped, {} CRC errors, {} replays; {} unit times; {wall:.2} s of wall time",
+            r.bits_flipped, r.crc_errors, r.replays, r.steps
+        );
+        match &r.first_violation {
+            None if r.complete => println!("invariant violations: 0"),
+            None => println!("did not complete"),
+            Some(v) => println!("invariant violations: {} (first: {v})", r.violations),
+        }
+    }
+    Ok(if r.violations == 0 && r.complete {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(EXIT_VIOLATION)
+    })
+}
+
+fn run_explore(args: &CoherenceArgs) -> anyhow::Result<ExitCode> {
+    ensure!(
+        (1..=7).contains(&args.values),
+        "--values must be 1 to 7, not {}",
+        args.values
+    );
+    ensure!(
+        (1..=MAX_OUTSTANDING).contains(&args.outstanding),
+        "--outstanding must be 1 to {MAX_OUTSTANDING}, not {}",
+        args.outstanding
+    );
+    ensure!(args.max_states > 0, "--max-states must be at least 1");
+    let config = Config {
+        values: args.values,
+        outstanding: args.outstanding,
+        check_drain: true,
+        max_states: args.max_states,
+    };
+    let r: Report = match (args.agents, args.lines) {
+        (1, 1) => explore::<1, 1>(&config),
+        (1, 2) => explore::<1, 2>(&config),
+        (2, 1) => explore::<2, 1>(&config),
+        (2, 2) => explore::<2, 2>(&config),
+        (3, 1) => explore::<3, 1>(&config),
+        (3, 2) => explore::<3, 2>(&config),
+        (a, l) => bail!("exploration runs 1 to 3 agents on 1 or 2 lines, not {a} agents on {l} lines"),
+    };
+    let violation = r.violation.as_ref().map(|c| {
+        json!({
+            "kind": format!("{:?}", c.kind),
+            "detail": c.detail,
+            "trace": c.trace,
+        })
+    });
+    let value = json!({
+        "agents": args.agents,
+        "lines": args.lines,
+        "values": args.values,
+        "outstanding": args.outstanding,
+        "states": r.states,
+        "transitions": r.transitions,
+        "depth": r.depth,
+        "quiescent": r.quiescent,
+        "complete": r.complete,
+        "violations": u64::from(r.violation.is_some()),
+        "violation": violation,
+        "wall_seconds": r.seconds,
+    });
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&value)?);
+    } else {
+        println!(
+            "{} agents, {} lines, values 1 to {}, {} operation(s) in progress per agent: {} states, {} \
+             transitions, depth {}, {} quiescent; {:.1} s",
+            args.agents,
+            args.lines,
+            args.values,
+            args.outstanding,
+            r.states,
+            r.transitions,
+            r.depth,
+            r.quiescent,
+            r.seconds
+        );
+        match &r.violation {
+            Some(c) => {
+                println!("VIOLATION ({:?}): {}", c.kind, c.detail);
+                for step in &c.trace {
+                    println!("  {step}");
+                }
+            }
+            None if r.complete => println!(
+                "every reachable state explored: single writer, data value, no deadlock and drain to \
+                 quiescence hold in all of them"
+            ),
+            None => println!(
+                "no violation in the {} states explored; the search stopped at --max-states before \
+                 reaching every state",
+                r.states
+            ),
+        }
+    }
+    Ok(if r.violation.is_none() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(EXIT_VIOLATION)
+    })
+}

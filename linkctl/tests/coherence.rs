@@ -1,0 +1,80 @@
+//! `linkctl coherence` end to end: the stress and the exhaustive exploration.
+
+use std::process::{Command, Output};
+
+fn coherence(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_linkctl"))
+        .arg("coherence")
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+fn json(args: &[&str]) -> serde_json::Value {
+    let out = coherence(&[args, &["--json"]].concat());
+    assert!(
+        out.status.success(),
+        "{args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+#[test]
+fn the_stress_completes_every_operation_without_violations() {
+    let v = json(&[
+        "--agents", "4", "--lines", "8", "--ops", "20000", "--seed", "3", "--ber", "1e-5",
+    ]);
+    assert_eq!(v["ops"], 20000);
+    assert_eq!(v["violations"], 0);
+    assert_eq!(v["complete"], true);
+    for field in [
+        "reads",
+        "writes",
+        "snoops",
+        "invalidations",
+        "writebacks",
+        "replays",
+    ] {
+        assert!(v[field].as_u64().unwrap() > 0, "{field}: {v}");
+    }
+}
+
+#[test]
+fn the_exploration_of_two_agents_is_complete_and_clean() {
+    let v = json(&["--explore", "--agents", "2", "--lines", "1"]);
+    assert_eq!(v["complete"], true);
+    assert_eq!(v["violations"], 0);
+    assert!(v["states"].as_u64().unwrap() > 10_000);
+    let bounded = json(&[
+        "--explore",
+        "--agents",
+        "3",
+        "--lines",
+        "2",
+        "--max-states",
+        "20000",
+    ]);
+    assert_eq!(bounded["complete"], false, "a bounded search says it was bounded");
+    assert_eq!(bounded["states"], 20000);
+}
+
+#[test]
+fn bad_input_is_a_clear_error_not_a_panic() {
+    for args in [
+        &["--agents", "0"][..],
+        &["--agents", "9"],
+        &["--lines", "257"],
+        &["--ops", "0"],
+        &["--ber", "1"],
+        &["--explore", "--agents", "4"],
+        &["--explore", "--lines", "3", "--agents", "2"],
+        &["--explore", "--values", "8", "--agents", "2", "--lines", "1"],
+    ] {
+        let out = coherence(args);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{args:?} was accepted");
+        assert!(stderr.contains("error"), "{args:?}: {stderr}");
+        assert!(!stderr.contains("panicked"), "{args:?}: {stderr}");
+    }
+}
