@@ -183,3 +183,42 @@ fn doorbell_of_section_3_8() {
     let p = emitted(Tlp::Message(doorbell));
     assert_eq!((p.tl(), p.payload()), (tl, &ext[..]));
 }
+
+#[test]
+fn coherence_examples_of_section_3_9() {
+    use link_tl::coherence::{decode, encode, Envelope, Message, RequestKind, SnoopKind};
+    // Agent 3 asks home 1 for ownership of line 2Ah.
+    let request = Envelope::<64> {
+        source: 3,
+        dest: 1,
+        message: Message::Request {
+            line: 0x2A,
+            kind: RequestKind::RdOwn,
+        },
+    };
+    let packet = encode(&request).unwrap();
+    let tl = header("0300_0B00_0000_002Ah");
+    let ext = flits("00 c0 00 02 00 00 00 00 00 00 00 00 00 00 00 00");
+    assert_eq!(
+        (packet.vc(), packet.tl(), packet.payload()),
+        (Vc::Request, tl, &ext[..])
+    );
+    assert_eq!(decode::<64>(Vc::Request, tl, &ext), Ok(request));
+    // Home 1 invalidates agent 3's copy of line 2Ah, phase 1.
+    let tl = header("0320_1900_6000_002Ah");
+    let snoop = Envelope::<64> {
+        source: 1,
+        dest: 3,
+        message: Message::Snoop {
+            line: 0x2A,
+            kind: SnoopKind::SnpInv,
+            phase: true,
+        },
+    };
+    let packet = encode(&snoop).unwrap();
+    assert_eq!(
+        (packet.vc(), packet.tl(), packet.payload()),
+        (Vc::Snoop, tl, &[][..])
+    );
+    assert_eq!(decode::<64>(Vc::Snoop, tl, &[]), Ok(snoop));
+}

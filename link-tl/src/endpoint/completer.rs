@@ -6,7 +6,7 @@
 //! arrival order; a posted write that arrives after a waiting request may therefore take effect before it,
 //! which the ordering rules allow (spec 3.6, rule 4: posted writes may pass requests).
 //!
-//! What it answers (spec section 3.9):
+//! What it answers (spec section 3.7):
 //!
 //! | request | answer |
 //! |---|---|

@@ -18,7 +18,7 @@ pub enum Access {
 }
 
 /// Why a memory access cannot be done. The completer answers the first two with Completer Abort and the
-/// last with Poisoned (spec section 3.9).
+/// last with Poisoned (spec section 3.7).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub enum MemoryError {

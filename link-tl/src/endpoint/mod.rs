@@ -208,7 +208,7 @@ impl<
 
     /// A packet from the data link. Refused with [`TlError::QueueFull`], nothing taken, unless
     /// [`Endpoint::can_receive`]. Bad packets are not errors here: they are answered or dropped as spec
-    /// section 3.9 says, and counted.
+    /// section 3.7 says, and counted.
     pub fn receive(&mut self, now: Instant, vc: Vc, tl: u64, payload: &[Flit]) -> Result<(), TlError> {
         if !self.can_receive() {
             return Err(TlError::QueueFull { vc });
