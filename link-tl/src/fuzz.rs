@@ -24,12 +24,37 @@ use crate::tags::Outstanding;
 pub type Target = (&'static str, fn(&[u8]));
 
 /// Every fuzz entry point, by the name of its cargo-fuzz target.
-pub const TARGETS: &[Target] = &[("tl_parse", tl_parse), ("tl_reassemble", tl_reassemble)];
+pub const TARGETS: &[Target] = &[
+    ("tl_parse", tl_parse),
+    ("tl_reassemble", tl_reassemble),
+    ("coherence_decode", coherence_decode),
+];
+
+/// A packet as [`packet_of`] reads it, decoded as a coherence message: one that decodes must encode to
+/// the same channel, header and flits.
+pub fn coherence_decode(data: &[u8]) {
+    use crate::coherence::{decode, encode};
+    let (vc, tl, payload) = packet_of(data);
+    let Ok(envelope) = decode::<64>(vc, tl, &payload) else {
+        return;
+    };
+    let packet =
+        encode(&envelope).unwrap_or_else(|e| panic!("{envelope:?} decoded but does not encode: {e}"));
+    assert_eq!(
+        (packet.vc(), packet.tl()),
+        (vc, tl),
+        "{envelope:?}: the header does not round-trip"
+    );
+    assert_eq!(
+        packet.payload(),
+        &payload[..],
+        "{envelope:?}: the flits do not round-trip"
+    );
+}
 
 /// Byte 0 picks the channel (bits 1:0), bytes 1-8 the 58-bit header (big-endian, top bits dropped), and
-/// the rest, in 16-byte flits (the last zero-padded, at most 9), the flits after the header. A packet that
-/// parses must emit again, and the emitted packet must parse to the same thing with the same header.
-pub fn tl_parse(data: &[u8]) {
+/// the rest, in 16-byte flits (the last zero-padded, at most 9), the flits after the header.
+fn packet_of(data: &[u8]) -> (Vc, u64, Vec<Flit>) {
     let vc = Vc::from_bits(data.first().copied().unwrap_or(0));
     let mut head = [0u8; 8];
     let n = data.len().saturating_sub(1).min(8);
@@ -46,6 +71,13 @@ pub fn tl_parse(data: &[u8]) {
         flit[..chunk.len()].copy_from_slice(chunk);
         payload.push(flit);
     }
+    (vc, tl, payload)
+}
+
+/// A packet as [`packet_of`] reads it. A packet that parses must emit again, and the emitted packet must
+/// parse to the same thing with the same header.
+pub fn tl_parse(data: &[u8]) {
+    let (vc, tl, payload) = packet_of(data);
     let mut reply = Packet::new();
     if unsupported_request_reply(vc, &payload, 1, &mut reply) {
         assert!(
