@@ -38,8 +38,9 @@ pub struct CoherenceArgs {
     /// Exploration: operations each agent may have in progress at once (1 or 2)
     #[arg(long, default_value_t = 1)]
     pub outstanding: usize,
-    /// Exploration: stop after this many states (the report then says the search was not complete)
-    #[arg(long, default_value_t = 5_000_000)]
+    /// Exploration: stop after this many states (the report then says the search was not complete;
+    /// each million states takes about 1.6 GB)
+    #[arg(long, default_value_t = 2_000_000)]
     pub max_states: u64,
     /// Print one JSON object instead of text
     #[arg(long)]
