@@ -166,16 +166,16 @@ impl Checker {
 
 /// Run the stress. Panics only on an invalid configuration.
 pub fn run(config: &StressConfig) -> StressReport {
-    run_with(config, |_| {})
+    run_with(config, |_, _| {})
 }
 
-/// [`run`] with the home prepared by `prepare` (tests plant bugs in it).
-fn run_with(config: &StressConfig, prepare: impl FnOnce(&mut Home)) -> StressReport {
+/// [`run`] with the home and agents prepared by `prepare` (tests plant bugs in them).
+fn run_with(config: &StressConfig, prepare: impl FnOnce(&mut Home, &mut [Agent])) -> StressReport {
     assert!((1..=MAX_AGENTS).contains(&config.agents) && (1..=MAX_LINES).contains(&config.lines));
     let n = config.agents;
     let mut agents: Vec<Agent> = (0..n).map(|_| Agent::new()).collect();
     let mut home = Home::new();
-    prepare(&mut home);
+    prepare(&mut home, &mut agents);
     let Some(mut links) = (0..n)
         .map(|_| BackToBack::active(DlConfig::default()))
         .collect::<Option<Vec<BackToBack>>>()
@@ -396,6 +396,7 @@ fn complete(checker: &mut Checker, agent: usize, c: super::agent::Completion<LIN
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::coherence::agent::AgentBug;
     use crate::coherence::home::HomeBug;
 
     fn config(agents: usize, lines: usize, ber: f64) -> StressConfig {
@@ -428,8 +429,14 @@ mod tests {
             HomeBug::KeepStaleMemory,
             HomeBug::ForgetWritePull,
         ] {
-            let r = run_with(&config(4, 2, 0.0), |home| home.bug = Some(bug));
+            let r = run_with(&config(4, 2, 0.0), |home, _| home.bug = Some(bug));
             assert!(r.violations > 0, "{bug:?} went unnoticed: {r:?}");
         }
+        let r = run_with(&config(4, 2, 0.0), |_, agents| {
+            agents
+                .iter_mut()
+                .for_each(|a| a.bug = Some(AgentBug::IgnorePhase))
+        });
+        assert!(r.violations > 0, "IgnorePhase went unnoticed: {r:?}");
     }
 }
