@@ -13,6 +13,18 @@ step "toolchain components and the $NO_STD_TARGET target"
 rustup component add clippy rustfmt >/dev/null 2>&1 || true
 rustup target add "$NO_STD_TARGET"
 
+step "tshark, for the Wireshark dissector's test"
+if ! command -v tshark >/dev/null 2>&1; then
+    SUDO=""
+    if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+    export DEBIAN_FRONTEND=noninteractive
+    $SUDO apt-get install -y --no-install-recommends tshark >/dev/null \
+        || { $SUDO apt-get update >/dev/null && $SUDO apt-get install -y --no-install-recommends tshark >/dev/null; }
+fi
+tshark --version | head -n 1
+# The dissector's test fails, rather than skips, when tshark is missing.
+export OPENLINK_REQUIRE_TSHARK=1
+
 step "formatting"
 cargo fmt --all -- --check
 

@@ -13,4 +13,5 @@ pub mod manager;
 pub mod net;
 pub mod run;
 pub mod topology;
+pub mod trace;
 pub mod wire;

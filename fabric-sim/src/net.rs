@@ -27,6 +27,7 @@ use switch_fw::switch::{Arrival, Destination, Forward, Switch};
 
 use crate::manager::Fabric;
 use crate::topology::{NodeKind, Topology};
+use crate::trace::{Hop, Tracer};
 use crate::wire;
 
 /// Replay buffer of every simulated data link (packets).
@@ -467,6 +468,8 @@ pub struct Net {
     stats: NetStats,
     failover: Option<Box<Failover>>,
     completed: Instant,
+    trace: Option<Box<Tracer<Box<dyn std::io::Write>>>>,
+    trace_error: Option<String>,
 }
 
 impl Net {
@@ -553,6 +556,8 @@ impl Net {
             stats: NetStats::default(),
             failover: None,
             completed: Instant::ZERO,
+            trace: None,
+            trace_error: None,
         };
         for t in 0..net.dirs.len() {
             for d in 0..2 {
@@ -956,6 +961,30 @@ impl Net {
         done
     }
 
+    /// Record every packet and control flit the transmitters send into `tracer` (see [`crate::trace`]).
+    pub fn set_trace(&mut self, tracer: Tracer<Box<dyn std::io::Write>>) {
+        self.trace = Some(Box::new(tracer));
+    }
+
+    /// Flush the trace and say how many records it has and how many the limit left out.
+    pub fn finish_trace(&mut self) -> Result<Option<(u64, u64)>, String> {
+        if let Some(e) = self.trace_error.take() {
+            return Err(format!("cannot write the trace: {e}"));
+        }
+        let Some(tracer) = self.trace.as_mut() else {
+            return Ok(None);
+        };
+        tracer
+            .flush()
+            .map_err(|e| format!("cannot write the trace: {e}"))?;
+        Ok(Some((tracer.records, tracer.dropped)))
+    }
+
+    /// Link directions the fabric has (a trace keeps state per direction).
+    pub fn directions(&self) -> usize {
+        self.dirs.len() * 2
+    }
+
     /// When the last [`Net::run`] ended: for a finished collective, when its last packet arrived.
     pub fn completed_at(&self) -> Instant {
         self.completed
@@ -1039,6 +1068,18 @@ impl Net {
         while sent < burst && link.has_pending_output(now) {
             let mut unit = [0u8; FLIT_LEN];
             link.poll_unit(now, &mut unit);
+            if let Some(tracer) = self.trace.as_mut() {
+                let dir = &self.dirs[t][d];
+                let hop = Hop {
+                    trunk: t as u16,
+                    from: (dir.from.0 as u16, dir.from.1 as u8),
+                    to: (dir.to.0 as u16, dir.to.1 as u8),
+                };
+                let at = now + Duration::from_ps(unit_ps * sent as u64);
+                if let Err(e) = tracer.unit(t * 2 + d, hop, at, &unit) {
+                    self.trace_error.get_or_insert(e.to_string());
+                }
+            }
             let dir = &mut self.dirs[t][d];
             self.stats.bits_flipped += u64::from(dir.errors.apply(&mut unit));
             dir.in_flight.push_back(unit);

@@ -74,6 +74,8 @@ pub struct Sweep {
     pub limit_per_size: link_phy::time::Duration,
     /// Faults to inject, at simulated times from the start of the sweep.
     pub faults: Vec<FaultSpec>,
+    /// Write a pcap trace of the link traffic to this file, at most this many records.
+    pub pcap: Option<(std::path::PathBuf, u64)>,
 }
 
 /// A fault of a sweep, naming nodes as the topology does.
@@ -183,6 +185,8 @@ pub struct Report {
     pub avg_busbw: f64,
     /// What failover did, if faults were injected.
     pub failover: FailoverStats,
+    /// Records written to the pcap trace, and records the limit left out.
+    pub trace: Option<(u64, u64)>,
     /// Why the sweep stopped early, if it did.
     pub failure: Option<String>,
 }
@@ -366,6 +370,14 @@ fn run_with(
             .collect::<Result<Vec<_>, _>>()?;
         net.schedule_faults(&faults)?;
     }
+    if let Some((path, limit)) = &sweep.pcap {
+        let file =
+            std::fs::File::create(path).map_err(|e| format!("cannot create {}: {e}", path.display()))?;
+        let out: Box<dyn std::io::Write> = Box::new(std::io::BufWriter::new(file));
+        let tracer = crate::trace::Tracer::new(out, net.directions(), *limit)
+            .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+        net.set_trace(tracer);
+    }
     let order = ring_order(&net);
     let sizes = sizes(sweep.min, sweep.max);
     let started = WallClock::now();
@@ -465,6 +477,7 @@ fn run_with(
         verified,
         avg_busbw,
         failover: net.failover_stats(),
+        trace: net.finish_trace()?,
         failure,
     })
 }

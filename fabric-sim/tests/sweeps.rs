@@ -17,6 +17,7 @@ fn sweep(topology: &str, kind: Kind, algo: Algo, min: u64, max: u64) -> Sweep {
         ber: None,
         limit_per_size: Duration::from_ms(10),
         faults: Vec::new(),
+        pcap: None,
     }
 }
 

@@ -65,6 +65,13 @@ pub struct SimArgs {
     /// Write a plot of bus bandwidth against message size (SVG)
     #[arg(long, value_name = "FILE")]
     pub plot: Option<std::path::PathBuf>,
+    /// Write a pcap trace of every packet and control flit the links carry (link type 147, decoded by
+    /// tools/wireshark/openlink.lua; format in docs/spec.md section 7)
+    #[arg(long, value_name = "FILE")]
+    pub pcap: Option<std::path::PathBuf>,
+    /// Most records the trace holds; the rest are counted, not written
+    #[arg(long, default_value_t = 1_000_000)]
+    pub pcap_limit: u64,
 }
 
 /// `1024`, `64K`, `8M`, `1G` (powers of 1024).
@@ -177,6 +184,7 @@ pub fn run(cmd: SimCommand) -> anyhow::Result<ExitCode> {
         ber: args.ber,
         limit_per_size: Duration::from_ms(10_000),
         faults,
+        pcap: args.pcap.clone().map(|path| (path, args.pcap_limit)),
     };
     let show_progress = std::io::stderr().is_terminal() && !args.json;
     let mut progress = |done: usize, total: usize| {
@@ -271,6 +279,9 @@ fn print_table(sweep: &Sweep, r: &Report) {
             f.duplicates_dropped
         );
     }
+    if let Some((records, dropped)) = r.trace {
+        println!("# Trace: {records} records written, {dropped} left out by --pcap-limit");
+    }
     if let Some(why) = &r.failure {
         println!("# Stopped: {why}");
     }
@@ -306,6 +317,7 @@ fn print_json(sweep: &Sweep, r: &Report) -> anyhow::Result<()> {
         "wall_seconds": r.wall_seconds,
         "packets_per_s": r.packets_per_s,
         "verified": r.verified,
+        "trace": r.trace.map(|(records, dropped)| json!({"records": records, "dropped": dropped})),
         "failover": {
             "links_failed": r.failover.links_failed,
             "units_lost": r.failover.units_lost,

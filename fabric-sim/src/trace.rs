@@ -1,0 +1,160 @@
+//! Traces of link traffic as pcap files, for Wireshark (with `tools/wireshark/openlink.lua`) and tshark.
+//!
+//! The format is `docs/spec.md` section 7: classic pcap with nanosecond timestamps (simulated time) and
+//! link type 147 (`LINKTYPE_USER0`); each record is one data-link packet or control flit exactly as its
+//! transmitter sent it (before any bit error on the wire), after a 12-byte pseudo-header that says which
+//! link and direction carried it. Idle units are not recorded; a replayed packet is recorded each time it
+//! is sent.
+
+use std::io::{self, Write};
+
+use link_dl::flit::{kind, FlitKind, PacketHeader, FLIT_LEN, MAX_PACKET_LEN};
+use link_phy::time::Instant;
+
+/// pcap's magic number for nanosecond timestamps.
+pub const MAGIC_NS: u32 = 0xA1B2_3C4D;
+/// `LINKTYPE_USER0`: reserved for private use, as this format is.
+pub const LINKTYPE: u32 = 147;
+/// Version of the pseudo-header.
+pub const VERSION: u8 = 1;
+/// Bytes of the pseudo-header.
+pub const PSEUDO_HEADER_LEN: usize = 12;
+/// Record kinds (pseudo-header byte 1).
+pub const RECORD_PACKET: u8 = 1;
+/// A control flit.
+pub const RECORD_CONTROL: u8 = 2;
+
+/// Which link and direction a unit crossed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Hop {
+    /// The trunk (link) index.
+    pub trunk: u16,
+    /// Sending node and its port.
+    pub from: (u16, u8),
+    /// Receiving node and its port.
+    pub to: (u16, u8),
+}
+
+/// The 12-byte pseudo-header of a record.
+pub fn pseudo_header(record: u8, hop: Hop) -> [u8; PSEUDO_HEADER_LEN] {
+    let mut h = [0u8; PSEUDO_HEADER_LEN];
+    h[0] = VERSION;
+    h[1] = record;
+    h[2..4].copy_from_slice(&hop.trunk.to_be_bytes());
+    h[4..6].copy_from_slice(&hop.from.0.to_be_bytes());
+    h[6..8].copy_from_slice(&hop.to.0.to_be_bytes());
+    h[8] = hop.from.1;
+    h[9] = hop.to.1;
+    h
+}
+
+/// A packet being collected from its units, per direction.
+#[derive(Clone, Debug)]
+struct Pending {
+    bytes: [u8; MAX_PACKET_LEN],
+    len: usize,
+    need: usize,
+    at: Instant,
+}
+
+/// Writes a pcap trace of the units the transmitters send, packet by packet.
+pub struct Tracer<W: Write> {
+    out: W,
+    /// Per direction (trunk * 2 + direction): the packet being collected.
+    pending: Vec<Option<Pending>>,
+    /// Records written so far.
+    pub records: u64,
+    /// Records not written because the limit was reached.
+    pub dropped: u64,
+    limit: u64,
+}
+
+impl<W: Write> std::fmt::Debug for Tracer<W> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Tracer")
+            .field("records", &self.records)
+            .field("dropped", &self.dropped)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<W: Write> Tracer<W> {
+    /// A trace of at most `limit` records for `directions` link directions, its file header written.
+    pub fn new(mut out: W, directions: usize, limit: u64) -> io::Result<Self> {
+        let mut header = [0u8; 24];
+        header[0..4].copy_from_slice(&MAGIC_NS.to_le_bytes());
+        header[4..6].copy_from_slice(&2u16.to_le_bytes());
+        header[6..8].copy_from_slice(&4u16.to_le_bytes());
+        // Time zone and accuracy 0; snapshot length: every record fits whole.
+        header[16..20].copy_from_slice(&65_535u32.to_le_bytes());
+        header[20..24].copy_from_slice(&LINKTYPE.to_le_bytes());
+        out.write_all(&header)?;
+        Ok(Tracer {
+            out,
+            pending: vec![None; directions],
+            records: 0,
+            dropped: 0,
+            limit,
+        })
+    }
+
+    /// A unit a transmitter sent at `at` on direction `direction` (trunk * 2 + d) of `hop`.
+    pub fn unit(&mut self, direction: usize, hop: Hop, at: Instant, unit: &[u8; FLIT_LEN]) -> io::Result<()> {
+        let Some(slot) = self.pending.get_mut(direction) else {
+            return Ok(());
+        };
+        if let Some(p) = slot.as_mut() {
+            p.bytes[p.len..p.len + FLIT_LEN].copy_from_slice(unit);
+            p.len += FLIT_LEN;
+            p.need -= 1;
+            if p.need == 0 {
+                let (bytes, len, at) = (p.bytes, p.len, p.at);
+                *slot = None;
+                return self.record(RECORD_PACKET, hop, at, &bytes[..len]);
+            }
+            return Ok(());
+        }
+        match kind(unit) {
+            Ok(FlitKind::Packet) => {
+                let need = PacketHeader::parse(unit).map_or(0, |h| usize::from(h.payload_flits));
+                if need == 0 {
+                    return self.record(RECORD_PACKET, hop, at, unit);
+                }
+                let mut bytes = [0u8; MAX_PACKET_LEN];
+                bytes[..FLIT_LEN].copy_from_slice(unit);
+                *slot = Some(Pending {
+                    bytes,
+                    len: FLIT_LEN,
+                    need,
+                    at,
+                });
+                Ok(())
+            }
+            Ok(FlitKind::Control) => self.record(RECORD_CONTROL, hop, at, unit),
+            Ok(FlitKind::Idle) | Err(_) => Ok(()),
+        }
+    }
+
+    fn record(&mut self, record: u8, hop: Hop, at: Instant, bytes: &[u8]) -> io::Result<()> {
+        if self.records >= self.limit {
+            self.dropped += 1;
+            return Ok(());
+        }
+        self.records += 1;
+        let ns = at.as_ps() / 1000;
+        let len = (PSEUDO_HEADER_LEN + bytes.len()) as u32;
+        let mut head = [0u8; 16];
+        head[0..4].copy_from_slice(&((ns / 1_000_000_000) as u32).to_le_bytes());
+        head[4..8].copy_from_slice(&((ns % 1_000_000_000) as u32).to_le_bytes());
+        head[8..12].copy_from_slice(&len.to_le_bytes());
+        head[12..16].copy_from_slice(&len.to_le_bytes());
+        self.out.write_all(&head)?;
+        self.out.write_all(&pseudo_header(record, hop))?;
+        self.out.write_all(bytes)
+    }
+
+    /// Flush what is buffered.
+    pub fn flush(&mut self) -> io::Result<()> {
+        self.out.flush()
+    }
+}
