@@ -1,0 +1,78 @@
+//! The topology file of docs/spec.md section 6 parses as the section says, and a collective runs on it.
+
+use fabric_sim::collective::Kind;
+use fabric_sim::run::{run, Algo, Sweep};
+use fabric_sim::topology::{LinkFormat, NodeKind, Topology};
+use link_phy::time::Duration;
+
+fn example() -> String {
+    let spec = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/spec.md")).unwrap();
+    let section = &spec[spec.find("## 6. Topology files").unwrap()..];
+    let start = section.find("```toml\n").unwrap() + "```toml\n".len();
+    section[start..start + section[start..].find("```").unwrap()].to_string()
+}
+
+#[test]
+fn the_example_file_parses_as_specified() {
+    let t = Topology::from_toml(&example()).unwrap();
+    assert_eq!(t.name, "two-gpus-one-switch");
+    let kinds: Vec<NodeKind> = t.nodes.iter().map(|n| n.kind).collect();
+    assert_eq!(kinds, [NodeKind::Gpu, NodeKind::Gpu, NodeKind::Switch]);
+    assert_eq!(t.links.len(), 8, "count = 4, twice");
+    let first = &t.links[0];
+    assert_eq!(
+        (first.a, first.b, first.gbps, first.latency_ns),
+        (0, 2, 25.0, 150.0)
+    );
+    assert_eq!((first.ber, first.format), (0.0, LinkFormat::NvlinkAe));
+    let last = &t.links[7];
+    assert_eq!(
+        (last.latency_ns, last.ber, last.format),
+        (100.0, 1e-9, LinkFormat::Openlink)
+    );
+}
+
+#[test]
+fn a_collective_runs_on_it() {
+    let sweep = Sweep {
+        topology: Topology::from_toml(&example()).unwrap(),
+        kind: Kind::AllReduce,
+        algo: Algo::Ring,
+        min: 1024,
+        max: 64 * 1024,
+        seed: 1,
+        ber: None,
+        limit_per_size: Duration::from_ms(10),
+        faults: Vec::new(),
+        pcap: None,
+    };
+    let report = run(&sweep, &mut |_, _| {}).unwrap();
+    assert!(report.verified, "{report:?}");
+}
+
+#[test]
+fn mistakes_are_named() {
+    let base = example();
+    for (bad, says) in [
+        (base.replace("kind = \"switch\"", "kind = \"router\""), "router"),
+        (
+            base.replace(
+                "b = \"sw0\"\ncount = 4\ngbps = 25.0\nber",
+                "b = \"sw9\"\ncount = 4\ngbps = 25.0\nber",
+            ),
+            "sw9",
+        ),
+        (
+            base.replace("gbps = 25.0\nlatency_ns", "gbps = -1.0\nlatency_ns"),
+            "bad rate",
+        ),
+        (
+            base.replace("name = \"gpu1\"", "name = \"gpu0\""),
+            "defined twice",
+        ),
+        (base.replace("count = 4\ngbps", "colour = 4\ngbps"), "colour"),
+    ] {
+        let err = Topology::from_toml(&bad).unwrap_err();
+        assert!(err.contains(says), "{says}: {err}");
+    }
+}

@@ -1,0 +1,74 @@
+//! The worked examples of docs/spec.md sections 4 and 5: the flow hash, and the register writes.
+
+use switch_fw::reduce::Element;
+use switch_fw::route::{Flow, RouteTable};
+use switch_fw::switch::Switch;
+use switch_fw::PortSet;
+
+fn spec() -> String {
+    std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/spec.md")).unwrap()
+}
+
+#[test]
+fn flow_hash_of_section_4() {
+    assert!(spec().contains(
+        "give `hash = 5581AC37h`; over the ports {4, 5, 6, 7}, `5581AC37h mod 4 = 3` picks port 7"
+    ));
+    let flow = Flow {
+        source: 3,
+        destination: 7,
+        vc: 1,
+    };
+    assert_eq!(flow.hash(), 0x5581_AC37);
+    let mut table = RouteTable::default();
+    table.set(7, PortSet(0b1111_0000)).unwrap();
+    assert_eq!(table.select(flow), Ok(7));
+}
+
+/// The table of section 5's worked example: (address, value) per row.
+fn writes_in_spec() -> Vec<(u32, u32)> {
+    let spec = spec();
+    let start = spec.find("| address | value |").expect("the example's table");
+    spec[start..]
+        .lines()
+        .skip(2)
+        .take_while(|l| l.starts_with('|'))
+        .map(|l| {
+            let cells: Vec<u32> = l
+                .split('|')
+                .map(|c| c.trim().trim_matches('`').trim_end_matches('h').replace('_', ""))
+                .filter(|c| !c.is_empty())
+                .map(|c| u32::from_str_radix(&c, 16).unwrap())
+                .collect();
+            (cells[0], cells[1])
+        })
+        .collect()
+}
+
+#[test]
+fn registers_of_section_5() {
+    let writes = writes_in_spec();
+    assert_eq!(writes.len(), 8);
+    let mut s: Switch<64, 64> = Switch::new();
+    for &(address, value) in &writes {
+        s.write_register(address, value).unwrap();
+    }
+    assert_eq!(s.routes.get(5), PortSet(1 << 3 | 1 << 40));
+    assert_eq!(s.partitions.of(5), Some(2));
+    assert_eq!(s.multicast.get(1), Ok(PortSet(0b111)));
+    let group = s.reducer.get(0).expect("reduction group 0 committed");
+    assert_eq!(
+        (group.contributors, group.result_group, group.element),
+        (PortSet(0b1111), 1, Element::U32)
+    );
+    for &(address, value) in &writes {
+        assert_eq!(
+            s.read_register(address),
+            Ok(value),
+            "register {address:#x} reads back"
+        );
+    }
+    assert_eq!(s.read_register(0x0004_0000), Ok(64));
+    assert!(s.write_register(0x0000_0002, 1).is_err(), "unaligned");
+    assert!(s.write_register(0x0003_0008, 3 << 16).is_err(), "element code 3");
+}
