@@ -482,44 +482,100 @@ pub struct SwitchReduce {
     extension: bool,
     packets: u64,
     last_elements: usize,
-    own_next: Vec<u64>,
+    /// Per GPU and port: the next of the GPU's own packets whose plane is that port.
+    own_next: Vec<Vec<u64>>,
     own_end: Vec<u64>,
     /// Answers to the switches' reads, which must leave on the port the read came in on: [gpu][port].
     answers: Vec<Vec<VecDeque<Outgoing>>>,
-    /// Sums to multicast: [gpu].
-    results: Vec<VecDeque<Outgoing>>,
+    /// Sums to multicast, on the plane (port) that reduced them: [gpu][port].
+    results: Vec<Vec<VecDeque<Outgoing>>>,
     /// Ports of each GPU that lead to a switch: [gpu][port].
     to_switch: Vec<Vec<bool>>,
+    /// Per GPU: packet `k` belongs to the switch plane behind port `planes[gpu][k % planes[gpu].len()]`.
+    planes: Vec<Vec<usize>>,
+
     finals: Vec<u64>,
     check: Check,
 }
 
+/// Ports in a smooth weighted round robin, one entry per link: weights 5, 4, 4, 5 give a period of 18
+/// in which port 0 appears 5 times, spread out.
+fn weighted_round_robin(weights: &[u32]) -> Vec<usize> {
+    let total: i64 = weights.iter().map(|&w| i64::from(w)).sum();
+    let mut current = vec![0i64; weights.len()];
+    (0..total)
+        .map(|_| {
+            for (c, &w) in current.iter_mut().zip(weights) {
+                *c += i64::from(w);
+            }
+            let best = (0..weights.len())
+                .max_by_key(|&p| (current[p], std::cmp::Reverse(p)))
+                .unwrap_or(0);
+            current[best] -= total;
+            best
+        })
+        .collect()
+}
+
 impl SwitchReduce {
-    /// An all-reduce of `bytes` over `n` GPUs whose ports `to_switch[g][p]` lead to switches with their
-    /// collective engines configured ([`crate::net::Net::configure_nvls`]).
-    pub fn new(bytes: u64, to_switch: Vec<Vec<bool>>, extension: bool, seed: u64) -> SwitchReduce {
-        let n = to_switch.len();
+    /// An all-reduce of `bytes` over `n` GPUs; `links_to_switch[g][p]` is how many links port `p` of GPU
+    /// `g` gangs towards a switch with its collective engine configured
+    /// ([`crate::net::Net::configure_nvls`]), 0 if it does not lead to one.
+    ///
+    /// As NVLink interleaves addresses over the switch planes, packet `k` is reduced and multicast by
+    /// one plane, chosen by `k` in a weighted round robin over the ports (a port with 5 links gets 5
+    /// packets in 18 on DGX H100), so each plane carries its share of the traffic.
+    pub fn new(bytes: u64, links_to_switch: Vec<Vec<u32>>, extension: bool, seed: u64) -> SwitchReduce {
+        let n = links_to_switch.len();
         let elements = (bytes / 4).max(1);
         let packets = elements.div_ceil(PER_PACKET as u64);
         let last_elements = (elements - (packets - 1) * PER_PACKET as u64) as usize;
         let slice = |g: usize| (packets * g as u64 / n as u64, packets * (g as u64 + 1) / n as u64);
-        SwitchReduce {
+        let planes: Vec<Vec<usize>> = links_to_switch
+            .iter()
+            .map(|ports| weighted_round_robin(ports))
+            .collect();
+        let mut app = SwitchReduce {
             n,
             seed,
             extension,
             packets,
             last_elements,
-            own_next: (0..n).map(|g| slice(g).0).collect(),
+            own_next: links_to_switch.iter().map(|ports| vec![0; ports.len()]).collect(),
             own_end: (0..n).map(|g| slice(g).1).collect(),
-            answers: to_switch
+            answers: links_to_switch
                 .iter()
                 .map(|ports| ports.iter().map(|_| VecDeque::new()).collect())
                 .collect(),
-            results: (0..n).map(|_| VecDeque::new()).collect(),
-            to_switch,
+            results: links_to_switch
+                .iter()
+                .map(|ports| ports.iter().map(|_| VecDeque::new()).collect())
+                .collect(),
+            to_switch: links_to_switch
+                .iter()
+                .map(|ports| ports.iter().map(|&l| l > 0).collect())
+                .collect(),
+            planes,
             finals: vec![0; n],
             check: Check::default(),
+        };
+        for g in 0..n {
+            for port in 0..app.own_next[g].len() {
+                app.own_next[g][port] = app.next_on_plane(g, port, slice(g).0);
+            }
         }
+        app
+    }
+
+    /// The first packet at or after `from` whose plane is `port` (`u64::MAX` if none).
+    fn next_on_plane(&self, gpu: usize, port: usize, from: u64) -> u64 {
+        let planes = &self.planes[gpu];
+        if planes.is_empty() {
+            return u64::MAX;
+        }
+        (from..from + planes.len() as u64)
+            .find(|&k| planes[(k % planes.len() as u64) as usize] == port)
+            .unwrap_or(u64::MAX)
     }
 
     /// The verdict so far.
@@ -532,11 +588,11 @@ impl SwitchReduce {
         (0..self.n)
             .map(|g| {
                 format!(
-                    "gpu {g}: own {}/{} answers {:?} results {} finals {}\n",
+                    "gpu {g}: own {:?}/{} answers {:?} results {:?} finals {}\n",
                     self.own_next[g],
                     self.own_end[g],
                     self.answers[g].iter().map(VecDeque::len).collect::<Vec<_>>(),
-                    self.results[g].len(),
+                    self.results[g].iter().map(VecDeque::len).collect::<Vec<_>>(),
                     self.finals[g]
                 )
             })
@@ -577,7 +633,7 @@ impl App for SwitchReduce {
         if !self.to_switch[gpu].get(port).copied().unwrap_or(false) {
             return None;
         }
-        for queue in [&mut self.answers[gpu][port], &mut self.results[gpu]] {
+        for queue in [&mut self.answers[gpu][port], &mut self.results[gpu][port]] {
             if let Some(front) = queue.front() {
                 if offer.fits(front.vc, front.payload.len()) {
                     self.check.packets_sent += 1;
@@ -586,8 +642,8 @@ impl App for SwitchReduce {
                 return None;
             }
         }
-        if self.own_next[gpu] < self.own_end[gpu] {
-            let packet = self.own_next[gpu];
+        if self.own_next[gpu][port] < self.own_end[gpu] {
+            let packet = self.own_next[gpu][port];
             let payload: heapless::Vec<Flit, 9> = if self.extension {
                 core::iter::once([0; FLIT_LEN]).collect()
             } else {
@@ -607,7 +663,7 @@ impl App for SwitchReduce {
                 multicast: Some(wire::NVLS_ENGINE),
             };
             if offer.fits(request.vc, request.payload.len()) {
-                self.own_next[gpu] += 1;
+                self.own_next[gpu][port] = self.next_on_plane(gpu, port, packet + 1);
                 self.check.packets_sent += 1;
                 return Some(request);
             }
@@ -660,7 +716,9 @@ impl App for SwitchReduce {
                     payload: p.payload,
                     multicast: Some(wire::NVLS_ALL),
                 };
-                self.results[gpu].push_back(result);
+                if let Some(q) = self.results[gpu].get_mut(port) {
+                    q.push_back(result);
+                }
                 true
             }
             OP_RESULT => {
@@ -678,5 +736,22 @@ impl App for SwitchReduce {
 
     fn done(&self) -> bool {
         self.check.wrong > 0 || self.finals.iter().all(|&f| f >= self.packets)
+    }
+}
+
+#[cfg(test)]
+mod plane_tests {
+    use super::weighted_round_robin;
+
+    #[test]
+    fn planes_get_packets_in_proportion_to_their_links_spread_out() {
+        let order = weighted_round_robin(&[5, 4, 4, 5]);
+        assert_eq!(order.len(), 18);
+        let count = |p| order.iter().filter(|&&x| x == p).count();
+        assert_eq!([count(0), count(1), count(2), count(3)], [5, 4, 4, 5]);
+        // Never the same plane twice in a row, so consecutive packets spread over the switches.
+        assert!(order.windows(2).all(|w| w[0] != w[1]), "{order:?}");
+        // Ports that lead to no switch get nothing.
+        assert_eq!(weighted_round_robin(&[0, 2, 0, 1]), [1, 3, 1]);
     }
 }

@@ -411,8 +411,15 @@ fn run_with(
                 ))
             }
             Algo::SwitchReduce => {
-                let ports = (0..gpus).map(|g| vec![true; f.port_count(f.gpus[g])]).collect();
-                Box::new(SwitchReduce::new(bytes, ports, extension, sweep.seed ^ bytes))
+                let links = (0..gpus)
+                    .map(|g| {
+                        let node = f.gpus[g];
+                        (0..f.port_count(node))
+                            .map(|p| f.trunks[f.ports[node][p].0].links as u32)
+                            .collect()
+                    })
+                    .collect();
+                Box::new(SwitchReduce::new(bytes, links, extension, sweep.seed ^ bytes))
             }
             Algo::Tree => Box::new(Tree::new(bytes, gpus, extension, sweep.seed ^ bytes)),
             Algo::P2p => Box::new(AllToAll::new(bytes, gpus, extension, sweep.seed ^ bytes)),

@@ -58,11 +58,16 @@ fn switch_reduction_checks_out() {
         net.configure_nvls(true).unwrap();
         for bytes in [4u64, 1000, 128 * 1024, 1 << 22] {
             let f = net.fabric();
-            let to_switch = (0..8)
-                .map(|g| (0..f.port_count(f.gpus[g])).map(|_| true).collect())
+            let links = (0..8)
+                .map(|g| {
+                    let node = f.gpus[g];
+                    (0..f.port_count(node))
+                        .map(|p| f.trunks[f.ports[node][p].0].links as u32)
+                        .collect()
+                })
                 .collect();
             let start = net.now();
-            let mut app = SwitchReduce::new(bytes, to_switch, true, 7);
+            let mut app = SwitchReduce::new(bytes, links, true, 7);
             let done = net.run(&mut app, Instant(net.now().as_ps() + 10_000_000_000));
             let c = app.check();
             assert!(done && c.wrong == 0, "{topo} {bytes}: {c:?}");
