@@ -633,7 +633,9 @@ impl App for SwitchReduce {
         if !self.to_switch[gpu].get(port).copied().unwrap_or(false) {
             return None;
         }
-        for queue in [&mut self.answers[gpu][port], &mut self.results[gpu][port]] {
+        // Finished sums first: each one completes work (and frees the switch's state for it), while the
+        // switches' reads can wait; answering reads first lets a backlog of them hold every sum back.
+        for queue in [&mut self.results[gpu][port], &mut self.answers[gpu][port]] {
             if let Some(front) = queue.front() {
                 if offer.fits(front.vc, front.payload.len()) {
                     self.check.packets_sent += 1;
