@@ -4,7 +4,8 @@
 use link_dl::Vc;
 use link_tl::endpoint::pair::{Pair, Side};
 use link_tl::endpoint::{Done, Event, Failure};
-use link_tl::packet::{AtomicOp, Packet, Read, RequestId};
+use link_tl::header::CompletionHeader;
+use link_tl::packet::{AtomicOp, Completion, Packet, Read, RequestId};
 use link_tl::Tlp;
 use link_tl::{AddressMap, Status, Window};
 use proptest::prelude::*;
@@ -213,4 +214,116 @@ fn an_unknown_opcode_is_counted_and_answered_unsupported() {
         pair.b.memory().iter().all(|&v| v == 0),
         "a bad request wrote memory"
     );
+}
+
+#[test]
+fn thirty_two_bit_swap_and_compare_swap_touch_only_their_four_bytes() {
+    let mut a = vec![0u8; MEMORY as usize];
+    let mut b = pattern(MEMORY as usize, 3);
+    b[256..260].copy_from_slice(&0xDEAD_BEEFu32.to_le_bytes());
+    let before = b.clone();
+    let map = map(MEMORY);
+    let mut pair = Pair::new(&mut a[..], &mut b[..], &map, 1e-6, 11).unwrap();
+    let base = Window::flat(1, MEMORY).base;
+    let mut atomic = |op, operand, compare| {
+        let now = pair.link.now;
+        pair.a.atomic(now, op, base + 256, 4, operand, compare).unwrap();
+        match run_until_done(&mut pair, Side::A) {
+            Done::Atomic { result, .. } => result,
+            other => panic!("not an atomic: {other:?}"),
+        }
+    };
+    // Only the low 4 bytes of the operand count.
+    assert_eq!(atomic(AtomicOp::Swap, 0xFFFF_FFFF_0000_0005, 0), Ok(0xDEAD_BEEF));
+    assert_eq!(atomic(AtomicOp::CompareSwap, 9, 4), Ok(5), "CAS that fails");
+    assert_eq!(atomic(AtomicOp::CompareSwap, 9, 5), Ok(5), "CAS that succeeds");
+    let memory = pair.b.memory();
+    assert_eq!(u32::from_le_bytes(memory[256..260].try_into().unwrap()), 9);
+    assert_eq!(memory[..256], before[..256]);
+    assert_eq!(memory[260..], before[260..]);
+}
+
+/// Put a completion for (`requester`, `tag`) from endpoint 1 on B's data link, as if B's completer sent it.
+fn inject_completion(pair: &mut Pair<'_, &mut [u8], &mut [u8]>, tag: u16, data: &[u8]) {
+    let mut packet = Packet::new();
+    let header = CompletionHeader {
+        requester: 0,
+        completer: 1,
+        tag,
+        status: Status::Success,
+        offset: 0,
+        len: data.len() as u8,
+    };
+    Tlp::Completion(Completion { header, data })
+        .emit(&mut packet)
+        .unwrap();
+    pair.link
+        .b
+        .send(Vc::Response, packet.tl(), packet.payload())
+        .unwrap();
+    for _ in 0..500 {
+        pair.step(&mut |side, event| panic!("{side:?} reported {event:?} for a stray completion"));
+    }
+}
+
+#[test]
+fn a_completion_for_an_unknown_tag_is_counted_and_dropped() {
+    let mut a = pattern(MEMORY as usize, 7);
+    let mut b = vec![0u8; MEMORY as usize];
+    let map = map(MEMORY);
+    let mut pair = Pair::new(&mut a[..], &mut b[..], &map, 0.0, 8).unwrap();
+    inject_completion(&mut pair, 99, &[0xAA; 64]);
+    let counters = pair.a.counters();
+    assert_eq!(counters.tags.unknown_tags, 1, "{counters:?}");
+    assert_eq!(counters.requester.refused, 1, "{counters:?}");
+    assert_eq!(pair.a.memory()[..], pattern(MEMORY as usize, 7)[..]);
+    assert!(pair.a.is_idle());
+}
+
+#[test]
+fn a_request_nobody_answers_times_out_and_its_late_completion_is_dropped() {
+    let mut a = vec![0u8; MEMORY as usize];
+    let mut b = pattern(MEMORY as usize, 5);
+    let map = map(MEMORY);
+    let mut pair = Pair::new(&mut a[..], &mut b[..], &map, 0.0, 6).unwrap();
+    let now = pair.link.now;
+    let base = Window::flat(1, MEMORY).base;
+    let handle = pair
+        .a
+        .atomic(now, AtomicOp::FetchAdd, base + 64, 8, 1, 0)
+        .unwrap();
+    // The request crosses the data links, but B's endpoint never sees it: nobody answers.
+    let mut swallowed = None;
+    for _ in 0..200 {
+        let now = pair.link.now;
+        pair.a.poll_transmit(now, &mut pair.link.a);
+        pair.link.step();
+        while let Some(p) = pair.link.b.recv() {
+            swallowed = Some(p);
+        }
+    }
+    let request = swallowed.expect("the request crossed the link");
+    let tag = match Tlp::parse(request.vc, request.tl, &request.payload).unwrap() {
+        Tlp::Atomic(atomic) => atomic.id.tag,
+        other => panic!("sent {other:?}"),
+    };
+    let deadline = pair.a.poll_timeout().expect("a completion timeout is armed");
+    assert!(deadline > pair.link.now, "the timeout is not early");
+    pair.a.handle_timeout(deadline);
+    match pair.a.poll_event() {
+        Some(Event::Done(Done::Atomic { handle: h, result })) => {
+            assert_eq!(h, handle);
+            assert!(matches!(result, Err(Failure::Timeout { .. })), "{result:?}");
+        }
+        other => panic!("after the timeout: {other:?}"),
+    }
+    assert_eq!(pair.a.counters().requester.timeouts, 1);
+    // The answer arrives after all: counted, dropped, and no event for anyone.
+    inject_completion(&mut pair, tag, &7u64.to_le_bytes());
+    let counters = pair.a.counters();
+    // Within the tag's quarantine after the timeout: a late completion, not a stranger's.
+    assert_eq!(counters.tags.late_completions, 1, "{counters:?}");
+    assert_eq!(counters.requester.refused, 1, "{counters:?}");
+    assert!(pair.a.memory().iter().all(|&v| v == 0));
+    assert_eq!(pair.b.memory()[..], pattern(MEMORY as usize, 5)[..]);
 }
