@@ -15,7 +15,12 @@ use crate::sim::parse_size;
 #[derive(Subcommand, Debug)]
 pub enum TlCommand {
     /// Copy a buffer from endpoint 0's memory into endpoint 1's (posted writes, or reads with
-    /// `--pull`) over data links with bit errors, and check the copy byte for byte
+    /// `--pull`) over data links with bit errors, and check the copy byte for byte.
+    ///
+    /// The channel is flit-level, without a physical layer: the two data links are wired back to back,
+    /// one 128-bit unit each way per unit time of x8 at 8 GT/s, and the fault is a random bit flip per
+    /// unit at `--ber` (the data links' CRC catches it and they replay). Drops, duplicates and PHY-level
+    /// faults (bursts, skew, dead lanes) are exercised by `linkctl link run`, not here.
     Copy(CopyArgs),
 }
 
