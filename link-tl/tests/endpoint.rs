@@ -80,6 +80,11 @@ fn copy(offset: u64, len: u64, pull: bool, ber: f64, seed: u64) {
         dst[range.end..].iter().all(|&v| v == 0),
         "bytes after the range were written"
     );
+    assert_eq!(
+        src[..],
+        pattern(MEMORY as usize, seed as u8)[..],
+        "the source changed"
+    );
 }
 
 proptest! {
