@@ -2,7 +2,7 @@
 //! at any offset and length, atomics, and bad requests answered as the spec says without touching memory.
 
 use link_dl::Vc;
-use link_tl::endpoint::pair::{Pair, Side};
+use link_tl::endpoint::pair::{Pair, Side, UnitLosses};
 use link_tl::endpoint::{Done, Event, Failure};
 use link_tl::header::CompletionHeader;
 use link_tl::packet::{AtomicOp, Completion, Packet, Read, RequestId};
@@ -331,4 +331,44 @@ fn a_request_nobody_answers_times_out_and_its_late_completion_is_dropped() {
     assert_eq!(counters.requester.refused, 1, "{counters:?}");
     assert!(pair.a.memory().iter().all(|&v| v == 0));
     assert_eq!(pair.b.memory()[..], pattern(MEMORY as usize, 5)[..]);
+}
+
+#[test]
+fn copies_survive_lost_and_repeated_units_on_the_wire() {
+    for (pull, seed) in [(false, 21), (true, 22)] {
+        let mut a = pattern(MEMORY as usize, seed as u8);
+        let mut b = vec![0u8; MEMORY as usize];
+        let map = map(MEMORY);
+        let mut pair = Pair::new(&mut a[..], &mut b[..], &map, 1e-5, seed).unwrap();
+        pair.losses = UnitLosses {
+            drop: 2e-3,
+            duplicate: 2e-3,
+            ..UnitLosses::default()
+        };
+        let (offset, len) = (3, 12_000);
+        let side = if pull {
+            pair.b
+                .copy_from(Window::flat(0, MEMORY).base + offset, offset, len)
+                .unwrap();
+            Side::B
+        } else {
+            pair.a
+                .copy_to(offset, Window::flat(1, MEMORY).base + offset, len)
+                .unwrap();
+            Side::A
+        };
+        assert_eq!(transfer_result(run_until_done(&mut pair, side)), Ok(len));
+        assert!(
+            pair.losses.dropped > 0 && pair.losses.duplicated > 0,
+            "{:?}",
+            pair.losses
+        );
+        let range = offset as usize..(offset + len) as usize;
+        let (src, dst) = (pair.a.memory(), pair.b.memory());
+        assert_eq!(src[range.clone()], dst[range.clone()], "the copy differs");
+        assert!(dst[..range.start]
+            .iter()
+            .chain(&dst[range.end..])
+            .all(|&v| v == 0));
+    }
 }

@@ -78,6 +78,21 @@ pub struct Pair<'m, A: Memory, B: Memory> {
     pub link: BackToBack,
     /// The wire between them, both ways.
     pub wire: BitErrors,
+    /// Units lost and repeated on the wire (as `link_dl::sim`'s flit injector does them).
+    pub losses: UnitLosses,
+}
+
+/// Units the wire loses or delivers twice, each with a probability per unit, and how many it did.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct UnitLosses {
+    /// Probability that a unit vanishes.
+    pub drop: f64,
+    /// Probability that a unit arrives twice.
+    pub duplicate: f64,
+    /// Units dropped.
+    pub dropped: u64,
+    /// Units delivered twice.
+    pub duplicated: u64,
 }
 
 impl<A: Memory, B: Memory> core::fmt::Debug for Pair<'_, A, B> {
@@ -99,7 +114,34 @@ impl<'m, A: Memory, B: Memory> Pair<'m, A, B> {
             b: Endpoint::new(1, b, map, timeout),
             link: BackToBack::active(DlConfig::default())?,
             wire: BitErrors::new(ber, seed),
+            losses: UnitLosses::default(),
         })
+    }
+
+    /// [`BackToBack::step_with`] plus lost and repeated units; the wire's generator draws them too.
+    fn step_wire_with_losses(&mut self) {
+        let link = &mut self.link;
+        let (mut ab, mut ba) = ([0u8; FLIT_LEN], [0u8; FLIT_LEN]);
+        link.a.poll_unit(link.now, &mut ab);
+        link.b.poll_unit(link.now, &mut ba);
+        for (unit, to_b) in [(&mut ab, true), (&mut ba, false)] {
+            self.wire.apply(unit);
+            let copies = if self.wire.uniform() < self.losses.drop {
+                self.losses.dropped += 1;
+                0
+            } else if self.wire.uniform() < self.losses.duplicate {
+                self.losses.duplicated += 1;
+                2
+            } else {
+                1
+            };
+            let receiver = if to_b { &mut link.b } else { &mut link.a };
+            for _ in 0..copies {
+                receiver.receive_unit(link.now, unit, link.units);
+            }
+        }
+        link.units += 1;
+        link.now += link.unit;
     }
 
     /// One unit time: both endpoints send what they can, one unit crosses each way, received packets go
@@ -108,8 +150,12 @@ impl<'m, A: Memory, B: Memory> Pair<'m, A, B> {
         let now = self.link.now;
         self.a.poll_transmit(now, &mut self.link.a);
         self.b.poll_transmit(now, &mut self.link.b);
-        let wire = &mut self.wire;
-        self.link.step_with(|unit| wire.apply(unit));
+        if self.losses.drop > 0.0 || self.losses.duplicate > 0.0 {
+            self.step_wire_with_losses();
+        } else {
+            let wire = &mut self.wire;
+            self.link.step_with(|unit| wire.apply(unit));
+        }
         while self.a.can_receive() {
             let Some(packet) = self.link.a.recv() else { break };
             let _ = self.a.receive_packet(now, &packet);
