@@ -18,8 +18,9 @@ pub enum TlCommand {
     /// `--pull`) over data links with bit errors, and check the copy byte for byte.
     ///
     /// The channel is flit-level, without a physical layer: the two data links are wired back to back,
-    /// one 128-bit unit each way per unit time of x8 at 8 GT/s, and the fault is a random bit flip per
-    /// unit at `--ber` (the data links' CRC catches it and they replay). Drops, duplicates and PHY-level
+    /// one 128-bit unit each way per unit time of x8 at 8 GT/s. Its faults are those of `linkctl link
+    /// run`'s flit injector: bit flips at `--ber`, units dropped (`--drop`) and delivered twice
+    /// (`--duplicate`); the data links' CRC and sequence numbers catch them and they replay. PHY-level
     /// faults (bursts, skew, dead lanes) are exercised by `linkctl link run`, not here.
     Copy(CopyArgs),
 }
@@ -39,6 +40,12 @@ pub struct CopyArgs {
     /// Bit error rate on the wire, both ways (the data links replay what it corrupts)
     #[arg(long, default_value_t = 1e-7)]
     pub ber: f64,
+    /// Probability per unit that the wire loses it
+    #[arg(long, default_value_t = 0.0)]
+    pub drop: f64,
+    /// Probability per unit that the wire delivers it twice
+    #[arg(long, default_value_t = 0.0)]
+    pub duplicate: f64,
     /// Seed of the data and of the errors
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
@@ -67,6 +74,12 @@ fn copy(args: CopyArgs) -> anyhow::Result<ExitCode> {
         "--ber must be at least 0 and below 1, not {}",
         args.ber
     );
+    for (name, p) in [("--drop", args.drop), ("--duplicate", args.duplicate)] {
+        ensure!(
+            (0.0..0.5).contains(&p),
+            "{name} must be at least 0 and below 0.5, not {p}"
+        );
+    }
     ensure!(args.offset < 1 << 30, "--offset must be below 1G");
     // Memories rounded up to the address map's window granule.
     let granule = link_tl::address::WINDOW_ALIGN;
@@ -86,6 +99,8 @@ fn copy(args: CopyArgs) -> anyhow::Result<ExitCode> {
     let Some(mut pair) = Pair::new(&mut source[..], &mut target[..], &map, args.ber, args.seed) else {
         bail!("the data links did not come up");
     };
+    pair.losses.drop = args.drop;
+    pair.losses.duplicate = args.duplicate;
     let start = pair.link.now;
     let handle = if args.pull {
         pair.b
@@ -147,6 +162,8 @@ fn copy(args: CopyArgs) -> anyhow::Result<ExitCode> {
         "replays": la.replays + lb.replays,
         "crc_errors": la.crc_errors + lb.crc_errors,
         "bits_flipped": pair.wire.bits_flipped,
+        "units_dropped": pair.losses.dropped,
+        "units_duplicated": pair.losses.duplicated,
         "simulated_us": elapsed_ps / 1e6,
         "bandwidth_gbps": gbps,
         "wall_seconds": wall,
@@ -166,8 +183,13 @@ fn copy(args: CopyArgs) -> anyhow::Result<ExitCode> {
             }
         );
         println!(
-            "{} packets, {} bits flipped on the wire, {} CRC errors, {} replays",
-            value["packets"], value["bits_flipped"], value["crc_errors"], value["replays"]
+            "{} packets; on the wire {} bits flipped, {} units dropped, {} duplicated; {} CRC errors, {} replays",
+            value["packets"],
+            value["bits_flipped"],
+            value["units_dropped"],
+            value["units_duplicated"],
+            value["crc_errors"],
+            value["replays"]
         );
         println!(
             "{:.1} us of simulated time over x8 at 8 GT/s: {gbps:.2} GB/s; {wall:.2} s of wall time",

@@ -45,6 +45,9 @@ fn bad_input_is_a_clear_error_not_a_panic() {
         &["--size", "12Q"],
         &["--ber", "1"],
         &["--offset", "4294967296"],
+        &["--drop", "0.5"],
+        &["--duplicate", "-0.1"],
+        &["--drop", "lots"],
     ] {
         let out = tl_copy(args);
         let stderr = String::from_utf8_lossy(&out.stderr);
@@ -52,4 +55,27 @@ fn bad_input_is_a_clear_error_not_a_panic() {
         assert!(stderr.contains("error"), "{args:?}: {stderr}");
         assert!(!stderr.contains("panicked"), "{args:?}: {stderr}");
     }
+}
+
+#[test]
+fn a_copy_survives_lost_and_repeated_units() {
+    let out = tl_copy(&[
+        "--size",
+        "64K",
+        "--offset",
+        "7",
+        "--drop",
+        "1e-3",
+        "--duplicate",
+        "1e-3",
+        "--seed",
+        "3",
+        "--json",
+    ]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["verified"], true, "{v}");
+    assert!(v["units_dropped"].as_u64().unwrap() > 0, "{v}");
+    assert!(v["units_duplicated"].as_u64().unwrap() > 0, "{v}");
+    assert!(v["replays"].as_u64().unwrap() > 0, "{v}");
 }
