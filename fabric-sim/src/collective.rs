@@ -80,6 +80,41 @@ impl Kind {
     }
 }
 
+/// How a buffer of some elements is cut into packets of [`PER_PACKET`] elements: all full but the last.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Packets {
+    /// Packets in the buffer.
+    pub(crate) count: u64,
+    /// Elements in the last one.
+    last: usize,
+}
+
+impl Packets {
+    /// The packets of a buffer of `elements` (at least one).
+    pub(crate) fn of(elements: u64) -> Packets {
+        let elements = elements.max(1);
+        let count = elements.div_ceil(PER_PACKET as u64);
+        Packets {
+            count,
+            last: (elements - (count - 1) * PER_PACKET as u64) as usize,
+        }
+    }
+
+    /// Elements in packet `packet`.
+    pub(crate) fn elements(self, packet: u64) -> usize {
+        if packet + 1 == self.count {
+            self.last
+        } else {
+            PER_PACKET
+        }
+    }
+
+    /// Flits after the header of packet `packet`: its data, and the address extension if the format has one.
+    pub(crate) fn payload_flits(self, packet: u64, extension: bool) -> usize {
+        usize::from(extension) + (self.elements(packet) * 4).div_ceil(FLIT_LEN)
+    }
+}
+
 /// GPU `g`'s input element `i`: `a(i) * (g + 1) + b(i)`.
 #[inline]
 fn coefficients(seed: u64, i: u64) -> (u32, u32) {
@@ -154,9 +189,8 @@ pub struct Ring {
     n: usize,
     seed: u64,
     extension: bool,
-    /// Packets in the buffer, and elements in the last one.
-    packets: u64,
-    last_elements: usize,
+    /// How the buffer is cut into packets.
+    packets: Packets,
     /// Ring order: position -> GPU, and GPU -> position.
     order: Vec<usize>,
     position: Vec<usize>,
@@ -185,8 +219,8 @@ impl Ring {
     ) -> Ring {
         let n = order.len();
         let elements = (bytes / 4).max(1);
-        let packets = elements.div_ceil(PER_PACKET as u64);
-        let last_elements = (elements - (packets - 1) * PER_PACKET as u64) as usize;
+        let split = Packets::of(elements);
+        let packets = split.count;
         let mut position = vec![0; n];
         for (p, &g) in order.iter().enumerate() {
             position[g] = p;
@@ -196,8 +230,7 @@ impl Ring {
             n,
             seed,
             extension,
-            packets,
-            last_elements,
+            packets: split,
             order,
             position,
             own_next: vec![0; n],
@@ -241,25 +274,20 @@ impl Ring {
     /// Packets `[start, end)` of chunk `c` (positions own chunks; the last may be shorter).
     fn chunk(&self, c: usize) -> (u64, u64) {
         let n = self.n as u64;
-        (self.packets * c as u64 / n, self.packets * (c as u64 + 1) / n)
+        (
+            self.packets.count * c as u64 / n,
+            self.packets.count * (c as u64 + 1) / n,
+        )
     }
 
     fn chunk_of(&self, packet: u64) -> usize {
         let n = self.n as u64;
         // Inverse of `chunk`: the largest c with packets * c / n <= packet.
-        let mut c = ((packet * n + n - 1) / self.packets.max(1)).min(n - 1) as usize;
+        let mut c = ((packet * n + n - 1) / self.packets.count.max(1)).min(n - 1) as usize;
         while self.chunk(c).0 > packet {
             c -= 1;
         }
         c
-    }
-
-    fn elements(&self, packet: u64) -> usize {
-        if packet + 1 == self.packets {
-            self.last_elements
-        } else {
-            PER_PACKET
-        }
     }
 
     fn outgoing(&self, from_pos: usize, opcode: u64, packet: u64, value: impl Fn(u64) -> u32) -> Outgoing {
@@ -270,7 +298,7 @@ impl Ring {
             dest: to,
             vc: Vc::Posted,
             tl: wire::header(opcode, to, from, false, packet as u32),
-            payload: payload_of(first, self.elements(packet), self.extension, value),
+            payload: payload_of(first, self.packets.elements(packet), self.extension, value),
             multicast: None,
         }
     }
@@ -325,8 +353,8 @@ impl Ring {
         let first = packet * PER_PACKET as u64;
         let mut out = p.payload.clone();
         let skip = usize::from(self.extension);
-        let mut ok = p.payload.len() == skip + (self.elements(packet) * 4).div_ceil(FLIT_LEN);
-        for e in 0..self.elements(packet) {
+        let mut ok = p.payload.len() == skip + (self.packets.elements(packet) * 4).div_ceil(FLIT_LEN);
+        for e in 0..self.packets.elements(packet) {
             let Some(flit) = out.get_mut(skip + e / 4) else {
                 break;
             };
@@ -348,7 +376,7 @@ impl Ring {
 
     fn verify(&mut self, p: &Received, packet: u64, expected: impl Fn(u64) -> u32) -> bool {
         let first = packet * PER_PACKET as u64;
-        let count = self.elements(packet);
+        let count = self.packets.elements(packet);
         let ok = elements_of(p, self.extension, count)
             .enumerate()
             .all(|(e, v)| v == expected(first + e as u64));
@@ -384,7 +412,7 @@ impl App for Ring {
         if self.own_next[pos] < self.own_end[pos] {
             let packet = self.own_next[pos];
             // Ask before computing the payload: most offers are refused while the link is busy.
-            let payload_flits = usize::from(self.extension) + (self.elements(packet) * 4).div_ceil(FLIT_LEN);
+            let payload_flits = self.packets.payload_flits(packet, self.extension);
             if !offer.fits(Vc::Posted, payload_flits) {
                 return None;
             }
@@ -402,7 +430,7 @@ impl App for Ring {
         let n = self.n;
         let packet = u64::from(wire::offset(p.tl));
         let seed = self.seed;
-        if packet >= self.packets {
+        if packet >= self.packets.count {
             self.check.wrong += 1;
             return false;
         }
@@ -480,8 +508,8 @@ pub struct SwitchReduce {
     n: usize,
     seed: u64,
     extension: bool,
-    packets: u64,
-    last_elements: usize,
+    /// How the buffer is cut into packets.
+    packets: Packets,
     /// Per GPU and port: the next of the GPU's own packets whose plane is that port.
     own_next: Vec<Vec<u64>>,
     own_end: Vec<u64>,
@@ -528,8 +556,8 @@ impl SwitchReduce {
     pub fn new(bytes: u64, links_to_switch: Vec<Vec<u32>>, extension: bool, seed: u64) -> SwitchReduce {
         let n = links_to_switch.len();
         let elements = (bytes / 4).max(1);
-        let packets = elements.div_ceil(PER_PACKET as u64);
-        let last_elements = (elements - (packets - 1) * PER_PACKET as u64) as usize;
+        let split = Packets::of(elements);
+        let packets = split.count;
         let slice = |g: usize| (packets * g as u64 / n as u64, packets * (g as u64 + 1) / n as u64);
         let planes: Vec<Vec<usize>> = links_to_switch
             .iter()
@@ -539,8 +567,7 @@ impl SwitchReduce {
             n,
             seed,
             extension,
-            packets,
-            last_elements,
+            packets: split,
             own_next: links_to_switch.iter().map(|ports| vec![0; ports.len()]).collect(),
             own_end: (0..n).map(|g| slice(g).1).collect(),
             answers: links_to_switch
@@ -599,14 +626,6 @@ impl SwitchReduce {
             .collect()
     }
 
-    fn elements(&self, packet: u64) -> usize {
-        if packet + 1 == self.packets {
-            self.last_elements
-        } else {
-            PER_PACKET
-        }
-    }
-
     fn total_weight(&self) -> u32 {
         (1..=self.n as u32).fold(0u32, u32::wrapping_add)
     }
@@ -614,8 +633,8 @@ impl SwitchReduce {
     fn verify_sum(&mut self, p: &Received, packet: u64) -> bool {
         let (seed, w, count) = (self.seed, self.total_weight(), self.n as u32);
         let first = packet * PER_PACKET as u64;
-        let ok = packet < self.packets
-            && elements_of(p, self.extension, self.elements(packet))
+        let ok = packet < self.packets.count
+            && elements_of(p, self.extension, self.packets.elements(packet))
                 .enumerate()
                 .all(|(e, v)| v == sum_of(seed, first + e as u64, w, count));
         if ok {
@@ -680,7 +699,7 @@ impl App for SwitchReduce {
             wire::OP_READ => {
                 // The switch reads this GPU's input for a packet someone asked the sum of.
                 let (_, requester, _) = wire::route_fields(p.tl);
-                if packet >= self.packets {
+                if packet >= self.packets.count {
                     self.check.wrong += 1;
                     return false;
                 }
@@ -696,7 +715,7 @@ impl App for SwitchReduce {
                         true,
                         packet as u32,
                     ),
-                    payload: payload_of(first, self.elements(packet), self.extension, |i| {
+                    payload: payload_of(first, self.packets.elements(packet), self.extension, |i| {
                         sum_of(seed, i, g, 1)
                     }),
                     multicast: Some(wire::NVLS_ENGINE),
@@ -737,7 +756,7 @@ impl App for SwitchReduce {
     }
 
     fn done(&self) -> bool {
-        self.check.wrong > 0 || self.finals.iter().all(|&f| f >= self.packets)
+        self.check.wrong > 0 || self.finals.iter().all(|&f| f >= self.packets.count)
     }
 }
 

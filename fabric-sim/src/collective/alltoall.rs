@@ -13,11 +13,10 @@
 //! is its element `d * count + i`: distinct for every (source, destination, index), and checked in closed
 //! form where it lands, with every packet of every block received exactly once.
 
-use link_dl::flit::FLIT_LEN;
 use link_dl::{Received, Vc};
 use link_phy::time::Instant;
 
-use super::{elements_of, payload_of, sum_of, Check, PER_PACKET};
+use super::{elements_of, payload_of, sum_of, Check, Packets, PER_PACKET};
 use crate::net::{App, Offer, Outgoing};
 use crate::wire;
 
@@ -34,8 +33,8 @@ pub struct AllToAll {
     extension: bool,
     /// Elements per block, packets per block, and elements in a block's last packet.
     block: u64,
-    packets: u64,
-    last_elements: usize,
+    /// How the buffer is cut into packets.
+    packets: Packets,
     /// Packets sent: [source][dest].
     sent: Vec<Vec<u64>>,
     /// Packets received, one bit each: [dest][source][packet / 64].
@@ -50,15 +49,14 @@ impl AllToAll {
     /// An all-to-all of `bytes` per GPU (the send buffer: one block per GPU) over GPUs `0..n`.
     pub fn new(bytes: u64, n: usize, extension: bool, seed: u64) -> AllToAll {
         let block = block_elements(bytes, n);
-        let packets = block.div_ceil(PER_PACKET as u64);
-        let last_elements = (block - (packets - 1) * PER_PACKET as u64) as usize;
+        let split = Packets::of(block);
+        let packets = split.count;
         AllToAll {
             n,
             seed,
             extension,
             block,
-            packets,
-            last_elements,
+            packets: split,
             sent: vec![vec![0; n]; n],
             got: vec![vec![vec![0; packets.div_ceil(64) as usize]; n]; n],
             received: vec![0; n],
@@ -82,18 +80,6 @@ impl AllToAll {
         self.block
     }
 
-    fn elements(&self, packet: u64) -> usize {
-        if packet + 1 == self.packets {
-            self.last_elements
-        } else {
-            PER_PACKET
-        }
-    }
-
-    fn payload_flits(&self, packet: u64) -> usize {
-        usize::from(self.extension) + (self.elements(packet) * 4).div_ceil(FLIT_LEN)
-    }
-
     fn wrong(&mut self) -> bool {
         self.check.wrong += 1;
         false
@@ -110,11 +96,11 @@ impl App for AllToAll {
         for i in 0..n {
             let dest = (self.turn[gpu][port] + i) % n;
             let packet = self.sent[gpu][dest];
-            if dest == gpu || packet >= self.packets || !offer.reaches(dest as u16) {
+            if dest == gpu || packet >= self.packets.count || !offer.reaches(dest as u16) {
                 continue;
             }
             // Ask before computing the payload: most offers are refused while the link is busy.
-            if !offer.fits(Vc::Posted, self.payload_flits(packet)) {
+            if !offer.fits(Vc::Posted, self.packets.payload_flits(packet, self.extension)) {
                 return None;
             }
             let (seed, weight) = (self.seed, gpu as u32 + 1);
@@ -124,7 +110,7 @@ impl App for AllToAll {
                 tl: wire::header(wire::OP_WRITE, dest as u16, gpu as u16, false, packet as u32),
                 payload: payload_of(
                     dest as u64 * self.block + packet * PER_PACKET as u64,
-                    self.elements(packet),
+                    self.packets.elements(packet),
                     self.extension,
                     |j| sum_of(seed, j, weight, 1),
                 ),
@@ -144,8 +130,8 @@ impl App for AllToAll {
         if wire::opcode(p.tl) != wire::OP_WRITE
             || source >= self.n
             || source == gpu
-            || packet >= self.packets
-            || p.payload.len() != self.payload_flits(packet)
+            || packet >= self.packets.count
+            || p.payload.len() != self.packets.payload_flits(packet, self.extension)
         {
             return self.wrong();
         }
@@ -155,7 +141,7 @@ impl App for AllToAll {
         }
         let (seed, weight) = (self.seed, source as u32 + 1);
         let first = gpu as u64 * self.block + packet * PER_PACKET as u64;
-        let ok = elements_of(&p, self.extension, self.elements(packet))
+        let ok = elements_of(&p, self.extension, self.packets.elements(packet))
             .enumerate()
             .all(|(e, v)| v == sum_of(seed, first + e as u64, weight, 1));
         if !ok {
@@ -168,7 +154,7 @@ impl App for AllToAll {
     }
 
     fn done(&self) -> bool {
-        let needed = (self.n as u64 - 1) * self.packets;
+        let needed = (self.n as u64 - 1) * self.packets.count;
         self.check.wrong > 0 || self.received.iter().all(|&r| r >= needed)
     }
 }

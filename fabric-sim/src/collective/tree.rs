@@ -39,7 +39,9 @@ use link_dl::flit::{Flit, FLIT_LEN};
 use link_dl::{Received, Vc};
 use link_phy::time::Instant;
 
-use super::{coefficients, payload_of, sum_of, Check, OP_PARTIAL, OP_RESULT, PACKET_BYTES, PER_PACKET};
+use super::{
+    coefficients, payload_of, sum_of, Check, Packets, OP_PARTIAL, OP_RESULT, PACKET_BYTES, PER_PACKET,
+};
 use crate::net::{App, Offer, Outgoing};
 use crate::wire;
 
@@ -183,8 +185,8 @@ pub struct Tree {
     n: usize,
     seed: u64,
     extension: bool,
-    packets: u64,
-    last_elements: usize,
+    /// How the buffer is cut into packets.
+    packets: Packets,
     chunk_packets: u64,
     /// Per tree: its packets `[start, end)`.
     range: [(u64, u64); 2],
@@ -212,8 +214,8 @@ impl Tree {
     /// The same with a chosen chunk size (rounded up to whole packets).
     pub fn with_chunk(bytes: u64, chunk_bytes: u64, n: usize, extension: bool, seed: u64) -> Tree {
         let elements = (bytes / 4).max(1);
-        let packets = elements.div_ceil(PER_PACKET as u64);
-        let last_elements = (elements - (packets - 1) * PER_PACKET as u64) as usize;
+        let split = Packets::of(elements);
+        let packets = split.count;
         let half = packets.div_ceil(2);
         let trees = double_tree(n);
         let roles = trees.map(|tree| {
@@ -261,8 +263,7 @@ impl Tree {
             n,
             seed,
             extension,
-            packets,
-            last_elements,
+            packets: split,
             chunk_packets: chunk_bytes.div_ceil(PACKET_BYTES as u64).max(1),
             range: [(0, half), (half, packets)],
             roles,
@@ -290,18 +291,6 @@ impl Tree {
     /// Packets per chunk.
     pub fn chunk_packets(&self) -> u64 {
         self.chunk_packets
-    }
-
-    fn elements(&self, packet: u64) -> usize {
-        if packet + 1 == self.packets {
-            self.last_elements
-        } else {
-            PER_PACKET
-        }
-    }
-
-    fn payload_flits(&self, packet: u64) -> usize {
-        usize::from(self.extension) + (self.elements(packet) * 4).div_ceil(FLIT_LEN)
     }
 
     fn chunks(&self, t: usize) -> u64 {
@@ -363,7 +352,7 @@ impl Tree {
             tl: wire::header(opcode, to as u16, from as u16, false, packet as u32),
             payload: payload_of(
                 packet * PER_PACKET as u64,
-                self.elements(packet),
+                self.packets.elements(packet),
                 self.extension,
                 value,
             ),
@@ -491,7 +480,7 @@ impl Tree {
     /// Elements in chunk `k` of tree `t`.
     fn chunk_elements(&self, t: usize, k: u64) -> usize {
         let (first, end) = self.chunk_range(t, k);
-        ((end - first - 1) as usize) * PER_PACKET + self.elements(end - 1)
+        ((end - first - 1) as usize) * PER_PACKET + self.packets.elements(end - 1)
     }
 
     /// A child's partial sum: check it against the child's subtree and add it (and, for the first
@@ -500,7 +489,9 @@ impl Tree {
     fn partial(&mut self, g: usize, p: &Received) -> bool {
         let packet = u64::from(wire::offset(p.tl));
         let (_, source, _) = wire::route_fields(p.tl);
-        if packet >= self.packets || p.payload.len() != self.payload_flits(packet) {
+        if packet >= self.packets.count
+            || p.payload.len() != self.packets.payload_flits(packet, self.extension)
+        {
             return self.wrong();
         }
         let t = self.tree_of(packet);
@@ -515,7 +506,7 @@ impl Tree {
         let (first, end) = self.chunk_range(t, chunk);
         let elements = self.chunk_elements(t, chunk);
         let (seed, skip, own) = (self.seed, usize::from(self.extension), g as u32 + 1);
-        let count = self.elements(packet);
+        let count = self.packets.elements(packet);
         let role = &mut self.roles[t][g];
         let contributors = role.children.len();
         let (w, members) = role.child_weight[c];
@@ -572,7 +563,7 @@ impl Tree {
             let mut right = 0;
             for packet in first..end {
                 let base = ((packet - first) as usize) * PER_PACKET;
-                let ok = (0..self.elements(packet)).all(|e| {
+                let ok = (0..self.packets.elements(packet)).all(|e| {
                     slot.data[base + e] == sum_of(seed, packet * PER_PACKET as u64 + e as u64, w, n)
                 });
                 right += u64::from(ok);
@@ -589,7 +580,9 @@ impl Tree {
     fn result(&mut self, g: usize, p: &Received) -> bool {
         let packet = u64::from(wire::offset(p.tl));
         let (_, source, _) = wire::route_fields(p.tl);
-        if packet >= self.packets || p.payload.len() != self.payload_flits(packet) {
+        if packet >= self.packets.count
+            || p.payload.len() != self.packets.payload_flits(packet, self.extension)
+        {
             return self.wrong();
         }
         let t = self.tree_of(packet);
@@ -605,7 +598,7 @@ impl Tree {
             self.total_weight,
             self.n as u32,
         );
-        let count = self.elements(packet);
+        let count = self.packets.elements(packet);
         let role = &mut self.roles[t][g];
         let store = !role.children.is_empty();
         let slot = &mut role.result[(chunk % STEPS) as usize];
@@ -738,7 +731,7 @@ impl App for Tree {
                 continue;
             }
             // Ask before computing the payload: most offers are refused while the link is busy.
-            if !offer.fits(Vc::Posted, self.payload_flits(packet)) {
+            if !offer.fits(Vc::Posted, self.packets.payload_flits(packet, self.extension)) {
                 return None;
             }
             let out = self.build(gpu, s, to, packet);
@@ -760,7 +753,7 @@ impl App for Tree {
     }
 
     fn done(&self) -> bool {
-        self.check.wrong > 0 || self.finals.iter().all(|&f| f >= self.packets)
+        self.check.wrong > 0 || self.finals.iter().all(|&f| f >= self.packets.count)
     }
 }
 
