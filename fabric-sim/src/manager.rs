@@ -195,6 +195,23 @@ impl Fabric {
         self.ports[x].len()
     }
 
+    /// The trunk (ganged links) behind node `x`'s port `p`.
+    pub fn trunk_at(&self, x: usize, p: usize) -> &Trunk {
+        &self.trunks[self.ports[x][p].0]
+    }
+
+    /// Links behind each port of every GPU, in GPU order (how in-switch reduction spreads its traffic).
+    pub fn gpu_port_links(&self) -> Vec<Vec<u32>> {
+        self.gpus
+            .iter()
+            .map(|&node| {
+                (0..self.port_count(node))
+                    .map(|p| self.trunk_at(node, p).links as u32)
+                    .collect()
+            })
+            .collect()
+    }
+
     /// The node and port at the other end of `x`'s port `p`.
     pub fn peer(&self, x: usize, p: usize) -> (usize, usize) {
         let (t, end) = self.ports[x][p];

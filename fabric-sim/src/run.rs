@@ -211,7 +211,7 @@ pub fn ring_order(net: &Net) -> Vec<usize> {
     let bandwidth = |a: usize, b: usize| -> f64 {
         (0..f.port_count(f.gpus[a]))
             .filter(|&p| f.peer(f.gpus[a], p).0 == f.gpus[b])
-            .map(|p| f.trunks[f.ports[f.gpus[a]][p].0].gbps)
+            .map(|p| f.trunk_at(f.gpus[a], p).gbps)
             .sum()
     };
     fn extend(
@@ -410,17 +410,12 @@ fn run_with(
                     sweep.seed ^ bytes,
                 ))
             }
-            Algo::SwitchReduce => {
-                let links = (0..gpus)
-                    .map(|g| {
-                        let node = f.gpus[g];
-                        (0..f.port_count(node))
-                            .map(|p| f.trunks[f.ports[node][p].0].links as u32)
-                            .collect()
-                    })
-                    .collect();
-                Box::new(SwitchReduce::new(bytes, links, extension, sweep.seed ^ bytes))
-            }
+            Algo::SwitchReduce => Box::new(SwitchReduce::new(
+                bytes,
+                f.gpu_port_links(),
+                extension,
+                sweep.seed ^ bytes,
+            )),
             Algo::Tree => Box::new(Tree::new(bytes, gpus, extension, sweep.seed ^ bytes)),
             Algo::P2p => Box::new(AllToAll::new(bytes, gpus, extension, sweep.seed ^ bytes)),
         };

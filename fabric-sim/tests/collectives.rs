@@ -57,15 +57,7 @@ fn switch_reduction_checks_out() {
         let mut net = Net::new(&t, &[], DlConfig::default(), 1).unwrap();
         net.configure_nvls(true).unwrap();
         for bytes in [4u64, 1000, 128 * 1024, 1 << 22] {
-            let f = net.fabric();
-            let links = (0..8)
-                .map(|g| {
-                    let node = f.gpus[g];
-                    (0..f.port_count(node))
-                        .map(|p| f.trunks[f.ports[node][p].0].links as u32)
-                        .collect()
-                })
-                .collect();
+            let links = net.fabric().gpu_port_links();
             let start = net.now();
             let mut app = SwitchReduce::new(bytes, links, true, 7);
             let done = net.run(&mut app, Instant(net.now().as_ps() + 10_000_000_000));

@@ -147,7 +147,7 @@ fn the_dgx1_ring_takes_the_doubled_nvlinks() {
         let b = order[(i + 1) % order.len()];
         let links: usize = (0..f.port_count(f.gpus[a]))
             .filter(|&p| f.peer(f.gpus[a], p).0 == f.gpus[b])
-            .map(|p| f.trunks[f.ports[f.gpus[a]][p].0].links)
+            .map(|p| f.trunk_at(f.gpus[a], p).links)
             .sum();
         assert_eq!(links, 2, "ring hop gpu{a} -> gpu{b}: {order:?}");
     }
