@@ -1,23 +1,9 @@
 //! `linkctl coherence` end to end: the stress and the exhaustive exploration.
 
-use std::process::{Command, Output};
-
-fn coherence(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_linkctl"))
-        .arg("coherence")
-        .args(args)
-        .output()
-        .unwrap()
-}
+mod common;
 
 fn json(args: &[&str]) -> serde_json::Value {
-    let out = coherence(&[args, &["--json"]].concat());
-    assert!(
-        out.status.success(),
-        "{args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).unwrap()
+    common::json(&["coherence"], args)
 }
 
 #[test]
@@ -71,10 +57,6 @@ fn bad_input_is_a_clear_error_not_a_panic() {
         &["--explore", "--lines", "3", "--agents", "2"],
         &["--explore", "--values", "8", "--agents", "2", "--lines", "1"],
     ] {
-        let out = coherence(args);
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        assert!(!out.status.success(), "{args:?} was accepted");
-        assert!(stderr.contains("error"), "{args:?}: {stderr}");
-        assert!(!stderr.contains("panicked"), "{args:?}: {stderr}");
+        common::assert_refused(&["coherence"], args);
     }
 }

@@ -1,24 +1,9 @@
 //! `linkctl link run` end to end: traffic over a trained link, checked by the receiver.
 
-use std::process::{Command, Output};
-
-fn link_run(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_linkctl"))
-        .args(["link", "run"])
-        .args(args)
-        .output()
-        .unwrap()
-}
+mod common;
 
 fn json(args: &[&str]) -> serde_json::Value {
-    let out = link_run(&[args, &["--json"]].concat());
-    assert!(
-        out.status.success(),
-        "{args:?}: {}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).unwrap()
+    common::json(&["link", "run"], args)
 }
 
 fn assert_intact(v: &serde_json::Value, packets: u64, payload: u64) {
@@ -111,10 +96,6 @@ fn bad_input_is_a_clear_error_not_a_panic() {
         &["--vcs", "posted,bulk"],
         &["--retrain-at", "-3"],
     ] {
-        let out = link_run(args);
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        assert!(!out.status.success(), "{args:?} was accepted");
-        assert!(stderr.contains("error"), "{args:?}: {stderr}");
-        assert!(!stderr.contains("panicked"), "{args:?}: {stderr}");
+        common::assert_refused(&["link", "run"], args);
     }
 }

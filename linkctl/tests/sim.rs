@@ -1,23 +1,15 @@
 //! `linkctl sim` end to end: the table, the JSON, faults, the plot, and bad input.
 
-use std::process::{Command, Output};
+mod common;
+
+use std::process::Output;
 
 fn sim(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_linkctl"))
-        .arg("sim")
-        .args(args)
-        .output()
-        .unwrap()
+    common::linkctl(&["sim"], args)
 }
 
 fn json(args: &[&str]) -> serde_json::Value {
-    let out = sim(&[args, &["--json"]].concat());
-    assert!(
-        out.status.success(),
-        "{args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).unwrap()
+    common::json(&["sim"], args)
 }
 
 #[test]
@@ -130,10 +122,6 @@ fn bad_input_is_a_clear_error_not_a_panic() {
         &["allgather", "--algo", "tree"],
         &["allreduce", "--ber", "2"],
     ] {
-        let out = sim(args);
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        assert!(!out.status.success(), "{args:?} was accepted");
-        assert!(stderr.contains("error"), "{args:?}: {stderr}");
-        assert!(!stderr.contains("panicked"), "{args:?}: {stderr}");
+        common::assert_refused(&["sim"], args);
     }
 }

@@ -1,13 +1,15 @@
 //! `linkctl tl copy` end to end.
 
-use std::process::{Command, Output};
+mod common;
+
+use std::process::Output;
 
 fn tl_copy(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_linkctl"))
-        .args(["tl", "copy"])
-        .args(args)
-        .output()
-        .unwrap()
+    common::linkctl(&["tl", "copy"], args)
+}
+
+fn json(args: &[&str]) -> serde_json::Value {
+    common::json(&["tl", "copy"], args)
 }
 
 #[test]
@@ -16,13 +18,7 @@ fn a_copy_with_bit_errors_arrives_verified_at_the_format_rate() {
         &["--size", "256K", "--ber", "1e-5"][..],
         &["--size", "100000", "--offset", "5", "--pull"],
     ] {
-        let out = tl_copy(&[args, &["--json"]].concat());
-        assert!(
-            out.status.success(),
-            "{args:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        let v = json(args);
         assert_eq!(v["verified"], true, "{v}");
         assert_eq!(v["bytes_moved"], v["bytes"]);
         // x8 at 8 GT/s carries 7.88 GB/s after 128b/130b; one header flit per 128 bytes leaves 8/9 of it.
@@ -49,11 +45,7 @@ fn bad_input_is_a_clear_error_not_a_panic() {
         &["--duplicate", "-0.1"],
         &["--drop", "lots"],
     ] {
-        let out = tl_copy(args);
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        assert!(!out.status.success(), "{args:?} was accepted");
-        assert!(stderr.contains("error"), "{args:?}: {stderr}");
-        assert!(!stderr.contains("panicked"), "{args:?}: {stderr}");
+        common::assert_refused(&["tl", "copy"], args);
     }
 }
 

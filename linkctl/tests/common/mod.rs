@@ -1,0 +1,37 @@
+//! What the end-to-end tests of `linkctl` share: running a subcommand, reading its JSON, and checking that
+//! bad input is refused cleanly.
+
+// Each test binary compiles this module and uses only some of it.
+#![allow(dead_code)]
+
+use std::process::{Command, Output};
+
+/// Runs `linkctl <command...> <args...>` to completion.
+pub fn linkctl(command: &[&str], args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_linkctl"))
+        .args(command)
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+/// Runs the subcommand with `--json`, requires success, and parses what it printed.
+pub fn json(command: &[&str], args: &[&str]) -> serde_json::Value {
+    let out = linkctl(command, &[args, &["--json"]].concat());
+    assert!(
+        out.status.success(),
+        "{args:?}: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+/// The subcommand must refuse `args` with an error message and a failing exit, not a panic.
+pub fn assert_refused(command: &[&str], args: &[&str]) {
+    let out = linkctl(command, args);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{args:?} was accepted");
+    assert!(stderr.contains("error"), "{args:?}: {stderr}");
+    assert!(!stderr.contains("panicked"), "{args:?}: {stderr}");
+}
