@@ -477,6 +477,15 @@ impl Tree {
         false
     }
 
+    /// The packet index and sending GPU of a data packet (a partial sum or a result), if the index is in
+    /// range and the payload has that packet's length.
+    fn data_packet(&self, p: &Received) -> Option<(u64, u16)> {
+        let packet = u64::from(wire::offset(p.tl));
+        let (_, source, _) = wire::route_fields(p.tl);
+        (packet < self.packets.count && p.payload.len() == self.packets.payload_flits(packet, self.extension))
+            .then_some((packet, source))
+    }
+
     /// Elements in chunk `k` of tree `t`.
     fn chunk_elements(&self, t: usize, k: u64) -> usize {
         let (first, end) = self.chunk_range(t, k);
@@ -487,13 +496,9 @@ impl Tree {
     /// contribution to a packet, this GPU's input) into the chunk's reduction slot. Returns whether the
     /// chunk is now whole.
     fn partial(&mut self, g: usize, p: &Received) -> bool {
-        let packet = u64::from(wire::offset(p.tl));
-        let (_, source, _) = wire::route_fields(p.tl);
-        if packet >= self.packets.count
-            || p.payload.len() != self.packets.payload_flits(packet, self.extension)
-        {
+        let Some((packet, source)) = self.data_packet(p) else {
             return self.wrong();
-        }
+        };
         let t = self.tree_of(packet);
         let Some(c) = self.roles[t][g]
             .children
@@ -578,13 +583,9 @@ impl Tree {
     /// A packet of the result from the parent: check it, keep it if it goes further down. Returns whether
     /// a chunk became whole.
     fn result(&mut self, g: usize, p: &Received) -> bool {
-        let packet = u64::from(wire::offset(p.tl));
-        let (_, source, _) = wire::route_fields(p.tl);
-        if packet >= self.packets.count
-            || p.payload.len() != self.packets.payload_flits(packet, self.extension)
-        {
+        let Some((packet, source)) = self.data_packet(p) else {
             return self.wrong();
-        }
+        };
         let t = self.tree_of(packet);
         if self.roles[t][g].parent != Some(usize::from(source)) {
             return self.wrong();
