@@ -1,6 +1,8 @@
 //! `linkctl coherence`: the MESI protocol under a random stress over noisy data links, or explored
 //! exhaustively.
 
+use std::fmt::Display;
+use std::ops::RangeInclusive;
 use std::process::ExitCode;
 use std::time::Instant as WallClock;
 
@@ -55,17 +57,24 @@ pub fn run(args: CoherenceArgs) -> anyhow::Result<ExitCode> {
     }
 }
 
+/// Refuses `value` for `flag` unless it lies in `range`.
+fn ensure_within<T: PartialOrd + Display>(
+    flag: &str,
+    value: T,
+    range: RangeInclusive<T>,
+) -> anyhow::Result<()> {
+    ensure!(
+        range.contains(&value),
+        "{flag} must be {} to {}, not {value}",
+        range.start(),
+        range.end()
+    );
+    Ok(())
+}
+
 fn run_stress(args: &CoherenceArgs) -> anyhow::Result<ExitCode> {
-    ensure!(
-        (1..=MAX_AGENTS).contains(&args.agents),
-        "--agents must be 1 to {MAX_AGENTS}, not {}",
-        args.agents
-    );
-    ensure!(
-        (1..=MAX_LINES).contains(&args.lines),
-        "--lines must be 1 to {MAX_LINES}, not {}",
-        args.lines
-    );
+    ensure_within("--agents", args.agents, 1..=MAX_AGENTS)?;
+    ensure_within("--lines", args.lines, 1..=MAX_LINES)?;
     ensure!(args.ops > 0, "--ops must be at least 1");
     ensure!(
         (0.0..1.0).contains(&args.ber),
@@ -135,16 +144,8 @@ fn run_stress(args: &CoherenceArgs) -> anyhow::Result<ExitCode> {
 }
 
 fn run_explore(args: &CoherenceArgs) -> anyhow::Result<ExitCode> {
-    ensure!(
-        (1..=7).contains(&args.values),
-        "--values must be 1 to 7, not {}",
-        args.values
-    );
-    ensure!(
-        (1..=MAX_OUTSTANDING).contains(&args.outstanding),
-        "--outstanding must be 1 to {MAX_OUTSTANDING}, not {}",
-        args.outstanding
-    );
+    ensure_within("--values", args.values, 1..=7)?;
+    ensure_within("--outstanding", args.outstanding, 1..=MAX_OUTSTANDING)?;
     ensure!(args.max_states > 0, "--max-states must be at least 1");
     let config = Config {
         values: args.values,
