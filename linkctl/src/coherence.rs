@@ -14,6 +14,9 @@ use serde_json::json;
 /// Exit status when an invariant was violated or the search found a counterexample.
 const EXIT_VIOLATION: u8 = 3;
 
+/// The largest reordering bound taken (more than the model's channels can hold in flight is `any`).
+const MAX_REORDER: u8 = 32;
+
 #[derive(clap::Args, Debug)]
 pub struct CoherenceArgs {
     /// Caching agents (stress: 1 to 8; exploration: 1 to 3)
@@ -40,13 +43,31 @@ pub struct CoherenceArgs {
     /// Exploration: operations each agent may have in progress at once (1 or 2)
     #[arg(long, default_value_t = 1)]
     pub outstanding: usize,
+    /// Exploration: how many older messages in flight a delivered message may overtake, or `any` (the
+    /// channels interleave arbitrarily)
+    #[arg(long, default_value = "any", value_parser = parse_reorder)]
+    pub reorder: Reorder,
     /// Exploration: stop after this many states (the report then says the search was not complete;
-    /// each million states takes about 1.6 GB)
+    /// a large search takes about 150 bytes per state)
     #[arg(long, default_value_t = 2_000_000)]
     pub max_states: u64,
     /// Print one JSON object instead of text
     #[arg(long)]
     pub json: bool,
+}
+
+/// A reordering bound as given on the command line (`None`: any).
+#[derive(Clone, Copy, Debug)]
+pub struct Reorder(Option<u8>);
+
+fn parse_reorder(s: &str) -> Result<Reorder, String> {
+    if s == "any" {
+        return Ok(Reorder(None));
+    }
+    match s.parse::<u8>() {
+        Ok(k) if k <= MAX_REORDER => Ok(Reorder(Some(k))),
+        _ => Err(format!("expected 0 to {MAX_REORDER} or `any`")),
+    }
 }
 
 pub fn run(args: CoherenceArgs) -> anyhow::Result<ExitCode> {
@@ -152,6 +173,7 @@ fn run_explore(args: &CoherenceArgs) -> anyhow::Result<ExitCode> {
         outstanding: args.outstanding,
         check_drain: true,
         max_states: args.max_states,
+        reorder: args.reorder.0,
     };
     let r: Report = match (args.agents, args.lines) {
         (1, 1) => explore::<1, 1>(&config),
@@ -174,6 +196,7 @@ fn run_explore(args: &CoherenceArgs) -> anyhow::Result<ExitCode> {
         "lines": args.lines,
         "values": args.values,
         "outstanding": args.outstanding,
+        "reorder": args.reorder.0,
         "states": r.states,
         "transitions": r.transitions,
         "depth": r.depth,
@@ -187,12 +210,16 @@ fn run_explore(args: &CoherenceArgs) -> anyhow::Result<ExitCode> {
         println!("{}", serde_json::to_string_pretty(&value)?);
     } else {
         println!(
-            "{} agents, {} lines, values 1 to {}, {} operation(s) in progress per agent: {} states, {} \
+            "{} agents, {} lines, values 1 to {}, {} operation(s) in progress per agent, {}: {} states, {} \
              transitions, depth {}, {} quiescent; {:.1} s",
             args.agents,
             args.lines,
             args.values,
             args.outstanding,
+            match args.reorder.0 {
+                None => String::from("channels interleaved arbitrarily"),
+                Some(k) => format!("each message overtaking at most {k} older"),
+            },
             r.states,
             r.transitions,
             r.depth,

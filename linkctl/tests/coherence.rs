@@ -46,6 +46,16 @@ fn the_exploration_of_two_agents_is_complete_and_clean() {
 }
 
 #[test]
+fn the_reordering_bound_is_reported() {
+    let v = json(&["--explore", "--agents", "2", "--lines", "1", "--reorder", "1"]);
+    assert_eq!(v["reorder"], 1);
+    assert_eq!(v["complete"], true);
+    assert_eq!(v["violations"], 0);
+    let any = json(&["--explore", "--agents", "1", "--lines", "1", "--reorder", "any"]);
+    assert_eq!(any["reorder"], serde_json::Value::Null);
+}
+
+#[test]
 fn bad_input_is_a_clear_error_not_a_panic() {
     for args in [
         &["--agents", "0"][..],
@@ -56,6 +66,8 @@ fn bad_input_is_a_clear_error_not_a_panic() {
         &["--explore", "--agents", "4"],
         &["--explore", "--lines", "3", "--agents", "2"],
         &["--explore", "--values", "8", "--agents", "2", "--lines", "1"],
+        &["--explore", "--reorder", "33"],
+        &["--explore", "--reorder", "some"],
     ] {
         common::assert_refused(&["coherence"], args);
     }

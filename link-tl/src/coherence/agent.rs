@@ -269,6 +269,15 @@ impl<const LINES: usize, const B: usize, const OPS: usize> CachingAgent<LINES, B
         }
     }
 
+    /// How many messages wait to go to the home on `vc`.
+    pub fn transmit_len(&self, vc: Vc) -> usize {
+        match vc {
+            Vc::Request => self.requests.len(),
+            Vc::Response => self.responses.len(),
+            Vc::Posted | Vc::Snoop => 0,
+        }
+    }
+
     /// Take the oldest message waiting on `vc`, once the link has accepted it.
     pub fn pop_transmit(&mut self, vc: Vc) -> Option<Message<B>> {
         match vc {

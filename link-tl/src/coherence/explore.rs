@@ -3,11 +3,19 @@
 //!
 //! A state is the home, every agent (with its queued operations and its outgoing channels) and two ghost
 //! variables. Each channel between an agent and the home (request and response to the home; snoop and
-//! response to the agent) is a FIFO, as the data link delivers it, and the channels interleave
-//! arbitrarily. From each state the checker takes every enabled step: an agent submits any operation
-//! on any line (while it has fewer than `outstanding` in progress; there is no bound on how many in all:
-//! states repeat, and are recognised), or the head of any non-empty channel is delivered. Breadth first,
-//! so a counterexample is a shortest one.
+//! response to the agent) is a FIFO, as the data link delivers it. From each state the checker takes
+//! every enabled step: an agent submits any operation on any line (while it has fewer than `outstanding`
+//! in progress; there is no bound on how many in all: states repeat, and are recognised), or the head of
+//! a non-empty channel is delivered. Breadth first, so a counterexample is a shortest one.
+//!
+//! Which heads may be delivered is the reordering bound ([`Config::reorder`]). Without one the channels
+//! interleave arbitrarily. With a bound `k` the state also records the channel of every message in
+//! flight, oldest first, and a head may be delivered only if at most `k` messages sent before it are
+//! still in flight: it overtakes at most `k` of them. Of the messages one step sends, responses count as
+//! sent before requests and snoops, as the engines send them (a home finishes a transaction with its GO,
+//! then starts the next with snoops). `k = 0` is a network that delivers in send order; `k = 1` already
+//! lets a snoop pass the GO it follows, the race the phase bit exists for. The order is part of the state, so a bound makes more states than
+//! no bound, not fewer: it is a model of a network with limited reordering, not a shortcut.
 //!
 //! Checked on every state:
 //! - single writer, multiple readers: per line, at most one agent has write permission (E or M), and
@@ -22,8 +30,8 @@
 //!
 //! The engines refusing any message (a protocol error) is a violation too.
 
-use std::collections::hash_map::Entry;
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::boxed::Box;
+use std::collections::{HashSet, VecDeque};
 use std::format;
 use std::hash::{Hash, Hasher};
 use std::string::String;
@@ -38,6 +46,9 @@ use super::message::{CacheState, Message};
 
 /// Core operations an agent of the model may have in progress at once.
 pub const MAX_OUTSTANDING: usize = 2;
+
+/// Messages in flight the reordering bound can track (the model's channels hold at most `4 · A · L`).
+pub const MAX_IN_FLIGHT: usize = 64;
 
 /// The agent of the model: one-byte lines.
 pub type ModelAgent<const L: usize> = CachingAgent<L, 1, MAX_OUTSTANDING>;
@@ -55,6 +66,9 @@ pub struct Config {
     pub check_drain: bool,
     /// Stop after this many states (the report then says the search was not complete).
     pub max_states: u64,
+    /// How many older messages in flight a delivered message may overtake; `None`: any number (the
+    /// channels interleave arbitrarily).
+    pub reorder: Option<u8>,
 }
 
 impl Default for Config {
@@ -64,6 +78,7 @@ impl Default for Config {
             outstanding: 1,
             check_drain: true,
             max_states: u64::MAX,
+            reorder: None,
         }
     }
 }
@@ -151,6 +166,9 @@ pub struct World<const A: usize, const L: usize> {
     /// For each agent and line, the values its ReadCurrent in progress may return (bit `v` for value
     /// `v`); 0 when none is in progress. One ReadCurrent per agent and line at a time.
     window: [[u8; L]; A],
+    /// Under a reordering bound, the channel ([`channel`]) of every message in flight, oldest first;
+    /// empty without a bound.
+    order: heapless::Vec<u8, MAX_IN_FLIGHT>,
 }
 
 impl<const A: usize, const L: usize> Default for World<A, L> {
@@ -176,6 +194,24 @@ impl<const A: usize, const L: usize> World<A, L> {
             home: ModelHome::new(),
             latest: [0; L],
             window: [[0; L]; A],
+            order: heapless::Vec::new(),
+        }
+    }
+
+    /// Messages waiting on `channel`.
+    fn channel_len(&self, channel: u8) -> usize {
+        match delivery(channel) {
+            Step::ToHome { agent, vc } => self.agents[usize::from(agent)].transmit_len(vc),
+            Step::ToAgent { agent, vc } => self.home.transmit_len(usize::from(agent), vc),
+            Step::Submit { .. } => 0,
+        }
+    }
+
+    /// Whether the head of `channel` may be delivered under `reorder`.
+    fn may_deliver(&self, channel: u8, reorder: Option<u8>) -> bool {
+        match reorder {
+            None => true,
+            Some(k) => self.order.iter().position(|&c| c == channel) <= Some(usize::from(k)),
         }
     }
 
@@ -184,13 +220,16 @@ impl<const A: usize, const L: usize> World<A, L> {
         for (a, agent) in self.agents.iter().enumerate() {
             let agent_id = a as u8;
             for vc in [Vc::Request, Vc::Response] {
-                if agent.peek_transmit(vc).is_some() {
-                    out.push(Step::ToHome { agent: agent_id, vc });
+                let step = Step::ToHome { agent: agent_id, vc };
+                if agent.peek_transmit(vc).is_some() && self.may_deliver(channel(step), config.reorder) {
+                    out.push(step);
                 }
             }
             for vc in [Vc::Snoop, Vc::Response] {
-                if self.home.peek_transmit(a, vc).is_some() {
-                    out.push(Step::ToAgent { agent: agent_id, vc });
+                let step = Step::ToAgent { agent: agent_id, vc };
+                if self.home.peek_transmit(a, vc).is_some() && self.may_deliver(channel(step), config.reorder)
+                {
+                    out.push(step);
                 }
             }
         }
@@ -222,6 +261,33 @@ impl<const A: usize, const L: usize> World<A, L> {
             Step::ToHome { agent, vc } => self.agents.get(usize::from(agent))?.peek_transmit(vc).copied(),
             Step::ToAgent { agent, vc } => self.home.peek_transmit(usize::from(agent), vc).copied(),
         }
+    }
+
+    /// Take `step`, keeping the order of the messages in flight when `tracked` (under a reordering
+    /// bound).
+    fn advance(&mut self, step: Step, tracked: bool) -> Result<(), Failure> {
+        if !tracked {
+            return self.apply(step);
+        }
+        if let Some(at) = self.order.iter().position(|&c| c == channel(step)) {
+            self.order.remove(at);
+        }
+        self.apply(step)?;
+        // Responses first (channels 4a + 1 and 4a + 3), then requests and snoops.
+        let responses = (0..A as u8).flat_map(|a| [4 * a + 1, 4 * a + 3]);
+        let others = (0..A as u8).flat_map(|a| [4 * a, 4 * a + 2]);
+        for c in responses.chain(others) {
+            let known = self.order.iter().filter(|&&x| x == c).count();
+            for _ in known..self.channel_len(c) {
+                self.order.push(c).map_err(|_| {
+                    fail(
+                        ViolationKind::ProtocolError,
+                        format!("more than {MAX_IN_FLIGHT} messages in flight, beyond what the model tracks"),
+                    )
+                })?;
+            }
+        }
+        Ok(())
     }
 
     fn apply(&mut self, step: Step) -> Result<(), Failure> {
@@ -367,6 +433,15 @@ impl<const A: usize, const L: usize> World<A, L> {
         Ok(())
     }
 
+    /// The delivery a drain takes: the oldest message under a reordering bound (always allowed), else
+    /// the first non-empty channel.
+    fn drain_delivery(&self) -> Option<Step> {
+        match self.order.first() {
+            Some(&oldest) => Some(delivery(oldest)),
+            None => self.first_delivery(),
+        }
+    }
+
     /// A work-conserving delivery order: the first non-empty channel.
     fn first_delivery(&self) -> Option<Step> {
         for (a, agent) in self.agents.iter().enumerate() {
@@ -386,6 +461,36 @@ impl<const A: usize, const L: usize> World<A, L> {
     }
 }
 
+/// A delivery step's channel: `4 · agent` plus 0 (request to the home), 1 (response to the home), 2
+/// (snoop to the agent) or 3 (response to the agent). Submissions have none (`u8::MAX`).
+fn channel(step: Step) -> u8 {
+    match step {
+        Step::ToHome { agent, vc } => 4 * agent + u8::from(vc != Vc::Request),
+        Step::ToAgent { agent, vc } => 4 * agent + 2 + u8::from(vc != Vc::Snoop),
+        Step::Submit { .. } => u8::MAX,
+    }
+}
+
+/// The delivery step of `channel`.
+fn delivery(channel: u8) -> Step {
+    let agent = channel / 4;
+    match channel % 4 {
+        0 => Step::ToHome {
+            agent,
+            vc: Vc::Request,
+        },
+        1 => Step::ToHome {
+            agent,
+            vc: Vc::Response,
+        },
+        2 => Step::ToAgent { agent, vc: Vc::Snoop },
+        _ => Step::ToAgent {
+            agent,
+            vc: Vc::Response,
+        },
+    }
+}
+
 type Fingerprint = u128;
 
 fn fingerprint<T: Hash>(value: &T) -> Fingerprint {
@@ -401,6 +506,7 @@ fn fingerprint<T: Hash>(value: &T) -> Fingerprint {
 /// already known to drain end the walk early.
 fn drains<const A: usize, const L: usize>(
     world: &World<A, L>,
+    tracked: bool,
     draining: &mut HashSet<Fingerprint>,
 ) -> Result<(), Failure> {
     let mut w = world.clone();
@@ -417,7 +523,7 @@ fn drains<const A: usize, const L: usize>(
             w.check_quiescent()?;
             break;
         }
-        let Some(step) = w.first_delivery() else {
+        let Some(step) = w.drain_delivery() else {
             return Err(fail(
                 ViolationKind::Deadlock,
                 String::from(
@@ -425,7 +531,7 @@ fn drains<const A: usize, const L: usize>(
                 ),
             ));
         };
-        w.apply(step)?;
+        w.advance(step, tracked)?;
     }
     if !draining.contains(&fingerprint(&w)) && !w.is_quiescent() {
         return Err(fail(
@@ -435,6 +541,37 @@ fn drains<const A: usize, const L: usize>(
     }
     draining.extend(path);
     Ok(())
+}
+
+/// Frontier states held whole; beyond this many the frontier keeps only a state's number and the state
+/// is rebuilt from its path when its turn comes, so that a large search costs about a hundred bytes per
+/// state (fingerprints and the path) rather than a whole state (about a kilobyte).
+const RESIDENT: usize = 1 << 20;
+
+/// The steps from the initial state to state `id`.
+fn path_to(parents: &[(u32, Option<Step>)], id: u32) -> Vec<Step> {
+    let mut path = Vec::new();
+    let mut at = id;
+    while let Some(&(parent, Some(step))) = parents.get(at as usize) {
+        path.push(step);
+        at = parent;
+    }
+    path.reverse();
+    path
+}
+
+/// State `id`, rebuilt by replaying its path (which was taken without failure when it was found).
+fn rebuild<const A: usize, const L: usize>(
+    initial: &World<A, L>,
+    parents: &[(u32, Option<Step>)],
+    id: u32,
+    tracked: bool,
+) -> World<A, L> {
+    let mut world = initial.clone();
+    for step in path_to(parents, id) {
+        let _ = world.advance(step, tracked);
+    }
+    world
 }
 
 /// Explore every state of `A` agents and `L` lines reachable from the initial one.
@@ -450,6 +587,9 @@ pub fn explore_from<const A: usize, const L: usize>(initial: World<A, L>, config
         outstanding: config.outstanding.clamp(1, MAX_OUTSTANDING),
         ..*config
     };
+    // Channel numbers must fit a byte.
+    assert!(A < 64, "the explorer models at most 63 agents");
+    let tracked = config.reorder.is_some();
     let mut report = Report {
         states: 0,
         transitions: 0,
@@ -459,17 +599,23 @@ pub fn explore_from<const A: usize, const L: usize>(initial: World<A, L>, config
         violation: None,
         seconds: 0.0,
     };
-    // State number -> (parent, step that reached it), for counterexamples.
+    // State number -> (parent, step that reached it): the way to every state, for counterexamples and
+    // to rebuild the states the frontier does not hold.
     let mut parents: Vec<(u32, Option<Step>)> = Vec::new();
-    let mut seen: HashMap<Fingerprint, u32> = HashMap::new();
+    let mut seen: HashSet<Fingerprint> = HashSet::new();
     let mut draining: HashSet<Fingerprint> = HashSet::new();
-    let mut frontier: VecDeque<(u32, usize, World<A, L>)> = VecDeque::new();
-    seen.insert(fingerprint(&initial), 0);
+    let mut frontier: VecDeque<(u32, u32, Option<Box<World<A, L>>>)> = VecDeque::new();
+    seen.insert(fingerprint(&initial));
     parents.push((0, None));
-    frontier.push_back((0, 0, initial.clone()));
+    frontier.push_back((0, 0, Some(Box::new(initial.clone()))));
     let mut steps = Vec::new();
     let mut found: Option<(u32, Option<Step>, Failure)> = None;
-    'search: while let Some((id, depth, world)) = frontier.pop_front() {
+    'search: while let Some((id, depth, held)) = frontier.pop_front() {
+        let world = match held {
+            Some(world) => *world,
+            None => rebuild(&initial, &parents, id, tracked),
+        };
+        let depth = depth as usize;
         report.states += 1;
         report.depth = report.depth.max(depth);
         if report.states > config.max_states {
@@ -480,7 +626,7 @@ pub fn explore_from<const A: usize, const L: usize>(initial: World<A, L>, config
             report.quiescent += 1;
         }
         if config.check_drain {
-            if let Err(f) = drains(&world, &mut draining) {
+            if let Err(f) = drains(&world, tracked, &mut draining) {
                 found = Some((id, None, f));
                 break;
             }
@@ -500,31 +646,26 @@ pub fn explore_from<const A: usize, const L: usize>(initial: World<A, L>, config
         for &step in &steps {
             report.transitions += 1;
             let mut next = world.clone();
-            if let Err(f) = next.apply(step) {
+            if let Err(f) = next.advance(step, tracked) {
                 found = Some((id, Some(step), f));
                 break 'search;
             }
-            if let Entry::Vacant(slot) = seen.entry(fingerprint(&next)) {
+            if seen.insert(fingerprint(&next)) {
                 let next_id = parents.len() as u32;
-                slot.insert(next_id);
                 parents.push((id, Some(step)));
-                frontier.push_back((next_id, depth + 1, next));
+                let held = (frontier.len() < RESIDENT).then(|| Box::new(next));
+                frontier.push_back((next_id, depth as u32 + 1, held));
             }
         }
     }
     report.complete = found.is_none() && frontier.is_empty();
     if let Some((id, last, failure)) = found {
-        let mut path: Vec<Step> = last.into_iter().collect();
-        let mut at = id;
-        while let Some(&(parent, Some(step))) = parents.get(at as usize) {
-            path.push(step);
-            at = parent;
-        }
-        path.reverse();
+        let mut path = path_to(&parents, id);
+        path.extend(last);
         report.violation = Some(Counterexample {
             kind: failure.kind,
             detail: failure.detail,
-            trace: render(&initial, &path),
+            trace: render(&initial, &path, tracked),
         });
     }
     report.seconds = started.elapsed().as_secs_f64();
@@ -532,7 +673,11 @@ pub fn explore_from<const A: usize, const L: usize>(initial: World<A, L>, config
 }
 
 /// The steps as text, each with the message it delivered and the line states after it.
-fn render<const A: usize, const L: usize>(initial: &World<A, L>, path: &[Step]) -> Vec<String> {
+fn render<const A: usize, const L: usize>(
+    initial: &World<A, L>,
+    path: &[Step],
+    tracked: bool,
+) -> Vec<String> {
     let mut world = initial.clone();
     let mut lines = Vec::new();
     for &step in path {
@@ -542,7 +687,7 @@ fn render<const A: usize, const L: usize>(initial: &World<A, L>, path: &[Step]) 
             (Step::ToAgent { agent, .. }, Some(msg)) => format!("home -> agent {agent}: {msg:?}"),
             (step, None) => format!("{step:?}"),
         };
-        let _ = world.apply(step);
+        let _ = world.advance(step, tracked);
         let mut states = String::new();
         for line in 0..L {
             states.push_str(&format!(" | line {line}:"));
@@ -584,6 +729,78 @@ mod tests {
         });
         assert_eq!(r.violation, None);
         assert_eq!(r.states, 150_000);
+    }
+
+    #[test]
+    fn a_reordering_bound_offers_only_the_heads_it_allows() {
+        let config = Config {
+            reorder: Some(0),
+            ..Config::default()
+        };
+        let mut world = World::<2, 1>::new();
+        for agent in [1, 0] {
+            let submit = Step::Submit {
+                agent,
+                line: 0,
+                op: CoreOp::Load,
+            };
+            assert!(world.advance(submit, true).is_ok());
+        }
+        // Agent 1's request went first: in send order only it may be delivered; one overtaking allowed,
+        // either may.
+        let request = |agent| Step::ToHome {
+            agent,
+            vc: Vc::Request,
+        };
+        let deliveries = |config: &Config| {
+            let mut steps = Vec::new();
+            world.steps(config, &mut steps);
+            steps.retain(|s| !matches!(s, Step::Submit { .. }));
+            steps
+        };
+        assert_eq!(deliveries(&config), [request(1)]);
+        let one = Config {
+            reorder: Some(1),
+            ..config
+        };
+        assert_eq!(deliveries(&one), [request(0), request(1)]);
+        assert_eq!(world.drain_delivery(), Some(request(1)));
+    }
+
+    #[test]
+    fn bounded_reordering_explorations_are_complete_and_clean() {
+        for k in [0, 1, 2] {
+            let r = explore::<2, 1>(&Config {
+                reorder: Some(k),
+                ..Config::default()
+            });
+            assert!(r.complete && r.violation.is_none(), "reorder {k}: {r:?}");
+            assert!(r.states > 10_000, "reorder {k}: {r:?}");
+        }
+    }
+
+    #[test]
+    fn a_snoop_passing_its_go_needs_one_overtaking() {
+        // The phase bit exists for a snoop that overtakes the GO before it; in send order that never
+        // happens, so the planted bug survives a search without reordering and is caught with one.
+        let with = |reorder| {
+            let mut world = World::<2, 1>::new();
+            world.agents[0].bug = Some(AgentBug::IgnorePhase);
+            explore_from(
+                world,
+                &Config {
+                    reorder: Some(reorder),
+                    ..Config::default()
+                },
+            )
+        };
+        let in_order = with(0);
+        assert!(in_order.complete && in_order.violation.is_none(), "{in_order:?}");
+        let reordered = with(1);
+        assert_eq!(
+            reordered.violation.map(|v| v.kind),
+            Some(ViolationKind::SingleWriter)
+        );
     }
 
     #[test]

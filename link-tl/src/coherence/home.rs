@@ -236,6 +236,15 @@ impl<const LINES: usize, const AGENTS: usize, const B: usize> HomeAgent<LINES, A
         }
     }
 
+    /// How many messages wait to go to `agent` on `vc`.
+    pub fn transmit_len(&self, agent: usize, vc: Vc) -> usize {
+        match vc {
+            Vc::Snoop => self.snoops.get(agent).map_or(0, |q| q.len()),
+            Vc::Response => self.responses.get(agent).map_or(0, |q| q.len()),
+            Vc::Request | Vc::Posted => 0,
+        }
+    }
+
     /// Take the oldest message waiting to go to `agent` on `vc`, once the link has accepted it.
     pub fn pop_transmit(&mut self, agent: usize, vc: Vc) -> Option<Message<B>> {
         match vc {
