@@ -52,7 +52,21 @@ enum Command {
     Tl(tl::TlCommand),
 }
 
+/// Rust ignores SIGPIPE, so a write to a closed pipe (`linkctl ... | head`) fails and `println!` panics.
+/// Command-line tools die of the signal instead, quietly; so does linkctl.
+#[cfg(unix)]
+#[allow(unsafe_code)]
+fn die_quietly_on_closed_pipe() {
+    // SAFETY: called first thing in `main`, before any other thread exists; SIG_DFL is a valid
+    // disposition for SIGPIPE.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
+}
+
 fn main() -> ExitCode {
+    #[cfg(unix)]
+    die_quietly_on_closed_pipe();
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Phy(cmd) => phy::run(cmd).map(|()| ExitCode::SUCCESS),
