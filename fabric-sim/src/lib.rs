@@ -14,4 +14,5 @@ pub mod net;
 pub mod run;
 pub mod topology;
 pub mod trace;
+pub mod vcd;
 pub mod wire;

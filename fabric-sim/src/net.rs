@@ -28,6 +28,7 @@ use switch_fw::switch::{Arrival, Destination, Forward, Switch};
 use crate::manager::Fabric;
 use crate::topology::{NodeKind, Topology};
 use crate::trace::{Hop, Tracer};
+use crate::vcd::{DirectionName, Waves};
 use crate::wire;
 
 /// Replay buffer of every simulated data link (packets).
@@ -470,6 +471,8 @@ pub struct Net {
     completed: Instant,
     trace: Option<Box<Tracer<Box<dyn std::io::Write>>>>,
     trace_error: Option<String>,
+    waves: Option<Box<Waves<Box<dyn std::io::Write>>>>,
+    waves_error: Option<String>,
 }
 
 impl Net {
@@ -558,6 +561,8 @@ impl Net {
             completed: Instant::ZERO,
             trace: None,
             trace_error: None,
+            waves: None,
+            waves_error: None,
         };
         for t in 0..net.dirs.len() {
             for d in 0..2 {
@@ -753,6 +758,8 @@ impl Net {
             Fault::PortDown { node, port, .. } => self.fabric.ports[node][port].0,
         };
         self.fail_trunk(trunk, app);
+        self.record_link(trunk, 0);
+        self.record_link(trunk, 1);
     }
 
     /// Trunk `t` is gone: drop what is on its wires, take in what its ends received, take back what they
@@ -980,6 +987,49 @@ impl Net {
         Ok(Some((tracer.records, tracer.dropped)))
     }
 
+    /// Record the state, activity and replay-buffer occupancy of every link direction into `waves` (see
+    /// [`crate::vcd`]).
+    pub fn set_waves(&mut self, waves: Waves<Box<dyn std::io::Write>>) {
+        self.waves = Some(Box::new(waves));
+    }
+
+    /// Finish the waveforms and say how many value changes they have and how many the limit left out.
+    pub fn finish_waves(&mut self) -> Result<Option<(u64, u64)>, String> {
+        if let Some(e) = self.waves_error.take() {
+            return Err(format!("cannot write the waveforms: {e}"));
+        }
+        let Some(waves) = self.waves.as_mut() else {
+            return Ok(None);
+        };
+        waves
+            .finish()
+            .map_err(|e| format!("cannot write the waveforms: {e}"))?;
+        Ok(Some((waves.changes, waves.dropped)))
+    }
+
+    /// Every link direction (numbered as [`Net::directions`] counts them), named by its ends.
+    pub fn direction_names(&self, topology: &Topology) -> Vec<DirectionName> {
+        self.dirs
+            .iter()
+            .flatten()
+            .map(|dir| DirectionName {
+                node: topology.nodes[dir.from.0].name.clone(),
+                port: dir.from.1,
+                peer: topology.nodes[dir.to.0].name.clone(),
+            })
+            .collect()
+    }
+
+    /// Record the transmitter of direction `d` of trunk `t` in the waveforms, if they are kept.
+    fn record_link(&mut self, t: usize, d: usize) {
+        let Some(waves) = self.waves.as_mut() else { return };
+        let (node, port) = self.dirs[t][d].from;
+        let link = &self.links[node][port];
+        if let Err(e) = waves.link(self.now, t * 2 + d, link.state(), link.unacknowledged()) {
+            self.waves_error.get_or_insert(e.to_string());
+        }
+    }
+
     /// Link directions the fabric has (a trace keeps state per direction).
     pub fn directions(&self) -> usize {
         self.dirs.len() * 2
@@ -1090,6 +1140,11 @@ impl Net {
             self.stats.units += sent as u64;
             let dir = &mut self.dirs[t][d];
             dir.busy_until = now + Duration::from_ps(unit_ps * sent as u64);
+            if let Some(waves) = self.waves.as_mut() {
+                if let Err(e) = waves.burst(now, t * 2 + d, dir.busy_until) {
+                    self.waves_error.get_or_insert(e.to_string());
+                }
+            }
             let arrival = dir.busy_until + latency;
             dir.bursts.push_back((arrival, sent));
             self.schedule(
@@ -1101,6 +1156,7 @@ impl Net {
             );
         }
         self.kick(t, d);
+        self.record_link(t, d);
     }
 
     fn arrive(&mut self, t: usize, d: usize, app: &mut dyn App) {
@@ -1129,6 +1185,7 @@ impl Net {
         // Only now, with the received packets taken and their buffers freed, does the receiver know all the
         // acknowledgements and credits it owes back.
         self.kick(t, 1 - d);
+        self.record_link(t, 1 - d);
     }
 
     fn gpu_received(&mut self, node: usize, port: usize, app: &mut dyn App) {

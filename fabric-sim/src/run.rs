@@ -76,6 +76,8 @@ pub struct Sweep {
     pub faults: Vec<FaultSpec>,
     /// Write a pcap trace of the link traffic to this file, at most this many records.
     pub pcap: Option<(std::path::PathBuf, u64)>,
+    /// Write waveforms of the link states (VCD) to this file, at most this many value changes.
+    pub vcd: Option<(std::path::PathBuf, u64)>,
 }
 
 /// A fault of a sweep, naming nodes as the topology does.
@@ -187,6 +189,8 @@ pub struct Report {
     pub failover: FailoverStats,
     /// Records written to the pcap trace, and records the limit left out.
     pub trace: Option<(u64, u64)>,
+    /// Value changes written to the waveforms, and changes the limit left out.
+    pub waves: Option<(u64, u64)>,
     /// Why the sweep stopped early, if it did.
     pub failure: Option<String>,
 }
@@ -378,6 +382,14 @@ fn run_with(
             .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
         net.set_trace(tracer);
     }
+    if let Some((path, limit)) = &sweep.vcd {
+        let file =
+            std::fs::File::create(path).map_err(|e| format!("cannot create {}: {e}", path.display()))?;
+        let out: Box<dyn std::io::Write> = Box::new(std::io::BufWriter::new(file));
+        let waves = crate::vcd::Waves::new(out, &net.direction_names(&topology), *limit)
+            .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+        net.set_waves(waves);
+    }
     let order = ring_order(&net);
     let sizes = sizes(sweep.min, sweep.max);
     let started = WallClock::now();
@@ -480,6 +492,7 @@ fn run_with(
         avg_busbw,
         failover: net.failover_stats(),
         trace: net.finish_trace()?,
+        waves: net.finish_waves()?,
         failure,
     })
 }

@@ -45,6 +45,7 @@ fn a_collective_runs_on_it() {
         limit_per_size: Duration::from_ms(10),
         faults: Vec::new(),
         pcap: None,
+        vcd: None,
     };
     let report = run(&sweep, &mut |_, _| {}).unwrap();
     assert!(report.verified, "{report:?}");

@@ -18,6 +18,7 @@ fn sweep(topology: &str, kind: Kind, algo: Algo, min: u64, max: u64) -> Sweep {
         limit_per_size: Duration::from_ms(10),
         faults: Vec::new(),
         pcap: None,
+        vcd: None,
     }
 }
 

@@ -32,6 +32,7 @@ fn traced_sweep(path: &Path, limit: u64) -> Report {
         limit_per_size: Duration::from_ms(10),
         faults: Vec::new(),
         pcap: Some((path.to_path_buf(), limit)),
+        vcd: None,
     };
     let report = run(&sweep, &mut |_, _| {}).unwrap();
     assert!(report.verified);

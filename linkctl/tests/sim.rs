@@ -103,6 +103,35 @@ fn the_plot_is_an_svg() {
 }
 
 #[test]
+fn waveforms_are_written_and_counted() {
+    let path = std::env::temp_dir().join(format!("linkctl-sim-waves-{}.vcd", std::process::id()));
+    let v = json(&[
+        "allreduce",
+        "--topology",
+        "mesh2",
+        "--max",
+        "16K",
+        "--vcd",
+        path.to_str().unwrap(),
+    ]);
+    let vcd = std::fs::read_to_string(&path).unwrap();
+    std::fs::remove_file(&path).unwrap();
+    assert!(vcd.contains("$enddefinitions $end"));
+    let changes = v["waves"]["changes"].as_u64().unwrap();
+    assert!(changes > 10, "{v}");
+    assert_eq!(v["waves"]["dropped"], 0);
+    let bad = sim(&[
+        "allreduce",
+        "--topology",
+        "mesh2",
+        "--vcd",
+        "/nonexistent-dir/x.vcd",
+    ]);
+    assert!(!bad.status.success());
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("cannot create /nonexistent-dir/x.vcd"));
+}
+
+#[test]
 fn bad_input_is_a_clear_error_not_a_panic() {
     for args in [
         &["allreduce", "--topology", "no-such-fabric"][..],

@@ -72,6 +72,13 @@ pub struct SimArgs {
     /// Most records the trace holds; the rest are counted, not written
     #[arg(long, default_value_t = 1_000_000)]
     pub pcap_limit: u64,
+    /// Write waveforms of every link direction's state, activity and replay-buffer occupancy (VCD, for
+    /// GTKWave; signals in docs/spec.md section 8)
+    #[arg(long, value_name = "FILE")]
+    pub vcd: Option<std::path::PathBuf>,
+    /// Most value changes the waveforms hold; the rest are counted, not written
+    #[arg(long, default_value_t = 10_000_000)]
+    pub vcd_limit: u64,
 }
 
 /// `1024`, `64K`, `8M`, `1G` (powers of 1024).
@@ -185,6 +192,7 @@ pub fn run(cmd: SimCommand) -> anyhow::Result<ExitCode> {
         limit_per_size: Duration::from_ms(10_000),
         faults,
         pcap: args.pcap.clone().map(|path| (path, args.pcap_limit)),
+        vcd: args.vcd.clone().map(|path| (path, args.vcd_limit)),
     };
     let show_progress = std::io::stderr().is_terminal() && !args.json;
     let mut progress = |done: usize, total: usize| {
@@ -282,6 +290,9 @@ fn print_table(sweep: &Sweep, r: &Report) {
     if let Some((records, dropped)) = r.trace {
         println!("# Trace: {records} records written, {dropped} left out by --pcap-limit");
     }
+    if let Some((changes, dropped)) = r.waves {
+        println!("# Waveforms: {changes} value changes written, {dropped} left out by --vcd-limit");
+    }
     if let Some(why) = &r.failure {
         println!("# Stopped: {why}");
     }
@@ -318,6 +329,7 @@ fn print_json(sweep: &Sweep, r: &Report) -> anyhow::Result<()> {
         "packets_per_s": r.packets_per_s,
         "verified": r.verified,
         "trace": r.trace.map(|(records, dropped)| json!({"records": records, "dropped": dropped})),
+        "waves": r.waves.map(|(changes, dropped)| json!({"changes": changes, "dropped": dropped})),
         "failover": {
             "links_failed": r.failover.links_failed,
             "units_lost": r.failover.units_lost,
