@@ -47,6 +47,10 @@ pub struct CoherenceArgs {
     /// channels interleave arbitrarily)
     #[arg(long, default_value = "any", value_parser = parse_reorder)]
     pub reorder: Reorder,
+    /// Exploration: count states that differ only in which values were stored separately (by default
+    /// they are one state: the protocol never looks at the values it moves)
+    #[arg(long)]
+    pub no_value_symmetry: bool,
     /// Exploration: stop after this many states (the report then says the search was not complete;
     /// a large search takes about 150 bytes per state)
     #[arg(long, default_value_t = 2_000_000)]
@@ -174,6 +178,7 @@ fn run_explore(args: &CoherenceArgs) -> anyhow::Result<ExitCode> {
         check_drain: true,
         max_states: args.max_states,
         reorder: args.reorder.0,
+        value_symmetry: !args.no_value_symmetry,
     };
     let r: Report = match (args.agents, args.lines) {
         (1, 1) => explore::<1, 1>(&config),
@@ -197,6 +202,7 @@ fn run_explore(args: &CoherenceArgs) -> anyhow::Result<ExitCode> {
         "values": args.values,
         "outstanding": args.outstanding,
         "reorder": args.reorder.0,
+        "value_symmetry": !args.no_value_symmetry,
         "states": r.states,
         "transitions": r.transitions,
         "depth": r.depth,

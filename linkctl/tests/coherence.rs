@@ -51,6 +51,21 @@ fn the_reordering_bound_is_reported() {
     assert_eq!(v["reorder"], 1);
     assert_eq!(v["complete"], true);
     assert_eq!(v["violations"], 0);
+    let named = json(&[
+        "--explore",
+        "--agents",
+        "2",
+        "--lines",
+        "1",
+        "--no-value-symmetry",
+    ]);
+    assert_eq!(named["value_symmetry"], false);
+    assert_eq!(named["complete"], true);
+    let renamed = json(&["--explore", "--agents", "2", "--lines", "1"]);
+    assert!(
+        named["states"].as_u64() > renamed["states"].as_u64(),
+        "{named} {renamed}"
+    );
     let any = json(&["--explore", "--agents", "1", "--lines", "1", "--reorder", "any"]);
     assert_eq!(any["reorder"], serde_json::Value::Null);
 }

@@ -39,6 +39,14 @@ impl<const B: usize> CoreOp<B> {
     pub const fn is_read(&self) -> bool {
         matches!(self, CoreOp::Load | CoreOp::LoadShared | CoreOp::ReadCurrent)
     }
+
+    /// The bytes a store writes, in order.
+    #[cfg(feature = "std")]
+    pub(crate) fn visit_data(&mut self, f: &mut impl FnMut(&mut u8)) {
+        if let CoreOp::Store(data) = self {
+            data.iter_mut().for_each(f);
+        }
+    }
 }
 
 /// A finished core operation.
@@ -266,6 +274,30 @@ impl<const LINES: usize, const B: usize, const OPS: usize> CachingAgent<LINES, B
             Vc::Request => self.requests.first(),
             Vc::Response => self.responses.first(),
             Vc::Posted | Vc::Snoop => None,
+        }
+    }
+
+    /// Every data byte it holds (lines, operations, completions, messages waiting), in a fixed order: the
+    /// model checker renames stored values through it.
+    #[cfg(feature = "std")]
+    pub(crate) fn visit_data(&mut self, f: &mut impl FnMut(&mut u8)) {
+        for line in &mut self.lines {
+            line.data.iter_mut().for_each(&mut *f);
+            if let Some(pending) = &mut line.pending {
+                pending.op.visit_data(f);
+            }
+        }
+        for (_, op) in &mut self.waiting {
+            op.visit_data(f);
+        }
+        for done in &mut self.done {
+            done.op.visit_data(f);
+            if let Some(data) = &mut done.data {
+                data.iter_mut().for_each(&mut *f);
+            }
+        }
+        for msg in self.requests.iter_mut().chain(self.responses.iter_mut()) {
+            msg.visit_data(f);
         }
     }
 

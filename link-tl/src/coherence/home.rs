@@ -236,6 +236,20 @@ impl<const LINES: usize, const AGENTS: usize, const B: usize> HomeAgent<LINES, A
         }
     }
 
+    /// Every data byte it holds (memory, messages waiting), in a fixed order: the model checker renames
+    /// stored values through it.
+    #[cfg(feature = "std")]
+    pub(crate) fn visit_data(&mut self, f: &mut impl FnMut(&mut u8)) {
+        for line in &mut self.lines {
+            line.memory.iter_mut().for_each(&mut *f);
+        }
+        for queue in self.snoops.iter_mut().chain(self.responses.iter_mut()) {
+            for msg in queue.iter_mut() {
+                msg.visit_data(f);
+            }
+        }
+    }
+
     /// How many messages wait to go to `agent` on `vc`.
     pub fn transmit_len(&self, agent: usize, vc: Vc) -> usize {
         match vc {

@@ -277,6 +277,17 @@ pub enum Message<const B: usize> {
 }
 
 impl<const B: usize> Message<B> {
+    /// Every data byte it carries, in order (the model checker renames stored values through it).
+    #[cfg(feature = "std")]
+    pub(crate) fn visit_data(&mut self, f: &mut impl FnMut(&mut u8)) {
+        if let Message::SnoopResponseData { data, .. }
+        | Message::GoData { data, .. }
+        | Message::WriteBack { data, .. } = self
+        {
+            data.iter_mut().for_each(f);
+        }
+    }
+
     /// The line it is about.
     pub const fn line(&self) -> u32 {
         match *self {
