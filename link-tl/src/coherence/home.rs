@@ -8,8 +8,8 @@
 //! The home is the serialization point. It handles one transaction per line at a time: a request starts
 //! one, snoops go to the agents that must give up or share the line, and when every snoop response is in
 //! (and, for a dirty eviction, the data) the GO goes to the requester and the line is free. Requests for a
-//! busy line are parked (one per agent per line, which is all a correct agent can have) and served round
-//! robin when it frees up. So the home consumes everything it receives, on every channel, at once: its
+//! busy line are parked (one per agent per line, which is all a correct agent can have) and served in the
+//! order they arrived when it frees up (a policy that names no agent, so agents are interchangeable). So the home consumes everything it receives, on every channel, at once: its
 //! request channel never backs up into the snoop or response channels.
 
 use heapless::Vec;
@@ -95,10 +95,9 @@ struct Line<const B: usize, const AGENTS: usize> {
     /// Parity of the GOs sent for this line, bit `a` for agent `a`.
     phase: u64,
     busy: Option<Transaction>,
-    /// Requests parked while the line is busy, by agent.
-    parked: [Option<RequestKind>; AGENTS],
-    /// Where the round robin over parked requests starts.
-    next_parked: u8,
+    /// Requests parked while the line is busy, by agent, each with its place in the queue (0: served
+    /// next).
+    parked: [Option<(u8, RequestKind)>; AGENTS],
 }
 
 /// Bugs the model checker's own tests plant, to show that it catches them.
@@ -179,7 +178,6 @@ impl<const LINES: usize, const AGENTS: usize, const B: usize> HomeAgent<LINES, A
                 phase: 0,
                 busy: None,
                 parked: [None; AGENTS],
-                next_parked: 0,
             }; LINES],
             snoops: core::array::from_fn(|_| Vec::new()),
             responses: core::array::from_fn(|_| Vec::new()),
@@ -295,8 +293,9 @@ impl<const LINES: usize, const AGENTS: usize, const B: usize> HomeAgent<LINES, A
                     // A second request before the GO of the first: a correct agent never sends one.
                     Err(unexpected(&msg))
                 } else if line.busy.is_some() {
+                    let place = line.parked.iter().flatten().count() as u8;
                     if let Some(slot) = line.parked.get_mut(agent) {
-                        *slot = Some(kind);
+                        *slot = Some((place, kind));
                     }
                     self.counters.parked += 1;
                     Ok(())
@@ -528,8 +527,7 @@ impl<const LINES: usize, const AGENTS: usize, const B: usize> HomeAgent<LINES, A
         }
     }
 
-    /// Start parked requests on line `index`, round robin from where the last one left off, until one
-    /// keeps the line busy.
+    /// Start parked requests on line `index`, oldest first, until one keeps the line busy.
     fn serve_parked(&mut self, index: usize) {
         loop {
             let Some(line) = self.lines.get_mut(index) else {
@@ -538,15 +536,13 @@ impl<const LINES: usize, const AGENTS: usize, const B: usize> HomeAgent<LINES, A
             if line.busy.is_some() {
                 return;
             }
-            let start = usize::from(line.next_parked);
-            let Some(x) = (0..AGENTS)
-                .map(|i| (start + i) % AGENTS)
-                .find(|&a| line.parked[a].is_some())
-            else {
+            let Some(x) = line.parked.iter().position(|p| matches!(p, Some((0, _)))) else {
                 return;
             };
-            let Some(kind) = line.parked[x].take() else { return };
-            line.next_parked = ((x + 1) % AGENTS) as u8;
+            let Some((_, kind)) = line.parked[x].take() else { return };
+            for (place, _) in line.parked.iter_mut().flatten() {
+                *place = place.saturating_sub(1);
+            }
             self.start(index, x, kind);
         }
     }
