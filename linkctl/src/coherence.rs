@@ -51,6 +51,10 @@ pub struct CoherenceArgs {
     /// they are one state: the protocol never looks at the values it moves)
     #[arg(long)]
     pub no_value_symmetry: bool,
+    /// Exploration: count states that differ only in the numbering of the agents separately (by default
+    /// they are one state: the home treats agents alike)
+    #[arg(long)]
+    pub no_agent_symmetry: bool,
     /// Exploration: stop after this many states (the report then says the search was not complete;
     /// a large search takes about 150 bytes per state)
     #[arg(long, default_value_t = 2_000_000)]
@@ -179,6 +183,7 @@ fn run_explore(args: &CoherenceArgs) -> anyhow::Result<ExitCode> {
         max_states: args.max_states,
         reorder: args.reorder.0,
         value_symmetry: !args.no_value_symmetry,
+        agent_symmetry: !args.no_agent_symmetry,
     };
     let r: Report = match (args.agents, args.lines) {
         (1, 1) => explore::<1, 1>(&config),
@@ -203,6 +208,7 @@ fn run_explore(args: &CoherenceArgs) -> anyhow::Result<ExitCode> {
         "outstanding": args.outstanding,
         "reorder": args.reorder.0,
         "value_symmetry": !args.no_value_symmetry,
+        "agent_symmetry": !args.no_agent_symmetry,
         "states": r.states,
         "transitions": r.transitions,
         "depth": r.depth,

@@ -248,6 +248,57 @@ impl<const LINES: usize, const AGENTS: usize, const B: usize> HomeAgent<LINES, A
         }
     }
 
+    /// Rename agent `a` to `to[a]` everywhere (a permutation; the model checker's agent symmetry: the
+    /// home treats agents alike, so renaming them maps every run to an equivalent one).
+    #[cfg(feature = "std")]
+    pub(crate) fn rename_agents(&mut self, to: &[usize; AGENTS]) {
+        let rename = |a: usize| to.get(a).copied().unwrap_or(a);
+        let bits = |mask: u64| {
+            (0..AGENTS)
+                .filter(|&a| mask >> a & 1 == 1)
+                .fold(0u64, |acc, a| acc | 1 << rename(a))
+        };
+        for line in &mut self.lines {
+            line.dir = match line.dir {
+                Directory::Invalid => Directory::Invalid,
+                Directory::Shared(mask) => Directory::Shared(bits(mask)),
+                Directory::Owned(a) => Directory::Owned(rename(usize::from(a)) as u8),
+            };
+            line.phase = bits(line.phase);
+            if let Some(t) = &mut line.busy {
+                t.requester = rename(usize::from(t.requester)) as u8;
+                t.awaiting = bits(t.awaiting);
+            }
+            let parked = line.parked;
+            for (a, p) in parked.into_iter().enumerate() {
+                line.parked[rename(a)] = p;
+            }
+        }
+        let (snoops, responses) = (self.snoops.clone(), self.responses.clone());
+        for (a, (s, r)) in snoops.into_iter().zip(responses).enumerate() {
+            self.snoops[rename(a)] = s;
+            self.responses[rename(a)] = r;
+        }
+    }
+
+    /// Feed what the home knows of `agent` (directory, phases, transaction, parked request, messages
+    /// waiting for it) to `h`: agents whose views differ are told apart by it.
+    #[cfg(feature = "std")]
+    pub(crate) fn hash_agent_view<H: core::hash::Hasher>(&self, agent: usize, h: &mut H) {
+        use core::hash::Hash;
+        for line in &self.lines {
+            line.dir.holds(agent).hash(h);
+            (line.dir == Directory::Owned(agent as u8)).hash(h);
+            (line.phase >> agent & 1).hash(h);
+            line.busy
+                .map(|t| (usize::from(t.requester) == agent, t.kind, t.awaiting >> agent & 1))
+                .hash(h);
+            line.parked.get(agent).hash(h);
+        }
+        self.snoops.get(agent).hash(h);
+        self.responses.get(agent).hash(h);
+    }
+
     /// How many messages wait to go to `agent` on `vc`.
     pub fn transmit_len(&self, agent: usize, vc: Vc) -> usize {
         match vc {
@@ -539,7 +590,9 @@ impl<const LINES: usize, const AGENTS: usize, const B: usize> HomeAgent<LINES, A
             let Some(x) = line.parked.iter().position(|p| matches!(p, Some((0, _)))) else {
                 return;
             };
-            let Some((_, kind)) = line.parked[x].take() else { return };
+            let Some((_, kind)) = line.parked[x].take() else {
+                return;
+            };
             for (place, _) in line.parked.iter_mut().flatten() {
                 *place = place.saturating_sub(1);
             }
