@@ -58,8 +58,10 @@ fn the_reordering_bound_is_reported() {
         "--lines",
         "1",
         "--no-value-symmetry",
+        "--no-agent-symmetry",
     ]);
     assert_eq!(named["value_symmetry"], false);
+    assert_eq!(named["agent_symmetry"], false);
     assert_eq!(named["complete"], true);
     let renamed = json(&["--explore", "--agents", "2", "--lines", "1"]);
     assert!(
