@@ -2,12 +2,13 @@
 //! exhaustively.
 
 use std::fmt::Display;
+use std::io::IsTerminal;
 use std::ops::RangeInclusive;
 use std::process::ExitCode;
 use std::time::Instant as WallClock;
 
 use anyhow::{bail, ensure};
-use link_tl::coherence::explore::{explore, Config, Report, MAX_OUTSTANDING};
+use link_tl::coherence::explore::{explore_observed, Config, Report, World, MAX_OUTSTANDING, OBSERVE_EVERY};
 use link_tl::coherence::stress::{self, StressConfig, MAX_AGENTS, MAX_LINES};
 use serde_json::json;
 
@@ -185,15 +186,30 @@ fn run_explore(args: &CoherenceArgs) -> anyhow::Result<ExitCode> {
         value_symmetry: !args.no_value_symmetry,
         agent_symmetry: !args.no_agent_symmetry,
     };
+    let show_progress = std::io::stderr().is_terminal() && !args.json;
+    let mut progress = |r: &Report| {
+        if show_progress {
+            eprint!(
+                "\r{} M states, depth {}, {:.0} s, {:.0} k states/s ",
+                r.states >> 20,
+                r.depth,
+                r.seconds,
+                r.states as f64 / r.seconds.max(1e-9) / 1e3
+            );
+        }
+    };
     let r: Report = match (args.agents, args.lines) {
-        (1, 1) => explore::<1, 1>(&config),
-        (1, 2) => explore::<1, 2>(&config),
-        (2, 1) => explore::<2, 1>(&config),
-        (2, 2) => explore::<2, 2>(&config),
-        (3, 1) => explore::<3, 1>(&config),
-        (3, 2) => explore::<3, 2>(&config),
+        (1, 1) => explore_observed(World::<1, 1>::new(), &config, &mut progress),
+        (1, 2) => explore_observed(World::<1, 2>::new(), &config, &mut progress),
+        (2, 1) => explore_observed(World::<2, 1>::new(), &config, &mut progress),
+        (2, 2) => explore_observed(World::<2, 2>::new(), &config, &mut progress),
+        (3, 1) => explore_observed(World::<3, 1>::new(), &config, &mut progress),
+        (3, 2) => explore_observed(World::<3, 2>::new(), &config, &mut progress),
         (a, l) => bail!("exploration runs 1 to 3 agents on 1 or 2 lines, not {a} agents on {l} lines"),
     };
+    if show_progress && r.states >= OBSERVE_EVERY {
+        eprintln!();
+    }
     let violation = r.violation.as_ref().map(|c| {
         json!({
             "kind": format!("{:?}", c.kind),

@@ -665,6 +665,19 @@ pub fn explore<const A: usize, const L: usize>(config: &Config) -> Report {
 
 /// Explore every state reachable from `initial`.
 pub fn explore_from<const A: usize, const L: usize>(initial: World<A, L>, config: &Config) -> Report {
+    explore_observed(initial, config, &mut |_| {})
+}
+
+/// States between two calls of an exploration's observer.
+pub const OBSERVE_EVERY: u64 = 1 << 20;
+
+/// [`explore_from`], showing `observe` the report so far every [`OBSERVE_EVERY`] states (a long search's
+/// progress).
+pub fn explore_observed<const A: usize, const L: usize>(
+    initial: World<A, L>,
+    config: &Config,
+    observe: &mut dyn FnMut(&Report),
+) -> Report {
     let started = Instant::now();
     let config = Config {
         values: config.values.clamp(1, 7),
@@ -711,6 +724,10 @@ pub fn explore_from<const A: usize, const L: usize>(initial: World<A, L>, config
         if report.states > config.max_states {
             report.states -= 1;
             break;
+        }
+        if report.states % OBSERVE_EVERY == 0 {
+            report.seconds = started.elapsed().as_secs_f64();
+            observe(&report);
         }
         if world.is_quiescent() {
             report.quiescent += 1;
