@@ -56,6 +56,10 @@ pub struct CoherenceArgs {
     /// they are one state: the home treats agents alike)
     #[arg(long)]
     pub no_agent_symmetry: bool,
+    /// Exploration: count states that differ only in the numbering of the lines separately (by default
+    /// they are one state: agents and home treat lines alike)
+    #[arg(long)]
+    pub no_line_symmetry: bool,
     /// Exploration: stop after this many states (the report then says the search was not complete;
     /// a large search takes about 150 bytes per state)
     #[arg(long, default_value_t = 2_000_000)]
@@ -185,6 +189,7 @@ fn run_explore(args: &CoherenceArgs) -> anyhow::Result<ExitCode> {
         reorder: args.reorder.0,
         value_symmetry: !args.no_value_symmetry,
         agent_symmetry: !args.no_agent_symmetry,
+        line_symmetry: !args.no_line_symmetry,
     };
     let show_progress = std::io::stderr().is_terminal() && !args.json;
     let mut progress = |r: &Report| {
@@ -225,6 +230,7 @@ fn run_explore(args: &CoherenceArgs) -> anyhow::Result<ExitCode> {
         "reorder": args.reorder.0,
         "value_symmetry": !args.no_value_symmetry,
         "agent_symmetry": !args.no_agent_symmetry,
+        "line_symmetry": !args.no_line_symmetry,
         "states": r.states,
         "transitions": r.transitions,
         "depth": r.depth,

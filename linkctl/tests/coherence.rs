@@ -59,9 +59,11 @@ fn the_reordering_bound_is_reported() {
         "1",
         "--no-value-symmetry",
         "--no-agent-symmetry",
+        "--no-line-symmetry",
     ]);
     assert_eq!(named["value_symmetry"], false);
     assert_eq!(named["agent_symmetry"], false);
+    assert_eq!(named["line_symmetry"], false);
     assert_eq!(named["complete"], true);
     let renamed = json(&["--explore", "--agents", "2", "--lines", "1"]);
     assert!(

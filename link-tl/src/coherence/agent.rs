@@ -301,6 +301,35 @@ impl<const LINES: usize, const B: usize, const OPS: usize> CachingAgent<LINES, B
         }
     }
 
+    /// Rename line `n` to `to[n]` everywhere (a permutation; the model checker's line symmetry: the agent
+    /// treats lines alike).
+    #[cfg(feature = "std")]
+    pub(crate) fn rename_lines(&mut self, to: &[usize; LINES]) {
+        let rename = |n: u32| to.get(n as usize).map_or(n, |&m| m as u32);
+        let lines = self.lines;
+        for (n, line) in lines.into_iter().enumerate() {
+            self.lines[to[n]] = line;
+        }
+        for (line, _) in &mut self.waiting {
+            *line = rename(*line);
+        }
+        for done in &mut self.done {
+            done.line = rename(done.line);
+        }
+        for msg in self.requests.iter_mut().chain(self.responses.iter_mut()) {
+            msg.rename_line(rename);
+        }
+    }
+
+    /// Feed the agent's view of `line`, stored values aside, to `h`.
+    #[cfg(feature = "std")]
+    pub(crate) fn hash_line_view<H: core::hash::Hasher>(&self, line: usize, h: &mut H) {
+        use core::hash::Hash;
+        if let Some(l) = self.lines.get(line) {
+            (l.state, l.pending.map(|p| p.kind), l.phase, l.deferred).hash(h);
+        }
+    }
+
     /// How many messages wait to go to the home on `vc`.
     pub fn transmit_len(&self, vc: Vc) -> usize {
         match vc {

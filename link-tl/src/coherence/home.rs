@@ -281,6 +281,37 @@ impl<const LINES: usize, const AGENTS: usize, const B: usize> HomeAgent<LINES, A
         }
     }
 
+    /// Rename line `n` to `to[n]` everywhere (a permutation; the model checker's line symmetry: the home
+    /// treats lines alike).
+    #[cfg(feature = "std")]
+    pub(crate) fn rename_lines(&mut self, to: &[usize; LINES]) {
+        let rename = |n: u32| to.get(n as usize).map_or(n, |&m| m as u32);
+        let lines = self.lines;
+        for (n, line) in lines.into_iter().enumerate() {
+            self.lines[to[n]] = line;
+        }
+        for queue in self.snoops.iter_mut().chain(self.responses.iter_mut()) {
+            for msg in queue.iter_mut() {
+                msg.rename_line(rename);
+            }
+        }
+    }
+
+    /// Feed what the home knows of `line`, whichever agents it concerns, stored values aside, to `h`.
+    #[cfg(feature = "std")]
+    pub(crate) fn hash_line_view<H: core::hash::Hasher>(&self, line: usize, h: &mut H) {
+        use core::hash::Hash;
+        if let Some(l) = self.lines.get(line) {
+            let holders = match l.dir {
+                Directory::Invalid => 0,
+                Directory::Shared(mask) => 1 + mask.count_ones(),
+                Directory::Owned(_) => 100,
+            };
+            (holders, l.busy.map(|t| (t.kind, t.awaiting.count_ones()))).hash(h);
+            l.parked.iter().flatten().count().hash(h);
+        }
+    }
+
     /// Feed what the home knows of `agent` (directory, phases, transaction, parked request, messages
     /// waiting for it) to `h`: agents whose views differ are told apart by it.
     #[cfg(feature = "std")]

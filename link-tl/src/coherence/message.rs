@@ -288,6 +288,21 @@ impl<const B: usize> Message<B> {
         }
     }
 
+    /// The same message about line `to(line)` instead (the model checker renames lines through it).
+    #[cfg(feature = "std")]
+    pub(crate) fn rename_line(&mut self, to: impl Fn(u32) -> u32) {
+        match self {
+            Message::Request { line, .. }
+            | Message::Snoop { line, .. }
+            | Message::SnoopResponse { line, .. }
+            | Message::SnoopResponseData { line, .. }
+            | Message::Go { line, .. }
+            | Message::GoData { line, .. }
+            | Message::GoWritePull { line }
+            | Message::WriteBack { line, .. } => *line = to(*line),
+        }
+    }
+
     /// The line it is about.
     pub const fn line(&self) -> u32 {
         match *self {
