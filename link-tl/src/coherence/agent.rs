@@ -306,10 +306,7 @@ impl<const LINES: usize, const B: usize, const OPS: usize> CachingAgent<LINES, B
     #[cfg(feature = "std")]
     pub(crate) fn rename_lines(&mut self, to: &[usize; LINES]) {
         let rename = |n: u32| to.get(n as usize).map_or(n, |&m| m as u32);
-        let lines = self.lines;
-        for (n, line) in lines.into_iter().enumerate() {
-            self.lines[to[n]] = line;
-        }
+        self.lines = super::permuted(self.lines, to);
         for (line, _) in &mut self.waiting {
             *line = rename(*line);
         }

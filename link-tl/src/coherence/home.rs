@@ -269,10 +269,7 @@ impl<const LINES: usize, const AGENTS: usize, const B: usize> HomeAgent<LINES, A
                 t.requester = rename(usize::from(t.requester)) as u8;
                 t.awaiting = bits(t.awaiting);
             }
-            let parked = line.parked;
-            for (a, p) in parked.into_iter().enumerate() {
-                line.parked[rename(a)] = p;
-            }
+            line.parked = super::permuted(line.parked, to);
         }
         let (snoops, responses) = (self.snoops.clone(), self.responses.clone());
         for (a, (s, r)) in snoops.into_iter().zip(responses).enumerate() {
@@ -286,10 +283,7 @@ impl<const LINES: usize, const AGENTS: usize, const B: usize> HomeAgent<LINES, A
     #[cfg(feature = "std")]
     pub(crate) fn rename_lines(&mut self, to: &[usize; LINES]) {
         let rename = |n: u32| to.get(n as usize).map_or(n, |&m| m as u32);
-        let lines = self.lines;
-        for (n, line) in lines.into_iter().enumerate() {
-            self.lines[to[n]] = line;
-        }
+        self.lines = super::permuted(self.lines, to);
         for queue in self.snoops.iter_mut().chain(self.responses.iter_mut()) {
             for msg in queue.iter_mut() {
                 msg.rename_line(rename);

@@ -33,3 +33,16 @@ pub use agent::{AgentCounters, CachingAgent, Completion, CoreOp};
 pub use home::{Directory, HomeAgent, HomeCounters};
 pub use message::{CacheState, ForwardKind, LeftIn, Message, RequestKind, SnoopKind, SnoopResponseKind};
 pub use wire::{decode, encode, CoherencePacket, Envelope};
+
+/// `items` with item `i` moved to place `to[i]`, `to` a permutation: how the model checker renames agents
+/// and lines.
+#[cfg(feature = "std")]
+pub(crate) fn permuted<T: Copy, const N: usize>(items: [T; N], to: &[usize; N]) -> [T; N] {
+    let mut out = items;
+    for (item, &place) in items.into_iter().zip(to) {
+        if let Some(slot) = out.get_mut(place) {
+            *slot = item;
+        }
+    }
+    out
+}
