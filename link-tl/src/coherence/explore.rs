@@ -14,8 +14,17 @@
 //! still in flight: it overtakes at most `k` of them. Of the messages one step sends, responses count as
 //! sent before requests and snoops, as the engines send them (a home finishes a transaction with its GO,
 //! then starts the next with snoops). `k = 0` is a network that delivers in send order; `k = 1` already
-//! lets a snoop pass the GO it follows, the race the phase bit exists for. The order is part of the state, so a bound makes more states than
-//! no bound, not fewer: it is a model of a network with limited reordering, not a shortcut.
+//! lets a snoop pass the GO it follows, the race the phase bit exists for. The order is part of the
+//! state, so a bound makes more states than no bound, not fewer: it models a network with limited
+//! reordering; it is not a shortcut.
+//!
+//! States are recognised by a 128-bit fingerprint of a representative: by default the lines, then the
+//! agents, are renumbered in the order of what they hold (ties keep their order), and the stored values
+//! renamed in order of first appearance ([`Config::line_symmetry`], [`Config::agent_symmetry`],
+//! [`Config::value_symmetry`]). The engines never name a line or an agent in a decision and never look at
+//! the values they move, so a state and its representative have equivalent futures, and a violation
+//! reachable from one is reachable, renamed, from the other. Any representative in the same orbit is
+//! sound; a better one only saves more states.
 //!
 //! Checked on every state:
 //! - single writer, multiple readers: per line, at most one agent has write permission (E or M), and
