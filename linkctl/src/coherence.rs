@@ -61,7 +61,7 @@ pub struct CoherenceArgs {
     #[arg(long)]
     pub no_line_symmetry: bool,
     /// Exploration: stop after this many states (the report then says the search was not complete;
-    /// a large search takes about 110 bytes per state)
+    /// a large search takes 110 to 140 bytes per state)
     #[arg(long, default_value_t = 2_000_000)]
     pub max_states: u64,
     /// Print one JSON object instead of text
