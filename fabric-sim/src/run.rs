@@ -206,6 +206,12 @@ pub fn sizes(min: u64, max: u64) -> Vec<u64> {
     v
 }
 
+/// A buffered file for a trace or waveforms, or the error naming it.
+fn create_output(path: &std::path::Path) -> Result<Box<dyn std::io::Write>, String> {
+    let file = std::fs::File::create(path).map_err(|e| format!("cannot create {}: {e}", path.display()))?;
+    Ok(Box::new(std::io::BufWriter::new(file)))
+}
+
 /// A ring order for the GPUs: a cycle over direct GPU-to-GPU links when there is one (as NCCL builds its
 /// rings on NVLink meshes), else the GPUs in order (through switches every order is as good).
 pub fn ring_order(net: &Net) -> Vec<usize> {
@@ -375,17 +381,13 @@ fn run_with(
         net.schedule_faults(&faults)?;
     }
     if let Some((path, limit)) = &sweep.pcap {
-        let file =
-            std::fs::File::create(path).map_err(|e| format!("cannot create {}: {e}", path.display()))?;
-        let out: Box<dyn std::io::Write> = Box::new(std::io::BufWriter::new(file));
+        let out = create_output(path)?;
         let tracer = crate::trace::Tracer::new(out, net.directions(), *limit)
             .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
         net.set_trace(tracer);
     }
     if let Some((path, limit)) = &sweep.vcd {
-        let file =
-            std::fs::File::create(path).map_err(|e| format!("cannot create {}: {e}", path.display()))?;
-        let out: Box<dyn std::io::Write> = Box::new(std::io::BufWriter::new(file));
+        let out = create_output(path)?;
         let waves = crate::vcd::Waves::new(out, &net.direction_names(&topology), *limit)
             .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
         net.set_waves(waves);
