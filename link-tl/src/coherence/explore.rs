@@ -40,7 +40,7 @@
 //! The engines refusing any message (a protocol error) is a violation too.
 
 use std::boxed::Box;
-use std::collections::{HashSet, VecDeque};
+use std::collections::VecDeque;
 use std::format;
 use std::hash::{Hash, Hasher};
 use std::string::String;
@@ -53,6 +53,10 @@ use super::agent::{CachingAgent, CoreOp};
 use super::home::{Directory, HomeAgent};
 use super::message::{CacheState, Message};
 use super::permuted;
+
+mod fingerprint;
+
+use fingerprint::{fingerprint, FingerprintSet, Fingerprinter};
 
 /// Core operations an agent of the model may have in progress at once.
 pub const MAX_OUTSTANDING: usize = 2;
@@ -256,11 +260,11 @@ impl<const A: usize, const L: usize> World<A, L> {
     /// them, whichever agent holds it and values aside (ties keep their order).
     fn with_lines_sorted(&self) -> Self {
         let view = |n: usize| {
-            let mut home = std::hash::DefaultHasher::new();
+            let mut home = Fingerprinter::default();
             self.home.hash_line_view(n, &mut home);
             // Summed, so that the numbering of the agents does not matter.
             let agents = self.agents.iter().fold(0u64, |sum, agent| {
-                let mut h = std::hash::DefaultHasher::new();
+                let mut h = Fingerprinter::default();
                 agent.hash_line_view(n, &mut h);
                 sum.wrapping_add(h.finish())
             });
@@ -292,7 +296,7 @@ impl<const A: usize, const L: usize> World<A, L> {
         let mut blind = self.clone();
         blind.visit_values(&mut |v| *v = 0);
         let view = |a: usize| {
-            let mut h = std::hash::DefaultHasher::new();
+            let mut h = Fingerprinter::default();
             blind.agents[a].hash(&mut h);
             blind.home.hash_agent_view(a, &mut h);
             for bits in &self.window[a] {
@@ -622,23 +626,12 @@ fn delivery(channel: u8) -> Step {
     }
 }
 
-type Fingerprint = u128;
-
-fn fingerprint<T: Hash>(value: &T) -> Fingerprint {
-    let mut lo = std::hash::DefaultHasher::new();
-    value.hash(&mut lo);
-    let mut hi = std::hash::DefaultHasher::new();
-    0x5eed_u16.hash(&mut hi);
-    value.hash(&mut hi);
-    u128::from(hi.finish()) << 64 | u128::from(lo.finish())
-}
-
 /// Deliver messages in a fixed order without new operations until the system is quiescent; states
 /// already known to drain end the walk early.
 fn drains<const A: usize, const L: usize>(
     world: &World<A, L>,
     tracked: bool,
-    draining: &mut HashSet<Fingerprint>,
+    draining: &mut FingerprintSet,
 ) -> Result<(), Failure> {
     let mut w = world.clone();
     let mut path = Vec::new();
@@ -746,8 +739,8 @@ pub fn explore_observed<const A: usize, const L: usize>(
     // State number -> (parent, step that reached it): the way to every state, for counterexamples and
     // to rebuild the states the frontier does not hold.
     let mut parents: Vec<(u32, Option<Step>)> = Vec::new();
-    let mut seen: HashSet<Fingerprint> = HashSet::new();
-    let mut draining: HashSet<Fingerprint> = HashSet::new();
+    let mut seen = FingerprintSet::default();
+    let mut draining = FingerprintSet::default();
     let mut frontier: VecDeque<(u32, u32, Option<Box<World<A, L>>>)> = VecDeque::new();
     let key = |world: &World<A, L>| {
         // Each renaming yields a state equivalent to the one before; the last is fingerprinted.
