@@ -109,6 +109,17 @@ struct Line<const B: usize> {
     deferred: Option<SnoopKind>,
 }
 
+impl<const B: usize> Line<B> {
+    /// Enter `state`. An Invalid line forgets its data: nothing reads it (a fill or a store replaces it
+    /// before the line is valid again), and a stale copy would only make states that differ in junk.
+    fn set_state(&mut self, state: CacheState) {
+        self.state = state;
+        if state == CacheState::Invalid {
+            self.data = [0; B];
+        }
+    }
+}
+
 /// Bugs the model checker's own tests plant, to show that it catches them.
 #[cfg(test)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -455,7 +466,7 @@ impl<const LINES: usize, const B: usize, const OPS: usize> CachingAgent<LINES, B
             ),
         };
         let invalidated = line.state.is_valid() && next == Invalid;
-        line.state = next;
+        line.set_state(next);
         self.counters.snoops += 1;
         if invalidated {
             self.counters.invalidations += 1;
@@ -518,8 +529,8 @@ impl<const LINES: usize, const B: usize, const OPS: usize> CachingAgent<LINES, B
             _ => return Err(unexpected(&msg)),
         };
         let dirty = line.data;
-        line.state = state;
         line.data = data;
+        line.set_state(state);
         line.phase = !line.phase;
         line.pending = None;
         let deferred = line.deferred.take();

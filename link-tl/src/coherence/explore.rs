@@ -930,7 +930,7 @@ mod tests {
                 ..Config::default()
             });
             assert!(r.complete && r.violation.is_none(), "reorder {k}: {r:?}");
-            assert!(r.states > 10_000, "reorder {k}: {r:?}");
+            assert!(r.states > 5_000, "reorder {k}: {r:?}");
         }
     }
 
@@ -971,8 +971,9 @@ mod tests {
 
     #[test]
     fn renaming_values_counts_each_state_once_per_naming() {
-        // Two values can be named two ways, three values six.
-        for (values, factor) in [(2u8, 1.9), (3, 5.0)] {
+        // Two values can be named two ways, three values up to six (fewer for the many states that hold
+        // only one or two of them).
+        for (values, factor) in [(2u8, 1.9), (3, 4.5)] {
             let with = Config {
                 values,
                 ..Config::default()
