@@ -60,6 +60,10 @@ pub struct CoherenceArgs {
     /// they are one state: agents and home treat lines alike)
     #[arg(long)]
     pub no_line_symmetry: bool,
+    /// Exploration: count states that differ only in the parities of the GOs an agent received for a
+    /// line separately (by default they are one state: the engines only compare phases)
+    #[arg(long)]
+    pub no_phase_symmetry: bool,
     /// Exploration: stop after this many states (the report then says the search was not complete;
     /// a large search takes 110 to 140 bytes per state)
     #[arg(long, default_value_t = 2_000_000)]
@@ -190,6 +194,7 @@ fn run_explore(args: &CoherenceArgs) -> anyhow::Result<ExitCode> {
         value_symmetry: !args.no_value_symmetry,
         agent_symmetry: !args.no_agent_symmetry,
         line_symmetry: !args.no_line_symmetry,
+        phase_symmetry: !args.no_phase_symmetry,
     };
     let show_progress = std::io::stderr().is_terminal() && !args.json;
     let mut progress = |r: &Report| {
@@ -231,6 +236,7 @@ fn run_explore(args: &CoherenceArgs) -> anyhow::Result<ExitCode> {
         "value_symmetry": !args.no_value_symmetry,
         "agent_symmetry": !args.no_agent_symmetry,
         "line_symmetry": !args.no_line_symmetry,
+        "phase_symmetry": !args.no_phase_symmetry,
         "states": r.states,
         "transitions": r.transitions,
         "depth": r.depth,

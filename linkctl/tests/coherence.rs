@@ -60,10 +60,12 @@ fn the_reordering_bound_is_reported() {
         "--no-value-symmetry",
         "--no-agent-symmetry",
         "--no-line-symmetry",
+        "--no-phase-symmetry",
     ]);
     assert_eq!(named["value_symmetry"], false);
     assert_eq!(named["agent_symmetry"], false);
     assert_eq!(named["line_symmetry"], false);
+    assert_eq!(named["phase_symmetry"], false);
     assert_eq!(named["complete"], true);
     let renamed = json(&["--explore", "--agents", "2", "--lines", "1"]);
     assert!(

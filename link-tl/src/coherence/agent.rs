@@ -338,6 +338,21 @@ impl<const LINES: usize, const B: usize, const OPS: usize> CachingAgent<LINES, B
         }
     }
 
+    /// The parity of the GOs received for `line`.
+    #[cfg(feature = "std")]
+    pub(crate) fn phase(&self, line: usize) -> bool {
+        self.lines.get(line).is_some_and(|l| l.phase)
+    }
+
+    /// Flip the parity of the GOs received for `line` (the model checker's phase symmetry, with
+    /// [`HomeAgent::flip_phase`](super::HomeAgent) at the other end).
+    #[cfg(feature = "std")]
+    pub(crate) fn flip_phase(&mut self, line: usize) {
+        if let Some(l) = self.lines.get_mut(line) {
+            l.phase = !l.phase;
+        }
+    }
+
     /// How many messages wait to go to the home on `vc`.
     pub fn transmit_len(&self, vc: Vc) -> usize {
         match vc {

@@ -278,6 +278,23 @@ impl<const LINES: usize, const AGENTS: usize, const B: usize> HomeAgent<LINES, A
         }
     }
 
+    /// Flip the parity of the GOs sent to `agent` for `line`, and the phase of that line's snoops on their
+    /// way to `agent` (the model checker's phase symmetry: the engines only compare phases with each
+    /// other, so flipping both ends of one agent's and line's maps every run to an equivalent one).
+    #[cfg(feature = "std")]
+    pub(crate) fn flip_phase(&mut self, agent: usize, line: usize) {
+        if let Some(l) = self.lines.get_mut(line) {
+            l.phase ^= 1 << agent;
+        }
+        for msg in self.snoops.get_mut(agent).into_iter().flatten() {
+            if let Message::Snoop { line: n, phase, .. } = msg {
+                if *n as usize == line {
+                    *phase = !*phase;
+                }
+            }
+        }
+    }
+
     /// Rename line `n` to `to[n]` everywhere (a permutation; the model checker's line symmetry: the home
     /// treats lines alike).
     #[cfg(feature = "std")]
