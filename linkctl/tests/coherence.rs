@@ -31,7 +31,7 @@ fn the_exploration_of_two_agents_is_complete_and_clean() {
     let v = json(&["--explore", "--agents", "2", "--lines", "1"]);
     assert_eq!(v["complete"], true);
     assert_eq!(v["violations"], 0);
-    assert!(v["states"].as_u64().unwrap() > 10_000);
+    assert!(v["states"].as_u64().unwrap() > 2_000);
     let bounded = json(&[
         "--explore",
         "--agents",
