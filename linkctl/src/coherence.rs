@@ -65,8 +65,9 @@ pub struct CoherenceArgs {
     #[arg(long)]
     pub no_phase_symmetry: bool,
     /// Exploration: stop after this many states (the report then says the search was not complete;
-    /// a large search takes 110 to 140 bytes per state)
-    #[arg(long, default_value_t = 2_000_000)]
+    /// a large search takes 110 to 160 bytes per state: the default bounds it near 7 GB, and is enough
+    /// for every search of up to 3 agents and 2 lines with 2 values)
+    #[arg(long, default_value_t = 40_000_000)]
     pub max_states: u64,
     /// Print one JSON object instead of text
     #[arg(long)]

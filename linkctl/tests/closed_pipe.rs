@@ -6,7 +6,17 @@ use std::process::{Command, Stdio};
 #[test]
 fn a_closed_stdout_is_not_a_panic() {
     let mut child = Command::new(env!("CARGO_BIN_EXE_linkctl"))
-        .args(["coherence", "--explore", "--agents", "2", "--lines", "1"])
+        .args([
+            "coherence",
+            "--explore",
+            "--agents",
+            "2",
+            "--lines",
+            "1",
+            "--no-agent-symmetry",
+            "--no-value-symmetry",
+            "--no-phase-symmetry",
+        ])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
