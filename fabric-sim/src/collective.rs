@@ -191,6 +191,9 @@ pub struct Ring {
     extension: bool,
     /// How the buffer is cut into packets.
     packets: Packets,
+    /// The packets this ring moves, `[first, end)` (all of them unless it is one of several rings).
+    first: u64,
+    end: u64,
     /// Ring order: position -> GPU, and GPU -> position.
     order: Vec<usize>,
     position: Vec<usize>,
@@ -217,10 +220,28 @@ impl Ring {
         extension: bool,
         seed: u64,
     ) -> Ring {
+        Ring::part(kind, bytes, order, ports_to_next, extension, seed, 0, 1)
+    }
+
+    /// Ring `part` of `parts` that share a collective of `bytes`: it moves the `part`-th of the
+    /// buffer's packets (one range, the shares differing by at most a packet).
+    #[allow(clippy::too_many_arguments)]
+    pub fn part(
+        kind: Kind,
+        bytes: u64,
+        order: Vec<usize>,
+        ports_to_next: Vec<Vec<bool>>,
+        extension: bool,
+        seed: u64,
+        part: u64,
+        parts: u64,
+    ) -> Ring {
         let n = order.len();
         let elements = (bytes / 4).max(1);
         let split = Packets::of(elements);
-        let packets = split.count;
+        let parts = parts.max(1);
+        let (first, end) = (split.count * part / parts, split.count * (part + 1) / parts);
+        let packets = end - first;
         let mut position = vec![0; n];
         for (p, &g) in order.iter().enumerate() {
             position[g] = p;
@@ -231,6 +252,8 @@ impl Ring {
             seed,
             extension,
             packets: split,
+            first,
+            end,
             order,
             position,
             own_next: vec![0; n],
@@ -242,19 +265,19 @@ impl Ring {
             check: Check::default(),
         };
         for pos in 0..n {
-            let (start, end) = match kind {
+            let (own_start, own_end) = match kind {
                 // Reduce-scatter starts with the position's own chunk, all-gather with its own input,
                 // broadcast with everything at the root.
                 Kind::AllReduce | Kind::ReduceScatter | Kind::AllGather => ring.chunk(pos),
-                Kind::Broadcast if pos == 0 => (0, packets),
+                Kind::Broadcast if pos == 0 => (first, end),
                 // Not a ring collective: nothing moves and the ring never finishes (never a vacuous pass).
                 Kind::Broadcast | Kind::AllToAll => (0, 0),
             };
-            ring.own_next[pos] = start;
-            ring.own_end[pos] = end;
+            ring.own_next[pos] = own_start;
+            ring.own_end[pos] = own_end;
             ring.finals_needed[pos] = match kind {
                 Kind::AllReduce => packets,
-                Kind::AllGather => packets - (end - start),
+                Kind::AllGather => packets - (own_end - own_start),
                 Kind::ReduceScatter => {
                     let (s, e) = ring.chunk((pos + 1) % n);
                     e - s
@@ -271,19 +294,26 @@ impl Ring {
         self.check
     }
 
-    /// Packets `[start, end)` of chunk `c` (positions own chunks; the last may be shorter).
+    /// Packets `[start, end)` of chunk `c` of the ring's range (positions own chunks).
     fn chunk(&self, c: usize) -> (u64, u64) {
         let n = self.n as u64;
+        let len = self.end - self.first;
         (
-            self.packets.count * c as u64 / n,
-            self.packets.count * (c as u64 + 1) / n,
+            self.first + len * c as u64 / n,
+            self.first + len * (c as u64 + 1) / n,
         )
+    }
+
+    /// Whether `packet` is one this ring moves.
+    fn moves(&self, packet: u64) -> bool {
+        (self.first..self.end).contains(&packet)
     }
 
     fn chunk_of(&self, packet: u64) -> usize {
         let n = self.n as u64;
-        // Inverse of `chunk`: the largest c with packets * c / n <= packet.
-        let mut c = ((packet * n + n - 1) / self.packets.count.max(1)).min(n - 1) as usize;
+        let len = self.end - self.first;
+        // Inverse of `chunk`: the largest c with first + len * c / n <= packet.
+        let mut c = (((packet - self.first) * n + n - 1) / len.max(1)).min(n - 1) as usize;
         while self.chunk(c).0 > packet {
             c -= 1;
         }
@@ -398,7 +428,14 @@ impl App for Ring {
     fn next(&mut self, _now: Instant, gpu: usize, offer: &Offer) -> Option<Outgoing> {
         let pos = self.position[gpu];
         let next = self.order[(pos + 1) % self.n] as u16;
-        if !self.ports_to_next[gpu].get(offer.port).copied().unwrap_or(false) || !offer.reaches(next) {
+        if !offer.reaches(next) {
+            return None;
+        }
+        let ports = &self.ports_to_next[gpu];
+        // After a failure the ring's own ports may no longer lead to the next GPU: it then goes
+        // wherever the recomputed routes go.
+        let stranded = || !(0..ports.len()).any(|p| ports[p] && offer.routes_through(next, p));
+        if !ports.get(offer.port).copied().unwrap_or(false) && !stranded() {
             return None;
         }
         let flits = |o: &Outgoing| o.payload.len();
@@ -430,7 +467,7 @@ impl App for Ring {
         let n = self.n;
         let packet = u64::from(wire::offset(p.tl));
         let seed = self.seed;
-        if packet >= self.packets.count {
+        if !self.moves(packet) {
             self.check.wrong += 1;
             return false;
         }
@@ -486,6 +523,112 @@ impl App for Ring {
 
     fn done(&self) -> bool {
         self.check.wrong > 0 || (0..self.n).all(|p| self.finals[p] >= self.finals_needed[p])
+    }
+}
+
+/// Several rings over the same GPUs, each moving its share of the buffer over its own order, as NCCL
+/// runs one ring per channel: on a direct mesh the rings take the links in both directions and every
+/// link a ring can use, where one ring would leave most of them idle.
+#[derive(Debug)]
+pub struct Rings {
+    rings: Vec<Ring>,
+    /// Per GPU and port, the rings that send out of it.
+    users: Vec<Vec<Vec<usize>>>,
+    /// Per GPU, the ring asked first for its next packet (turns rotate, so that rings sharing a port
+    /// share it fairly).
+    turn: Vec<usize>,
+    /// Packets that belong to no ring.
+    stray: u64,
+}
+
+impl Rings {
+    /// The collective of `bytes` split evenly over rings with these `(order, ports_to_next)` (see
+    /// [`Ring::new`]).
+    pub fn new(
+        kind: Kind,
+        bytes: u64,
+        rings: Vec<(Vec<usize>, Vec<Vec<bool>>)>,
+        extension: bool,
+        seed: u64,
+    ) -> Rings {
+        let parts = rings.len() as u64;
+        let gpus = rings.first().map_or(0, |(order, _)| order.len());
+        let users = (0..gpus)
+            .map(|g| {
+                let ports = rings.iter().map(|(_, p)| p[g].len()).max().unwrap_or(0);
+                (0..ports)
+                    .map(|port| {
+                        (0..rings.len())
+                            .filter(|&r| rings[r].1[g].get(port).copied().unwrap_or(false))
+                            .collect()
+                    })
+                    .collect()
+            })
+            .collect();
+        let rings = rings
+            .into_iter()
+            .enumerate()
+            .map(|(k, (order, ports))| {
+                Ring::part(kind, bytes, order, ports, extension, seed, k as u64, parts)
+            })
+            .collect();
+        Rings {
+            rings,
+            users,
+            turn: vec![0; gpus],
+            stray: 0,
+        }
+    }
+
+    /// The verdict so far, over every ring.
+    pub fn check(&self) -> Check {
+        self.rings.iter().fold(
+            Check {
+                wrong: self.stray,
+                ..Check::default()
+            },
+            |sum, r| Check {
+                packets_verified: sum.packets_verified + r.check.packets_verified,
+                wrong: sum.wrong + r.check.wrong,
+                packets_sent: sum.packets_sent + r.check.packets_sent,
+            },
+        )
+    }
+}
+
+impl App for Rings {
+    fn next(&mut self, now: Instant, gpu: usize, offer: &Offer) -> Option<Outgoing> {
+        let users = self.users.get(gpu)?.get(offer.port)?;
+        let start = self.turn.get(gpu).copied().unwrap_or(0);
+        for k in 0..users.len() {
+            let r = users[(start + k) % users.len()];
+            if let Some(out) = self.rings[r].next(now, gpu, offer) {
+                if let Some(turn) = self.turn.get_mut(gpu) {
+                    *turn = start.wrapping_add(k + 1);
+                }
+                return Some(out);
+            }
+        }
+        // A ring whose own ports a failure cut off sends wherever the routes now go.
+        let others = (0..self.rings.len()).filter(|r| !users.contains(r));
+        others
+            .into_iter()
+            .find_map(|r| self.rings[r].next(now, gpu, offer))
+    }
+
+    fn receive(&mut self, now: Instant, gpu: usize, port: usize, p: Received) -> bool {
+        let packet = u64::from(wire::offset(p.tl));
+        match self.rings.iter_mut().find(|r| r.moves(packet)) {
+            Some(ring) => ring.receive(now, gpu, port, p),
+            None => {
+                self.stray += 1;
+                false
+            }
+        }
+    }
+
+    fn done(&self) -> bool {
+        self.stray > 0 || self.rings.iter().all(Ring::done)
     }
 }
 

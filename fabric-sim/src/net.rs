@@ -83,9 +83,15 @@ impl Offer<'_> {
     /// Whether the fabric's routes (as they are now, after any failure) send packets for GPU `dest` out
     /// of this port.
     pub fn reaches(&self, dest: u16) -> bool {
+        self.routes_through(dest, self.port)
+    }
+
+    /// Whether the fabric's routes (as they are now) send packets for GPU `dest` out of this GPU's port
+    /// `port`.
+    pub fn routes_through(&self, dest: u16, port: usize) -> bool {
         self.routes
             .get(usize::from(dest))
-            .is_some_and(|r| r.contains(self.port))
+            .is_some_and(|r| r.contains(port))
     }
 }
 

@@ -6,7 +6,7 @@ use std::time::Instant as WallClock;
 use link_dl::DlConfig;
 use link_phy::time::Instant;
 
-use crate::collective::{AllToAll, Check, Kind, Ring, SwitchReduce, Tree, OP_PARTIAL, OP_RESULT};
+use crate::collective::{AllToAll, Check, Kind, Rings, SwitchReduce, Tree, OP_PARTIAL, OP_RESULT};
 use crate::net::{App, FailoverStats, Fault, Net};
 use crate::topology::{LinkFormat, NodeKind, Topology};
 
@@ -269,6 +269,122 @@ pub fn ring_order(net: &Net) -> Vec<usize> {
     (0..n).collect()
 }
 
+/// The rings a ring collective runs on. On a direct mesh of 3 to 16 GPUs: as many cycles over the
+/// direct links as the links allow with each link taken by one cycle (a pair joined by two links can
+/// carry two), each run in both directions, as NCCL builds one ring per channel over NVLink; the rings
+/// then use every link, both ways. Elsewhere (or when the links form no cycle): the one ring of
+/// [`ring_order`] (through switches one ring already loads every link of every GPU).
+pub fn ring_orders(net: &Net) -> Vec<Vec<usize>> {
+    let f = net.fabric();
+    let n = f.gpus.len();
+    if !(3..=16).contains(&n) {
+        return vec![ring_order(net)];
+    }
+    // Links between GPU pairs, counting only the fastest kind of direct link.
+    let direct: Vec<(usize, usize, usize, f64)> = (0..n)
+        .flat_map(|a| (0..n).map(move |b| (a, b)))
+        .flat_map(|(a, b)| {
+            (0..f.port_count(f.gpus[a]))
+                .filter(move |&p| f.peer(f.gpus[a], p).0 == f.gpus[b])
+                .map(move |p| {
+                    let t = f.trunk_at(f.gpus[a], p);
+                    (a, b, t.links, t.gbps / t.links.max(1) as f64)
+                })
+        })
+        .collect();
+    let fastest = direct.iter().map(|d| d.3).fold(0.0, f64::max);
+    let mut units = vec![vec![0u32; n]; n];
+    for &(a, b, links, rate) in &direct {
+        if rate >= fastest {
+            units[a][b] += links as u32;
+        }
+    }
+    let cycles = disjoint_cycles(&mut units);
+    if cycles.is_empty() {
+        return vec![ring_order(net)];
+    }
+    cycles
+        .into_iter()
+        .flat_map(|forward| {
+            let mut backward = forward.clone();
+            backward[1..].reverse();
+            [forward, backward]
+        })
+        .collect()
+}
+
+/// The largest set of Hamiltonian cycles (a cycle may repeat) that together use no pair of GPUs more
+/// often than `units[a][b]` links join them, by a bounded exhaustive search.
+fn disjoint_cycles(units: &mut [Vec<u32>]) -> Vec<Vec<usize>> {
+    let n = units.len();
+    // Every Hamiltonian cycle from GPU 0, each once (second GPU below the last).
+    fn cycles_from(path: &mut Vec<usize>, units: &[Vec<u32>], out: &mut Vec<Vec<usize>>, cap: usize) {
+        let n = units.len();
+        if out.len() >= cap {
+            return;
+        }
+        let last = path[path.len() - 1];
+        if path.len() == n {
+            if units[last][0] > 0 && path[1] < path[n - 1] {
+                out.push(path.clone());
+            }
+            return;
+        }
+        for next in 1..n {
+            if units[last][next] > 0 && !path.contains(&next) {
+                path.push(next);
+                cycles_from(path, units, out, cap);
+                path.pop();
+            }
+        }
+    }
+    fn hops(cycle: &[usize]) -> impl Iterator<Item = (usize, usize)> + '_ {
+        (0..cycle.len()).map(|i| (cycle[i], cycle[(i + 1) % cycle.len()]))
+    }
+    fn search(
+        units: &mut [Vec<u32>],
+        cycles: &[Vec<usize>],
+        from: usize,
+        chosen: &mut Vec<usize>,
+        best: &mut Vec<usize>,
+        bound: usize,
+        budget: &mut u32,
+    ) {
+        if chosen.len() > best.len() {
+            *best = chosen.clone();
+        }
+        if best.len() >= bound || *budget == 0 {
+            return;
+        }
+        *budget -= 1;
+        for (i, cycle) in cycles.iter().enumerate().skip(from) {
+            if hops(cycle).all(|(a, b)| units[a][b] > 0) {
+                hops(cycle).for_each(|(a, b)| {
+                    units[a][b] -= 1;
+                    units[b][a] -= 1;
+                });
+                chosen.push(i);
+                search(units, cycles, i, chosen, best, bound, budget);
+                chosen.pop();
+                hops(cycle).for_each(|(a, b)| {
+                    units[a][b] += 1;
+                    units[b][a] += 1;
+                });
+            }
+        }
+    }
+    let mut cycles = Vec::new();
+    cycles_from(&mut vec![0], units, &mut cycles, 20_000);
+    // Each cycle takes two links at every GPU.
+    let bound = (0..n)
+        .map(|a| units[a].iter().sum::<u32>() as usize / 2)
+        .min()
+        .unwrap_or(0);
+    let (mut chosen, mut best) = (Vec::new(), Vec::new());
+    search(units, &cycles, 0, &mut chosen, &mut best, bound, &mut 100_000);
+    best.into_iter().map(|i| cycles[i].clone()).collect()
+}
+
 /// Run the sweep. `progress(done, total)` is called after each size.
 pub fn run(sweep: &Sweep, progress: &mut dyn FnMut(usize, usize)) -> Result<Report, String> {
     run_with(sweep, progress, None)
@@ -392,34 +508,35 @@ fn run_with(
             .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
         net.set_waves(waves);
     }
-    let order = ring_order(&net);
+    let orders = ring_orders(&net);
     let sizes = sizes(sweep.min, sweep.max);
     let started = WallClock::now();
     let mut rows = Vec::new();
     for (k, &bytes) in sizes.iter().enumerate() {
         let f = net.fabric();
-        let position: Vec<usize> = {
-            let mut p = vec![0; gpus];
-            for (i, &g) in order.iter().enumerate() {
-                p[g] = i;
-            }
-            p
-        };
-        let next_of = |g: usize| order[(position[g] + 1) % gpus];
         let mut app: Box<dyn Collective> = match sweep.algo {
             Algo::Ring => {
-                let ports = (0..gpus)
-                    .map(|g| {
-                        (0..f.port_count(f.gpus[g]))
-                            .map(|p| f.routes[f.gpus[g]][next_of(g)].contains(p))
-                            .collect()
+                let rings = orders
+                    .iter()
+                    .map(|order| {
+                        let mut next = vec![0; gpus];
+                        for (i, &g) in order.iter().enumerate() {
+                            next[g] = order[(i + 1) % gpus];
+                        }
+                        let ports = (0..gpus)
+                            .map(|g| {
+                                (0..f.port_count(f.gpus[g]))
+                                    .map(|p| f.routes[f.gpus[g]][next[g]].contains(p))
+                                    .collect()
+                            })
+                            .collect();
+                        (order.clone(), ports)
                     })
                     .collect();
-                Box::new(Ring::new(
+                Box::new(Rings::new(
                     sweep.kind,
                     bytes,
-                    order.clone(),
-                    ports,
+                    rings,
                     extension,
                     sweep.seed ^ bytes,
                 ))
@@ -505,12 +622,12 @@ trait Collective {
     fn check(&self) -> Check;
 }
 
-impl Collective for Ring {
+impl Collective for Rings {
     fn as_app(&mut self) -> &mut dyn App {
         self
     }
     fn check(&self) -> Check {
-        Ring::check(self)
+        Rings::check(self)
     }
 }
 

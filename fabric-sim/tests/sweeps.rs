@@ -2,6 +2,7 @@
 //! switch ports failing in the middle of a collective.
 
 use fabric_sim::collective::Kind;
+use fabric_sim::net::Net;
 use fabric_sim::run::{run, Algo, FaultSpec, Report, Sweep};
 use fabric_sim::topology::Topology;
 use link_phy::time::Duration;
@@ -152,6 +153,66 @@ fn the_dgx1_ring_takes_the_doubled_nvlinks() {
             .sum();
         assert_eq!(links, 2, "ring hop gpu{a} -> gpu{b}: {order:?}");
     }
+}
+
+#[test]
+fn on_direct_meshes_the_rings_take_every_link_both_ways_once() {
+    // DGX-1's cube-mesh (6 NVLinks per GPU) splits into three link-disjoint cycles over all 8 GPUs, mesh4
+    // (two links per pair) into the three cycles of 4 GPUs, each used twice; each cycle runs both ways.
+    for (topology, rings) in [("dgx1-hcm", 6), ("mesh4", 6)] {
+        let net = Net::new(
+            &Topology::builtin(topology).unwrap(),
+            &[],
+            link_dl::DlConfig::default(),
+            1,
+        )
+        .unwrap();
+        let f = net.fabric();
+        let orders = fabric_sim::run::ring_orders(&net);
+        assert_eq!(orders.len(), rings, "{topology}: {orders:?}");
+        let n = f.gpus.len();
+        let mut hops = vec![vec![0usize; n]; n];
+        for order in &orders {
+            let mut sorted = order.clone();
+            sorted.sort_unstable();
+            assert_eq!(
+                sorted,
+                (0..n).collect::<Vec<_>>(),
+                "{topology}: every GPU once: {order:?}"
+            );
+            for (i, &a) in order.iter().enumerate() {
+                hops[a][order[(i + 1) % n]] += 1;
+            }
+        }
+        for a in 0..n {
+            for b in 0..n {
+                let links: usize = (0..f.port_count(f.gpus[a]))
+                    .filter(|&p| f.peer(f.gpus[a], p).0 == f.gpus[b])
+                    .map(|p| f.trunk_at(f.gpus[a], p).links)
+                    .sum();
+                assert_eq!(hops[a][b], links, "{topology}: gpu{a} -> gpu{b}");
+            }
+        }
+    }
+}
+
+#[test]
+fn several_rings_reach_the_links_bound_on_dgx1() {
+    // Six rings over 6 NVLinks x 25 GB/s per GPU at NVLink's 80% framing: at most 120 GB/s of bus
+    // bandwidth (one ring on the doubled links: 40).
+    let size = 2 << 20;
+    let report = run_ok(&sweep("dgx1-hcm", Kind::AllReduce, Algo::Ring, size, size));
+    let busbw = report.rows[0].busbw;
+    assert!((90.0..=120.0).contains(&busbw), "{busbw:.1} GB/s");
+}
+
+#[test]
+fn a_ring_cut_off_its_link_goes_the_way_the_routes_now_go() {
+    // gpu0-gpu3 carries two of DGX-1's rings; when it fails those rings' packets go over PCIe.
+    let mut s = sweep("dgx1-hcm", Kind::AllReduce, Algo::Ring, 256 * 1024, 256 * 1024);
+    s.faults = vec![link("gpu0", "gpu3", 2_000)];
+    let report = run_ok(&s);
+    assert_eq!(report.failover.links_failed, 1);
 }
 
 #[test]
