@@ -84,7 +84,7 @@ impl Packet {
     }
 
     /// Parse this packet.
-    #[inline]
+    #[inline(always)]
     pub fn parse(&self) -> Result<Tlp<'_>, TlError> {
         Tlp::parse(self.vc, self.tl, self.payload())
     }
@@ -315,7 +315,7 @@ impl<'a> Completion<'a> {
 impl<'a> Tlp<'a> {
     /// Parse a packet received on `vc` with header `tl` and `payload` after the header flit. Every
     /// malformed input is a typed error; nothing here panics or reads out of bounds.
-    #[inline]
+    #[inline(always)]
     pub fn parse(vc: Vc, tl: u64, payload: &'a [Flit]) -> Result<Tlp<'a>, TlError> {
         // Completions are the requester's hot path: straight to their parser.
         if vc == Vc::Response && crate::header::opcode_bits(tl) == Opcode::Completion.bits() {
@@ -324,6 +324,7 @@ impl<'a> Tlp<'a> {
         Self::parse_other(vc, tl, payload)
     }
 
+    #[inline(never)]
     fn parse_other(vc: Vc, tl: u64, payload: &'a [Flit]) -> Result<Tlp<'a>, TlError> {
         let header = Header::parse(tl)?;
         let opcode = header.opcode();
