@@ -381,7 +381,7 @@ fn disjoint_cycles(units: &mut [Vec<u32>]) -> Vec<Vec<usize>> {
         .min()
         .unwrap_or(0);
     let (mut chosen, mut best) = (Vec::new(), Vec::new());
-    search(units, &cycles, 0, &mut chosen, &mut best, bound, &mut 100_000);
+    search(units, &cycles, 0, &mut chosen, &mut best, bound, &mut 20_000);
     best.into_iter().map(|i| cycles[i].clone()).collect()
 }
 
