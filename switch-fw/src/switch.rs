@@ -308,7 +308,7 @@ impl<const PORTS: usize, const SLOTS: usize, const REDUCE: usize> Switch<PORTS, 
         let mut matches: Vec<Match, PORTS> = Vec::new();
         self.arbiter
             .arbitrate(&self.requests, free, self.iterations, &mut matches);
-        for m in matches {
+        for &m in matches.iter() {
             let cycle = self.cycle;
             let Some(d) = self.queues.pop(m.input, m.vc, m.output) else {
                 continue;
