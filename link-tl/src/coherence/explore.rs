@@ -15,8 +15,8 @@
 //! sent before requests and snoops, as the engines send them (a home finishes a transaction with its GO,
 //! then starts the next with snoops). `k = 0` is a network that delivers in send order; `k = 1` already
 //! lets a snoop pass the GO it follows, the race the phase bit exists for. The order is part of the
-//! state, so a bound makes more states than no bound, not fewer: it models a network with limited
-//! reordering; it is not a shortcut.
+//! state, so a bound can make more states than no bound (send order makes fewer, one overtaking already
+//! more): it models a network with limited reordering; it is not a shortcut.
 //!
 //! States are recognised by a 128-bit fingerprint of a representative: by default every agent's parity
 //! of GOs for every line is made even (flipping the home's parity and the snoops' phases with it), the
