@@ -212,6 +212,13 @@ impl Fabric {
             .collect()
     }
 
+    /// The trunks joining node `x` directly to node `y`.
+    pub fn trunks_between(&self, x: usize, y: usize) -> impl Iterator<Item = &Trunk> + '_ {
+        (0..self.port_count(x))
+            .filter(move |&p| self.peer(x, p).0 == y)
+            .map(move |p| self.trunk_at(x, p))
+    }
+
     /// The node and port at the other end of `x`'s port `p`.
     pub fn peer(&self, x: usize, p: usize) -> (usize, usize) {
         let (t, end) = self.ports[x][p];

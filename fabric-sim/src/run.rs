@@ -218,12 +218,8 @@ pub fn ring_order(net: &Net) -> Vec<usize> {
     let f = net.fabric();
     let n = f.gpus.len();
     // Bandwidth of the direct trunks between two GPUs (0: none).
-    let bandwidth = |a: usize, b: usize| -> f64 {
-        (0..f.port_count(f.gpus[a]))
-            .filter(|&p| f.peer(f.gpus[a], p).0 == f.gpus[b])
-            .map(|p| f.trunk_at(f.gpus[a], p).gbps)
-            .sum()
-    };
+    let bandwidth =
+        |a: usize, b: usize| -> f64 { f.trunks_between(f.gpus[a], f.gpus[b]).map(|t| t.gbps).sum() };
     fn extend(
         path: &mut Vec<usize>,
         used: &mut [bool],
@@ -284,12 +280,8 @@ pub fn ring_orders(net: &Net) -> Vec<Vec<usize>> {
     let direct: Vec<(usize, usize, usize, f64)> = (0..n)
         .flat_map(|a| (0..n).map(move |b| (a, b)))
         .flat_map(|(a, b)| {
-            (0..f.port_count(f.gpus[a]))
-                .filter(move |&p| f.peer(f.gpus[a], p).0 == f.gpus[b])
-                .map(move |p| {
-                    let t = f.trunk_at(f.gpus[a], p);
-                    (a, b, t.links, t.gbps / t.links.max(1) as f64)
-                })
+            f.trunks_between(f.gpus[a], f.gpus[b])
+                .map(move |t| (a, b, t.links, t.gbps / t.links.max(1) as f64))
         })
         .collect();
     let fastest = direct.iter().map(|d| d.3).fold(0.0, f64::max);

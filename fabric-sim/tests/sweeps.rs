@@ -147,10 +147,7 @@ fn the_dgx1_ring_takes_the_doubled_nvlinks() {
     assert_eq!(order.len(), 8);
     for (i, &a) in order.iter().enumerate() {
         let b = order[(i + 1) % order.len()];
-        let links: usize = (0..f.port_count(f.gpus[a]))
-            .filter(|&p| f.peer(f.gpus[a], p).0 == f.gpus[b])
-            .map(|p| f.trunk_at(f.gpus[a], p).links)
-            .sum();
+        let links: usize = f.trunks_between(f.gpus[a], f.gpus[b]).map(|t| t.links).sum();
         assert_eq!(links, 2, "ring hop gpu{a} -> gpu{b}: {order:?}");
     }
 }
@@ -186,10 +183,7 @@ fn on_direct_meshes_the_rings_take_every_link_both_ways_once() {
         }
         for (a, row) in hops.iter().enumerate() {
             for (b, &hops) in row.iter().enumerate() {
-                let links: usize = (0..f.port_count(f.gpus[a]))
-                    .filter(|&p| f.peer(f.gpus[a], p).0 == f.gpus[b])
-                    .map(|p| f.trunk_at(f.gpus[a], p).links)
-                    .sum();
+                let links: usize = f.trunks_between(f.gpus[a], f.gpus[b]).map(|t| t.links).sum();
                 assert_eq!(hops, links, "{topology}: gpu{a} -> gpu{b}");
             }
         }
