@@ -304,6 +304,19 @@ impl Ring {
         )
     }
 
+    /// Whether GPU `gpu` sends this ring's packets out of its port `port` under the routes `offer` knows:
+    /// a port the ring was given that still leads to the next GPU, or, once a failure has cut the ring
+    /// off all of those, any port the recomputed routes take there.
+    fn sends_through(&self, gpu: usize, port: usize, offer: &Offer) -> bool {
+        let next = self.order[(self.position[gpu] + 1) % self.n] as u16;
+        if !offer.routes_through(next, port) {
+            return false;
+        }
+        let ports = &self.ports_to_next[gpu];
+        let stranded = || !(0..ports.len()).any(|p| ports[p] && offer.routes_through(next, p));
+        ports.get(port).copied().unwrap_or(false) || stranded()
+    }
+
     /// Whether `packet` is one this ring moves.
     fn moves(&self, packet: u64) -> bool {
         (self.first..self.end).contains(&packet)
@@ -426,18 +439,10 @@ fn ring_weight(order: &[usize]) -> u32 {
 
 impl App for Ring {
     fn next(&mut self, _now: Instant, gpu: usize, offer: &Offer) -> Option<Outgoing> {
+        if !self.sends_through(gpu, offer.port, offer) {
+            return None;
+        }
         let pos = self.position[gpu];
-        let next = self.order[(pos + 1) % self.n] as u16;
-        if !offer.reaches(next) {
-            return None;
-        }
-        let ports = &self.ports_to_next[gpu];
-        // After a failure the ring's own ports may no longer lead to the next GPU: it then goes
-        // wherever the recomputed routes go.
-        let stranded = || !(0..ports.len()).any(|p| ports[p] && offer.routes_through(next, p));
-        if !ports.get(offer.port).copied().unwrap_or(false) && !stranded() {
-            return None;
-        }
         let flits = |o: &Outgoing| o.payload.len();
         if let Some(front) = self.queue[pos].front() {
             if !offer.fits(front.vc, flits(front)) {
@@ -532,8 +537,11 @@ impl App for Ring {
 #[derive(Debug)]
 pub struct Rings {
     rings: Vec<Ring>,
-    /// Per GPU and port, the rings that send out of it.
+    /// Per GPU and port, the rings that send out of it ([`Ring::sends_through`]), worked out again when
+    /// the routes change.
     users: Vec<Vec<Vec<usize>>>,
+    /// Per GPU, the routes `users` was worked out for ([`Offer::routes_failed`]).
+    users_for: Vec<usize>,
     /// Per GPU, the ring asked first for its next packet (turns rotate, so that rings sharing a port
     /// share it fairly).
     turn: Vec<usize>,
@@ -575,6 +583,7 @@ impl Rings {
         Rings {
             rings,
             users,
+            users_for: vec![0; gpus],
             turn: vec![0; gpus],
             stray: 0,
         }
@@ -598,6 +607,16 @@ impl Rings {
 
 impl App for Rings {
     fn next(&mut self, now: Instant, gpu: usize, offer: &Offer) -> Option<Outgoing> {
+        if self.users_for.get(gpu) != Some(&offer.routes_failed) {
+            // The routes changed: a ring a failure cut off its own ports now sends where they go.
+            let rings = &self.rings;
+            for (port, users) in self.users.get_mut(gpu)?.iter_mut().enumerate() {
+                *users = (0..rings.len())
+                    .filter(|&r| rings[r].sends_through(gpu, port, offer))
+                    .collect();
+            }
+            self.users_for[gpu] = offer.routes_failed;
+        }
         let users = self.users.get(gpu)?.get(offer.port)?;
         let start = self.turn.get(gpu).copied().unwrap_or(0);
         for k in 0..users.len() {
@@ -609,11 +628,7 @@ impl App for Rings {
                 return Some(out);
             }
         }
-        // A ring whose own ports a failure cut off sends wherever the routes now go.
-        let others = (0..self.rings.len()).filter(|r| !users.contains(r));
-        others
-            .into_iter()
-            .find_map(|r| self.rings[r].next(now, gpu, offer))
+        None
     }
 
     fn receive(&mut self, now: Instant, gpu: usize, port: usize, p: Received) -> bool {

@@ -55,6 +55,8 @@ pub struct Fabric {
     pub level: Vec<usize>,
     /// Register writes that program each switch (node index, address, value), in order.
     pub program: Vec<(usize, u32, u32)>,
+    /// Failed trunks the routes avoid (each failure makes a new plan, so this numbers the routes).
+    pub failed: usize,
 }
 
 impl Fabric {
@@ -187,6 +189,7 @@ impl Fabric {
             root,
             level,
             program,
+            failed: failed.len(),
         })
     }
 

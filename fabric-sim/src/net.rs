@@ -72,6 +72,8 @@ pub struct Offer<'a> {
     pub port: usize,
     link: &'a PortLink,
     routes: &'a [switch_fw::PortSet],
+    /// Failed trunks the routes avoid: it changes whenever the routes are recomputed.
+    pub routes_failed: usize,
 }
 
 impl Offer<'_> {
@@ -1243,6 +1245,7 @@ impl Net {
                     port,
                     link,
                     routes: &self.fabric.routes[node],
+                    routes_failed: self.fabric.failed,
                 };
                 let Some(p) = app.next(self.now, gpu, &offer) else {
                     break;
