@@ -270,13 +270,13 @@ impl Errors {
         }
     }
 
-    /// Flip the bits of `unit` that errors hit.
-    fn apply(&mut self, unit: &mut Flit) -> u32 {
-        let end = self.position + 128;
+    /// Flip the bits of `units` (sent in this order) that errors hit; returns how many.
+    fn apply(&mut self, units: &mut [Flit]) -> u32 {
+        let end = self.position + 128 * units.len() as u64;
         let mut flipped = 0;
         while self.next < end {
             let bit = (self.next - self.position) as usize;
-            unit[bit / 8] ^= 1 << (bit % 8);
+            units[bit / 128][bit % 128 / 8] ^= 1 << (bit % 8);
             flipped += 1;
             self.next += 1 + gap(&mut self.rng, self.ber);
         }
@@ -1118,32 +1118,29 @@ impl Net {
         let now = self.now;
         let (node, port) = self.dirs[t][d].from;
         let link = &mut self.links[node][port];
-        link.handle_timeout(now);
-        let mut sent = 0usize;
         let unit_ps = self.dirs[t][d].unit_ps;
         let latency = self.dirs[t][d].latency;
         let burst = self.dirs[t][d].burst;
-        while sent < burst && link.has_pending_output(now) {
-            let mut unit = [0u8; FLIT_LEN];
-            link.poll_unit(now, &mut unit);
-            if let Some(tracer) = self.trace.as_mut() {
-                let dir = &self.dirs[t][d];
-                let hop = Hop {
-                    trunk: t as u16,
-                    from: (dir.from.0 as u16, dir.from.1 as u8),
-                    to: (dir.to.0 as u16, dir.to.1 as u8),
-                };
-                let at = now + Duration::from_ps(unit_ps * sent as u64);
-                if let Err(e) = tracer.unit(t * 2 + d, hop, at, &unit) {
+        let mut units = [[0u8; FLIT_LEN]; BURST_MAX];
+        let sent = link.poll_units(now, &mut units[..burst]);
+        let units = &mut units[..sent];
+        let dir = &mut self.dirs[t][d];
+        if let Some(tracer) = self.trace.as_mut() {
+            let hop = Hop {
+                trunk: t as u16,
+                from: (dir.from.0 as u16, dir.from.1 as u8),
+                to: (dir.to.0 as u16, dir.to.1 as u8),
+            };
+            for (k, unit) in units.iter().enumerate() {
+                let at = now + Duration::from_ps(unit_ps * k as u64);
+                if let Err(e) = tracer.unit(t * 2 + d, hop, at, unit) {
                     self.trace_error.get_or_insert(e.to_string());
                 }
             }
-            let dir = &mut self.dirs[t][d];
-            self.stats.bits_flipped += u64::from(dir.errors.apply(&mut unit));
-            dir.in_flight.push_back(unit);
-            dir.units_sent += 1;
-            sent += 1;
         }
+        self.stats.bits_flipped += u64::from(dir.errors.apply(units));
+        dir.in_flight.extend(units.iter());
+        dir.units_sent += sent as u64;
         if sent > 0 {
             self.stats.units += sent as u64;
             let dir = &mut self.dirs[t][d];
@@ -1176,10 +1173,16 @@ impl Net {
                 break;
             }
             dir.bursts.pop_front();
-            for unit in dir.in_flight.drain(..units) {
-                self.links[node][port].receive_unit(now, &unit, dir.units_received);
-                dir.units_received += 1;
-            }
+            let (older, newer) = dir.in_flight.as_slices();
+            let (older, newer) = match older.split_at_checked(units) {
+                Some((burst, _)) => (burst, &newer[..0]),
+                None => (older, &newer[..units - older.len()]),
+            };
+            let link = &mut self.links[node][port];
+            link.receive_units(now, older, dir.units_received);
+            link.receive_units(now, newer, dir.units_received + older.len() as u64);
+            dir.in_flight.drain(..units);
+            dir.units_received += units as u64;
         }
         match self.nodes[node] {
             NodeState::Gpu => self.gpu_received(node, port, app),

@@ -100,7 +100,7 @@ pub struct DlCounters {
     pub packets_transmitted: u64,
     /// Packets delivered to the layer above's queues, in order, once each.
     pub packets_received: u64,
-    /// Flits put on the wire, idle ones excluded.
+    /// Flits put on the wire (packet and control flits; idle ones excluded).
     pub flits_transmitted: u64,
     /// Packets and control flits whose CRC did not check.
     pub crc_errors: u64,
@@ -621,9 +621,48 @@ impl<const REPLAY: usize, const RX_FLITS: usize> DataLink<REPLAY, RX_FLITS> {
         out[..n].copy_from_slice(&flit[..n]);
     }
 
+    /// Let timers fire, then fill `out` with the units the link sends now, up to the first that would be
+    /// idle (or the end of `out`), and return how many: the same units as [`DataLink::handle_timeout`]
+    /// and then [`DataLink::poll_unit`] while [`DataLink::has_pending_output`] holds, but the flits of a
+    /// packet already started are copied as one run, so a driver that moves units in bursts pays the
+    /// per-unit checks about once per packet.
+    pub fn poll_units(&mut self, now: Instant, out: &mut [Flit]) -> usize {
+        self.handle_timeout(now);
+        let mut n = 0;
+        if self.config.fec {
+            while n < out.len() && self.has_pending_output(now) {
+                self.poll_unit(now, &mut out[n]);
+                n += 1;
+            }
+            return n;
+        }
+        while n < out.len() {
+            if self.tx_pos < self.tx_flits {
+                let run = usize::from(self.tx_flits - self.tx_pos).min(out.len() - n);
+                let at = usize::from(self.tx_pos) * FLIT_LEN;
+                for (unit, flit) in out[n..n + run]
+                    .iter_mut()
+                    .zip(self.tx_buf[at..].chunks_exact(FLIT_LEN))
+                {
+                    unit.copy_from_slice(flit);
+                }
+                self.tx_pos += run as u8;
+                self.counters.flits_transmitted += run as u64;
+                n += run;
+            } else if self.has_pending_output(now) {
+                out[n] = [0; FLIT_LEN];
+                self.next_flit(now, &mut out[n]);
+                n += 1;
+            } else {
+                break;
+            }
+        }
+        n
+    }
+
     fn next_flit(&mut self, now: Instant, flit: &mut Flit) {
         match self.state {
-            DlState::Down => {}
+            DlState::Down => return,
             DlState::InitFc1 | DlState::InitFc2 => {
                 let kind = if self.state == DlState::InitFc1 {
                     ControlKind::InitFc1
@@ -637,20 +676,23 @@ impl<const REPLAY: usize, const RX_FLITS: usize> DataLink<REPLAY, RX_FLITS> {
                 }
                 .emit();
             }
-            DlState::Active => self.next_active_flit(now, flit),
+            DlState::Active => {
+                if !self.next_active_flit(now, flit) {
+                    return;
+                }
+            }
         }
-        if *flit != [0; FLIT_LEN] {
-            self.counters.flits_transmitted += 1;
-        }
+        self.counters.flits_transmitted += 1;
     }
 
-    fn next_active_flit(&mut self, now: Instant, flit: &mut Flit) {
+    /// Write the next flit of an active link into `flit`; false (and `flit` untouched) for idle.
+    fn next_active_flit(&mut self, now: Instant, flit: &mut Flit) -> bool {
         // A packet in flight goes first; then NAK, then acknowledgement and credits, then packets.
         if self.tx_pos < self.tx_flits {
             let at = usize::from(self.tx_pos) * FLIT_LEN;
             flit.copy_from_slice(&self.tx_buf[at..at + FLIT_LEN]);
             self.tx_pos += 1;
-            return;
+            return true;
         }
         let control_due = self.update_pending
             || self.acks_owed >= self.config.ack_coalesce
@@ -678,7 +720,7 @@ impl<const REPLAY: usize, const RX_FLITS: usize> DataLink<REPLAY, RX_FLITS> {
             self.ack_deadline = None;
             self.next_update = now + self.config.update_interval;
             self.counters.control_sent += 1;
-            return;
+            return true;
         }
         if self.cursor < self.replay.len() {
             self.load_packet(self.cursor);
@@ -689,7 +731,9 @@ impl<const REPLAY: usize, const RX_FLITS: usize> DataLink<REPLAY, RX_FLITS> {
             }
             flit.copy_from_slice(&self.tx_buf[..FLIT_LEN]);
             self.tx_pos = 1;
+            return true;
         }
+        false
     }
 
     /// Copy the packet at `index` of the replay buffer into the transmit buffer with a fresh
@@ -765,6 +809,45 @@ impl<const REPLAY: usize, const RX_FLITS: usize> DataLink<REPLAY, RX_FLITS> {
             let mut flit = [0u8; FLIT_LEN];
             flit.copy_from_slice(chunk);
             self.receive_flit(now, &flit);
+        }
+    }
+
+    /// Units received in a row, the first at position `index` (as [`DataLink::receive_unit`]): the same
+    /// as receiving them one by one, but the rest of a packet already started is taken as one run.
+    pub fn receive_units(&mut self, now: Instant, units: &[Flit], index: u64) {
+        if self.config.fec || self.state == DlState::Down {
+            for (i, unit) in units.iter().enumerate() {
+                self.receive_unit(now, unit, index + i as u64);
+            }
+            return;
+        }
+        let mut rest = units;
+        while let Some((first, tail)) = rest.split_first() {
+            let Framer::Packet { need } = self.framer else {
+                self.receive_flit(now, first);
+                rest = tail;
+                continue;
+            };
+            let run = usize::from(need).min(rest.len());
+            let Some(slots) = self.rx_buf.get_mut(self.rx_len..self.rx_len + run * FLIT_LEN) else {
+                // Cannot happen (a header announces at most MAX_PAYLOAD_FLITS): the careful way then.
+                self.receive_flit(now, first);
+                rest = tail;
+                continue;
+            };
+            for (slot, flit) in slots.chunks_exact_mut(FLIT_LEN).zip(rest) {
+                slot.copy_from_slice(flit);
+            }
+            self.rx_len += run * FLIT_LEN;
+            rest = &rest[run..];
+            if run == usize::from(need) {
+                self.framer = Framer::Header;
+                self.packet_complete(now);
+            } else {
+                self.framer = Framer::Packet {
+                    need: need - run as u8,
+                };
+            }
         }
     }
 
