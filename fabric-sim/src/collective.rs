@@ -467,14 +467,14 @@ impl App for Ring {
         None
     }
 
-    fn receive(&mut self, _now: Instant, gpu: usize, _port: usize, p: Received) -> bool {
+    fn receive(&mut self, _now: Instant, gpu: usize, _port: usize, p: Received) {
         let pos = self.position[gpu];
         let n = self.n;
         let packet = u64::from(wire::offset(p.tl));
         let seed = self.seed;
         if !self.moves(packet) {
             self.check.wrong += 1;
-            return false;
+            return;
         }
         let c = self.chunk_of(packet);
         match wire::opcode(p.tl) {
@@ -483,7 +483,7 @@ impl App for Ring {
                 let partial = weight_range(&self.order, c, (pos + n - 1) % n);
                 let g = self.order[pos] as u32 + 1;
                 let Some(sum) = self.verify_and_add(&p, packet, partial, g) else {
-                    return false;
+                    return;
                 };
                 let owner = (c + n - 1) % n;
                 if pos == owner {
@@ -497,7 +497,6 @@ impl App for Ring {
                     let out = self.forward(pos, OP_PARTIAL, packet, sum);
                     self.queue[pos].push_back(out);
                 }
-                true
             }
             OP_RESULT => {
                 // A final value of chunk c: the full sum, or the input of the position that started it.
@@ -509,7 +508,7 @@ impl App for Ring {
                     Kind::Broadcast | Kind::AllToAll => (0, self.order[0] as u32 + 1, 1),
                 };
                 if !self.verify(&p, packet, |i| sum_of(seed, i, w, count)) {
-                    return false;
+                    return;
                 }
                 self.finals[pos] += 1;
                 if (pos + 1) % n != origin {
@@ -517,12 +516,8 @@ impl App for Ring {
                     let out = self.forward(pos, OP_RESULT, packet, p.payload);
                     self.queue[pos].push_back(out);
                 }
-                true
             }
-            _ => {
-                self.check.wrong += 1;
-                false
-            }
+            _ => self.check.wrong += 1,
         }
     }
 
@@ -631,14 +626,11 @@ impl App for Rings {
         None
     }
 
-    fn receive(&mut self, now: Instant, gpu: usize, port: usize, p: Received) -> bool {
+    fn receive(&mut self, now: Instant, gpu: usize, port: usize, p: Received) {
         let packet = u64::from(wire::offset(p.tl));
         match self.rings.iter_mut().find(|r| r.moves(packet)) {
             Some(ring) => ring.receive(now, gpu, port, p),
-            None => {
-                self.stray += 1;
-                false
-            }
+            None => self.stray += 1,
         }
     }
 
@@ -850,7 +842,7 @@ impl App for SwitchReduce {
         None
     }
 
-    fn receive(&mut self, _now: Instant, gpu: usize, port: usize, p: Received) -> bool {
+    fn receive(&mut self, _now: Instant, gpu: usize, port: usize, p: Received) {
         let packet = u64::from(wire::offset(p.tl));
         let seed = self.seed;
         match wire::opcode(p.tl) {
@@ -859,7 +851,7 @@ impl App for SwitchReduce {
                 let (_, requester, _) = wire::route_fields(p.tl);
                 if packet >= self.packets.count {
                     self.check.wrong += 1;
-                    return false;
+                    return;
                 }
                 let first = packet * PER_PACKET as u64;
                 let g = gpu as u32 + 1;
@@ -881,11 +873,10 @@ impl App for SwitchReduce {
                 if let Some(q) = self.answers[gpu].get_mut(port) {
                     q.push_back(answer);
                 }
-                true
             }
             wire::OP_REDUCE_DATA => {
                 if !self.verify_sum(&p, packet) {
-                    return false;
+                    return;
                 }
                 self.finals[gpu] += 1;
                 let result = Outgoing {
@@ -898,18 +889,13 @@ impl App for SwitchReduce {
                 if let Some(q) = self.results[gpu].get_mut(port) {
                     q.push_back(result);
                 }
-                true
             }
             OP_RESULT => {
                 if self.verify_sum(&p, packet) {
                     self.finals[gpu] += 1;
                 }
-                false
             }
-            _ => {
-                self.check.wrong += 1;
-                false
-            }
+            _ => self.check.wrong += 1,
         }
     }
 

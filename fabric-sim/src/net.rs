@@ -102,8 +102,9 @@ pub trait App {
     /// The next packet GPU `gpu` wants to send out of the port `offer`, if any, and if the offer says
     /// the port can take it now (and, for a unicast, that it leads to the destination).
     fn next(&mut self, now: Instant, gpu: usize, offer: &Offer) -> Option<Outgoing>;
-    /// GPU `gpu` received `packet` on its port `port`. Returns true if GPUs may now have more to send.
-    fn receive(&mut self, now: Instant, gpu: usize, port: usize, packet: Received) -> bool;
+    /// GPU `gpu` received `packet` on its port `port`. What a GPU receives may give it more to send,
+    /// never another GPU: the fabric offers the receiving GPU's ports again after every arrival.
+    fn receive(&mut self, now: Instant, gpu: usize, port: usize, packet: Received);
     /// Whether the work is finished.
     fn done(&self) -> bool;
 }
@@ -115,9 +116,7 @@ impl App for Finished {
     fn next(&mut self, _now: Instant, _gpu: usize, _offer: &Offer) -> Option<Outgoing> {
         None
     }
-    fn receive(&mut self, _now: Instant, _gpu: usize, _port: usize, _packet: Received) -> bool {
-        false
-    }
+    fn receive(&mut self, _now: Instant, _gpu: usize, _port: usize, _packet: Received) {}
     fn done(&self) -> bool {
         true
     }
@@ -1201,7 +1200,6 @@ impl Net {
 
     fn gpu_received(&mut self, node: usize, port: usize, app: &mut dyn App) {
         let Some(gpu) = self.gpu_of_node[node] else { return };
-        let mut more = false;
         while let Some(p) = self.links[node][port].recv() {
             if let Some(f) = self.failover.as_mut() {
                 if wire::opcode(p.tl) == wire::OP_BOUNCE {
@@ -1210,7 +1208,6 @@ impl Net {
                         tl: wire::unbounce(p.tl),
                         ..p
                     });
-                    more = true;
                     continue;
                 }
                 if !f.seen[gpu].first_time(p.tl) {
@@ -1219,10 +1216,7 @@ impl Net {
                 }
             }
             self.stats.packets_delivered += 1;
-            more |= app.receive(self.now, gpu, port, p);
-        }
-        if more {
-            self.fill_all(app);
+            app.receive(self.now, gpu, port, p);
         }
     }
 

@@ -417,7 +417,7 @@ impl App for Corrupting<'_> {
         self.app.next(now, gpu, offer)
     }
 
-    fn receive(&mut self, now: Instant, gpu: usize, port: usize, mut packet: link_dl::Received) -> bool {
+    fn receive(&mut self, now: Instant, gpu: usize, port: usize, mut packet: link_dl::Received) {
         let data = matches!(
             crate::wire::opcode(packet.tl),
             OP_PARTIAL | OP_RESULT | crate::wire::OP_WRITE | crate::wire::OP_REDUCE_DATA

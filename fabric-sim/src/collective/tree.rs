@@ -472,9 +472,8 @@ impl Tree {
         slot.chunk == chunk
     }
 
-    fn wrong(&mut self) -> bool {
+    fn wrong(&mut self) {
         self.check.wrong += 1;
-        false
     }
 
     /// The packet index and sending GPU of a data packet (a partial sum or a result), if the index is in
@@ -493,9 +492,8 @@ impl Tree {
     }
 
     /// A child's partial sum: check it against the child's subtree and add it (and, for the first
-    /// contribution to a packet, this GPU's input) into the chunk's reduction slot. Returns whether the
-    /// chunk is now whole.
-    fn partial(&mut self, g: usize, p: &Received) -> bool {
+    /// contribution to a packet, this GPU's input) into the chunk's reduction slot.
+    fn partial(&mut self, g: usize, p: &Received) {
         let Some((packet, source)) = self.data_packet(p) else {
             return self.wrong();
         };
@@ -547,7 +545,6 @@ impl Tree {
         if whole && self.roles[t][g].parent.is_none() {
             self.reduced(g, t);
         }
-        whole
     }
 
     /// At the root: check every chunk reduced whole, in order, as a final result.
@@ -580,9 +577,8 @@ impl Tree {
         }
     }
 
-    /// A packet of the result from the parent: check it, keep it if it goes further down. Returns whether
-    /// a chunk became whole.
-    fn result(&mut self, g: usize, p: &Received) -> bool {
+    /// A packet of the result from the parent: check it, keep it if it goes further down.
+    fn result(&mut self, g: usize, p: &Received) {
         let Some((packet, source)) = self.data_packet(p) else {
             return self.wrong();
         };
@@ -626,7 +622,7 @@ impl Tree {
         self.check.packets_verified += 1;
         self.finals[g] += 1;
         if !whole {
-            return false;
+            return;
         }
         // A chunk is whole: the result moves on in order.
         loop {
@@ -642,7 +638,7 @@ impl Tree {
         }
         let role = &mut self.roles[t][g];
         if store || role.have <= role.down_freed {
-            return true;
+            return;
         }
         // A leaf is done with a chunk once it has it: free the slots and tell the parent.
         for freed in role.down_freed..role.have {
@@ -653,11 +649,10 @@ impl Tree {
             let credit = self.credit(g, parent, t, DOWN, self.roles[t][g].have);
             self.credits[g].push_back(credit);
         }
-        true
     }
 
     /// A receiver freed slots.
-    fn credited(&mut self, g: usize, p: &Received) -> bool {
+    fn credited(&mut self, g: usize, p: &Received) {
         let offset = wire::offset(p.tl);
         let (_, source, _) = wire::route_fields(p.tl);
         let t = ((offset >> (COUNT_BITS + 1)) & 1) as usize;
@@ -682,9 +677,8 @@ impl Tree {
         } else if let Some(c) = role.children.iter().position(|&x| x == source) {
             role.down_credit[c] = role.down_credit[c].max(count);
         } else {
-            return self.wrong();
+            self.wrong();
         }
-        true
     }
 
     #[doc(hidden)]
@@ -744,7 +738,7 @@ impl App for Tree {
         None
     }
 
-    fn receive(&mut self, _now: Instant, gpu: usize, _port: usize, p: Received) -> bool {
+    fn receive(&mut self, _now: Instant, gpu: usize, _port: usize, p: Received) {
         match wire::opcode(p.tl) {
             OP_PARTIAL => self.partial(gpu, &p),
             OP_RESULT => self.result(gpu, &p),
