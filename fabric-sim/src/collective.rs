@@ -317,6 +317,34 @@ impl Ring {
         ports.get(port).copied().unwrap_or(false) || stranded()
     }
 
+    /// The next packet GPU `gpu` sends on this ring out of the port `offer`, which the caller has checked
+    /// leads on ([`Ring::sends_through`]), if the port can take it now.
+    fn next_packet(&mut self, gpu: usize, offer: &Offer) -> Option<Outgoing> {
+        let pos = self.position[gpu];
+        let flits = |o: &Outgoing| o.payload.len();
+        if let Some(front) = self.queue[pos].front() {
+            if !offer.fits(front.vc, flits(front)) {
+                return None;
+            }
+            self.check.packets_sent += 1;
+            return self.queue[pos].pop_front();
+        }
+        if self.own_next[pos] < self.own_end[pos] {
+            let packet = self.own_next[pos];
+            // Ask before computing the payload: most offers are refused while the link is busy.
+            let payload_flits = self.packets.payload_flits(packet, self.extension);
+            if !offer.fits(Vc::Posted, payload_flits) {
+                return None;
+            }
+            let out = self.own_packet(pos, packet);
+            debug_assert_eq!(flits(&out), payload_flits);
+            self.own_next[pos] += 1;
+            self.check.packets_sent += 1;
+            return Some(out);
+        }
+        None
+    }
+
     /// Whether `packet` is one this ring moves.
     fn moves(&self, packet: u64) -> bool {
         (self.first..self.end).contains(&packet)
@@ -442,29 +470,7 @@ impl App for Ring {
         if !self.sends_through(gpu, offer.port, offer) {
             return None;
         }
-        let pos = self.position[gpu];
-        let flits = |o: &Outgoing| o.payload.len();
-        if let Some(front) = self.queue[pos].front() {
-            if !offer.fits(front.vc, flits(front)) {
-                return None;
-            }
-            self.check.packets_sent += 1;
-            return self.queue[pos].pop_front();
-        }
-        if self.own_next[pos] < self.own_end[pos] {
-            let packet = self.own_next[pos];
-            // Ask before computing the payload: most offers are refused while the link is busy.
-            let payload_flits = self.packets.payload_flits(packet, self.extension);
-            if !offer.fits(Vc::Posted, payload_flits) {
-                return None;
-            }
-            let out = self.own_packet(pos, packet);
-            debug_assert_eq!(flits(&out), payload_flits);
-            self.own_next[pos] += 1;
-            self.check.packets_sent += 1;
-            return Some(out);
-        }
-        None
+        self.next_packet(gpu, offer)
     }
 
     fn receive(&mut self, _now: Instant, gpu: usize, _port: usize, p: Received) {
@@ -601,7 +607,7 @@ impl Rings {
 }
 
 impl App for Rings {
-    fn next(&mut self, now: Instant, gpu: usize, offer: &Offer) -> Option<Outgoing> {
+    fn next(&mut self, _now: Instant, gpu: usize, offer: &Offer) -> Option<Outgoing> {
         if self.users_for.get(gpu) != Some(&offer.routes_failed) {
             // The routes changed: a ring a failure cut off its own ports now sends where they go.
             let rings = &self.rings;
@@ -616,7 +622,7 @@ impl App for Rings {
         let start = self.turn.get(gpu).copied().unwrap_or(0);
         for k in 0..users.len() {
             let r = users[(start + k) % users.len()];
-            if let Some(out) = self.rings[r].next(now, gpu, offer) {
+            if let Some(out) = self.rings[r].next_packet(gpu, offer) {
                 if let Some(turn) = self.turn.get_mut(gpu) {
                     *turn = start.wrapping_add(k + 1);
                 }
