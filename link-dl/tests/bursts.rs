@@ -203,6 +203,9 @@ fn a_busy_link_delivers_the_same_in_bursts() {
         let delivered = run(&steps, fec);
         // With FEC a packet waits for the rest of its 16-unit block, so fewer get through in this time.
         let least = if fec { 20 } else { 150 };
-        assert!(delivered >= least, "fec {fec}: only {delivered} packets delivered");
+        assert!(
+            delivered >= least,
+            "fec {fec}: only {delivered} packets delivered"
+        );
     }
 }
