@@ -22,6 +22,7 @@ mod error;
 pub mod fec;
 pub mod flit;
 pub mod link;
+mod ring;
 pub mod seq;
 #[cfg(feature = "std")]
 pub mod sim;

@@ -22,8 +22,9 @@ use crate::error::DlError;
 use crate::fec;
 use crate::flit::{
     check_packet_crc, kind, seal_packet, ControlFlit, ControlKind, Flit, FlitKind, PacketHeader, FLIT_LEN,
-    MAX_PACKET_LEN, MAX_PAYLOAD_FLITS,
+    MAX_PACKET_FLITS, MAX_PACKET_LEN, MAX_PAYLOAD_FLITS,
 };
+use crate::ring::Ring;
 use crate::seq::{Seq, SEQ_SPACE};
 use crate::vc::{Vc, VC_COUNT};
 
@@ -151,10 +152,10 @@ pub struct Received {
 
 /// A packet waiting in the replay buffer, as its flits. The header flit holds the sequence number and
 /// transaction-layer header; acknowledgement, credit return and CRC are written at each transmission.
-#[derive(Clone, Debug)]
+#[derive(Clone, Copy, Debug, Default)]
 struct Stored {
-    flits: u8,
-    bytes: [u8; MAX_PACKET_LEN],
+    len: u8,
+    flits: [Flit; MAX_PACKET_FLITS],
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -179,10 +180,10 @@ pub struct DataLink<const REPLAY: usize = 64, const RX_FLITS: usize = 64> {
     // Transmit.
     next_seq: Seq,
     acked: Seq,
-    replay: Deque<Stored, REPLAY>,
+    replay: Ring<Stored, REPLAY>,
     /// Index in `replay` of the next packet to transmit.
     cursor: usize,
-    tx_buf: [u8; MAX_PACKET_LEN],
+    tx_buf: [Flit; MAX_PACKET_FLITS],
     tx_flits: u8,
     tx_pos: u8,
     replay_deadline: Option<Instant>,
@@ -202,9 +203,10 @@ pub struct DataLink<const REPLAY: usize = 64, const RX_FLITS: usize = 64> {
     acks_owed: u16,
     ack_deadline: Option<Instant>,
     framer: Framer,
-    rx_buf: [u8; MAX_PACKET_LEN],
+    rx_buf: [Flit; MAX_PACKET_FLITS],
+    /// Flits of `rx_buf` filled.
     rx_len: usize,
-    rx_queues: [Deque<Flit, RX_FLITS>; VC_COUNT],
+    rx_queues: [Ring<Flit, RX_FLITS>; VC_COUNT],
     arrivals: u32,
     rx_credits: RxCredits,
     fec_rx: fec::Block,
@@ -235,9 +237,9 @@ impl<const REPLAY: usize, const RX_FLITS: usize> DataLink<REPLAY, RX_FLITS> {
             replay_timeout: config.replay_timeout.unwrap_or(Duration::from_us(10)),
             next_seq: Seq::new(0),
             acked: Seq::new(0).prev(),
-            replay: Deque::new(),
+            replay: Ring::new(),
             cursor: 0,
-            tx_buf: [0; MAX_PACKET_LEN],
+            tx_buf: [[0; FLIT_LEN]; MAX_PACKET_FLITS],
             tx_flits: 0,
             tx_pos: 0,
             replay_deadline: None,
@@ -254,9 +256,9 @@ impl<const REPLAY: usize, const RX_FLITS: usize> DataLink<REPLAY, RX_FLITS> {
             acks_owed: 0,
             ack_deadline: None,
             framer: Framer::Resync,
-            rx_buf: [0; MAX_PACKET_LEN],
+            rx_buf: [[0; FLIT_LEN]; MAX_PACKET_FLITS],
             rx_len: 0,
-            rx_queues: core::array::from_fn(|_| Deque::new()),
+            rx_queues: core::array::from_fn(|_| Ring::new()),
             arrivals: 0,
             rx_credits: RxCredits::default(),
             fec_rx: [0; fec::BLOCK_LEN],
@@ -371,19 +373,12 @@ impl<const REPLAY: usize, const RX_FLITS: usize> DataLink<REPLAY, RX_FLITS> {
     /// [`DataLink::phy_down`] afterwards.
     pub fn take_unacknowledged(&mut self, mut packet: impl FnMut(Received)) {
         while let Some(stored) = self.replay.pop_front() {
-            let mut head = [0u8; FLIT_LEN];
-            head.copy_from_slice(&stored.bytes[..FLIT_LEN]);
             // Stored headers were built by `send`, so they parse; a failure would be a bug here, and
             // the packet is skipped rather than invented.
-            let Ok(header) = PacketHeader::parse(&head) else {
+            let Ok(header) = PacketHeader::parse(&stored.flits[0]) else {
                 continue;
             };
-            let mut payload = heapless::Vec::new();
-            for flit in stored.bytes[FLIT_LEN..usize::from(stored.flits) * FLIT_LEN].chunks_exact(FLIT_LEN) {
-                let mut f = [0u8; FLIT_LEN];
-                f.copy_from_slice(flit);
-                let _ = payload.push(f);
-            }
+            let payload = stored.flits[1..usize::from(stored.len)].iter().copied().collect();
             packet(Received {
                 vc: header.vc,
                 tl: header.tl,
@@ -422,7 +417,7 @@ impl<const REPLAY: usize, const RX_FLITS: usize> DataLink<REPLAY, RX_FLITS> {
         self.ack_deadline = None;
         self.framer = Framer::Resync;
         self.rx_len = 0;
-        self.rx_queues.iter_mut().for_each(Deque::clear);
+        self.rx_queues.iter_mut().for_each(Ring::clear);
         self.arrivals = 0;
         self.rx_credits = RxCredits::default();
         self.fec_rx_have = 0;
@@ -450,18 +445,14 @@ impl<const REPLAY: usize, const RX_FLITS: usize> DataLink<REPLAY, RX_FLITS> {
             credit: 0,
             tl,
         };
-        let mut stored = Stored {
-            flits: 1 + payload.len() as u8,
-            bytes: [0; MAX_PACKET_LEN],
-        };
         let mut head = [0u8; FLIT_LEN];
         header.emit(&mut head)?;
-        stored.bytes[..FLIT_LEN].copy_from_slice(&head);
         if self.replay.is_full() {
             self.counters.replay_stalls += 1;
             return Err(DlError::ReplayFull);
         }
-        let needed = u16::from(stored.flits);
+        let len = 1 + payload.len();
+        let needed = len as u16;
         if !self.tx_credits.take(vc, needed) {
             self.counters.credit_stalls += 1;
             return Err(DlError::NoCredit {
@@ -470,11 +461,12 @@ impl<const REPLAY: usize, const RX_FLITS: usize> DataLink<REPLAY, RX_FLITS> {
                 available: self.tx_credits.available(vc),
             });
         }
-        for (chunk, flit) in stored.bytes[FLIT_LEN..].chunks_exact_mut(FLIT_LEN).zip(payload) {
-            chunk.copy_from_slice(flit);
-        }
-        // Room was checked above.
-        let _ = self.replay.push_back(stored);
+        // Written in place: room was checked above.
+        self.replay.push_back_with(|stored| {
+            stored.len = len as u8;
+            stored.flits[0] = head;
+            stored.flits[1..len].copy_from_slice(payload);
+        });
         self.next_seq = self.next_seq.next();
         self.counters.packets_sent += 1;
         Ok(header.seq)
@@ -501,15 +493,18 @@ impl<const REPLAY: usize, const RX_FLITS: usize> DataLink<REPLAY, RX_FLITS> {
     /// The oldest packet received on `vc`.
     pub fn recv_on(&mut self, vc: Vc) -> Option<Received> {
         let queue = &mut self.rx_queues[vc.index()];
-        let head = queue.pop_front()?;
-        let header = PacketHeader::parse(&head).ok()?;
+        // Headers were checked on arrival, so they parse; a failure would be a bug, and drops the flit.
+        let Ok(header) = PacketHeader::parse(queue.front()?) else {
+            queue.drop_front(1);
+            return None;
+        };
+        let flits = 1 + usize::from(header.payload_flits);
+        let (first, second) = queue.front_run(flits);
         let mut payload = heapless::Vec::new();
-        for _ in 0..header.payload_flits {
-            if let Some(flit) = queue.pop_front() {
-                let _ = payload.push(flit);
-            }
-        }
-        self.rx_credits.free(vc, 1 + u16::from(header.payload_flits));
+        let _ = payload.extend_from_slice(first.get(1..).unwrap_or(&[]));
+        let _ = payload.extend_from_slice(second);
+        queue.drop_front(flits);
+        self.rx_credits.free(vc, flits as u16);
         Some(Received {
             vc,
             tl: header.tl,
@@ -639,13 +634,8 @@ impl<const REPLAY: usize, const RX_FLITS: usize> DataLink<REPLAY, RX_FLITS> {
         while n < out.len() {
             if self.tx_pos < self.tx_flits {
                 let run = usize::from(self.tx_flits - self.tx_pos).min(out.len() - n);
-                let at = usize::from(self.tx_pos) * FLIT_LEN;
-                for (unit, flit) in out[n..n + run]
-                    .iter_mut()
-                    .zip(self.tx_buf[at..].chunks_exact(FLIT_LEN))
-                {
-                    unit.copy_from_slice(flit);
-                }
+                let at = usize::from(self.tx_pos);
+                out[n..n + run].copy_from_slice(&self.tx_buf[at..at + run]);
                 self.tx_pos += run as u8;
                 self.counters.flits_transmitted += run as u64;
                 n += run;
@@ -689,8 +679,7 @@ impl<const REPLAY: usize, const RX_FLITS: usize> DataLink<REPLAY, RX_FLITS> {
     fn next_active_flit(&mut self, now: Instant, flit: &mut Flit) -> bool {
         // A packet in flight goes first; then NAK, then acknowledgement and credits, then packets.
         if self.tx_pos < self.tx_flits {
-            let at = usize::from(self.tx_pos) * FLIT_LEN;
-            flit.copy_from_slice(&self.tx_buf[at..at + FLIT_LEN]);
+            *flit = self.tx_buf[usize::from(self.tx_pos)];
             self.tx_pos += 1;
             return true;
         }
@@ -729,7 +718,7 @@ impl<const REPLAY: usize, const RX_FLITS: usize> DataLink<REPLAY, RX_FLITS> {
             if self.replay_deadline.is_none() {
                 self.replay_deadline = Some(now + self.replay_timeout);
             }
-            flit.copy_from_slice(&self.tx_buf[..FLIT_LEN]);
+            *flit = self.tx_buf[0];
             self.tx_pos = 1;
             return true;
         }
@@ -739,31 +728,22 @@ impl<const REPLAY: usize, const RX_FLITS: usize> DataLink<REPLAY, RX_FLITS> {
     /// Copy the packet at `index` of the replay buffer into the transmit buffer with a fresh
     /// acknowledgement and credit return, and seal it with its CRC.
     fn load_packet(&mut self, index: usize) {
-        // The ring's two slices give constant-time access by index.
-        let (front, back) = self.replay.as_slices();
-        let stored = match front.get(index) {
-            Some(s) => s,
-            None => match back.get(index - front.len()) {
-                Some(s) => s,
-                None => return,
-            },
+        let Some(stored) = self.replay.get(index) else {
+            return;
         };
-        let len = usize::from(stored.flits) * FLIT_LEN;
-        self.tx_buf[..len].copy_from_slice(&stored.bytes[..len]);
-        self.tx_flits = stored.flits;
-        let mut head = [0u8; FLIT_LEN];
-        head.copy_from_slice(&self.tx_buf[..FLIT_LEN]);
+        let len = usize::from(stored.len);
+        self.tx_buf[..len].copy_from_slice(&stored.flits[..len]);
+        self.tx_flits = stored.len;
         // The header was checked when the packet was accepted, so it parses and emits again.
-        let Ok(mut header) = PacketHeader::parse(&head) else {
+        let Ok(mut header) = PacketHeader::parse(&self.tx_buf[0]) else {
             return;
         };
         header.ack = self.expected.prev();
         let (credit_vc, credit) = self.rx_credits.report_one();
         header.credit_vc = credit_vc;
         header.credit = credit;
-        let _ = header.emit(&mut head);
-        self.tx_buf[..FLIT_LEN].copy_from_slice(&head);
-        seal_packet(&mut self.tx_buf[..len]);
+        let _ = header.emit(&mut self.tx_buf[0]);
+        seal_packet(&mut self.tx_buf.as_flattened_mut()[..len * FLIT_LEN]);
         self.acks_owed = 0;
         self.ack_deadline = None;
     }
@@ -829,16 +809,14 @@ impl<const REPLAY: usize, const RX_FLITS: usize> DataLink<REPLAY, RX_FLITS> {
                 continue;
             };
             let run = usize::from(need).min(rest.len());
-            let Some(slots) = self.rx_buf.get_mut(self.rx_len..self.rx_len + run * FLIT_LEN) else {
+            let Some(slots) = self.rx_buf.get_mut(self.rx_len..self.rx_len + run) else {
                 // Cannot happen (a header announces at most MAX_PAYLOAD_FLITS): the careful way then.
                 self.receive_flit(now, first);
                 rest = tail;
                 continue;
             };
-            for (slot, flit) in slots.chunks_exact_mut(FLIT_LEN).zip(rest) {
-                slot.copy_from_slice(flit);
-            }
-            self.rx_len += run * FLIT_LEN;
+            slots.copy_from_slice(&rest[..run]);
+            self.rx_len += run;
             rest = &rest[run..];
             if run == usize::from(need) {
                 self.framer = Framer::Header;
@@ -879,8 +857,8 @@ impl<const REPLAY: usize, const RX_FLITS: usize> DataLink<REPLAY, RX_FLITS> {
                 },
                 Ok(FlitKind::Packet) => match PacketHeader::parse(flit) {
                     Ok(header) => {
-                        self.rx_buf[..FLIT_LEN].copy_from_slice(flit);
-                        self.rx_len = FLIT_LEN;
+                        self.rx_buf[0] = *flit;
+                        self.rx_len = 1;
                         if header.payload_flits == 0 {
                             self.packet_complete(now);
                         } else {
@@ -900,10 +878,10 @@ impl<const REPLAY: usize, const RX_FLITS: usize> DataLink<REPLAY, RX_FLITS> {
                 }
             },
             Framer::Packet { need } => {
-                if let Some(slot) = self.rx_buf.get_mut(self.rx_len..self.rx_len + FLIT_LEN) {
-                    slot.copy_from_slice(flit);
+                if let Some(slot) = self.rx_buf.get_mut(self.rx_len) {
+                    *slot = *flit;
                 }
-                self.rx_len += FLIT_LEN;
+                self.rx_len += 1;
                 if need <= 1 {
                     self.framer = Framer::Header;
                     self.packet_complete(now);
@@ -929,7 +907,8 @@ impl<const REPLAY: usize, const RX_FLITS: usize> DataLink<REPLAY, RX_FLITS> {
 
     fn packet_complete(&mut self, now: Instant) {
         let len = self.rx_len;
-        if let Err(e) = check_packet_crc(&self.rx_buf[..len]) {
+        let packet = self.rx_buf.get(..len).unwrap_or(&[]).as_flattened();
+        if let Err(e) = check_packet_crc(packet) {
             if let DlError::CrcMismatch { .. } = e {
                 self.counters.crc_errors += 1;
             }
@@ -937,8 +916,7 @@ impl<const REPLAY: usize, const RX_FLITS: usize> DataLink<REPLAY, RX_FLITS> {
             self.lose_framing();
             return;
         }
-        let mut head = [0u8; FLIT_LEN];
-        head.copy_from_slice(&self.rx_buf[..FLIT_LEN]);
+        let mut head = self.rx_buf[0];
         let Ok(header) = PacketHeader::parse(&head) else {
             return;
         };
@@ -948,9 +926,8 @@ impl<const REPLAY: usize, const RX_FLITS: usize> DataLink<REPLAY, RX_FLITS> {
         self.acknowledged(now, header.ack);
         self.tx_credits.report_low(header.credit_vc, header.credit);
         if header.seq == self.expected {
-            let flits = len / FLIT_LEN;
             let queue = &mut self.rx_queues[header.vc.index()];
-            if queue.capacity() - queue.len() < flits {
+            if queue.room() < len {
                 // The partner sent without credit. Not delivering it keeps exactly-once intact: it is
                 // replayed when the partner's timer fires.
                 self.counters.credit_overruns += 1;
@@ -959,12 +936,9 @@ impl<const REPLAY: usize, const RX_FLITS: usize> DataLink<REPLAY, RX_FLITS> {
             // The CRC field is no longer needed: it keeps the arrival order across channels instead.
             head[12..].copy_from_slice(&self.arrivals.to_le_bytes());
             self.arrivals = self.arrivals.wrapping_add(1);
-            let _ = queue.push_back(head);
-            for chunk in self.rx_buf[FLIT_LEN..len].chunks_exact(FLIT_LEN) {
-                let mut flit = [0u8; FLIT_LEN];
-                flit.copy_from_slice(chunk);
-                let _ = queue.push_back(flit);
-            }
+            // Room was checked above.
+            queue.push_back_with(|flit| *flit = head);
+            queue.extend_from_slice(&self.rx_buf[1..len]);
             self.expected = self.expected.next();
             self.nak_scheduled = false;
             self.counters.packets_received += 1;

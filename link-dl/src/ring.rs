@@ -1,0 +1,167 @@
+//! A fixed-capacity ring buffer of `Copy` items that is written in place and moved in runs. The replay
+//! buffer and the receive queues use it so that a packet's flits cost one copy in and one copy out (a
+//! `heapless::Deque` takes and gives items one at a time, by value, and a replay entry would be built
+//! on the stack and then copied in).
+
+/// Up to `N` items, oldest first.
+#[derive(Clone, Debug)]
+pub(crate) struct Ring<T, const N: usize> {
+    items: [T; N],
+    head: usize,
+    len: usize,
+}
+
+impl<T: Copy + Default, const N: usize> Ring<T, N> {
+    pub(crate) fn new() -> Self {
+        Ring {
+            items: [T::default(); N],
+            head: 0,
+            len: 0,
+        }
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.len
+    }
+
+    pub(crate) fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    pub(crate) fn is_full(&self) -> bool {
+        self.len == N
+    }
+
+    /// Items that can still be added.
+    pub(crate) fn room(&self) -> usize {
+        N - self.len
+    }
+
+    pub(crate) fn clear(&mut self) {
+        self.head = 0;
+        self.len = 0;
+    }
+
+    /// Index into `items` of the item `i` places after the head (`i <= N`).
+    fn slot(&self, i: usize) -> usize {
+        let at = self.head + i;
+        if at >= N {
+            at - N
+        } else {
+            at
+        }
+    }
+
+    /// The item `i` places from the front.
+    pub(crate) fn get(&self, i: usize) -> Option<&T> {
+        (i < self.len).then(|| &self.items[self.slot(i)])
+    }
+
+    pub(crate) fn front(&self) -> Option<&T> {
+        self.get(0)
+    }
+
+    /// Append one item, written in place by `fill` over whatever the slot held before; false (and
+    /// nothing appended) when full.
+    pub(crate) fn push_back_with(&mut self, fill: impl FnOnce(&mut T)) -> bool {
+        if self.is_full() {
+            return false;
+        }
+        let tail = self.slot(self.len);
+        fill(&mut self.items[tail]);
+        self.len += 1;
+        true
+    }
+
+    /// Append `items`: all of them, or none (false) without room for all.
+    pub(crate) fn extend_from_slice(&mut self, items: &[T]) -> bool {
+        if items.len() > self.room() {
+            return false;
+        }
+        let tail = self.slot(self.len);
+        let (wrapped, rest) = items.split_at(items.len().min(N - tail));
+        self.items[tail..tail + wrapped.len()].copy_from_slice(wrapped);
+        self.items[..rest.len()].copy_from_slice(rest);
+        self.len += items.len();
+        true
+    }
+
+    /// The first `n` items (or all, if fewer), as the two runs they occupy.
+    pub(crate) fn front_run(&self, n: usize) -> (&[T], &[T]) {
+        let n = n.min(self.len);
+        let first = n.min(N - self.head);
+        (
+            &self.items[self.head..self.head + first],
+            &self.items[..n - first],
+        )
+    }
+
+    pub(crate) fn pop_front(&mut self) -> Option<T> {
+        let item = *self.front()?;
+        self.drop_front(1);
+        Some(item)
+    }
+
+    /// Remove the first `n` items (all, if fewer).
+    pub(crate) fn drop_front(&mut self, n: usize) {
+        let n = n.min(self.len);
+        self.head = self.slot(n);
+        self.len -= n;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Ring;
+
+    /// The ring against a model (a growable queue) over pushes, runs and pops that wrap around.
+    #[test]
+    fn behaves_as_a_bounded_queue() {
+        let mut ring: Ring<u32, 7> = Ring::new();
+        let mut model: heapless::Deque<u32, 64> = heapless::Deque::new();
+        let mut next = 0u32;
+        let mut x = 0x2545_F491u32;
+        for _ in 0..2000 {
+            x ^= x << 13;
+            x ^= x >> 17;
+            x ^= x << 5;
+            let k = (x % 5) as usize;
+            match x % 4 {
+                0 => {
+                    let items: heapless::Vec<u32, 8> = (0..k as u32).map(|i| next + i).collect();
+                    let fits = model.len() + k <= 7;
+                    assert_eq!(ring.extend_from_slice(&items), fits);
+                    if fits {
+                        next += k as u32;
+                        items.iter().for_each(|&i| model.push_back(i).unwrap());
+                    }
+                }
+                1 => {
+                    let fits = model.len() < 7;
+                    assert_eq!(ring.push_back_with(|slot| *slot = next), fits);
+                    if fits {
+                        model.push_back(next).unwrap();
+                        next += 1;
+                    }
+                }
+                2 => {
+                    let (a, b) = ring.front_run(k);
+                    let run: heapless::Vec<u32, 8> = a.iter().chain(b).copied().collect();
+                    let expected: heapless::Vec<u32, 8> = model.iter().take(k).copied().collect();
+                    assert_eq!(run, expected);
+                    ring.drop_front(k);
+                    (0..k).for_each(|_| drop(model.pop_front()));
+                }
+                _ => assert_eq!(ring.pop_front(), model.pop_front()),
+            }
+            assert_eq!(ring.len(), model.len());
+            assert_eq!(ring.is_empty(), model.is_empty());
+            assert_eq!(ring.room(), 7 - model.len());
+            for i in 0..8 {
+                assert_eq!(ring.get(i), model.iter().nth(i));
+            }
+        }
+        ring.clear();
+        assert!(ring.is_empty() && ring.front().is_none());
+    }
+}
