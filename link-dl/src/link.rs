@@ -170,7 +170,12 @@ enum Framer {
 
 /// One end of a data link, with a replay buffer of `REPLAY` packets and `RX_FLITS` flits of receive
 /// buffer per virtual channel.
+///
+/// The fields are laid out in this order (`repr(C)`): the state every call looks at comes first and
+/// the buffers last, so that asking a link whether it can send touches one or two cache lines, not
+/// lines hundreds of kilobytes apart (a fabric asks thousands of links that, all the time).
 #[derive(Clone, Debug)]
+#[repr(C)]
 pub struct DataLink<const REPLAY: usize = 64, const RX_FLITS: usize = 64> {
     config: DlConfig,
     state: DlState,
@@ -180,10 +185,8 @@ pub struct DataLink<const REPLAY: usize = 64, const RX_FLITS: usize = 64> {
     // Transmit.
     next_seq: Seq,
     acked: Seq,
-    replay: Ring<Stored, REPLAY>,
     /// Index in `replay` of the next packet to transmit.
     cursor: usize,
-    tx_buf: [Flit; MAX_PACKET_FLITS],
     tx_flits: u8,
     tx_pos: u8,
     replay_deadline: Option<Instant>,
@@ -194,7 +197,6 @@ pub struct DataLink<const REPLAY: usize = 64, const RX_FLITS: usize = 64> {
     nak_pending: bool,
     update_pending: bool,
     next_update: Instant,
-    fec_tx: fec::Block,
     fec_tx_unit: u8,
 
     // Receive.
@@ -203,18 +205,25 @@ pub struct DataLink<const REPLAY: usize = 64, const RX_FLITS: usize = 64> {
     acks_owed: u16,
     ack_deadline: Option<Instant>,
     framer: Framer,
-    rx_buf: [Flit; MAX_PACKET_FLITS],
     /// Flits of `rx_buf` filled.
     rx_len: usize,
-    rx_queues: [Ring<Flit, RX_FLITS>; VC_COUNT],
+    /// Packets in `rx_queues`, all channels.
+    rx_packets: usize,
     arrivals: u32,
     rx_credits: RxCredits,
-    fec_rx: fec::Block,
     fec_rx_have: u8,
 
     counters: DlCounters,
     events: Deque<DlEvent, 8>,
     retrain_request: bool,
+
+    // Buffers.
+    tx_buf: [Flit; MAX_PACKET_FLITS],
+    rx_buf: [Flit; MAX_PACKET_FLITS],
+    fec_tx: fec::Block,
+    fec_rx: fec::Block,
+    replay: Ring<Stored, REPLAY>,
+    rx_queues: [Ring<Flit, RX_FLITS>; VC_COUNT],
 }
 
 impl<const REPLAY: usize, const RX_FLITS: usize> DataLink<REPLAY, RX_FLITS> {
@@ -258,6 +267,7 @@ impl<const REPLAY: usize, const RX_FLITS: usize> DataLink<REPLAY, RX_FLITS> {
             framer: Framer::Resync,
             rx_buf: [[0; FLIT_LEN]; MAX_PACKET_FLITS],
             rx_len: 0,
+            rx_packets: 0,
             rx_queues: core::array::from_fn(|_| Ring::new()),
             arrivals: 0,
             rx_credits: RxCredits::default(),
@@ -417,6 +427,7 @@ impl<const REPLAY: usize, const RX_FLITS: usize> DataLink<REPLAY, RX_FLITS> {
         self.ack_deadline = None;
         self.framer = Framer::Resync;
         self.rx_len = 0;
+        self.rx_packets = 0;
         self.rx_queues.iter_mut().for_each(Ring::clear);
         self.arrivals = 0;
         self.rx_credits = RxCredits::default();
@@ -482,6 +493,9 @@ impl<const REPLAY: usize, const RX_FLITS: usize> DataLink<REPLAY, RX_FLITS> {
 
     /// The oldest packet received on any channel, which frees its receive buffer (and so returns credit).
     pub fn recv(&mut self) -> Option<Received> {
+        if self.rx_packets == 0 {
+            return None;
+        }
         let vc = Vc::ALL
             .into_iter()
             .filter_map(|vc| self.rx_queues[vc.index()].front().map(|h| (arrival_of(h), vc)))
@@ -496,6 +510,7 @@ impl<const REPLAY: usize, const RX_FLITS: usize> DataLink<REPLAY, RX_FLITS> {
         // Headers were checked on arrival, so they parse; a failure would be a bug, and drops the flit.
         let Ok(header) = PacketHeader::parse(queue.front()?) else {
             queue.drop_front(1);
+            self.rx_packets = self.rx_packets.saturating_sub(1);
             return None;
         };
         let flits = 1 + usize::from(header.payload_flits);
@@ -504,6 +519,7 @@ impl<const REPLAY: usize, const RX_FLITS: usize> DataLink<REPLAY, RX_FLITS> {
         let _ = payload.extend_from_slice(first.get(1..).unwrap_or(&[]));
         let _ = payload.extend_from_slice(second);
         queue.drop_front(flits);
+        self.rx_packets -= 1;
         self.rx_credits.free(vc, flits as u16);
         Some(Received {
             vc,
@@ -514,7 +530,7 @@ impl<const REPLAY: usize, const RX_FLITS: usize> DataLink<REPLAY, RX_FLITS> {
 
     /// Packets waiting in the receive queues.
     pub fn received_waiting(&self) -> bool {
-        self.rx_queues.iter().any(|q| !q.is_empty())
+        self.rx_packets > 0
     }
 
     // ----- timers -----
@@ -939,6 +955,7 @@ impl<const REPLAY: usize, const RX_FLITS: usize> DataLink<REPLAY, RX_FLITS> {
             // Room was checked above.
             queue.push_back_with(|flit| *flit = head);
             queue.extend_from_slice(&self.rx_buf[1..len]);
+            self.rx_packets += 1;
             self.expected = self.expected.next();
             self.nak_scheduled = false;
             self.counters.packets_received += 1;

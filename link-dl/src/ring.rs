@@ -3,12 +3,14 @@
 //! `heapless::Deque` takes and gives items one at a time, by value, and a replay entry would be built
 //! on the stack and then copied in).
 
-/// Up to `N` items, oldest first.
+/// Up to `N` items, oldest first. The indices come first (`repr(C)`): checking how full a ring is
+/// touches the cache line next to whatever precedes it, not one past a large array.
 #[derive(Clone, Debug)]
+#[repr(C)]
 pub(crate) struct Ring<T, const N: usize> {
-    items: [T; N],
     head: usize,
     len: usize,
+    items: [T; N],
 }
 
 impl<T: Copy + Default, const N: usize> Ring<T, N> {
