@@ -9,6 +9,7 @@
 #![warn(missing_docs)]
 
 pub mod collective;
+mod events;
 pub mod manager;
 pub mod net;
 pub mod run;

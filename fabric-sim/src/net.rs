@@ -12,8 +12,7 @@
 //! **Determinism.** Events are ordered by time and then by the order they were scheduled; every random
 //! choice comes from the seed.
 
-use std::cmp::Reverse;
-use std::collections::{BinaryHeap, VecDeque};
+use std::collections::VecDeque;
 
 use link_dl::flit::{Flit, FLIT_LEN, MAX_PACKET_FLITS, MAX_PAYLOAD_FLITS};
 use link_dl::link::{DataLink, DlConfig};
@@ -25,6 +24,7 @@ use rand_core::{Rng, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
 use switch_fw::switch::{Arrival, Destination, Forward, Switch};
 
+use crate::events::EventQueue;
 use crate::manager::Fabric;
 use crate::topology::{NodeKind, Topology};
 use crate::trace::{Hop, Tracer};
@@ -466,8 +466,7 @@ pub struct Net {
     topology: Topology,
     fabric: Fabric,
     now: Instant,
-    seq: u64,
-    queue: BinaryHeap<Reverse<(Instant, u64, Event)>>,
+    queue: EventQueue<Event>,
     dirs: Vec<[Direction; 2]>,
     /// Per node, per port: its data link.
     links: Vec<Vec<PortLink>>,
@@ -557,8 +556,7 @@ impl Net {
             topology: topology.clone(),
             fabric,
             now: Instant::ZERO,
-            seq: 0,
-            queue: BinaryHeap::new(),
+            queue: EventQueue::default(),
             dirs,
             links,
             nodes,
@@ -926,8 +924,7 @@ impl Net {
     }
 
     fn schedule(&mut self, at: Instant, event: Event) {
-        self.seq += 1;
-        self.queue.push(Reverse((at, self.seq, event)));
+        self.queue.push(at, event);
     }
 
     /// Make sure direction `d` of trunk `t` runs if its sender has something to send.
@@ -1049,13 +1046,12 @@ impl Net {
 
     /// Process the next event; false if there is none before `limit`, or the fabric cannot go on.
     fn step(&mut self, app: &mut dyn App, limit: Instant) -> bool {
-        let Some(&Reverse((at, _, event))) = self.queue.peek() else {
-            return false;
-        };
-        if at > limit {
+        if self.queue.peek_time().is_none_or(|at| at > limit) {
             return false;
         }
-        self.queue.pop();
+        let Some((at, event)) = self.queue.pop() else {
+            return false;
+        };
         self.now = at;
         self.stats.events += 1;
         match event {
