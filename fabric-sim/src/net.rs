@@ -476,6 +476,8 @@ pub struct Net {
     failover: Option<Box<Failover>>,
     completed: Instant,
     trace: Option<Box<Tracer<Box<dyn std::io::Write>>>>,
+    /// Where a transmitter's burst is put together (kept, so as not to clear a kilobyte per burst).
+    burst: Box<[Flit; BURST_MAX]>,
     trace_error: Option<String>,
     waves: Option<Box<Waves<Box<dyn std::io::Write>>>>,
     waves_error: Option<String>,
@@ -565,6 +567,7 @@ impl Net {
             failover: None,
             completed: Instant::ZERO,
             trace: None,
+            burst: Box::new([[0; FLIT_LEN]; BURST_MAX]),
             trace_error: None,
             waves: None,
             waves_error: None,
@@ -1116,9 +1119,8 @@ impl Net {
         let unit_ps = self.dirs[t][d].unit_ps;
         let latency = self.dirs[t][d].latency;
         let burst = self.dirs[t][d].burst;
-        let mut units = [[0u8; FLIT_LEN]; BURST_MAX];
-        let sent = link.poll_units(now, &mut units[..burst]);
-        let units = &mut units[..sent];
+        let sent = link.poll_units(now, &mut self.burst[..burst]);
+        let units = &mut self.burst[..sent];
         let dir = &mut self.dirs[t][d];
         if let Some(tracer) = self.trace.as_mut() {
             let hop = Hop {
