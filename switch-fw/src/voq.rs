@@ -29,6 +29,8 @@ pub struct Voqs<const PORTS: usize, const SLOTS: usize> {
     pool: [Descriptor; SLOTS],
     next: [u16; SLOTS],
     free: u16,
+    /// Descriptors in use, all queues (the sum of `used`, kept so that asking costs nothing).
+    in_use: usize,
     used: [[u16; VCS]; INPUTS],
     head: [[[u16; PORTS]; VCS]; INPUTS],
     tail: [[[u16; PORTS]; VCS]; INPUTS],
@@ -44,6 +46,7 @@ impl<const PORTS: usize, const SLOTS: usize> Default for Voqs<PORTS, SLOTS> {
             pool: [Descriptor::default(); SLOTS],
             next,
             free: if SLOTS > 0 { 0 } else { NIL },
+            in_use: 0,
             used: [[0; VCS]; INPUTS],
             head: [[[NIL; PORTS]; VCS]; INPUTS],
             tail: [[[NIL; PORTS]; VCS]; INPUTS],
@@ -93,7 +96,7 @@ impl<const PORTS: usize, const SLOTS: usize> Voqs<PORTS, SLOTS> {
 
     /// Descriptors free in the pool.
     pub fn free_slots(&self) -> usize {
-        SLOTS - (0..INPUTS).map(|i| self.used(i)).sum::<usize>()
+        SLOTS - self.in_use
     }
 
     /// Whether the queue of (`input`, `vc`, `output`) is empty.
@@ -120,6 +123,7 @@ impl<const PORTS: usize, const SLOTS: usize> Voqs<PORTS, SLOTS> {
         }
         self.tail[input][vc][output] = slot;
         self.used[input][vc] += 1;
+        self.in_use += 1;
         true
     }
 
@@ -143,6 +147,7 @@ impl<const PORTS: usize, const SLOTS: usize> Voqs<PORTS, SLOTS> {
         self.next[s] = self.free;
         self.free = h;
         self.used[input][vc] -= 1;
+        self.in_use -= 1;
         Some(self.pool[s])
     }
 }
