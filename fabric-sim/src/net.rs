@@ -426,6 +426,9 @@ enum NodeState {
         nvls: Nvls,
         /// Per port and channel, a packet the switch could not take yet.
         staged: Vec<[Option<Received>; 4]>,
+        /// Bit `p`: port `p` has a packet staged. Only such a port can have received packets left
+        /// waiting, since the switch takes every other packet as it arrives.
+        staged_ports: u64,
     },
 }
 
@@ -546,6 +549,7 @@ impl Net {
                         free: Vec::new(),
                         nvls: Nvls::default(),
                         staged,
+                        staged_ports: 0,
                     }
                 }
             });
@@ -1306,6 +1310,7 @@ impl Net {
             free,
             nvls,
             staged,
+            staged_ports,
         } = &mut self.nodes[node]
         else {
             return;
@@ -1359,6 +1364,11 @@ impl Net {
                     }
                 }
             }
+        }
+        if staged[port].iter().any(Option::is_some) {
+            *staged_ports |= 1 << port;
+        } else {
+            *staged_ports &= !(1 << port);
         }
         self.pump_nvls(node);
         self.pump_resend(node);
@@ -1444,14 +1454,14 @@ impl Net {
                 self.kick(t, end);
             }
             // Room freed at the inputs lets waiting and staged packets in; more may then be forwardable.
-            for port in 0..self.links[node].len() {
-                let staged = match &self.nodes[node] {
-                    NodeState::Switch { staged, .. } => staged[port].iter().any(Option::is_some),
-                    NodeState::Gpu => false,
-                };
-                if staged || self.links[node][port].received_waiting() {
-                    self.switch_received(node, port);
-                }
+            let mut staged = match &self.nodes[node] {
+                NodeState::Switch { staged_ports, .. } => *staged_ports,
+                NodeState::Gpu => 0,
+            };
+            while staged != 0 {
+                let port = staged.trailing_zeros() as usize;
+                staged &= staged - 1;
+                self.switch_received(node, port);
             }
             self.pump_nvls(node);
             self.pump_resend(node);
