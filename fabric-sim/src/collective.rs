@@ -444,19 +444,18 @@ impl Ring {
     }
 
     /// Check a partial sum (weight `w` over `count` GPUs) and, if right, return it with GPU `g`'s own
-    /// element added: one hash per element for both jobs.
+    /// element added (in place): one hash per element for both jobs.
     fn verify_and_add(
         &mut self,
-        p: &Received,
+        mut out: heapless::Vec<Flit, 9>,
         packet: u64,
         (w, count): (u32, u32),
         g: u32,
     ) -> Option<heapless::Vec<Flit, 9>> {
         let first = packet * PER_PACKET as u64;
         let (coef_a, coef_b) = coefficient_block(self.seed, first);
-        let mut out = p.payload.clone();
         let skip = usize::from(self.extension);
-        let mut ok = p.payload.len() == skip + (self.packets.elements(packet) * 4).div_ceil(FLIT_LEN);
+        let mut ok = out.len() == skip + (self.packets.elements(packet) * 4).div_ceil(FLIT_LEN);
         for e in 0..self.packets.elements(packet) {
             let Some(flit) = out.get_mut(skip + e / 4) else {
                 break;
@@ -520,7 +519,7 @@ impl App for Ring {
                 // Partial sum of chunk c over positions c .. pos - 1; add this GPU's own data.
                 let partial = weight_range(&self.order, c, (pos + n - 1) % n);
                 let g = self.order[pos] as u32 + 1;
-                let Some(sum) = self.verify_and_add(&p, packet, partial, g) else {
+                let Some(sum) = self.verify_and_add(p.payload, packet, partial, g) else {
                     return;
                 };
                 let owner = (c + n - 1) % n;
