@@ -153,6 +153,18 @@ impl PacketHeader {
         })
     }
 
+    /// Rewrite the link-local fields of an emitted header in place (acknowledgement and credit return,
+    /// which every transmission refreshes), leaving the others and the CRC field as they are: the same
+    /// bits as parsing, changing those fields and emitting again.
+    pub fn restamp(flit: &mut Flit, ack: Seq, credit_vc: Vc, credit: u8) {
+        let mask = |(shift, width): (u32, u32)| ((1u128 << width) - 1) << shift;
+        let mut w = word(flit) & !(mask(field::ACK) | mask(field::CREDIT_VC) | mask(field::CREDIT));
+        put(&mut w, field::ACK, u64::from(ack.get()));
+        put(&mut w, field::CREDIT_VC, credit_vc.index() as u64);
+        put(&mut w, field::CREDIT, u64::from(credit));
+        store_word(w, flit);
+    }
+
     /// Write the header into `flit`, CRC field zero (see [`seal_packet`]).
     pub fn emit(&self, flit: &mut Flit) -> Result<(), DlError> {
         if self.tl >> TL_HEADER_BITS != 0 {
@@ -319,6 +331,27 @@ mod tests {
             check_packet_crc(&packet),
             Err(DlError::CrcMismatch { .. })
         ));
+    }
+
+    #[test]
+    fn restamping_a_header_equals_emitting_it_again() {
+        let mut stamped = [0xEEu8; FLIT_LEN];
+        header().emit(&mut stamped).unwrap();
+        stamped[12..].copy_from_slice(&[1, 2, 3, 4]);
+        for (ack, credit_vc, credit) in [
+            (0u16, Vc::Request, 0u8),
+            (0x3FF, Vc::Response, 0xFF),
+            (0x15A, Vc::Snoop, 7),
+        ] {
+            let mut expected = header();
+            (expected.ack, expected.credit_vc, expected.credit) = (Seq::new(ack), credit_vc, credit);
+            let mut emitted = [0u8; FLIT_LEN];
+            expected.emit(&mut emitted).unwrap();
+            PacketHeader::restamp(&mut stamped, Seq::new(ack), credit_vc, credit);
+            assert_eq!(stamped[..12], emitted[..12]);
+            assert_eq!(stamped[12..], [1, 2, 3, 4], "the CRC field is left alone");
+            assert_eq!(PacketHeader::parse(&stamped), Ok(expected));
+        }
     }
 
     #[test]

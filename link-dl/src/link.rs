@@ -750,15 +750,8 @@ impl<const REPLAY: usize, const RX_FLITS: usize> DataLink<REPLAY, RX_FLITS> {
         let len = usize::from(stored.len);
         self.tx_buf[..len].copy_from_slice(&stored.flits[..len]);
         self.tx_flits = stored.len;
-        // The header was checked when the packet was accepted, so it parses and emits again.
-        let Ok(mut header) = PacketHeader::parse(&self.tx_buf[0]) else {
-            return;
-        };
-        header.ack = self.expected.prev();
         let (credit_vc, credit) = self.rx_credits.report_one();
-        header.credit_vc = credit_vc;
-        header.credit = credit;
-        let _ = header.emit(&mut self.tx_buf[0]);
+        PacketHeader::restamp(&mut self.tx_buf[0], self.expected.prev(), credit_vc, credit);
         seal_packet(&mut self.tx_buf.as_flattened_mut()[..len * FLIT_LEN]);
         self.acks_owed = 0;
         self.ack_deadline = None;
