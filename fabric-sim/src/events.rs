@@ -63,8 +63,9 @@ impl<T> EventQueue<T> {
         self.occupied[b / 64] |= 1 << (b % 64);
     }
 
-    /// Schedule `item` at `at`. A time before the last event taken out counts as that event's time: the
-    /// item comes out next among those (a binary heap would also give it out before everything later).
+    /// Schedule `item` at `at`. A simulation never schedules into the past; a time before the last event
+    /// taken out counts as that event's time (the item comes out after the events already waiting for
+    /// that time, where a binary heap would give it out first).
     pub fn push(&mut self, at: Instant, item: T) {
         self.seq += 1;
         let key = key(at.max(time_of(self.last)), self.seq);
