@@ -2,7 +2,9 @@
 //!
 //! It is sans-IO. The physical layer below asks it for each 16-byte unit to send ([`DataLink::poll_unit`])
 //! and hands it each unit received ([`DataLink::receive_unit`]); the layer above calls
-//! [`DataLink::send`] and [`DataLink::recv`]. Time comes in with every call.
+//! [`DataLink::send`] and [`DataLink::recv`]. Time comes in with every call. A driver that moves units in
+//! bursts (a simulator's timed channel) uses [`DataLink::poll_units`] and [`DataLink::receive_units`],
+//! which do the same as the unit-by-unit calls, copying the flits of a packet as one run.
 //!
 //! Reliability follows PCI Express's data link layer: every packet gets a sequence number and waits in the
 //! replay buffer until acknowledged; acknowledgements are cumulative, piggy-backed on every packet header
