@@ -27,6 +27,7 @@ pub type Target = (&'static str, fn(&[u8]));
 pub const TARGETS: &[Target] = &[
     ("fec_decode", fec_decode),
     ("parse_flit", parse_flit),
+    ("receive_bursts", receive_bursts),
     ("receive_stream", receive_stream),
 ];
 
@@ -82,6 +83,56 @@ pub fn parse_flit(data: &[u8]) {
                 }
             }
             Err(_) => assert!(PacketHeader::parse(flit).is_err() && ControlFlit::parse(flit).is_err()),
+        }
+    }
+}
+
+/// Feeds `data` after its first byte, as hostile units, to two identical active data links: to one a unit
+/// at a time, to the other in bursts of 1 to 16 units (the first byte picks the length), and checks that
+/// the burst calls do exactly what the unit-by-unit ones do, on any input: after every burst, the same
+/// counters, the same packets delivered, and the same units sent back.
+pub fn receive_bursts(data: &[u8]) {
+    const MOST: usize = 16;
+    let Some((&first, data)) = data.split_first() else {
+        return;
+    };
+    let burst = 1 + usize::from(first) % MOST;
+    let Some(mut one) = BackToBack::<8, 64>::active(DlConfig::default()) else {
+        panic!("the data links did not come up");
+    };
+    let mut runs = one.clone();
+    for group in data.chunks(burst * FLIT_LEN) {
+        let mut units = [[0u8; FLIT_LEN]; MOST];
+        let n = group.len().div_ceil(FLIT_LEN);
+        for (unit, chunk) in units.iter_mut().zip(group.chunks(FLIT_LEN)) {
+            unit[..chunk.len()].copy_from_slice(chunk);
+        }
+        let (now, index) = (one.now, one.units);
+        for (i, unit) in units[..n].iter().enumerate() {
+            one.b.receive_unit(now, unit, index + i as u64);
+        }
+        runs.b.receive_units(now, &units[..n], index);
+        assert_eq!(one.b.counters(), runs.b.counters(), "counters after a burst");
+        loop {
+            let (x, y) = (one.b.recv(), runs.b.recv());
+            assert_eq!(x, y, "packets delivered");
+            if x.is_none() {
+                break;
+            }
+        }
+        let mut sent = [[0u8; FLIT_LEN]; MOST];
+        one.b.handle_timeout(now);
+        let mut k = 0;
+        while k < n && one.b.has_pending_output(now) {
+            one.b.poll_unit(now, &mut sent[k]);
+            k += 1;
+        }
+        let mut polled = [[0u8; FLIT_LEN]; MOST];
+        let m = runs.b.poll_units(now, &mut polled[..n]);
+        assert_eq!(sent[..k], polled[..m], "units sent back");
+        for pair in [&mut one, &mut runs] {
+            pair.units += n as u64;
+            pair.now += pair.unit.saturating_mul(n as u64);
         }
     }
 }
