@@ -521,7 +521,7 @@ impl<const REPLAY: usize, const RX_FLITS: usize> DataLink<REPLAY, RX_FLITS> {
         let _ = payload.extend_from_slice(first.get(1..).unwrap_or(&[]));
         let _ = payload.extend_from_slice(second);
         queue.drop_front(flits);
-        self.rx_packets -= 1;
+        self.rx_packets = self.rx_packets.saturating_sub(1);
         self.rx_credits.free(vc, flits as u16);
         Some(Received {
             vc,
