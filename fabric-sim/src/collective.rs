@@ -247,21 +247,10 @@ pub struct Ring {
 }
 
 impl Ring {
-    /// A ring collective of `bytes` (see [`Kind`] for what the size means) over GPUs in ring `order`,
-    /// `ports_to_next[g][p]` saying whether GPU `g`'s port `p` reaches the next GPU in the ring.
-    pub fn new(
-        kind: Kind,
-        bytes: u64,
-        order: Vec<usize>,
-        ports_to_next: Vec<Vec<bool>>,
-        extension: bool,
-        seed: u64,
-    ) -> Ring {
-        Ring::part(kind, bytes, order, ports_to_next, extension, seed, 0, 1)
-    }
-
-    /// Ring `part` of `parts` that share a collective of `bytes`: it moves the `part`-th of the
-    /// buffer's packets (one range, the shares differing by at most a packet).
+    /// Ring `part` of `parts` that share a collective of `bytes` (see [`Kind`] for what the size means)
+    /// over GPUs in ring `order`: it moves the `part`-th of the buffer's packets (one range, the shares
+    /// differing by at most a packet; part 0 of 1 moves them all). `ports_to_next[g][p]` says whether
+    /// GPU `g`'s port `p` reaches the next GPU in the ring.
     #[allow(clippy::too_many_arguments)]
     pub fn part(
         kind: Kind,
@@ -589,7 +578,7 @@ pub struct Rings {
 
 impl Rings {
     /// The collective of `bytes` split evenly over rings with these `(order, ports_to_next)` (see
-    /// [`Ring::new`]).
+    /// [`Ring::part`]).
     pub fn new(
         kind: Kind,
         bytes: u64,
@@ -599,16 +588,11 @@ impl Rings {
     ) -> Rings {
         let parts = rings.len() as u64;
         let gpus = rings.first().map_or(0, |(order, _)| order.len());
+        // A list per port, filled in on a GPU's first offer (as after every change of routes).
         let users = (0..gpus)
             .map(|g| {
                 let ports = rings.iter().map(|(_, p)| p[g].len()).max().unwrap_or(0);
-                (0..ports)
-                    .map(|port| {
-                        (0..rings.len())
-                            .filter(|&r| rings[r].1[g].get(port).copied().unwrap_or(false))
-                            .collect()
-                    })
-                    .collect()
+                vec![Vec::new(); ports]
             })
             .collect();
         let rings = rings
@@ -621,7 +605,7 @@ impl Rings {
         Rings {
             rings,
             users,
-            users_for: vec![0; gpus],
+            users_for: vec![usize::MAX; gpus],
             turn: vec![0; gpus],
             stray: 0,
         }

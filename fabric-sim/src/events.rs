@@ -19,7 +19,6 @@ pub struct EventQueue<T> {
     occupied: [u64; 3],
     last: u128,
     seq: u64,
-    len: usize,
 }
 
 impl<T> Default for EventQueue<T> {
@@ -29,7 +28,6 @@ impl<T> Default for EventQueue<T> {
             occupied: [0; 3],
             last: 0,
             seq: 0,
-            len: 0,
         }
     }
 }
@@ -45,12 +43,12 @@ fn time_of(key: u128) -> Instant {
 impl<T> EventQueue<T> {
     #[cfg(test)]
     pub fn len(&self) -> usize {
-        self.len
+        self.buckets.iter().map(Vec::len).sum()
     }
 
     #[cfg(test)]
     pub fn is_empty(&self) -> bool {
-        self.len == 0
+        self.len() == 0
     }
 
     fn bucket_of(&self, key: u128) -> usize {
@@ -70,7 +68,6 @@ impl<T> EventQueue<T> {
         self.seq += 1;
         let key = key(at.max(time_of(self.last)), self.seq);
         self.put(key, item);
-        self.len += 1;
     }
 
     /// Make bucket 0 hold the smallest key, if there is any event.
@@ -109,7 +106,6 @@ impl<T> EventQueue<T> {
         if self.buckets[0].is_empty() {
             self.occupied[0] &= !1;
         }
-        self.len -= 1;
         Some((time_of(k), item))
     }
 }

@@ -1101,9 +1101,9 @@ impl Net {
             .all(|l| l.unacknowledged() == 0 && !l.received_waiting());
         let switches_empty = self.nodes.iter().all(|n| match n {
             NodeState::Gpu => true,
-            NodeState::Switch { core, staged, .. } => {
-                core.is_idle() && staged.iter().flatten().all(Option::is_none)
-            }
+            NodeState::Switch {
+                core, staged_ports, ..
+            } => core.is_idle() && *staged_ports == 0,
         });
         let resend_empty = self
             .failover
@@ -1175,10 +1175,8 @@ impl Net {
             }
             dir.bursts.pop_front();
             let (older, newer) = dir.in_flight.as_slices();
-            let (older, newer) = match older.split_at_checked(units) {
-                Some((burst, _)) => (burst, &newer[..0]),
-                None => (older, &newer[..units - older.len()]),
-            };
+            let first = units.min(older.len());
+            let (older, newer) = (&older[..first], &newer[..units - first]);
             let link = &mut self.links[node][port];
             link.receive_units(now, older, dir.units_received);
             link.receive_units(now, newer, dir.units_received + older.len() as u64);

@@ -17,7 +17,8 @@ fn ring_on(net: &Net, kind: Kind, bytes: u64, extension: bool) -> Ring {
                 .collect()
         })
         .collect();
-    Ring::new(kind, bytes, order, ports, extension, 42)
+    // The whole buffer: part 0 of 1.
+    Ring::part(kind, bytes, order, ports, extension, 42, 0, 1)
 }
 
 #[test]
