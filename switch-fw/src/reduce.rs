@@ -74,7 +74,9 @@ impl<const SLOTS: usize> Default for Reducer<SLOTS> {
 }
 
 impl<const SLOTS: usize> Reducer<SLOTS> {
-    /// Program (or with `None`, remove) a reduction group.
+    /// Program (or with `None`, remove) a reduction group. Removing a group abandons its chunks in
+    /// progress (a fabric manager removes the groups of a contributor port that failed: their sums can
+    /// never complete), and contributions to it are refused from then on.
     pub fn set(&mut self, group: u16, config: Option<ReductionGroup>) -> Result<(), SwitchError> {
         if let Some(c) = config {
             if usize::from(c.result_group) >= GROUPS || c.contributors.is_empty() {
@@ -87,6 +89,13 @@ impl<const SLOTS: usize> Reducer<SLOTS> {
             .groups
             .get_mut(usize::from(group))
             .ok_or(SwitchError::NoSuchGroup { group })? = config;
+        if config.is_none() {
+            for slot in &mut self.slots {
+                if slot.is_some_and(|a| a.group == group) {
+                    *slot = None;
+                }
+            }
+        }
         Ok(())
     }
 
@@ -225,5 +234,28 @@ mod tests {
             r.contribute(0, 0, 1, &[0; 8]),
             Err(SwitchError::ReductionFull { group: 0 })
         );
+    }
+
+    #[test]
+    fn removing_a_group_abandons_its_sums_in_progress() {
+        let mut r: Reducer<2> = Reducer::default();
+        let cfg = ReductionGroup {
+            contributors: PortSet(0b11),
+            result_group: 1,
+            element: Element::U32,
+        };
+        r.set(0, Some(cfg)).unwrap();
+        r.set(1, Some(cfg)).unwrap();
+        assert_eq!(r.contribute(0, 0, 7, &[1; 4]), Ok(None));
+        assert_eq!(r.contribute(0, 1, 7, &[1; 4]), Ok(None));
+        r.set(0, None).unwrap();
+        assert_eq!(r.in_progress(), 1, "only group 0's chunk is abandoned");
+        assert_eq!(
+            r.contribute(1, 0, 7, &[1; 4]),
+            Err(SwitchError::NoSuchGroup { group: 0 }),
+            "a late contribution to a removed group is refused, not a new sum"
+        );
+        assert!(r.contribute(1, 1, 7, &[1; 4]).unwrap().is_some());
+        assert_eq!(r.in_progress(), 0);
     }
 }
