@@ -677,4 +677,3 @@ fn weight_range(order: &[usize], from: usize, to: usize) -> (u32, u32) {
         .fold(0u32, u32::wrapping_add);
     (weight, count as u32)
 }
-

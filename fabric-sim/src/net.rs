@@ -74,6 +74,9 @@ pub struct Offer<'a> {
     routes: &'a [switch_fw::PortSet],
     /// Failed trunks the routes avoid: it changes whenever the routes are recomputed.
     pub routes_failed: usize,
+    /// Bit `p`: this GPU's port `p` no longer leads to a working collective engine (the port's trunk
+    /// failed, or its switch lost a GPU and took its engine offline). Switch reductions must avoid it.
+    pub engines_offline: u64,
 }
 
 impl Offer<'_> {
@@ -179,6 +182,11 @@ pub struct FailoverStats {
     pub packets_bounced: u64,
     /// Copies a destination had already received, dropped there.
     pub duplicates_dropped: u64,
+    /// Switches whose collective engine went offline because a port to a GPU failed.
+    pub engines_offline: u64,
+    /// Packets of the collective engines (reads, answers, sums, multicasts) lost with a failed trunk or
+    /// refused by an engine gone offline: not sent again; the collective does their work again.
+    pub engine_packets_dropped: u64,
 }
 
 /// Per GPU, the recent packets it received (by header), so that a packet sent again after a failure is
@@ -246,6 +254,8 @@ struct Failover {
     stats: FailoverStats,
     /// Why the fabric cannot go on (a failure cut it in two, or a packet could not be saved).
     fatal: Option<String>,
+    /// Per node (GPUs only): [`Offer::engines_offline`].
+    engines_offline: Vec<u64>,
 }
 
 /// Bit errors at a rate, drawn from the seed.
@@ -319,6 +329,7 @@ struct Direction {
 
 impl Nvls {
     /// A packet for the engine: an `ld_reduce` request, or a GPU's answer to one of the engine's reads.
+    /// Returns whether the engine took it (an engine that is offline drops it).
     fn receive(
         &mut self,
         core: &mut Switch<64, SWITCH_SLOTS, REDUCTIONS>,
@@ -326,7 +337,10 @@ impl Nvls {
         free: &mut Vec<u32>,
         port: usize,
         p: Received,
-    ) {
+    ) -> bool {
+        if self.offline {
+            return false;
+        }
         let (_, requester, _) = wire::route_fields(p.tl);
         match wire::opcode(p.tl) {
             wire::OP_REDUCE_READ => self.pending.push_back((requester, wire::offset(p.tl))),
@@ -338,13 +352,15 @@ impl Nvls {
                     data[len..len + FLIT_LEN].copy_from_slice(flit);
                     len += FLIT_LEN;
                 }
-                let Ok(Some(sum)) =
-                    core.reducer
-                        .contribute(port, requester, wire::offset(p.tl), &data[..len])
-                else {
-                    return;
+                let sum = match core
+                    .reducer
+                    .contribute(port, requester, wire::offset(p.tl), &data[..len])
+                {
+                    Ok(Some(sum)) => sum,
+                    Ok(None) => return true,
+                    Err(_) => return false,
                 };
-                self.active -= 1;
+                self.active = self.active.saturating_sub(1);
                 let mut payload = heapless::Vec::new();
                 if self.extension {
                     let _ = payload.push([0; FLIT_LEN]);
@@ -368,8 +384,19 @@ impl Nvls {
                     Destination::Unicast(requester),
                 );
             }
-            _ => {}
+            _ => return false,
         }
+        true
+    }
+}
+
+/// Keep a packet taken back after a failure to send it again, unless it belongs to a collective engine
+/// (dropped: the collective does that work again).
+fn send_again(resend: &mut VecDeque<Received>, stats: &mut FailoverStats, p: Received) {
+    if wire::is_engine_traffic(p.tl) {
+        stats.engine_packets_dropped += 1;
+    } else {
+        resend.push_back(p);
     }
 }
 
@@ -444,6 +471,8 @@ struct Nvls {
     /// Reductions under way.
     active: usize,
     extension: bool,
+    /// Lost a port to a GPU: takes no more requests or answers.
+    offline: bool,
 }
 
 /// Counters of a run.
@@ -709,8 +738,11 @@ impl Net {
 
     /// Inject `faults` as the fabric runs. From now on every GPU also drops copies of packets it has
     /// already received, and a switch that cannot route a packet returns it to its source: packets are
-    /// identified by their header, so the traffic must keep headers unique per (source, destination)
-    /// and offsets below [`wire::BOUNCE_OFFSET_LIMIT`], and must not use multicast.
+    /// identified by their header, so unicast traffic must keep headers unique per (source, destination)
+    /// and offsets below [`wire::BOUNCE_OFFSET_LIMIT`]. The collective engines' traffic
+    /// ([`wire::is_engine_traffic`]) is exempt: it is neither filtered nor sent again, and a switch that
+    /// loses a port to a GPU takes its engine offline ([`Offer::engines_offline`]), so a switch
+    /// reduction must do the lost work again elsewhere and tell copies apart itself.
     pub fn schedule_faults(&mut self, faults: &[Fault]) -> Result<(), String> {
         for &fault in faults {
             match fault {
@@ -738,6 +770,7 @@ impl Net {
                 resend: (0..n).map(|_| VecDeque::new()).collect(),
                 stats: FailoverStats::default(),
                 fatal: None,
+                engines_offline: vec![0; n],
             })
         });
         let mut events = Vec::new();
@@ -801,20 +834,20 @@ impl Net {
         let Some(f) = self.failover.as_mut() else { return };
         // What an end sent without acknowledgement may or may not have arrived: it is taken back.
         for (node, port) in ends {
-            let resend = &mut f.resend[node];
+            let (resend, stats) = (&mut f.resend[node], &mut f.stats);
             // A switch whose buffer share was full left received (and acknowledged) packets in the
             // link's queues: they are the switch's to route.
             while let Some(p) = self.links[node][port].recv() {
-                resend.push_back(p);
+                send_again(resend, stats, p);
             }
-            let mut taken = 0;
             self.links[node][port].take_unacknowledged(|p| {
-                resend.push_back(p);
-                taken += 1;
+                stats.packets_taken_back += 1;
+                send_again(resend, stats, p);
             });
-            f.stats.packets_taken_back += taken;
             self.links[node][port].phy_down();
         }
+        self.take_engines_offline(ends);
+        let Some(f) = self.failover.as_mut() else { return };
         // The fabric manager routes around the trunk and reprograms every switch.
         match Fabric::plan(&f.topology, &f.failed) {
             Ok(fabric) => {
@@ -840,17 +873,17 @@ impl Net {
         // What a switch had queued for the dead port.
         for (node, port) in ends {
             if let NodeState::Switch { core, held, free, .. } = &mut self.nodes[node] {
-                let resend = &mut f.resend[node];
-                let mut evicted = 0;
+                let (resend, stats) = (&mut f.resend[node], &mut f.stats);
                 core.evict_output(port, |copy| {
                     let h = copy.handle as usize;
                     if let Some(packet) = held[h].as_mut() {
-                        resend.push_back(Received {
+                        stats.packets_evicted += 1;
+                        let taken = Received {
                             vc: packet.vc,
                             tl: packet.tl,
                             payload: packet.payload.clone(),
-                        });
-                        evicted += 1;
+                        };
+                        send_again(resend, stats, taken);
                         packet.copies -= 1;
                         if packet.copies == 0 {
                             held[h] = None;
@@ -858,7 +891,6 @@ impl Net {
                         }
                     }
                 });
-                f.stats.packets_evicted += evicted;
             }
         }
         for (node, _) in ends {
@@ -870,6 +902,52 @@ impl Net {
         for t in 0..self.dirs.len() {
             for d in 0..2 {
                 self.kick(t, d);
+            }
+        }
+    }
+
+    /// A trunk failed between `ends`: a switch end drops the port from its multicast groups and, if it
+    /// reduced for the GPUs behind its ports, takes its collective engine offline, as a fabric manager
+    /// would (its reductions wait on a GPU that is gone: they are abandoned, and the GPUs told).
+    fn take_engines_offline(&mut self, ends: [(usize, usize); 2]) {
+        use switch_fw::regs::{MULTICAST, REDUCTION};
+        let Some(f) = self.failover.as_mut() else { return };
+        for (node, port) in ends {
+            if self.gpu_of_node[node].is_some() {
+                f.engines_offline[node] |= 1 << port;
+                continue;
+            }
+            let NodeState::Switch { core, nvls, .. } = &mut self.nodes[node] else {
+                continue;
+            };
+            let mut writes = Vec::new();
+            for group in 0..switch_fw::multicast::GROUPS as u32 {
+                if let Ok(ports) = core.multicast.get(group as u16) {
+                    if ports.contains(port) {
+                        let without = ports.0 & !(1u64 << port);
+                        writes.push((MULTICAST + 8 * group, without as u32));
+                        writes.push((MULTICAST + 8 * group + 4, (without >> 32) as u32));
+                    }
+                }
+            }
+            let engine_lost_a_gpu = !nvls.offline && nvls.gpu_ports.iter().any(|&(p, _)| p == port);
+            if engine_lost_a_gpu {
+                nvls.offline = true;
+                nvls.pending.clear();
+                nvls.active = 0;
+                for &(_, gpu) in &nvls.gpu_ports {
+                    writes.push((REDUCTION + 16 * u32::from(gpu) + 8, 0));
+                }
+                f.stats.engines_offline += 1;
+                for &(p, _) in &nvls.gpu_ports {
+                    let (gpu_node, gpu_port) = self.fabric.peer(node, p);
+                    f.engines_offline[gpu_node] |= 1 << gpu_port;
+                }
+            }
+            for (address, value) in writes {
+                if let Err(e) = core.write_register(address, value) {
+                    f.fatal = Some(format!("reprogramming switch {node}: {e}"));
+                }
             }
         }
     }
@@ -1210,7 +1288,9 @@ impl Net {
                     });
                     continue;
                 }
-                if !f.seen[gpu].first_time(p.tl) {
+                // A collective engine's packets may repeat headers on purpose (work done again on
+                // another switch): the collective tells copies apart.
+                if !wire::is_engine_traffic(p.tl) && !f.seen[gpu].first_time(p.tl) {
                     f.stats.duplicates_dropped += 1;
                     continue;
                 }
@@ -1231,6 +1311,7 @@ impl Net {
 
     fn fill_gpu(&mut self, node: usize, app: &mut dyn App) {
         let Some(gpu) = self.gpu_of_node[node] else { return };
+        let engines_offline = self.failover.as_ref().map_or(0, |f| f.engines_offline[node]);
         for port in 0..self.links[node].len() {
             let mut sent = self.resend_from_gpu(node, port);
             loop {
@@ -1243,11 +1324,12 @@ impl Net {
                     link,
                     routes: &self.fabric.routes[node],
                     routes_failed: self.fabric.failed,
+                    engines_offline,
                 };
                 let Some(p) = app.next(self.now, gpu, &offer) else {
                     break;
                 };
-                if let Some(f) = self.failover.as_mut() {
+                if let (Some(f), None) = (self.failover.as_mut(), p.multicast) {
                     let routes = &self.fabric.routes[node];
                     let dest = usize::from(p.dest);
                     if !routes.get(dest).is_some_and(|r| r.contains(port)) {
@@ -1322,7 +1404,11 @@ impl Net {
                 };
                 let (dest, source, multicast) = wire::route_fields(p.tl);
                 if multicast == Some(wire::NVLS_ENGINE) {
-                    nvls.receive(core, held, free, port, p);
+                    if !nvls.receive(core, held, free, port, p) {
+                        if let Some(f) = self.failover.as_mut() {
+                            f.stats.engine_packets_dropped += 1;
+                        }
+                    }
                     continue;
                 }
                 let handle = take_handle(held, free);
@@ -1357,7 +1443,7 @@ impl Net {
                         if let (switch_fw::SwitchError::NoRoute { .. }, Some(f)) = (e, self.failover.as_mut())
                         {
                             // Routed here before a failure took the way on: return it to its source.
-                            f.resend[node].push_back(p);
+                            send_again(&mut f.resend[node], &mut f.stats, p);
                         }
                     }
                 }

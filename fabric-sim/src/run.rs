@@ -469,11 +469,6 @@ fn run_with(
         net.configure_nvls(extension)?;
     }
     if !sweep.faults.is_empty() {
-        if sweep.algo == Algo::SwitchReduce {
-            return Err(
-                "faults are simulated with unicast algorithms (ring, tree); switch-reduce multicasts".into(),
-            );
-        }
         if sizes(sweep.min, sweep.max).last().copied().unwrap_or(0) / 128
             >= u64::from(crate::wire::BOUNCE_OFFSET_LIMIT)
         {
@@ -504,6 +499,7 @@ fn run_with(
     let sizes = sizes(sweep.min, sweep.max);
     let started = WallClock::now();
     let mut rows = Vec::new();
+    let mut app_failure = None;
     for (k, &bytes) in sizes.iter().enumerate() {
         let f = net.fabric();
         let mut app: Box<dyn Collective> = match sweep.algo {
@@ -559,7 +555,8 @@ fn run_with(
             None => net.run(app.as_app(), limit),
         };
         let check = app.check();
-        let done = done && net.fatal().is_none();
+        app_failure = app.failure();
+        let done = done && net.fatal().is_none() && app_failure.is_none();
         let time_us = (net.completed_at().as_ps() - start.as_ps()) as f64 / 1e6;
         // A size that did not finish has no bandwidth.
         let algbw = if done && time_us > 0.0 {
@@ -589,7 +586,7 @@ fn run_with(
     } else {
         rows.iter().map(|r| r.busbw).sum::<f64>() / rows.len() as f64
     };
-    let failure = net.fatal().map(str::to_owned).or_else(|| {
+    let failure = net.fatal().map(str::to_owned).or(app_failure).or_else(|| {
         (rows.len() < sizes.len() || rows.last().is_some_and(|r| r.wrong > 0))
             .then(|| "a size did not complete within the time limit, or data was wrong".to_string())
     });
@@ -612,6 +609,10 @@ fn run_with(
 trait Collective {
     fn as_app(&mut self) -> &mut dyn App;
     fn check(&self) -> Check;
+    /// Why it cannot finish, if it knows.
+    fn failure(&self) -> Option<String> {
+        None
+    }
 }
 
 impl Collective for Rings {
@@ -629,6 +630,9 @@ impl Collective for SwitchReduce {
     }
     fn check(&self) -> Check {
         SwitchReduce::check(self)
+    }
+    fn failure(&self) -> Option<String> {
+        SwitchReduce::failure(self)
     }
 }
 

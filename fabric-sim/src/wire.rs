@@ -25,6 +25,14 @@ pub const NVLS_ENGINE: u16 = 63;
 /// The multicast group that reaches every GPU behind a switch.
 pub const NVLS_ALL: u16 = 62;
 
+/// Whether a packet belongs to the switches' collective engines: a multicast, or an `ld_reduce`, a read
+/// of the engine, its answer, or a sum. After a failure such packets are not sent again by another path
+/// or returned (a reduction cannot move to another switch halfway); the collective does the work again.
+pub const fn is_engine_traffic(tl: u64) -> bool {
+    let op = opcode(tl);
+    (tl >> 32) & 1 == 1 || (op >= OP_REDUCE_READ && op <= OP_REDUCE_DATA)
+}
+
 /// A header: `opcode`, destination (endpoint, or group when `multicast`), source, and a 32-bit offset.
 pub const fn header(opcode: u64, dest: u16, source: u16, multicast: bool, offset: u32) -> u64 {
     (opcode & 0x1F) << 53
@@ -95,6 +103,17 @@ mod tests {
         assert_eq!(route_fields(h), (1023, 5, None));
         assert_eq!((opcode(h), offset(h)), (OP_WRITE, 0xDEAD_BEEF));
         assert_eq!(route_fields(header(OP_WRITE, 7, 1, true, 0)), (7, 1, Some(7)));
+    }
+
+    #[test]
+    fn engine_traffic_is_multicast_or_the_reduction_opcodes() {
+        assert!(is_engine_traffic(header(0x04, NVLS_ALL, 3, true, 9)));
+        for op in [OP_REDUCE_READ, OP_READ, OP_READ_DATA, OP_REDUCE_DATA] {
+            assert!(is_engine_traffic(header(op, 2, 3, false, 9)), "{op:#x}");
+        }
+        for op in [OP_WRITE, 0x03, 0x05, OP_BOUNCE] {
+            assert!(!is_engine_traffic(header(op, 2, 3, false, 9)), "{op:#x}");
+        }
     }
 
     #[test]

@@ -15,6 +15,14 @@ use crate::wire;
 /// for every packet of it, it asks a switch for the sum (`ld_reduce`: the switch reads the packet from
 /// every GPU and sums the answers), then stores the sum to the multicast group of all GPUs (`multimem.st`),
 /// which the switch copies to every other GPU.
+///
+/// **Failures.** A switch that loses a port to a GPU can no longer sum for anyone: it takes its engine
+/// offline and the GPUs learn it from their offers ([`Offer::engines_offline`]). Each GPU then retires
+/// that plane: everything it ever asked of it, and everything it still would have, is asked again of
+/// the planes left, in their weighted round robin; sums the dead plane returned are kept but not
+/// multicast (the redo multicasts them). A GPU may so receive a sum twice: it keeps a bitmap of the
+/// packets it has, and the collective ends when every GPU has every packet and no request is
+/// outstanding on a live plane (so that no live switch is left reading from GPUs that stopped).
 #[derive(Debug)]
 pub struct SwitchReduce {
     n: usize,
@@ -22,20 +30,39 @@ pub struct SwitchReduce {
     extension: bool,
     /// How the buffer is cut into packets.
     packets: Packets,
-    /// Per GPU and port: the next of the GPU's own packets whose plane is that port.
-    own_next: Vec<Vec<u64>>,
-    own_end: Vec<u64>,
-    /// Answers to the switches' reads, which must leave on the port the read came in on: [gpu][port].
-    answers: Vec<Vec<VecDeque<Outgoing>>>,
-    /// Sums to multicast, on the plane (port) that reduced them: [gpu][port].
-    results: Vec<Vec<VecDeque<Outgoing>>>,
-    /// Ports of each GPU that lead to a switch: [gpu][port].
-    to_switch: Vec<Vec<bool>>,
-    /// Per GPU: packet `k` belongs to the switch plane behind port `planes[gpu][k % planes[gpu].len()]`.
-    planes: Vec<Vec<usize>>,
-
-    finals: Vec<u64>,
+    gpus: Vec<Member>,
+    /// A GPU that has lost every plane, with work left: the collective cannot finish.
+    stranded: Option<usize>,
     check: Check,
+}
+
+/// One GPU's part of a switch reduction.
+#[derive(Debug)]
+struct Member {
+    /// Links per port towards a switch with a collective engine (0: none).
+    links: Vec<u32>,
+    /// Packet `k` belongs to the switch plane behind port `planes[k % planes.len()]`.
+    planes: Vec<usize>,
+    /// The GPU's own packets: `[own_start, own_end)`.
+    own_start: u64,
+    own_end: u64,
+    /// Per port: the next own packet whose plane is that port (`u64::MAX` when there is none).
+    own_next: Vec<u64>,
+    /// Answers to the switches' reads, which must leave on the port the read came in on, per port.
+    answers: Vec<VecDeque<Outgoing>>,
+    /// Sums to multicast, on the plane (port) that reduced them, per port.
+    results: Vec<VecDeque<Outgoing>>,
+    /// Bit `p`: port `p`'s plane is retired.
+    retired: u64,
+    /// Per port: own packets to ask of this plane again after another plane was retired, and those
+    /// already asked (to ask again if this plane too is retired).
+    redo: Vec<VecDeque<u64>>,
+    redone: Vec<Vec<u64>>,
+    /// Per port: sums asked of the plane and not yet returned.
+    outstanding: Vec<u64>,
+    /// Bit `k`: the GPU has the final value of packet `k`; `finals` of them.
+    have: Vec<u64>,
+    finals: u64,
 }
 
 /// Ports in a smooth weighted round robin, one entry per link: weights 5, 4, 4, 5 give a period of 18
@@ -57,6 +84,65 @@ fn weighted_round_robin(weights: &[u32]) -> Vec<usize> {
         .collect()
 }
 
+impl Member {
+    /// The first packet at or after `from` whose plane is `port` (`u64::MAX` if none).
+    fn next_on_plane(&self, port: usize, from: u64) -> u64 {
+        let planes = &self.planes;
+        if planes.is_empty() {
+            return u64::MAX;
+        }
+        (from..from + planes.len() as u64)
+            .find(|&k| planes[(k % planes.len() as u64) as usize] == port)
+            .filter(|&k| k < self.own_end)
+            .unwrap_or(u64::MAX)
+    }
+
+    /// Record that the GPU has packet `k`; whether it is new.
+    fn got(&mut self, k: u64) -> bool {
+        let (word, bit) = ((k / 64) as usize, 1u64 << (k % 64));
+        let new = self.have[word] & bit == 0;
+        self.have[word] |= bit;
+        self.finals += u64::from(new);
+        new
+    }
+
+    fn is_retired(&self, port: usize) -> bool {
+        port < 64 && self.retired & (1 << port) != 0
+    }
+
+    /// Retire the planes of `ports` (a bit mask): ask every packet they had or would have had of the
+    /// planes left. Returns false if no plane is left for work that remains.
+    fn retire(&mut self, ports: u64) -> bool {
+        self.retired |= ports;
+        let mut work = Vec::new();
+        for port in (0..self.links.len()).filter(|&p| p < 64 && ports & (1 << p) != 0) {
+            self.answers[port].clear();
+            self.results[port].clear();
+            self.outstanding[port] = 0;
+            let mut k = self.next_on_plane(port, self.own_start);
+            while k != u64::MAX {
+                work.push(k);
+                k = self.next_on_plane(port, k + 1);
+            }
+            self.own_next[port] = u64::MAX;
+            work.extend(self.redo[port].drain(..));
+            work.append(&mut self.redone[port]);
+        }
+        work.sort_unstable();
+        let weights: Vec<u32> = (0..self.links.len())
+            .map(|p| if self.is_retired(p) { 0 } else { self.links[p] })
+            .collect();
+        let order = weighted_round_robin(&weights);
+        if order.is_empty() {
+            return work.is_empty();
+        }
+        for (i, k) in work.into_iter().enumerate() {
+            self.redo[order[i % order.len()]].push_back(k);
+        }
+        true
+    }
+}
+
 impl SwitchReduce {
     /// An all-reduce of `bytes` over `n` GPUs; `links_to_switch[g][p]` is how many links port `p` of GPU
     /// `g` gangs towards a switch with its collective engine configured
@@ -70,51 +156,41 @@ impl SwitchReduce {
         let elements = (bytes / 4).max(1);
         let split = Packets::of(elements);
         let packets = split.count;
-        let slice = |g: usize| (packets * g as u64 / n as u64, packets * (g as u64 + 1) / n as u64);
-        let planes: Vec<Vec<usize>> = links_to_switch
-            .iter()
-            .map(|ports| weighted_round_robin(ports))
+        let gpus = links_to_switch
+            .into_iter()
+            .enumerate()
+            .map(|(g, links)| {
+                let ports = links.len();
+                let mut member = Member {
+                    planes: weighted_round_robin(&links),
+                    links,
+                    own_start: packets * g as u64 / n as u64,
+                    own_end: packets * (g as u64 + 1) / n as u64,
+                    own_next: Vec::new(),
+                    answers: (0..ports).map(|_| VecDeque::new()).collect(),
+                    results: (0..ports).map(|_| VecDeque::new()).collect(),
+                    retired: 0,
+                    redo: (0..ports).map(|_| VecDeque::new()).collect(),
+                    redone: vec![Vec::new(); ports],
+                    outstanding: vec![0; ports],
+                    have: vec![0; packets.div_ceil(64) as usize],
+                    finals: 0,
+                };
+                member.own_next = (0..ports)
+                    .map(|p| member.next_on_plane(p, member.own_start))
+                    .collect();
+                member
+            })
             .collect();
-        let mut app = SwitchReduce {
+        SwitchReduce {
             n,
             seed,
             extension,
             packets: split,
-            own_next: links_to_switch.iter().map(|ports| vec![0; ports.len()]).collect(),
-            own_end: (0..n).map(|g| slice(g).1).collect(),
-            answers: links_to_switch
-                .iter()
-                .map(|ports| ports.iter().map(|_| VecDeque::new()).collect())
-                .collect(),
-            results: links_to_switch
-                .iter()
-                .map(|ports| ports.iter().map(|_| VecDeque::new()).collect())
-                .collect(),
-            to_switch: links_to_switch
-                .iter()
-                .map(|ports| ports.iter().map(|&l| l > 0).collect())
-                .collect(),
-            planes,
-            finals: vec![0; n],
+            gpus,
+            stranded: None,
             check: Check::default(),
-        };
-        for g in 0..n {
-            for port in 0..app.own_next[g].len() {
-                app.own_next[g][port] = app.next_on_plane(g, port, slice(g).0);
-            }
         }
-        app
-    }
-
-    /// The first packet at or after `from` whose plane is `port` (`u64::MAX` if none).
-    fn next_on_plane(&self, gpu: usize, port: usize, from: u64) -> u64 {
-        let planes = &self.planes[gpu];
-        if planes.is_empty() {
-            return u64::MAX;
-        }
-        (from..from + planes.len() as u64)
-            .find(|&k| planes[(k % planes.len() as u64) as usize] == port)
-            .unwrap_or(u64::MAX)
     }
 
     /// The verdict so far.
@@ -122,17 +198,33 @@ impl SwitchReduce {
         self.check
     }
 
+    /// Why the collective cannot finish, if it cannot: a GPU lost every switch plane.
+    pub fn failure(&self) -> Option<String> {
+        self.stranded.map(|g| {
+            format!(
+                "switch-reduce cannot finish: every switch that GPU {g} reaches has lost a GPU and taken \
+                 its collective engine offline"
+            )
+        })
+    }
+
     #[doc(hidden)]
     pub fn debug_state(&self) -> String {
-        (0..self.n)
-            .map(|g| {
+        self.gpus
+            .iter()
+            .enumerate()
+            .map(|(g, m)| {
                 format!(
-                    "gpu {g}: own {:?}/{} answers {:?} results {:?} finals {}\n",
-                    self.own_next[g],
-                    self.own_end[g],
-                    self.answers[g].iter().map(VecDeque::len).collect::<Vec<_>>(),
-                    self.results[g].iter().map(VecDeque::len).collect::<Vec<_>>(),
-                    self.finals[g]
+                    "gpu {g}: own {:?}/{} redo {:?} outstanding {:?} answers {:?} results {:?} retired \
+                     {:#x} finals {}\n",
+                    m.own_next,
+                    m.own_end,
+                    m.redo.iter().map(VecDeque::len).collect::<Vec<_>>(),
+                    m.outstanding,
+                    m.answers.iter().map(VecDeque::len).collect::<Vec<_>>(),
+                    m.results.iter().map(VecDeque::len).collect::<Vec<_>>(),
+                    m.retired,
+                    m.finals
                 )
             })
             .collect()
@@ -156,17 +248,52 @@ impl SwitchReduce {
         }
         ok
     }
+
+    /// The `ld_reduce` of `packet` by `gpu`.
+    fn request(&self, gpu: usize, packet: u64) -> Outgoing {
+        let payload: heapless::Vec<Flit, 9> = if self.extension {
+            core::iter::once([0; FLIT_LEN]).collect()
+        } else {
+            heapless::Vec::new()
+        };
+        Outgoing {
+            dest: wire::NVLS_ENGINE,
+            vc: Vc::Request,
+            tl: wire::header(
+                wire::OP_REDUCE_READ,
+                wire::NVLS_ENGINE,
+                gpu as u16,
+                true,
+                packet as u32,
+            ),
+            payload,
+            multicast: Some(wire::NVLS_ENGINE),
+        }
+    }
 }
 
 impl App for SwitchReduce {
     fn next(&mut self, _now: Instant, gpu: usize, offer: &Offer) -> Option<Outgoing> {
         let port = offer.port;
-        if !self.to_switch[gpu].get(port).copied().unwrap_or(false) {
+        let m = &mut self.gpus[gpu];
+        if m.links.get(port).is_none_or(|&l| l == 0) {
+            return None;
+        }
+        let switch_ports = if m.links.len() >= 64 {
+            u64::MAX
+        } else {
+            (1u64 << m.links.len()) - 1
+        };
+        let newly_offline = offer.engines_offline & switch_ports & !m.retired;
+        if newly_offline != 0 && !m.retire(newly_offline) && self.stranded.is_none() {
+            self.stranded = Some(gpu);
+        }
+        if m.is_retired(port) {
             return None;
         }
         // Finished sums first: each one completes work (and frees the switch's state for it), while the
         // switches' reads can wait; answering reads first lets a backlog of them hold every sum back.
-        for queue in [&mut self.results[gpu][port], &mut self.answers[gpu][port]] {
+        for queue in [&mut m.results[port], &mut m.answers[port]] {
             if let Some(front) = queue.front() {
                 if offer.fits(front.vc, front.payload.len()) {
                     self.check.packets_sent += 1;
@@ -175,33 +302,25 @@ impl App for SwitchReduce {
                 return None;
             }
         }
-        if self.own_next[gpu][port] < self.own_end[gpu] {
-            let packet = self.own_next[gpu][port];
-            let payload: heapless::Vec<Flit, 9> = if self.extension {
-                core::iter::once([0; FLIT_LEN]).collect()
-            } else {
-                heapless::Vec::new()
-            };
-            let request = Outgoing {
-                dest: wire::NVLS_ENGINE,
-                vc: Vc::Request,
-                tl: wire::header(
-                    wire::OP_REDUCE_READ,
-                    wire::NVLS_ENGINE,
-                    gpu as u16,
-                    true,
-                    packet as u32,
-                ),
-                payload,
-                multicast: Some(wire::NVLS_ENGINE),
-            };
-            if offer.fits(request.vc, request.payload.len()) {
-                self.own_next[gpu][port] = self.next_on_plane(gpu, port, packet + 1);
-                self.check.packets_sent += 1;
-                return Some(request);
-            }
+        let redo = m.redo[port].front().copied();
+        let packet = redo.unwrap_or(m.own_next[port]);
+        if packet >= m.own_end {
+            return None;
         }
-        None
+        let request = self.request(gpu, packet);
+        if !offer.fits(request.vc, request.payload.len()) {
+            return None;
+        }
+        let m = &mut self.gpus[gpu];
+        if redo.is_some() {
+            m.redo[port].pop_front();
+            m.redone[port].push(packet);
+        } else {
+            m.own_next[port] = m.next_on_plane(port, packet + 1);
+        }
+        m.outstanding[port] += 1;
+        self.check.packets_sent += 1;
+        Some(request)
     }
 
     fn receive(&mut self, _now: Instant, gpu: usize, port: usize, p: Received) {
@@ -209,7 +328,11 @@ impl App for SwitchReduce {
         let seed = self.seed;
         match wire::opcode(p.tl) {
             wire::OP_READ => {
-                // The switch reads this GPU's input for a packet someone asked the sum of.
+                // The switch reads this GPU's input for a packet someone asked the sum of (a retired
+                // plane's engine has abandoned its reads).
+                if self.gpus[gpu].is_retired(port) {
+                    return;
+                }
                 let (_, requester, _) = wire::route_fields(p.tl);
                 if packet >= self.packets.count {
                     self.check.wrong += 1;
@@ -232,7 +355,7 @@ impl App for SwitchReduce {
                     }),
                     multicast: Some(wire::NVLS_ENGINE),
                 };
-                if let Some(q) = self.answers[gpu].get_mut(port) {
+                if let Some(q) = self.gpus[gpu].answers.get_mut(port) {
                     q.push_back(answer);
                 }
             }
@@ -240,7 +363,15 @@ impl App for SwitchReduce {
                 if !self.verify_sum(&p, packet) {
                     return;
                 }
-                self.finals[gpu] += 1;
+                let m = &mut self.gpus[gpu];
+                m.got(packet);
+                if m.is_retired(port) {
+                    // Summed before the plane was retired: the redo multicasts it.
+                    return;
+                }
+                if let Some(o) = m.outstanding.get_mut(port) {
+                    *o = o.saturating_sub(1);
+                }
                 let result = Outgoing {
                     dest: wire::NVLS_ALL,
                     vc: Vc::Posted,
@@ -248,13 +379,13 @@ impl App for SwitchReduce {
                     payload: p.payload,
                     multicast: Some(wire::NVLS_ALL),
                 };
-                if let Some(q) = self.results[gpu].get_mut(port) {
+                if let Some(q) = m.results.get_mut(port) {
                     q.push_back(result);
                 }
             }
             OP_RESULT => {
                 if self.verify_sum(&p, packet) {
-                    self.finals[gpu] += 1;
+                    self.gpus[gpu].got(packet);
                 }
             }
             _ => self.check.wrong += 1,
@@ -262,7 +393,12 @@ impl App for SwitchReduce {
     }
 
     fn done(&self) -> bool {
-        self.check.wrong > 0 || self.finals.iter().all(|&f| f >= self.packets.count)
+        self.check.wrong > 0
+            || self.stranded.is_some()
+            || self
+                .gpus
+                .iter()
+                .all(|m| m.finals >= self.packets.count && m.outstanding.iter().all(|&o| o == 0))
     }
 }
 

@@ -286,6 +286,13 @@ fn print_table(sweep: &Sweep, r: &Report) {
             f.packets_bounced,
             f.duplicates_dropped
         );
+        if f.engines_offline > 0 {
+            println!(
+                "# Switch collective engines taken offline: {} (each lost a GPU); {} of their packets dropped, \
+                 their work done again on the other switches",
+                f.engines_offline, f.engine_packets_dropped
+            );
+        }
     }
     if let Some((records, dropped)) = r.trace {
         println!("# Trace: {records} records written, {dropped} left out by --pcap-limit");
@@ -338,6 +345,8 @@ fn print_json(sweep: &Sweep, r: &Report) -> anyhow::Result<()> {
             "packets_rerouted": r.failover.packets_rerouted,
             "packets_bounced": r.failover.packets_bounced,
             "duplicates_dropped": r.failover.duplicates_dropped,
+            "engines_offline": r.failover.engines_offline,
+            "engine_packets_dropped": r.failover.engine_packets_dropped,
         },
         "failure": r.failure,
     });
