@@ -437,6 +437,28 @@ impl App for Corrupting<'_> {
     }
 }
 
+/// Whether every GPU link ends at a switch that links to every GPU: only such a switch's engine can sum
+/// a packet over all of them (a switch under a tree or a leaf of a fat tree would sum its own GPUs only).
+fn switch_planes_reach_every_gpu(topology: &Topology) -> bool {
+    let gpus = topology.gpus();
+    let linked = |x: usize, y: usize| {
+        topology
+            .links
+            .iter()
+            .any(|l| (l.a, l.b) == (x, y) || (l.a, l.b) == (y, x))
+    };
+    gpus.iter().all(|&g| {
+        topology.links.iter().all(|l| {
+            let peer = match (l.a == g, l.b == g) {
+                (true, _) => l.b,
+                (_, true) => l.a,
+                _ => return true,
+            };
+            topology.nodes[peer].kind == NodeKind::Switch && gpus.iter().all(|&h| linked(peer, h))
+        })
+    })
+}
+
 fn run_with(
     sweep: &Sweep,
     progress: &mut dyn FnMut(usize, usize),
@@ -449,6 +471,13 @@ fn run_with(
         }
     }
     sweep.algo.supports(sweep.kind)?;
+    if sweep.algo == Algo::SwitchReduce && !switch_planes_reach_every_gpu(&topology) {
+        return Err(format!(
+            "switch-reduce needs every GPU link to end at a switch that every GPU links to directly (one \
+             level of NVSwitches, as dgx-a100 and dgx-h100), which {} does not have",
+            topology.name
+        ));
+    }
     let mut net = Net::new(&topology, &[], DlConfig::default(), sweep.seed)?;
     let extension = topology.links.iter().any(|l| l.format == LinkFormat::NvlinkAe);
     let gpus = net.fabric().gpus.len();
@@ -456,16 +485,6 @@ fn run_with(
         return Err(format!("{} needs at least two GPUs", sweep.algo.name()));
     }
     if sweep.algo == Algo::SwitchReduce {
-        let switches_behind_every_gpu = net.fabric().gpus.iter().all(|&g| {
-            (0..net.fabric().port_count(g))
-                .all(|p| topology.nodes[net.fabric().peer(g, p).0].kind == NodeKind::Switch)
-        });
-        if !switches_behind_every_gpu {
-            return Err(format!(
-                "switch-reduce needs every GPU link to end at a switch, which {} does not have",
-                topology.name
-            ));
-        }
         net.configure_nvls(extension)?;
     }
     if !sweep.faults.is_empty() {

@@ -194,6 +194,16 @@ fn the_switch_reduction_stops_with_a_reason_once_no_plane_reaches_every_gpu() {
 }
 
 #[test]
+fn the_switch_reduction_is_refused_where_no_switch_reaches_every_gpu() {
+    // A PCIe switch or a fat tree's leaf sums only the GPUs under it; a mesh has no switch at all.
+    for topology in ["pcie8", "fat-tree-256", "mesh4"] {
+        let s = sweep(topology, Kind::AllReduce, Algo::SwitchReduce, 1024, 1024);
+        let e = run(&s, &mut |_, _| {}).expect_err(topology);
+        assert!(e.contains("every GPU links to directly"), "{topology}: {e}");
+    }
+}
+
+#[test]
 fn faults_are_refused_where_they_cannot_be_simulated() {
     let mut s = sweep("dgx-h100", Kind::AllReduce, Algo::Ring, 1024, 1024);
     s.faults = vec![link("gpu0", "gpu1", 1_000)];

@@ -168,6 +168,7 @@ fn bad_input_is_a_clear_error_not_a_panic() {
         &["allreduce", "--fail-link", "gpu0:nvswitch1"],
         &["allreduce", "--fail-port", "gpu0:nvswitch1@1us"],
         &["allgather", "--algo", "tree"],
+        &["allreduce", "--algo", "switch-reduce", "--topology", "pcie8"],
         &["allreduce", "--ber", "2"],
     ] {
         common::assert_refused(&["sim"], args);
