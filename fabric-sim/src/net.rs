@@ -27,7 +27,7 @@ use switch_fw::switch::{Arrival, Destination, Forward, Switch};
 use crate::events::EventQueue;
 use crate::manager::Fabric;
 use crate::topology::{NodeKind, Topology};
-use crate::trace::{Hop, Tracer};
+use crate::trace::{Hop, TraceSummary, Tracer};
 use crate::vcd::{DirectionName, Waves};
 use crate::wire;
 
@@ -1062,8 +1062,8 @@ impl Net {
         self.trace = Some(Box::new(tracer));
     }
 
-    /// Flush the trace and say how many records it has and how many the limit left out.
-    pub fn finish_trace(&mut self) -> Result<Option<(u64, u64)>, String> {
+    /// Flush the trace and say what it holds and what it left out.
+    pub fn finish_trace(&mut self) -> Result<Option<TraceSummary>, String> {
         if let Some(e) = self.trace_error.take() {
             return Err(format!("cannot write the trace: {e}"));
         }
@@ -1073,7 +1073,7 @@ impl Net {
         tracer
             .flush()
             .map_err(|e| format!("cannot write the trace: {e}"))?;
-        Ok(Some((tracer.records, tracer.dropped)))
+        Ok(Some(tracer.summary))
     }
 
     /// Record the state, activity and replay-buffer occupancy of every link direction into `waves` (see

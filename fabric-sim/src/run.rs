@@ -187,8 +187,8 @@ pub struct Report {
     pub avg_busbw: f64,
     /// What failover did, if faults were injected.
     pub failover: FailoverStats,
-    /// Records written to the pcap trace, and records the limit left out.
-    pub trace: Option<(u64, u64)>,
+    /// What the pcap trace holds and left out.
+    pub trace: Option<crate::trace::TraceSummary>,
     /// Value changes written to the waveforms, and changes the limit left out.
     pub waves: Option<(u64, u64)>,
     /// Why the sweep stopped early, if it did.

@@ -4,11 +4,13 @@
 //! link type 147 (`LINKTYPE_USER0`); each record is one data-link packet or control flit exactly as its
 //! transmitter sent it (before any bit error on the wire), after a 12-byte pseudo-header that says which
 //! link and direction carried it. Idle units are not recorded; a replayed packet is recorded each time it
-//! is sent.
+//! is sent. A link initialising sends InitFC flits back to back until its partner answers (hundreds per
+//! direction, most of a short trace): an InitFC flit identical to the unit before it on its direction is
+//! counted, not recorded.
 
 use std::io::{self, Write};
 
-use link_dl::flit::{kind, FlitKind, PacketHeader, FLIT_LEN, MAX_PACKET_LEN};
+use link_dl::flit::{kind, ControlFlit, ControlKind, Flit, FlitKind, PacketHeader, FLIT_LEN, MAX_PACKET_LEN};
 use link_phy::time::Instant;
 
 /// pcap's magic number for nanosecond timestamps.
@@ -57,23 +59,33 @@ struct Pending {
     at: Instant,
 }
 
+/// What a trace holds.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct TraceSummary {
+    /// Records written.
+    pub records: u64,
+    /// Records not written because the limit was reached.
+    pub dropped: u64,
+    /// InitFC flits not recorded because they repeat the unit before them on their direction.
+    pub init_repeats: u64,
+}
+
 /// Writes a pcap trace of the units the transmitters send, packet by packet.
 pub struct Tracer<W: Write> {
     out: W,
     /// Per direction (trunk * 2 + direction): the packet being collected.
     pending: Vec<Option<Pending>>,
-    /// Records written so far.
-    pub records: u64,
-    /// Records not written because the limit was reached.
-    pub dropped: u64,
+    /// Per direction: the InitFC flit last recorded, while nothing else has been sent since.
+    last_init: Vec<Option<Flit>>,
+    /// What was written and left out so far.
+    pub summary: TraceSummary,
     limit: u64,
 }
 
 impl<W: Write> std::fmt::Debug for Tracer<W> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Tracer")
-            .field("records", &self.records)
-            .field("dropped", &self.dropped)
+            .field("summary", &self.summary)
             .finish_non_exhaustive()
     }
 }
@@ -92,8 +104,8 @@ impl<W: Write> Tracer<W> {
         Ok(Tracer {
             out,
             pending: vec![None; directions],
-            records: 0,
-            dropped: 0,
+            last_init: vec![None; directions],
+            summary: TraceSummary::default(),
             limit,
         })
     }
@@ -114,7 +126,23 @@ impl<W: Write> Tracer<W> {
             }
             return Ok(());
         }
-        match kind(unit) {
+        let Some(last_init) = self.last_init.get_mut(direction) else {
+            return Ok(());
+        };
+        let unit_kind = kind(unit);
+        let is_init = matches!(unit_kind, Ok(FlitKind::Control))
+            && ControlFlit::parse(unit)
+                .is_ok_and(|c| matches!(c.kind, ControlKind::InitFc1 | ControlKind::InitFc2));
+        if is_init {
+            if *last_init == Some(*unit) {
+                self.summary.init_repeats += 1;
+                return Ok(());
+            }
+            *last_init = Some(*unit);
+        } else if !matches!(unit_kind, Ok(FlitKind::Idle)) {
+            *last_init = None;
+        }
+        match unit_kind {
             Ok(FlitKind::Packet) => {
                 let need = PacketHeader::parse(unit).map_or(0, |h| usize::from(h.payload_flits));
                 if need == 0 {
@@ -136,11 +164,11 @@ impl<W: Write> Tracer<W> {
     }
 
     fn record(&mut self, record: u8, hop: Hop, at: Instant, bytes: &[u8]) -> io::Result<()> {
-        if self.records >= self.limit {
-            self.dropped += 1;
+        if self.summary.records >= self.limit {
+            self.summary.dropped += 1;
             return Ok(());
         }
-        self.records += 1;
+        self.summary.records += 1;
         let ns = at.as_ps() / 1000;
         let len = (PSEUDO_HEADER_LEN + bytes.len()) as u32;
         let mut head = [0u8; 16];

@@ -73,7 +73,19 @@ fn every_record_is_a_packet_or_control_flit_that_checks() {
     let report = traced_sweep(&path, u64::MAX);
     let records = read_pcap(&path);
     std::fs::remove_file(&path).unwrap();
-    assert_eq!(report.trace, Some((records.len() as u64, 0)));
+    let summary = report.trace.unwrap();
+    assert_eq!((summary.records, summary.dropped), (records.len() as u64, 0));
+    // Each link direction initialises once: one InitFc1 and one InitFc2 recorded, the repeats counted.
+    let directions = 2 * 6;
+    let init = |r: &Record| {
+        r.pseudo[1] == RECORD_CONTROL
+            && matches!(
+                ControlFlit::parse(&r.bytes[..].try_into().unwrap()).map(|c| c.kind),
+                Ok(ControlKind::InitFc1 | ControlKind::InitFc2)
+            )
+    };
+    assert_eq!(records.iter().filter(|r| init(r)).count(), 2 * directions);
+    assert!(summary.init_repeats > 0);
     let mut packets = 0;
     // Per link direction (trunk, sending node): the time of the last record.
     let mut last = std::collections::HashMap::new();
@@ -114,9 +126,9 @@ fn the_limit_bounds_the_file() {
     let records = read_pcap(&path);
     std::fs::remove_file(&path).unwrap();
     assert_eq!(records.len(), 25);
-    let (written, dropped) = report.trace.unwrap();
-    assert_eq!(written, 25);
-    assert!(dropped > 0);
+    let summary = report.trace.unwrap();
+    assert_eq!(summary.records, 25);
+    assert!(summary.dropped > 0);
 }
 
 #[test]

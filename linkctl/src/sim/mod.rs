@@ -294,8 +294,12 @@ fn print_table(sweep: &Sweep, r: &Report) {
             );
         }
     }
-    if let Some((records, dropped)) = r.trace {
-        println!("# Trace: {records} records written, {dropped} left out by --pcap-limit");
+    if let Some(t) = r.trace {
+        println!(
+            "# Trace: {} records written, {} left out by --pcap-limit; {} repeated InitFC flits counted, not \
+             recorded",
+            t.records, t.dropped, t.init_repeats
+        );
     }
     if let Some((changes, dropped)) = r.waves {
         println!("# Waveforms: {changes} value changes written, {dropped} left out by --vcd-limit");
@@ -335,7 +339,11 @@ fn print_json(sweep: &Sweep, r: &Report) -> anyhow::Result<()> {
         "wall_seconds": r.wall_seconds,
         "packets_per_s": r.packets_per_s,
         "verified": r.verified,
-        "trace": r.trace.map(|(records, dropped)| json!({"records": records, "dropped": dropped})),
+        "trace": r.trace.map(|t| json!({
+            "records": t.records,
+            "dropped": t.dropped,
+            "init_repeats": t.init_repeats,
+        })),
         "waves": r.waves.map(|(changes, dropped)| json!({"changes": changes, "dropped": dropped})),
         "failover": {
             "links_failed": r.failover.links_failed,
