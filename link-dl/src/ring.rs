@@ -104,10 +104,12 @@ impl<T: Copy + Default, const N: usize> Ring<T, N> {
         Some(item)
     }
 
-    /// Remove the first `n` items (all, if fewer).
+    /// Remove the first `n` items (all, if fewer). An emptied ring starts again at its first slot, so a
+    /// queue that is drained as fast as it fills keeps reusing the same few cache lines instead of
+    /// walking its whole array.
     pub(crate) fn drop_front(&mut self, n: usize) {
         let n = n.min(self.len);
-        self.head = self.slot(n);
+        self.head = if n == self.len { 0 } else { self.slot(n) };
         self.len -= n;
     }
 }
