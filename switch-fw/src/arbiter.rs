@@ -54,6 +54,11 @@ pub struct Match {
 pub struct Islip<const PORTS: usize> {
     grant: [u16; PORTS],
     accept: [u8; INPUTS],
+    /// Scratch of one arbitration, kept between calls so that it is not cleared each time (a kilobyte):
+    /// per output, the requester it granted; per input, the outputs that granted it. Only entries
+    /// written in the same round are read.
+    granted_to: [u16; PORTS],
+    grants_of_input: [u64; INPUTS],
 }
 
 impl<const PORTS: usize> Default for Islip<PORTS> {
@@ -61,6 +66,8 @@ impl<const PORTS: usize> Default for Islip<PORTS> {
         Islip {
             grant: [0; PORTS],
             accept: [0; INPUTS],
+            granted_to: [0; PORTS],
+            grants_of_input: [0; INPUTS],
         }
     }
 }
@@ -108,9 +115,14 @@ impl<const PORTS: usize> Islip<PORTS> {
     ) {
         let mut inputs_matched: Requesters = [0; WORDS];
         let mut outputs_matched = 0u64;
-        // Only the entries of outputs in `granting` are ever read, so nothing needs clearing.
-        let mut granted_to = [0usize; PORTS];
-        let mut grants_of_input = [0u64; INPUTS];
+        // Only the entries of outputs in `granting` and of inputs in `inputs_granted` are read, and both
+        // are written first in the same round: nothing needs clearing.
+        let Islip {
+            grant,
+            accept,
+            granted_to,
+            grants_of_input,
+        } = self;
         for round in 0..iterations.max(1) {
             // Grant: each unmatched free output offers itself to one requester.
             let mut granting = 0u64;
@@ -124,9 +136,9 @@ impl<const PORTS: usize> Islip<PORTS> {
                 for (e, m) in eligible.iter_mut().zip(&inputs_matched) {
                     *e &= !m;
                 }
-                if let Some(r) = first_from(&eligible, usize::from(self.grant[o])) {
+                if let Some(r) = first_from(&eligible, usize::from(grant[o])) {
                     let input = r / VCS;
-                    granted_to[o] = r;
+                    granted_to[o] = r as u16;
                     if inputs_granted & (1 << input) == 0 {
                         grants_of_input[input] = 0;
                         inputs_granted |= 1 << input;
@@ -142,10 +154,10 @@ impl<const PORTS: usize> Islip<PORTS> {
             while inputs_granted != 0 {
                 let input = inputs_granted.trailing_zeros() as usize;
                 inputs_granted &= inputs_granted - 1;
-                let Some(o) = first_from_u64(grants_of_input[input], usize::from(self.accept[input])) else {
+                let Some(o) = first_from_u64(grants_of_input[input], usize::from(accept[input])) else {
                     continue;
                 };
-                let r = granted_to[o];
+                let r = usize::from(granted_to[o]);
                 let _ = out.push(Match {
                     input,
                     vc: r % VCS,
@@ -157,8 +169,8 @@ impl<const PORTS: usize> Islip<PORTS> {
                     inputs_matched[q / 64] |= 1 << (q % 64);
                 }
                 if round == 0 {
-                    self.grant[o] = ((r + 1) % (INPUTS * VCS)) as u16;
-                    self.accept[input] = ((o + 1) % PORTS.max(1)) as u8;
+                    grant[o] = ((r + 1) % (INPUTS * VCS)) as u16;
+                    accept[input] = ((o + 1) % PORTS.max(1)) as u8;
                 }
             }
         }
