@@ -174,6 +174,50 @@ fn the_switch_reduction_survives_a_link_and_a_switch_port_failing() {
 }
 
 #[test]
+fn the_switch_reduction_survives_faults_at_random_times_and_places() {
+    // Seeded: links and switch ports failing anywhere in the first sizes, some on the same switch, some
+    // with bit errors; a plane always survives. Every run must verify, with one engine offline per switch hit.
+    let mut x = 0x243F_6A88_85A3_08D3u64;
+    let mut draw = |n: u64| {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x % n
+    };
+    for case in 0..8 {
+        let (topology, switches) = if case % 2 == 0 {
+            ("dgx-h100", 4)
+        } else {
+            ("dgx-a100", 6)
+        };
+        let mut s = sweep(topology, Kind::AllReduce, Algo::SwitchReduce, 64 * 1024, 1 << 20);
+        s.ber = (draw(2) == 0).then_some(1e-7);
+        let mut hit = std::collections::BTreeSet::new();
+        for _ in 0..1 + draw(3) {
+            let (gpu, switch) = (draw(8), draw(switches / 2));
+            let at = 300 + draw(9_000);
+            hit.insert(switch);
+            s.faults.push(if draw(2) == 0 {
+                link(&format!("gpu{gpu}"), &format!("nvswitch{switch}"), at)
+            } else {
+                FaultSpec::Port {
+                    switch: format!("nvswitch{switch}"),
+                    peer: format!("gpu{gpu}"),
+                    at: Duration::from_ns(at),
+                }
+            });
+        }
+        let report = run_ok(&s);
+        assert_eq!(
+            report.failover.engines_offline,
+            hit.len() as u64,
+            "case {case}: {:?}",
+            s.faults
+        );
+    }
+}
+
+#[test]
 fn the_switch_reduction_stops_with_a_reason_once_no_plane_reaches_every_gpu() {
     // Each switch loses one GPU: the fabric stays whole for unicast, but no engine can sum for all.
     let mut s = sweep("dgx-h100", Kind::AllReduce, Algo::SwitchReduce, 1 << 20, 1 << 20);
