@@ -1,0 +1,470 @@
+//! Faults and failover: links and switch ports that fail while the fabric runs. A failed trunk's data
+//! links hand back what they had not had acknowledged, switches give back what they queued for the dead
+//! port, the fabric manager routes around it, packets with no way on return to their source to be sent
+//! another way, destinations drop the copies they already have, and a switch that lost a GPU takes its
+//! collective engine offline.
+
+use std::collections::VecDeque;
+
+use link_dl::Received;
+use link_phy::time::Instant;
+use switch_fw::switch::{Arrival, Destination};
+
+use super::{take_handle, App, Event, Finished, Held, Net, NodeState};
+use crate::manager::Fabric;
+use crate::topology::Topology;
+use crate::wire;
+
+/// A fault to inject while the fabric runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Fault {
+    /// Trunk `trunk` (all its links) fails for good at `at`: both ends lose it.
+    LinkDown {
+        /// Index into the fabric's trunks.
+        trunk: usize,
+        /// When.
+        at: Instant,
+    },
+    /// Port `port` of switch `node` fails for good at `at`. Its partner sees the link go down, so the
+    /// trunk is lost as with [`Fault::LinkDown`]; what is queued inside the switch for the port is not.
+    PortDown {
+        /// The switch (node index).
+        node: usize,
+        /// Its port.
+        port: usize,
+        /// When.
+        at: Instant,
+    },
+}
+
+impl Fault {
+    fn at(self) -> Instant {
+        match self {
+            Fault::LinkDown { at, .. } | Fault::PortDown { at, .. } => at,
+        }
+    }
+}
+
+/// What failover did.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct FailoverStats {
+    /// Trunks lost.
+    pub links_failed: u64,
+    /// Units that were on a wire when it failed.
+    pub units_lost: u64,
+    /// Unacknowledged packets handed back by the data links of failed trunks.
+    pub packets_taken_back: u64,
+    /// Copies taken out of switch queues for a failed port.
+    pub packets_evicted: u64,
+    /// Packets sent again by another path by the node that held them.
+    pub packets_rerouted: u64,
+    /// Packets returned to their source because the node holding them had no path left.
+    pub packets_bounced: u64,
+    /// Copies a destination had already received, dropped there.
+    pub duplicates_dropped: u64,
+    /// Switches whose collective engine went offline because a port to a GPU failed.
+    pub engines_offline: u64,
+    /// Packets of the collective engines (reads, answers, sums, multicasts) lost with a failed trunk or
+    /// refused by an engine gone offline: not sent again; the collective does their work again.
+    pub engine_packets_dropped: u64,
+}
+
+/// Per GPU, the recent packets it received (by header), so that a packet sent again after a failure is
+/// delivered once. A packet can only be duplicated if it was unacknowledged on a link when the link
+/// failed, so its first copy arrived shortly before or after: a window of recent headers covers it, as a
+/// transport's sequence window would.
+#[derive(Debug, Default)]
+pub(super) struct Seen {
+    set: std::collections::HashSet<u64, std::hash::BuildHasherDefault<HeaderHasher>>,
+    order: VecDeque<u64>,
+}
+
+/// Headers are already well mixed in their low bits (offsets) and only need spreading: one multiply,
+/// instead of SipHash's defence against chosen keys, which simulated traffic cannot mount.
+#[derive(Debug, Default)]
+struct HeaderHasher(u64);
+
+impl std::hash::Hasher for HeaderHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.write_u64(u64::from(b));
+        }
+    }
+    fn write_u64(&mut self, x: u64) {
+        self.0 = (self.0 ^ x).wrapping_mul(0x9E37_79B9_7F4A_7C15).rotate_left(29);
+    }
+}
+
+/// Headers each GPU remembers.
+const SEEN_WINDOW: usize = 1 << 16;
+
+impl Seen {
+    fn clear(&mut self) {
+        self.set.clear();
+        self.order.clear();
+    }
+
+    /// Whether `tl` is new (and remember it).
+    pub(super) fn first_time(&mut self, tl: u64) -> bool {
+        if !self.set.insert(tl) {
+            return false;
+        }
+        self.order.push_back(tl);
+        if self.order.len() > SEEN_WINDOW {
+            if let Some(old) = self.order.pop_front() {
+                self.set.remove(&old);
+            }
+        }
+        true
+    }
+}
+
+/// Failover state, present once faults are scheduled.
+#[derive(Debug)]
+pub(super) struct Failover {
+    pub(super) topology: Topology,
+    pub(super) faults: Vec<Fault>,
+    pub(super) failed: Vec<usize>,
+    pub(super) seen: Vec<Seen>,
+    /// Per node: packets it must send again (GPUs) or route again (switches), original headers.
+    pub(super) resend: Vec<VecDeque<Received>>,
+    pub(super) stats: FailoverStats,
+    /// Why the fabric cannot go on (a failure cut it in two, or a packet could not be saved).
+    pub(super) fatal: Option<String>,
+    /// Per node (GPUs only): [`Offer::engines_offline`].
+    pub(super) engines_offline: Vec<u64>,
+}
+
+/// Keep a packet taken back after a failure to send it again, unless it belongs to a collective engine
+/// (dropped: the collective does that work again).
+pub(super) fn send_again(resend: &mut VecDeque<Received>, stats: &mut FailoverStats, p: Received) {
+    if wire::is_engine_traffic(p.tl) {
+        stats.engine_packets_dropped += 1;
+    } else {
+        resend.push_back(p);
+    }
+}
+
+impl Net {
+    /// Inject `faults` as the fabric runs. From now on every GPU also drops copies of packets it has
+    /// already received, and a switch that cannot route a packet returns it to its source: packets are
+    /// identified by their header, so unicast traffic must keep headers unique per (source, destination)
+    /// and offsets below [`wire::BOUNCE_OFFSET_LIMIT`]. The collective engines' traffic
+    /// ([`wire::is_engine_traffic`]) is exempt: it is neither filtered nor sent again, and a switch that
+    /// loses a port to a GPU takes its engine offline ([`super::Offer::engines_offline`]), so a switch
+    /// reduction must do the lost work again elsewhere and tell copies apart itself.
+    pub fn schedule_faults(&mut self, faults: &[Fault]) -> Result<(), String> {
+        for &fault in faults {
+            match fault {
+                Fault::LinkDown { trunk, .. } if trunk >= self.fabric.trunks.len() => {
+                    return Err(format!("there is no trunk {trunk}"));
+                }
+                Fault::PortDown { node, port, .. }
+                    if !matches!(self.nodes.get(node), Some(NodeState::Switch { .. }))
+                        || port >= self.fabric.port_count(node) =>
+                {
+                    return Err(format!("node {node} is not a switch with a port {port}"));
+                }
+                _ => {}
+            }
+        }
+        let n = self.nodes.len();
+        let gpus = self.fabric.gpus.len();
+        let topology = self.topology.clone();
+        let f = self.failover.get_or_insert_with(|| {
+            Box::new(Failover {
+                topology,
+                faults: Vec::new(),
+                failed: Vec::new(),
+                seen: (0..gpus).map(|_| Seen::default()).collect(),
+                resend: (0..n).map(|_| VecDeque::new()).collect(),
+                stats: FailoverStats::default(),
+                fatal: None,
+                engines_offline: vec![0; n],
+            })
+        });
+        let mut events = Vec::new();
+        for &fault in faults {
+            events.push((fault.at(), f.faults.len() as u32));
+            f.faults.push(fault);
+        }
+        for (at, index) in events {
+            self.schedule(at.max(self.now), Event::Fault { index });
+        }
+        Ok(())
+    }
+
+    /// What failover has done so far.
+    pub fn failover_stats(&self) -> FailoverStats {
+        self.failover.as_ref().map(|f| f.stats).unwrap_or_default()
+    }
+
+    /// Why the fabric could not go on after a fault, if it could not.
+    pub fn fatal(&self) -> Option<&str> {
+        self.failover.as_ref().and_then(|f| f.fatal.as_deref())
+    }
+
+    pub(super) fn fault(&mut self, index: usize, app: &mut dyn App) {
+        let Some(fault) = self.failover.as_ref().map(|f| f.faults[index]) else {
+            return;
+        };
+        let trunk = match fault {
+            Fault::LinkDown { trunk, .. } => trunk,
+            Fault::PortDown { node, port, .. } => self.fabric.ports[node][port].0,
+        };
+        self.fail_trunk(trunk, app);
+        self.record_link(trunk, 0);
+        self.record_link(trunk, 1);
+    }
+
+    /// Trunk `t` is gone: drop what is on its wires, take in what its ends received, take back what they
+    /// sent unacknowledged and what a switch queued for it, route around it, and send all that again.
+    fn fail_trunk(&mut self, t: usize, app: &mut dyn App) {
+        let Some(f) = self.failover.as_mut() else { return };
+        if f.failed.contains(&t) {
+            return;
+        }
+        f.failed.push(t);
+        f.stats.links_failed += 1;
+        for dir in &mut self.dirs[t] {
+            dir.up = false;
+            dir.scheduled = None;
+            f.stats.units_lost += dir.in_flight.len() as u64;
+            dir.in_flight.clear();
+            dir.bursts.clear();
+        }
+        let ends = [self.fabric.trunks[t].a, self.fabric.trunks[t].b];
+        // What an end has wholly received is in its memory: it is taken in as usual.
+        for (node, port) in ends {
+            match self.nodes[node] {
+                NodeState::Gpu => self.gpu_received(node, port, app),
+                NodeState::Switch { .. } => self.switch_received(node, port),
+            }
+        }
+        let Some(f) = self.failover.as_mut() else { return };
+        // What an end sent without acknowledgement may or may not have arrived: it is taken back.
+        for (node, port) in ends {
+            let (resend, stats) = (&mut f.resend[node], &mut f.stats);
+            // A switch whose buffer share was full left received (and acknowledged) packets in the
+            // link's queues: they are the switch's to route.
+            while let Some(p) = self.links[node][port].recv() {
+                send_again(resend, stats, p);
+            }
+            self.links[node][port].take_unacknowledged(|p| {
+                stats.packets_taken_back += 1;
+                send_again(resend, stats, p);
+            });
+            self.links[node][port].phy_down();
+        }
+        self.take_engines_offline(ends);
+        let Some(f) = self.failover.as_mut() else { return };
+        // The fabric manager routes around the trunk and reprograms every switch.
+        match Fabric::plan(&f.topology, &f.failed) {
+            Ok(fabric) => {
+                for &(node, address, value) in &fabric.program {
+                    if let NodeState::Switch { core, .. } = &mut self.nodes[node] {
+                        if let Err(e) = core.write_register(address, value) {
+                            f.fatal = Some(format!("reprogramming switch {node}: {e}"));
+                        }
+                    }
+                }
+                self.fabric = fabric;
+            }
+            Err(e) => {
+                let name = |x: usize| f.topology.nodes[x].name.clone();
+                f.fatal = Some(format!(
+                    "the fabric cannot go on without the link {} - {}: {e}",
+                    name(ends[0].0),
+                    name(ends[1].0)
+                ));
+                return;
+            }
+        }
+        // What a switch had queued for the dead port.
+        for (node, port) in ends {
+            if let NodeState::Switch { core, held, free, .. } = &mut self.nodes[node] {
+                let (resend, stats) = (&mut f.resend[node], &mut f.stats);
+                core.evict_output(port, |copy| {
+                    let h = copy.handle as usize;
+                    if let Some(packet) = held[h].as_mut() {
+                        stats.packets_evicted += 1;
+                        let taken = Received {
+                            vc: packet.vc,
+                            tl: packet.tl,
+                            payload: packet.payload.clone(),
+                        };
+                        send_again(resend, stats, taken);
+                        packet.copies -= 1;
+                        if packet.copies == 0 {
+                            held[h] = None;
+                            free.push(copy.handle);
+                        }
+                    }
+                });
+            }
+        }
+        for (node, _) in ends {
+            if self.gpu_of_node[node].is_none() {
+                self.switch_forward(node);
+            }
+        }
+        self.fill_all(app);
+        for t in 0..self.dirs.len() {
+            for d in 0..2 {
+                self.kick(t, d);
+            }
+        }
+    }
+
+    /// A trunk failed between `ends`: a switch end drops the port from its multicast groups and, if it
+    /// reduced for the GPUs behind its ports, takes its collective engine offline, as a fabric manager
+    /// would (its reductions wait on a GPU that is gone: they are abandoned, and the GPUs told).
+    fn take_engines_offline(&mut self, ends: [(usize, usize); 2]) {
+        use switch_fw::regs::{MULTICAST, REDUCTION};
+        let Some(f) = self.failover.as_mut() else { return };
+        for (node, port) in ends {
+            if self.gpu_of_node[node].is_some() {
+                f.engines_offline[node] |= 1 << port;
+                continue;
+            }
+            let NodeState::Switch { core, nvls, .. } = &mut self.nodes[node] else {
+                continue;
+            };
+            let mut writes = Vec::new();
+            for group in 0..switch_fw::multicast::GROUPS as u32 {
+                if let Ok(ports) = core.multicast.get(group as u16) {
+                    if ports.contains(port) {
+                        let without = ports.0 & !(1u64 << port);
+                        writes.push((MULTICAST + 8 * group, without as u32));
+                        writes.push((MULTICAST + 8 * group + 4, (without >> 32) as u32));
+                    }
+                }
+            }
+            let engine_lost_a_gpu = !nvls.offline && nvls.gpu_ports.iter().any(|&(p, _)| p == port);
+            if engine_lost_a_gpu {
+                nvls.offline = true;
+                nvls.pending.clear();
+                nvls.active = 0;
+                for &(_, gpu) in &nvls.gpu_ports {
+                    writes.push((REDUCTION + 16 * u32::from(gpu) + 8, 0));
+                }
+                f.stats.engines_offline += 1;
+                for &(p, _) in &nvls.gpu_ports {
+                    let (gpu_node, gpu_port) = self.fabric.peer(node, p);
+                    f.engines_offline[gpu_node] |= 1 << gpu_port;
+                }
+            }
+            for (address, value) in writes {
+                if let Err(e) = core.write_register(address, value) {
+                    f.fatal = Some(format!("reprogramming switch {node}: {e}"));
+                }
+            }
+        }
+    }
+
+    /// Route again what a switch took back after a failure: on to its destination if the switch still
+    /// has a path there, else back to its source.
+    pub(super) fn pump_resend(&mut self, node: usize) {
+        let Some(f) = self.failover.as_mut() else { return };
+        let NodeState::Switch { core, held, free, .. } = &mut self.nodes[node] else {
+            return;
+        };
+        while let Some(p) = f.resend[node].front() {
+            let (dest, source, multicast) = wire::route_fields(p.tl);
+            let (tl, to) = if multicast.is_none() && !core.routes.get(dest).is_empty() {
+                (p.tl, dest)
+            } else {
+                match wire::bounce(p.tl) {
+                    Some(bounced) if !core.routes.get(source).is_empty() => (bounced, source),
+                    _ => {
+                        f.fatal = Some(format!(
+                            "switch {node} can neither deliver nor return packet {:#x}",
+                            p.tl
+                        ));
+                        return;
+                    }
+                }
+            };
+            let handle = take_handle(held, free);
+            let arrival = Arrival {
+                handle,
+                vc: p.vc.index() as u8,
+                flits: 1 + p.payload.len() as u8,
+                destination: Destination::Unicast(to),
+                source: None,
+            };
+            match core.inject(arrival) {
+                Ok(copies) => {
+                    let Some(p) = f.resend[node].pop_front() else {
+                        break;
+                    };
+                    if tl == p.tl {
+                        f.stats.packets_rerouted += 1;
+                    } else {
+                        f.stats.packets_bounced += 1;
+                    }
+                    held[handle as usize] = Some(Held {
+                        vc: p.vc,
+                        tl,
+                        payload: p.payload,
+                        copies,
+                    });
+                }
+                Err(_) => {
+                    free.push(handle);
+                    break;
+                }
+            }
+        }
+    }
+
+    /// After a failover, copies of a finished collective's packets (sent again, or bounced) may still be
+    /// on their way. The next collective's packets reuse the same headers, so it must not meet them: let
+    /// them arrive (each is a duplicate, dropped and counted), then forget the headers seen.
+    pub(super) fn drain_stragglers(&mut self, limit: Instant) {
+        if self.failover.is_none() {
+            return;
+        }
+        let mut sink = Finished;
+        while !self.quiescent() {
+            // Checking every link costs more than an event: look again after a batch.
+            for _ in 0..64 {
+                if !self.step(&mut sink, limit) {
+                    return;
+                }
+            }
+        }
+        if let Some(f) = self.failover.as_mut() {
+            f.seen.iter_mut().for_each(Seen::clear);
+        }
+    }
+
+    /// Send from GPU `node`'s port `port` what it has to send again after a failure and can send there.
+    pub(super) fn resend_from_gpu(&mut self, node: usize, port: usize) -> bool {
+        let Some(f) = self.failover.as_mut() else {
+            return false;
+        };
+        let routes = &self.fabric.routes[node];
+        let link = &mut self.links[node][port];
+        let mut sent = false;
+        while link.is_active() {
+            let Some(i) = f.resend[node].iter().position(|p| {
+                let dest = usize::from(wire::route_fields(p.tl).0);
+                routes.get(dest).is_some_and(|r| r.contains(port))
+            }) else {
+                break;
+            };
+            let p = &f.resend[node][i];
+            if !link.can_send(p.vc, p.payload.len()) || link.send(p.vc, p.tl, &p.payload).is_err() {
+                break;
+            }
+            f.resend[node].remove(i);
+            f.stats.packets_rerouted += 1;
+            sent = true;
+        }
+        sent
+    }
+}
