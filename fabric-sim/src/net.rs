@@ -211,6 +211,14 @@ struct Direction {
     up: bool,
 }
 
+impl Direction {
+    /// Carry `gbps`: a unit every `16 / gbps` ns, in bursts of [`BURST_TIME`].
+    fn set_rate(&mut self, gbps: f64) {
+        self.unit_ps = ((FLIT_LEN as f64) * 1000.0 / gbps).round().max(1.0) as u64;
+        self.burst = ((BURST_TIME.as_ps() / self.unit_ps) as usize).clamp(MAX_PACKET_FLITS, BURST_MAX);
+    }
+}
+
 /// A slot in a switch's table of held packets.
 fn take_handle(held: &mut Vec<Option<Held>>, free: &mut Vec<u32>) -> u32 {
     match free.pop() {
@@ -337,23 +345,26 @@ impl Net {
         }
         let mut dirs = Vec::with_capacity(fabric.trunks.len());
         for (t, trunk) in fabric.trunks.iter().enumerate() {
-            let unit_ps = ((FLIT_LEN as f64) * 1000.0 / trunk.gbps).round().max(1.0) as u64;
             let latency = Duration::from_ps((trunk.latency_ns * 1000.0) as u64);
             let up = !failed.contains(&t);
-            let dir = |from, to, salt: u64| Direction {
-                from,
-                to,
-                unit_ps,
-                burst: ((BURST_TIME.as_ps() / unit_ps) as usize).clamp(MAX_PACKET_FLITS, BURST_MAX),
-                latency,
-                scheduled: None,
-                busy_until: Instant::ZERO,
-                in_flight: VecDeque::new(),
-                bursts: VecDeque::new(),
-                units_sent: 0,
-                units_received: 0,
-                errors: Errors::new(trunk.ber, seed ^ (t as u64) << 8 ^ salt),
-                up,
+            let dir = |from, to, salt: u64| {
+                let mut dir = Direction {
+                    from,
+                    to,
+                    unit_ps: 0,
+                    burst: 0,
+                    latency,
+                    scheduled: None,
+                    busy_until: Instant::ZERO,
+                    in_flight: VecDeque::new(),
+                    bursts: VecDeque::new(),
+                    units_sent: 0,
+                    units_received: 0,
+                    errors: Errors::new(trunk.ber, seed ^ (t as u64) << 8 ^ salt),
+                    up,
+                };
+                dir.set_rate(trunk.gbps);
+                dir
             };
             dirs.push([dir(trunk.a, trunk.b, 1), dir(trunk.b, trunk.a, 2)]);
         }

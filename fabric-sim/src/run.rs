@@ -92,6 +92,16 @@ pub enum FaultSpec {
         /// When, from the start of the sweep.
         at: link_phy::time::Duration,
     },
+    /// One of the links ganged between nodes `a` and `b` fails at `at`; the trunk carries on with the
+    /// others ([`Fault::LinkLost`]).
+    OneLink {
+        /// One end.
+        a: String,
+        /// The other end.
+        b: String,
+        /// When, from the start of the sweep.
+        at: link_phy::time::Duration,
+    },
     /// The port of switch `switch` that leads to `peer` fails at `at`.
     Port {
         /// The switch.
@@ -129,6 +139,14 @@ impl FaultSpec {
                 let (x, y) = (node(a)?, node(b)?);
                 let trunk = fabric.ports[x][port_towards(x, y)?].0;
                 Ok(Fault::LinkDown {
+                    trunk,
+                    at: Instant(at.as_ps()),
+                })
+            }
+            FaultSpec::OneLink { a, b, at } => {
+                let (x, y) = (node(a)?, node(b)?);
+                let trunk = fabric.ports[x][port_towards(x, y)?].0;
+                Ok(Fault::LinkLost {
                     trunk,
                     at: Instant(at.as_ps()),
                 })

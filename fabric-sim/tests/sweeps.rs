@@ -88,6 +88,47 @@ fn a_link_failing_mid_collective_is_routed_around_with_nothing_lost() {
     );
 }
 
+fn one_link(a: &str, b: &str, at_ns: u64) -> FaultSpec {
+    FaultSpec::OneLink {
+        a: a.into(),
+        b: b.into(),
+        at: Duration::from_ns(at_ns),
+    }
+}
+
+#[test]
+fn losing_one_ganged_link_slows_its_trunk_and_loses_nothing() {
+    // Under traffic, with bit errors: the units the lost link carried are gone, the data links replay.
+    let mut s = sweep("dgx-h100", Kind::AllReduce, Algo::Ring, 256 * 1024, 2 << 20);
+    s.ber = Some(1e-7);
+    s.faults = vec![one_link("gpu3", "nvswitch0", 3_000)];
+    let f = run_ok(&s).failover;
+    assert_eq!((f.links_failed, f.links_degraded), (0, 1), "{f:?}");
+    assert!(f.units_lost > 0, "{f:?}");
+    // The switch reduction keeps spreading packets over the planes by their links at the start (as
+    // NVLink's address interleaving does), so the plane whose trunk from gpu0 lost one of its 5 links
+    // paces it: about 4/5 of the bandwidth.
+    let mut s = sweep("dgx-h100", Kind::AllReduce, Algo::SwitchReduce, 1 << 20, 4 << 20);
+    let healthy = run_ok(&s).rows[2].busbw;
+    s.faults = vec![one_link("gpu0", "nvswitch0", 1_000)];
+    let hurt = run_ok(&s).rows[2].busbw;
+    assert!(
+        (0.9 * 0.8..=1.1 * 0.8).contains(&(hurt / healthy)),
+        "{hurt:.1} against {healthy:.1} GB/s"
+    );
+}
+
+#[test]
+fn losing_every_ganged_link_of_a_trunk_fails_it() {
+    let mut s = sweep("dgx-h100", Kind::AllReduce, Algo::Ring, 1 << 20, 1 << 20);
+    // gpu0's trunk to nvswitch0 gangs 5 links.
+    s.faults = (0..5)
+        .map(|k| one_link("gpu0", "nvswitch0", 500 + 400 * k))
+        .collect();
+    let f = run_ok(&s).failover;
+    assert_eq!((f.links_degraded, f.links_failed), (4, 1), "{f:?}");
+}
+
 #[test]
 fn a_switch_port_failing_is_survived_by_every_algorithm() {
     for (kind, algo) in [

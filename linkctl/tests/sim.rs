@@ -52,11 +52,14 @@ fn a_failed_link_is_reported_and_the_data_still_verifies() {
         "2M",
         "--fail-link",
         "gpu0:nvswitch1@4us",
+        "--degrade-link",
+        "gpu1:nvswitch0@3us",
         "--ber",
         "1e-7",
     ]);
     assert_eq!(v["verified"], true);
     assert_eq!(v["failover"]["links_failed"], 1);
+    assert_eq!(v["failover"]["links_degraded"], 1);
     assert!(v["failover"]["packets_taken_back"].as_u64().unwrap() > 0);
     assert_eq!(v["failure"], serde_json::Value::Null);
 }
@@ -167,6 +170,8 @@ fn bad_input_is_a_clear_error_not_a_panic() {
         &["allreduce", "--fail-link", "gpu0:gpu9@1us"],
         &["allreduce", "--fail-link", "gpu0:nvswitch1"],
         &["allreduce", "--fail-port", "gpu0:nvswitch1@1us"],
+        &["allreduce", "--degrade-link", "gpu0:nvswitch1"],
+        &["allreduce", "--degrade-link", "gpu0:gpu1@1us"],
         &["allgather", "--algo", "tree"],
         &["allreduce", "--algo", "switch-reduce", "--topology", "pcie8"],
         &["allreduce", "--ber", "2"],

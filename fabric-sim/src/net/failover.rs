@@ -25,6 +25,17 @@ pub enum Fault {
         /// When.
         at: Instant,
     },
+    /// One of the links ganged in trunk `trunk` fails for good at `at`: the trunk carries on with one
+    /// link fewer, at that much less bandwidth. A trunk stripes its units over its links in turn, so the
+    /// failed link took every `k`-th unit on the wire with it (`k` links before); the data links see
+    /// packets cut short and replay them. The last link failing fails the trunk, as
+    /// [`Fault::LinkDown`].
+    LinkLost {
+        /// Index into the fabric's trunks.
+        trunk: usize,
+        /// When.
+        at: Instant,
+    },
     /// Port `port` of switch `node` fails for good at `at`. Its partner sees the link go down, so the
     /// trunk is lost as with [`Fault::LinkDown`]; what is queued inside the switch for the port is not.
     PortDown {
@@ -40,7 +51,7 @@ pub enum Fault {
 impl Fault {
     fn at(self) -> Instant {
         match self {
-            Fault::LinkDown { at, .. } | Fault::PortDown { at, .. } => at,
+            Fault::LinkDown { at, .. } | Fault::LinkLost { at, .. } | Fault::PortDown { at, .. } => at,
         }
     }
 }
@@ -50,6 +61,8 @@ impl Fault {
 pub struct FailoverStats {
     /// Trunks lost.
     pub links_failed: u64,
+    /// Links lost from trunks that carried on with the links left.
+    pub links_degraded: u64,
     /// Units that were on a wire when it failed.
     pub units_lost: u64,
     /// Unacknowledged packets handed back by the data links of failed trunks.
@@ -134,7 +147,9 @@ pub(super) struct Failover {
     pub(super) stats: FailoverStats,
     /// Why the fabric cannot go on (a failure cut it in two, or a packet could not be saved).
     pub(super) fatal: Option<String>,
-    /// Per node (GPUs only): [`Offer::engines_offline`].
+    /// Per trunk: links still working.
+    pub(super) links_left: Vec<usize>,
+    /// Per node (GPUs only): [`super::Offer::engines_offline`].
     pub(super) engines_offline: Vec<u64>,
 }
 
@@ -159,7 +174,9 @@ impl Net {
     pub fn schedule_faults(&mut self, faults: &[Fault]) -> Result<(), String> {
         for &fault in faults {
             match fault {
-                Fault::LinkDown { trunk, .. } if trunk >= self.fabric.trunks.len() => {
+                Fault::LinkDown { trunk, .. } | Fault::LinkLost { trunk, .. }
+                    if trunk >= self.fabric.trunks.len() =>
+                {
                     return Err(format!("there is no trunk {trunk}"));
                 }
                 Fault::PortDown { node, port, .. }
@@ -183,6 +200,7 @@ impl Net {
                 resend: (0..n).map(|_| VecDeque::new()).collect(),
                 stats: FailoverStats::default(),
                 fatal: None,
+                links_left: self.fabric.trunks.iter().map(|t| t.links).collect(),
                 engines_offline: vec![0; n],
             })
         });
@@ -213,11 +231,55 @@ impl Net {
         };
         let trunk = match fault {
             Fault::LinkDown { trunk, .. } => trunk,
+            Fault::LinkLost { trunk, .. } => {
+                self.lose_a_link(trunk, app);
+                return;
+            }
             Fault::PortDown { node, port, .. } => self.fabric.ports[node][port].0,
         };
         self.fail_trunk(trunk, app);
         self.record_link(trunk, 0);
         self.record_link(trunk, 1);
+    }
+
+    /// One of trunk `t`'s links is gone (see [`Fault::LinkLost`]).
+    fn lose_a_link(&mut self, t: usize, app: &mut dyn App) {
+        let Some(f) = self.failover.as_mut() else { return };
+        if f.failed.contains(&t) {
+            return;
+        }
+        let links = f.links_left[t];
+        if links <= 1 {
+            self.fail_trunk(t, app);
+            self.record_link(t, 0);
+            self.record_link(t, 1);
+            return;
+        }
+        f.links_left[t] = links - 1;
+        f.stats.links_degraded += 1;
+        let gbps = self.fabric.trunks[t].gbps / self.fabric.trunks[t].links as f64 * (links - 1) as f64;
+        for dir in &mut self.dirs[t] {
+            // Units went out over the links in turn: the failed one carried every `links`-th.
+            let mut kept = VecDeque::with_capacity(dir.in_flight.len());
+            let mut index = 0usize;
+            for (_, units) in dir.bursts.iter_mut() {
+                let mut left = 0;
+                for _ in 0..*units {
+                    if let Some(unit) = dir.in_flight.pop_front() {
+                        if index % links != links - 1 {
+                            kept.push_back(unit);
+                            left += 1;
+                        } else {
+                            f.stats.units_lost += 1;
+                        }
+                    }
+                    index += 1;
+                }
+                *units = left;
+            }
+            dir.in_flight = kept;
+            dir.set_rate(gbps);
+        }
     }
 
     /// Trunk `t` is gone: drop what is on its wires, take in what its ends received, take back what they

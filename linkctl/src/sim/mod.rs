@@ -56,6 +56,10 @@ pub struct SimArgs {
     /// `gpu0:nvswitch1@20us`; the fabric manager routes around it (repeatable)
     #[arg(long, value_name = "A:B@TIME")]
     pub fail_link: Vec<String>,
+    /// Fail one of the links ganged between two nodes at a simulated time, e.g. `gpu0:nvswitch0@20us`: the
+    /// trunk carries on with the others, at less bandwidth; the last one fails it (repeatable)
+    #[arg(long, value_name = "A:B@TIME")]
+    pub degrade_link: Vec<String>,
     /// Fail the port of a switch that leads to a node, e.g. `nvswitch2:gpu5@30us` (repeatable)
     #[arg(long, value_name = "SWITCH:PEER@TIME")]
     pub fail_port: Vec<String>,
@@ -177,6 +181,10 @@ pub fn run(cmd: SimCommand) -> anyhow::Result<ExitCode> {
         let (a, b, at) = parse_fault(f, "--fail-link")?;
         faults.push(FaultSpec::Link { a, b, at });
     }
+    for f in &args.degrade_link {
+        let (a, b, at) = parse_fault(f, "--degrade-link")?;
+        faults.push(FaultSpec::OneLink { a, b, at });
+    }
     for f in &args.fail_port {
         let (switch, peer, at) = parse_fault(f, "--fail-port")?;
         faults.push(FaultSpec::Port { switch, peer, at });
@@ -276,9 +284,10 @@ fn print_table(sweep: &Sweep, r: &Report) {
     if !sweep.faults.is_empty() {
         let f = r.failover;
         println!(
-            "# Failover: {} link(s) failed; {} units lost on the wire; {} packets taken back from data links, {} \
+            "# Failover: {} link(s) failed, {} ganged link(s) lost; {} units lost on the wire; {} packets taken back from data links, {} \
              from switch queues; {} sent again by another path, {} returned to their source; {} duplicates dropped",
             f.links_failed,
+            f.links_degraded,
             f.units_lost,
             f.packets_taken_back,
             f.packets_evicted,
@@ -347,6 +356,7 @@ fn print_json(sweep: &Sweep, r: &Report) -> anyhow::Result<()> {
         "waves": r.waves.map(|(changes, dropped)| json!({"changes": changes, "dropped": dropped})),
         "failover": {
             "links_failed": r.failover.links_failed,
+            "links_degraded": r.failover.links_degraded,
             "units_lost": r.failover.units_lost,
             "packets_taken_back": r.failover.packets_taken_back,
             "packets_evicted": r.failover.packets_evicted,
