@@ -6,10 +6,12 @@
 //! - [`manager`]: the fabric manager: link ganging, endpoint IDs, up*/down* routes, switch programming.
 //! - [`net`]: the running fabric and its event loop; [`wire`]: the header fields it routes on.
 //! - [`collective`]: collectives that move checked data; [`run`]: sweeps over message sizes.
+//! - [`fuzz`]: entry points that fuzz the topology file format.
 #![warn(missing_docs)]
 
 pub mod collective;
 mod events;
+pub mod fuzz;
 pub mod manager;
 pub mod net;
 pub mod run;

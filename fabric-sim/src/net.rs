@@ -43,6 +43,10 @@ pub const REPLAY: usize = 511;
 /// Receive buffer of every simulated data link, per virtual channel (flits): enough for a round trip on
 /// the fastest trunks.
 pub const RX_FLITS: usize = 4096;
+/// Most memory the fabric's data links, switches and wires may take (the replay and receive buffers are
+/// fixed per link; a wire holds its rate times its latency): a topology that needs more is refused
+/// rather than left to exhaust the machine.
+pub const MAX_STATE_BYTES: u64 = 16 << 30;
 /// Packets a switch input can hold.
 pub const SWITCH_SLOTS: usize = 8192;
 /// Chunks a switch's reduction engine holds in progress: enough to cover a round trip of reads at the
@@ -323,6 +327,27 @@ impl Net {
     pub fn new(topology: &Topology, failed: &[usize], dl: DlConfig, seed: u64) -> Result<Net, String> {
         let fabric = Fabric::plan(topology, failed)?;
         let n = topology.nodes.len();
+        let switches = topology
+            .nodes
+            .iter()
+            .filter(|x| x.kind == NodeKind::Switch)
+            .count();
+        // A wire holds what its rate times its latency puts on it (GB/s x ns = bytes), each way.
+        let on_wires: f64 = fabric.trunks.iter().map(|t| 2.0 * t.gbps * t.latency_ns).sum();
+        let state_bytes = (2 * fabric.trunks.len() * std::mem::size_of::<PortLink>()
+            + switches * std::mem::size_of::<Switch<64, SWITCH_SLOTS, REDUCTIONS>>())
+            as u64
+            + on_wires as u64;
+        if state_bytes > MAX_STATE_BYTES {
+            return Err(format!(
+                "{}: {} trunks and {switches} switches would need {:.1} GiB for their buffers and what is \
+                 on their wires, more than the {} GiB this simulator allows itself",
+                topology.name,
+                fabric.trunks.len(),
+                state_bytes as f64 / f64::from(1 << 30),
+                MAX_STATE_BYTES >> 30
+            ));
+        }
         let mut links: Vec<Vec<PortLink>> = Vec::with_capacity(n);
         for x in 0..n {
             let mut ports = Vec::with_capacity(fabric.port_count(x));

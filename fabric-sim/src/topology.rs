@@ -140,11 +140,28 @@ impl Topology {
             if l.a >= self.nodes.len() || l.b >= self.nodes.len() || l.a == l.b {
                 return Err(format!("{}: link {i} joins nodes {} and {}", self.name, l.a, l.b));
             }
-            let sane =
-                l.gbps > 0.0 && l.gbps.is_finite() && l.latency_ns >= 0.0 && (0.0..1.0).contains(&l.ber);
+            let sane = (MIN_GBPS..=MAX_TRUNK_GBPS).contains(&l.gbps)
+                && (0.0..=MAX_LATENCY_NS).contains(&l.latency_ns)
+                && (0.0..1.0).contains(&l.ber);
             if !sane {
-                return Err(format!("{}: link {i} has a bad rate, latency or BER", self.name));
+                return Err(format!(
+                    "{}: link {i} has a bad rate, latency or BER (rate {MIN_GBPS} to {MAX_TRUNK_GBPS} GB/s, \
+                     latency 0 to {MAX_LATENCY_NS} ns, BER 0 to below 1)",
+                    self.name
+                ));
             }
+        }
+        // Parallel links are ganged into one trunk, which moves a 16-byte unit in at least one picosecond.
+        let mut trunks: BTreeMap<(usize, usize), f64> = BTreeMap::new();
+        for l in &self.links {
+            *trunks.entry((l.a.min(l.b), l.a.max(l.b))).or_default() += l.gbps;
+        }
+        if let Some(((a, b), gbps)) = trunks.into_iter().find(|&(_, gbps)| gbps > MAX_TRUNK_GBPS) {
+            return Err(format!(
+                "{}: the links between {} and {} carry {gbps} GB/s together, above the {MAX_TRUNK_GBPS} GB/s \
+                 the simulator can time (a 16-byte unit per picosecond)",
+                self.name, self.nodes[a].name, self.nodes[b].name
+            ));
         }
         for (n, &p) in self.ports().iter().enumerate() {
             if p > switch_fw::MAX_PORTS {
@@ -232,7 +249,17 @@ impl Topology {
                     .ok_or_else(|| format!("link to unknown node {name:?}"))
             };
             let (a, b) = (find(&l.a)?, find(&l.b)?);
-            for _ in 0..l.count.unwrap_or(1) {
+            let count = l.count.unwrap_or(1);
+            // Checked before the links are made: a node has at most 64 ports anyway.
+            if !(1..=switch_fw::MAX_PORTS).contains(&count) {
+                return Err(format!(
+                    "link {} - {}: count {count} (1 to {} parallel links)",
+                    l.a,
+                    l.b,
+                    switch_fw::MAX_PORTS
+                ));
+            }
+            for _ in 0..count {
                 links.push(Link {
                     a,
                     b,
@@ -253,6 +280,13 @@ impl Topology {
         Ok(t)
     }
 }
+
+/// Slowest link rate, GB/s (a unit every 16 microseconds).
+pub const MIN_GBPS: f64 = 1e-3;
+/// Fastest trunk (parallel links together), GB/s: a 16-byte unit per picosecond, the simulator's tick.
+pub const MAX_TRUNK_GBPS: f64 = 16_000.0;
+/// Longest link latency, ns (one second).
+pub const MAX_LATENCY_NS: f64 = 1e9;
 
 /// Latency of a link when none is given: a short board trace plus SerDes and link-layer pipelines.
 pub const DEFAULT_LATENCY_NS: f64 = 100.0;

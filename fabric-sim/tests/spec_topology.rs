@@ -72,8 +72,45 @@ fn mistakes_are_named() {
             "defined twice",
         ),
         (base.replace("count = 4\ngbps", "colour = 4\ngbps"), "colour"),
+        // Checked before anything is built from them: a count of 10^8 once allocated gigabytes, a
+        // latency of 10^300 ns never let a run end.
+        (
+            base.replace("count = 4\ngbps", "count = 100000000\ngbps"),
+            "1 to 64 parallel links",
+        ),
+        (
+            base.replace("count = 4\ngbps", "count = 0\ngbps"),
+            "1 to 64 parallel links",
+        ),
+        (
+            base.replace("latency_ns = 150.0", "latency_ns = 1e300"),
+            "latency 0 to",
+        ),
+        (
+            base.replace("gbps = 25.0\nlatency_ns", "gbps = 1e-9\nlatency_ns"),
+            "rate 0.001 to",
+        ),
+        (
+            base.replace("gbps = 25.0\nlatency_ns", "gbps = nan\nlatency_ns"),
+            "bad rate",
+        ),
+        (
+            base.replace(
+                "count = 4\ngbps = 25.0\nlatency_ns",
+                "count = 4\ngbps = 5000.0\nlatency_ns",
+            ),
+            "above the 16000 GB/s",
+        ),
     ] {
         let err = Topology::from_toml(&bad).unwrap_err();
         assert!(err.contains(says), "{says}: {err}");
     }
+}
+
+#[test]
+fn a_fabric_too_large_for_memory_is_refused_before_it_is_built() {
+    // A 1 s wire at 100 GB/s would hold 100 GB of units each way.
+    let t = Topology::from_toml(&example().replace("latency_ns = 150.0", "latency_ns = 1e9")).unwrap();
+    let err = fabric_sim::net::Net::new(&t, &[], link_dl::link::DlConfig::default(), 1).unwrap_err();
+    assert!(err.contains("GiB"), "{err}");
 }

@@ -1,0 +1,66 @@
+//! Entry points for fuzzing the simulator's input formats with hostile input.
+//!
+//! Each function takes arbitrary bytes, drives one parser with them and checks what must hold for any
+//! input: no panic, no hang, no allocation out of proportion, a typed error for what is wrong. The
+//! cargo-fuzz targets in `fuzz/` call these, and `tests/fuzz_replay.rs` replays the committed corpora
+//! and seeded mutations of them through the same functions, so CI needs no nightly toolchain.
+//!
+//! A property that does not hold is reported by panicking: that is what a fuzzer looks for.
+#![allow(clippy::panic, clippy::unwrap_used, clippy::expect_used)]
+
+use link_phy::time::Duration;
+
+use crate::collective::Kind;
+use crate::manager::Fabric;
+use crate::run::{run, Algo, Sweep};
+use crate::topology::Topology;
+
+/// A fuzz entry point and the name of its cargo-fuzz target.
+pub type Target = (&'static str, fn(&[u8]));
+
+/// Every fuzz entry point, by the name of its cargo-fuzz target.
+pub const TARGETS: &[Target] = &[("topology_toml", topology_toml)];
+
+/// Parses `data` as a topology file (`docs/spec.md` section 6). What parses validates; the fabric
+/// manager plans it or says why not, and a plan routes every GPU to every other; a 1 KiB ring all-reduce
+/// then runs on it for at most 20 simulated microseconds, or is refused for the memory the fabric would
+/// take, without panicking, and a size it finishes checks out.
+pub fn topology_toml(data: &[u8]) {
+    let Ok(text) = core::str::from_utf8(data) else {
+        return;
+    };
+    let Ok(topology) = Topology::from_toml(text) else {
+        return;
+    };
+    assert_eq!(topology.validate(), Ok(()), "a parsed topology must validate");
+    let Ok(fabric) = Fabric::plan(&topology, &[]) else {
+        return;
+    };
+    for &node in &fabric.gpus {
+        for (id, &other) in fabric.gpus.iter().enumerate() {
+            assert!(
+                other == node || !fabric.routes[node][id].is_empty(),
+                "a planned fabric routes every GPU to every other"
+            );
+        }
+    }
+    let sweep = Sweep {
+        topology,
+        kind: Kind::AllReduce,
+        algo: Algo::Ring,
+        min: 1024,
+        max: 1024,
+        seed: 1,
+        ber: None,
+        limit_per_size: Duration::from_us(20),
+        faults: Vec::new(),
+        pcap: None,
+        vcd: None,
+    };
+    if let Ok(report) = run(&sweep, &mut |_, _| {}) {
+        assert!(
+            report.rows.iter().all(|r| r.wrong == 0 || r.busbw == 0.0),
+            "a size that finished has the right data"
+        );
+    }
+}
