@@ -489,6 +489,12 @@ fn run_with(
         }
     }
     sweep.algo.supports(sweep.kind)?;
+    if sizes(sweep.min, sweep.max).is_empty() {
+        return Err(format!(
+            "no message size from {} to {} bytes: sizes start at 4 bytes (one 32-bit element)",
+            sweep.min, sweep.max
+        ));
+    }
     if sweep.algo == Algo::SwitchReduce && !switch_planes_reach_every_gpu(&topology) {
         return Err(format!(
             "switch-reduce needs every GPU link to end at a switch that every GPU links to directly (one \

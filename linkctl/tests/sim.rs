@@ -166,6 +166,7 @@ fn bad_input_is_a_clear_error_not_a_panic() {
         &["allreduce", "--topology", "no-such-fabric"][..],
         &["allreduce", "--min", "1Q"],
         &["allreduce", "--min", "64K", "--max", "1K"],
+        &["allreduce", "--min", "3", "--max", "3"],
         &["allreduce", "--algo", "bogus"],
         &["allreduce", "--fail-link", "gpu0:gpu9@1us"],
         &["allreduce", "--fail-link", "gpu0:nvswitch1"],
