@@ -135,20 +135,13 @@ impl FaultSpec {
                 })
         };
         match self {
-            FaultSpec::Link { a, b, at } => {
+            FaultSpec::Link { a, b, at } | FaultSpec::OneLink { a, b, at } => {
                 let (x, y) = (node(a)?, node(b)?);
                 let trunk = fabric.ports[x][port_towards(x, y)?].0;
-                Ok(Fault::LinkDown {
-                    trunk,
-                    at: Instant(at.as_ps()),
-                })
-            }
-            FaultSpec::OneLink { a, b, at } => {
-                let (x, y) = (node(a)?, node(b)?);
-                let trunk = fabric.ports[x][port_towards(x, y)?].0;
-                Ok(Fault::LinkLost {
-                    trunk,
-                    at: Instant(at.as_ps()),
+                let at = Instant(at.as_ps());
+                Ok(match self {
+                    FaultSpec::OneLink { .. } => Fault::LinkLost { trunk, at },
+                    _ => Fault::LinkDown { trunk, at },
                 })
             }
             FaultSpec::Port { switch, peer, at } => {

@@ -279,12 +279,7 @@ impl App for SwitchReduce {
         if m.links.get(port).is_none_or(|&l| l == 0) {
             return None;
         }
-        let switch_ports = if m.links.len() >= 64 {
-            u64::MAX
-        } else {
-            (1u64 << m.links.len()) - 1
-        };
-        let newly_offline = offer.engines_offline & switch_ports & !m.retired;
+        let newly_offline = offer.engines_offline & !m.retired;
         if newly_offline != 0 && !m.retire(newly_offline) && self.stranded.is_none() {
             self.stranded = Some(gpu);
         }

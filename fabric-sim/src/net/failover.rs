@@ -232,8 +232,10 @@ impl Net {
         let trunk = match fault {
             Fault::LinkDown { trunk, .. } => trunk,
             Fault::LinkLost { trunk, .. } => {
-                self.lose_a_link(trunk, app);
-                return;
+                if !self.lose_a_link(trunk) {
+                    return;
+                }
+                trunk
             }
             Fault::PortDown { node, port, .. } => self.fabric.ports[node][port].0,
         };
@@ -242,44 +244,40 @@ impl Net {
         self.record_link(trunk, 1);
     }
 
-    /// One of trunk `t`'s links is gone (see [`Fault::LinkLost`]).
-    fn lose_a_link(&mut self, t: usize, app: &mut dyn App) {
-        let Some(f) = self.failover.as_mut() else { return };
+    /// One of trunk `t`'s links is gone (see [`Fault::LinkLost`]). Returns true if it was the last one,
+    /// so the trunk itself fails.
+    fn lose_a_link(&mut self, t: usize) -> bool {
+        let Some(f) = self.failover.as_mut() else {
+            return false;
+        };
         if f.failed.contains(&t) {
-            return;
+            return false;
         }
         let links = f.links_left[t];
         if links <= 1 {
-            self.fail_trunk(t, app);
-            self.record_link(t, 0);
-            self.record_link(t, 1);
-            return;
+            return true;
         }
         f.links_left[t] = links - 1;
         f.stats.links_degraded += 1;
         let gbps = self.fabric.trunks[t].gbps / self.fabric.trunks[t].links as f64 * (links - 1) as f64;
         for dir in &mut self.dirs[t] {
-            // Units went out over the links in turn: the failed one carried every `links`-th.
-            let mut kept = VecDeque::with_capacity(dir.in_flight.len());
-            let mut index = 0usize;
+            // Units went out over the links in turn: the failed one carried the `links`-th, the
+            // `2 * links`-th, ... unit on the wire, counted from 1.
+            let mut before = 0;
             for (_, units) in dir.bursts.iter_mut() {
-                let mut left = 0;
-                for _ in 0..*units {
-                    if let Some(unit) = dir.in_flight.pop_front() {
-                        if index % links != links - 1 {
-                            kept.push_back(unit);
-                            left += 1;
-                        } else {
-                            f.stats.units_lost += 1;
-                        }
-                    }
-                    index += 1;
-                }
-                *units = left;
+                let lost = (before + *units) / links - before / links;
+                before += *units;
+                *units -= lost;
             }
-            dir.in_flight = kept;
+            f.stats.units_lost += (before / links) as u64;
+            let mut k = 0;
+            dir.in_flight.retain(|_| {
+                k += 1;
+                k % links != 0
+            });
             dir.set_rate(gbps);
         }
+        false
     }
 
     /// Trunk `t` is gone: drop what is on its wires, take in what its ends received, take back what they
