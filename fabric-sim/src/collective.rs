@@ -446,17 +446,16 @@ impl Ring {
         let first = packet * PER_PACKET as u64;
         let (coef_a, coef_b) = coefficient_block(self.seed, first);
         let skip = usize::from(self.extension);
-        let mut ok = out.len() == skip + (self.packets.elements(packet) * 4).div_ceil(FLIT_LEN);
-        for e in 0..self.packets.elements(packet) {
-            let Some(flit) = out.get_mut(skip + e / 4) else {
-                break;
-            };
-            let at = (e % 4) * 4;
-            let v = u32::from_le_bytes([flit[at], flit[at + 1], flit[at + 2], flit[at + 3]]);
-            let (a, b) = (coef_a[e], coef_b[e]);
-            ok &= v == a.wrapping_mul(w).wrapping_add(b.wrapping_mul(count));
-            flit[at..at + 4]
-                .copy_from_slice(&v.wrapping_add(a.wrapping_mul(g)).wrapping_add(b).to_le_bytes());
+        let elements = self.packets.elements(packet);
+        let mut ok = out.len() == skip + (elements * 4).div_ceil(FLIT_LEN);
+        if ok {
+            // Whole words over the flat payload, so that the compiler checks and adds many lanes at once.
+            let words = out[skip..].as_flattened_mut()[..elements * 4].chunks_exact_mut(4);
+            for ((word, &a), &b) in words.zip(&coef_a).zip(&coef_b) {
+                let v = u32::from_le_bytes([word[0], word[1], word[2], word[3]]);
+                ok &= v == a.wrapping_mul(w).wrapping_add(b.wrapping_mul(count));
+                word.copy_from_slice(&v.wrapping_add(a.wrapping_mul(g)).wrapping_add(b).to_le_bytes());
+            }
         }
         if ok {
             self.check.packets_verified += 1;
@@ -467,17 +466,18 @@ impl Ring {
         }
     }
 
-    /// Check that packet `packet` carries `expected` (a missing flit reads as zeros).
+    /// Check that packet `packet` carries `expected`, in exactly the flits it needs.
     fn verify(&mut self, p: &Received, packet: u64, expected: &[u32; PER_PACKET]) -> bool {
         let skip = usize::from(self.extension);
-        let mut ok = true;
-        for (e, &want) in expected.iter().enumerate().take(self.packets.elements(packet)) {
-            let at = (e % 4) * 4;
-            let v = p.payload.get(skip + e / 4).map_or(0, |f| {
-                u32::from_le_bytes([f[at], f[at + 1], f[at + 2], f[at + 3]])
-            });
-            ok &= v == want;
-        }
+        let elements = self.packets.elements(packet);
+        let flits = (elements * 4).div_ceil(FLIT_LEN);
+        // Whole words over the flat payload, so that the compiler compares many lanes at once.
+        let ok = p.payload.len() == skip + flits
+            && p.payload[skip..].as_flattened()[..elements * 4]
+                .chunks_exact(4)
+                .map(|w| u32::from_le_bytes([w[0], w[1], w[2], w[3]]))
+                .zip(expected)
+                .fold(true, |ok, (v, &want)| ok & (v == want));
         if ok {
             self.check.packets_verified += 1;
         } else {
@@ -676,4 +676,75 @@ fn weight_range(order: &[usize], from: usize, to: usize) -> (u32, u32) {
         .map(|k| order[(from + k) % n] as u32 + 1)
         .fold(0u32, u32::wrapping_add);
     (weight, count as u32)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A 3-GPU ring all-reduce of 3 full packets (one per chunk).
+    fn ring(extension: bool) -> Ring {
+        let ports = vec![vec![true]; 3];
+        Ring::part(Kind::AllReduce, 3 * 128, vec![0, 1, 2], ports, extension, 7, 0, 1)
+    }
+
+    fn received(out: Outgoing) -> Received {
+        Received {
+            vc: out.vc,
+            tl: out.tl,
+            payload: out.payload,
+        }
+    }
+
+    /// Every element is checked: a wrong value anywhere in a packet, a short packet or a long one is
+    /// counted wrong and not passed on; right ones are.
+    #[test]
+    fn receiving_checks_every_element() {
+        for extension in [false, true] {
+            receiving_checks_every_element_of(ring(extension), usize::from(extension));
+        }
+    }
+
+    fn receiving_checks_every_element_of(mut r: Ring, skip: usize) {
+        // Position 0's own partial sum of chunk 0, for position 1.
+        let partial = r.own_packet(0, 0);
+        let full = ring_weight(&r.order);
+        let result = r.outgoing(2, OP_RESULT, 0, |i| sum_of(7, i, full, 3));
+        for (packet, to) in [(partial, 1), (result, 0)] {
+            let good = received(packet);
+            r.receive(Instant(0), to, 0, good.clone());
+            assert_eq!(
+                r.check(),
+                Check {
+                    packets_verified: 1,
+                    wrong: 0,
+                    packets_sent: 0
+                }
+            );
+            assert_eq!(r.queue[to].len(), 1, "passed on");
+            r.queue[to].clear();
+            r.check.packets_verified = 0;
+            let mut bad = Vec::new();
+            for byte in 0..128 {
+                let mut p = good.clone();
+                p.payload[skip + byte / FLIT_LEN][byte % FLIT_LEN] ^= 1 << (byte % 8);
+                bad.push(p);
+            }
+            let mut short = good.clone();
+            short.payload.pop();
+            bad.push(short);
+            let mut long = good.clone();
+            if long.payload.push([0; FLIT_LEN]).is_ok() {
+                bad.push(long);
+            }
+            for p in bad {
+                let before = r.check().wrong;
+                r.receive(Instant(0), to, 0, p);
+                assert_eq!(r.check().wrong, before + 1);
+            }
+            assert_eq!(r.check().packets_verified, 0);
+            assert!(r.queue[to].is_empty(), "nothing wrong passed on");
+            r.check.wrong = 0;
+        }
+    }
 }
