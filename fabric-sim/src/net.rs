@@ -821,7 +821,9 @@ impl Net {
                     routes_failed: self.fabric.failed,
                     engines_offline,
                 };
-                let Some(p) = app.next(self.now, gpu, &offer) else {
+                // Used in place: moving it out of the option copies a whole packet.
+                let next = app.next(self.now, gpu, &offer);
+                let Some(p) = next.as_ref() else {
                     break;
                 };
                 if let (Some(f), None) = (self.failover.as_mut(), p.multicast) {
@@ -832,7 +834,7 @@ impl Net {
                         f.resend[node].push_back(Received {
                             vc: p.vc,
                             tl: p.tl,
-                            payload: p.payload,
+                            payload: p.payload.clone(),
                         });
                         self.stats.packets_sent += 1;
                         continue;
@@ -867,13 +869,27 @@ impl Net {
         // Per channel, so that a channel whose buffer share is full never holds up another.
         for vc in Vc::ALL {
             loop {
+                // A packet is received into its channel's staging slot and stays there until the switch
+                // takes it: copied once, into the switch's buffer.
                 let slot = &mut staged[port][vc.index()];
-                let Some(p) = slot.take().or_else(|| self.links[node][port].recv_on(vc)) else {
-                    break;
-                };
+                if slot.is_none() {
+                    let packet = slot.insert(Received {
+                        vc,
+                        tl: 0,
+                        payload: heapless::Vec::new(),
+                    });
+                    if !self.links[node][port].recv_on_into(vc, packet) {
+                        *slot = None;
+                        break;
+                    }
+                }
+                let Some(p) = slot.as_ref() else { break };
                 let (dest, source, multicast) = wire::route_fields(p.tl);
                 if multicast == Some(wire::NVLS_ENGINE) {
-                    if !nvls.receive(core, held, free, port, p) {
+                    let taken = slot
+                        .take()
+                        .is_some_and(|p| nvls.receive(core, held, free, port, p));
+                    if !taken {
                         if let Some(f) = self.failover.as_mut() {
                             f.stats.engine_packets_dropped += 1;
                         }
@@ -895,20 +911,22 @@ impl Net {
                 };
                 match core.ingress(port, arrival) {
                     Ok(copies) => {
-                        held[handle as usize] = Some(Held {
+                        let h = held[handle as usize].insert(Held {
                             vc,
                             tl: p.tl,
-                            payload: p.payload,
+                            payload: heapless::Vec::new(),
                             copies,
-                        })
+                        });
+                        let _ = h.payload.extend_from_slice(&p.payload);
+                        *slot = None;
                     }
                     Err(e) => {
                         free.push(handle);
                         if e == (switch_fw::SwitchError::BufferFull { port }) {
-                            // Not now: keep it and offer it again when packets have left.
-                            staged[port][vc.index()] = Some(p);
+                            // Not now: it stays staged and is offered again when packets have left.
                             break;
                         }
+                        let Some(p) = slot.take() else { break };
                         if let (switch_fw::SwitchError::NoRoute { .. }, Some(f)) = (e, self.failover.as_mut())
                         {
                             // Routed here before a failure took the way on: return it to its source.

@@ -508,26 +508,38 @@ impl<const REPLAY: usize, const RX_FLITS: usize> DataLink<REPLAY, RX_FLITS> {
 
     /// The oldest packet received on `vc`.
     pub fn recv_on(&mut self, vc: Vc) -> Option<Received> {
+        let mut packet = Received {
+            vc,
+            tl: 0,
+            payload: heapless::Vec::new(),
+        };
+        self.recv_on_into(vc, &mut packet).then_some(packet)
+    }
+
+    /// [`DataLink::recv_on`] into `packet`, whose previous contents are replaced; returns whether there
+    /// was one. A switch receives into the place the packet waits in, without moving it again.
+    pub fn recv_on_into(&mut self, vc: Vc, packet: &mut Received) -> bool {
         let queue = &mut self.rx_queues[vc.index()];
+        let Some(front) = queue.front() else {
+            return false;
+        };
         // Headers were checked on arrival, so they parse; a failure would be a bug, and drops the flit.
-        let Ok(header) = PacketHeader::parse(queue.front()?) else {
+        let Ok(header) = PacketHeader::parse(front) else {
             queue.drop_front(1);
             self.rx_packets = self.rx_packets.saturating_sub(1);
-            return None;
+            return false;
         };
         let flits = 1 + usize::from(header.payload_flits);
         let (first, second) = queue.front_run(flits);
-        let mut payload = heapless::Vec::new();
-        let _ = payload.extend_from_slice(first.get(1..).unwrap_or(&[]));
-        let _ = payload.extend_from_slice(second);
+        packet.vc = vc;
+        packet.tl = header.tl;
+        packet.payload.clear();
+        let _ = packet.payload.extend_from_slice(first.get(1..).unwrap_or(&[]));
+        let _ = packet.payload.extend_from_slice(second);
         queue.drop_front(flits);
         self.rx_packets = self.rx_packets.saturating_sub(1);
         self.rx_credits.free(vc, flits as u16);
-        Some(Received {
-            vc,
-            tl: header.tl,
-            payload,
-        })
+        true
     }
 
     /// Packets waiting in the receive queues.

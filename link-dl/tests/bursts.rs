@@ -87,6 +87,10 @@ enum Step {
         ns: u64,
     },
     Recv,
+    /// Receive on one channel: unit by unit with `recv_on`, in bursts into a reused packet.
+    RecvOn {
+        vc: u8,
+    },
 }
 
 fn step() -> impl Strategy<Value = Step> {
@@ -110,6 +114,7 @@ fn step() -> impl Strategy<Value = Step> {
             }),
         (0u64..3000).prop_map(|ns| Step::Wait { ns }),
         Just(Step::Recv),
+        (0u8..3).prop_map(|vc| Step::RecvOn { vc }),
     ]
 }
 
@@ -119,6 +124,12 @@ fn run(steps: &[Step], fec: bool) -> usize {
     let mut bursts = Pair::new(fec);
     let mut now = Instant::ZERO;
     let mut delivered = 0;
+    // Received into again and again: what it held before must not show through.
+    let mut reused = link_dl::Received {
+        vc: Vc::Posted,
+        tl: u64::MAX,
+        payload: core::iter::repeat_n([0xEE; FLIT_LEN], MAX_PAYLOAD_FLITS).collect(),
+    };
     for (i, s) in steps.iter().enumerate() {
         match *s {
             Step::Send { vc, flits, fill } => {
@@ -149,6 +160,18 @@ fn run(steps: &[Step], fec: bool) -> usize {
                 let a = unit_by_unit.ends[1].recv();
                 let b = bursts.ends[1].recv();
                 assert_eq!(a, b, "step {i}: received");
+                if a.is_none() {
+                    break;
+                }
+                delivered += 1;
+            },
+            Step::RecvOn { vc } => loop {
+                let vc = Vc::ALL[usize::from(vc)];
+                let a = unit_by_unit.ends[1].recv_on(vc);
+                let b = bursts.ends[1]
+                    .recv_on_into(vc, &mut reused)
+                    .then(|| reused.clone());
+                assert_eq!(a, b, "step {i}: received on {vc:?}");
                 if a.is_none() {
                     break;
                 }
