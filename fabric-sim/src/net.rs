@@ -982,7 +982,8 @@ impl Net {
                     free.push(f.handle);
                 }
             }
-            for port in kicked {
+            // By reference: iterating the vector by value would first copy all its 64 slots.
+            for &port in &kicked {
                 let (t, end) = self.fabric.ports[node][port];
                 self.kick(t, end);
             }
