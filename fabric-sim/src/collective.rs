@@ -245,6 +245,8 @@ pub struct Ring {
     finals_needed: Vec<u64>,
     /// Whether ports of a GPU lead to the next GPU: [gpu][port].
     ports_to_next: Vec<Vec<bool>>,
+    /// Where each position's chunk starts ([`Ring::chunk`]).
+    chunk_starts: Vec<u64>,
     check: Check,
 }
 
@@ -290,8 +292,10 @@ impl Ring {
             finals: vec![0; n],
             finals_needed: vec![0; n],
             ports_to_next,
+            chunk_starts: Vec::new(),
             check: Check::default(),
         };
+        ring.chunk_starts = (0..n).map(|c| ring.chunk(c).0).collect();
         for pos in 0..n {
             let (own_start, own_end) = match kind {
                 // Reduce-scatter starts with the position's own chunk, all-gather with its own input,
@@ -378,15 +382,12 @@ impl Ring {
         (self.first..self.end).contains(&packet)
     }
 
+    /// The chunk `packet` (one this ring moves) belongs to: the last one that starts at or before it.
     fn chunk_of(&self, packet: u64) -> usize {
-        let n = self.n as u64;
-        let len = self.end - self.first;
-        // Inverse of `chunk`: the largest c with first + len * c / n <= packet.
-        let mut c = (((packet - self.first) * n + n - 1) / len.max(1)).min(n - 1) as usize;
-        while self.chunk(c).0 > packet {
-            c -= 1;
-        }
-        c
+        // Chunks start at `first + len * c / n`, increasing with `c`; searched rather than divided for,
+        // since every packet received asks.
+        let c = self.chunk_starts.partition_point(|&start| start <= packet);
+        c.saturating_sub(1)
     }
 
     fn outgoing(&self, from_pos: usize, opcode: u64, packet: u64, value: impl Fn(u64) -> u32) -> Outgoing {
@@ -449,12 +450,33 @@ impl Ring {
         let elements = self.packets.elements(packet);
         let mut ok = out.len() == skip + (elements * 4).div_ceil(FLIT_LEN);
         if ok {
-            // Whole words over the flat payload, so that the compiler checks and adds many lanes at once.
-            let words = out[skip..].as_flattened_mut()[..elements * 4].chunks_exact_mut(4);
-            for ((word, &a), &b) in words.zip(&coef_a).zip(&coef_b) {
-                let v = u32::from_le_bytes([word[0], word[1], word[2], word[3]]);
-                ok &= v == a.wrapping_mul(w).wrapping_add(b.wrapping_mul(count));
-                word.copy_from_slice(&v.wrapping_add(a.wrapping_mul(g)).wrapping_add(b).to_le_bytes());
+            let bytes = &mut out[skip..].as_flattened_mut()[..elements * 4];
+            if let Ok(full) = <&mut [u8; PACKET_BYTES]>::try_from(&mut *bytes) {
+                // A whole packet, in fixed-size loops without branches that the compiler vectorises.
+                let mut v = [0u32; PER_PACKET];
+                for (k, x) in v.iter_mut().enumerate() {
+                    *x = u32::from_le_bytes([full[4 * k], full[4 * k + 1], full[4 * k + 2], full[4 * k + 3]]);
+                }
+                let mut diff = 0;
+                for k in 0..PER_PACKET {
+                    diff |= v[k]
+                        ^ coef_a[k]
+                            .wrapping_mul(w)
+                            .wrapping_add(coef_b[k].wrapping_mul(count));
+                    v[k] = v[k]
+                        .wrapping_add(coef_a[k].wrapping_mul(g))
+                        .wrapping_add(coef_b[k]);
+                }
+                ok = diff == 0;
+                for (k, x) in v.iter().enumerate() {
+                    full[4 * k..4 * k + 4].copy_from_slice(&x.to_le_bytes());
+                }
+            } else {
+                for ((word, &a), &b) in bytes.chunks_exact_mut(4).zip(&coef_a).zip(&coef_b) {
+                    let v = u32::from_le_bytes([word[0], word[1], word[2], word[3]]);
+                    ok &= v == a.wrapping_mul(w).wrapping_add(b.wrapping_mul(count));
+                    word.copy_from_slice(&v.wrapping_add(a.wrapping_mul(g)).wrapping_add(b).to_le_bytes());
+                }
             }
         }
         if ok {
@@ -693,6 +715,39 @@ mod tests {
             vc: out.vc,
             tl: out.tl,
             payload: out.payload,
+        }
+    }
+
+    /// A packet's chunk is the last chunk starting at or before it, including where chunks are empty
+    /// (fewer packets than GPUs) and for rings that move a part of the buffer.
+    #[test]
+    fn every_packet_belongs_to_the_chunk_that_holds_it() {
+        for n in 1..=9 {
+            for packets in [1u64, 2, 5, 8, 9, 31, 100] {
+                for (part, parts) in [(0, 1), (1, 3), (2, 3)] {
+                    let ports = vec![vec![true]; n];
+                    let bytes = packets * 128;
+                    let r = Ring::part(
+                        Kind::AllReduce,
+                        bytes,
+                        (0..n).collect(),
+                        ports,
+                        false,
+                        1,
+                        part,
+                        parts,
+                    );
+                    for packet in r.first..r.end {
+                        let c = r.chunk_of(packet);
+                        let (start, end) = r.chunk(c);
+                        assert!(
+                            start <= packet && packet < end,
+                            "n {n} packets {packets} part {part}"
+                        );
+                        assert!((c + 1..n).all(|later| r.chunk(later).0 > packet));
+                    }
+                }
+            }
         }
     }
 
