@@ -247,6 +247,10 @@ pub struct Ring {
     ports_to_next: Vec<Vec<bool>>,
     /// Where each position's chunk starts ([`Ring::chunk`]).
     chunk_starts: Vec<u64>,
+    /// `Σ (g + 1)` over positions `0 .. i` of the ring gone round twice, `i` in `0 ..= 2n`: the weight of
+    /// any run of positions is a difference of two, where adding them up costs a pass over the ring
+    /// per packet (512 additions on a 512-GPU ring).
+    weight_prefix: Vec<u32>,
     check: Check,
 }
 
@@ -293,8 +297,15 @@ impl Ring {
             finals_needed: vec![0; n],
             ports_to_next,
             chunk_starts: Vec::new(),
+            weight_prefix: Vec::new(),
             check: Check::default(),
         };
+        ring.weight_prefix = core::iter::once(0)
+            .chain((0..2 * n).scan(0u32, |sum, i| {
+                *sum = sum.wrapping_add(ring.order[i % n] as u32 + 1);
+                Some(*sum)
+            }))
+            .collect();
         ring.chunk_starts = (0..n).map(|c| ring.chunk(c).0).collect();
         for pos in 0..n {
             let (own_start, own_end) = match kind {
@@ -375,6 +386,18 @@ impl Ring {
             return Some(out);
         }
         None
+    }
+
+    /// `Σ (g + 1)` and count over ring positions `from ..= to`, going round.
+    fn weight_range(&self, from: usize, to: usize) -> (u32, u32) {
+        let count = (to + self.n - from) % self.n + 1;
+        let weight = self.weight_prefix[from + count].wrapping_sub(self.weight_prefix[from]);
+        (weight, count as u32)
+    }
+
+    /// `Σ (g + 1)` over all GPUs of the ring.
+    fn ring_weight(&self) -> u32 {
+        self.weight_prefix[self.n]
     }
 
     /// Whether `packet` is one this ring moves.
@@ -509,11 +532,6 @@ impl Ring {
     }
 }
 
-/// `Σ (g + 1)` over all GPUs of the ring.
-fn ring_weight(order: &[usize]) -> u32 {
-    order.iter().map(|&g| g as u32 + 1).fold(0u32, u32::wrapping_add)
-}
-
 impl App for Ring {
     fn next(&mut self, _now: Instant, gpu: usize, offer: &Offer) -> Option<Outgoing> {
         if !self.sends_through(gpu, offer.port, offer) {
@@ -535,7 +553,7 @@ impl App for Ring {
         match wire::opcode(p.tl) {
             OP_PARTIAL => {
                 // Partial sum of chunk c over positions c .. pos - 1; add this GPU's own data.
-                let partial = weight_range(&self.order, c, (pos + n - 1) % n);
+                let partial = self.weight_range(c, (pos + n - 1) % n);
                 let g = self.order[pos] as u32 + 1;
                 let Some(sum) = self.verify_and_add(p.payload, packet, partial, g) else {
                     return;
@@ -556,9 +574,7 @@ impl App for Ring {
             OP_RESULT => {
                 // A final value of chunk c: the full sum, or the input of the position that started it.
                 let (origin, w, count) = match self.kind {
-                    Kind::AllReduce | Kind::ReduceScatter => {
-                        ((c + n - 1) % n, ring_weight(&self.order), n as u32)
-                    }
+                    Kind::AllReduce | Kind::ReduceScatter => ((c + n - 1) % n, self.ring_weight(), n as u32),
                     Kind::AllGather => (c, self.order[c] as u32 + 1, 1),
                     Kind::Broadcast | Kind::AllToAll => (0, self.order[0] as u32 + 1, 1),
                 };
@@ -690,16 +706,6 @@ impl App for Rings {
     }
 }
 
-/// `Σ (g + 1)` and count over ring positions `from ..= to` of `order`.
-fn weight_range(order: &[usize], from: usize, to: usize) -> (u32, u32) {
-    let n = order.len();
-    let count = (to + n - from) % n + 1;
-    let weight = (0..count)
-        .map(|k| order[(from + k) % n] as u32 + 1)
-        .fold(0u32, u32::wrapping_add);
-    (weight, count as u32)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -751,6 +757,30 @@ mod tests {
         }
     }
 
+    /// The weight of a run of positions, going round, is the sum over it.
+    #[test]
+    fn weights_of_position_runs_are_their_sums() {
+        let order = vec![3, 0, 4, 1, 2];
+        let r = Ring::part(
+            Kind::AllReduce,
+            4096,
+            order.clone(),
+            vec![vec![true]; 5],
+            false,
+            1,
+            0,
+            1,
+        );
+        assert_eq!(r.ring_weight(), 15);
+        for from in 0..5 {
+            for to in 0..5 {
+                let count = (to + 5 - from) % 5 + 1;
+                let sum = (0..count).map(|k| order[(from + k) % 5] as u32 + 1).sum();
+                assert_eq!(r.weight_range(from, to), (sum, count as u32), "{from}..={to}");
+            }
+        }
+    }
+
     /// Every element is checked: a wrong value anywhere in a packet, a short packet or a long one is
     /// counted wrong and not passed on; right ones are.
     #[test]
@@ -763,7 +793,7 @@ mod tests {
     fn receiving_checks_every_element_of(mut r: Ring, skip: usize) {
         // Position 0's own partial sum of chunk 0, for position 1.
         let partial = r.own_packet(0, 0);
-        let full = ring_weight(&r.order);
+        let full = r.ring_weight();
         let result = r.outgoing(2, OP_RESULT, 0, |i| sum_of(7, i, full, 3));
         for (packet, to) in [(partial, 1), (result, 0)] {
             let good = received(packet);
