@@ -186,8 +186,11 @@ impl Topology {
             "dgx-a100" => nvswitch("dgx-a100", 6, &[2, 2, 2, 2, 2, 2], DGX_A100_SOURCE),
             "dgx-h100" => nvswitch("dgx-h100", 4, &[5, 4, 4, 5], DGX_H100_SOURCE),
             "pcie8" => pcie8(),
-            "fat-tree-256" => fat_tree_256(),
-            _ => return None,
+            _ => {
+                let gpus = name.strip_prefix("fat-tree-")?.parse().ok()?;
+                // Spelled as the tree names itself: no sign, no leading zeros.
+                fat_tree(gpus).filter(|t| t.name == name)?
+            }
         })
     }
 
@@ -450,18 +453,29 @@ fn pcie8() -> Topology {
     }
 }
 
-/// 32 DGX H100-like nodes (8 GPUs and 4 NVSwitches each) joined by a two-level fat tree of 400 Gb/s
-/// (50 GB/s) ports: every GPU has one network port to a leaf switch; 16 leaves, 16 spines.
-fn fat_tree_256() -> Topology {
+/// GPUs a fat tree can have: whole leaves of 16, at least two, and at most 64 leaves, the ports of a
+/// spine switch.
+pub const FAT_TREE_GPUS: core::ops::RangeInclusive<usize> = 32..=1024;
+
+/// `gpus / 8` DGX H100-like nodes (8 GPUs and 4 NVSwitches each) joined by a two-level fat tree of
+/// 400 Gb/s (50 GB/s) ports: every GPU has one network port to a leaf switch of 16 GPUs (two nodes), and
+/// every leaf one port to each of 16 spines, as many up as down, so the tree is non-blocking at any size:
+/// `fat-tree-256` is 32 nodes, 16 leaves and 16 spines. `None` unless `gpus` is a multiple of 16 in
+/// [`FAT_TREE_GPUS`].
+fn fat_tree(gpus: usize) -> Option<Topology> {
+    const PER_LEAF: usize = 16;
+    const SPINES: usize = 16;
+    if !FAT_TREE_GPUS.contains(&gpus) || gpus % PER_LEAF != 0 {
+        return None;
+    }
     let mut t = Topology {
-        name: "fat-tree-256".into(),
+        name: format!("fat-tree-{gpus}"),
         source: String::new(),
         nodes: Vec::new(),
         links: Vec::new(),
     };
-    let gpus = 256;
     t.nodes.extend((0..gpus).map(gpu));
-    for node in 0..32 {
+    for node in 0..gpus / 8 {
         let first_switch = t.nodes.len();
         for s in 0..4 {
             t.nodes.push(switch(format!("node{node}-nvswitch{s}")));
@@ -475,12 +489,13 @@ fn fat_tree_256() -> Topology {
             }
         }
     }
+    let leaf_count = gpus / PER_LEAF;
     let leaves = t.nodes.len();
-    for l in 0..16 {
+    for l in 0..leaf_count {
         t.nodes.push(switch(format!("leaf{l}")));
     }
     let spines = t.nodes.len();
-    for s in 0..16 {
+    for s in 0..SPINES {
         t.nodes.push(switch(format!("spine{s}")));
     }
     let net = |a, b| Link {
@@ -492,15 +507,18 @@ fn fat_tree_256() -> Topology {
         format: LinkFormat::NvlinkAe,
     };
     for g in 0..gpus {
-        t.links.push(net(g, leaves + g / 16));
+        t.links.push(net(g, leaves + g / PER_LEAF));
     }
-    for l in 0..16 {
-        for s in 0..16 {
+    for l in 0..leaf_count {
+        for s in 0..SPINES {
             t.links.push(net(leaves + l, spines + s));
         }
     }
-    t.source = "32 nodes of 8 H100-like GPUs (18 NVLink4 links to 4 NVSwitches each), one 400 Gb/s port per GPU into a 16-leaf, 16-spine fat tree".into();
-    t
+    t.source = format!(
+        "{} nodes of 8 H100-like GPUs (18 NVLink4 links to 4 NVSwitches each), one 400 Gb/s port per GPU into a {leaf_count}-leaf, {SPINES}-spine fat tree",
+        gpus / 8
+    );
+    Some(t)
 }
 
 #[cfg(test)]
@@ -527,6 +545,32 @@ mod tests {
         );
         let ft = Topology::builtin("fat-tree-256").unwrap();
         assert_eq!(ft.gpus().len(), 256);
+        assert_eq!(ft.nodes.len(), 256 + 32 * 4 + 16 + 16);
+    }
+
+    #[test]
+    fn fat_trees_come_in_whole_leaves_up_to_a_spine_of_ports() {
+        for gpus in (FAT_TREE_GPUS).step_by(16) {
+            let t = Topology::builtin(&format!("fat-tree-{gpus}")).unwrap();
+            t.validate().unwrap();
+            assert_eq!(t.gpus().len(), gpus);
+            let ports = t.ports();
+            // Leaves: 16 GPUs down, one link to each of 16 spines up; spines: one link per leaf.
+            let leaves = gpus + gpus / 8 * 4;
+            assert!(ports[leaves..leaves + gpus / 16].iter().all(|&p| p == 32));
+            assert!(ports[leaves + gpus / 16..].iter().all(|&p| p == gpus / 16));
+        }
+        for bad in [
+            "fat-tree-16",
+            "fat-tree-40",
+            "fat-tree-1040",
+            "fat-tree-",
+            "fat-tree-x",
+            "fat-tree-+256",
+            "fat-tree-0256",
+        ] {
+            assert!(Topology::builtin(bad).is_none(), "{bad}");
+        }
     }
 
     #[test]

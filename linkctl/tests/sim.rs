@@ -161,6 +161,24 @@ fn waveforms_are_written_and_counted() {
 }
 
 #[test]
+fn fat_trees_of_any_size_in_whole_leaves_verify() {
+    for gpus in [32, 48] {
+        let topology = format!("fat-tree-{gpus}");
+        let v = json(&[
+            "allreduce",
+            "--topology",
+            &topology,
+            "--min",
+            "64K",
+            "--max",
+            "64K",
+        ]);
+        assert_eq!(v["verified"], true, "{topology}");
+        assert_eq!(v["gpus"], gpus, "{topology}");
+    }
+}
+
+#[test]
 fn bad_input_is_a_clear_error_not_a_panic() {
     for args in [
         &["allreduce", "--topology", "no-such-fabric"][..],
@@ -176,6 +194,8 @@ fn bad_input_is_a_clear_error_not_a_panic() {
         &["allgather", "--algo", "tree"],
         &["allreduce", "--algo", "switch-reduce", "--topology", "pcie8"],
         &["allreduce", "--ber", "2"],
+        &["allreduce", "--topology", "fat-tree-40"],
+        &["allreduce", "--topology", "fat-tree-2048"],
     ] {
         common::assert_refused(&["sim"], args);
     }

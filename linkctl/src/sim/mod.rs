@@ -33,7 +33,8 @@ pub enum SimCommand {
 
 #[derive(Args, Debug)]
 pub struct SimArgs {
-    /// Fabric: mesh2, mesh4, dgx1-hcm, dgx-a100, dgx-h100, pcie8, fat-tree-256, or a TOML file
+    /// Fabric: mesh2, mesh4, dgx1-hcm, dgx-a100, dgx-h100, pcie8, fat-tree-256 (or fat-tree-N: N GPUs, a
+    /// multiple of 16 from 32 to 1024), or a TOML file
     #[arg(long, default_value = "dgx-h100")]
     pub topology: String,
     /// Smallest message (bytes; K, M, G suffixes are powers of 1024)
@@ -142,8 +143,11 @@ fn load_topology(name: &str) -> anyhow::Result<Topology> {
         return Topology::from_toml(&text).map_err(anyhow::Error::msg);
     }
     bail!(
-        "unknown topology {name:?}: built-in ones are {}, or give a TOML file",
-        Topology::BUILTINS.join(", ")
+        "unknown topology {name:?}: built-in ones are {} (or fat-tree-N for N GPUs, a multiple of 16 from \
+         {} to {}), or give a TOML file",
+        Topology::BUILTINS.join(", "),
+        fabric_sim::topology::FAT_TREE_GPUS.start(),
+        fabric_sim::topology::FAT_TREE_GPUS.end()
     )
 }
 
