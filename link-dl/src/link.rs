@@ -209,8 +209,10 @@ pub struct DataLink<const REPLAY: usize = 64, const RX_FLITS: usize = 64> {
     framer: Framer,
     /// Flits of `rx_buf` filled.
     rx_len: usize,
-    /// Packets in `rx_queues`, all channels.
-    rx_packets: usize,
+    /// Packets in `rx_queues`, per channel (fewer than `RX_FLITS`, which fits 16 bits): kept with the small
+    /// state, so that asking whether a channel has one does not touch its queue (kilobytes away, and on
+    /// another page per channel).
+    rx_packets: [u16; crate::vc::VC_COUNT],
     arrivals: u32,
     rx_credits: RxCredits,
     fec_rx_have: u8,
@@ -269,7 +271,7 @@ impl<const REPLAY: usize, const RX_FLITS: usize> DataLink<REPLAY, RX_FLITS> {
             framer: Framer::Resync,
             rx_buf: [[0; FLIT_LEN]; MAX_PACKET_FLITS],
             rx_len: 0,
-            rx_packets: 0,
+            rx_packets: [0; crate::vc::VC_COUNT],
             rx_queues: core::array::from_fn(|_| Ring::new()),
             arrivals: 0,
             rx_credits: RxCredits::default(),
@@ -429,7 +431,7 @@ impl<const REPLAY: usize, const RX_FLITS: usize> DataLink<REPLAY, RX_FLITS> {
         self.ack_deadline = None;
         self.framer = Framer::Resync;
         self.rx_len = 0;
-        self.rx_packets = 0;
+        self.rx_packets = [0; crate::vc::VC_COUNT];
         self.rx_queues.iter_mut().for_each(Ring::clear);
         self.arrivals = 0;
         self.rx_credits = RxCredits::default();
@@ -495,11 +497,12 @@ impl<const REPLAY: usize, const RX_FLITS: usize> DataLink<REPLAY, RX_FLITS> {
 
     /// The oldest packet received on any channel, which frees its receive buffer (and so returns credit).
     pub fn recv(&mut self) -> Option<Received> {
-        if self.rx_packets == 0 {
+        if !self.received_waiting() {
             return None;
         }
         let vc = Vc::ALL
             .into_iter()
+            .filter(|vc| self.rx_packets[vc.index()] > 0)
             .filter_map(|vc| self.rx_queues[vc.index()].front().map(|h| (arrival_of(h), vc)))
             .min_by_key(|&(arrival, _)| arrival.wrapping_sub(self.arrivals.wrapping_sub(u32::MAX / 2)))
             .map(|(_, vc)| vc)?;
@@ -519,6 +522,9 @@ impl<const REPLAY: usize, const RX_FLITS: usize> DataLink<REPLAY, RX_FLITS> {
     /// [`DataLink::recv_on`] into `packet`, whose previous contents are replaced; returns whether there
     /// was one. A switch receives into the place the packet waits in, without moving it again.
     pub fn recv_on_into(&mut self, vc: Vc, packet: &mut Received) -> bool {
+        if self.rx_packets[vc.index()] == 0 {
+            return false;
+        }
         let queue = &mut self.rx_queues[vc.index()];
         let Some(front) = queue.front() else {
             return false;
@@ -526,7 +532,7 @@ impl<const REPLAY: usize, const RX_FLITS: usize> DataLink<REPLAY, RX_FLITS> {
         // Headers were checked on arrival, so they parse; a failure would be a bug, and drops the flit.
         let Ok(header) = PacketHeader::parse(front) else {
             queue.drop_front(1);
-            self.rx_packets = self.rx_packets.saturating_sub(1);
+            self.rx_packets[vc.index()] = self.rx_packets[vc.index()].saturating_sub(1);
             return false;
         };
         let flits = 1 + usize::from(header.payload_flits);
@@ -537,14 +543,14 @@ impl<const REPLAY: usize, const RX_FLITS: usize> DataLink<REPLAY, RX_FLITS> {
         let _ = packet.payload.extend_from_slice(first.get(1..).unwrap_or(&[]));
         let _ = packet.payload.extend_from_slice(second);
         queue.drop_front(flits);
-        self.rx_packets = self.rx_packets.saturating_sub(1);
+        self.rx_packets[vc.index()] = self.rx_packets[vc.index()].saturating_sub(1);
         self.rx_credits.free(vc, flits as u16);
         true
     }
 
     /// Packets waiting in the receive queues.
     pub fn received_waiting(&self) -> bool {
-        self.rx_packets > 0
+        self.rx_packets != [0; crate::vc::VC_COUNT]
     }
 
     // ----- timers -----
@@ -962,7 +968,7 @@ impl<const REPLAY: usize, const RX_FLITS: usize> DataLink<REPLAY, RX_FLITS> {
             // Room was checked above.
             queue.push_back_with(|flit| *flit = head);
             queue.extend_from_slice(&self.rx_buf[1..len]);
-            self.rx_packets += 1;
+            self.rx_packets[header.vc.index()] += 1;
             self.expected = self.expected.next();
             self.nak_scheduled = false;
             self.counters.packets_received += 1;

@@ -42,6 +42,10 @@ pub struct AllToAll {
     received: Vec<u64>,
     /// Per GPU and port, the peer to offer first.
     turn: Vec<Vec<usize>>,
+    /// Per GPU and port, the peers it still has packets for that the port leads to, in ascending order,
+    /// and the routes they were worked out for ([`Offer::routes_failed`]): an offer takes the first at or
+    /// after the port's turn, instead of going round all the GPUs past those done or elsewhere.
+    ways: Vec<Vec<(usize, Vec<u16>)>>,
     check: Check,
 }
 
@@ -61,6 +65,7 @@ impl AllToAll {
             got: vec![vec![vec![0; packets.div_ceil(64) as usize]; n]; n],
             received: vec![0; n],
             turn: vec![Vec::new(); n],
+            ways: vec![Vec::new(); n],
             check: Check::default(),
         }
     }
@@ -92,35 +97,54 @@ impl App for AllToAll {
         if turn.len() <= port {
             turn.resize(port + 1, (gpu + 1) % n);
         }
-        for i in 0..n {
-            let dest = (self.turn[gpu][port] + i) % n;
-            let packet = self.sent[gpu][dest];
-            if dest == gpu || packet >= self.packets.count || !offer.reaches(dest as u16) {
-                continue;
-            }
-            // Ask before computing the payload: most offers are refused while the link is busy.
-            if !offer.fits(Vc::Posted, self.packets.payload_flits(packet, self.extension)) {
-                return None;
-            }
-            let (seed, weight) = (self.seed, gpu as u32 + 1);
-            let out = Outgoing {
-                dest: dest as u16,
-                vc: Vc::Posted,
-                tl: wire::header(wire::OP_WRITE, dest as u16, gpu as u16, false, packet as u32),
-                payload: payload_of(
-                    dest as u64 * self.block + packet * PER_PACKET as u64,
-                    self.packets.elements(packet),
-                    self.extension,
-                    |j| sum_of(seed, j, weight, 1),
-                ),
-                multicast: None,
-            };
-            self.sent[gpu][dest] += 1;
-            self.turn[gpu][port] = (dest + 1) % self.n;
-            self.check.packets_sent += 1;
-            return Some(out);
+        let ways = self.ways.get_mut(gpu)?;
+        if ways.len() <= port {
+            ways.resize(port + 1, (usize::MAX, Vec::new()));
         }
-        None
+        if ways[port].0 != offer.routes_failed {
+            let sent = &self.sent[gpu];
+            let count = self.packets.count;
+            ways[port] = (
+                offer.routes_failed,
+                (0..n as u16)
+                    .filter(|&d| usize::from(d) != gpu && sent[usize::from(d)] < count && offer.reaches(d))
+                    .collect(),
+            );
+        }
+        // The first peer in turn: going round from the port's turn, the first this port still feeds.
+        let peers = &ways[port].1;
+        let after = peers.partition_point(|&d| usize::from(d) < self.turn[gpu][port]);
+        let dest = usize::from(*peers.get(after).or(peers.first())?);
+        let packet = self.sent[gpu][dest];
+        // Ask before computing the payload: most offers are refused while the link is busy.
+        if !offer.fits(Vc::Posted, self.packets.payload_flits(packet, self.extension)) {
+            return None;
+        }
+        let (seed, weight) = (self.seed, gpu as u32 + 1);
+        let out = Outgoing {
+            dest: dest as u16,
+            vc: Vc::Posted,
+            tl: wire::header(wire::OP_WRITE, dest as u16, gpu as u16, false, packet as u32),
+            payload: payload_of(
+                dest as u64 * self.block + packet * PER_PACKET as u64,
+                self.packets.elements(packet),
+                self.extension,
+                |j| sum_of(seed, j, weight, 1),
+            ),
+            multicast: None,
+        };
+        self.sent[gpu][dest] += 1;
+        if self.sent[gpu][dest] == self.packets.count {
+            // Done with this peer: no port offers it again.
+            for (_, peers) in &mut self.ways[gpu] {
+                if let Ok(k) = peers.binary_search(&(dest as u16)) {
+                    peers.remove(k);
+                }
+            }
+        }
+        self.turn[gpu][port] = (dest + 1) % self.n;
+        self.check.packets_sent += 1;
+        Some(out)
     }
 
     fn receive(&mut self, _now: Instant, gpu: usize, _port: usize, p: Received) {
