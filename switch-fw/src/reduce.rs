@@ -50,8 +50,6 @@ pub struct Reduced {
 
 #[derive(Clone, Copy, Debug)]
 struct Accumulator {
-    group: u16,
-    chunk: u32,
     arrived: PortSet,
     len: u8,
     sum: [u8; MAX_CHUNK],
@@ -61,14 +59,52 @@ struct Accumulator {
 #[derive(Clone, Debug)]
 pub struct Reducer<const SLOTS: usize> {
     groups: [Option<ReductionGroup>; REDUCTION_GROUPS],
-    slots: [Option<Accumulator>; SLOTS],
+    /// What each slot sums, as [`key`], or [`FREE`]: searched on every contribution, so kept apart from
+    /// the sums (8 bytes a slot to read instead of 140).
+    keys: [u64; SLOTS],
+    /// The sums; `slots[i]` means something only while `keys[i]` is not [`FREE`].
+    slots: [Accumulator; SLOTS],
+}
+
+/// The key of a slot that sums nothing.
+const FREE: u64 = u64::MAX;
+
+/// A slot's key: its group and chunk number (never [`FREE`]: groups are below [`REDUCTION_GROUPS`]).
+fn key(group: u16, chunk: u32) -> u64 {
+    u64::from(group) << 32 | u64::from(chunk)
+}
+
+/// The first index of `key` in `keys`, eight at a time without an early exit inside a block, which the
+/// compiler turns into vector compares.
+fn find(keys: &[u64], key: u64) -> Option<usize> {
+    let mut blocks = keys.chunks_exact(8);
+    for (b, block) in (&mut blocks).enumerate() {
+        let hits = block
+            .iter()
+            .enumerate()
+            .fold(0u32, |hits, (i, &k)| hits | u32::from(k == key) << i);
+        if hits != 0 {
+            return Some(b * 8 + hits.trailing_zeros() as usize);
+        }
+    }
+    let base = keys.len() - blocks.remainder().len();
+    blocks
+        .remainder()
+        .iter()
+        .position(|&k| k == key)
+        .map(|i| base + i)
 }
 
 impl<const SLOTS: usize> Default for Reducer<SLOTS> {
     fn default() -> Self {
         Reducer {
             groups: [None; REDUCTION_GROUPS],
-            slots: [None; SLOTS],
+            keys: [FREE; SLOTS],
+            slots: [Accumulator {
+                arrived: PortSet::EMPTY,
+                len: 0,
+                sum: [0; MAX_CHUNK],
+            }; SLOTS],
         }
     }
 }
@@ -90,9 +126,9 @@ impl<const SLOTS: usize> Reducer<SLOTS> {
             .get_mut(usize::from(group))
             .ok_or(SwitchError::NoSuchGroup { group })? = config;
         if config.is_none() {
-            for slot in &mut self.slots {
-                if slot.is_some_and(|a| a.group == group) {
-                    *slot = None;
+            for k in &mut self.keys {
+                if *k != FREE && *k >> 32 == u64::from(group) {
+                    *k = FREE;
                 }
             }
         }
@@ -106,7 +142,7 @@ impl<const SLOTS: usize> Reducer<SLOTS> {
 
     /// Chunks in progress.
     pub fn in_progress(&self) -> usize {
-        self.slots.iter().filter(|s| s.is_some()).count()
+        self.keys.iter().filter(|&&k| k != FREE).count()
     }
 
     /// Port `port`'s contribution to chunk `chunk` of `group`. Returns the sum once every contributor's
@@ -124,31 +160,20 @@ impl<const SLOTS: usize> Reducer<SLOTS> {
         if !config.contributors.contains(port) || data.len() % 4 != 0 || data.len() > MAX_CHUNK {
             return Err(bad);
         }
-        let index = match self
-            .slots
-            .iter()
-            .position(|s| s.is_some_and(|a| a.group == group && a.chunk == chunk))
-        {
+        let index = match find(&self.keys, key(group, chunk)) {
             Some(i) => i,
             None => {
-                let free = self
-                    .slots
-                    .iter()
-                    .position(Option::is_none)
-                    .ok_or(SwitchError::ReductionFull { group })?;
-                self.slots[free] = Some(Accumulator {
-                    group,
-                    chunk,
+                let free = find(&self.keys, FREE).ok_or(SwitchError::ReductionFull { group })?;
+                self.keys[free] = key(group, chunk);
+                self.slots[free] = Accumulator {
                     arrived: PortSet::EMPTY,
                     len: data.len() as u8,
                     sum: [0; MAX_CHUNK],
-                });
+                };
                 free
             }
         };
-        let Some(acc) = self.slots[index].as_mut() else {
-            return Err(bad);
-        };
+        let acc = &mut self.slots[index];
         if acc.arrived.contains(port) || usize::from(acc.len) != data.len() {
             return Err(bad);
         }
@@ -176,7 +201,7 @@ impl<const SLOTS: usize> Reducer<SLOTS> {
             len: acc.len,
             data: acc.sum,
         };
-        self.slots[index] = None;
+        self.keys[index] = FREE;
         Ok(Some(done))
     }
 }
@@ -234,6 +259,37 @@ mod tests {
             r.contribute(0, 0, 1, &[0; 8]),
             Err(SwitchError::ReductionFull { group: 0 })
         );
+    }
+
+    /// Every slot is found again, past blocks of eight and in the remainder, whatever the order.
+    #[test]
+    fn many_chunks_in_progress_each_find_their_slot() {
+        let mut r: Reducer<13> = Reducer::default();
+        let cfg = ReductionGroup {
+            contributors: PortSet(0b11),
+            result_group: 1,
+            element: Element::U32,
+        };
+        r.set(3, Some(cfg)).unwrap();
+        for chunk in 0..13u32 {
+            assert_eq!(r.contribute(0, 3, chunk * 7, &chunk.to_le_bytes()), Ok(None));
+        }
+        assert_eq!(r.in_progress(), 13);
+        assert_eq!(
+            r.contribute(0, 3, 1000, &[0; 4]),
+            Err(SwitchError::ReductionFull { group: 3 })
+        );
+        for chunk in (0..13u32).rev() {
+            let done = r
+                .contribute(1, 3, chunk * 7, &100u32.to_le_bytes())
+                .unwrap()
+                .unwrap();
+            assert_eq!(
+                (done.chunk, done.data[..4].to_vec()),
+                (chunk * 7, (chunk + 100).to_le_bytes().to_vec())
+            );
+        }
+        assert_eq!(r.in_progress(), 0);
     }
 
     #[test]
