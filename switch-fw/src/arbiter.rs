@@ -72,27 +72,22 @@ impl<const PORTS: usize> Default for Islip<PORTS> {
     }
 }
 
-/// The first set bit of `set` at or after `from`, wrapping around.
+/// The first set bit of `set` at or after `from`, wrapping around. Called for every output on every
+/// arbitration, so written without divisions (`WORDS` is not a power of two).
 fn first_from(set: &Requesters, from: usize) -> Option<usize> {
-    let total = WORDS * 64;
-    let from = from % total;
+    const TOTAL: usize = WORDS * 64;
+    let from = if from < TOTAL { from } else { from % TOTAL };
     let (w, b) = (from / 64, from % 64);
+    let word_bits = |word: usize, bits: u64| word * 64 + bits.trailing_zeros() as usize;
     let head = set[w] & (u64::MAX << b);
     if head != 0 {
-        return Some(w * 64 + head.trailing_zeros() as usize);
+        return Some(word_bits(w, head));
     }
-    for i in 1..=WORDS {
-        let word = (w + i) % WORDS;
-        let bits = if i == WORDS {
-            set[word] & !(u64::MAX << b)
-        } else {
-            set[word]
-        };
-        if bits != 0 {
-            return Some(word * 64 + bits.trailing_zeros() as usize);
-        }
+    if let Some(word) = (w + 1..WORDS).chain(0..w).find(|&word| set[word] != 0) {
+        return Some(word_bits(word, set[word]));
     }
-    None
+    let tail = set[w] & !(u64::MAX << b);
+    (tail != 0).then(|| word_bits(w, tail))
 }
 
 /// The first set bit of a 64-bit `set` at or after `from`, wrapping around.
@@ -188,6 +183,37 @@ mod tests {
             s[r / 64] |= 1 << (r % 64);
         }
         s
+    }
+
+    /// Against the definition: the first set bit met going up from `from`, round the whole set.
+    #[test]
+    fn first_from_is_the_next_set_bit_going_round() {
+        let mut x = 0x2545_F491_4F6C_DD1Du64;
+        let mut next = move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        for _ in 0..2000 {
+            let mut s: Requesters = [0; WORDS];
+            // Sparse and dense sets, and empty words.
+            for word in &mut s {
+                *word = match next() % 4 {
+                    0 => 0,
+                    1 => 1 << (next() % 64),
+                    2 => next() & next(),
+                    _ => next(),
+                };
+            }
+            let from = (next() % (WORDS as u64 * 64 + 10)) as usize;
+            let total = WORDS * 64;
+            let expected = (0..total)
+                .map(|k| (from % total + k) % total)
+                .find(|&r| s[r / 64] & (1 << (r % 64)) != 0);
+            assert_eq!(first_from(&s, from), expected, "{s:x?} from {from}");
+        }
+        assert_eq!(first_from(&[0; WORDS], 3), None);
     }
 
     #[test]
