@@ -196,18 +196,16 @@ fn payload_of(
     flits
 }
 
-/// Elements of a received payload (after any extension flit).
-fn elements_of(p: &Received, extension: bool, count: usize) -> impl Iterator<Item = u32> + '_ {
+/// Whether payload `p` is exactly `elements` elements (after any extension flit), equal to the first of
+/// `expected`: whole words compared over the flat payload, which the compiler does many lanes at once.
+fn carries(p: &Received, extension: bool, elements: usize, expected: &[u32; PER_PACKET]) -> bool {
     let skip = usize::from(extension);
-    (0..count).map(move |e| {
-        let flit = p.payload.get(skip + e / 4).copied().unwrap_or([0; FLIT_LEN]);
-        u32::from_le_bytes([
-            flit[(e % 4) * 4],
-            flit[(e % 4) * 4 + 1],
-            flit[(e % 4) * 4 + 2],
-            flit[(e % 4) * 4 + 3],
-        ])
-    })
+    p.payload.len() == skip + (elements * 4).div_ceil(FLIT_LEN)
+        && p.payload[skip..].as_flattened()[..elements * 4]
+            .chunks_exact(4)
+            .map(|w| u32::from_le_bytes([w[0], w[1], w[2], w[3]]))
+            .zip(expected)
+            .fold(true, |ok, (v, &want)| ok & (v == want))
 }
 
 /// Counters of a collective, and the verdict.
@@ -513,16 +511,7 @@ impl Ring {
 
     /// Check that packet `packet` carries `expected`, in exactly the flits it needs.
     fn verify(&mut self, p: &Received, packet: u64, expected: &[u32; PER_PACKET]) -> bool {
-        let skip = usize::from(self.extension);
-        let elements = self.packets.elements(packet);
-        let flits = (elements * 4).div_ceil(FLIT_LEN);
-        // Whole words over the flat payload, so that the compiler compares many lanes at once.
-        let ok = p.payload.len() == skip + flits
-            && p.payload[skip..].as_flattened()[..elements * 4]
-                .chunks_exact(4)
-                .map(|w| u32::from_le_bytes([w[0], w[1], w[2], w[3]]))
-                .zip(expected)
-                .fold(true, |ok, (v, &want)| ok & (v == want));
+        let ok = carries(p, self.extension, self.packets.elements(packet), expected);
         if ok {
             self.check.packets_verified += 1;
         } else {
@@ -777,6 +766,40 @@ mod tests {
                 let count = (to + 5 - from) % 5 + 1;
                 let sum = (0..count).map(|k| order[(from + k) % 5] as u32 + 1).sum();
                 assert_eq!(r.weight_range(from, to), (sum, count as u32), "{from}..={to}");
+            }
+        }
+    }
+
+    /// `carries` (every collective's check of a payload) takes exactly the expected words, in exactly the
+    /// flits they need, after the extension flit if there is one; last packets of a few elements too.
+    #[test]
+    fn a_payload_carries_exactly_the_expected_words() {
+        let expected = sums_of(5, 64, 3, 2);
+        for extension in [false, true] {
+            for elements in [1, 3, 4, 5, 31, 32] {
+                let payload = payload_of(64, elements, extension, |i| expected[(i - 64) as usize]);
+                let p = Received {
+                    vc: Vc::Posted,
+                    tl: 0,
+                    payload,
+                };
+                assert!(carries(&p, extension, elements, &expected));
+                let skip = usize::from(extension);
+                for byte in 0..elements * 4 {
+                    let mut bad = p.clone();
+                    bad.payload[skip + byte / FLIT_LEN][byte % FLIT_LEN] ^= 0x80;
+                    assert!(
+                        !carries(&bad, extension, elements, &expected),
+                        "{elements} {byte}"
+                    );
+                }
+                let mut short = p.clone();
+                short.payload.pop();
+                assert!(!carries(&short, extension, elements, &expected));
+                let mut long = p.clone();
+                if long.payload.push([0; FLIT_LEN]).is_ok() {
+                    assert!(!carries(&long, extension, elements, &expected));
+                }
             }
         }
     }

@@ -16,7 +16,7 @@
 use link_dl::{Received, Vc};
 use link_phy::time::Instant;
 
-use super::{elements_of, payload_of, sum_of, Check, Packets, PER_PACKET};
+use super::{carries, payload_of, sums_of, Check, Packets, PER_PACKET};
 use crate::net::{App, Offer, Outgoing};
 use crate::wire;
 
@@ -125,12 +125,13 @@ impl App for AllToAll {
             dest: dest as u16,
             vc: Vc::Posted,
             tl: wire::header(wire::OP_WRITE, dest as u16, gpu as u16, false, packet as u32),
-            payload: payload_of(
-                dest as u64 * self.block + packet * PER_PACKET as u64,
-                self.packets.elements(packet),
-                self.extension,
-                |j| sum_of(seed, j, weight, 1),
-            ),
+            payload: {
+                let first = dest as u64 * self.block + packet * PER_PACKET as u64;
+                let own = sums_of(seed, first, weight, 1);
+                payload_of(first, self.packets.elements(packet), self.extension, |j| {
+                    own[(j - first) as usize]
+                })
+            },
             multicast: None,
         };
         self.sent[gpu][dest] += 1;
@@ -164,9 +165,12 @@ impl App for AllToAll {
         }
         let (seed, weight) = (self.seed, source as u32 + 1);
         let first = gpu as u64 * self.block + packet * PER_PACKET as u64;
-        let ok = elements_of(&p, self.extension, self.packets.elements(packet))
-            .enumerate()
-            .all(|(e, v)| v == sum_of(seed, first + e as u64, weight, 1));
+        let ok = carries(
+            &p,
+            self.extension,
+            self.packets.elements(packet),
+            &sums_of(seed, first, weight, 1),
+        );
         if !ok {
             return self.wrong();
         }

@@ -7,7 +7,7 @@ use link_dl::flit::{Flit, FLIT_LEN};
 use link_dl::{Received, Vc};
 use link_phy::time::Instant;
 
-use super::{elements_of, payload_of, sum_of, Check, Packets, OP_RESULT, PER_PACKET};
+use super::{carries, payload_of, sums_of, Check, Packets, OP_RESULT, PER_PACKET};
 use crate::net::{App, Offer, Outgoing};
 use crate::wire;
 
@@ -238,9 +238,12 @@ impl SwitchReduce {
         let (seed, w, count) = (self.seed, self.total_weight(), self.n as u32);
         let first = packet * PER_PACKET as u64;
         let ok = packet < self.packets.count
-            && elements_of(p, self.extension, self.packets.elements(packet))
-                .enumerate()
-                .all(|(e, v)| v == sum_of(seed, first + e as u64, w, count));
+            && carries(
+                p,
+                self.extension,
+                self.packets.elements(packet),
+                &sums_of(seed, first, w, count),
+            );
         if ok {
             self.check.packets_verified += 1;
         } else {
@@ -345,9 +348,12 @@ impl App for SwitchReduce {
                         true,
                         packet as u32,
                     ),
-                    payload: payload_of(first, self.packets.elements(packet), self.extension, |i| {
-                        sum_of(seed, i, g, 1)
-                    }),
+                    payload: {
+                        let own = sums_of(seed, first, g, 1);
+                        payload_of(first, self.packets.elements(packet), self.extension, |i| {
+                            own[(i - first) as usize]
+                        })
+                    },
                     multicast: Some(wire::NVLS_ENGINE),
                 };
                 if let Some(q) = self.gpus[gpu].answers.get_mut(port) {
