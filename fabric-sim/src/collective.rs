@@ -127,13 +127,6 @@ fn coefficients(seed: u64, i: u64) -> (u32, u32) {
     (z as u32 | 1, (z >> 32) as u32)
 }
 
-/// The sum over a set of GPUs of their element `i`, given `Σ (g + 1)` and the set's size.
-#[inline]
-fn sum_of(seed: u64, i: u64, weight: u32, count: u32) -> u32 {
-    let (a, b) = coefficients(seed, i);
-    a.wrapping_mul(weight).wrapping_add(b.wrapping_mul(count))
-}
-
 /// [`coefficients`] of a packet's elements, `first .. first + PER_PACKET`: `(a, b)`.
 type Block = ([u32; PER_PACKET], [u32; PER_PACKET]);
 
@@ -165,7 +158,8 @@ fn coefficient_block(seed: u64, first: u64) -> Block {
     block_of(seed, first)
 }
 
-/// [`sum_of`] for a packet's elements, `first .. first + PER_PACKET`.
+/// The sums over a set of GPUs of their elements `first .. first + PER_PACKET`, given `Σ (g + 1)` over
+/// the set and its size.
 fn sums_of(seed: u64, first: u64, weight: u32, count: u32) -> [u32; PER_PACKET] {
     let (a, b) = coefficient_block(seed, first);
     core::array::from_fn(|k| a[k].wrapping_mul(weight).wrapping_add(b[k].wrapping_mul(count)))
@@ -817,7 +811,8 @@ mod tests {
         // Position 0's own partial sum of chunk 0, for position 1.
         let partial = r.own_packet(0, 0);
         let full = r.ring_weight();
-        let result = r.outgoing(2, OP_RESULT, 0, |i| sum_of(7, i, full, 3));
+        let sums = sums_of(7, 0, full, 3);
+        let result = r.outgoing(2, OP_RESULT, 0, |i| sums[i as usize]);
         for (packet, to) in [(partial, 1), (result, 0)] {
             let good = received(packet);
             r.receive(Instant(0), to, 0, good.clone());

@@ -40,7 +40,7 @@ use link_dl::{Received, Vc};
 use link_phy::time::Instant;
 
 use super::{
-    coefficients, payload_of, sum_of, Check, Packets, OP_PARTIAL, OP_RESULT, PACKET_BYTES, PER_PACKET,
+    coefficient_block, payload_of, sums_of, Check, Packets, OP_PARTIAL, OP_RESULT, PACKET_BYTES, PER_PACKET,
 };
 use crate::net::{App, Offer, Outgoing};
 use crate::wire;
@@ -373,8 +373,9 @@ impl Tree {
         };
         if slots.is_empty() {
             // A leaf sends its own input up.
-            let (seed, weight) = (self.seed, g as u32 + 1);
-            return self.packet(opcode, g, to, packet, |i| sum_of(seed, i, weight, 1));
+            let first = packet * PER_PACKET as u64;
+            let own = sums_of(self.seed, first, g as u32 + 1, 1);
+            return self.packet(opcode, g, to, packet, |i| own[(i - first) as usize]);
         }
         let data = &slots[(chunk % STEPS) as usize].data;
         let base = self.chunk_range(t, chunk).0 * PER_PACKET as u64;
@@ -508,7 +509,9 @@ impl Tree {
         let chunk = (packet - self.range[t].0) / self.chunk_packets;
         let (first, end) = self.chunk_range(t, chunk);
         let elements = self.chunk_elements(t, chunk);
-        let (seed, skip, own) = (self.seed, usize::from(self.extension), g as u32 + 1);
+        let (skip, own) = (usize::from(self.extension), g as u32 + 1);
+        // The hashes of the packet's elements, a block at a time.
+        let (coef_a, coef_b) = coefficient_block(self.seed, packet * PER_PACKET as u64);
         let count = self.packets.elements(packet);
         let role = &mut self.roles[t][g];
         let contributors = role.children.len();
@@ -524,7 +527,7 @@ impl Tree {
                     let flit = &p.payload[skip + e / 4];
                     let at = (e % 4) * 4;
                     let v = u32::from_le_bytes([flit[at], flit[at + 1], flit[at + 2], flit[at + 3]]);
-                    let (a, b) = coefficients(seed, packet * PER_PACKET as u64 + e as u64);
+                    let (a, b) = (coef_a[e], coef_b[e]);
                     ok &= v == a.wrapping_mul(w).wrapping_add(b.wrapping_mul(members));
                     let sum = &mut slot.data[q * PER_PACKET + e];
                     *sum = if fresh {
@@ -565,9 +568,9 @@ impl Tree {
             let mut right = 0;
             for packet in first..end {
                 let base = ((packet - first) as usize) * PER_PACKET;
-                let ok = (0..self.packets.elements(packet)).all(|e| {
-                    slot.data[base + e] == sum_of(seed, packet * PER_PACKET as u64 + e as u64, w, n)
-                });
+                let expected = sums_of(seed, packet * PER_PACKET as u64, w, n);
+                let elements = self.packets.elements(packet);
+                let ok = slot.data[base..base + elements] == expected[..elements];
                 right += u64::from(ok);
             }
             self.check.packets_verified += right;
@@ -589,9 +592,10 @@ impl Tree {
         let chunk = (packet - self.range[t].0) / self.chunk_packets;
         let (first, end) = self.chunk_range(t, chunk);
         let elements = self.chunk_elements(t, chunk);
-        let (seed, skip, w, n) = (
+        let skip = usize::from(self.extension);
+        let expected = sums_of(
             self.seed,
-            usize::from(self.extension),
+            packet * PER_PACKET as u64,
             self.total_weight,
             self.n as u32,
         );
@@ -602,11 +606,11 @@ impl Tree {
         let q = (packet - first) as usize;
         let ok = Tree::claim(slot, chunk, end - first, elements, store) && slot.seen[q] == 0 && {
             let mut ok = true;
-            for e in 0..count {
+            for (e, &want) in expected.iter().enumerate().take(count) {
                 let flit = &p.payload[skip + e / 4];
                 let at = (e % 4) * 4;
                 let v = u32::from_le_bytes([flit[at], flit[at + 1], flit[at + 2], flit[at + 3]]);
-                ok &= v == sum_of(seed, packet * PER_PACKET as u64 + e as u64, w, n);
+                ok &= v == want;
                 if store {
                     slot.data[q * PER_PACKET + e] = v;
                 }
