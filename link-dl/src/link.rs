@@ -212,7 +212,7 @@ pub struct DataLink<const REPLAY: usize = 64, const RX_FLITS: usize = 64> {
     /// Packets in `rx_queues`, per channel (fewer than `RX_FLITS`, which fits 16 bits): kept with the small
     /// state, so that asking whether a channel has one does not touch its queue (kilobytes away, and on
     /// another page per channel).
-    rx_packets: [u16; crate::vc::VC_COUNT],
+    rx_packets: [u16; VC_COUNT],
     arrivals: u32,
     rx_credits: RxCredits,
     fec_rx_have: u8,
@@ -271,7 +271,7 @@ impl<const REPLAY: usize, const RX_FLITS: usize> DataLink<REPLAY, RX_FLITS> {
             framer: Framer::Resync,
             rx_buf: [[0; FLIT_LEN]; MAX_PACKET_FLITS],
             rx_len: 0,
-            rx_packets: [0; crate::vc::VC_COUNT],
+            rx_packets: [0; VC_COUNT],
             rx_queues: core::array::from_fn(|_| Ring::new()),
             arrivals: 0,
             rx_credits: RxCredits::default(),
@@ -431,7 +431,7 @@ impl<const REPLAY: usize, const RX_FLITS: usize> DataLink<REPLAY, RX_FLITS> {
         self.ack_deadline = None;
         self.framer = Framer::Resync;
         self.rx_len = 0;
-        self.rx_packets = [0; crate::vc::VC_COUNT];
+        self.rx_packets = [0; VC_COUNT];
         self.rx_queues.iter_mut().for_each(Ring::clear);
         self.arrivals = 0;
         self.rx_credits = RxCredits::default();
@@ -497,7 +497,8 @@ impl<const REPLAY: usize, const RX_FLITS: usize> DataLink<REPLAY, RX_FLITS> {
 
     /// The oldest packet received on any channel, which frees its receive buffer (and so returns credit).
     pub fn recv(&mut self) -> Option<Received> {
-        let mut waiting = Vc::ALL.into_iter().filter(|vc| self.rx_packets[vc.index()] > 0);
+        let has_packets = |vc: &Vc| self.rx_packets[vc.index()] > 0;
+        let mut waiting = Vc::ALL.into_iter().filter(has_packets);
         let first = waiting.next()?;
         let vc = if waiting.next().is_none() {
             // One channel has packets (most traffic uses one): no arrival order to compare.
@@ -505,7 +506,7 @@ impl<const REPLAY: usize, const RX_FLITS: usize> DataLink<REPLAY, RX_FLITS> {
         } else {
             Vc::ALL
                 .into_iter()
-                .filter(|vc| self.rx_packets[vc.index()] > 0)
+                .filter(has_packets)
                 .filter_map(|vc| self.rx_queues[vc.index()].front().map(|h| (arrival_of(h), vc)))
                 .min_by_key(|&(arrival, _)| arrival.wrapping_sub(self.arrivals.wrapping_sub(u32::MAX / 2)))
                 .map(|(_, vc)| vc)?
@@ -554,7 +555,7 @@ impl<const REPLAY: usize, const RX_FLITS: usize> DataLink<REPLAY, RX_FLITS> {
 
     /// Packets waiting in the receive queues.
     pub fn received_waiting(&self) -> bool {
-        self.rx_packets != [0; crate::vc::VC_COUNT]
+        self.rx_packets != [0; VC_COUNT]
     }
 
     // ----- timers -----
