@@ -202,6 +202,35 @@ fn carries(p: &Received, extension: bool, elements: usize, expected: &[u32; PER_
             .fold(true, |ok, (v, &want)| ok & (v == want))
 }
 
+/// Check that every word of a whole packet is the partial sum `a * w + b * count` of its coefficients
+/// `(a, b)`, and add GPU `g`'s own element `a * g + b` to it in place: fixed-size loops without branches,
+/// which the compiler vectorises.
+fn check_and_add(
+    packet: &mut [u8; PACKET_BYTES],
+    (a, b): (&[u32; PER_PACKET], &[u32; PER_PACKET]),
+    (w, count): (u32, u32),
+    g: u32,
+) -> bool {
+    let mut v = [0u32; PER_PACKET];
+    for (k, x) in v.iter_mut().enumerate() {
+        *x = u32::from_le_bytes([
+            packet[4 * k],
+            packet[4 * k + 1],
+            packet[4 * k + 2],
+            packet[4 * k + 3],
+        ]);
+    }
+    let mut diff = 0;
+    for k in 0..PER_PACKET {
+        diff |= v[k] ^ a[k].wrapping_mul(w).wrapping_add(b[k].wrapping_mul(count));
+        v[k] = v[k].wrapping_add(a[k].wrapping_mul(g)).wrapping_add(b[k]);
+    }
+    for (k, x) in v.iter().enumerate() {
+        packet[4 * k..4 * k + 4].copy_from_slice(&x.to_le_bytes());
+    }
+    diff == 0
+}
+
 /// Counters of a collective, and the verdict.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Check {
@@ -466,33 +495,26 @@ impl Ring {
         let mut ok = out.len() == skip + (elements * 4).div_ceil(FLIT_LEN);
         if ok {
             let bytes = &mut out[skip..].as_flattened_mut()[..elements * 4];
-            if let Ok(full) = <&mut [u8; PACKET_BYTES]>::try_from(&mut *bytes) {
-                // A whole packet, in fixed-size loops without branches that the compiler vectorises.
-                let mut v = [0u32; PER_PACKET];
-                for (k, x) in v.iter_mut().enumerate() {
-                    *x = u32::from_le_bytes([full[4 * k], full[4 * k + 1], full[4 * k + 2], full[4 * k + 3]]);
-                }
-                let mut diff = 0;
-                for k in 0..PER_PACKET {
-                    diff |= v[k]
-                        ^ coef_a[k]
-                            .wrapping_mul(w)
-                            .wrapping_add(coef_b[k].wrapping_mul(count));
-                    v[k] = v[k]
-                        .wrapping_add(coef_a[k].wrapping_mul(g))
-                        .wrapping_add(coef_b[k]);
-                }
-                ok = diff == 0;
-                for (k, x) in v.iter().enumerate() {
-                    full[4 * k..4 * k + 4].copy_from_slice(&x.to_le_bytes());
-                }
+            let coefficients = (&coef_a, &coef_b);
+            ok = if let Ok(whole) = <&mut [u8; PACKET_BYTES]>::try_from(&mut *bytes) {
+                check_and_add(whole, coefficients, (w, count), g)
             } else {
-                for ((word, &a), &b) in bytes.chunks_exact_mut(4).zip(&coef_a).zip(&coef_b) {
-                    let v = u32::from_le_bytes([word[0], word[1], word[2], word[3]]);
-                    ok &= v == a.wrapping_mul(w).wrapping_add(b.wrapping_mul(count));
-                    word.copy_from_slice(&v.wrapping_add(a.wrapping_mul(g)).wrapping_add(b).to_le_bytes());
+                // A last packet of fewer elements: the same on a whole packet, whose lanes past the
+                // elements hold the partial sums they would have, so that they check out.
+                let mut padded = [0u8; PACKET_BYTES];
+                for (k, lane) in padded.chunks_exact_mut(4).enumerate().skip(elements) {
+                    lane.copy_from_slice(
+                        &coef_a[k]
+                            .wrapping_mul(w)
+                            .wrapping_add(coef_b[k].wrapping_mul(count))
+                            .to_le_bytes(),
+                    );
                 }
-            }
+                padded[..bytes.len()].copy_from_slice(bytes);
+                let ok = check_and_add(&mut padded, coefficients, (w, count), g);
+                bytes.copy_from_slice(&padded[..bytes.len()]);
+                ok
+            };
         }
         if ok {
             self.check.packets_verified += 1;

@@ -187,9 +187,13 @@ impl Topology {
             "dgx-h100" => nvswitch("dgx-h100", 4, &[5, 4, 4, 5], DGX_H100_SOURCE),
             "pcie8" => pcie8(),
             _ => {
-                let gpus = name.strip_prefix("fat-tree-")?.parse().ok()?;
+                let digits = name.strip_prefix("fat-tree-")?;
+                let gpus: usize = digits.parse().ok()?;
                 // Spelled as the tree names itself: no sign, no leading zeros.
-                fat_tree(gpus).filter(|t| t.name == name)?
+                if gpus.to_string() != digits {
+                    return None;
+                }
+                fat_tree(gpus)?
             }
         })
     }

@@ -55,6 +55,17 @@ struct Accumulator {
     sum: [u8; MAX_CHUNK],
 }
 
+impl Accumulator {
+    /// Nothing summed yet, for chunks of `len` bytes.
+    const fn fresh(len: u8) -> Accumulator {
+        Accumulator {
+            arrived: PortSet::EMPTY,
+            len,
+            sum: [0; MAX_CHUNK],
+        }
+    }
+}
+
 /// The reduction engine, with `SLOTS` chunks in progress at once.
 #[derive(Clone, Debug)]
 pub struct Reducer<const SLOTS: usize> {
@@ -72,6 +83,11 @@ const FREE: u64 = u64::MAX;
 /// A slot's key: its group and chunk number (never [`FREE`]: groups are below [`REDUCTION_GROUPS`]).
 fn key(group: u16, chunk: u32) -> u64 {
     u64::from(group) << 32 | u64::from(chunk)
+}
+
+/// The group of a slot's [`key`].
+fn group_of(key: u64) -> u16 {
+    (key >> 32) as u16
 }
 
 /// The first index of `key` in `keys`, eight at a time without an early exit inside a block, which the
@@ -100,11 +116,7 @@ impl<const SLOTS: usize> Default for Reducer<SLOTS> {
         Reducer {
             groups: [None; REDUCTION_GROUPS],
             keys: [FREE; SLOTS],
-            slots: [Accumulator {
-                arrived: PortSet::EMPTY,
-                len: 0,
-                sum: [0; MAX_CHUNK],
-            }; SLOTS],
+            slots: [Accumulator::fresh(0); SLOTS],
         }
     }
 }
@@ -127,7 +139,7 @@ impl<const SLOTS: usize> Reducer<SLOTS> {
             .ok_or(SwitchError::NoSuchGroup { group })? = config;
         if config.is_none() {
             for k in &mut self.keys {
-                if *k != FREE && *k >> 32 == u64::from(group) {
+                if *k != FREE && group_of(*k) == group {
                     *k = FREE;
                 }
             }
@@ -165,11 +177,7 @@ impl<const SLOTS: usize> Reducer<SLOTS> {
             None => {
                 let free = find(&self.keys, FREE).ok_or(SwitchError::ReductionFull { group })?;
                 self.keys[free] = key(group, chunk);
-                self.slots[free] = Accumulator {
-                    arrived: PortSet::EMPTY,
-                    len: data.len() as u8,
-                    sum: [0; MAX_CHUNK],
-                };
+                self.slots[free] = Accumulator::fresh(data.len() as u8);
                 free
             }
         };

@@ -40,13 +40,21 @@ pub struct AllToAll {
     /// Packets received, one bit each: [dest][source][packet / 64].
     got: Vec<Vec<Vec<u64>>>,
     received: Vec<u64>,
-    /// Per GPU and port, the peer to offer first.
-    turn: Vec<Vec<usize>>,
-    /// Per GPU and port, the peers it still has packets for that the port leads to, in ascending order,
-    /// and the routes they were worked out for ([`Offer::routes_failed`]): an offer takes the first at or
-    /// after the port's turn, instead of going round all the GPUs past those done or elsewhere.
-    ways: Vec<Vec<(usize, Vec<u16>)>>,
+    /// Per GPU and port, whom it sends to next.
+    ports: Vec<Vec<PortTurn>>,
     check: Check,
+}
+
+/// Where a GPU port is in its round of peers.
+#[derive(Clone, Debug)]
+struct PortTurn {
+    /// The peer to offer first.
+    turn: usize,
+    /// The peers the GPU still has packets for that this port leads to, in ascending order, and the
+    /// routes they were worked out for ([`Offer::routes_failed`]): an offer takes the first at or after
+    /// `turn`, instead of going round all the GPUs past those done or reached by other ports.
+    peers: Vec<u16>,
+    routes: usize,
 }
 
 impl AllToAll {
@@ -64,8 +72,7 @@ impl AllToAll {
             sent: vec![vec![0; n]; n],
             got: vec![vec![vec![0; packets.div_ceil(64) as usize]; n]; n],
             received: vec![0; n],
-            turn: vec![Vec::new(); n],
-            ways: vec![Vec::new(); n],
+            ports: vec![Vec::new(); n],
             check: Check::default(),
         }
     }
@@ -93,28 +100,26 @@ impl AllToAll {
 impl App for AllToAll {
     fn next(&mut self, _now: Instant, gpu: usize, offer: &Offer) -> Option<Outgoing> {
         let (n, port) = (self.n, offer.port);
-        let turn = self.turn.get_mut(gpu)?;
-        if turn.len() <= port {
-            turn.resize(port + 1, (gpu + 1) % n);
+        let ports = self.ports.get_mut(gpu)?;
+        if ports.len() <= port {
+            let first = PortTurn {
+                turn: (gpu + 1) % n,
+                peers: Vec::new(),
+                routes: usize::MAX,
+            };
+            ports.resize(port + 1, first);
         }
-        let ways = self.ways.get_mut(gpu)?;
-        if ways.len() <= port {
-            ways.resize(port + 1, (usize::MAX, Vec::new()));
-        }
-        if ways[port].0 != offer.routes_failed {
-            let sent = &self.sent[gpu];
-            let count = self.packets.count;
-            ways[port] = (
-                offer.routes_failed,
-                (0..n as u16)
-                    .filter(|&d| usize::from(d) != gpu && sent[usize::from(d)] < count && offer.reaches(d))
-                    .collect(),
-            );
+        let this = &mut ports[port];
+        if this.routes != offer.routes_failed {
+            let (sent, count) = (&self.sent[gpu], self.packets.count);
+            this.routes = offer.routes_failed;
+            this.peers = (0..n as u16)
+                .filter(|&d| usize::from(d) != gpu && sent[usize::from(d)] < count && offer.reaches(d))
+                .collect();
         }
         // The first peer in turn: going round from the port's turn, the first this port still feeds.
-        let peers = &ways[port].1;
-        let after = peers.partition_point(|&d| usize::from(d) < self.turn[gpu][port]);
-        let dest = usize::from(*peers.get(after).or(peers.first())?);
+        let after = this.peers.partition_point(|&d| usize::from(d) < this.turn);
+        let dest = usize::from(*this.peers.get(after).or(this.peers.first())?);
         let packet = self.sent[gpu][dest];
         // Ask before computing the payload: most offers are refused while the link is busy.
         if !offer.fits(Vc::Posted, self.packets.payload_flits(packet, self.extension)) {
@@ -137,13 +142,13 @@ impl App for AllToAll {
         self.sent[gpu][dest] += 1;
         if self.sent[gpu][dest] == self.packets.count {
             // Done with this peer: no port offers it again.
-            for (_, peers) in &mut self.ways[gpu] {
-                if let Ok(k) = peers.binary_search(&(dest as u16)) {
-                    peers.remove(k);
+            for other in &mut self.ports[gpu] {
+                if let Ok(k) = other.peers.binary_search(&(dest as u16)) {
+                    other.peers.remove(k);
                 }
             }
         }
-        self.turn[gpu][port] = (dest + 1) % self.n;
+        self.ports[gpu][port].turn = (dest + 1) % self.n;
         self.check.packets_sent += 1;
         Some(out)
     }
