@@ -545,7 +545,7 @@ impl App for Ring {
         self.next_packet(gpu, offer)
     }
 
-    fn receive(&mut self, _now: Instant, gpu: usize, _port: usize, p: Received) {
+    fn receive(&mut self, _now: Instant, gpu: usize, _port: usize, p: &Received) {
         let pos = self.position[gpu];
         let n = self.n;
         let packet = u64::from(wire::offset(p.tl));
@@ -560,7 +560,7 @@ impl App for Ring {
                 // Partial sum of chunk c over positions c .. pos - 1; add this GPU's own data.
                 let partial = self.weight_range(c, (pos + n - 1) % n);
                 let g = self.order[pos] as u32 + 1;
-                let Some(sum) = self.verify_and_add(p.payload, packet, partial, g) else {
+                let Some(sum) = self.verify_and_add(p.payload.clone(), packet, partial, g) else {
                     return;
                 };
                 let owner = (c + n - 1) % n;
@@ -584,13 +584,13 @@ impl App for Ring {
                     Kind::Broadcast | Kind::AllToAll => (0, self.order[0] as u32 + 1, 1),
                 };
                 let sums = sums_of(seed, packet * PER_PACKET as u64, w, count);
-                if !self.verify(&p, packet, &sums) {
+                if !self.verify(p, packet, &sums) {
                     return;
                 }
                 self.finals[pos] += 1;
                 if (pos + 1) % n != origin {
                     // Checked equal to the final value: pass it on as it came.
-                    let out = self.forward(pos, OP_RESULT, packet, p.payload);
+                    let out = self.forward(pos, OP_RESULT, packet, p.payload.clone());
                     self.queue[pos].push_back(out);
                 }
             }
@@ -698,7 +698,7 @@ impl App for Rings {
         None
     }
 
-    fn receive(&mut self, now: Instant, gpu: usize, port: usize, p: Received) {
+    fn receive(&mut self, now: Instant, gpu: usize, port: usize, p: &Received) {
         let packet = u64::from(wire::offset(p.tl));
         match self.rings.iter_mut().find(|r| r.moves(packet)) {
             Some(ring) => ring.receive(now, gpu, port, p),
@@ -837,7 +837,7 @@ mod tests {
         let result = r.outgoing(2, OP_RESULT, 0, |i| sums[i as usize]);
         for (packet, to) in [(partial, 1), (result, 0)] {
             let good = received(packet);
-            r.receive(Instant(0), to, 0, good.clone());
+            r.receive(Instant(0), to, 0, &good);
             assert_eq!(
                 r.check(),
                 Check {
@@ -864,7 +864,7 @@ mod tests {
             }
             for p in bad {
                 let before = r.check().wrong;
-                r.receive(Instant(0), to, 0, p);
+                r.receive(Instant(0), to, 0, &p);
                 assert_eq!(r.check().wrong, before + 1);
             }
             assert_eq!(r.check().packets_verified, 0);

@@ -118,7 +118,7 @@ pub trait App {
     fn next(&mut self, now: Instant, gpu: usize, offer: &Offer) -> Option<Outgoing>;
     /// GPU `gpu` received `packet` on its port `port`. What a GPU receives may give it more to send,
     /// never another GPU: the fabric offers the receiving GPU's ports again after every arrival.
-    fn receive(&mut self, now: Instant, gpu: usize, port: usize, packet: Received);
+    fn receive(&mut self, now: Instant, gpu: usize, port: usize, packet: &Received);
     /// Whether the work is finished.
     fn done(&self) -> bool;
 }
@@ -130,7 +130,7 @@ impl App for Finished {
     fn next(&mut self, _now: Instant, _gpu: usize, _offer: &Offer) -> Option<Outgoing> {
         None
     }
-    fn receive(&mut self, _now: Instant, _gpu: usize, _port: usize, _packet: Received) {}
+    fn receive(&mut self, _now: Instant, _gpu: usize, _port: usize, _packet: &Received) {}
     fn done(&self) -> bool {
         true
     }
@@ -317,6 +317,8 @@ pub struct Net {
     trace: Option<Box<Tracer<Box<dyn std::io::Write>>>>,
     /// Where a transmitter's burst is put together (kept, so as not to clear a kilobyte per burst).
     burst: Box<[Flit; BURST_MAX]>,
+    /// Where a GPU's link puts the packet its app reads next.
+    gpu_rx: Received,
     trace_error: Option<String>,
     waves: Option<Box<Waves<Box<dyn std::io::Write>>>>,
     waves_error: Option<String>,
@@ -432,6 +434,7 @@ impl Net {
             completed: Instant::ZERO,
             trace: None,
             burst: Box::new([[0; FLIT_LEN]; BURST_MAX]),
+            gpu_rx: Received::empty(Vc::Posted),
             trace_error: None,
             waves: None,
             waves_error: None,
@@ -773,13 +776,15 @@ impl Net {
 
     fn gpu_received(&mut self, node: usize, port: usize, app: &mut dyn App) {
         let Some(gpu) = self.gpu_of_node[node] else { return };
-        while let Some(p) = self.links[node][port].recv() {
+        // The app reads each packet where the link puts it: one copy out of the receive queue.
+        let p = &mut self.gpu_rx;
+        while self.links[node][port].recv_into(p) {
             if let Some(f) = self.failover.as_mut() {
                 if wire::opcode(p.tl) == wire::OP_BOUNCE {
                     // One of ours, returned: send it again by a path that still works.
                     f.resend[node].push_back(Received {
                         tl: wire::unbounce(p.tl),
-                        ..p
+                        ..p.clone()
                     });
                     continue;
                 }
@@ -873,11 +878,7 @@ impl Net {
                 // takes it: copied once, into the switch's buffer.
                 let slot = &mut staged[port][vc.index()];
                 if slot.is_none() {
-                    let packet = slot.insert(Received {
-                        vc,
-                        tl: 0,
-                        payload: heapless::Vec::new(),
-                    });
+                    let packet = slot.insert(Received::empty(vc));
                     if !self.links[node][port].recv_on_into(vc, packet) {
                         *slot = None;
                         break;

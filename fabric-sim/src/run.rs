@@ -428,17 +428,20 @@ impl App for Corrupting<'_> {
         self.app.next(now, gpu, offer)
     }
 
-    fn receive(&mut self, now: Instant, gpu: usize, port: usize, mut packet: link_dl::Received) {
+    fn receive(&mut self, now: Instant, gpu: usize, port: usize, packet: &link_dl::Received) {
         let data = matches!(
             crate::wire::opcode(packet.tl),
             OP_PARTIAL | OP_RESULT | crate::wire::OP_WRITE | crate::wire::OP_REDUCE_DATA
         );
         let skip = usize::from(self.extension);
         if gpu == self.corruption.gpu && data && packet.payload.len() > skip {
-            if self.seen == self.corruption.nth {
-                packet.payload[skip][0] ^= 0x01;
-            }
+            let nth = self.seen;
             self.seen += 1;
+            if nth == self.corruption.nth {
+                let mut corrupted = packet.clone();
+                corrupted.payload[skip][0] ^= 0x01;
+                return self.app.receive(now, gpu, port, &corrupted);
+            }
         }
         self.app.receive(now, gpu, port, packet)
     }

@@ -45,7 +45,7 @@ impl App for Ring {
         })
     }
 
-    fn receive(&mut self, _now: Instant, gpu: usize, _port: usize, p: Received) {
+    fn receive(&mut self, _now: Instant, gpu: usize, _port: usize, p: &Received) {
         let (_, source, _) = wire::route_fields(p.tl);
         let k = wire::offset(p.tl);
         let from = (gpu + self.n - 1) % self.n;

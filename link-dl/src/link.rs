@@ -152,6 +152,17 @@ pub struct Received {
     pub payload: heapless::Vec<Flit, MAX_PAYLOAD_FLITS>,
 }
 
+impl Received {
+    /// Nothing yet: a place for [`DataLink::recv_into`] to fill.
+    pub const fn empty(vc: Vc) -> Received {
+        Received {
+            vc,
+            tl: 0,
+            payload: heapless::Vec::new(),
+        }
+    }
+}
+
 /// A packet waiting in the replay buffer, as its flits. The header flit holds the sequence number and
 /// transaction-layer header; acknowledgement, credit return and CRC are written at each transmission.
 #[derive(Clone, Copy, Debug, Default)]
@@ -497,9 +508,18 @@ impl<const REPLAY: usize, const RX_FLITS: usize> DataLink<REPLAY, RX_FLITS> {
 
     /// The oldest packet received on any channel, which frees its receive buffer (and so returns credit).
     pub fn recv(&mut self) -> Option<Received> {
+        let mut packet = Received::empty(Vc::Posted);
+        self.recv_into(&mut packet).then_some(packet)
+    }
+
+    /// [`DataLink::recv`] into `packet`, whose previous contents are replaced; returns whether there was
+    /// one. A receiver that reads packets where they land keeps one `Received` and moves none.
+    pub fn recv_into(&mut self, packet: &mut Received) -> bool {
         let has_packets = |vc: &Vc| self.rx_packets[vc.index()] > 0;
         let mut waiting = Vc::ALL.into_iter().filter(has_packets);
-        let first = waiting.next()?;
+        let Some(first) = waiting.next() else {
+            return false;
+        };
         let vc = if waiting.next().is_none() {
             // One channel has packets (most traffic uses one): no arrival order to compare.
             first
@@ -509,18 +529,14 @@ impl<const REPLAY: usize, const RX_FLITS: usize> DataLink<REPLAY, RX_FLITS> {
                 .filter(has_packets)
                 .filter_map(|vc| self.rx_queues[vc.index()].front().map(|h| (arrival_of(h), vc)))
                 .min_by_key(|&(arrival, _)| arrival.wrapping_sub(self.arrivals.wrapping_sub(u32::MAX / 2)))
-                .map(|(_, vc)| vc)?
+                .map_or(first, |(_, vc)| vc)
         };
-        self.recv_on(vc)
+        self.recv_on_into(vc, packet)
     }
 
     /// The oldest packet received on `vc`.
     pub fn recv_on(&mut self, vc: Vc) -> Option<Received> {
-        let mut packet = Received {
-            vc,
-            tl: 0,
-            payload: heapless::Vec::new(),
-        };
+        let mut packet = Received::empty(vc);
         self.recv_on_into(vc, &mut packet).then_some(packet)
     }
 

@@ -153,7 +153,7 @@ impl App for AllToAll {
         Some(out)
     }
 
-    fn receive(&mut self, _now: Instant, gpu: usize, _port: usize, p: Received) {
+    fn receive(&mut self, _now: Instant, gpu: usize, _port: usize, p: &Received) {
         let packet = u64::from(wire::offset(p.tl));
         let source = usize::from(wire::route_fields(p.tl).1);
         if wire::opcode(p.tl) != wire::OP_WRITE
@@ -171,7 +171,7 @@ impl App for AllToAll {
         let (seed, weight) = (self.seed, source as u32 + 1);
         let first = gpu as u64 * self.block + packet * PER_PACKET as u64;
         let ok = carries(
-            &p,
+            p,
             self.extension,
             self.packets.elements(packet),
             &sums_of(seed, first, weight, 1),

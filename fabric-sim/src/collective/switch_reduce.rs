@@ -321,7 +321,7 @@ impl App for SwitchReduce {
         Some(request)
     }
 
-    fn receive(&mut self, _now: Instant, gpu: usize, port: usize, p: Received) {
+    fn receive(&mut self, _now: Instant, gpu: usize, port: usize, p: &Received) {
         let packet = u64::from(wire::offset(p.tl));
         let seed = self.seed;
         match wire::opcode(p.tl) {
@@ -361,7 +361,7 @@ impl App for SwitchReduce {
                 }
             }
             wire::OP_REDUCE_DATA => {
-                if !self.verify_sum(&p, packet) {
+                if !self.verify_sum(p, packet) {
                     return;
                 }
                 let m = &mut self.gpus[gpu];
@@ -377,7 +377,7 @@ impl App for SwitchReduce {
                     dest: wire::NVLS_ALL,
                     vc: Vc::Posted,
                     tl: wire::header(OP_RESULT, wire::NVLS_ALL, gpu as u16, true, packet as u32),
-                    payload: p.payload,
+                    payload: p.payload.clone(),
                     multicast: Some(wire::NVLS_ALL),
                 };
                 if let Some(q) = m.results.get_mut(port) {
@@ -385,7 +385,7 @@ impl App for SwitchReduce {
                 }
             }
             OP_RESULT => {
-                if self.verify_sum(&p, packet) {
+                if self.verify_sum(p, packet) {
                     self.gpus[gpu].got(packet);
                 }
             }

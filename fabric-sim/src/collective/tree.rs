@@ -742,11 +742,11 @@ impl App for Tree {
         None
     }
 
-    fn receive(&mut self, _now: Instant, gpu: usize, _port: usize, p: Received) {
+    fn receive(&mut self, _now: Instant, gpu: usize, _port: usize, p: &Received) {
         match wire::opcode(p.tl) {
-            OP_PARTIAL => self.partial(gpu, &p),
-            OP_RESULT => self.result(gpu, &p),
-            OP_CREDIT => self.credited(gpu, &p),
+            OP_PARTIAL => self.partial(gpu, p),
+            OP_RESULT => self.result(gpu, p),
+            OP_CREDIT => self.credited(gpu, p),
             _ => self.wrong(),
         }
     }
