@@ -1,49 +1,43 @@
 //! The simulator's event queue: a radix heap. A discrete-event simulation never schedules before the
-//! event it is processing, so keys only grow; a radix heap exploits that and moves each event between
+//! event it is processing, so times only grow; a radix heap exploits that and moves each event between
 //! at most a few buckets, where a binary heap sifts through log n levels of scattered memory per event.
 //!
 //! Events come out in the order of (time, sequence number), exactly as a binary heap ordered by that pair
-//! would give them: the key is the pair itself, as one 128-bit number.
+//! would give them, without storing the sequence: every bucket keeps its events in the order they were
+//! scheduled (see [`EventQueue::settle`]), and the events at the current time leave first in, first out.
+
+use std::collections::VecDeque;
 
 use link_phy::time::Instant;
-
-/// Bucket `b > 0` holds the events whose key differs from the last one taken out first in bit `b - 1`
-/// (counting from the least significant); bucket 0 holds keys equal to it.
-const BUCKETS: usize = 129;
 
 /// Events in order of their time, then of when they were scheduled.
 #[derive(Debug)]
 pub struct EventQueue<T> {
-    buckets: Vec<Vec<(u128, T)>>,
+    /// The events at time `last`, the time of the last event taken out (or to be taken out next).
+    current: VecDeque<T>,
+    /// Bucket `b` holds the later events whose time differs from `last` first in bit `b` (counting from
+    /// the least significant).
+    buckets: [Vec<(u64, T)>; 64],
     /// Bit `b` set: bucket `b` is not empty.
-    occupied: [u64; 3],
-    last: u128,
-    seq: u64,
+    occupied: u64,
+    last: u64,
 }
 
 impl<T> Default for EventQueue<T> {
     fn default() -> Self {
         EventQueue {
-            buckets: (0..BUCKETS).map(|_| Vec::new()).collect(),
-            occupied: [0; 3],
+            current: VecDeque::new(),
+            buckets: core::array::from_fn(|_| Vec::new()),
+            occupied: 0,
             last: 0,
-            seq: 0,
         }
     }
-}
-
-fn key(at: Instant, seq: u64) -> u128 {
-    (u128::from(at.as_ps()) << 64) | u128::from(seq)
-}
-
-fn time_of(key: u128) -> Instant {
-    Instant((key >> 64) as u64)
 }
 
 impl<T> EventQueue<T> {
     #[cfg(test)]
     pub fn len(&self) -> usize {
-        self.buckets.iter().map(Vec::len).sum()
+        self.current.len() + self.buckets.iter().map(Vec::len).sum::<usize>()
     }
 
     #[cfg(test)]
@@ -51,41 +45,41 @@ impl<T> EventQueue<T> {
         self.len() == 0
     }
 
-    fn bucket_of(&self, key: u128) -> usize {
-        (128 - (key ^ self.last).leading_zeros()) as usize
-    }
-
-    fn put(&mut self, key: u128, item: T) {
-        let b = self.bucket_of(key);
-        self.buckets[b].push((key, item));
-        self.occupied[b / 64] |= 1 << (b % 64);
+    fn put(&mut self, at: u64, item: T) {
+        let differ = at ^ self.last;
+        if differ == 0 {
+            self.current.push_back(item);
+        } else {
+            let b = 63 - differ.leading_zeros() as usize;
+            self.buckets[b].push((at, item));
+            self.occupied |= 1 << b;
+        }
     }
 
     /// Schedule `item` at `at`. A simulation never schedules into the past; a time before the last event
     /// taken out counts as that event's time (the item comes out after the events already waiting for
     /// that time, where a binary heap would give it out first).
     pub fn push(&mut self, at: Instant, item: T) {
-        self.seq += 1;
-        let key = key(at.max(time_of(self.last)), self.seq);
-        self.put(key, item);
+        self.put(at.as_ps().max(self.last), item);
     }
 
-    /// Make bucket 0 hold the smallest key, if there is any event.
+    /// Make `current` hold the earliest events, if there are any.
+    ///
+    /// Every bucket is in the order its events were scheduled: a push appends the newest event, and a
+    /// bucket is emptied into the lower ones (and `current`) only when they are all empty, in its order.
     fn settle(&mut self) -> bool {
-        if self.occupied[0] & 1 != 0 {
+        if !self.current.is_empty() {
             return true;
         }
-        let Some(b) = (0..3).find_map(|w| {
-            let bits = self.occupied[w];
-            (bits != 0).then(|| w * 64 + bits.trailing_zeros() as usize)
-        }) else {
+        if self.occupied == 0 {
             return false;
-        };
+        }
+        let b = self.occupied.trailing_zeros() as usize;
         let mut moving = core::mem::take(&mut self.buckets[b]);
-        self.occupied[b / 64] &= !(1 << (b % 64));
-        self.last = moving.iter().map(|&(k, _)| k).min().unwrap_or(self.last);
-        for (k, item) in moving.drain(..) {
-            self.put(k, item);
+        self.occupied &= !(1 << b);
+        self.last = moving.iter().map(|&(at, _)| at).min().unwrap_or(self.last);
+        for (at, item) in moving.drain(..) {
+            self.put(at, item);
         }
         // Keep the allocation for next time.
         self.buckets[b] = moving;
@@ -94,7 +88,7 @@ impl<T> EventQueue<T> {
 
     /// The time of the next event.
     pub fn peek_time(&mut self) -> Option<Instant> {
-        self.settle().then(|| time_of(self.last))
+        self.settle().then_some(Instant(self.last))
     }
 
     /// Take out the next event, with its time.
@@ -102,11 +96,7 @@ impl<T> EventQueue<T> {
         if !self.settle() {
             return None;
         }
-        let (k, item) = self.buckets[0].pop()?;
-        if self.buckets[0].is_empty() {
-            self.occupied[0] &= !1;
-        }
-        Some((time_of(k), item))
+        self.current.pop_front().map(|item| (Instant(self.last), item))
     }
 }
 
