@@ -227,6 +227,8 @@ pub struct DataLink<const REPLAY: usize = 64, const RX_FLITS: usize = 64> {
     arrivals: u32,
     rx_credits: RxCredits,
     fec_rx_have: u8,
+    /// The last initialisation flit received, parsed: the partner repeats it back to back.
+    init_heard: Option<(Flit, ControlFlit)>,
 
     counters: DlCounters,
     events: Deque<DlEvent, 8>,
@@ -288,6 +290,7 @@ impl<const REPLAY: usize, const RX_FLITS: usize> DataLink<REPLAY, RX_FLITS> {
             rx_credits: RxCredits::default(),
             fec_rx: [0; fec::BLOCK_LEN],
             fec_rx_have: 0,
+            init_heard: None,
             counters: DlCounters::default(),
             events: Deque::new(),
             retrain_request: false,
@@ -688,6 +691,18 @@ impl<const REPLAY: usize, const RX_FLITS: usize> DataLink<REPLAY, RX_FLITS> {
             }
             return n;
         }
+        if matches!(self.state, DlState::InitFc1 | DlState::InitFc2) {
+            // Initialisation repeats one flit back to back (nothing changes it until a unit arrives):
+            // built once, copied into every slot.
+            let Some((first, rest)) = out.split_first_mut() else {
+                return 0;
+            };
+            self.next_flit(now, first);
+            let flit = *first;
+            rest.fill(flit);
+            self.counters.flits_transmitted += rest.len() as u64;
+            return out.len();
+        }
         while n < out.len() {
             if self.tx_pos < self.tx_flits {
                 let run = usize::from(self.tx_flits - self.tx_pos).min(out.len() - n);
@@ -879,9 +894,24 @@ impl<const REPLAY: usize, const RX_FLITS: usize> DataLink<REPLAY, RX_FLITS> {
         }
     }
 
+    /// [`ControlFlit::parse`], which depends on the bytes alone: an initialisation flit the partner
+    /// repeats is parsed (and its CRC checked) once, and the same bytes again give the same flit.
+    fn parse_control(&mut self, flit: &Flit) -> Result<ControlFlit, DlError> {
+        if let Some((bytes, control)) = &self.init_heard {
+            if bytes == flit {
+                return Ok(*control);
+            }
+        }
+        let control = ControlFlit::parse(flit)?;
+        if matches!(control.kind, ControlKind::InitFc1 | ControlKind::InitFc2) {
+            self.init_heard = Some((*flit, control));
+        }
+        Ok(control)
+    }
+
     fn receive_flit(&mut self, now: Instant, flit: &Flit) {
         match self.framer {
-            Framer::Resync => match ControlFlit::parse(flit) {
+            Framer::Resync => match self.parse_control(flit) {
                 Ok(control) => {
                     self.framer = Framer::Header;
                     self.control(now, control);
@@ -894,7 +924,7 @@ impl<const REPLAY: usize, const RX_FLITS: usize> DataLink<REPLAY, RX_FLITS> {
             },
             Framer::Header => match kind(flit) {
                 Ok(FlitKind::Idle) => {}
-                Ok(FlitKind::Control) => match ControlFlit::parse(flit) {
+                Ok(FlitKind::Control) => match self.parse_control(flit) {
                     Ok(control) => self.control(now, control),
                     Err(DlError::CrcMismatch { .. }) => {
                         self.counters.crc_errors += 1;

@@ -87,7 +87,8 @@ enum Step {
         ns: u64,
     },
     Recv,
-    /// Receive on one channel: unit by unit with `recv_on`, in bursts into a reused packet.
+    /// Receive on one channel: unit by unit with `recv_on`, in bursts into a reused packet (as `Recv`
+    /// does with `recv` and `recv_into`).
     RecvOn {
         vc: u8,
     },
@@ -158,7 +159,7 @@ fn run(steps: &[Step], fec: bool) -> usize {
             Step::Wait { ns } => now += Duration::from_ns(ns),
             Step::Recv => loop {
                 let a = unit_by_unit.ends[1].recv();
-                let b = bursts.ends[1].recv();
+                let b = bursts.ends[1].recv_into(&mut reused).then(|| reused.clone());
                 assert_eq!(a, b, "step {i}: received");
                 if a.is_none() {
                     break;
