@@ -200,6 +200,9 @@ pub struct DataLink<const REPLAY: usize = 64, const RX_FLITS: usize = 64> {
     acked: Seq,
     /// Index in `replay` of the next packet to transmit.
     cursor: usize,
+    /// The packet in flight: its flits, of which `tx_pos` have gone, are sealed in place in its replay
+    /// slot at this index, or in `tx_buf` (`None`) once an acknowledgement freed that slot mid-packet.
+    tx_slot: Option<usize>,
     tx_flits: u8,
     tx_pos: u8,
     replay_deadline: Option<Instant>,
@@ -235,6 +238,8 @@ pub struct DataLink<const REPLAY: usize = 64, const RX_FLITS: usize = 64> {
     retrain_request: bool,
 
     // Buffers.
+    /// The rest of a packet whose replay slot was freed while it was being sent (a replay of a packet
+    /// whose first transmission got through).
     tx_buf: [Flit; MAX_PACKET_FLITS],
     rx_buf: [Flit; MAX_PACKET_FLITS],
     fec_tx: fec::Block,
@@ -265,6 +270,7 @@ impl<const REPLAY: usize, const RX_FLITS: usize> DataLink<REPLAY, RX_FLITS> {
             acked: Seq::new(0).prev(),
             replay: Ring::new(),
             cursor: 0,
+            tx_slot: None,
             tx_buf: [[0; FLIT_LEN]; MAX_PACKET_FLITS],
             tx_flits: 0,
             tx_pos: 0,
@@ -400,6 +406,7 @@ impl<const REPLAY: usize, const RX_FLITS: usize> DataLink<REPLAY, RX_FLITS> {
     /// further on. Packets already received stay in the receive queues for [`DataLink::recv`]; call
     /// [`DataLink::phy_down`] afterwards.
     pub fn take_unacknowledged(&mut self, mut packet: impl FnMut(Received)) {
+        self.release_replay_front(self.replay.len());
         while let Some(stored) = self.replay.pop_front() {
             // Stored headers were built by `send`, so they parse; a failure would be a bug here, and
             // the packet is skipped rather than invented.
@@ -429,6 +436,7 @@ impl<const REPLAY: usize, const RX_FLITS: usize> DataLink<REPLAY, RX_FLITS> {
         self.acked = Seq::new(0).prev();
         self.replay.clear();
         self.cursor = 0;
+        self.tx_slot = None;
         self.tx_flits = 0;
         self.tx_pos = 0;
         self.replay_deadline = None;
@@ -705,10 +713,15 @@ impl<const REPLAY: usize, const RX_FLITS: usize> DataLink<REPLAY, RX_FLITS> {
         }
         while n < out.len() {
             if self.tx_pos < self.tx_flits {
-                let run = usize::from(self.tx_flits - self.tx_pos).min(out.len() - n);
-                let at = usize::from(self.tx_pos);
-                out[n..n + run].copy_from_slice(&self.tx_buf[at..at + run]);
-                self.tx_pos += run as u8;
+                let rest = self.in_flight_rest();
+                let run = rest.len().min(out.len() - n);
+                out[n..n + run].copy_from_slice(&rest[..run]);
+                // A run short of the packet's end can only be an inconsistency here: end the packet.
+                self.tx_pos = if run == 0 {
+                    self.tx_flits
+                } else {
+                    self.tx_pos + run as u8
+                };
                 self.counters.flits_transmitted += run as u64;
                 n += run;
             } else if self.has_pending_output(now) {
@@ -751,9 +764,7 @@ impl<const REPLAY: usize, const RX_FLITS: usize> DataLink<REPLAY, RX_FLITS> {
     fn next_active_flit(&mut self, now: Instant, flit: &mut Flit) -> bool {
         // A packet in flight goes first; then NAK, then acknowledgement and credits, then packets.
         if self.tx_pos < self.tx_flits {
-            *flit = self.tx_buf[usize::from(self.tx_pos)];
-            self.tx_pos += 1;
-            return true;
+            return self.next_in_flight(flit);
         }
         let control_due = self.update_pending
             || self.acks_owed >= self.config.ack_coalesce
@@ -790,27 +801,65 @@ impl<const REPLAY: usize, const RX_FLITS: usize> DataLink<REPLAY, RX_FLITS> {
             if self.replay_deadline.is_none() {
                 self.replay_deadline = Some(now + self.replay_timeout);
             }
-            *flit = self.tx_buf[0];
-            self.tx_pos = 1;
-            return true;
+            return self.next_in_flight(flit);
         }
         false
     }
 
-    /// Copy the packet at `index` of the replay buffer into the transmit buffer with a fresh
-    /// acknowledgement and credit return, and seal it with its CRC.
+    /// Write the next flit of the packet in flight into `flit`; false (and the packet over) if none.
+    fn next_in_flight(&mut self, flit: &mut Flit) -> bool {
+        let Some(next) = self.in_flight_rest().first() else {
+            self.tx_pos = self.tx_flits;
+            return false;
+        };
+        *flit = *next;
+        self.tx_pos += 1;
+        true
+    }
+
+    /// Start sending the packet at `index` of the replay buffer: write a fresh acknowledgement and
+    /// credit return into its header and seal it with its CRC, where it is (the stored header keeps
+    /// only what `send` wrote; these fields are rewritten at every transmission).
     fn load_packet(&mut self, index: usize) {
-        let Some(stored) = self.replay.get(index) else {
+        let Some(stored) = self.replay.get_mut(index) else {
             return;
         };
         let len = usize::from(stored.len);
-        self.tx_buf[..len].copy_from_slice(&stored.flits[..len]);
-        self.tx_flits = stored.len;
         let (credit_vc, credit) = self.rx_credits.report_one();
-        PacketHeader::restamp(&mut self.tx_buf[0], self.expected.prev(), credit_vc, credit);
-        seal_packet(&mut self.tx_buf.as_flattened_mut()[..len * FLIT_LEN]);
+        PacketHeader::restamp(&mut stored.flits[0], self.expected.prev(), credit_vc, credit);
+        seal_packet(&mut stored.flits.as_flattened_mut()[..len * FLIT_LEN]);
+        self.tx_slot = Some(index);
+        self.tx_flits = stored.len;
+        self.tx_pos = 0;
         self.acks_owed = 0;
         self.ack_deadline = None;
+    }
+
+    /// The flits of the packet in flight not yet sent.
+    fn in_flight_rest(&self) -> &[Flit] {
+        let flits = match self.tx_slot {
+            Some(index) => self.replay.get(index).map_or(&[][..], |stored| &stored.flits[..]),
+            None => &self.tx_buf[..],
+        };
+        flits
+            .get(usize::from(self.tx_pos)..usize::from(self.tx_flits))
+            .unwrap_or(&[])
+    }
+
+    /// The first `popped` packets of the replay buffer are about to leave it: a packet in flight from
+    /// one of their slots finishes from a copy (the slot may be reused at once), and a later one's index
+    /// moves down with the rest.
+    fn release_replay_front(&mut self, popped: usize) {
+        match self.tx_slot {
+            Some(index) if index >= popped => self.tx_slot = Some(index - popped),
+            Some(index) => {
+                if let Some(stored) = self.replay.get(index) {
+                    self.tx_buf = stored.flits;
+                }
+                self.tx_slot = None;
+            }
+            None => {}
+        }
     }
 
     // ----- receive -----
@@ -1088,6 +1137,7 @@ impl<const REPLAY: usize, const RX_FLITS: usize> DataLink<REPLAY, RX_FLITS> {
             // Nothing new, or stale (older than what we know).
             return;
         }
+        self.release_replay_front(progress);
         for _ in 0..progress {
             self.replay.pop_front();
         }

@@ -59,6 +59,12 @@ impl<T: Copy + Default, const N: usize> Ring<T, N> {
         (i < self.len).then(|| &self.items[self.slot(i)])
     }
 
+    /// The item `i` places from the front, to change in place.
+    pub(crate) fn get_mut(&mut self, i: usize) -> Option<&mut T> {
+        let at = self.slot(i);
+        (i < self.len).then(|| &mut self.items[at])
+    }
+
     pub(crate) fn front(&self) -> Option<&T> {
         self.get(0)
     }
@@ -165,6 +171,7 @@ mod tests {
             assert_eq!(ring.room(), 7 - model.len());
             for i in 0..8 {
                 assert_eq!(ring.get(i), model.iter().nth(i));
+                assert_eq!(ring.get_mut(i).copied(), model.iter().nth(i).copied());
             }
         }
         ring.clear();
