@@ -87,6 +87,12 @@ impl<T> EventQueue<T> {
     }
 
     /// The time of the next event.
+    /// The next event, if it is at the same time as the last one popped (no settling: events pushed
+    /// now still go before later ones).
+    pub fn peek_now(&self) -> Option<&T> {
+        self.current.front()
+    }
+
     pub fn peek_time(&mut self) -> Option<Instant> {
         self.settle().then_some(Instant(self.last))
     }
@@ -130,9 +136,14 @@ mod tests {
                 heap.push(Reverse((at, seq, id)));
             }
             assert_eq!(queue.len(), heap.len());
+            let peeked = queue.peek_now().copied();
             let popped = queue.pop().map(|(at, id)| (at.as_ps(), id));
             let expected = heap.pop().map(|Reverse((at, _, id))| (at, id));
             assert_eq!(popped, expected, "round {round}");
+            // What `peek_now` shows is the next event, at the time of the last one popped.
+            if let Some(peeked) = peeked {
+                assert_eq!(popped, Some((now, peeked)), "round {round}");
+            }
             if let Some((at, _)) = popped {
                 now = at;
             }
