@@ -86,13 +86,13 @@ impl<T> EventQueue<T> {
         true
     }
 
-    /// The time of the next event.
     /// The next event, if it is at the same time as the last one popped (no settling: events pushed
     /// now still go before later ones).
     pub fn peek_now(&self) -> Option<&T> {
         self.current.front()
     }
 
+    /// The time of the next event.
     pub fn peek_time(&mut self) -> Option<Instant> {
         self.settle().then_some(Instant(self.last))
     }

@@ -1138,9 +1138,7 @@ impl<const REPLAY: usize, const RX_FLITS: usize> DataLink<REPLAY, RX_FLITS> {
             return;
         }
         self.release_replay_front(progress);
-        for _ in 0..progress {
-            self.replay.pop_front();
-        }
+        self.replay.drop_front(progress);
         self.cursor = self.cursor.saturating_sub(progress);
         self.acked = ack;
         self.replay_num = 0;
