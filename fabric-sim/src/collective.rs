@@ -381,32 +381,36 @@ impl Ring {
         ports.get(port).copied().unwrap_or(false) || stranded()
     }
 
-    /// The next packet GPU `gpu` sends on this ring out of the port `offer`, which the caller has checked
-    /// leads on ([`Ring::sends_through`]), if the port can take it now.
-    fn next_packet(&mut self, gpu: usize, offer: &Offer) -> Option<Outgoing> {
+    /// Send GPU `gpu`'s next packet on this ring out of the port `offer`, which the caller has checked
+    /// leads on ([`Ring::sends_through`]), if the port can take it now; whether it did.
+    fn next_packet(&mut self, gpu: usize, offer: &mut Offer) -> bool {
         let pos = self.position[gpu];
-        let flits = |o: &Outgoing| o.payload.len();
         if let Some(front) = self.queue[pos].front() {
-            if !offer.fits(front.vc, flits(front)) {
-                return None;
+            // Sent from the queue, where it was built when it arrived.
+            if !offer.fits(front.vc, front.payload.len()) || !offer.send(front) {
+                return false;
             }
+            self.queue[pos].pop_front();
             self.check.packets_sent += 1;
-            return self.queue[pos].pop_front();
+            return true;
         }
         if self.own_next[pos] < self.own_end[pos] {
             let packet = self.own_next[pos];
             // Ask before computing the payload: most offers are refused while the link is busy.
             let payload_flits = self.packets.payload_flits(packet, self.extension);
             if !offer.fits(Vc::Posted, payload_flits) {
-                return None;
+                return false;
             }
             let out = self.own_packet(pos, packet);
-            debug_assert_eq!(flits(&out), payload_flits);
+            debug_assert_eq!(out.payload.len(), payload_flits);
+            if !offer.send(&out) {
+                return false;
+            }
             self.own_next[pos] += 1;
             self.check.packets_sent += 1;
-            return Some(out);
+            return true;
         }
-        None
+        false
     }
 
     /// `Σ (g + 1)` and count over ring positions `from ..= to`, going round.
@@ -538,11 +542,8 @@ impl Ring {
 }
 
 impl App for Ring {
-    fn next(&mut self, _now: Instant, gpu: usize, offer: &Offer) -> Option<Outgoing> {
-        if !self.sends_through(gpu, offer.port, offer) {
-            return None;
-        }
-        self.next_packet(gpu, offer)
+    fn next(&mut self, _now: Instant, gpu: usize, offer: &mut Offer) -> bool {
+        self.sends_through(gpu, offer.port, offer) && self.next_packet(gpu, offer)
     }
 
     fn receive(&mut self, _now: Instant, gpu: usize, _port: usize, p: &Received) {
@@ -673,29 +674,34 @@ impl Rings {
 }
 
 impl App for Rings {
-    fn next(&mut self, _now: Instant, gpu: usize, offer: &Offer) -> Option<Outgoing> {
+    fn next(&mut self, _now: Instant, gpu: usize, offer: &mut Offer) -> bool {
         if self.users_for.get(gpu) != Some(&offer.routes_failed) {
             // The routes changed: a ring a failure cut off its own ports now sends where they go.
             let rings = &self.rings;
-            for (port, users) in self.users.get_mut(gpu)?.iter_mut().enumerate() {
+            let Some(ports) = self.users.get_mut(gpu) else {
+                return false;
+            };
+            for (port, users) in ports.iter_mut().enumerate() {
                 *users = (0..rings.len())
                     .filter(|&r| rings[r].sends_through(gpu, port, offer))
                     .collect();
             }
             self.users_for[gpu] = offer.routes_failed;
         }
-        let users = self.users.get(gpu)?.get(offer.port)?;
+        let Some(users) = self.users.get(gpu).and_then(|u| u.get(offer.port)) else {
+            return false;
+        };
         let start = self.turn.get(gpu).copied().unwrap_or(0);
         for k in 0..users.len() {
             let r = users[(start + k) % users.len()];
-            if let Some(out) = self.rings[r].next_packet(gpu, offer) {
+            if self.rings[r].next_packet(gpu, offer) {
                 if let Some(turn) = self.turn.get_mut(gpu) {
                     *turn = start.wrapping_add(k + 1);
                 }
-                return Some(out);
+                return true;
             }
         }
-        None
+        false
     }
 
     fn receive(&mut self, now: Instant, gpu: usize, port: usize, p: &Received) {

@@ -76,18 +76,26 @@ pub struct Outgoing {
     pub multicast: Option<u16>,
 }
 
-/// A GPU port offered to the app, and what it can take.
+/// A GPU port offered to the app: what it can take now, and [`Offer::send`] to hand it a packet.
 #[derive(Debug)]
 pub struct Offer<'a> {
     /// The port.
     pub port: usize,
-    link: &'a PortLink,
+    link: &'a mut PortLink,
     routes: &'a [switch_fw::PortSet],
     /// Failed trunks the routes avoid: it changes whenever the routes are recomputed.
     pub routes_failed: usize,
     /// Bit `p`: this GPU's port `p` no longer leads to a working collective engine (the port's trunk
     /// failed, or its switch lost a GPU and took its engine offline). Switch reductions must avoid it.
     pub engines_offline: u64,
+    /// Once faults are scheduled: where a unicast goes that the routes, changed by a failure since the
+    /// app chose this port, no longer send out of it, to be sent again the right way.
+    misrouted: Option<&'a mut VecDeque<Received>>,
+    /// Packets the app handed over (sent, or kept to send again), and whether the link took any.
+    sent: u64,
+    to_link: bool,
+    /// Whether the link refused a packet (one the app had not checked [`Offer::fits`] for).
+    refused: bool,
 }
 
 impl Offer<'_> {
@@ -109,13 +117,40 @@ impl Offer<'_> {
             .get(usize::from(dest))
             .is_some_and(|r| r.contains(port))
     }
+
+    /// Send `packet` out of this port, having checked that it [fits](Offer::fits): the link copies it
+    /// from where the app keeps it into its replay buffer (handing it over by value would copy it
+    /// twice more). False, and nothing sent, if the link refuses it; the app keeps it then.
+    pub fn send(&mut self, packet: &Outgoing) -> bool {
+        if let (Some(resend), None) = (self.misrouted.as_mut(), packet.multicast) {
+            let dest = usize::from(packet.dest);
+            if !self.routes.get(dest).is_some_and(|r| r.contains(self.port)) {
+                // The app's idea of this port predates a failure: send it the right way.
+                resend.push_back(Received {
+                    vc: packet.vc,
+                    tl: packet.tl,
+                    payload: packet.payload.clone(),
+                });
+                self.sent += 1;
+                return true;
+            }
+        }
+        if self.link.send(packet.vc, packet.tl, &packet.payload).is_err() {
+            self.refused = true;
+            return false;
+        }
+        self.sent += 1;
+        self.to_link = true;
+        true
+    }
 }
 
 /// What runs on the GPUs: a collective, or any traffic pattern.
 pub trait App {
-    /// The next packet GPU `gpu` wants to send out of the port `offer`, if any, and if the offer says
-    /// the port can take it now (and, for a unicast, that it leads to the destination).
-    fn next(&mut self, now: Instant, gpu: usize, offer: &Offer) -> Option<Outgoing>;
+    /// Offer GPU `gpu` the port `offer`: if it has a packet to send out of it that the offer says the
+    /// port can take now (and, for a unicast, that the port leads to the destination), send it with
+    /// [`Offer::send`]. Returns whether it sent one; the port is offered again until it does not.
+    fn next(&mut self, now: Instant, gpu: usize, offer: &mut Offer) -> bool;
     /// GPU `gpu` received `packet` on its port `port`. What a GPU receives may give it more to send,
     /// never another GPU: the fabric offers the receiving GPU's ports again after every arrival.
     fn receive(&mut self, now: Instant, gpu: usize, port: usize, packet: &Received);
@@ -127,8 +162,8 @@ pub trait App {
 struct Finished;
 
 impl App for Finished {
-    fn next(&mut self, _now: Instant, _gpu: usize, _offer: &Offer) -> Option<Outgoing> {
-        None
+    fn next(&mut self, _now: Instant, _gpu: usize, _offer: &mut Offer) -> bool {
+        false
     }
     fn receive(&mut self, _now: Instant, _gpu: usize, _port: usize, _packet: &Received) {}
     fn done(&self) -> bool {
@@ -857,46 +892,21 @@ impl Net {
         let Some(gpu) = self.gpu_of_node[node] else { return };
         let engines_offline = self.failover.as_ref().map_or(0, |f| f.engines_offline[node]);
         for port in 0..self.links[node].len() {
-            let mut sent = self.resend_from_gpu(node, port);
-            loop {
-                let link = &self.links[node][port];
-                if !link.is_active() {
-                    break;
-                }
-                let offer = Offer {
-                    port,
-                    link,
-                    routes: &self.fabric.routes[node],
-                    routes_failed: self.fabric.failed,
-                    engines_offline,
-                };
-                // Used in place: moving it out of the option copies a whole packet.
-                let next = app.next(self.now, gpu, &offer);
-                let Some(p) = next.as_ref() else {
-                    break;
-                };
-                if let (Some(f), None) = (self.failover.as_mut(), p.multicast) {
-                    let routes = &self.fabric.routes[node];
-                    let dest = usize::from(p.dest);
-                    if !routes.get(dest).is_some_and(|r| r.contains(port)) {
-                        // The app's idea of this port predates a failure: send it the right way.
-                        f.resend[node].push_back(Received {
-                            vc: p.vc,
-                            tl: p.tl,
-                            payload: p.payload.clone(),
-                        });
-                        self.stats.packets_sent += 1;
-                        continue;
-                    }
-                }
-                let tl = p.tl;
-                if self.links[node][port].send(p.vc, tl, &p.payload).is_err() {
-                    break;
-                }
-                self.stats.packets_sent += 1;
-                sent = true;
-            }
-            if sent {
+            let resent = self.resend_from_gpu(node, port);
+            let mut offer = Offer {
+                port,
+                link: &mut self.links[node][port],
+                routes: &self.fabric.routes[node],
+                routes_failed: self.fabric.failed,
+                engines_offline,
+                misrouted: self.failover.as_mut().map(|f| &mut f.resend[node]),
+                sent: 0,
+                to_link: false,
+                refused: false,
+            };
+            while offer.link.is_active() && app.next(self.now, gpu, &mut offer) && !offer.refused {}
+            self.stats.packets_sent += offer.sent;
+            if resent || offer.to_link {
                 let (t, end) = self.fabric.ports[node][port];
                 self.kick(t, end);
             }

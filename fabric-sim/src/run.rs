@@ -424,7 +424,7 @@ struct Corrupting<'a> {
 }
 
 impl App for Corrupting<'_> {
-    fn next(&mut self, now: Instant, gpu: usize, offer: &crate::net::Offer) -> Option<crate::net::Outgoing> {
+    fn next(&mut self, now: Instant, gpu: usize, offer: &mut crate::net::Offer) -> bool {
         self.app.next(now, gpu, offer)
     }
 

@@ -28,21 +28,22 @@ fn flit(from: usize, k: u32, i: usize) -> [u8; 16] {
 }
 
 impl App for Ring {
-    fn next(&mut self, _now: Instant, gpu: usize, offer: &Offer) -> Option<Outgoing> {
+    fn next(&mut self, _now: Instant, gpu: usize, offer: &mut Offer) -> bool {
         if self.sent[gpu] >= self.count || !self.ports_to_next[gpu][offer.port] || !offer.fits(Vc::Posted, 8)
         {
-            return None;
+            return false;
         }
         let k = self.sent[gpu];
-        self.sent[gpu] += 1;
         let dest = ((gpu + 1) % self.n) as u16;
-        Some(Outgoing {
+        let sent = offer.send(&Outgoing {
             dest,
             vc: Vc::Posted,
             tl: wire::header(wire::OP_WRITE, dest, gpu as u16, false, k),
             payload: (0..8).map(|i| flit(gpu, k, i)).collect(),
             multicast: None,
-        })
+        });
+        self.sent[gpu] += u32::from(sent);
+        sent
     }
 
     fn receive(&mut self, _now: Instant, gpu: usize, _port: usize, p: &Received) {

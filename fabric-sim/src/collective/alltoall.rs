@@ -98,9 +98,11 @@ impl AllToAll {
 }
 
 impl App for AllToAll {
-    fn next(&mut self, _now: Instant, gpu: usize, offer: &Offer) -> Option<Outgoing> {
+    fn next(&mut self, _now: Instant, gpu: usize, offer: &mut Offer) -> bool {
         let (n, port) = (self.n, offer.port);
-        let ports = self.ports.get_mut(gpu)?;
+        let Some(ports) = self.ports.get_mut(gpu) else {
+            return false;
+        };
         if ports.len() <= port {
             let first = PortTurn {
                 turn: (gpu + 1) % n,
@@ -119,11 +121,14 @@ impl App for AllToAll {
         }
         // The first peer in turn: going round from the port's turn, the first this port still feeds.
         let after = this.peers.partition_point(|&d| usize::from(d) < this.turn);
-        let dest = usize::from(*this.peers.get(after).or(this.peers.first())?);
+        let Some(&dest) = this.peers.get(after).or(this.peers.first()) else {
+            return false;
+        };
+        let dest = usize::from(dest);
         let packet = self.sent[gpu][dest];
         // Ask before computing the payload: most offers are refused while the link is busy.
         if !offer.fits(Vc::Posted, self.packets.payload_flits(packet, self.extension)) {
-            return None;
+            return false;
         }
         let (seed, weight) = (self.seed, gpu as u32 + 1);
         let out = Outgoing {
@@ -139,6 +144,9 @@ impl App for AllToAll {
             },
             multicast: None,
         };
+        if !offer.send(&out) {
+            return false;
+        }
         self.sent[gpu][dest] += 1;
         if self.sent[gpu][dest] == self.packets.count {
             // Done with this peer: no port offers it again.
@@ -150,7 +158,7 @@ impl App for AllToAll {
         }
         self.ports[gpu][port].turn = (dest + 1) % self.n;
         self.check.packets_sent += 1;
-        Some(out)
+        true
     }
 
     fn receive(&mut self, _now: Instant, gpu: usize, _port: usize, p: &Received) {

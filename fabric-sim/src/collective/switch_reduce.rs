@@ -276,38 +276,39 @@ impl SwitchReduce {
 }
 
 impl App for SwitchReduce {
-    fn next(&mut self, _now: Instant, gpu: usize, offer: &Offer) -> Option<Outgoing> {
+    fn next(&mut self, _now: Instant, gpu: usize, offer: &mut Offer) -> bool {
         let port = offer.port;
         let m = &mut self.gpus[gpu];
         if m.links.get(port).is_none_or(|&l| l == 0) {
-            return None;
+            return false;
         }
         let newly_offline = offer.engines_offline & !m.retired;
         if newly_offline != 0 && !m.retire(newly_offline) && self.stranded.is_none() {
             self.stranded = Some(gpu);
         }
         if m.is_retired(port) {
-            return None;
+            return false;
         }
         // Finished sums first: each one completes work (and frees the switch's state for it), while the
         // switches' reads can wait; answering reads first lets a backlog of them hold every sum back.
         for queue in [&mut m.results[port], &mut m.answers[port]] {
             if let Some(front) = queue.front() {
-                if offer.fits(front.vc, front.payload.len()) {
+                if offer.fits(front.vc, front.payload.len()) && offer.send(front) {
+                    queue.pop_front();
                     self.check.packets_sent += 1;
-                    return queue.pop_front();
+                    return true;
                 }
-                return None;
+                return false;
             }
         }
         let redo = m.redo[port].front().copied();
         let packet = redo.unwrap_or(m.own_next[port]);
         if packet >= m.own_end {
-            return None;
+            return false;
         }
         let request = self.request(gpu, packet);
-        if !offer.fits(request.vc, request.payload.len()) {
-            return None;
+        if !offer.fits(request.vc, request.payload.len()) || !offer.send(&request) {
+            return false;
         }
         let m = &mut self.gpus[gpu];
         if redo.is_some() {
@@ -318,7 +319,7 @@ impl App for SwitchReduce {
         }
         m.outstanding[port] += 1;
         self.check.packets_sent += 1;
-        Some(request)
+        true
     }
 
     fn receive(&mut self, _now: Instant, gpu: usize, port: usize, p: &Received) {

@@ -709,13 +709,18 @@ impl Tree {
 }
 
 impl App for Tree {
-    fn next(&mut self, _now: Instant, gpu: usize, offer: &Offer) -> Option<Outgoing> {
-        if let Some(i) = self.credits.get(gpu)?.iter().position(|o| offer.reaches(o.dest)) {
-            if !offer.fits(Vc::Posted, self.credits[gpu][i].payload.len()) {
-                return None;
+    fn next(&mut self, _now: Instant, gpu: usize, offer: &mut Offer) -> bool {
+        let Some(credits) = self.credits.get(gpu) else {
+            return false;
+        };
+        if let Some(i) = credits.iter().position(|o| offer.reaches(o.dest)) {
+            let credit = &credits[i];
+            if !offer.fits(Vc::Posted, credit.payload.len()) || !offer.send(credit) {
+                return false;
             }
+            self.credits[gpu].remove(i);
             self.check.packets_sent += 1;
-            return self.credits[gpu].remove(i);
+            return true;
         }
         let port = offer.port;
         if self.turn[gpu].len() <= port {
@@ -731,15 +736,18 @@ impl App for Tree {
             }
             // Ask before computing the payload: most offers are refused while the link is busy.
             if !offer.fits(Vc::Posted, self.packets.payload_flits(packet, self.extension)) {
-                return None;
+                return false;
             }
             let out = self.build(gpu, s, to, packet);
+            if !offer.send(&out) {
+                return false;
+            }
             self.advance(gpu, s);
             self.turn[gpu][port] = (s + 1) % STREAMS;
             self.check.packets_sent += 1;
-            return Some(out);
+            return true;
         }
-        None
+        false
     }
 
     fn receive(&mut self, _now: Instant, gpu: usize, _port: usize, p: &Received) {
