@@ -741,7 +741,12 @@ impl Net {
             prefetch_lines(std::ptr::from_ref(link).cast(), 5);
         }
         if arriving {
-            prefetch_lines(d.in_flight.as_slices().0.as_ptr().cast(), 4);
+            // All of the burst's units: written a wire's latency ago, they are rarely still cached.
+            let units = d.bursts.front().map_or(0, |&(_, units)| units);
+            let (older, newer) = d.in_flight.as_slices();
+            let first = units.min(older.len());
+            prefetch_lines(older.as_ptr().cast(), (first * FLIT_LEN).div_ceil(64));
+            prefetch_lines(newer.as_ptr().cast(), ((units - first) * FLIT_LEN).div_ceil(64));
         }
     }
 
