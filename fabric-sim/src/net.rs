@@ -240,10 +240,8 @@ struct Direction {
     scheduled: Option<Instant>,
     /// Time until which the wire is busy.
     busy_until: Instant,
-    /// Units on the wire, oldest first, and the bursts they form: (arrival of the burst's last unit,
-    /// units in it). A burst is delivered whole when its last unit arrives.
-    in_flight: VecDeque<Flit>,
-    bursts: VecDeque<(Instant, usize)>,
+    /// The bursts on the wire, oldest first. A burst is delivered whole when its last unit arrives.
+    bursts: VecDeque<Burst>,
     units_sent: u64,
     units_received: u64,
     errors: Errors,
@@ -255,6 +253,41 @@ impl Direction {
     fn set_rate(&mut self, gbps: f64) {
         self.unit_ps = ((FLIT_LEN as f64) * 1000.0 / gbps).round().max(1.0) as u64;
         self.burst = ((BURST_TIME.as_ps() / self.unit_ps) as usize).clamp(MAX_PACKET_FLITS, BURST_MAX);
+    }
+}
+
+/// Units sent in one go, on a wire.
+#[derive(Clone, Copy, Debug)]
+struct Burst {
+    /// When its last unit arrives.
+    arrival: Instant,
+    /// How many units it has, at the start of its buffer.
+    units: usize,
+    /// Its buffer in the [`BurstPool`].
+    buffer: u32,
+}
+
+/// The buffers of the bursts on every wire, shared: the buffer a delivered burst frees is the next one
+/// a transmitter fills, while it is still in the cache, where a queue per wire would write each burst
+/// at its far end, in lines last touched a whole queue ago.
+#[derive(Debug, Default)]
+struct BurstPool {
+    buffers: Vec<[Flit; BURST_MAX]>,
+    free: Vec<u32>,
+}
+
+impl BurstPool {
+    /// A buffer to fill: the one freed last, or a new one.
+    fn take(&mut self) -> u32 {
+        self.free.pop().unwrap_or_else(|| {
+            self.buffers.push([[0; FLIT_LEN]; BURST_MAX]);
+            (self.buffers.len() - 1) as u32
+        })
+    }
+
+    /// The units of `burst`.
+    fn units(&self, burst: &Burst) -> &[Flit] {
+        &self.buffers[burst.buffer as usize][..burst.units]
     }
 }
 
@@ -367,8 +400,8 @@ pub struct Net {
     failover: Option<Box<Failover>>,
     completed: Instant,
     trace: Option<Box<Tracer<Box<dyn std::io::Write>>>>,
-    /// Where a transmitter's burst is put together (kept, so as not to clear a kilobyte per burst).
-    burst: Box<[Flit; BURST_MAX]>,
+    /// The buffers of the bursts on the wires.
+    pool: BurstPool,
     /// Where a GPU's link puts the packet its app reads next.
     gpu_rx: Received,
     trace_error: Option<String>,
@@ -435,7 +468,6 @@ impl Net {
                     latency,
                     scheduled: None,
                     busy_until: Instant::ZERO,
-                    in_flight: VecDeque::new(),
                     bursts: VecDeque::new(),
                     units_sent: 0,
                     units_received: 0,
@@ -485,7 +517,7 @@ impl Net {
             failover: None,
             completed: Instant::ZERO,
             trace: None,
-            burst: Box::new([[0; FLIT_LEN]; BURST_MAX]),
+            pool: BurstPool::default(),
             gpu_rx: Received::empty(Vc::Posted),
             trace_error: None,
             waves: None,
@@ -530,7 +562,7 @@ impl Net {
                     x.to,
                     x.units_sent,
                     x.busy_until,
-                    x.in_flight.len()
+                    x.bursts.iter().map(|b| b.units).sum::<usize>()
                 );
             }
         }
@@ -742,11 +774,10 @@ impl Net {
         }
         if arriving {
             // All of the burst's units: written a wire's latency ago, they are rarely still cached.
-            let units = d.bursts.front().map_or(0, |&(_, units)| units);
-            let (older, newer) = d.in_flight.as_slices();
-            let first = units.min(older.len());
-            prefetch_lines(older.as_ptr().cast(), (first * FLIT_LEN).div_ceil(64));
-            prefetch_lines(newer.as_ptr().cast(), ((units - first) * FLIT_LEN).div_ceil(64));
+            if let Some(burst) = d.bursts.front() {
+                let units = self.pool.units(burst);
+                prefetch_lines(units.as_ptr().cast(), (units.len() * FLIT_LEN).div_ceil(64));
+            }
         }
     }
 
@@ -783,8 +814,10 @@ impl Net {
         let unit_ps = self.dirs[t][d].unit_ps;
         let latency = self.dirs[t][d].latency;
         let burst = self.dirs[t][d].burst;
-        let sent = link.poll_units(now, &mut self.burst[..burst]);
-        let units = &mut self.burst[..sent];
+        let buffer = self.pool.take();
+        let units = &mut self.pool.buffers[buffer as usize];
+        let sent = link.poll_units(now, &mut units[..burst]);
+        let units = &mut units[..sent];
         let dir = &mut self.dirs[t][d];
         if let Some(tracer) = self.trace.as_mut() {
             let hop = Hop {
@@ -800,9 +833,10 @@ impl Net {
             }
         }
         self.stats.bits_flipped += u64::from(dir.errors.apply(units));
-        dir.in_flight.extend(units.iter());
         dir.units_sent += sent as u64;
-        if sent > 0 {
+        if sent == 0 {
+            self.pool.free.push(buffer);
+        } else {
             self.stats.units += sent as u64;
             let dir = &mut self.dirs[t][d];
             dir.busy_until = now + Duration::from_ps(unit_ps * sent as u64);
@@ -812,7 +846,11 @@ impl Net {
                 }
             }
             let arrival = dir.busy_until + latency;
-            dir.bursts.push_back((arrival, sent));
+            dir.bursts.push_back(Burst {
+                arrival,
+                units: sent,
+                buffer,
+            });
             self.schedule(
                 arrival,
                 Event::Arrive {
@@ -829,19 +867,15 @@ impl Net {
         let now = self.now;
         let (node, port) = self.dirs[t][d].to;
         let dir = &mut self.dirs[t][d];
-        while let Some(&(at, units)) = dir.bursts.front() {
-            if at > now {
+        while let Some(burst) = dir.bursts.front() {
+            if burst.arrival > now {
                 break;
             }
+            let units = self.pool.units(burst);
+            self.links[node][port].receive_units(now, units, dir.units_received);
+            dir.units_received += units.len() as u64;
+            self.pool.free.push(burst.buffer);
             dir.bursts.pop_front();
-            let (older, newer) = dir.in_flight.as_slices();
-            let first = units.min(older.len());
-            let (older, newer) = (&older[..first], &newer[..units - first]);
-            let link = &mut self.links[node][port];
-            link.receive_units(now, older, dir.units_received);
-            link.receive_units(now, newer, dir.units_received + older.len() as u64);
-            dir.in_flight.drain(..units);
-            dir.units_received += units as u64;
         }
         match self.nodes[node] {
             NodeState::Gpu => self.gpu_received(node, port, app),

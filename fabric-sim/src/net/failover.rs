@@ -263,18 +263,20 @@ impl Net {
         for dir in &mut self.dirs[t] {
             // Units went out over the links in turn: the failed one carried the `links`-th, the
             // `2 * links`-th, ... unit on the wire, counted from 1.
-            let mut before = 0;
-            for (_, units) in dir.bursts.iter_mut() {
-                let lost = (before + *units) / links - before / links;
-                before += *units;
-                *units -= lost;
-            }
-            f.stats.units_lost += (before / links) as u64;
             let mut k = 0;
-            dir.in_flight.retain(|_| {
-                k += 1;
-                k % links != 0
-            });
+            for burst in dir.bursts.iter_mut() {
+                let units = &mut self.pool.buffers[burst.buffer as usize];
+                let mut kept = 0;
+                for i in 0..burst.units {
+                    k += 1;
+                    if k % links != 0 {
+                        units[kept] = units[i];
+                        kept += 1;
+                    }
+                }
+                f.stats.units_lost += (burst.units - kept) as u64;
+                burst.units = kept;
+            }
             dir.set_rate(gbps);
         }
         false
@@ -292,9 +294,10 @@ impl Net {
         for dir in &mut self.dirs[t] {
             dir.up = false;
             dir.scheduled = None;
-            f.stats.units_lost += dir.in_flight.len() as u64;
-            dir.in_flight.clear();
-            dir.bursts.clear();
+            for burst in dir.bursts.drain(..) {
+                f.stats.units_lost += burst.units as u64;
+                self.pool.free.push(burst.buffer);
+            }
         }
         let ends = [self.fabric.trunks[t].a, self.fabric.trunks[t].b];
         // What an end has wholly received is in its memory: it is taken in as usual.
