@@ -177,7 +177,7 @@ mod hw {
         if !available() {
             return None;
         }
-        if bytes.len() >= 3 * LANE && std::is_x86_feature_detected!("pclmulqdq") {
+        if bytes.len() >= 3 * SHORT_LANE && std::is_x86_feature_detected!("pclmulqdq") {
             // SAFETY: the CPU supports SSE 4.2 and PCLMULQDQ, checked just above.
             return Some(unsafe { update_three_lanes(register, bytes) });
         }
@@ -185,15 +185,18 @@ mod hw {
         Some(unsafe { update_sse42(register, bytes) })
     }
 
-    /// Bytes per lane of the interleaved loop: three lanes fit a 128-byte payload, whose CRC is on the
-    /// packet path of every hop.
-    const LANE: usize = 40;
+    /// Bytes per lane of the interleaved loop: three lanes are the 144 bytes a packet's CRC covers after
+    /// its header word (address extension and 128 bytes of data) with nothing left over for one chain.
+    const LANE: usize = 48;
+    /// Lanes for what is left, or for a packet without the extension (128 bytes: 120 in lanes, 8 left).
+    const SHORT_LANE: usize = 40;
 
     /// Multiplying a register by `x^(8n - 33)` and reducing the 64-bit product with the instruction
     /// appends `n` zero bytes (the 33 is the instruction's own `x^32` and the one-bit offset of a
     /// carry-less product of reflected operands).
-    const SHIFT_ONE_LANE: i64 = x_to_the(8 * LANE as u32 - 33) as i64;
-    const SHIFT_TWO_LANES: i64 = x_to_the(16 * LANE as u32 - 33) as i64;
+    const fn shift_past(bytes: usize) -> i64 {
+        x_to_the(8 * bytes as u32 - 33) as i64
+    }
 
     #[target_feature(enable = "sse4.2,pclmulqdq")]
     unsafe fn shift(register: u64, by: __m128i) -> u64 {
@@ -207,22 +210,33 @@ mod hw {
     /// XOR the register of `B` from zero).
     #[target_feature(enable = "sse4.2,pclmulqdq")]
     unsafe fn update_three_lanes(register: u32, bytes: &[u8]) -> u32 {
-        let (one_lane, two_lanes) = (
-            _mm_cvtsi64_si128(SHIFT_ONE_LANE),
-            _mm_cvtsi64_si128(SHIFT_TWO_LANES),
-        );
         let mut register = u64::from(register);
         let mut blocks = bytes.chunks_exact(3 * LANE);
         for block in &mut blocks {
-            let (mut a, mut b, mut c) = (register, 0, 0);
-            for i in (0..LANE).step_by(8) {
-                a = _mm_crc32_u64(a, word(block, i));
-                b = _mm_crc32_u64(b, word(block, LANE + i));
-                c = _mm_crc32_u64(c, word(block, 2 * LANE + i));
-            }
-            register = shift(a, two_lanes) ^ shift(b, one_lane) ^ c;
+            register = three_lanes::<LANE>(register, block);
         }
-        update_sse42(register as u32, blocks.remainder())
+        let mut rest = blocks.remainder();
+        if let Some((block, after)) = rest.split_at_checked(3 * SHORT_LANE) {
+            register = three_lanes::<SHORT_LANE>(register, block);
+            rest = after;
+        }
+        update_sse42(register as u32, rest)
+    }
+
+    /// `register` after the `3 * N` bytes of `block`, in three lanes of `N`.
+    #[target_feature(enable = "sse4.2,pclmulqdq")]
+    unsafe fn three_lanes<const N: usize>(register: u64, block: &[u8]) -> u64 {
+        let (one_lane, two_lanes) = (
+            _mm_cvtsi64_si128(const { shift_past(N) }),
+            _mm_cvtsi64_si128(const { shift_past(2 * N) }),
+        );
+        let (mut a, mut b, mut c) = (register, 0, 0);
+        for i in (0..N).step_by(8) {
+            a = _mm_crc32_u64(a, word(block, i));
+            b = _mm_crc32_u64(b, word(block, N + i));
+            c = _mm_crc32_u64(c, word(block, 2 * N + i));
+        }
+        shift(a, two_lanes) ^ shift(b, one_lane) ^ c
     }
 
     /// The little-endian word at `at` (the caller keeps `at + 8` within the slice).
