@@ -53,6 +53,20 @@ pub fn checksum(bytes: &[u8]) -> u32 {
     digest.finalize()
 }
 
+/// The CRC-32C of `first` followed by `rest` (a packet around its CRC field): the same as [`checksum`]
+/// of the two joined, with the parts computed side by side where the CPU allows, so the short first part
+/// does not hold up the long one.
+pub fn checksum_of_parts(first: &[u8], rest: &[u8]) -> u32 {
+    #[cfg(all(feature = "fast-crc", target_arch = "x86_64"))]
+    if let Some(register) = hw::update_parts(ALGORITHM.init, first, rest) {
+        return register ^ ALGORITHM.xorout;
+    }
+    let mut digest = Digest::new();
+    digest.update(first);
+    digest.update(rest);
+    digest.finalize()
+}
+
 /// The CRC-32C of `bytes` by the portable table implementation, whatever the build's features.
 pub fn checksum_portable(bytes: &[u8]) -> u32 {
     TABLE.checksum(bytes)
@@ -183,6 +197,28 @@ mod hw {
         }
         // SAFETY: the CPU supports SSE 4.2, checked just above.
         Some(unsafe { update_sse42(register, bytes) })
+    }
+
+    /// The register after `first` and then `rest`, or `None` when the CPU lacks SSE 4.2. When `rest` is
+    /// three lanes exactly (a packet with an address extension after its header word), `first` is a
+    /// fourth chain beside them, shifted past them at the end.
+    pub(super) fn update_parts(register: u32, first: &[u8], rest: &[u8]) -> Option<u32> {
+        if first.len() < 3 * LANE && rest.len() == 3 * LANE && std::is_x86_feature_detected!("pclmulqdq") {
+            if !available() {
+                return None;
+            }
+            // SAFETY: the CPU supports SSE 4.2 and PCLMULQDQ, checked just above.
+            return Some(unsafe { update_beside_three_lanes(register, first, rest) });
+        }
+        update(register, first).and_then(|register| update(register, rest))
+    }
+
+    /// [`update_parts`] for a `rest` of three lanes.
+    #[target_feature(enable = "sse4.2,pclmulqdq")]
+    unsafe fn update_beside_three_lanes(register: u32, first: &[u8], rest: &[u8]) -> u32 {
+        let head = u64::from(update_sse42(register, first));
+        let lanes = three_lanes::<LANE>(0, rest);
+        (shift(head, _mm_cvtsi64_si128(const { shift_past(3 * LANE) })) ^ lanes) as u32
     }
 
     /// Bytes per lane of the interleaved loop: three lanes are the 144 bytes a packet's CRC covers after

@@ -192,10 +192,10 @@ impl PacketHeader {
 
 /// The packet CRC of `packet` (header flit first): every byte except the CRC field, bytes 12-15.
 pub fn packet_crc(packet: &[u8]) -> u32 {
-    let mut digest = crc::Digest::new();
-    digest.update(packet.get(..field::WORD_BYTES).unwrap_or(packet));
-    digest.update(packet.get(FLIT_LEN..).unwrap_or(&[]));
-    digest.finalize()
+    crc::checksum_of_parts(
+        packet.get(..field::WORD_BYTES).unwrap_or(packet),
+        packet.get(FLIT_LEN..).unwrap_or(&[]),
+    )
 }
 
 /// Fill in the CRC field of a packet whose flits are `packet` (a whole number of flits).

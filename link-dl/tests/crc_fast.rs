@@ -2,7 +2,7 @@
 //! PCLMULQDQ from 120 bytes) against the portable table.
 #![cfg(feature = "fast-crc")]
 
-use link_dl::crc::{checksum, checksum_portable, hardware_accelerated, Digest};
+use link_dl::crc::{checksum, checksum_of_parts, checksum_portable, hardware_accelerated, Digest};
 use proptest::prelude::*;
 
 #[test]
@@ -23,6 +23,22 @@ fn every_length_and_alignment_up_to_400_bytes_matches() {
                 checksum(bytes),
                 checksum_portable(bytes),
                 "start {start}, len {len}"
+            );
+        }
+    }
+}
+
+#[test]
+fn a_checksum_of_two_parts_is_that_of_them_joined() {
+    let data: Vec<u8> = (0..400u32).map(|i| (i.wrapping_mul(73) ^ 0xC3) as u8).collect();
+    // Around the packet shape (a 12-byte header word, then 144 bytes), and other splits.
+    for first in 0..=40 {
+        for rest in (0..=200).chain([288, 300]) {
+            let (a, b) = data[..first + rest].split_at(first);
+            assert_eq!(
+                checksum_of_parts(a, b),
+                checksum_portable(&data[..first + rest]),
+                "first {first}, rest {rest}"
             );
         }
     }
