@@ -171,6 +171,45 @@ struct Stored {
     flits: [Flit; MAX_PACKET_FLITS],
 }
 
+/// The flits of a receive queue: in place without the standard library (firmware); with it, on the heap,
+/// as the allocator hands out zeroed memory, so that the pages of a queue that never fills are never
+/// touched (a simulated fabric has thousands of links, and building their empty queues took seconds).
+#[cfg(feature = "std")]
+#[derive(Clone, Debug)]
+struct RxFlits<const N: usize>(std::boxed::Box<[Flit]>);
+
+#[cfg(feature = "std")]
+impl<const N: usize> RxFlits<N> {
+    fn new() -> Self {
+        // Zeroes, so the allocator's own zeroed pages serve (nothing is written here).
+        RxFlits(std::vec![[0; FLIT_LEN]; N].into_boxed_slice())
+    }
+}
+
+/// The flits of a receive queue, in place.
+#[cfg(not(feature = "std"))]
+#[derive(Clone, Debug)]
+struct RxFlits<const N: usize>([Flit; N]);
+
+#[cfg(not(feature = "std"))]
+impl<const N: usize> RxFlits<N> {
+    fn new() -> Self {
+        RxFlits([[0; FLIT_LEN]; N])
+    }
+}
+
+impl<const N: usize> AsRef<[Flit]> for RxFlits<N> {
+    fn as_ref(&self) -> &[Flit] {
+        &self.0[..]
+    }
+}
+
+impl<const N: usize> AsMut<[Flit]> for RxFlits<N> {
+    fn as_mut(&mut self) -> &mut [Flit] {
+        &mut self.0[..]
+    }
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Framer {
     /// The next flit starts a packet, or is a control or idle flit.
@@ -245,7 +284,7 @@ pub struct DataLink<const REPLAY: usize = 64, const RX_FLITS: usize = 64> {
     fec_tx: fec::Block,
     fec_rx: fec::Block,
     replay: Ring<Stored, REPLAY>,
-    rx_queues: [Ring<Flit, RX_FLITS>; VC_COUNT],
+    rx_queues: [Ring<Flit, RX_FLITS, RxFlits<RX_FLITS>>; VC_COUNT],
 }
 
 impl<const REPLAY: usize, const RX_FLITS: usize> DataLink<REPLAY, RX_FLITS> {
@@ -291,7 +330,7 @@ impl<const REPLAY: usize, const RX_FLITS: usize> DataLink<REPLAY, RX_FLITS> {
             rx_buf: [[0; FLIT_LEN]; MAX_PACKET_FLITS],
             rx_len: 0,
             rx_packets: [0; VC_COUNT],
-            rx_queues: core::array::from_fn(|_| Ring::new()),
+            rx_queues: core::array::from_fn(|_| Ring::with_items(RxFlits::new())),
             arrivals: 0,
             rx_credits: RxCredits::default(),
             fec_rx: [0; fec::BLOCK_LEN],

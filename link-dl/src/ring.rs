@@ -3,22 +3,35 @@
 //! `heapless::Deque` takes and gives items one at a time, by value, and a replay entry would be built
 //! on the stack and then copied in).
 
-/// Up to `N` items, oldest first. The indices come first (`repr(C)`): checking how full a ring is
-/// touches the cache line next to whatever precedes it, not one past a large array.
+use core::marker::PhantomData;
+
+/// Up to `N` items, oldest first, kept in `S`: `N` of them in place, or anything else that holds `N`.
+/// The indices come first (`repr(C)`): checking how full a ring is touches the cache line next to
+/// whatever precedes it, not one past a large array.
 #[derive(Clone, Debug)]
 #[repr(C)]
-pub(crate) struct Ring<T, const N: usize> {
+pub(crate) struct Ring<T, const N: usize, S = [T; N]> {
     head: usize,
     len: usize,
-    items: [T; N],
+    items: S,
+    item: PhantomData<T>,
 }
 
 impl<T: Copy + Default, const N: usize> Ring<T, N> {
     pub(crate) fn new() -> Self {
+        Ring::with_items([T::default(); N])
+    }
+}
+
+impl<T: Copy, const N: usize, S: AsRef<[T]> + AsMut<[T]>> Ring<T, N, S> {
+    /// An empty ring in `items`, which must hold `N`.
+    pub(crate) fn with_items(items: S) -> Self {
+        debug_assert_eq!(items.as_ref().len(), N);
         Ring {
-            items: [T::default(); N],
+            items,
             head: 0,
             len: 0,
+            item: PhantomData,
         }
     }
 
@@ -56,13 +69,13 @@ impl<T: Copy + Default, const N: usize> Ring<T, N> {
 
     /// The item `i` places from the front.
     pub(crate) fn get(&self, i: usize) -> Option<&T> {
-        (i < self.len).then(|| &self.items[self.slot(i)])
+        (i < self.len).then(|| &self.items.as_ref()[self.slot(i)])
     }
 
     /// The item `i` places from the front, to change in place.
     pub(crate) fn get_mut(&mut self, i: usize) -> Option<&mut T> {
         let at = self.slot(i);
-        (i < self.len).then(|| &mut self.items[at])
+        (i < self.len).then(|| &mut self.items.as_mut()[at])
     }
 
     pub(crate) fn front(&self) -> Option<&T> {
@@ -76,7 +89,7 @@ impl<T: Copy + Default, const N: usize> Ring<T, N> {
             return false;
         }
         let tail = self.slot(self.len);
-        fill(&mut self.items[tail]);
+        fill(&mut self.items.as_mut()[tail]);
         self.len += 1;
         true
     }
@@ -88,8 +101,9 @@ impl<T: Copy + Default, const N: usize> Ring<T, N> {
         }
         let tail = self.slot(self.len);
         let (wrapped, rest) = items.split_at(items.len().min(N - tail));
-        self.items[tail..tail + wrapped.len()].copy_from_slice(wrapped);
-        self.items[..rest.len()].copy_from_slice(rest);
+        let slots = self.items.as_mut();
+        slots[tail..tail + wrapped.len()].copy_from_slice(wrapped);
+        slots[..rest.len()].copy_from_slice(rest);
         self.len += items.len();
         true
     }
@@ -98,10 +112,8 @@ impl<T: Copy + Default, const N: usize> Ring<T, N> {
     pub(crate) fn front_run(&self, n: usize) -> (&[T], &[T]) {
         let n = n.min(self.len);
         let first = n.min(N - self.head);
-        (
-            &self.items[self.head..self.head + first],
-            &self.items[..n - first],
-        )
+        let slots = self.items.as_ref();
+        (&slots[self.head..self.head + first], &slots[..n - first])
     }
 
     pub(crate) fn pop_front(&mut self) -> Option<T> {
