@@ -26,7 +26,7 @@ use crate::flit::{
     check_packet_crc, kind, seal_packet, ControlFlit, ControlKind, Flit, FlitKind, PacketHeader, FLIT_LEN,
     MAX_PACKET_FLITS, MAX_PACKET_LEN, MAX_PAYLOAD_FLITS,
 };
-use crate::ring::Ring;
+use crate::ring::{Ring, Slots};
 use crate::seq::{Seq, SEQ_SPACE};
 use crate::vc::{Vc, VC_COUNT};
 
@@ -171,18 +171,18 @@ struct Stored {
     flits: [Flit; MAX_PACKET_FLITS],
 }
 
-/// The flits of a receive queue: in place without the standard library (firmware); with it, on the heap,
-/// as the allocator hands out zeroed memory, so that the pages of a queue that never fills are never
-/// touched (a simulated fabric has thousands of links, and building their empty queues took seconds).
+/// The flits of a receive queue: in place without the standard library (firmware); with it, a vector
+/// whose capacity is allocated when the link is made but whose slots are written only as the queue first
+/// reaches them, so that a queue that never fills never touches most of its memory (a simulated fabric
+/// has thousands of links, and writing all their queues when building it took seconds).
 #[cfg(feature = "std")]
 #[derive(Clone, Debug)]
-struct RxFlits<const N: usize>(std::boxed::Box<[Flit]>);
+struct RxFlits<const N: usize>(std::vec::Vec<Flit>);
 
 #[cfg(feature = "std")]
 impl<const N: usize> RxFlits<N> {
     fn new() -> Self {
-        // Zeroes, so the allocator's own zeroed pages serve (nothing is written here).
-        RxFlits(std::vec![[0; FLIT_LEN]; N].into_boxed_slice())
+        RxFlits(std::vec::Vec::with_capacity(N))
     }
 }
 
@@ -198,15 +198,17 @@ impl<const N: usize> RxFlits<N> {
     }
 }
 
-impl<const N: usize> AsRef<[Flit]> for RxFlits<N> {
-    fn as_ref(&self) -> &[Flit] {
-        &self.0[..]
+impl<const N: usize> Slots<Flit> for RxFlits<N> {
+    fn written(&self) -> &[Flit] {
+        self.0.written()
     }
-}
 
-impl<const N: usize> AsMut<[Flit]> for RxFlits<N> {
-    fn as_mut(&mut self) -> &mut [Flit] {
-        &mut self.0[..]
+    fn written_mut(&mut self) -> &mut [Flit] {
+        self.0.written_mut()
+    }
+
+    fn write(&mut self, at: usize, items: &[Flit]) {
+        self.0.write(at, items);
     }
 }
 

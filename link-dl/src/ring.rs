@@ -5,8 +5,53 @@
 
 use core::marker::PhantomData;
 
-/// Up to `N` items, oldest first, kept in `S`: `N` of them in place, or anything else that holds `N`.
-/// The indices come first (`repr(C)`): checking how full a ring is touches the cache line next to
+/// Where a ring keeps its items. A ring writes its slots for the first time in order (its tail moves on
+/// one slot at a time and comes back to the first only when it has been all the way round or the ring
+/// is empty), so the slots written so far are always a prefix, and storage can grow as they are written.
+pub(crate) trait Slots<T> {
+    /// The slots written so far, from the first.
+    fn written(&self) -> &[T];
+    /// The same, to change in place.
+    fn written_mut(&mut self) -> &mut [T];
+    /// Write `items` from slot `at`, which is at most the number written so far.
+    fn write(&mut self, at: usize, items: &[T]);
+}
+
+/// Every slot in place, written when the ring is made.
+impl<T: Copy, const N: usize> Slots<T> for [T; N] {
+    fn written(&self) -> &[T] {
+        self
+    }
+
+    fn written_mut(&mut self) -> &mut [T] {
+        self
+    }
+
+    fn write(&mut self, at: usize, items: &[T]) {
+        self[at..at + items.len()].copy_from_slice(items);
+    }
+}
+
+/// Slots on the heap, allocated whole when the ring is made (a vector's capacity) but written, and so
+/// touched, only as the ring first reaches them: a queue that never fills never uses most of its memory.
+#[cfg(feature = "std")]
+impl<T: Copy> Slots<T> for std::vec::Vec<T> {
+    fn written(&self) -> &[T] {
+        self
+    }
+
+    fn written_mut(&mut self) -> &mut [T] {
+        self
+    }
+
+    fn write(&mut self, at: usize, items: &[T]) {
+        let over = self.len().saturating_sub(at).min(items.len());
+        self[at..at + over].copy_from_slice(&items[..over]);
+        self.extend_from_slice(&items[over..]);
+    }
+}
+
+/// Up to `N` items, oldest first, kept in `S` (see [`Slots`]). The indices come first (`repr(C)`): checking how full a ring is touches the cache line next to
 /// whatever precedes it, not one past a large array.
 #[derive(Clone, Debug)]
 #[repr(C)]
@@ -23,10 +68,9 @@ impl<T: Copy + Default, const N: usize> Ring<T, N> {
     }
 }
 
-impl<T: Copy, const N: usize, S: AsRef<[T]> + AsMut<[T]>> Ring<T, N, S> {
-    /// An empty ring in `items`, which must hold `N`.
+impl<T: Copy + Default, const N: usize, S: Slots<T>> Ring<T, N, S> {
+    /// An empty ring in `items`, which must be able to hold `N`.
     pub(crate) fn with_items(items: S) -> Self {
-        debug_assert_eq!(items.as_ref().len(), N);
         Ring {
             items,
             head: 0,
@@ -69,13 +113,13 @@ impl<T: Copy, const N: usize, S: AsRef<[T]> + AsMut<[T]>> Ring<T, N, S> {
 
     /// The item `i` places from the front.
     pub(crate) fn get(&self, i: usize) -> Option<&T> {
-        (i < self.len).then(|| &self.items.as_ref()[self.slot(i)])
+        (i < self.len).then(|| &self.items.written()[self.slot(i)])
     }
 
     /// The item `i` places from the front, to change in place.
     pub(crate) fn get_mut(&mut self, i: usize) -> Option<&mut T> {
         let at = self.slot(i);
-        (i < self.len).then(|| &mut self.items.as_mut()[at])
+        (i < self.len).then(|| &mut self.items.written_mut()[at])
     }
 
     pub(crate) fn front(&self) -> Option<&T> {
@@ -89,7 +133,10 @@ impl<T: Copy, const N: usize, S: AsRef<[T]> + AsMut<[T]>> Ring<T, N, S> {
             return false;
         }
         let tail = self.slot(self.len);
-        fill(&mut self.items.as_mut()[tail]);
+        if tail == self.items.written().len() {
+            self.items.write(tail, &[T::default()]);
+        }
+        fill(&mut self.items.written_mut()[tail]);
         self.len += 1;
         true
     }
@@ -101,9 +148,8 @@ impl<T: Copy, const N: usize, S: AsRef<[T]> + AsMut<[T]>> Ring<T, N, S> {
         }
         let tail = self.slot(self.len);
         let (wrapped, rest) = items.split_at(items.len().min(N - tail));
-        let slots = self.items.as_mut();
-        slots[tail..tail + wrapped.len()].copy_from_slice(wrapped);
-        slots[..rest.len()].copy_from_slice(rest);
+        self.items.write(tail, wrapped);
+        self.items.write(0, rest);
         self.len += items.len();
         true
     }
@@ -112,7 +158,7 @@ impl<T: Copy, const N: usize, S: AsRef<[T]> + AsMut<[T]>> Ring<T, N, S> {
     pub(crate) fn front_run(&self, n: usize) -> (&[T], &[T]) {
         let n = n.min(self.len);
         let first = n.min(N - self.head);
-        let slots = self.items.as_ref();
+        let slots = self.items.written();
         (&slots[self.head..self.head + first], &slots[..n - first])
     }
 
@@ -139,7 +185,18 @@ mod tests {
     /// The ring against a model (a growable queue) over pushes, runs and pops that wrap around.
     #[test]
     fn behaves_as_a_bounded_queue() {
-        let mut ring: Ring<u32, 7> = Ring::new();
+        behaves_as_a_bounded_queue_in(Ring::<u32, 7>::new());
+    }
+
+    /// On slots written as they are reached, the same (and never more than `N` of them).
+    #[test]
+    fn behaves_as_a_bounded_queue_on_a_growing_vector() {
+        let ring: Ring<u32, 7, std::vec::Vec<u32>> = Ring::with_items(std::vec::Vec::with_capacity(7));
+        let ring = behaves_as_a_bounded_queue_in(ring);
+        assert!(ring.items.len() <= 7);
+    }
+
+    fn behaves_as_a_bounded_queue_in<S: super::Slots<u32>>(mut ring: Ring<u32, 7, S>) -> Ring<u32, 7, S> {
         let mut model: heapless::Deque<u32, 64> = heapless::Deque::new();
         let mut next = 0u32;
         let mut x = 0x2545_F491u32;
@@ -188,5 +245,6 @@ mod tests {
         }
         ring.clear();
         assert!(ring.is_empty() && ring.front().is_none());
+        ring
     }
 }
