@@ -94,8 +94,6 @@ pub struct Offer<'a> {
     /// Packets the app handed over (sent, or kept to send again), and whether the link took any.
     sent: u64,
     to_link: bool,
-    /// Whether the link refused a packet (one the app had not checked [`Offer::fits`] for).
-    refused: bool,
 }
 
 impl Offer<'_> {
@@ -122,21 +120,19 @@ impl Offer<'_> {
     /// from where the app keeps it into its replay buffer (handing it over by value would copy it
     /// twice more). False, and nothing sent, if the link refuses it; the app keeps it then.
     pub fn send(&mut self, packet: &Outgoing) -> bool {
-        if let (Some(resend), None) = (self.misrouted.as_mut(), packet.multicast) {
-            let dest = usize::from(packet.dest);
-            if !self.routes.get(dest).is_some_and(|r| r.contains(self.port)) {
-                // The app's idea of this port predates a failure: send it the right way.
-                resend.push_back(Received {
-                    vc: packet.vc,
-                    tl: packet.tl,
-                    payload: packet.payload.clone(),
-                });
-                self.sent += 1;
-                return true;
-            }
+        // Asked only once faults are scheduled: until then the app's routes are the fabric's.
+        let misrouted = self.misrouted.is_some() && packet.multicast.is_none() && !self.reaches(packet.dest);
+        if let (true, Some(resend)) = (misrouted, self.misrouted.as_mut()) {
+            // The app's idea of this port predates a failure: send it the right way.
+            resend.push_back(Received {
+                vc: packet.vc,
+                tl: packet.tl,
+                payload: packet.payload.clone(),
+            });
+            self.sent += 1;
+            return true;
         }
         if self.link.send(packet.vc, packet.tl, &packet.payload).is_err() {
-            self.refused = true;
             return false;
         }
         self.sent += 1;
@@ -283,6 +279,11 @@ impl BurstPool {
             self.buffers.push([[0; FLIT_LEN]; BURST_MAX]);
             (self.buffers.len() - 1) as u32
         })
+    }
+
+    /// Give back the buffer of a burst delivered or lost.
+    fn give(&mut self, buffer: u32) {
+        self.free.push(buffer);
     }
 
     /// The units of `burst`.
@@ -837,7 +838,7 @@ impl Net {
         self.stats.bits_flipped += u64::from(dir.errors.apply(units));
         dir.units_sent += sent as u64;
         if sent == 0 {
-            self.pool.free.push(buffer);
+            self.pool.give(buffer);
         } else {
             self.stats.units += sent as u64;
             let dir = &mut self.dirs[t][d];
@@ -876,7 +877,7 @@ impl Net {
             let units = self.pool.units(burst);
             self.links[node][port].receive_units(now, units, dir.units_received);
             dir.units_received += units.len() as u64;
-            self.pool.free.push(burst.buffer);
+            self.pool.give(burst.buffer);
             dir.bursts.pop_front();
         }
         match self.nodes[node] {
@@ -943,9 +944,8 @@ impl Net {
                 misrouted: self.failover.as_mut().map(|f| &mut f.resend[node]),
                 sent: 0,
                 to_link: false,
-                refused: false,
             };
-            while offer.link.is_active() && app.next(self.now, gpu, &mut offer) && !offer.refused {}
+            while offer.link.is_active() && app.next(self.now, gpu, &mut offer) {}
             self.stats.packets_sent += offer.sent;
             if resent || offer.to_link {
                 let (t, end) = self.fabric.ports[node][port];

@@ -203,10 +203,10 @@ mod hw {
     /// three lanes exactly (a packet with an address extension after its header word), `first` is a
     /// fourth chain beside them, shifted past them at the end.
     pub(super) fn update_parts(register: u32, first: &[u8], rest: &[u8]) -> Option<u32> {
-        if first.len() < 3 * LANE && rest.len() == 3 * LANE && std::is_x86_feature_detected!("pclmulqdq") {
-            if !available() {
-                return None;
-            }
+        if !available() {
+            return None;
+        }
+        if rest.len() == 3 * LANE && std::is_x86_feature_detected!("pclmulqdq") {
             // SAFETY: the CPU supports SSE 4.2 and PCLMULQDQ, checked just above.
             return Some(unsafe { update_beside_three_lanes(register, first, rest) });
         }

@@ -51,8 +51,9 @@ impl<T: Copy> Slots<T> for std::vec::Vec<T> {
     }
 }
 
-/// Up to `N` items, oldest first, kept in `S` (see [`Slots`]). The indices come first (`repr(C)`): checking how full a ring is touches the cache line next to
-/// whatever precedes it, not one past a large array.
+/// Up to `N` items, oldest first, kept in `S` (see [`Slots`]). The indices come first (`repr(C)`):
+/// checking how full a ring is touches the cache line next to whatever precedes it, not one past a large
+/// array.
 #[derive(Clone, Debug)]
 #[repr(C)]
 pub(crate) struct Ring<T, const N: usize, S = [T; N]> {

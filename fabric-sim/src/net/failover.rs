@@ -296,7 +296,7 @@ impl Net {
             dir.scheduled = None;
             for burst in dir.bursts.drain(..) {
                 f.stats.units_lost += burst.units as u64;
-                self.pool.free.push(burst.buffer);
+                self.pool.give(burst.buffer);
             }
         }
         let ends = [self.fabric.trunks[t].a, self.fabric.trunks[t].b];
