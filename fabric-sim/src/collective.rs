@@ -451,23 +451,29 @@ impl Ring {
         }
     }
 
-    /// A packet to the next position with a payload already built.
-    fn forward(
-        &self,
+    /// Queue a packet to the next position carrying `payload`, built where it waits so that the payload
+    /// is copied once, and return it for changes in place.
+    fn queue_forward(
+        &mut self,
         from_pos: usize,
         opcode: u64,
         packet: u64,
-        payload: heapless::Vec<Flit, 9>,
-    ) -> Outgoing {
+        payload: &[Flit],
+    ) -> &mut Outgoing {
         let to = self.order[(from_pos + 1) % self.n] as u16;
         let from = self.order[from_pos] as u16;
-        Outgoing {
+        let queue = &mut self.queue[from_pos];
+        queue.push_back(Outgoing {
             dest: to,
             vc: Vc::Posted,
             tl: wire::header(opcode, to, from, false, packet as u32),
-            payload,
+            payload: heapless::Vec::new(),
             multicast: None,
-        }
+        });
+        let last = queue.len() - 1;
+        let out = &mut queue[last];
+        let _ = out.payload.extend_from_slice(payload);
+        out
     }
 
     /// What position `pos` sends first from its own input: a partial sum (its own data) for reductions,
@@ -483,61 +489,60 @@ impl Ring {
         self.outgoing(pos, opcode, packet, |i| own[(i - first) as usize])
     }
 
-    /// Check a partial sum (weight `w` over `count` GPUs) and, if right, return it with GPU `g`'s own
-    /// element added (in place): one hash per element for both jobs.
+    /// Check the partial sum of `elements` elements from packet `packet` (weight `w` over `count` GPUs)
+    /// that `payload` carries and, if right, add GPU `g`'s own elements to it in place: one hash per
+    /// element for both jobs. Whether it was right.
     fn verify_and_add(
-        &mut self,
-        mut out: heapless::Vec<Flit, 9>,
+        seed: u64,
+        extension: bool,
+        elements: usize,
+        payload: &mut [Flit],
         packet: u64,
         (w, count): (u32, u32),
         g: u32,
-    ) -> Option<heapless::Vec<Flit, 9>> {
+    ) -> bool {
         let first = packet * PER_PACKET as u64;
-        let (coef_a, coef_b) = coefficient_block(self.seed, first);
-        let skip = usize::from(self.extension);
-        let elements = self.packets.elements(packet);
-        let mut ok = out.len() == skip + (elements * 4).div_ceil(FLIT_LEN);
-        if ok {
-            let bytes = &mut out[skip..].as_flattened_mut()[..elements * 4];
-            let coefficients = (&coef_a, &coef_b);
-            ok = if let Ok(whole) = <&mut [u8; PACKET_BYTES]>::try_from(&mut *bytes) {
-                check_and_add(whole, coefficients, (w, count), g)
-            } else {
-                // A last packet of fewer elements: the same on a whole packet, whose lanes past the
-                // elements hold the partial sums they would have, so that they check out.
-                let mut padded = [0u8; PACKET_BYTES];
-                for (k, lane) in padded.chunks_exact_mut(4).enumerate().skip(elements) {
-                    lane.copy_from_slice(
-                        &coef_a[k]
-                            .wrapping_mul(w)
-                            .wrapping_add(coef_b[k].wrapping_mul(count))
-                            .to_le_bytes(),
-                    );
-                }
-                padded[..bytes.len()].copy_from_slice(bytes);
-                let ok = check_and_add(&mut padded, coefficients, (w, count), g);
-                bytes.copy_from_slice(&padded[..bytes.len()]);
-                ok
-            };
+        let (coef_a, coef_b) = coefficient_block(seed, first);
+        let skip = usize::from(extension);
+        if payload.len() != skip + (elements * 4).div_ceil(FLIT_LEN) {
+            return false;
         }
-        if ok {
-            self.check.packets_verified += 1;
-            Some(out)
-        } else {
-            self.check.wrong += 1;
-            None
+        let bytes = &mut payload[skip..].as_flattened_mut()[..elements * 4];
+        let coefficients = (&coef_a, &coef_b);
+        if let Ok(whole) = <&mut [u8; PACKET_BYTES]>::try_from(&mut *bytes) {
+            return check_and_add(whole, coefficients, (w, count), g);
         }
+        // A last packet of fewer elements: the same on a whole packet, whose lanes past the elements hold
+        // the partial sums they would have, so that they check out.
+        let mut padded = [0u8; PACKET_BYTES];
+        for (k, lane) in padded.chunks_exact_mut(4).enumerate().skip(elements) {
+            lane.copy_from_slice(
+                &coef_a[k]
+                    .wrapping_mul(w)
+                    .wrapping_add(coef_b[k].wrapping_mul(count))
+                    .to_le_bytes(),
+            );
+        }
+        padded[..bytes.len()].copy_from_slice(bytes);
+        let ok = check_and_add(&mut padded, coefficients, (w, count), g);
+        bytes.copy_from_slice(&padded[..bytes.len()]);
+        ok
     }
 
-    /// Check that packet `packet` carries `expected`, in exactly the flits it needs.
-    fn verify(&mut self, p: &Received, packet: u64, expected: &[u32; PER_PACKET]) -> bool {
-        let ok = carries(p, self.extension, self.packets.elements(packet), expected);
+    /// Count a packet checked: right or wrong, as `ok` says; returns `ok`.
+    fn tally(&mut self, ok: bool) -> bool {
         if ok {
             self.check.packets_verified += 1;
         } else {
             self.check.wrong += 1;
         }
         ok
+    }
+
+    /// Check that packet `packet` carries `expected`, in exactly the flits it needs.
+    fn verify(&mut self, p: &Received, packet: u64, expected: &[u32; PER_PACKET]) -> bool {
+        let ok = carries(p, self.extension, self.packets.elements(packet), expected);
+        self.tally(ok)
     }
 }
 
@@ -561,20 +566,39 @@ impl App for Ring {
                 // Partial sum of chunk c over positions c .. pos - 1; add this GPU's own data.
                 let partial = self.weight_range(c, (pos + n - 1) % n);
                 let g = self.order[pos] as u32 + 1;
-                let Some(sum) = self.verify_and_add(p.payload.clone(), packet, partial, g) else {
-                    return;
-                };
+                let (extension, elements) = (self.extension, self.packets.elements(packet));
                 let owner = (c + n - 1) % n;
-                if pos == owner {
-                    // Fully reduced here.
-                    self.finals[pos] += 1;
-                    if self.kind == Kind::AllReduce {
-                        let out = self.forward(pos, OP_RESULT, packet, sum);
-                        self.queue[pos].push_back(out);
-                    }
+                let passed_on = if pos != owner {
+                    Some(OP_PARTIAL)
                 } else {
-                    let out = self.forward(pos, OP_PARTIAL, packet, sum);
-                    self.queue[pos].push_back(out);
+                    // Fully reduced here.
+                    (self.kind == Kind::AllReduce).then_some(OP_RESULT)
+                };
+                let ok = match passed_on {
+                    Some(opcode) => {
+                        // Checked and added to where it waits to be sent on; taken back if wrong.
+                        let out = self.queue_forward(pos, opcode, packet, &p.payload);
+                        let ok = Ring::verify_and_add(
+                            seed,
+                            extension,
+                            elements,
+                            &mut out.payload,
+                            packet,
+                            partial,
+                            g,
+                        );
+                        if !ok {
+                            self.queue[pos].pop_back();
+                        }
+                        ok
+                    }
+                    None => {
+                        let mut sum = p.payload.clone();
+                        Ring::verify_and_add(seed, extension, elements, &mut sum, packet, partial, g)
+                    }
+                };
+                if self.tally(ok) && pos == owner {
+                    self.finals[pos] += 1;
                 }
             }
             OP_RESULT => {
@@ -591,8 +615,7 @@ impl App for Ring {
                 self.finals[pos] += 1;
                 if (pos + 1) % n != origin {
                     // Checked equal to the final value: pass it on as it came.
-                    let out = self.forward(pos, OP_RESULT, packet, p.payload.clone());
-                    self.queue[pos].push_back(out);
+                    self.queue_forward(pos, OP_RESULT, packet, &p.payload);
                 }
             }
             _ => self.check.wrong += 1,
