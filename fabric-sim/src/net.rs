@@ -422,8 +422,7 @@ impl Net {
             .count();
         // A wire holds what its rate times its latency puts on it (GB/s x ns = bytes), each way.
         let on_wires: f64 = fabric.trunks.iter().map(|t| 2.0 * t.gbps * t.latency_ns).sum();
-        // A data link's receive queues are on the heap, outside its own size.
-        let link_bytes = std::mem::size_of::<PortLink>() + Vc::ALL.len() * RX_FLITS * FLIT_LEN;
+        let link_bytes = PortLink::MEMORY_BYTES;
         let state_bytes = (2 * fabric.trunks.len() * link_bytes
             + switches * std::mem::size_of::<Switch<64, SWITCH_SLOTS, REDUCTIONS>>())
             as u64

@@ -171,43 +171,45 @@ struct Stored {
     flits: [Flit; MAX_PACKET_FLITS],
 }
 
-/// The flits of a receive queue: in place without the standard library (firmware); with it, a vector
-/// whose capacity is allocated when the link is made but whose slots are written only as the queue first
-/// reaches them, so that a queue that never fills never touches most of its memory (a simulated fabric
-/// has thousands of links, and writing all their queues when building it took seconds).
+/// The slots of a link's buffer (its replay buffer, a receive queue): in place without the standard
+/// library (firmware); with it, a vector whose capacity is allocated when the link is made but whose slots
+/// are written only as the buffer first reaches them, so that a buffer that never fills never touches most
+/// of its memory (a simulated fabric has thousands of links, and writing all their buffers when building
+/// it took seconds). Off the link, the buffers also leave its own state small: a fabric's links are then
+/// packed a few to a page instead of one per 80 KB, and reaching one's state rarely misses the TLB.
 #[cfg(feature = "std")]
 #[derive(Clone, Debug)]
-struct RxFlits<const N: usize>(std::vec::Vec<Flit>);
+struct Buffer<T, const N: usize>(std::vec::Vec<T>);
 
 #[cfg(feature = "std")]
-impl<const N: usize> RxFlits<N> {
+impl<T, const N: usize> Buffer<T, N> {
     fn new() -> Self {
-        RxFlits(std::vec::Vec::with_capacity(N))
+        Buffer(std::vec::Vec::with_capacity(N))
     }
 }
 
-/// The flits of a receive queue, in place.
+/// The slots of a link's buffer, in place.
 #[cfg(not(feature = "std"))]
 #[derive(Clone, Debug)]
-struct RxFlits<const N: usize>([Flit; N]);
+struct Buffer<T, const N: usize>([T; N]);
 
 #[cfg(not(feature = "std"))]
-impl<const N: usize> RxFlits<N> {
+impl<T: Copy + Default, const N: usize> Buffer<T, N> {
     fn new() -> Self {
-        RxFlits([[0; FLIT_LEN]; N])
+        Buffer([T::default(); N])
     }
 }
 
-impl<const N: usize> Slots<Flit> for RxFlits<N> {
-    fn written(&self) -> &[Flit] {
+impl<T: Copy, const N: usize> Slots<T> for Buffer<T, N> {
+    fn written(&self) -> &[T] {
         self.0.written()
     }
 
-    fn written_mut(&mut self) -> &mut [Flit] {
+    fn written_mut(&mut self) -> &mut [T] {
         self.0.written_mut()
     }
 
-    fn write(&mut self, at: usize, items: &[Flit]) {
+    fn write(&mut self, at: usize, items: &[T]) {
         self.0.write(at, items);
     }
 }
@@ -285,8 +287,8 @@ pub struct DataLink<const REPLAY: usize = 64, const RX_FLITS: usize = 64> {
     rx_buf: [Flit; MAX_PACKET_FLITS],
     fec_tx: fec::Block,
     fec_rx: fec::Block,
-    replay: Ring<Stored, REPLAY>,
-    rx_queues: [Ring<Flit, RX_FLITS, RxFlits<RX_FLITS>>; VC_COUNT],
+    replay: Ring<Stored, REPLAY, Buffer<Stored, REPLAY>>,
+    rx_queues: [Ring<Flit, RX_FLITS, Buffer<Flit, RX_FLITS>>; VC_COUNT],
 }
 
 impl<const REPLAY: usize, const RX_FLITS: usize> DataLink<REPLAY, RX_FLITS> {
@@ -296,6 +298,17 @@ impl<const REPLAY: usize, const RX_FLITS: usize> DataLink<REPLAY, RX_FLITS> {
             "replay buffer must hold 1 to 511 packets"
         );
         assert!(RX_FLITS > MAX_PAYLOAD_FLITS && RX_FLITS <= u16::MAX as usize / 2);
+    };
+
+    /// Bytes a link takes with its buffers full, wherever they are kept: in the link, or (with the
+    /// standard library) on the heap beside it.
+    pub const MEMORY_BYTES: usize = {
+        let on_heap = if cfg!(feature = "std") {
+            REPLAY * core::mem::size_of::<Stored>() + VC_COUNT * RX_FLITS * FLIT_LEN
+        } else {
+            0
+        };
+        core::mem::size_of::<Self>() + on_heap
     };
 
     /// A link endpoint, down until the physical layer comes up.
@@ -309,7 +322,7 @@ impl<const REPLAY: usize, const RX_FLITS: usize> DataLink<REPLAY, RX_FLITS> {
             replay_timeout: config.replay_timeout.unwrap_or(Duration::from_us(10)),
             next_seq: Seq::new(0),
             acked: Seq::new(0).prev(),
-            replay: Ring::new(),
+            replay: Ring::with_items(Buffer::new()),
             cursor: 0,
             tx_slot: None,
             tx_buf: [[0; FLIT_LEN]; MAX_PACKET_FLITS],
@@ -332,7 +345,7 @@ impl<const REPLAY: usize, const RX_FLITS: usize> DataLink<REPLAY, RX_FLITS> {
             rx_buf: [[0; FLIT_LEN]; MAX_PACKET_FLITS],
             rx_len: 0,
             rx_packets: [0; VC_COUNT],
-            rx_queues: core::array::from_fn(|_| Ring::with_items(RxFlits::new())),
+            rx_queues: core::array::from_fn(|_| Ring::with_items(Buffer::new())),
             arrivals: 0,
             rx_credits: RxCredits::default(),
             fec_rx: [0; fec::BLOCK_LEN],
@@ -1221,6 +1234,20 @@ pub fn unit_time(width: LinkWidth, rate: Rate) -> Duration {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// With the standard library a link's buffers are beside it on the heap, so that a fabric packs its
+    /// links' states densely; MEMORY_BYTES still counts them whole.
+    #[test]
+    fn buffers_are_off_the_link_with_std() {
+        type Big = DataLink<511, 4096>;
+        let own = core::mem::size_of::<Big>();
+        std::println!(
+            "DataLink<511, 4096>: {own} bytes, {} with its buffers",
+            Big::MEMORY_BYTES
+        );
+        assert!(own < 2048, "{own}");
+        assert!(Big::MEMORY_BYTES >= own + 511 * MAX_PACKET_FLITS * FLIT_LEN + 4 * 4096 * FLIT_LEN);
+    }
 
     #[test]
     fn earliest_is_the_least_time_present() {

@@ -63,7 +63,9 @@ pub(crate) struct Ring<T, const N: usize, S = [T; N]> {
     item: PhantomData<T>,
 }
 
+#[cfg(test)]
 impl<T: Copy + Default, const N: usize> Ring<T, N> {
+    /// An empty ring with its slots in place.
     pub(crate) fn new() -> Self {
         Ring::with_items([T::default(); N])
     }
