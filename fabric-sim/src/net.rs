@@ -385,6 +385,18 @@ pub struct NetStats {
     pub events: u64,
 }
 
+/// What every data link of the fabric did, added up: how much crossed the wires, what the channel
+/// corrupted, and how the data links recovered (CRC errors, NAKs, replays) and paced themselves.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LinkTotals {
+    /// Units that crossed links (every hop, both directions).
+    pub units: u64,
+    /// Bits the channels flipped.
+    pub bits_flipped: u64,
+    /// Every data link's counters, added up.
+    pub dl: link_dl::DlCounters,
+}
+
 /// The fabric, running.
 #[derive(Debug)]
 pub struct Net {
@@ -546,6 +558,19 @@ impl Net {
     /// Counters.
     pub fn stats(&self) -> NetStats {
         self.stats
+    }
+
+    /// What the links did so far, added up over all of them.
+    pub fn link_totals(&self) -> LinkTotals {
+        let mut dl = link_dl::DlCounters::default();
+        for link in self.links.iter().flatten() {
+            dl += link.counters();
+        }
+        LinkTotals {
+            units: self.stats.units,
+            bits_flipped: self.stats.bits_flipped,
+            dl,
+        }
     }
 
     /// The data link of `node`'s `port`.

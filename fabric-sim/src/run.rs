@@ -7,7 +7,7 @@ use link_dl::DlConfig;
 use link_phy::time::Instant;
 
 use crate::collective::{AllToAll, Check, Kind, Rings, SwitchReduce, Tree, OP_PARTIAL, OP_RESULT};
-use crate::net::{App, FailoverStats, Fault, Net};
+use crate::net::{App, FailoverStats, Fault, LinkTotals, Net};
 use crate::topology::{LinkFormat, NodeKind, Topology};
 
 /// How a collective is carried out.
@@ -198,6 +198,8 @@ pub struct Report {
     pub avg_busbw: f64,
     /// What failover did, if faults were injected.
     pub failover: FailoverStats,
+    /// What the data links did over the whole sweep: errors they caught, replays, flow control.
+    pub links: LinkTotals,
     /// What the pcap trace holds and left out.
     pub trace: Option<crate::trace::TraceSummary>,
     /// Value changes written to the waveforms, and changes the limit left out.
@@ -638,6 +640,7 @@ fn run_with(
         verified,
         avg_busbw,
         failover: net.failover_stats(),
+        links: net.link_totals(),
         trace: net.finish_trace()?,
         waves: net.finish_waves()?,
         failure,

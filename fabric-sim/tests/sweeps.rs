@@ -60,6 +60,44 @@ fn tree_all_reduce_and_all_to_all_check_out() {
     }
 }
 
+/// The links' totals add up: on clean wires every packet goes once per hop and nothing is replayed; with
+/// bit errors the CRC catches them, the links replay, and each packet is still delivered once per hop.
+#[test]
+fn link_totals_show_the_errors_the_data_links_caught_and_replayed() {
+    let mut s = sweep("dgx-h100", Kind::AllReduce, Algo::Ring, 64 * 1024, 256 * 1024);
+    let clean = run_ok(&s).links;
+    let dl = clean.dl;
+    assert_eq!(
+        (clean.bits_flipped, dl.crc_errors, dl.naks_sent, dl.replays),
+        (0, 0, 0, 0),
+        "{clean:?}"
+    );
+    assert!(
+        dl.packets_sent > 0 && dl.packets_transmitted == dl.packets_sent,
+        "{clean:?}"
+    );
+    assert_eq!(dl.packets_received, dl.packets_sent, "{clean:?}");
+    assert!(clean.units >= dl.flits_transmitted, "{clean:?}");
+
+    s.ber = Some(1e-6);
+    let noisy = run_ok(&s).links;
+    let dl = noisy.dl;
+    assert!(noisy.bits_flipped > 0, "{noisy:?}");
+    // A flit with several flipped bits is one CRC error; every error caught makes the link go back.
+    assert!(
+        dl.crc_errors > 0 && dl.crc_errors <= noisy.bits_flipped,
+        "{noisy:?}"
+    );
+    assert!(
+        dl.replays > 0 && dl.packets_transmitted > dl.packets_sent,
+        "{noisy:?}"
+    );
+    assert_eq!(
+        dl.packets_received, dl.packets_sent,
+        "delivered once per hop: {noisy:?}"
+    );
+}
+
 #[test]
 fn a_sweep_is_the_same_every_time() {
     let mut s = sweep("dgx-h100", Kind::AllReduce, Algo::Ring, 64 * 1024, 256 * 1024);
@@ -68,6 +106,7 @@ fn a_sweep_is_the_same_every_time() {
     let (a, b) = (run_ok(&s), run_ok(&s));
     assert_eq!(a.rows, b.rows);
     assert_eq!(a.failover, b.failover);
+    assert_eq!(a.links, b.links);
     assert_eq!(a.failover.links_failed, 1);
 }
 

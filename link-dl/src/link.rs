@@ -141,6 +141,57 @@ pub struct DlCounters {
     pub fec_uncorrectable: u64,
 }
 
+/// Counters of several links added up (a fabric's, say).
+impl core::ops::AddAssign<&DlCounters> for DlCounters {
+    fn add_assign(&mut self, other: &DlCounters) {
+        // Taken apart whole, so that a counter added to the struct and not here does not compile.
+        let DlCounters {
+            packets_sent,
+            packets_transmitted,
+            packets_received,
+            flits_transmitted,
+            crc_errors,
+            malformed,
+            resync_discards,
+            naks_sent,
+            naks_received,
+            replays,
+            replay_timeouts,
+            retrain_requests,
+            duplicates,
+            out_of_sequence,
+            credit_stalls,
+            replay_stalls,
+            credit_overruns,
+            control_sent,
+            fec_blocks,
+            fec_corrections,
+            fec_uncorrectable,
+        } = *other;
+        self.packets_sent += packets_sent;
+        self.packets_transmitted += packets_transmitted;
+        self.packets_received += packets_received;
+        self.flits_transmitted += flits_transmitted;
+        self.crc_errors += crc_errors;
+        self.malformed += malformed;
+        self.resync_discards += resync_discards;
+        self.naks_sent += naks_sent;
+        self.naks_received += naks_received;
+        self.replays += replays;
+        self.replay_timeouts += replay_timeouts;
+        self.retrain_requests += retrain_requests;
+        self.duplicates += duplicates;
+        self.out_of_sequence += out_of_sequence;
+        self.credit_stalls += credit_stalls;
+        self.replay_stalls += replay_stalls;
+        self.credit_overruns += credit_overruns;
+        self.control_sent += control_sent;
+        self.fec_blocks += fec_blocks;
+        self.fec_corrections += fec_corrections;
+        self.fec_uncorrectable += fec_uncorrectable;
+    }
+}
+
 /// A packet received, as the layer above sees it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Received {

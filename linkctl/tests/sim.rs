@@ -28,6 +28,45 @@ fn all_reduce_json_has_a_verified_row_per_size() {
 }
 
 #[test]
+fn bit_errors_show_in_the_link_totals_of_the_json_and_the_table() {
+    let args = [
+        "allreduce",
+        "--topology",
+        "mesh4",
+        "--min",
+        "64K",
+        "--max",
+        "256K",
+        "--ber",
+        "1e-6",
+    ];
+    let v = json(&args);
+    assert_eq!(v["verified"], true);
+    let links = &v["links"];
+    let count = |key: &str| {
+        links[key]
+            .as_u64()
+            .unwrap_or_else(|| panic!("links.{key}: {links}"))
+    };
+    assert!(
+        count("bits_flipped") > 0 && count("crc_errors") > 0 && count("replays") > 0,
+        "{links}"
+    );
+    assert!(count("packets_transmitted") > count("packets_sent"), "{links}");
+    assert_eq!(count("packets_received"), count("packets_sent"), "{links}");
+    let out = sim(&args);
+    let text = String::from_utf8_lossy(&out.stdout);
+    let line = text
+        .lines()
+        .find(|l| l.starts_with("# Data links:"))
+        .unwrap_or_else(|| panic!("{text}"));
+    assert!(
+        line.contains(&format!("{} CRC errors caught", count("crc_errors"))),
+        "{line}"
+    );
+}
+
+#[test]
 fn every_collective_and_algorithm_verifies() {
     for args in [
         &["allreduce", "--algo", "tree"][..],

@@ -3,6 +3,7 @@
 use std::process::ExitCode;
 
 use clap::Subcommand;
+use serde_json::{json, Value};
 
 mod run;
 mod train;
@@ -23,4 +24,31 @@ pub fn run(cmd: LinkCommand) -> anyhow::Result<ExitCode> {
         LinkCommand::Train(args) => train::run(args),
         LinkCommand::Run(args) => run::run(args),
     }
+}
+
+/// A data link's counters as JSON (one link's, or several added up).
+pub(crate) fn dl_counters_json(c: &link_dl::DlCounters) -> Value {
+    json!({
+        "packets_sent": c.packets_sent,
+        "packets_transmitted": c.packets_transmitted,
+        "packets_received": c.packets_received,
+        "flits_transmitted": c.flits_transmitted,
+        "control_sent": c.control_sent,
+        "crc_errors": c.crc_errors,
+        "malformed": c.malformed,
+        "resync_discards": c.resync_discards,
+        "naks_sent": c.naks_sent,
+        "naks_received": c.naks_received,
+        "replays": c.replays,
+        "replay_timeouts": c.replay_timeouts,
+        "retrain_requests": c.retrain_requests,
+        "duplicates_discarded": c.duplicates,
+        "out_of_sequence": c.out_of_sequence,
+        "credit_stalls": c.credit_stalls,
+        "replay_stalls": c.replay_stalls,
+        "credit_overruns": c.credit_overruns,
+        "fec_blocks": c.fec_blocks,
+        "fec_corrections": c.fec_corrections,
+        "fec_uncorrectable": c.fec_uncorrectable,
+    })
 }

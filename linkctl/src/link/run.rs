@@ -208,30 +208,7 @@ fn to_json(r: &Report, args: &RunArgs, wall_seconds: f64, code: LineCode) -> Val
         "efficiency": r.efficiency,
         "raw_efficiency": r.raw_efficiency,
         "wall_seconds": wall_seconds,
-        "counters": [counters(&r.dl[0]), counters(&r.dl[1])],
-    })
-}
-
-fn counters(c: &link_dl::DlCounters) -> Value {
-    json!({
-        "packets_sent": c.packets_sent,
-        "packets_transmitted": c.packets_transmitted,
-        "packets_received": c.packets_received,
-        "flits_transmitted": c.flits_transmitted,
-        "crc_errors": c.crc_errors,
-        "malformed": c.malformed,
-        "resync_discards": c.resync_discards,
-        "naks_sent": c.naks_sent,
-        "naks_received": c.naks_received,
-        "replays": c.replays,
-        "replay_timeouts": c.replay_timeouts,
-        "retrain_requests": c.retrain_requests,
-        "duplicates_discarded": c.duplicates,
-        "out_of_sequence": c.out_of_sequence,
-        "credit_stalls": c.credit_stalls,
-        "replay_stalls": c.replay_stalls,
-        "fec_blocks": c.fec_blocks,
-        "fec_corrections": c.fec_corrections,
+        "counters": [super::dl_counters_json(&r.dl[0]), super::dl_counters_json(&r.dl[1])],
     })
 }
 

@@ -307,6 +307,21 @@ fn print_table(sweep: &Sweep, r: &Report) {
             );
         }
     }
+    let (links, dl) = (r.links, r.links.dl);
+    println!(
+        "# Data links: {} packet transmissions ({} packets taken from above), {} control flits; {} bits \
+         flipped on the wires, {} CRC errors caught, {} NAKs, {} replays ({} on timeout), {} duplicates \
+         discarded",
+        dl.packets_transmitted,
+        dl.packets_sent,
+        dl.control_sent,
+        links.bits_flipped,
+        dl.crc_errors,
+        dl.naks_sent,
+        dl.replays,
+        dl.replay_timeouts,
+        dl.duplicates
+    );
     if let Some(t) = r.trace {
         println!(
             "# Trace: {} records written, {} left out by --pcap-limit; {} repeated InitFC flits counted, not \
@@ -370,8 +385,17 @@ fn print_json(sweep: &Sweep, r: &Report) -> anyhow::Result<()> {
             "engines_offline": r.failover.engines_offline,
             "engine_packets_dropped": r.failover.engine_packets_dropped,
         },
+        "links": links_json(r),
         "failure": r.failure,
     });
     println!("{}", serde_json::to_string_pretty(&out)?);
     Ok(())
+}
+
+/// What the fabric's data links did, added up over all of them.
+fn links_json(r: &Report) -> serde_json::Value {
+    let mut links = crate::link::dl_counters_json(&r.links.dl);
+    links["units"] = json!(r.links.units);
+    links["bits_flipped"] = json!(r.links.bits_flipped);
+    links
 }
