@@ -1,11 +1,11 @@
 //! Replays every fuzz target's committed corpus, and a bounded number of seeded mutations of it, through
-//! the same entry points the cargo-fuzz targets use. This is how CI fuzzes on stable without a nightly
-//! toolchain. Random bytes almost never parse as TOML, so the random inputs are the corpus files with
-//! characters that matter to a topology file overwritten, inserted or deleted at random.
+//! the same entry points the cargo-fuzz targets use (see the `fuzz-replay` crate). This is how CI fuzzes
+//! on stable without a nightly toolchain. Random bytes almost never parse as TOML, so the random inputs
+//! are the corpus files with characters that matter to a topology file overwritten, inserted or deleted
+//! at random.
 
-use std::path::PathBuf;
-
-use rand_core::{Rng, SeedableRng};
+use fabric_sim::fuzz::TARGETS;
+use rand_core::Rng;
 use rand_xoshiro::Xoshiro256PlusPlus;
 
 /// Mutated inputs per target, and edits per input at most.
@@ -45,46 +45,14 @@ const ALPHABET: &[&[u8]] = &[
     b"[[node]]",
 ];
 
-fn corpus(target: &str) -> Vec<(PathBuf, Vec<u8>)> {
-    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../fuzz/corpus")
-        .join(target);
-    let mut files: Vec<_> = std::fs::read_dir(&dir)
-        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
-        .map(|f| f.unwrap().path())
-        .collect();
-    files.sort();
-    files
-        .into_iter()
-        .map(|p| {
-            let data = std::fs::read(&p).unwrap();
-            (p, data)
-        })
-        .collect()
-}
-
 #[test]
 fn every_target_has_a_cargo_fuzz_wrapper_and_a_corpus() {
-    for (name, _) in fabric_sim::fuzz::TARGETS {
-        let wrapper = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-            .join("../fuzz/fuzz_targets")
-            .join(format!("{name}.rs"));
-        assert!(wrapper.is_file(), "no cargo-fuzz wrapper {}", wrapper.display());
-        assert!(
-            !corpus(name).is_empty(),
-            "fuzz target {name} has no committed corpus"
-        );
-    }
+    fuzz_replay::check_wrappers_and_corpora(TARGETS);
 }
 
 #[test]
 fn corpora_replay_without_failures() {
-    for (name, entry) in fabric_sim::fuzz::TARGETS {
-        for (path, data) in corpus(name) {
-            let outcome = std::panic::catch_unwind(|| entry(&data));
-            assert!(outcome.is_ok(), "fuzz target {name} failed on {}", path.display());
-        }
-    }
+    fuzz_replay::replay_corpora(TARGETS);
 }
 
 /// One seeded mutation of `input`: a number replaced by an awkward one (most often), a name by another,
@@ -168,20 +136,9 @@ fn spans(input: &[u8], keep: impl Fn(u8) -> bool) -> Vec<(usize, usize)> {
 
 #[test]
 fn mutated_corpora_replay_without_failures() {
-    for (i, (name, entry)) in fabric_sim::fuzz::TARGETS.iter().enumerate() {
-        let seeds = corpus(name);
-        let mut rng = Xoshiro256PlusPlus::seed_from_u64(0xfab_5eed_0000 + i as u64);
-        for n in 0..MUTATIONS {
-            let mut input = seeds[n % seeds.len()].1.clone();
-            for _ in 0..1 + rng.next_u32() % MAX_EDITS {
-                mutate(&mut input, &mut rng);
-            }
-            let outcome = std::panic::catch_unwind(|| entry(&input));
-            assert!(
-                outcome.is_ok(),
-                "fuzz target {name} failed on mutation {n}: {:?}",
-                String::from_utf8_lossy(&input)
-            );
+    fuzz_replay::replay_mutations(TARGETS, 0xfab_5eed_0000, MUTATIONS, |input, rng| {
+        for _ in 0..1 + rng.next_u32() % MAX_EDITS {
+            mutate(input, rng);
         }
-    }
+    });
 }
