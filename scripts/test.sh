@@ -45,4 +45,8 @@ cargo clippy --locked --workspace --all-targets -- -D warnings
 step "tests"
 cargo test --locked --workspace
 
+step "profile-guided build (scripts/build-pgo.sh), and a run of what it built"
+pgo=$(scripts/build-pgo.sh)
+"$pgo" sim allreduce --max 1M --json >/dev/null
+
 step "all checks passed"
