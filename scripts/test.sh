@@ -45,8 +45,10 @@ cargo clippy --locked --workspace --all-targets -- -D warnings
 step "tests"
 cargo test --locked --workspace
 
-step "profile-guided build (scripts/build-pgo.sh), and a run of what it built"
-pgo=$(scripts/build-pgo.sh)
-"$pgo" sim allreduce --max 1M --json >/dev/null
+step "profile-guided builds (scripts/build-pgo.sh, portable and --native), and a run of each"
+for variant in "" --native; do
+    pgo=$(scripts/build-pgo.sh $variant)
+    "$pgo" sim allreduce --max 1M --json >/dev/null
+done
 
 step "all checks passed"
