@@ -37,7 +37,7 @@ RUSTFLAGS="-Cprofile-generate=$profiles $cpu" \
 
 echo "==> training runs" >&2
 train="$root/generate/release/linkctl"
-# Every collective and algorithm, a switched and a direct fabric, bit errors, and the fat tree: the
+# Every algorithm, three collectives, a switched and a direct fabric, bit errors, and the fat tree: the
 # profile should weigh what users run, not one case.
 "$train" sim allreduce --max 16M >/dev/null
 "$train" sim allreduce --algo switch-reduce --max 4M >/dev/null

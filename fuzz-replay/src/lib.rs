@@ -17,7 +17,7 @@ fn fuzz_dir() -> PathBuf {
 }
 
 /// The committed corpus of cargo-fuzz target `target`: every file, by name, with its bytes.
-pub fn corpus(target: &str) -> Vec<(PathBuf, Vec<u8>)> {
+fn corpus(target: &str) -> Vec<(PathBuf, Vec<u8>)> {
     let dir = fuzz_dir().join("corpus").join(target);
     let mut files: Vec<_> = std::fs::read_dir(&dir)
         .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
@@ -46,7 +46,7 @@ pub fn check_wrappers_and_corpora(targets: &[Target]) {
 }
 
 /// Run `entry` on `input`; a panic fails the test with `what` it was given.
-pub fn survives(name: &str, entry: fn(&[u8]), input: &[u8], what: impl FnOnce() -> String) {
+fn survives(name: &str, entry: fn(&[u8]), input: &[u8], what: impl FnOnce() -> String) {
     let outcome = catch_unwind(|| entry(input));
     assert!(outcome.is_ok(), "fuzz target {name} failed on {}", what());
 }

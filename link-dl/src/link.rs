@@ -234,6 +234,9 @@ struct Buffer<T, const N: usize>(std::vec::Vec<T>);
 
 #[cfg(feature = "std")]
 impl<T, const N: usize> Buffer<T, N> {
+    /// Bytes the slots take outside the buffer itself.
+    const HEAP_BYTES: usize = N * core::mem::size_of::<T>();
+
     fn new() -> Self {
         Buffer(std::vec::Vec::with_capacity(N))
     }
@@ -246,6 +249,9 @@ struct Buffer<T, const N: usize>([T; N]);
 
 #[cfg(not(feature = "std"))]
 impl<T: Copy + Default, const N: usize> Buffer<T, N> {
+    /// Bytes the slots take outside the buffer itself: none, they are in it.
+    const HEAP_BYTES: usize = 0;
+
     fn new() -> Self {
         Buffer([T::default(); N])
     }
@@ -353,14 +359,9 @@ impl<const REPLAY: usize, const RX_FLITS: usize> DataLink<REPLAY, RX_FLITS> {
 
     /// Bytes a link takes with its buffers full, wherever they are kept: in the link, or (with the
     /// standard library) on the heap beside it.
-    pub const MEMORY_BYTES: usize = {
-        let on_heap = if cfg!(feature = "std") {
-            REPLAY * core::mem::size_of::<Stored>() + VC_COUNT * RX_FLITS * FLIT_LEN
-        } else {
-            0
-        };
-        core::mem::size_of::<Self>() + on_heap
-    };
+    pub const MEMORY_BYTES: usize = core::mem::size_of::<Self>()
+        + Buffer::<Stored, REPLAY>::HEAP_BYTES
+        + VC_COUNT * Buffer::<Flit, RX_FLITS>::HEAP_BYTES;
 
     /// A link endpoint, down until the physical layer comes up.
     pub fn new(config: DlConfig) -> Self {
