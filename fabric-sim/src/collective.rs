@@ -11,6 +11,14 @@
 //! SHARP / NCCL NVLS: `ld_reduce` reads through the switch, then a multicast store), the plain
 //! collectives, and all-to-all ([`alltoall`]). The ring pipelines every packet: a GPU forwards a packet
 //! as soon as it has it; the tree pipelines chunks, as NCCL's Simple protocol does.
+//!
+//! **Room at the receiver.** As in NCCL, a GPU holds what it receives from a connection in a buffer of
+//! [`CHANNEL_BUFFER_BYTES`] until it has passed it on, and its sender sends only into room there: a ring
+//! GPU whose next GPU's buffer is full waits (where the links after it are slower than those before, as
+//! between the nodes of a fat tree, this is what stops it running ahead and its queue growing with the
+//! message). The ring's sender sees room the moment the receiver frees it, where NCCL's receiver tells
+//! it with a write that takes a link's latency to arrive: a buffer is thousands of packets, so that this
+//! makes no difference to the time; the tree sends those writes as packets ([`tree`]).
 
 use std::collections::VecDeque;
 
@@ -31,6 +39,15 @@ pub use tree::Tree;
 
 /// Bytes of data per packet.
 pub const PACKET_BYTES: usize = 128;
+/// What a GPU can hold of one connection (one ring's, or one tree's, from one peer) that it has received
+/// and not yet passed on: NCCL's buffer per channel and peer for its Simple protocol (`NCCL_BUFFSIZE`'s
+/// default).
+pub const CHANNEL_BUFFER_BYTES: u64 = 4 << 20;
+/// The same in packets.
+pub const CHANNEL_BUFFER_PACKETS: u64 = CHANNEL_BUFFER_BYTES / PACKET_BYTES as u64;
+/// A ring position's room-taken count has this bit set while the GPU before it waits for room.
+const WAITING: u64 = 1 << 63;
+
 /// Elements per packet.
 const PER_PACKET: usize = PACKET_BYTES / 4;
 
@@ -38,6 +55,19 @@ const PER_PACKET: usize = PACKET_BYTES / 4;
 pub const OP_PARTIAL: u64 = 0x03;
 /// Final result being spread (ring all-gather, broadcast).
 pub const OP_RESULT: u64 = 0x04;
+
+/// Take a place in the buffer of the position after `pos` (of a ring of `taken.len()`), if fewer than
+/// `limit` are taken, and return that position; or mark it waited on.
+fn take_room(taken: &mut [u64], pos: usize, limit: u64) -> Option<usize> {
+    let next = if pos + 1 == taken.len() { 0 } else { pos + 1 };
+    let room = taken.get_mut(next)?;
+    if *room & !WAITING >= limit {
+        *room |= WAITING;
+        return None;
+    }
+    *room += 1;
+    Some(next)
+}
 
 /// The collectives.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -261,6 +291,15 @@ pub struct Ring {
     own_next: Vec<u64>,
     own_end: Vec<u64>,
     queue: Vec<VecDeque<Outgoing>>,
+    /// Per GPU (by position): the room taken in its buffer (of `buffer_packets`) by packets sent to it
+    /// that it has not yet passed on (on their way, or in its queue), and [`WAITING`] if the GPU before
+    /// it was refused a send for want of that room, to be woken when some frees.
+    taken: Vec<u64>,
+    buffer_packets: u64,
+    /// GPUs woken since the fabric last asked ([`App::take_woken`]).
+    woken: Vec<usize>,
+    /// The longest any queue has been.
+    most_queued: usize,
     /// Per GPU (by position): final packets checked, and how many it must end with.
     finals: Vec<u64>,
     finals_needed: Vec<u64>,
@@ -314,6 +353,10 @@ impl Ring {
             own_next: vec![0; n],
             own_end: vec![0; n],
             queue: (0..n).map(|_| VecDeque::new()).collect(),
+            taken: vec![0; n],
+            buffer_packets: CHANNEL_BUFFER_PACKETS,
+            woken: Vec::new(),
+            most_queued: 0,
             finals: vec![0; n],
             finals_needed: vec![0; n],
             ports_to_next,
@@ -382,15 +425,25 @@ impl Ring {
     }
 
     /// Send GPU `gpu`'s next packet on this ring out of the port `offer`, which the caller has checked
-    /// leads on ([`Ring::sends_through`]), if the port can take it now; whether it did.
+    /// leads on ([`Ring::sends_through`]), if the port can take it now and the next GPU has room for it;
+    /// whether it did.
     fn next_packet(&mut self, gpu: usize, offer: &mut Offer) -> bool {
         let pos = self.position[gpu];
+        // Room at the next GPU is asked after the port: most offers are refused while the link is busy.
         if let Some(front) = self.queue[pos].front() {
             // Sent from the queue, where it was built when it arrived.
-            if !offer.fits(front.vc, front.payload.len()) || !offer.send(front) {
+            if !offer.fits(front.vc, front.payload.len()) {
+                return false;
+            }
+            let Some(next) = take_room(&mut self.taken, pos, self.buffer_packets) else {
+                return false;
+            };
+            if !offer.send(front) {
+                self.taken[next] -= 1;
                 return false;
             }
             self.queue[pos].pop_front();
+            self.room_freed(pos);
             self.check.packets_sent += 1;
             return true;
         }
@@ -401,9 +454,15 @@ impl Ring {
             if !offer.fits(Vc::Posted, payload_flits) {
                 return false;
             }
+            // A new packet leaves the last place to one passed on: new packets alone then never fill
+            // every buffer round the ring, where none could move on.
+            let Some(next) = take_room(&mut self.taken, pos, self.buffer_packets - 1) else {
+                return false;
+            };
             let out = self.own_packet(pos, packet);
             debug_assert_eq!(out.payload.len(), payload_flits);
             if !offer.send(&out) {
+                self.taken[next] -= 1;
                 return false;
             }
             self.own_next[pos] += 1;
@@ -411,6 +470,31 @@ impl Ring {
             return true;
         }
         false
+    }
+
+    /// Position `pos` has passed on a packet or kept it for good: its room is free, and the GPU before
+    /// it woken if it waits for room.
+    fn room_freed(&mut self, pos: usize) {
+        let taken = &mut self.taken[pos];
+        if *taken & !WAITING == 0 {
+            return;
+        }
+        *taken -= 1;
+        if *taken & WAITING != 0 {
+            *taken &= !WAITING;
+            let before = if pos == 0 { self.n - 1 } else { pos - 1 };
+            self.woken.push(self.order[before]);
+        }
+    }
+
+    /// Hold what a GPU can take of this ring to `packets` (at least 2) instead of NCCL's buffer.
+    pub fn set_buffer_packets(&mut self, packets: u64) {
+        self.buffer_packets = packets.max(2);
+    }
+
+    /// The most packets any GPU has had waiting to be passed on, for tests of the room it is given.
+    pub fn most_queued(&self) -> usize {
+        self.most_queued
     }
 
     /// `Σ (g + 1)` and count over ring positions `from ..= to`, going round.
@@ -471,6 +555,7 @@ impl Ring {
             multicast: None,
         });
         let last = queue.len() - 1;
+        self.most_queued = self.most_queued.max(queue.len());
         let out = &mut queue[last];
         let _ = out.payload.extend_from_slice(payload);
         out
@@ -553,12 +638,31 @@ impl App for Ring {
 
     fn receive(&mut self, _now: Instant, gpu: usize, _port: usize, p: &Received) {
         let pos = self.position[gpu];
+        if !self.take_in(pos, p) {
+            // Not passed on (a final value, or wrong): its room is free at once.
+            self.room_freed(pos);
+        }
+    }
+
+    fn take_woken(&mut self) -> Option<usize> {
+        self.woken.pop()
+    }
+
+    fn done(&self) -> bool {
+        self.check.wrong > 0 || (0..self.n).all(|p| self.finals[p] >= self.finals_needed[p])
+    }
+}
+
+impl Ring {
+    /// What position `pos` does with a packet it received: check it, and queue it to be passed on
+    /// (added to, for a partial sum) unless it has gone all the way. Whether it queued it.
+    fn take_in(&mut self, pos: usize, p: &Received) -> bool {
         let n = self.n;
         let packet = u64::from(wire::offset(p.tl));
         let seed = self.seed;
         if !self.moves(packet) {
             self.check.wrong += 1;
-            return;
+            return false;
         }
         let c = self.chunk_of(packet);
         match wire::opcode(p.tl) {
@@ -574,7 +678,7 @@ impl App for Ring {
                     // Fully reduced here.
                     (self.kind == Kind::AllReduce).then_some(OP_RESULT)
                 };
-                let ok = match passed_on {
+                let (ok, queued) = match passed_on {
                     Some(opcode) => {
                         // Checked and added to where it waits to be sent on; taken back if wrong.
                         let out = self.queue_forward(pos, opcode, packet, &p.payload);
@@ -590,16 +694,19 @@ impl App for Ring {
                         if !ok {
                             self.queue[pos].pop_back();
                         }
-                        ok
+                        (ok, ok)
                     }
                     None => {
                         let mut sum = p.payload.clone();
-                        Ring::verify_and_add(seed, extension, elements, &mut sum, packet, partial, g)
+                        let ok =
+                            Ring::verify_and_add(seed, extension, elements, &mut sum, packet, partial, g);
+                        (ok, false)
                     }
                 };
                 if self.tally(ok) && pos == owner {
                     self.finals[pos] += 1;
                 }
+                queued
             }
             OP_RESULT => {
                 // A final value of chunk c: the full sum, or the input of the position that started it.
@@ -610,20 +717,21 @@ impl App for Ring {
                 };
                 let sums = sums_of(seed, packet * PER_PACKET as u64, w, count);
                 if !self.verify(p, packet, &sums) {
-                    return;
+                    return false;
                 }
                 self.finals[pos] += 1;
-                if (pos + 1) % n != origin {
+                let passed_on = (pos + 1) % n != origin;
+                if passed_on {
                     // Checked equal to the final value: pass it on as it came.
                     self.queue_forward(pos, OP_RESULT, packet, &p.payload);
                 }
+                passed_on
             }
-            _ => self.check.wrong += 1,
+            _ => {
+                self.check.wrong += 1;
+                false
+            }
         }
-    }
-
-    fn done(&self) -> bool {
-        self.check.wrong > 0 || (0..self.n).all(|p| self.finals[p] >= self.finals_needed[p])
     }
 }
 
@@ -678,6 +786,18 @@ impl Rings {
             turn: vec![0; gpus],
             stray: 0,
         }
+    }
+
+    /// Hold what a GPU can take of each ring to `packets` (see [`Ring::set_buffer_packets`]).
+    pub fn set_buffer_packets(&mut self, packets: u64) {
+        for ring in &mut self.rings {
+            ring.set_buffer_packets(packets);
+        }
+    }
+
+    /// The most packets any GPU has had waiting to be passed on, over every ring.
+    pub fn most_queued(&self) -> usize {
+        self.rings.iter().map(Ring::most_queued).max().unwrap_or(0)
     }
 
     /// The verdict so far, over every ring.
@@ -741,6 +861,10 @@ impl App for Rings {
             Some(ring) => ring.receive(now, gpu, port, p),
             None => self.stray += 1,
         }
+    }
+
+    fn take_woken(&mut self) -> Option<usize> {
+        self.rings.iter_mut().find_map(Ring::take_woken)
     }
 
     fn done(&self) -> bool {

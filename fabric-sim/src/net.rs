@@ -150,6 +150,10 @@ pub trait App {
     /// GPU `gpu` received `packet` on its port `port`. What a GPU receives may give it more to send,
     /// never another GPU: the fabric offers the receiving GPU's ports again after every arrival.
     fn receive(&mut self, now: Instant, gpu: usize, port: usize, packet: &Received);
+    /// A GPU that may have something to send because of what another GPU did (it was refused room at a
+    /// receiver that has since freed some), or `None`: the fabric offers its ports, and asks again until
+    /// there is none. An app whose GPUs only ever wait on their own links and arrivals has none.
+    fn take_woken(&mut self) -> Option<usize>;
     /// Whether the work is finished.
     fn done(&self) -> bool;
 }
@@ -162,6 +166,9 @@ impl App for Finished {
         false
     }
     fn receive(&mut self, _now: Instant, _gpu: usize, _port: usize, _packet: &Received) {}
+    fn take_woken(&mut self) -> Option<usize> {
+        None
+    }
     fn done(&self) -> bool {
         true
     }
@@ -954,7 +961,17 @@ impl Net {
         }
     }
 
+    /// Offer GPU `node`'s ports to the app, then those of any GPU the app wakes meanwhile.
     fn fill_gpu(&mut self, node: usize, app: &mut dyn App) {
+        self.offer_ports(node, app);
+        while let Some(gpu) = app.take_woken() {
+            if let Some(&woken) = self.fabric.gpus.get(gpu) {
+                self.offer_ports(woken, app);
+            }
+        }
+    }
+
+    fn offer_ports(&mut self, node: usize, app: &mut dyn App) {
         let Some(gpu) = self.gpu_of_node[node] else { return };
         let engines_offline = self.failover.as_ref().map_or(0, |f| f.engines_offline[node]);
         for port in 0..self.links[node].len() {

@@ -448,6 +448,10 @@ impl App for Corrupting<'_> {
         self.app.receive(now, gpu, port, packet)
     }
 
+    fn take_woken(&mut self) -> Option<usize> {
+        self.app.take_woken()
+    }
+
     fn done(&self) -> bool {
         self.app.done()
     }

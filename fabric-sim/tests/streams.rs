@@ -62,6 +62,10 @@ impl App for Ring {
         }
     }
 
+    fn take_woken(&mut self) -> Option<usize> {
+        None
+    }
+
     fn done(&self) -> bool {
         self.received == self.n as u64 * u64::from(self.count) || self.bad > 0
     }

@@ -394,6 +394,11 @@ impl App for SwitchReduce {
         }
     }
 
+    /// Its GPUs wait only on their own links and arrivals.
+    fn take_woken(&mut self) -> Option<usize> {
+        None
+    }
+
     fn done(&self) -> bool {
         self.check.wrong > 0
             || self.stranded.is_some()

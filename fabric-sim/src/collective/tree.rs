@@ -48,7 +48,7 @@ use crate::wire;
 /// Chunk slots per connection (NCCL's `NCCL_STEPS`).
 pub const STEPS: u64 = 8;
 /// The largest chunk: one step of NCCL's 4 MiB Simple-protocol buffer.
-pub const STEP_BYTES: u64 = 4 * 1024 * 1024 / STEPS;
+pub const STEP_BYTES: u64 = super::CHANNEL_BUFFER_BYTES / STEPS;
 /// A receiver's credit: it has freed the slots of a number of chunks of one connection. Offset: tree
 /// (bit 26), direction (bit 25: 0 for partial sums going up, 1 for results going down), chunks freed
 /// (bits 24:0); one data flit repeats the count.
@@ -757,6 +757,11 @@ impl App for Tree {
             OP_CREDIT => self.credited(gpu, p),
             _ => self.wrong(),
         }
+    }
+
+    /// Its GPUs wait only on their own links and arrivals.
+    fn take_woken(&mut self) -> Option<usize> {
+        None
     }
 
     fn done(&self) -> bool {
