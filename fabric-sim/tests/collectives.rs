@@ -110,73 +110,63 @@ b = "g0"
 gbps = 100.0
 "#;
 
+/// Run `kind` of 1 MiB over rings `orders` on [`SLOW_HOP`], as `linkctl sim` runs rings (through
+/// `Rings`), with `room` packets of room per ring and GPU (NCCL's 4 MiB if `None`); check that it
+/// verified. Returns the simulated time and the longest any GPU's queue was.
+fn on_slow_hop(kind: Kind, orders: &[&[usize]], room: Option<u64>) -> (u64, usize) {
+    let t = Topology::from_toml(SLOW_HOP).unwrap();
+    let mut net = Net::new(&t, &[], DlConfig::default(), 1).unwrap();
+    let rings = orders.iter().map(|o| ring_ports(&net, o.to_vec())).collect();
+    let mut app = Rings::new(kind, 1 << 20, rings, false, 42);
+    if let Some(room) = room {
+        app.set_buffer_packets(room);
+    }
+    let done = net.run(&mut app, Instant(10_000_000_000));
+    let c = app.check();
+    assert!(
+        done && c.wrong == 0 && c.packets_verified > 0,
+        "{kind:?} {orders:?} room {room:?}: {c:?}"
+    );
+    (net.now().as_ps(), app.most_queued())
+}
+
+/// With NCCL's 4 MiB of room g1's queue grows with what it receives faster than it can pass on; with
+/// `rooms` (the last of them enough to cover the slow hop's round trip) it never queues more, and with
+/// the last it takes no longer: the slow hop paces the ring either way.
+fn room_is_kept(kind: Kind, orders: &[&[usize]], rooms: &[u64]) {
+    let (roomy_ps, roomy_queue) = on_slow_hop(kind, orders, None);
+    assert!(roomy_queue > 1000, "{kind:?} {orders:?}: {roomy_queue}");
+    for &room in rooms {
+        let (ps, queue) = on_slow_hop(kind, orders, Some(room));
+        assert!(
+            queue as u64 <= room,
+            "{kind:?} {orders:?} room {room}: {queue} queued"
+        );
+        if Some(&room) == rooms.last() {
+            assert!(
+                ps * 100 <= roomy_ps * 102,
+                "{kind:?} {orders:?}: {ps} ps against {roomy_ps}"
+            );
+        }
+    }
+}
+
 #[test]
 fn a_ring_gpu_sends_only_into_room_at_the_next() {
-    let t = Topology::from_toml(SLOW_HOP).unwrap();
-    let bytes = 1 << 20;
+    // A GPU the ring leaves waiting is set going again only by the next GPU freeing room: a broken wake
+    // stalls it, or slows it with 64 packets of room.
     for kind in [
         Kind::AllReduce,
         Kind::AllGather,
         Kind::ReduceScatter,
         Kind::Broadcast,
     ] {
-        let run = |room: Option<u64>| {
-            let mut net = Net::new(&t, &[], DlConfig::default(), 1).unwrap();
-            // As `linkctl sim` runs a ring: through `Rings`, here of one.
-            let ring = ring_ports(&net, vec![0, 1, 2]);
-            let mut app = Rings::new(kind, bytes, vec![ring], false, 42);
-            if let Some(room) = room {
-                app.set_buffer_packets(room);
-            }
-            let done = net.run(&mut app, Instant(10_000_000_000));
-            let c = app.check();
-            assert!(
-                done && c.wrong == 0 && c.packets_verified > 0,
-                "{kind:?} room {room:?}: {c:?}"
-            );
-            (net.now().as_ps(), app.most_queued())
-        };
-        // With NCCL's 4 MiB of room, g1's queue grows with what g0 sends it faster than it leaves.
-        let (roomy_ps, roomy_queue) = run(None);
-        assert!(roomy_queue > 1000, "{kind:?}: {roomy_queue}");
-        for room in [2, 3, 16, 64] {
-            let (ps, queue) = run(Some(room));
-            assert!(queue as u64 <= room, "{kind:?} room {room}: {queue} queued");
-            if room == 64 {
-                // The slow hop paces the ring either way: holding less up front costs no time.
-                assert!(ps * 100 <= roomy_ps * 102, "{kind:?}: {ps} ps against {roomy_ps}");
-            }
-        }
+        room_is_kept(kind, &[&[0, 1, 2]], &[2, 3, 16, 64]);
     }
 }
 
 #[test]
 fn rings_the_opposite_ways_round_share_gpus_with_little_room() {
-    // An all-reduce over two rings the opposite ways round, each with the slow hop: a GPU waits for room
-    // on one ring while the other goes on.
-    let t = Topology::from_toml(SLOW_HOP).unwrap();
-    let run = |room: Option<u64>| {
-        let mut net = Net::new(&t, &[], DlConfig::default(), 1).unwrap();
-        let rings = vec![ring_ports(&net, vec![0, 1, 2]), ring_ports(&net, vec![2, 1, 0])];
-        let mut app = Rings::new(Kind::AllReduce, 1 << 20, rings, false, 9);
-        if let Some(room) = room {
-            app.set_buffer_packets(room);
-        }
-        let done = net.run(&mut app, Instant(10_000_000_000));
-        let c = app.check();
-        assert!(
-            done && c.wrong == 0 && c.packets_verified > 0,
-            "room {room:?}: {c:?}"
-        );
-        (net.now().as_ps(), app.most_queued())
-    };
-    let (roomy_ps, roomy_queue) = run(None);
-    assert!(roomy_queue > 1000, "{roomy_queue}");
-    for room in [2, 5, 64] {
-        let (ps, queue) = run(Some(room));
-        assert!(queue as u64 <= room, "room {room}: {queue} queued");
-        if room == 64 {
-            assert!(ps * 100 <= roomy_ps * 102, "{ps} ps against {roomy_ps}");
-        }
-    }
+    // Each ring has the slow hop: a GPU waits for room on one ring while the other goes on.
+    room_is_kept(Kind::AllReduce, &[&[0, 1, 2], &[2, 1, 0]], &[2, 5, 64]);
 }
