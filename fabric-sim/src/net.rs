@@ -442,14 +442,15 @@ impl Net {
         // A wire holds what its rate times its latency puts on it (GB/s x ns = bytes), each way.
         let on_wires: f64 = fabric.trunks.iter().map(|t| 2.0 * t.gbps * t.latency_ns).sum();
         let link_bytes = PortLink::MEMORY_BYTES;
-        let state_bytes = (2 * fabric.trunks.len() * link_bytes
-            + switches * std::mem::size_of::<Switch<64, SWITCH_SLOTS, REDUCTIONS>>())
-            as u64
-            + on_wires as u64;
+        // A switch holds each packet in its slots for as long as a copy of it waits to leave.
+        let switch_bytes = std::mem::size_of::<Switch<64, SWITCH_SLOTS, REDUCTIONS>>()
+            + SWITCH_SLOTS * std::mem::size_of::<Option<Held>>();
+        let state_bytes =
+            (2 * fabric.trunks.len() * link_bytes + switches * switch_bytes) as u64 + on_wires as u64;
         if state_bytes > MAX_STATE_BYTES {
             return Err(format!(
-                "{}: {} trunks and {switches} switches would need {:.1} GiB for their buffers and what is \
-                 on their wires, more than the {} GiB this simulator allows itself",
+                "{}: {} trunk(s) and {switches} switch(es) would need {:.1} GiB for their buffers and \
+                 what is on their wires, more than the {} GiB this simulator allows itself",
                 topology.name,
                 fabric.trunks.len(),
                 state_bytes as f64 / f64::from(1 << 30),

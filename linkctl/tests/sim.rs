@@ -239,3 +239,21 @@ fn bad_input_is_a_clear_error_not_a_panic() {
         common::assert_refused(&["sim"], args);
     }
 }
+
+#[test]
+fn a_fabric_that_would_need_more_than_16_gib_is_refused() {
+    // 16 TB/s for a second of latency: each direction's wire would hold 16 TB.
+    let path = std::env::temp_dir().join(format!("linkctl-sim-huge-{}.toml", std::process::id()));
+    std::fs::write(
+        &path,
+        "[[node]]\nname = \"a\"\nkind = \"gpu\"\n[[node]]\nname = \"b\"\nkind = \"gpu\"\n\
+         [[link]]\na = \"a\"\nb = \"b\"\ngbps = 16000.0\nlatency_ns = 1e9\n",
+    )
+    .unwrap();
+    let topology = path.to_str().unwrap();
+    common::assert_refused(&["sim"], &["allreduce", "--topology", topology]);
+    let out = sim(&["allreduce", "--topology", topology]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("16 GiB"), "{stderr}");
+    let _ = std::fs::remove_file(&path);
+}
