@@ -56,6 +56,7 @@ pub fn topology_toml(data: &[u8]) {
         faults: Vec::new(),
         pcap: None,
         vcd: None,
+        buffer_bytes: crate::collective::CHANNEL_BUFFER_BYTES,
     };
     if let Ok(report) = run(&sweep, &mut |_, _| {}) {
         assert!(

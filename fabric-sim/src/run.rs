@@ -6,7 +6,9 @@ use std::time::Instant as WallClock;
 use link_dl::DlConfig;
 use link_phy::time::Instant;
 
-use crate::collective::{AllToAll, Check, Kind, Rings, SwitchReduce, Tree, OP_PARTIAL, OP_RESULT};
+use crate::collective::{
+    tree, AllToAll, Check, Kind, Rings, SwitchReduce, Tree, OP_PARTIAL, OP_RESULT, PACKET_BYTES,
+};
 use crate::net::{App, FailoverStats, Fault, LinkTotals, Net};
 use crate::topology::{LinkFormat, NodeKind, Topology};
 
@@ -78,6 +80,9 @@ pub struct Sweep {
     pub pcap: Option<(std::path::PathBuf, u64)>,
     /// Write waveforms of the link states (VCD) to this file, at most this many value changes.
     pub vcd: Option<(std::path::PathBuf, u64)>,
+    /// What a GPU holds of each connection of the ring and the tree (NCCL's `NCCL_BUFFSIZE`; default
+    /// [`crate::collective::CHANNEL_BUFFER_BYTES`]): senders send only into room there.
+    pub buffer_bytes: u64,
 }
 
 /// A fault of a sweep, naming nodes as the topology does.
@@ -566,13 +571,9 @@ fn run_with(
                         (order.clone(), ports)
                     })
                     .collect();
-                Box::new(Rings::new(
-                    sweep.kind,
-                    bytes,
-                    rings,
-                    extension,
-                    sweep.seed ^ bytes,
-                ))
+                let mut rings = Rings::new(sweep.kind, bytes, rings, extension, sweep.seed ^ bytes);
+                rings.set_buffer_packets(sweep.buffer_bytes / PACKET_BYTES as u64);
+                Box::new(rings)
             }
             Algo::SwitchReduce => Box::new(SwitchReduce::new(
                 bytes,
@@ -580,7 +581,13 @@ fn run_with(
                 extension,
                 sweep.seed ^ bytes,
             )),
-            Algo::Tree => Box::new(Tree::new(bytes, gpus, extension, sweep.seed ^ bytes)),
+            Algo::Tree => Box::new(Tree::with_chunk(
+                bytes,
+                tree::chunk_bytes(bytes, gpus, sweep.buffer_bytes),
+                gpus,
+                extension,
+                sweep.seed ^ bytes,
+            )),
             Algo::P2p => Box::new(AllToAll::new(bytes, gpus, extension, sweep.seed ^ bytes)),
         };
         let (size, count) = sweep.kind.size_and_count(bytes, gpus);

@@ -46,6 +46,7 @@ fn a_collective_runs_on_it() {
         faults: Vec::new(),
         pcap: None,
         vcd: None,
+        buffer_bytes: fabric_sim::collective::CHANNEL_BUFFER_BYTES,
     };
     let report = run(&sweep, &mut |_, _| {}).unwrap();
     assert!(report.verified, "{report:?}");

@@ -20,6 +20,7 @@ fn sweep(topology: &str, kind: Kind, algo: Algo, min: u64, max: u64) -> Sweep {
         faults: Vec::new(),
         pcap: None,
         vcd: None,
+        buffer_bytes: fabric_sim::collective::CHANNEL_BUFFER_BYTES,
     }
 }
 

@@ -33,6 +33,7 @@ fn traced_sweep(path: &Path, limit: u64) -> Report {
         faults: Vec::new(),
         pcap: Some((path.to_path_buf(), limit)),
         vcd: None,
+        buffer_bytes: fabric_sim::collective::CHANNEL_BUFFER_BYTES,
     };
     let report = run(&sweep, &mut |_, _| {}).unwrap();
     assert!(report.verified);

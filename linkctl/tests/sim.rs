@@ -235,6 +235,8 @@ fn bad_input_is_a_clear_error_not_a_panic() {
         &["allreduce", "--ber", "2"],
         &["allreduce", "--topology", "fat-tree-40"],
         &["allreduce", "--topology", "fat-tree-2048"],
+        &["allreduce", "--buffsize", "3"],
+        &["allreduce", "--buffsize", "2G"],
     ] {
         common::assert_refused(&["sim"], args);
     }
@@ -256,4 +258,33 @@ fn a_fabric_that_would_need_more_than_16_gib_is_refused() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("16 GiB"), "{stderr}");
     let _ = std::fs::remove_file(&path);
+}
+
+#[test]
+fn the_buffer_per_connection_can_be_set_as_nccl_buffsize() {
+    for algo in ["ring", "tree"] {
+        let mut busbw = Vec::new();
+        for buffsize in ["1K", "4M"] {
+            let args = [
+                "allreduce",
+                "--algo",
+                algo,
+                "--min",
+                "1M",
+                "--max",
+                "1M",
+                "--buffsize",
+                buffsize,
+            ];
+            let out = json(&args);
+            assert_eq!(out["verified"], true, "{algo} {buffsize}");
+            let expected = if buffsize == "1K" { 1024 } else { 4 << 20 };
+            assert_eq!(out["buffsize"], expected, "{algo} {buffsize}");
+            busbw.push(out["rows"][0]["busbw"].as_f64().unwrap());
+        }
+        // A buffer of a few packets holds every sender back to what a round trip of room allows.
+        assert!(busbw[0] < busbw[1] * 0.9, "{algo}: {busbw:?}");
+    }
+    let table = sim(&["allreduce", "--min", "1K", "--max", "1K", "--buffsize", "64K"]);
+    assert!(String::from_utf8_lossy(&table.stdout).contains("NCCL_BUFFSIZE): 65536 B"));
 }

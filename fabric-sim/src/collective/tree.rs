@@ -111,11 +111,12 @@ pub fn depth(n: usize) -> u64 {
     u64::from(usize::BITS - 1 - n.max(1).leading_zeros())
 }
 
-/// NCCL's tree chunk size for an all-reduce of `bytes` over `n` ranks (see the module notes).
-pub fn chunk_bytes(bytes: u64, n: usize) -> u64 {
+/// NCCL's tree chunk size for an all-reduce of `bytes` over `n` ranks with a buffer of `buffer` bytes
+/// per connection (see the module notes; NCCL's default buffer makes the largest chunk [`STEP_BYTES`]).
+pub fn chunk_bytes(bytes: u64, n: usize, buffer: u64) -> u64 {
     const CHANNELS: u64 = 2;
     let depth = depth(n);
-    let mut chunk = STEP_BYTES;
+    let mut chunk = (buffer / STEPS).max(PACKET_BYTES as u64);
     let per_channel = |chunk: u64| bytes / (CHANNELS * chunk);
     while per_channel(chunk) < depth * 8 && chunk > 128 * 1024 {
         chunk /= 2;
@@ -206,9 +207,11 @@ pub struct Tree {
 const STREAMS: usize = 6;
 
 impl Tree {
-    /// An all-reduce of `bytes` over GPUs `0..n` (at least two), with chunks of [`chunk_bytes`].
+    /// An all-reduce of `bytes` over GPUs `0..n` (at least two), with chunks of [`chunk_bytes`] for
+    /// NCCL's buffer.
     pub fn new(bytes: u64, n: usize, extension: bool, seed: u64) -> Tree {
-        Tree::with_chunk(bytes, chunk_bytes(bytes, n), n, extension, seed)
+        let chunk = chunk_bytes(bytes, n, super::CHANNEL_BUFFER_BYTES);
+        Tree::with_chunk(bytes, chunk, n, extension, seed)
     }
 
     /// The same with a chosen chunk size (rounded up to whole packets).
@@ -840,11 +843,15 @@ mod tests {
     #[test]
     fn chunk_sizes_follow_nccl() {
         // 8 ranks: depth 3, two channels.
-        assert_eq!(chunk_bytes(1 << 30, 8), 512 * 1024);
-        assert_eq!(chunk_bytes(24 << 20, 8), 512 * 1024);
-        assert_eq!(chunk_bytes(16 << 20, 8), 256 * 1024);
-        assert_eq!(chunk_bytes(1 << 20, 8), 64 * 1024);
-        assert_eq!(chunk_bytes(128 * 1024, 8), 32 * 1024);
-        assert_eq!(chunk_bytes(4, 8), 32 * 1024);
+        let nccl = super::super::CHANNEL_BUFFER_BYTES;
+        assert_eq!(chunk_bytes(1 << 30, 8, nccl), 512 * 1024);
+        assert_eq!(chunk_bytes(24 << 20, 8, nccl), 512 * 1024);
+        assert_eq!(chunk_bytes(16 << 20, 8, nccl), 256 * 1024);
+        assert_eq!(chunk_bytes(1 << 20, 8, nccl), 64 * 1024);
+        assert_eq!(chunk_bytes(128 * 1024, 8, nccl), 32 * 1024);
+        assert_eq!(chunk_bytes(4, 8, nccl), 32 * 1024);
+        // A smaller buffer (NCCL_BUFFSIZE) bounds the chunk at an eighth of it, down to a packet.
+        assert_eq!(chunk_bytes(1 << 30, 8, 1 << 20), 128 * 1024);
+        assert_eq!(chunk_bytes(1 << 30, 8, 1024), 128);
     }
 }

@@ -5,7 +5,7 @@ use std::process::ExitCode;
 
 use anyhow::{bail, Context};
 use clap::{Args, Subcommand};
-use fabric_sim::collective::Kind;
+use fabric_sim::collective::{Kind, CHANNEL_BUFFER_BYTES};
 use fabric_sim::run::{self, Algo, FaultSpec, Report, Sweep};
 use fabric_sim::topology::Topology;
 use link_phy::time::Duration;
@@ -47,6 +47,10 @@ pub struct SimArgs {
     /// (all-reduce on NVSwitch systems), p2p (all-to-all, its only and default algorithm)
     #[arg(long)]
     pub algo: Option<String>,
+    /// What a GPU holds of each connection of the ring and the tree, as NCCL_BUFFSIZE (K, M, G suffixes;
+    /// 1K to 1G): a sender sends only into room there, and the tree's chunks are an eighth of it at most
+    #[arg(long, default_value = "4M")]
+    pub buffsize: String,
     /// Random bit error rate on every link (the data links replay what it corrupts)
     #[arg(long)]
     pub ber: Option<f64>,
@@ -175,6 +179,10 @@ pub fn run(cmd: SimCommand) -> anyhow::Result<ExitCode> {
     if min > max {
         bail!("--min ({min} B) is larger than --max ({max} B)");
     }
+    let buffer_bytes = parse_size(&args.buffsize)?;
+    if !(1 << 10..=1 << 30).contains(&buffer_bytes) {
+        bail!("--buffsize must be from 1K to 1G, not {buffer_bytes} B");
+    }
     if let Some(ber) = args.ber {
         if !(0.0..1e-2).contains(&ber) {
             bail!("--ber must be between 0 and 0.01, not {ber}");
@@ -205,6 +213,7 @@ pub fn run(cmd: SimCommand) -> anyhow::Result<ExitCode> {
         faults,
         pcap: args.pcap.clone().map(|path| (path, args.pcap_limit)),
         vcd: args.vcd.clone().map(|path| (path, args.vcd_limit)),
+        buffer_bytes,
     };
     let show_progress = std::io::stderr().is_terminal() && !args.json;
     let mut progress = |done: usize, total: usize| {
@@ -258,6 +267,12 @@ fn print_table(sweep: &Sweep, r: &Report) {
         sweep.algo.name(),
         sweep.seed
     );
+    if sweep.buffer_bytes != CHANNEL_BUFFER_BYTES {
+        println!(
+            "# buffer per connection (NCCL_BUFFSIZE): {} B",
+            sweep.buffer_bytes
+        );
+    }
     println!("# {}", sweep.topology.source);
     println!("#");
     println!(
@@ -361,6 +376,7 @@ fn print_json(sweep: &Sweep, r: &Report) -> anyhow::Result<()> {
         "gpus": r.gpus,
         "algorithm": sweep.algo.name(),
         "seed": sweep.seed,
+        "buffsize": sweep.buffer_bytes,
         "rows": rows,
         "avg_busbw": r.avg_busbw,
         "packets": r.packets,
