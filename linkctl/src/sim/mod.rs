@@ -48,7 +48,7 @@ pub struct SimArgs {
     #[arg(long)]
     pub algo: Option<String>,
     /// What a GPU holds of each connection of the ring and the tree, as NCCL_BUFFSIZE (K, M, G suffixes;
-    /// 1K to 1G): a sender sends only into room there, and the tree's chunks are an eighth of it at most
+    /// 1K to 64M): a sender sends only into room there, and the tree's chunks are an eighth of it at most
     #[arg(long, default_value = "4M")]
     pub buffsize: String,
     /// Random bit error rate on every link (the data links replay what it corrupts)
@@ -180,8 +180,9 @@ pub fn run(cmd: SimCommand) -> anyhow::Result<ExitCode> {
         bail!("--min ({min} B) is larger than --max ({max} B)");
     }
     let buffer_bytes = parse_size(&args.buffsize)?;
-    if !(1 << 10..=1 << 30).contains(&buffer_bytes) {
-        bail!("--buffsize must be from 1K to 1G, not {buffer_bytes} B");
+    // The tree holds every slot of a chunk in full: 64M makes 8 MiB chunks, and about 1 GB in all.
+    if !(1 << 10..=64 << 20).contains(&buffer_bytes) {
+        bail!("--buffsize must be from 1K to 64M, not {buffer_bytes} B");
     }
     if let Some(ber) = args.ber {
         if !(0.0..1e-2).contains(&ber) {
