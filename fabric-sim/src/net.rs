@@ -427,6 +427,8 @@ pub struct Net {
     trace_error: Option<String>,
     waves: Option<Box<Waves<Box<dyn std::io::Write>>>>,
     waves_error: Option<String>,
+    /// Most memory the fabric's buffers and wires can take ([`MAX_STATE_BYTES`] at most).
+    state_bytes: u64,
 }
 
 impl Net {
@@ -544,6 +546,7 @@ impl Net {
             trace_error: None,
             waves: None,
             waves_error: None,
+            state_bytes,
         };
         for t in 0..net.dirs.len() {
             for d in 0..2 {
@@ -551,6 +554,11 @@ impl Net {
             }
         }
         Ok(net)
+    }
+
+    /// Most memory the fabric's data links, switches and wires can take, all buffers counted whole.
+    pub fn state_bytes(&self) -> u64 {
+        self.state_bytes
     }
 
     /// The fabric plan (routes, trunks).

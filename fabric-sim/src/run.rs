@@ -9,7 +9,7 @@ use link_phy::time::Instant;
 use crate::collective::{
     tree, AllToAll, Check, Kind, Rings, SwitchReduce, Tree, OP_PARTIAL, OP_RESULT, PACKET_BYTES,
 };
-use crate::net::{App, FailoverStats, Fault, LinkTotals, Net};
+use crate::net::{App, FailoverStats, Fault, LinkTotals, Net, MAX_STATE_BYTES};
 use crate::topology::{LinkFormat, NodeKind, Topology};
 
 /// How a collective is carried out.
@@ -547,6 +547,31 @@ fn run_with(
     }
     let orders = ring_orders(&net);
     let sizes = sizes(sweep.min, sweep.max);
+    // What the collective's buffers can come to, counted whole as the fabric's are: a ring GPU's queue
+    // per ring, and a tree rank's reduction and result slots in both trees, each a chunk of data.
+    let largest = sizes.last().copied().unwrap_or(0);
+    let collective_bytes = match sweep.algo {
+        Algo::Ring => {
+            (orders.len() * gpus) as u64
+                * (sweep.buffer_bytes / PACKET_BYTES as u64)
+                * std::mem::size_of::<crate::net::Outgoing>() as u64
+        }
+        Algo::Tree => gpus as u64 * 4 * tree::STEPS * tree::chunk_bytes(largest, gpus, sweep.buffer_bytes),
+        Algo::SwitchReduce | Algo::P2p => 0,
+    };
+    if net.state_bytes() + collective_bytes > MAX_STATE_BYTES {
+        return Err(format!(
+            "{}: the fabric's buffers ({:.1} GiB) and the {}'s with a buffer of {} B per connection ({:.1} \
+             GiB) could take more than the {} GiB this simulator allows itself: try a smaller --buffsize \
+             or message",
+            topology.name,
+            net.state_bytes() as f64 / f64::from(1 << 30),
+            sweep.algo.name(),
+            sweep.buffer_bytes,
+            collective_bytes as f64 / f64::from(1 << 30),
+            MAX_STATE_BYTES >> 30
+        ));
+    }
     let started = WallClock::now();
     let mut rows = Vec::new();
     let mut app_failure = None;

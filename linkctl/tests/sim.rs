@@ -285,6 +285,20 @@ fn the_buffer_per_connection_can_be_set_as_nccl_buffsize() {
         // A buffer of a few packets holds every sender back to what a round trip of room allows.
         assert!(busbw[0] < busbw[1] * 0.9, "{algo}: {busbw:?}");
     }
+    // 256 GPUs whose ring queues could each hold 64 MiB: 22 GiB with the fabric, refused before running.
+    let args = [
+        "allreduce",
+        "--topology",
+        "fat-tree-256",
+        "--min",
+        "1K",
+        "--max",
+        "1K",
+        "--buffsize",
+        "64M",
+    ];
+    common::assert_refused(&["sim"], &args);
+    assert!(String::from_utf8_lossy(&sim(&args).stderr).contains("smaller --buffsize"));
     let table = sim(&["allreduce", "--min", "1K", "--max", "1K", "--buffsize", "64K"]);
     assert!(String::from_utf8_lossy(&table.stdout).contains("NCCL_BUFFSIZE): 65536 B"));
 }
