@@ -788,6 +788,12 @@ impl Rings {
         }
     }
 
+    /// The most memory the queues of `rings` rings over `gpus` GPUs can take with `buffer_packets` of
+    /// room per ring and GPU.
+    pub fn most_queue_bytes(rings: usize, gpus: usize, buffer_packets: u64) -> u64 {
+        (rings * gpus) as u64 * buffer_packets * core::mem::size_of::<Outgoing>() as u64
+    }
+
     /// Hold what a GPU can take of each ring to `packets` (see [`Ring::set_buffer_packets`]).
     pub fn set_buffer_packets(&mut self, packets: u64) {
         for ring in &mut self.rings {

@@ -547,16 +547,12 @@ fn run_with(
     }
     let orders = ring_orders(&net);
     let sizes = sizes(sweep.min, sweep.max);
-    // What the collective's buffers can come to, counted whole as the fabric's are: a ring GPU's queue
-    // per ring, and a tree rank's reduction and result slots in both trees, each a chunk of data.
+    // What the collective's buffers can come to, counted whole as the fabric's are.
+    let buffer_packets = sweep.buffer_bytes / PACKET_BYTES as u64;
     let largest = sizes.last().copied().unwrap_or(0);
     let collective_bytes = match sweep.algo {
-        Algo::Ring => {
-            (orders.len() * gpus) as u64
-                * (sweep.buffer_bytes / PACKET_BYTES as u64)
-                * std::mem::size_of::<crate::net::Outgoing>() as u64
-        }
-        Algo::Tree => gpus as u64 * 4 * tree::STEPS * tree::chunk_bytes(largest, gpus, sweep.buffer_bytes),
+        Algo::Ring => Rings::most_queue_bytes(orders.len(), gpus, buffer_packets),
+        Algo::Tree => Tree::most_slot_bytes(gpus, tree::chunk_bytes(largest, gpus, sweep.buffer_bytes)),
         Algo::SwitchReduce | Algo::P2p => 0,
     };
     if net.state_bytes() + collective_bytes > MAX_STATE_BYTES {
@@ -597,7 +593,7 @@ fn run_with(
                     })
                     .collect();
                 let mut rings = Rings::new(sweep.kind, bytes, rings, extension, sweep.seed ^ bytes);
-                rings.set_buffer_packets(sweep.buffer_bytes / PACKET_BYTES as u64);
+                rings.set_buffer_packets(buffer_packets);
                 Box::new(rings)
             }
             Algo::SwitchReduce => Box::new(SwitchReduce::new(
@@ -606,10 +602,10 @@ fn run_with(
                 extension,
                 sweep.seed ^ bytes,
             )),
-            Algo::Tree => Box::new(Tree::with_chunk(
+            Algo::Tree => Box::new(Tree::new(
                 bytes,
-                tree::chunk_bytes(bytes, gpus, sweep.buffer_bytes),
                 gpus,
+                sweep.buffer_bytes,
                 extension,
                 sweep.seed ^ bytes,
             )),

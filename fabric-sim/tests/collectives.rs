@@ -83,38 +83,12 @@ fn switch_reduction_checks_out() {
     }
 }
 
-/// Three GPUs in a ring whose hop from g1 to g2 is a tenth of the others' rate: g1 receives ten times
-/// faster than it can pass on.
-const SLOW_HOP: &str = r#"
-name = "slow-hop"
-[[node]]
-name = "g0"
-kind = "gpu"
-[[node]]
-name = "g1"
-kind = "gpu"
-[[node]]
-name = "g2"
-kind = "gpu"
-[[link]]
-a = "g0"
-b = "g1"
-gbps = 100.0
-[[link]]
-a = "g1"
-b = "g2"
-gbps = 10.0
-[[link]]
-a = "g2"
-b = "g0"
-gbps = 100.0
-"#;
-
-/// Run `kind` of 1 MiB over rings `orders` on [`SLOW_HOP`], as `linkctl sim` runs rings (through
+/// Run `kind` of 1 MiB over rings `orders` on three GPUs whose link from g1 to g2 has a tenth of the
+/// others' rate (g1 receives ten times faster than it can pass on), as `linkctl sim` runs rings (through
 /// `Rings`), with `room` packets of room per ring and GPU (NCCL's 4 MiB if `None`); check that it
 /// verified. Returns the simulated time and the longest any GPU's queue was.
 fn on_slow_hop(kind: Kind, orders: &[&[usize]], room: Option<u64>) -> (u64, usize) {
-    let t = Topology::from_toml(SLOW_HOP).unwrap();
+    let t = full_mesh(3, &[100, 100, 10]);
     let mut net = Net::new(&t, &[], DlConfig::default(), 1).unwrap();
     let rings = orders.iter().map(|o| ring_ports(&net, o.to_vec())).collect();
     let mut app = Rings::new(kind, 1 << 20, rings, false, 42);

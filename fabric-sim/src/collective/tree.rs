@@ -207,11 +207,16 @@ pub struct Tree {
 const STREAMS: usize = 6;
 
 impl Tree {
-    /// An all-reduce of `bytes` over GPUs `0..n` (at least two), with chunks of [`chunk_bytes`] for
-    /// NCCL's buffer.
-    pub fn new(bytes: u64, n: usize, extension: bool, seed: u64) -> Tree {
-        let chunk = chunk_bytes(bytes, n, super::CHANNEL_BUFFER_BYTES);
-        Tree::with_chunk(bytes, chunk, n, extension, seed)
+    /// An all-reduce of `bytes` over GPUs `0..n` (at least two), with chunks of [`chunk_bytes`] for a
+    /// buffer of `buffer` bytes per connection.
+    pub fn new(bytes: u64, n: usize, buffer: u64, extension: bool, seed: u64) -> Tree {
+        Tree::with_chunk(bytes, chunk_bytes(bytes, n, buffer), n, extension, seed)
+    }
+
+    /// The most memory the chunk slots of `n` ranks can take with chunks of `chunk` bytes: per rank and
+    /// tree, [`STEPS`] slots for the sums from its children and as many for the result from its parent.
+    pub fn most_slot_bytes(n: usize, chunk: u64) -> u64 {
+        n as u64 * 2 * 2 * STEPS * chunk
     }
 
     /// The same with a chosen chunk size (rounded up to whole packets).
