@@ -58,7 +58,7 @@ pub fn topology_toml(data: &[u8]) {
         vcd: None,
         buffer_bytes: crate::collective::CHANNEL_BUFFER_BYTES,
     };
-    if let Ok(report) = run(&sweep, &mut |_, _| {}) {
+    if let Ok(report) = run(&sweep, &mut |_| {}) {
         assert!(
             report.rows.iter().all(|r| r.wrong == 0 || r.busbw == 0.0),
             "a size that finished has the right data"

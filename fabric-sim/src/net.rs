@@ -404,6 +404,9 @@ pub struct LinkTotals {
     pub dl: link_dl::DlCounters,
 }
 
+/// Events between two calls of [`Net::run_ticking`]'s `tick` (about a tenth of a second of wall time).
+pub const TICK_EVENTS: u64 = 1 << 18;
+
 /// The fabric, running.
 #[derive(Debug)]
 pub struct Net {
@@ -689,10 +692,19 @@ impl Net {
     /// Run until `app` is done, nothing can happen any more, or `limit` passes. Returns whether the app
     /// finished.
     pub fn run(&mut self, app: &mut dyn App, limit: Instant) -> bool {
+        self.run_ticking(app, limit, &mut |_| {})
+    }
+
+    /// [`Net::run`], calling `tick` with the packets delivered so far (as [`NetStats::packets_delivered`])
+    /// every [`TICK_EVENTS`] events: often enough for a progress bar, too seldom to cost anything.
+    pub fn run_ticking(&mut self, app: &mut dyn App, limit: Instant, tick: &mut dyn FnMut(u64)) -> bool {
         self.fill_all(app);
         while !app.done() {
             if !self.step(app, limit) {
                 break;
+            }
+            if self.stats.events % TICK_EVENTS == 0 {
+                tick(self.stats.packets_delivered);
             }
         }
         self.completed = self.now;

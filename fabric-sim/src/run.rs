@@ -395,8 +395,39 @@ fn disjoint_cycles(units: &mut [Vec<u32>]) -> Vec<Vec<usize>> {
     best.into_iter().map(|i| cycles[i].clone()).collect()
 }
 
-/// Run the sweep. `progress(done, total)` is called after each size.
-pub fn run(sweep: &Sweep, progress: &mut dyn FnMut(usize, usize)) -> Result<Report, String> {
+/// How far a sweep has got, for a progress bar.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Progress {
+    /// Sizes finished.
+    pub sizes_done: usize,
+    /// Sizes in the sweep.
+    pub sizes: usize,
+    /// The part of the sweep's work done, from 0 to 1: the packets delivered so far against what every
+    /// size delivers without faults ([`deliveries`]), so that a long size moves the bar as it runs.
+    pub fraction: f64,
+}
+
+/// The packets the GPUs receive in a `kind` of `bytes` on `gpus` GPUs by `algo`, without faults: exact
+/// for the ring, switch-reduce and all-to-all (a test checks it); the tree also sends its credits as
+/// packets, a few percent more. Faults add packets sent again.
+pub fn deliveries(kind: Kind, algo: Algo, bytes: u64, gpus: usize) -> u64 {
+    let n = gpus as u64;
+    let packets = bytes.div_ceil(PACKET_BYTES as u64);
+    match (algo, kind) {
+        // Each GPU's contributions to the engines' reads, then every result multicast to every GPU.
+        (Algo::SwitchReduce, _) => 2 * n * packets,
+        (Algo::P2p, _) => {
+            let block = crate::collective::alltoall::block_elements(bytes, gpus) * 4;
+            n * n.saturating_sub(1) * block.div_ceil(PACKET_BYTES as u64)
+        }
+        // Up and down both trees, each with half of the data.
+        (Algo::Tree, _) | (Algo::Ring, Kind::AllReduce) => 2 * n.saturating_sub(1) * packets,
+        (Algo::Ring, _) => n.saturating_sub(1) * packets,
+    }
+}
+
+/// Run the sweep. `progress` is called as it goes (about ten times a second) and after each size.
+pub fn run(sweep: &Sweep, progress: &mut dyn FnMut(Progress)) -> Result<Report, String> {
     run_with(sweep, progress, None)
 }
 
@@ -416,7 +447,7 @@ pub struct Corruption {
 #[doc(hidden)]
 pub fn run_corrupted(
     sweep: &Sweep,
-    progress: &mut dyn FnMut(usize, usize),
+    progress: &mut dyn FnMut(Progress),
     corruption: Corruption,
 ) -> Result<Report, String> {
     run_with(sweep, progress, Some(corruption))
@@ -486,7 +517,7 @@ fn switch_planes_reach_every_gpu(topology: &Topology) -> bool {
 
 fn run_with(
     sweep: &Sweep,
-    progress: &mut dyn FnMut(usize, usize),
+    progress: &mut dyn FnMut(Progress),
     corruption: Option<Corruption>,
 ) -> Result<Report, String> {
     let mut topology = sweep.topology.clone();
@@ -571,6 +602,11 @@ fn run_with(
     let started = WallClock::now();
     let mut rows = Vec::new();
     let mut app_failure = None;
+    let work: Vec<u64> = sizes
+        .iter()
+        .map(|&bytes| deliveries(sweep.kind, sweep.algo, bytes, gpus).max(1))
+        .collect();
+    let all_work = work.iter().sum::<u64>() as f64;
     for (k, &bytes) in sizes.iter().enumerate() {
         let f = net.fabric();
         let mut app: Box<dyn Collective> = match sweep.algo {
@@ -615,8 +651,17 @@ fn run_with(
         let start = net.now();
         let delivered_before = net.stats().packets_delivered;
         let limit = Instant(start.as_ps() + sweep.limit_per_size.as_ps());
+        let work_before = work[..k].iter().sum::<u64>();
+        let mut tick = |delivered: u64| {
+            let this_size = (delivered - delivered_before).min(work[k] - 1);
+            progress(Progress {
+                sizes_done: k,
+                sizes: sizes.len(),
+                fraction: (work_before + this_size) as f64 / all_work,
+            });
+        };
         let done = match corruption {
-            Some(corruption) => net.run(
+            Some(corruption) => net.run_ticking(
                 &mut Corrupting {
                     app: app.as_app(),
                     corruption,
@@ -624,8 +669,9 @@ fn run_with(
                     seen: 0,
                 },
                 limit,
+                &mut tick,
             ),
-            None => net.run(app.as_app(), limit),
+            None => net.run_ticking(app.as_app(), limit, &mut tick),
         };
         let check = app.check();
         app_failure = app.failure();
@@ -646,7 +692,11 @@ fn run_with(
             wrong: check.wrong + u64::from(!done),
             packets: net.stats().packets_delivered - delivered_before,
         });
-        progress(k + 1, sizes.len());
+        progress(Progress {
+            sizes_done: k + 1,
+            sizes: sizes.len(),
+            fraction: (work_before + work[k]) as f64 / all_work,
+        });
         if !done {
             break;
         }

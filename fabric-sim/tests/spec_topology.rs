@@ -48,7 +48,7 @@ fn a_collective_runs_on_it() {
         vcd: None,
         buffer_bytes: fabric_sim::collective::CHANNEL_BUFFER_BYTES,
     };
-    let report = run(&sweep, &mut |_, _| {}).unwrap();
+    let report = run(&sweep, &mut |_| {}).unwrap();
     assert!(report.verified, "{report:?}");
 }
 

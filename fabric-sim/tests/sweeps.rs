@@ -33,7 +33,7 @@ fn link(a: &str, b: &str, at_ns: u64) -> FaultSpec {
 }
 
 fn run_ok(sweep: &Sweep) -> Report {
-    let report = run(sweep, &mut |_, _| {}).unwrap();
+    let report = run(sweep, &mut |_| {}).unwrap();
     assert!(
         report.verified && report.failure.is_none(),
         "{} {:?} {:?}: {:?} {:?}",
@@ -243,7 +243,7 @@ fn a_failure_that_cuts_the_fabric_stops_with_a_reason() {
     // mesh2's two GPUs have one trunk between them and nothing else.
     let mut s = sweep("mesh2", Kind::AllReduce, Algo::Ring, 1 << 20, 1 << 20);
     s.faults = vec![link("gpu0", "gpu1", 1_000)];
-    let report = run(&s, &mut |_, _| {}).unwrap();
+    let report = run(&s, &mut |_| {}).unwrap();
     assert!(!report.verified);
     assert_eq!(
         report.rows.last().map(|r| r.busbw),
@@ -362,7 +362,7 @@ fn the_switch_reduction_stops_with_a_reason_once_no_plane_reaches_every_gpu() {
             )
         })
         .collect();
-    let report = run(&s, &mut |_, _| {}).unwrap();
+    let report = run(&s, &mut |_| {}).unwrap();
     assert!(!report.verified);
     assert_eq!(report.failover.engines_offline, 4);
     let failure = report.failure.expect("a reason");
@@ -374,7 +374,7 @@ fn the_switch_reduction_is_refused_where_no_switch_reaches_every_gpu() {
     // A PCIe switch or a fat tree's leaf sums only the GPUs under it; a mesh has no switch at all.
     for topology in ["pcie8", "fat-tree-256", "mesh4"] {
         let s = sweep(topology, Kind::AllReduce, Algo::SwitchReduce, 1024, 1024);
-        let e = run(&s, &mut |_, _| {}).expect_err(topology);
+        let e = run(&s, &mut |_| {}).expect_err(topology);
         assert!(e.contains("every GPU links to directly"), "{topology}: {e}");
     }
 }
@@ -384,7 +384,7 @@ fn faults_are_refused_where_they_cannot_be_simulated() {
     let mut s = sweep("dgx-h100", Kind::AllReduce, Algo::Ring, 1024, 1024);
     s.faults = vec![link("gpu0", "gpu1", 1_000)];
     assert!(
-        run(&s, &mut |_, _| {}).is_err(),
+        run(&s, &mut |_| {}).is_err(),
         "no trunk joins two GPUs of DGX H100"
     );
 }
@@ -546,4 +546,61 @@ fn the_simulated_timeline_is_pinned() {
         ),
         (1, 1014, 176, 228, 154, 74)
     );
+}
+
+#[test]
+fn deliveries_count_every_packet_of_a_run_without_faults() {
+    // What the progress bar counts toward is what the GPUs receive: exactly, but for the tree's credits.
+    use fabric_sim::run::{deliveries, sizes};
+    let cases = [
+        ("dgx-h100", Kind::AllReduce, Algo::Ring),
+        ("dgx1-hcm", Kind::AllReduce, Algo::Ring),
+        ("mesh4", Kind::AllGather, Algo::Ring),
+        ("dgx-h100", Kind::ReduceScatter, Algo::Ring),
+        ("pcie8", Kind::Broadcast, Algo::Ring),
+        ("dgx-a100", Kind::AllReduce, Algo::SwitchReduce),
+        ("dgx-h100", Kind::AllReduce, Algo::SwitchReduce),
+        ("mesh4", Kind::AllToAll, Algo::P2p),
+        ("dgx-h100", Kind::AllToAll, Algo::P2p),
+        ("dgx-h100", Kind::AllReduce, Algo::Tree),
+    ];
+    for (topology, kind, algo) in cases {
+        let s = sweep(topology, kind, algo, 4, 256 * 1024);
+        let report = run_ok(&s);
+        let gpus = report.gpus;
+        for (row, bytes) in report.rows.iter().zip(sizes(s.min, s.max)) {
+            let expected = deliveries(kind, algo, bytes, gpus);
+            let what = format!("{topology} {kind:?} {algo:?} {bytes} B: {} packets", row.packets);
+            if algo == Algo::Tree {
+                // Credits are a packet per chunk and edge: most of a tiny message's packets.
+                let close = bytes < 64 * 1024 || row.packets * 4 <= expected * 5;
+                assert!(row.packets >= expected && close, "{what}");
+            } else {
+                assert_eq!(row.packets, expected, "{what}");
+            }
+        }
+    }
+}
+
+#[test]
+fn progress_moves_within_a_size_and_ends_whole() {
+    let s = sweep(
+        "dgx-h100",
+        Kind::AllReduce,
+        Algo::Ring,
+        1024 * 1024,
+        8 * 1024 * 1024,
+    );
+    let mut seen = Vec::new();
+    run(&s, &mut |p| seen.push(p)).unwrap();
+    assert!(seen
+        .windows(2)
+        .all(|w| w[0].fraction <= w[1].fraction && w[0].sizes_done <= w[1].sizes_done));
+    let last = seen.last().unwrap();
+    assert_eq!((last.sizes_done, last.sizes, last.fraction), (4, 4, 1.0));
+    // Ticks during the 8 MiB size, the last: half of the sweep's work, reported before it ends.
+    let during = seen
+        .iter()
+        .filter(|p| p.sizes_done == 3 && p.fraction > 0.5 && p.fraction < 1.0);
+    assert!(during.count() >= 1, "{seen:?}");
 }

@@ -35,7 +35,7 @@ fn traced_sweep(path: &Path, limit: u64) -> Report {
         vcd: None,
         buffer_bytes: fabric_sim::collective::CHANNEL_BUFFER_BYTES,
     };
-    let report = run(&sweep, &mut |_, _| {}).unwrap();
+    let report = run(&sweep, &mut |_| {}).unwrap();
     assert!(report.verified);
     report
 }

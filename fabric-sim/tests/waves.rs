@@ -28,7 +28,7 @@ fn sweep(topology: &str, path: &Path, limit: u64, faults: Vec<FaultSpec>) -> Rep
         vcd: Some((path.to_path_buf(), limit)),
         buffer_bytes: fabric_sim::collective::CHANNEL_BUFFER_BYTES,
     };
-    let report = run(&sweep, &mut |_, _| {}).unwrap();
+    let report = run(&sweep, &mut |_| {}).unwrap();
     assert!(report.verified);
     report
 }

@@ -168,6 +168,10 @@ fn the_plot_is_an_svg() {
         &svg[..svg.len().min(80)]
     );
     assert!(svg.contains("</svg>"));
+    // A path that cannot be written is refused before the run: nothing on standard output.
+    let bad = sim(&["allreduce", "--plot", "/nonexistent-dir/x.svg"]);
+    assert!(!bad.status.success() && bad.stdout.is_empty());
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("cannot create /nonexistent-dir/x.svg"));
 }
 
 #[test]

@@ -216,21 +216,37 @@ pub fn run(cmd: SimCommand) -> anyhow::Result<ExitCode> {
         vcd: args.vcd.clone().map(|path| (path, args.vcd_limit)),
         buffer_bytes,
     };
+    // Opened before the run, so that a path that cannot be written is said at once, not after it.
+    let plot_file = match &args.plot {
+        Some(path) => Some((
+            path,
+            std::fs::File::create(path).with_context(|| format!("cannot create {}", path.display()))?,
+        )),
+        None => None,
+    };
     let show_progress = std::io::stderr().is_terminal() && !args.json;
-    let mut progress = |done: usize, total: usize| {
-        if show_progress {
-            let width = 30;
-            let filled = done * width / total.max(1);
-            eprint!(
-                "\r[{}{}] {done}/{total} sizes",
-                "#".repeat(filled),
-                " ".repeat(width - filled)
-            );
-            if done == total {
-                eprintln!();
-            }
-            let _ = std::io::stderr().flush();
+    let mut shown = None;
+    let mut progress = |p: run::Progress| {
+        // Drawn again only when what it shows changes.
+        let permille = (p.fraction * 1000.0) as u32;
+        if !show_progress || shown == Some((permille, p.sizes_done)) {
+            return;
         }
+        shown = Some((permille, p.sizes_done));
+        let width = 30;
+        let filled = (p.fraction * width as f64) as usize;
+        eprint!(
+            "\r[{}{}] {:5.1}%  {}/{} sizes",
+            "#".repeat(filled.min(width)),
+            " ".repeat(width - filled.min(width)),
+            f64::from(permille) / 10.0,
+            p.sizes_done,
+            p.sizes
+        );
+        if p.sizes_done == p.sizes {
+            eprintln!();
+        }
+        let _ = std::io::stderr().flush();
     };
     let report = run::run(&sweep, &mut progress).map_err(anyhow::Error::msg)?;
     if args.json {
@@ -238,8 +254,8 @@ pub fn run(cmd: SimCommand) -> anyhow::Result<ExitCode> {
     } else {
         print_table(&sweep, &report);
     }
-    if let Some(path) = &args.plot {
-        std::fs::write(path, plot::svg(&sweep, &report))
+    if let Some((path, mut file)) = plot_file {
+        file.write_all(plot::svg(&sweep, &report).as_bytes())
             .with_context(|| format!("cannot write {}", path.display()))?;
     }
     Ok(if report.verified {
