@@ -226,6 +226,7 @@ pub fn run(cmd: SimCommand) -> anyhow::Result<ExitCode> {
     };
     let show_progress = std::io::stderr().is_terminal() && !args.json;
     let mut shown = None;
+    let started = std::time::Instant::now();
     let mut progress = |p: run::Progress| {
         // Drawn again only when what it shows changes.
         let permille = (p.fraction * 1000.0) as u32;
@@ -235,8 +236,16 @@ pub fn run(cmd: SimCommand) -> anyhow::Result<ExitCode> {
         shown = Some((permille, p.sizes_done));
         let width = 30;
         let filled = (p.fraction * width as f64) as usize;
+        // What is left at the rate so far: packets cost about the same whatever the size.
+        let elapsed = started.elapsed().as_secs_f64();
+        let left = if p.fraction > 0.0 && elapsed >= 1.0 && p.sizes_done < p.sizes {
+            let seconds = (elapsed * (1.0 - p.fraction) / p.fraction).round() as u64;
+            format!(", about {}m {:02}s left", seconds / 60, seconds % 60)
+        } else {
+            String::new()
+        };
         eprint!(
-            "\r[{}{}] {:5.1}%  {}/{} sizes",
+            "\r[{}{}] {:5.1}%  {}/{} sizes{left}\x1b[K",
             "#".repeat(filled.min(width)),
             " ".repeat(width - filled.min(width)),
             f64::from(permille) / 10.0,
