@@ -169,41 +169,52 @@ fn block_of(seed: u64, first: u64) -> Block {
     (a, b)
 }
 
-/// [`block_of`], eight elements at a time where the processor multiplies 64-bit lanes (AVX-512DQ), else
-/// four (AVX2): the hashes that generate and check every element are a sixth of a ring all-reduce's time
-/// otherwise.
-fn coefficient_block(seed: u64, first: u64) -> Block {
-    #[cfg(target_arch = "x86_64")]
-    {
-        /// The same loop, compiled for AVX-512.
-        #[target_feature(enable = "avx512f,avx512dq")]
-        fn wide(seed: u64, first: u64) -> Block {
-            block_of(seed, first)
+/// Defines `fn $name(args) -> T { body }` compiled three times, for AVX-512 (eight 64-bit lanes that
+/// multiply), for AVX2 (eight 32-bit lanes; 64-bit multiplies made of 32-bit ones) and for the baseline
+/// (SSE2, which has no 32-bit lane multiply), calling at run time the widest this processor has. The
+/// body's helpers are `#[inline(always)]`, so that each copy compiles them for its own instructions: the
+/// hashes that generate and check every element, and the sums made from them, are about a sixth of a
+/// ring all-reduce's instructions on the baseline alone.
+macro_rules! widest_lanes {
+    ($(#[$doc:meta])* fn $name:ident($($arg:ident: $ty:ty),* $(,)?) -> $ret:ty $body:block) => {
+        $(#[$doc])*
+        fn $name($($arg: $ty),*) -> $ret {
+            #[cfg(target_arch = "x86_64")]
+            {
+                #[target_feature(enable = "avx512f,avx512dq")]
+                fn avx512($($arg: $ty),*) -> $ret $body
+                #[target_feature(enable = "avx2")]
+                fn avx2($($arg: $ty),*) -> $ret $body
+                if std::is_x86_feature_detected!("avx512dq") {
+                    // Sound: the processor has the features `avx512` is compiled for, as just checked.
+                    #[allow(unsafe_code)]
+                    return unsafe { avx512($($arg),*) };
+                }
+                if std::is_x86_feature_detected!("avx2") {
+                    // Sound: as above, for `avx2`.
+                    #[allow(unsafe_code)]
+                    return unsafe { avx2($($arg),*) };
+                }
+            }
+            $body
         }
-        /// The same loop, compiled for AVX2 (four 64-bit lanes, each multiply made of 32-bit ones).
-        #[target_feature(enable = "avx2")]
-        fn avx2(seed: u64, first: u64) -> Block {
-            block_of(seed, first)
-        }
-        if std::is_x86_feature_detected!("avx512dq") {
-            // Sound: the processor has the features `wide` is compiled for, as just checked.
-            #[allow(unsafe_code)]
-            return unsafe { wide(seed, first) };
-        }
-        if std::is_x86_feature_detected!("avx2") {
-            // Sound: as above, for `avx2`.
-            #[allow(unsafe_code)]
-            return unsafe { avx2(seed, first) };
-        }
-    }
-    block_of(seed, first)
+    };
 }
 
-/// The sums over a set of GPUs of their elements `first .. first + PER_PACKET`, given `Σ (g + 1)` over
-/// the set and its size.
-fn sums_of(seed: u64, first: u64, weight: u32, count: u32) -> [u32; PER_PACKET] {
-    let (a, b) = coefficient_block(seed, first);
-    core::array::from_fn(|k| a[k].wrapping_mul(weight).wrapping_add(b[k].wrapping_mul(count)))
+widest_lanes! {
+    /// [`block_of`] in the widest lanes there are.
+    fn coefficient_block(seed: u64, first: u64) -> Block {
+        block_of(seed, first)
+    }
+}
+
+widest_lanes! {
+    /// The sums over a set of GPUs of their elements `first .. first + PER_PACKET`, given `Σ (g + 1)`
+    /// over the set and its size.
+    fn sums_of(seed: u64, first: u64, weight: u32, count: u32) -> [u32; PER_PACKET] {
+        let (a, b) = block_of(seed, first);
+        core::array::from_fn(|k| a[k].wrapping_mul(weight).wrapping_add(b[k].wrapping_mul(count)))
+    }
 }
 
 /// One packet's payload: `elements` consecutive elements (at most 32) of a value function, as flits.
@@ -246,6 +257,7 @@ fn carries(p: &Received, extension: bool, elements: usize, expected: &[u32; PER_
 /// Check that every word of a whole packet is the partial sum `a * w + b * count` of its coefficients
 /// `(a, b)`, and add GPU `g`'s own element `a * g + b` to it in place: fixed-size loops without branches,
 /// which the compiler vectorises.
+#[inline(always)]
 fn check_and_add(
     packet: &mut [u8; PACKET_BYTES],
     (a, b): (&[u32; PER_PACKET], &[u32; PER_PACKET]),
@@ -270,6 +282,49 @@ fn check_and_add(
         packet[4 * k..4 * k + 4].copy_from_slice(&x.to_le_bytes());
     }
     diff == 0
+}
+
+widest_lanes! {
+    /// Check the partial sum of `elements` elements from packet `packet` (weight `w` over `count` GPUs,
+    /// `partial`) that `payload` carries and, if right, add GPU `g`'s own elements to it in place: one
+    /// hash per element for both jobs. Whether it was right.
+    fn verify_and_add(
+        seed: u64,
+        extension: bool,
+        elements: usize,
+        payload: &mut [Flit],
+        packet: u64,
+        partial: (u32, u32),
+        g: u32,
+    ) -> bool {
+        let (w, count) = partial;
+        let first = packet * PER_PACKET as u64;
+        let (coef_a, coef_b) = block_of(seed, first);
+        let skip = usize::from(extension);
+        if payload.len() != skip + (elements * 4).div_ceil(FLIT_LEN) {
+            return false;
+        }
+        let bytes = &mut payload[skip..].as_flattened_mut()[..elements * 4];
+        let coefficients = (&coef_a, &coef_b);
+        if let Ok(whole) = <&mut [u8; PACKET_BYTES]>::try_from(&mut *bytes) {
+            return check_and_add(whole, coefficients, partial, g);
+        }
+        // A last packet of fewer elements: the same on a whole packet, whose lanes past the elements
+        // hold the partial sums they would have, so that they check out.
+        let mut padded = [0u8; PACKET_BYTES];
+        for (k, lane) in padded.chunks_exact_mut(4).enumerate().skip(elements) {
+            lane.copy_from_slice(
+                &coef_a[k]
+                    .wrapping_mul(w)
+                    .wrapping_add(coef_b[k].wrapping_mul(count))
+                    .to_le_bytes(),
+            );
+        }
+        padded[..bytes.len()].copy_from_slice(bytes);
+        let ok = check_and_add(&mut padded, coefficients, partial, g);
+        bytes.copy_from_slice(&padded[..bytes.len()]);
+        ok
+    }
 }
 
 /// Counters of a collective, and the verdict.
@@ -585,46 +640,6 @@ impl Ring {
         self.outgoing(pos, opcode, packet, |i| own[(i - first) as usize])
     }
 
-    /// Check the partial sum of `elements` elements from packet `packet` (weight `w` over `count` GPUs)
-    /// that `payload` carries and, if right, add GPU `g`'s own elements to it in place: one hash per
-    /// element for both jobs. Whether it was right.
-    fn verify_and_add(
-        seed: u64,
-        extension: bool,
-        elements: usize,
-        payload: &mut [Flit],
-        packet: u64,
-        (w, count): (u32, u32),
-        g: u32,
-    ) -> bool {
-        let first = packet * PER_PACKET as u64;
-        let (coef_a, coef_b) = coefficient_block(seed, first);
-        let skip = usize::from(extension);
-        if payload.len() != skip + (elements * 4).div_ceil(FLIT_LEN) {
-            return false;
-        }
-        let bytes = &mut payload[skip..].as_flattened_mut()[..elements * 4];
-        let coefficients = (&coef_a, &coef_b);
-        if let Ok(whole) = <&mut [u8; PACKET_BYTES]>::try_from(&mut *bytes) {
-            return check_and_add(whole, coefficients, (w, count), g);
-        }
-        // A last packet of fewer elements: the same on a whole packet, whose lanes past the elements hold
-        // the partial sums they would have, so that they check out.
-        let mut padded = [0u8; PACKET_BYTES];
-        for (k, lane) in padded.chunks_exact_mut(4).enumerate().skip(elements) {
-            lane.copy_from_slice(
-                &coef_a[k]
-                    .wrapping_mul(w)
-                    .wrapping_add(coef_b[k].wrapping_mul(count))
-                    .to_le_bytes(),
-            );
-        }
-        padded[..bytes.len()].copy_from_slice(bytes);
-        let ok = check_and_add(&mut padded, coefficients, (w, count), g);
-        bytes.copy_from_slice(&padded[..bytes.len()]);
-        ok
-    }
-
     /// Count a packet checked: right or wrong, as `ok` says; returns `ok`.
     fn tally(&mut self, ok: bool) -> bool {
         if ok {
@@ -693,15 +708,8 @@ impl Ring {
                     Some(opcode) => {
                         // Checked and added to where it waits to be sent on; taken back if wrong.
                         let out = self.queue_forward(pos, opcode, packet, &p.payload);
-                        let ok = Ring::verify_and_add(
-                            seed,
-                            extension,
-                            elements,
-                            &mut out.payload,
-                            packet,
-                            partial,
-                            g,
-                        );
+                        let ok =
+                            verify_and_add(seed, extension, elements, &mut out.payload, packet, partial, g);
                         if !ok {
                             self.queue[pos].pop_back();
                         }
@@ -709,8 +717,7 @@ impl Ring {
                     }
                     None => {
                         let mut sum = p.payload.clone();
-                        let ok =
-                            Ring::verify_and_add(seed, extension, elements, &mut sum, packet, partial, g);
+                        let ok = verify_and_add(seed, extension, elements, &mut sum, packet, partial, g);
                         (ok, false)
                     }
                 };
