@@ -257,7 +257,12 @@ pub fn run(cmd: SimCommand) -> anyhow::Result<ExitCode> {
         }
         let _ = std::io::stderr().flush();
     };
-    let report = run::run(&sweep, &mut progress).map_err(anyhow::Error::msg)?;
+    let report = run::run(&sweep, &mut progress);
+    // A run that stopped early leaves the bar's line open: end it before the table.
+    if shown.is_some_and(|(_, done)| done < run::sizes(sweep.min, sweep.max).len()) {
+        eprintln!();
+    }
+    let report = report.map_err(anyhow::Error::msg)?;
     if args.json {
         print_json(&sweep, &report)?;
     } else {
