@@ -147,14 +147,26 @@ impl Packets {
     }
 }
 
-/// GPU `g`'s input element `i`: `a(i) * (g + 1) + b(i)`.
+/// GPU `g`'s input element `i`: `a(i) * (g + 1) + b(i)`, with `a(i)` odd so that different sets of
+/// GPUs sum to different values. Both come from 32-bit multiplies (MurmurHash3's finaliser), which
+/// vector units do eight or sixteen at a time; 64-bit ones are emulated on AVX2 and NEON.
 #[inline]
 fn coefficients(seed: u64, i: u64) -> (u32, u32) {
-    let mut z = seed ^ i.wrapping_mul(0x9E37_79B9_7F4A_7C15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^= z >> 31;
-    (z as u32 | 1, (z >> 32) as u32)
+    let (k0, k1) = (seed as u32, (seed >> 32) as u32);
+    let x = (i as u32 ^ k0)
+        .wrapping_mul(0x9E37_79B9)
+        .wrapping_add((i >> 32) as u32 ^ k1);
+    (mix32(x) | 1, mix32(x ^ k1.rotate_left(16) ^ 0x85EB_CA6B))
+}
+
+/// MurmurHash3's 32-bit finaliser: every input bit reaches every output bit.
+#[inline(always)]
+fn mix32(mut h: u32) -> u32 {
+    h ^= h >> 16;
+    h = h.wrapping_mul(0x85EB_CA6B);
+    h ^= h >> 13;
+    h = h.wrapping_mul(0xC2B2_AE35);
+    h ^ (h >> 16)
 }
 
 /// [`coefficients`] of a packet's elements, `first .. first + PER_PACKET`: `(a, b)`.
