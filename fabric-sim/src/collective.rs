@@ -181,12 +181,11 @@ fn block_of(seed: u64, first: u64) -> Block {
     (a, b)
 }
 
-/// Defines `fn $name(args) -> T { body }` compiled three times, for AVX-512 (eight 64-bit lanes that
-/// multiply), for AVX2 (eight 32-bit lanes; 64-bit multiplies made of 32-bit ones) and for the baseline
-/// (SSE2, which has no 32-bit lane multiply), calling at run time the widest this processor has. The
-/// body's helpers are `#[inline(always)]`, so that each copy compiles them for its own instructions: the
-/// hashes that generate and check every element, and the sums made from them, are about a sixth of a
-/// ring all-reduce's instructions on the baseline alone.
+/// Defines `fn $name(args) -> T { body }` compiled three times, for AVX-512 (sixteen 32-bit lanes), for
+/// AVX2 (eight) and for the baseline (SSE2, which has no 32-bit lane multiply), calling at run time the
+/// widest this processor has. The body's helpers are `#[inline(always)]`, so that each copy compiles
+/// them for its own instructions: the hashes that generate and check every element, and the sums made
+/// from them, were about a sixth of a ring all-reduce's instructions on the baseline alone.
 macro_rules! widest_lanes {
     ($(#[$doc:meta])* fn $name:ident($($arg:ident: $ty:ty),* $(,)?) -> $ret:ty $body:block) => {
         $(#[$doc])*

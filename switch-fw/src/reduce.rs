@@ -145,30 +145,18 @@ impl<const SLOTS: usize> Reducer<SLOTS> {
         }
     }
 
-    /// The slot of `key`, if one sums it.
-    fn find(&self, key: u64) -> Option<usize> {
+    /// The slot that sums `key`, or else (`Err`) the free slot where it would go: the first from its
+    /// home, which is where a search for it stops, or none if every slot is taken.
+    fn probe(&self, key: u64) -> Result<usize, Option<usize>> {
         let mut i = Self::home(key);
         for _ in 0..SLOTS {
             match self.keys[i] {
-                k if k == key => return Some(i),
-                FREE => return None,
+                k if k == key => return Ok(i),
+                FREE => return Err(Some(i)),
                 _ => i = Self::after(i),
             }
         }
-        None
-    }
-
-    /// A free slot for `key`, which no slot sums yet: the first free one from its home.
-    fn insert(&mut self, key: u64) -> Option<usize> {
-        let mut i = Self::home(key);
-        for _ in 0..SLOTS {
-            if self.keys[i] == FREE {
-                self.keys[i] = key;
-                return Some(i);
-            }
-            i = Self::after(i);
-        }
-        None
+        Err(None)
     }
 
     /// Free slot `hole`, moving back into it any key further along that could no longer be found past a
@@ -223,12 +211,11 @@ impl<const SLOTS: usize> Reducer<SLOTS> {
         if !config.contributors.contains(port) || data.len() % 4 != 0 || data.len() > MAX_CHUNK {
             return Err(bad);
         }
-        let index = match self.find(key(group, chunk)) {
-            Some(i) => i,
-            None => {
-                let free = self
-                    .insert(key(group, chunk))
-                    .ok_or(SwitchError::ReductionFull { group })?;
+        let index = match self.probe(key(group, chunk)) {
+            Ok(i) => i,
+            Err(free) => {
+                let free = free.ok_or(SwitchError::ReductionFull { group })?;
+                self.keys[free] = key(group, chunk);
                 self.slots[free] = Accumulator::fresh(data.len() as u8);
                 free
             }

@@ -230,10 +230,10 @@ pub fn run(cmd: SimCommand) -> anyhow::Result<ExitCode> {
     let mut progress = |p: run::Progress| {
         // Drawn again only when what it shows changes.
         let permille = (p.fraction * 1000.0) as u32;
-        if !show_progress || shown == Some((permille, p.sizes_done)) {
+        if !show_progress || shown == Some((permille, p.sizes_done, p.sizes)) {
             return;
         }
-        shown = Some((permille, p.sizes_done));
+        shown = Some((permille, p.sizes_done, p.sizes));
         let width = 30;
         let filled = (p.fraction * width as f64) as usize;
         // What is left at the rate so far: packets cost about the same whatever the size.
@@ -259,7 +259,7 @@ pub fn run(cmd: SimCommand) -> anyhow::Result<ExitCode> {
     };
     let report = run::run(&sweep, &mut progress);
     // A run that stopped early leaves the bar's line open: end it before the table.
-    if shown.is_some_and(|(_, done)| done < run::sizes(sweep.min, sweep.max).len()) {
+    if shown.is_some_and(|(_, done, sizes)| done < sizes) {
         eprintln!();
     }
     let report = report.map_err(anyhow::Error::msg)?;
