@@ -275,8 +275,9 @@ impl<T: Copy, const N: usize> Slots<T> for Buffer<T, N> {
 enum Framer {
     /// The next flit starts a packet, or is a control or idle flit.
     Header,
-    /// Collecting the flits of a packet.
-    Packet { need: u8 },
+    /// Collecting the flits of a packet, whose header flit parsed as `header` (its CRC is checked when
+    /// the packet is complete, over the same bytes).
+    Packet { need: u8, header: PacketHeader },
     /// After an error: discard until a control flit that checks, which is always sent on a packet boundary.
     Resync,
 }
@@ -667,16 +668,12 @@ impl<const REPLAY: usize, const RX_FLITS: usize> DataLink<REPLAY, RX_FLITS> {
         let Some(front) = queue.front() else {
             return false;
         };
-        // Headers were checked on arrival, so they parse; a failure would be a bug, and drops the flit.
-        let Ok(header) = PacketHeader::parse(front) else {
-            queue.drop_front(1);
-            self.rx_packets[vc.index()] = self.rx_packets[vc.index()].saturating_sub(1);
-            return false;
-        };
-        let flits = 1 + usize::from(header.payload_flits);
+        // Headers were parsed on arrival, so only the two fields needed here are read again.
+        let (payload_flits, tl) = PacketHeader::payload_flits_and_tl(front);
+        let flits = 1 + usize::from(payload_flits);
         let (first, second) = queue.front_run(flits);
         packet.vc = vc;
-        packet.tl = header.tl;
+        packet.tl = tl;
         packet.payload.clear();
         let _ = packet.payload.extend_from_slice(first.get(1..).unwrap_or(&[]));
         let _ = packet.payload.extend_from_slice(second);
@@ -1023,7 +1020,7 @@ impl<const REPLAY: usize, const RX_FLITS: usize> DataLink<REPLAY, RX_FLITS> {
         }
         let mut rest = units;
         while let Some((first, tail)) = rest.split_first() {
-            let Framer::Packet { need } = self.framer else {
+            let Framer::Packet { need, header } = self.framer else {
                 self.receive_flit(now, first);
                 rest = tail;
                 continue;
@@ -1040,10 +1037,11 @@ impl<const REPLAY: usize, const RX_FLITS: usize> DataLink<REPLAY, RX_FLITS> {
             rest = &rest[run..];
             if run == usize::from(need) {
                 self.framer = Framer::Header;
-                self.packet_complete(now);
+                self.packet_complete(now, header);
             } else {
                 self.framer = Framer::Packet {
                     need: need - run as u8,
+                    header,
                 };
             }
         }
@@ -1095,10 +1093,11 @@ impl<const REPLAY: usize, const RX_FLITS: usize> DataLink<REPLAY, RX_FLITS> {
                         self.rx_buf[0] = *flit;
                         self.rx_len = 1;
                         if header.payload_flits == 0 {
-                            self.packet_complete(now);
+                            self.packet_complete(now, header);
                         } else {
                             self.framer = Framer::Packet {
                                 need: header.payload_flits,
+                                header,
                             };
                         }
                     }
@@ -1112,16 +1111,19 @@ impl<const REPLAY: usize, const RX_FLITS: usize> DataLink<REPLAY, RX_FLITS> {
                     self.lose_framing();
                 }
             },
-            Framer::Packet { need } => {
+            Framer::Packet { need, header } => {
                 if let Some(slot) = self.rx_buf.get_mut(self.rx_len) {
                     *slot = *flit;
                 }
                 self.rx_len += 1;
                 if need <= 1 {
                     self.framer = Framer::Header;
-                    self.packet_complete(now);
+                    self.packet_complete(now, header);
                 } else {
-                    self.framer = Framer::Packet { need: need - 1 };
+                    self.framer = Framer::Packet {
+                        need: need - 1,
+                        header,
+                    };
                 }
             }
         }
@@ -1140,7 +1142,8 @@ impl<const REPLAY: usize, const RX_FLITS: usize> DataLink<REPLAY, RX_FLITS> {
         }
     }
 
-    fn packet_complete(&mut self, now: Instant) {
+    /// The packet in `rx_buf` is complete; `header` is its header flit, parsed.
+    fn packet_complete(&mut self, now: Instant, header: PacketHeader) {
         let len = self.rx_len;
         let packet = self.rx_buf.get(..len).unwrap_or(&[]).as_flattened();
         if let Err(e) = check_packet_crc(packet) {
@@ -1152,9 +1155,6 @@ impl<const REPLAY: usize, const RX_FLITS: usize> DataLink<REPLAY, RX_FLITS> {
             return;
         }
         let mut head = self.rx_buf[0];
-        let Ok(header) = PacketHeader::parse(&head) else {
-            return;
-        };
         if self.state == DlState::InitFc2 {
             self.become_active(now);
         }
