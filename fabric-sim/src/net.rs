@@ -1054,6 +1054,12 @@ impl Net {
                     }
                     continue;
                 }
+                if !core.has_room(port, vc.index()) {
+                    // Not now: it stays staged and is offered again when packets have left. Checked
+                    // before routing, which a packet offered again on every unit that arrives would
+                    // otherwise repeat while the switch is congested.
+                    break;
+                }
                 let handle = take_handle(held, free);
                 let destination = match multicast {
                     Some(group) => Destination::Multicast(group),
