@@ -213,13 +213,6 @@ macro_rules! widest_lanes {
 }
 
 widest_lanes! {
-    /// [`block_of`] in the widest lanes there are.
-    fn coefficient_block(seed: u64, first: u64) -> Block {
-        block_of(seed, first)
-    }
-}
-
-widest_lanes! {
     /// The sums over a set of GPUs of their elements `first .. first + PER_PACKET`, given `Σ (g + 1)`
     /// over the set and its size.
     fn sums_of(seed: u64, first: u64, weight: u32, count: u32) -> [u32; PER_PACKET] {
@@ -919,9 +912,10 @@ mod tests {
 
     #[test]
     fn vector_blocks_equal_the_element_hash() {
-        // Whichever instruction set `coefficient_block` picks here, it computes `coefficients` exactly.
+        // Whichever instruction set `sums_of` picks here, its hashes are `coefficients` exactly: with
+        // weights (1, 0) and (0, 1) the sums are the two coefficients themselves.
         for (seed, first) in [(1, 0), (7, 32 * 12345), (u64::MAX, u64::MAX - 64)] {
-            let (a, b) = coefficient_block(seed, first);
+            let (a, b) = (sums_of(seed, first, 1, 0), sums_of(seed, first, 0, 1));
             for k in 0..PER_PACKET {
                 assert_eq!(
                     (a[k], b[k]),

@@ -39,9 +39,7 @@ use link_dl::flit::{Flit, FLIT_LEN};
 use link_dl::{Received, Vc};
 use link_phy::time::Instant;
 
-use super::{
-    coefficient_block, payload_of, sums_of, Check, Packets, OP_PARTIAL, OP_RESULT, PACKET_BYTES, PER_PACKET,
-};
+use super::{carries, payload_of, sums_of, Check, Packets, OP_PARTIAL, OP_RESULT, PACKET_BYTES, PER_PACKET};
 use crate::net::{App, Offer, Outgoing};
 use crate::wire;
 
@@ -517,37 +515,32 @@ impl Tree {
         let chunk = (packet - self.range[t].0) / self.chunk_packets;
         let (first, end) = self.chunk_range(t, chunk);
         let elements = self.chunk_elements(t, chunk);
-        let (skip, own) = (usize::from(self.extension), g as u32 + 1);
-        // The hashes of the packet's elements, a block at a time.
-        let (coef_a, coef_b) = coefficient_block(self.seed, packet * PER_PACKET as u64);
+        let (extension, own) = (self.extension, g as u32 + 1);
+        let first_element = packet * PER_PACKET as u64;
         let count = self.packets.elements(packet);
         let role = &mut self.roles[t][g];
         let contributors = role.children.len();
         let (w, members) = role.child_weight[c];
+        let expected = sums_of(self.seed, first_element, w, members);
         let slot = &mut role.reduce[(chunk % STEPS) as usize];
         let q = (packet - first) as usize;
         let ok = Tree::claim(slot, chunk, end - first, elements, true)
             && usize::from(slot.seen[q]) < contributors
-            && {
-                let fresh = slot.seen[q] == 0;
-                let mut ok = true;
-                for e in 0..count {
-                    let flit = &p.payload[skip + e / 4];
-                    let at = (e % 4) * 4;
-                    let v = u32::from_le_bytes([flit[at], flit[at + 1], flit[at + 2], flit[at + 3]]);
-                    let (a, b) = (coef_a[e], coef_b[e]);
-                    ok &= v == a.wrapping_mul(w).wrapping_add(b.wrapping_mul(members));
-                    let sum = &mut slot.data[q * PER_PACKET + e];
-                    *sum = if fresh {
-                        v.wrapping_add(a.wrapping_mul(own)).wrapping_add(b)
-                    } else {
-                        sum.wrapping_add(v)
-                    };
-                }
-                ok
-            };
+            && carries(p, extension, count, &expected);
         if !ok {
             return self.wrong();
+        }
+        // Checked equal to `expected`, which is what is added: the same words, in whole lanes.
+        let sums = &mut slot.data[q * PER_PACKET..q * PER_PACKET + count];
+        if slot.seen[q] == 0 {
+            let mine = sums_of(self.seed, first_element, own, 1);
+            for ((sum, &v), &m) in sums.iter_mut().zip(&expected).zip(&mine) {
+                *sum = v.wrapping_add(m);
+            }
+        } else {
+            for (sum, &v) in sums.iter_mut().zip(&expected) {
+                *sum = sum.wrapping_add(v);
+            }
         }
         slot.seen[q] += 1;
         slot.got += 1;
@@ -600,7 +593,6 @@ impl Tree {
         let chunk = (packet - self.range[t].0) / self.chunk_packets;
         let (first, end) = self.chunk_range(t, chunk);
         let elements = self.chunk_elements(t, chunk);
-        let skip = usize::from(self.extension);
         let expected = sums_of(
             self.seed,
             packet * PER_PACKET as u64,
@@ -608,25 +600,19 @@ impl Tree {
             self.n as u32,
         );
         let count = self.packets.elements(packet);
+        let extension = self.extension;
         let role = &mut self.roles[t][g];
         let store = !role.children.is_empty();
         let slot = &mut role.result[(chunk % STEPS) as usize];
         let q = (packet - first) as usize;
-        let ok = Tree::claim(slot, chunk, end - first, elements, store) && slot.seen[q] == 0 && {
-            let mut ok = true;
-            for (e, &want) in expected.iter().enumerate().take(count) {
-                let flit = &p.payload[skip + e / 4];
-                let at = (e % 4) * 4;
-                let v = u32::from_le_bytes([flit[at], flit[at + 1], flit[at + 2], flit[at + 3]]);
-                ok &= v == want;
-                if store {
-                    slot.data[q * PER_PACKET + e] = v;
-                }
-            }
-            ok
-        };
+        let ok = Tree::claim(slot, chunk, end - first, elements, store)
+            && slot.seen[q] == 0
+            && carries(p, extension, count, &expected);
         if !ok {
             return self.wrong();
+        }
+        if store {
+            slot.data[q * PER_PACKET..q * PER_PACKET + count].copy_from_slice(&expected[..count]);
         }
         slot.seen[q] = 1;
         slot.got += 1;
@@ -858,5 +844,46 @@ mod tests {
         // A smaller buffer (NCCL_BUFFSIZE) bounds the chunk at an eighth of it, down to a packet.
         assert_eq!(chunk_bytes(1 << 30, 8, 1 << 20), 128 * 1024);
         assert_eq!(chunk_bytes(1 << 30, 8, 1024), 128);
+    }
+
+    fn received(out: Outgoing) -> Received {
+        Received {
+            vc: out.vc,
+            tl: out.tl,
+            payload: out.payload,
+        }
+    }
+
+    #[test]
+    fn partial_sums_and_results_are_checked_and_kept() {
+        let mut tree = Tree::new(64 * 1024, 8, STEP_BYTES * STEPS, false, 3);
+        let packet = tree.range[0].0;
+        let first = packet * PER_PACKET as u64;
+        let (leaf, parent) = (1, 2);
+        assert!(tree.roles[0][leaf].children.is_empty() && tree.roles[0][leaf].parent == Some(parent));
+        // A leaf's input going up, then the same with one bit flipped: the flip is caught.
+        let good = received(tree.build(leaf, 0, parent, packet));
+        let mut bad = good.clone();
+        bad.payload[3][9] ^= 0x10;
+        tree.receive(Instant::ZERO, parent, 0, &bad);
+        assert_eq!((tree.check().wrong, tree.check().packets_verified), (1, 0));
+        tree.receive(Instant::ZERO, parent, 0, &good);
+        assert_eq!((tree.check().wrong, tree.check().packets_verified), (1, 1));
+        // The first contribution is kept with the parent's own input added.
+        let both = sums_of(3, first, (leaf + 1 + parent + 1) as u32, 2);
+        assert_eq!(tree.roles[0][parent].reduce[0].data[..PER_PACKET], both);
+
+        // The result coming down to an interior rank: checked against the sum over all ranks, kept to
+        // pass on to its children.
+        let total = sums_of(3, first, (1..=8).sum(), 8);
+        let above = tree.roles[0][parent].parent.unwrap();
+        let result = received(tree.packet(OP_RESULT, above, parent, packet, |i| total[(i - first) as usize]));
+        let mut wrong = result.clone();
+        wrong.payload[0][0] ^= 1;
+        tree.receive(Instant::ZERO, parent, 0, &wrong);
+        assert_eq!((tree.check().wrong, tree.check().packets_verified), (2, 1));
+        tree.receive(Instant::ZERO, parent, 0, &result);
+        assert_eq!((tree.check().wrong, tree.check().packets_verified), (2, 2));
+        assert_eq!(tree.roles[0][parent].result[0].data[..PER_PACKET], total);
     }
 }
