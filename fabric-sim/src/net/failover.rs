@@ -430,7 +430,20 @@ impl Net {
 
     /// Route again what a switch took back after a failure: on to its destination if the switch still
     /// has a path there, else back to its source.
+    #[inline(always)]
     pub(super) fn pump_resend(&mut self, node: usize) {
+        // As `pump_nvls`: nearly always nothing to send again, found without the set-up below.
+        if self
+            .failover
+            .as_ref()
+            .is_some_and(|f| f.resend.get(node).is_some_and(|q| !q.is_empty()))
+        {
+            self.resend_taken_back(node);
+        }
+    }
+
+    #[inline(never)]
+    fn resend_taken_back(&mut self, node: usize) {
         let Some(f) = self.failover.as_mut() else { return };
         let NodeState::Switch { core, held, free, .. } = &mut self.nodes[node] else {
             return;

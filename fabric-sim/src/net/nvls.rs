@@ -135,7 +135,17 @@ impl Net {
     }
 
     /// Start the switch reductions there is room for: read the packet from every GPU.
+    #[inline(always)]
     pub(super) fn pump_nvls(&mut self, node: usize) {
+        // Called on every packet a switch receives and nearly always with nothing pending: the test
+        // stays in the caller, without the set-up of the loop below.
+        if matches!(&self.nodes[node], NodeState::Switch { nvls, .. } if !nvls.pending.is_empty()) {
+            self.start_nvls(node);
+        }
+    }
+
+    #[inline(never)]
+    fn start_nvls(&mut self, node: usize) {
         let NodeState::Switch {
             core,
             held,
