@@ -221,27 +221,27 @@ widest_lanes! {
     }
 }
 
-/// One packet's payload: `elements` consecutive elements (at most 32) of a value function, as flits.
-fn payload_of(
-    first: u64,
-    elements: usize,
-    extension: bool,
-    value: impl Fn(u64) -> u32,
-) -> heapless::Vec<Flit, 9> {
+/// One packet's payload: the first `elements` of `words` (at most 32), four to a flit, little-endian, the
+/// last flit padded with zeros, after NVLink's address-extension flit if the format has one.
+fn payload_of(words: &[u32], elements: usize, extension: bool) -> heapless::Vec<Flit, 9> {
     let mut flits: heapless::Vec<Flit, 9> = heapless::Vec::new();
     if extension {
         // NVLink's address-extension flit (the upper address bits); zero here.
         let _ = flits.push([0; FLIT_LEN]);
     }
-    for chunk in 0..(elements * 4).div_ceil(FLIT_LEN) {
-        let mut flit = [0u8; FLIT_LEN];
-        for k in 0..4 {
-            let e = chunk * 4 + k;
-            if e < elements {
-                flit[k * 4..k * 4 + 4].copy_from_slice(&value(first + e as u64).to_le_bytes());
-            }
-        }
-        let _ = flits.push(flit);
+    // Each flit built in a register: a byte array filled word by word compiled to library calls.
+    let flit = |four: &[u32]| {
+        four.iter()
+            .rev()
+            .fold(0u128, |flit, &w| flit << 32 | u128::from(w))
+    };
+    let mut whole = words[..elements.min(words.len())].chunks_exact(4);
+    for four in &mut whole {
+        let _ = flits.push(flit(four).to_le_bytes());
+    }
+    let last = whole.remainder();
+    if !last.is_empty() {
+        let _ = flits.push(flit(last).to_le_bytes());
     }
     flits
 }
@@ -592,15 +592,15 @@ impl Ring {
         c.saturating_sub(1)
     }
 
-    fn outgoing(&self, from_pos: usize, opcode: u64, packet: u64, value: impl Fn(u64) -> u32) -> Outgoing {
+    /// Packet `packet` from position `from_pos` to the next, carrying its elements from `words`.
+    fn outgoing(&self, from_pos: usize, opcode: u64, packet: u64, words: &[u32]) -> Outgoing {
         let to = self.order[(from_pos + 1) % self.n] as u16;
         let from = self.order[from_pos] as u16;
-        let first = packet * PER_PACKET as u64;
         Outgoing {
             dest: to,
             vc: Vc::Posted,
             tl: wire::header(opcode, to, from, false, packet as u32),
-            payload: payload_of(first, self.packets.elements(packet), self.extension, value),
+            payload: payload_of(words, self.packets.elements(packet), self.extension),
             multicast: None,
         }
     }
@@ -641,7 +641,7 @@ impl Ring {
             // All-gather: chunk c is position c's input, final as it is.
             Kind::AllGather | Kind::Broadcast | Kind::AllToAll => OP_RESULT,
         };
-        self.outgoing(pos, opcode, packet, |i| own[(i - first) as usize])
+        self.outgoing(pos, opcode, packet, &own)
     }
 
     /// Count a packet checked: right or wrong, as `ok` says; returns `ok`.
@@ -998,7 +998,7 @@ mod tests {
         let expected = sums_of(5, 64, 3, 2);
         for extension in [false, true] {
             for elements in [1, 3, 4, 5, 31, 32] {
-                let payload = payload_of(64, elements, extension, |i| expected[(i - 64) as usize]);
+                let payload = payload_of(&expected, elements, extension);
                 let p = Received {
                     vc: Vc::Posted,
                     tl: 0,
@@ -1039,7 +1039,7 @@ mod tests {
         let partial = r.own_packet(0, 0);
         let full = r.ring_weight();
         let sums = sums_of(7, 0, full, 3);
-        let result = r.outgoing(2, OP_RESULT, 0, |i| sums[i as usize]);
+        let result = r.outgoing(2, OP_RESULT, 0, &sums);
         for (packet, to) in [(partial, 1), (result, 0)] {
             let good = received(packet);
             r.receive(Instant(0), to, 0, &good);

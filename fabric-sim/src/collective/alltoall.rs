@@ -138,9 +138,7 @@ impl App for AllToAll {
             payload: {
                 let first = dest as u64 * self.block + packet * PER_PACKET as u64;
                 let own = sums_of(seed, first, weight, 1);
-                payload_of(first, self.packets.elements(packet), self.extension, |j| {
-                    own[(j - first) as usize]
-                })
+                payload_of(&own, self.packets.elements(packet), self.extension)
             },
             multicast: None,
         };

@@ -351,9 +351,7 @@ impl App for SwitchReduce {
                     ),
                     payload: {
                         let own = sums_of(seed, first, g, 1);
-                        payload_of(first, self.packets.elements(packet), self.extension, |i| {
-                            own[(i - first) as usize]
-                        })
+                        payload_of(&own, self.packets.elements(packet), self.extension)
                     },
                     multicast: Some(wire::NVLS_ENGINE),
                 };

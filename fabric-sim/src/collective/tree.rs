@@ -189,6 +189,8 @@ pub struct Tree {
     chunk_packets: u64,
     /// Per tree: its packets `[start, end)`.
     range: [(u64, u64); 2],
+    /// Per tree: its chunks (asked on every offer, so not divided out each time).
+    chunk_count: [u64; 2],
     /// Per tree, per GPU.
     roles: [Vec<Role>; 2],
     /// Credits waiting to be sent, per GPU.
@@ -224,6 +226,7 @@ impl Tree {
         let packets = split.count;
         let half = packets.div_ceil(2);
         let trees = double_tree(n);
+        let chunk_packets = chunk_bytes.div_ceil(PACKET_BYTES as u64).max(1);
         let roles = trees.map(|tree| {
             let mut weight = vec![(0u32, 0u32); n];
             // Subtree weights, leaves first: a rank's subtree is itself and its children's subtrees.
@@ -270,8 +273,9 @@ impl Tree {
             seed,
             extension,
             packets: split,
-            chunk_packets: chunk_bytes.div_ceil(PACKET_BYTES as u64).max(1),
+            chunk_packets,
             range: [(0, half), (half, packets)],
+            chunk_count: [half, packets - half].map(|p| p.div_ceil(chunk_packets)),
             roles,
             credits: (0..n).map(|_| VecDeque::new()).collect(),
             turn: vec![Vec::new(); n],
@@ -300,8 +304,7 @@ impl Tree {
     }
 
     fn chunks(&self, t: usize) -> u64 {
-        let (start, end) = self.range[t];
-        (end - start).div_ceil(self.chunk_packets)
+        self.chunk_count[t]
     }
 
     /// Packets `[start, end)` of chunk `k` of tree `t`.
@@ -344,24 +347,13 @@ impl Tree {
         }
     }
 
-    fn packet(
-        &self,
-        opcode: u64,
-        from: usize,
-        to: usize,
-        packet: u64,
-        value: impl Fn(u64) -> u32,
-    ) -> Outgoing {
+    /// Packet `packet` from GPU `from` to GPU `to`, carrying its elements from `words`.
+    fn packet(&self, opcode: u64, from: usize, to: usize, packet: u64, words: &[u32]) -> Outgoing {
         Outgoing {
             dest: to as u16,
             vc: Vc::Posted,
             tl: wire::header(opcode, to as u16, from as u16, false, packet as u32),
-            payload: payload_of(
-                packet * PER_PACKET as u64,
-                self.packets.elements(packet),
-                self.extension,
-                value,
-            ),
+            payload: payload_of(words, self.packets.elements(packet), self.extension),
             multicast: None,
         }
     }
@@ -379,15 +371,14 @@ impl Tree {
         };
         if slots.is_empty() {
             // A leaf sends its own input up.
-            let first = packet * PER_PACKET as u64;
-            let own = sums_of(self.seed, first, g as u32 + 1, 1);
-            return self.packet(opcode, g, to, packet, |i| own[(i - first) as usize]);
+            let own = sums_of(self.seed, packet * PER_PACKET as u64, g as u32 + 1, 1);
+            return self.packet(opcode, g, to, packet, &own);
         }
         let data = &slots[(chunk % STEPS) as usize].data;
-        let base = self.chunk_range(t, chunk).0 * PER_PACKET as u64;
-        self.packet(opcode, g, to, packet, |i| {
-            data.get((i - base) as usize).copied().unwrap_or(0)
-        })
+        let at = ((packet - self.chunk_range(t, chunk).0) as usize) * PER_PACKET;
+        // A slot holds its chunk whole before any of it is sent, so the words are there.
+        let words = data.get(at..).unwrap_or(&[]);
+        self.packet(opcode, g, to, packet, words)
     }
 
     fn credit(&self, from: usize, to: usize, t: usize, direction: u64, count: u64) -> Outgoing {
@@ -877,7 +868,7 @@ mod tests {
         // pass on to its children.
         let total = sums_of(3, first, (1..=8).sum(), 8);
         let above = tree.roles[0][parent].parent.unwrap();
-        let result = received(tree.packet(OP_RESULT, above, parent, packet, |i| total[(i - first) as usize]));
+        let result = received(tree.packet(OP_RESULT, above, parent, packet, &total));
         let mut wrong = result.clone();
         wrong.payload[0][0] ^= 1;
         tree.receive(Instant::ZERO, parent, 0, &wrong);
