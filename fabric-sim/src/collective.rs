@@ -39,6 +39,9 @@ pub use tree::Tree;
 
 /// Bytes of data per packet.
 pub const PACKET_BYTES: usize = 128;
+/// The largest message: a packet's number within a GPU's buffer is the 32-bit offset of its header
+/// ([`wire::header`]), so a buffer holds at most 2^32 packets (512 GiB).
+pub const MAX_MESSAGE_BYTES: u64 = (1 << 32) * PACKET_BYTES as u64;
 /// What a GPU can hold of one connection (one ring's, or one tree's, from one peer) that it has received
 /// and not yet passed on: NCCL's buffer per channel and peer for its Simple protocol (`NCCL_BUFFSIZE`'s
 /// default).

@@ -7,7 +7,8 @@ use link_dl::DlConfig;
 use link_phy::time::Instant;
 
 use crate::collective::{
-    tree, AllToAll, Check, Kind, Rings, SwitchReduce, Tree, OP_PARTIAL, OP_RESULT, PACKET_BYTES,
+    tree, AllToAll, Check, Kind, Rings, SwitchReduce, Tree, MAX_MESSAGE_BYTES, OP_PARTIAL, OP_RESULT,
+    PACKET_BYTES,
 };
 use crate::net::{App, FailoverStats, Fault, LinkTotals, Net, MAX_STATE_BYTES};
 use crate::topology::{LinkFormat, NodeKind, Topology};
@@ -533,6 +534,16 @@ fn run_with(
             sweep.min, sweep.max
         ));
     }
+    if let Some(&largest) = sizes(sweep.min, sweep.max)
+        .last()
+        .filter(|&&l| l > MAX_MESSAGE_BYTES)
+    {
+        return Err(format!(
+            "messages go up to {} GiB (2^32 packets of {PACKET_BYTES} B: a packet's number within a GPU's \
+             buffer is the 32-bit offset of its header), and the sweep's largest is {largest} B",
+            MAX_MESSAGE_BYTES >> 30
+        ));
+    }
     if sweep.algo == Algo::SwitchReduce && !switch_planes_reach_every_gpu(&topology) {
         return Err(format!(
             "switch-reduce needs every GPU link to end at a switch that every GPU links to directly (one \
@@ -581,6 +592,9 @@ fn run_with(
     // What the collective's buffers can come to, counted whole as the fabric's are.
     let buffer_packets = sweep.buffer_bytes / PACKET_BYTES as u64;
     let largest = sizes.last().copied().unwrap_or(0);
+    if sweep.algo == Algo::Tree {
+        Tree::fits(largest, gpus, sweep.buffer_bytes)?;
+    }
     let collective_bytes = match sweep.algo {
         Algo::Ring => Rings::most_queue_bytes(orders.len(), gpus, buffer_packets),
         Algo::Tree => Tree::most_slot_bytes(gpus, tree::chunk_bytes(largest, gpus, sweep.buffer_bytes)),

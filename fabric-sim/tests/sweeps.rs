@@ -380,6 +380,30 @@ fn the_switch_reduction_is_refused_where_no_switch_reaches_every_gpu() {
 }
 
 #[test]
+fn messages_past_what_the_headers_number_are_refused_up_front() {
+    use fabric_sim::collective::MAX_MESSAGE_BYTES;
+    // A packet's number is the 32-bit offset of its header: past 2^32 packets it would wrap.
+    let s = sweep(
+        "dgx-h100",
+        Kind::AllReduce,
+        Algo::Ring,
+        2 * MAX_MESSAGE_BYTES,
+        2 * MAX_MESSAGE_BYTES,
+    );
+    let e = run(&s, &mut |_| {}).expect_err("a 1 TiB message");
+    assert!(e.contains("messages go up to 512 GiB"), "{e}");
+    // So is a sweep that starts below the bound and ends past it, before running any size.
+    let s = sweep("mesh2", Kind::AllReduce, Algo::Ring, 1024, 2 * MAX_MESSAGE_BYTES);
+    assert!(run(&s, &mut |_| {}).is_err());
+    // The tree's credits count a tree's chunks in 25 bits: a 1 KiB buffer makes one-packet chunks, so
+    // 16 GiB is 2^26 chunks a tree.
+    let mut s = sweep("dgx-h100", Kind::AllReduce, Algo::Tree, 16 << 30, 16 << 30);
+    s.buffer_bytes = 1024;
+    let e = run(&s, &mut |_| {}).expect_err("2^26 chunks");
+    assert!(e.contains("more than the 33554431 its credits count"), "{e}");
+}
+
+#[test]
 fn faults_are_refused_where_they_cannot_be_simulated() {
     let mut s = sweep("dgx-h100", Kind::AllReduce, Algo::Ring, 1024, 1024);
     s.faults = vec![link("gpu0", "gpu1", 1_000)];

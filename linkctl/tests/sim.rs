@@ -241,6 +241,14 @@ fn bad_input_is_a_clear_error_not_a_panic() {
         &["allreduce", "--topology", "fat-tree-2048"],
         &["allreduce", "--buffsize", "3"],
         &["allreduce", "--buffsize", "128M"],
+        &["allreduce", "--min", "600G", "--max", "600G"],
+        &[
+            "allreduce",
+            "--algo=tree",
+            "--buffsize=1K",
+            "--min=16G",
+            "--max=16G",
+        ],
     ] {
         common::assert_refused(&["sim"], args);
     }

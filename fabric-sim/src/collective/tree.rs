@@ -219,6 +219,21 @@ impl Tree {
         n as u64 * 2 * 2 * STEPS * chunk
     }
 
+    /// Whether an all-reduce of `bytes` over `n` ranks with a buffer of `buffer` bytes per connection
+    /// has few enough chunks for its credits, which count a tree's chunks in [`COUNT_BITS`] bits; if not,
+    /// why (a larger buffer makes larger chunks).
+    pub fn fits(bytes: u64, n: usize, buffer: u64) -> Result<(), String> {
+        let tree = Tree::new(bytes, n.max(2), buffer, false, 0);
+        let most = (1u64 << COUNT_BITS) - 1;
+        match tree.chunk_count.into_iter().max() {
+            Some(chunks) if chunks > most => Err(format!(
+                "the tree all-reduce of {bytes} B with --buffsize {buffer} B cuts each tree into {chunks} \
+                 chunks, more than the {most} its credits count: give a larger --buffsize"
+            )),
+            _ => Ok(()),
+        }
+    }
+
     /// The same with a chosen chunk size (rounded up to whole packets).
     pub fn with_chunk(bytes: u64, chunk_bytes: u64, n: usize, extension: bool, seed: u64) -> Tree {
         let elements = (bytes / 4).max(1);

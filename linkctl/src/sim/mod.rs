@@ -40,7 +40,7 @@ pub struct SimArgs {
     /// Smallest message (bytes; K, M, G suffixes are powers of 1024)
     #[arg(long, default_value = "1K")]
     pub min: String,
-    /// Largest message
+    /// Largest message (up to 512G)
     #[arg(long, default_value = "64M")]
     pub max: String,
     /// Algorithm: ring (the default), tree (all-reduce: NCCL's double binary tree), switch-reduce
