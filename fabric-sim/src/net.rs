@@ -1032,6 +1032,17 @@ impl Net {
         })
     }
 
+    /// The other half of what [`Net::staged_fits`] relies on: every channel of `port` whose staging
+    /// slot is empty has nothing waiting in the data link.
+    fn nothing_waits_behind_empty_slots(&self, node: usize, port: usize) -> bool {
+        let NodeState::Switch { staged, .. } = &self.nodes[node] else {
+            return true;
+        };
+        Vc::ALL
+            .iter()
+            .all(|&vc| staged[port][vc.index()].is_some() || !self.links[node][port].received_waiting_on(vc))
+    }
+
     fn switch_received(&mut self, node: usize, port: usize) {
         let NodeState::Switch {
             core,
@@ -1178,6 +1189,10 @@ impl Net {
                 if self.staged_fits(node, port) {
                     self.switch_received(node, port);
                 } else {
+                    debug_assert!(
+                        self.nothing_waits_behind_empty_slots(node, port),
+                        "switch {node} port {port}: a packet waits with its channel's slot empty"
+                    );
                     // What offering the port again would have done: nothing but these two.
                     self.pump_nvls(node);
                     self.pump_resend(node);

@@ -688,6 +688,11 @@ impl<const REPLAY: usize, const RX_FLITS: usize> DataLink<REPLAY, RX_FLITS> {
         self.rx_packets != [0; VC_COUNT]
     }
 
+    /// Whether a packet received on `vc` waits to be taken out ([`DataLink::recv_on`]).
+    pub fn received_waiting_on(&self, vc: Vc) -> bool {
+        self.rx_packets[vc.index()] != 0
+    }
+
     // ----- timers -----
 
     /// When the link next needs [`DataLink::handle_timeout`] (it also checks its timers on every unit):
