@@ -929,14 +929,6 @@ mod tests {
         }
     }
 
-    fn received(out: Outgoing) -> Received {
-        Received {
-            vc: out.vc,
-            tl: out.tl,
-            payload: out.payload,
-        }
-    }
-
     /// A packet's chunk is the last chunk starting at or before it, including where chunks are empty
     /// (fewer packets than GPUs) and for rings that move a part of the buffer.
     #[test]
@@ -1044,7 +1036,7 @@ mod tests {
         let sums = sums_of(7, 0, full, 3);
         let result = r.outgoing(2, OP_RESULT, 0, &sums);
         for (packet, to) in [(partial, 1), (result, 0)] {
-            let good = received(packet);
+            let good = packet.to_received();
             r.receive(Instant(0), to, 0, &good);
             assert_eq!(
                 r.check(),

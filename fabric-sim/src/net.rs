@@ -76,6 +76,17 @@ pub struct Outgoing {
     pub multicast: Option<u16>,
 }
 
+impl Outgoing {
+    /// The packet as its destination receives it (header and payload; the route is spent).
+    pub fn to_received(&self) -> Received {
+        Received {
+            vc: self.vc,
+            tl: self.tl,
+            payload: self.payload.clone(),
+        }
+    }
+}
+
 /// A GPU port offered to the app: what it can take now, and [`Offer::send`] to hand it a packet.
 #[derive(Debug)]
 pub struct Offer<'a> {
@@ -124,11 +135,7 @@ impl Offer<'_> {
         let misrouted = self.misrouted.is_some() && packet.multicast.is_none() && !self.reaches(packet.dest);
         if let (true, Some(resend)) = (misrouted, self.misrouted.as_mut()) {
             // The app's idea of this port predates a failure: send it the right way.
-            resend.push_back(Received {
-                vc: packet.vc,
-                tl: packet.tl,
-                payload: packet.payload.clone(),
-            });
+            resend.push_back(packet.to_received());
             self.sent += 1;
             return true;
         }

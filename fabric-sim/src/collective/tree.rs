@@ -852,14 +852,6 @@ mod tests {
         assert_eq!(chunk_bytes(1 << 30, 8, 1024), 128);
     }
 
-    fn received(out: Outgoing) -> Received {
-        Received {
-            vc: out.vc,
-            tl: out.tl,
-            payload: out.payload,
-        }
-    }
-
     #[test]
     fn partial_sums_and_results_are_checked_and_kept() {
         let mut tree = Tree::new(64 * 1024, 8, STEP_BYTES * STEPS, false, 3);
@@ -868,7 +860,7 @@ mod tests {
         let (leaf, parent) = (1, 2);
         assert!(tree.roles[0][leaf].children.is_empty() && tree.roles[0][leaf].parent == Some(parent));
         // A leaf's input going up, then the same with one bit flipped: the flip is caught.
-        let good = received(tree.build(leaf, 0, parent, packet));
+        let good = tree.build(leaf, 0, parent, packet).to_received();
         let mut bad = good.clone();
         bad.payload[3][9] ^= 0x10;
         tree.receive(Instant::ZERO, parent, 0, &bad);
@@ -883,7 +875,9 @@ mod tests {
         // pass on to its children.
         let total = sums_of(3, first, (1..=8).sum(), 8);
         let above = tree.roles[0][parent].parent.unwrap();
-        let result = received(tree.packet(OP_RESULT, above, parent, packet, &total));
+        let result = tree
+            .packet(OP_RESULT, above, parent, packet, &total)
+            .to_received();
         let mut wrong = result.clone();
         wrong.payload[0][0] ^= 1;
         tree.receive(Instant::ZERO, parent, 0, &wrong);
