@@ -561,7 +561,7 @@ fn run_with(
         net.configure_nvls(extension)?;
     }
     if !sweep.faults.is_empty() {
-        if sizes(sweep.min, sweep.max).last().copied().unwrap_or(0) / 128
+        if sizes(sweep.min, sweep.max).last().copied().unwrap_or(0) / PACKET_BYTES as u64
             >= u64::from(crate::wire::BOUNCE_OFFSET_LIMIT)
         {
             return Err(
