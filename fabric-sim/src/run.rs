@@ -528,16 +528,15 @@ fn run_with(
         }
     }
     sweep.algo.supports(sweep.kind)?;
-    if sizes(sweep.min, sweep.max).is_empty() {
+    let sizes = sizes(sweep.min, sweep.max);
+    let largest = sizes.last().copied().unwrap_or(0);
+    if sizes.is_empty() {
         return Err(format!(
             "no message size from {} to {} bytes: sizes start at 4 bytes (one 32-bit element)",
             sweep.min, sweep.max
         ));
     }
-    if let Some(&largest) = sizes(sweep.min, sweep.max)
-        .last()
-        .filter(|&&l| l > MAX_MESSAGE_BYTES)
-    {
+    if largest > MAX_MESSAGE_BYTES {
         return Err(format!(
             "messages go up to {} GiB (2^32 packets of {PACKET_BYTES} B: a packet's number within a GPU's \
              buffer is the 32-bit offset of its header), and the sweep's largest is {largest} B",
@@ -561,9 +560,7 @@ fn run_with(
         net.configure_nvls(extension)?;
     }
     if !sweep.faults.is_empty() {
-        if sizes(sweep.min, sweep.max).last().copied().unwrap_or(0) / PACKET_BYTES as u64
-            >= u64::from(crate::wire::BOUNCE_OFFSET_LIMIT)
-        {
+        if largest / PACKET_BYTES as u64 >= u64::from(crate::wire::BOUNCE_OFFSET_LIMIT) {
             return Err(
                 "with faults, messages are limited to 16 GiB (packet numbers must fit a bounce)".into(),
             );
@@ -588,10 +585,8 @@ fn run_with(
         net.set_waves(waves);
     }
     let orders = ring_orders(&net);
-    let sizes = sizes(sweep.min, sweep.max);
     // What the collective's buffers can come to, counted whole as the fabric's are.
     let buffer_packets = sweep.buffer_bytes / PACKET_BYTES as u64;
-    let largest = sizes.last().copied().unwrap_or(0);
     if sweep.algo == Algo::Tree {
         Tree::fits(largest, gpus, sweep.buffer_bytes)?;
     }

@@ -223,9 +223,12 @@ impl Tree {
     /// has few enough chunks for its credits, which count a tree's chunks in [`COUNT_BITS`] bits; if not,
     /// why (a larger buffer makes larger chunks).
     pub fn fits(bytes: u64, n: usize, buffer: u64) -> Result<(), String> {
-        let tree = Tree::new(bytes, n.max(2), buffer, false, 0);
+        let (packets, chunk_packets) = Tree::cut(bytes, chunk_bytes(bytes, n, buffer));
         let most = (1u64 << COUNT_BITS) - 1;
-        match tree.chunk_count.into_iter().max() {
+        match Tree::chunks_per_tree(packets.count, chunk_packets)
+            .into_iter()
+            .max()
+        {
             Some(chunks) if chunks > most => Err(format!(
                 "the tree all-reduce of {bytes} B with --buffsize {buffer} B cuts each tree into {chunks} \
                  chunks, more than the {most} its credits count: give a larger --buffsize"
@@ -234,14 +237,32 @@ impl Tree {
         }
     }
 
+    /// How a message of `bytes` is cut: into packets, and packets per chunk of `chunk_bytes` (rounded up
+    /// to whole packets).
+    fn cut(bytes: u64, chunk_bytes: u64) -> (Packets, u64) {
+        (
+            Packets::of((bytes / 4).max(1)),
+            chunk_bytes.div_ceil(PACKET_BYTES as u64).max(1),
+        )
+    }
+
+    /// The first tree's packets (the second has the rest).
+    fn first_half(packets: u64) -> u64 {
+        packets.div_ceil(2)
+    }
+
+    /// Chunks of each tree.
+    fn chunks_per_tree(packets: u64, chunk_packets: u64) -> [u64; 2] {
+        let half = Tree::first_half(packets);
+        [half, packets - half].map(|p| p.div_ceil(chunk_packets))
+    }
+
     /// The same with a chosen chunk size (rounded up to whole packets).
     pub fn with_chunk(bytes: u64, chunk_bytes: u64, n: usize, extension: bool, seed: u64) -> Tree {
-        let elements = (bytes / 4).max(1);
-        let split = Packets::of(elements);
+        let (split, chunk_packets) = Tree::cut(bytes, chunk_bytes);
         let packets = split.count;
-        let half = packets.div_ceil(2);
+        let half = Tree::first_half(packets);
         let trees = double_tree(n);
-        let chunk_packets = chunk_bytes.div_ceil(PACKET_BYTES as u64).max(1);
         let roles = trees.map(|tree| {
             let mut weight = vec![(0u32, 0u32); n];
             // Subtree weights, leaves first: a rank's subtree is itself and its children's subtrees.
@@ -290,7 +311,7 @@ impl Tree {
             packets: split,
             chunk_packets,
             range: [(0, half), (half, packets)],
-            chunk_count: [half, packets - half].map(|p| p.div_ceil(chunk_packets)),
+            chunk_count: Tree::chunks_per_tree(packets, chunk_packets),
             roles,
             credits: (0..n).map(|_| VecDeque::new()).collect(),
             turn: vec![Vec::new(); n],
