@@ -593,17 +593,25 @@ fn run_with(
     let collective_bytes = match sweep.algo {
         Algo::Ring => Rings::most_queue_bytes(orders.len(), gpus, buffer_packets),
         Algo::Tree => Tree::most_slot_bytes(gpus, tree::chunk_bytes(largest, gpus, sweep.buffer_bytes)),
-        Algo::SwitchReduce | Algo::P2p => 0,
+        Algo::SwitchReduce => SwitchReduce::most_bytes(largest, gpus),
+        Algo::P2p => AllToAll::most_bytes(largest, gpus),
     };
     if net.state_bytes() + collective_bytes > MAX_STATE_BYTES {
+        // Only the ring's queues and the tree's slots grow with the buffer; the others' bookkeeping
+        // grows with the message.
+        let (buffer, hint) = match sweep.algo {
+            Algo::Ring | Algo::Tree => (
+                format!(" with a buffer of {} B per connection", sweep.buffer_bytes),
+                "a smaller --buffsize or message",
+            ),
+            Algo::SwitchReduce | Algo::P2p => (String::new(), "a smaller message"),
+        };
         return Err(format!(
-            "{}: the fabric's buffers ({:.1} GiB) and the {}'s with a buffer of {} B per connection ({:.1} \
-             GiB) could take more than the {} GiB this simulator allows itself: try a smaller --buffsize \
-             or message",
+            "{}: the fabric's buffers ({:.1} GiB) and the {} algorithm's{buffer} ({:.1} GiB) could take more than \
+             the {} GiB this simulator allows itself: try {hint}",
             topology.name,
             net.state_bytes() as f64 / f64::from(1 << 30),
             sweep.algo.name(),
-            sweep.buffer_bytes,
             collective_bytes as f64 / f64::from(1 << 30),
             MAX_STATE_BYTES >> 30
         ));

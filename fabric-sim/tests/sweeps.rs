@@ -404,6 +404,20 @@ fn messages_past_what_the_headers_number_are_refused_up_front() {
 }
 
 #[test]
+fn an_all_to_all_whose_bookkeeping_would_not_fit_is_refused_up_front() {
+    // A bit per packet of each of 256 x 256 blocks: 64 GiB at 256 GiB per GPU. It used to abort on the
+    // failed allocation.
+    let s = sweep("fat-tree-256", Kind::AllToAll, Algo::P2p, 256 << 30, 256 << 30);
+    let e = run(&s, &mut |_| {}).expect_err("64 GiB of bitmaps");
+    assert!(e.contains("p2p algorithm's (64.0 GiB)"), "{e}");
+    assert!(e.contains("try a smaller message"), "{e}");
+    assert_eq!(
+        fabric_sim::collective::AllToAll::most_bytes(256 << 30, 256),
+        (64 << 30) + 65536 * 24
+    );
+}
+
+#[test]
 fn faults_are_refused_where_they_cannot_be_simulated() {
     let mut s = sweep("dgx-h100", Kind::AllReduce, Algo::Ring, 1024, 1024);
     s.faults = vec![link("gpu0", "gpu1", 1_000)];

@@ -77,6 +77,14 @@ impl AllToAll {
         }
     }
 
+    /// The most memory an all-to-all of `bytes` per GPU over `n` GPUs keeps: a bit per packet of every
+    /// (destination, source) block, to see each received exactly once.
+    pub fn most_bytes(bytes: u64, n: usize) -> u64 {
+        let words = Packets::of(block_elements(bytes, n)).count.div_ceil(64);
+        let blocks = n as u64 * n as u64;
+        blocks * (words * 8 + core::mem::size_of::<Vec<u64>>() as u64)
+    }
+
     /// The verdict so far.
     pub fn check(&self) -> Check {
         self.check

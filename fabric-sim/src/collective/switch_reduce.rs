@@ -193,6 +193,13 @@ impl SwitchReduce {
         }
     }
 
+    /// The most memory a switch reduction of `bytes` over `n` GPUs keeps that grows with the message:
+    /// per GPU, a bit per packet for the final values it has (its queues are bounded by the engines'
+    /// reads and the links' credits).
+    pub fn most_bytes(bytes: u64, n: usize) -> u64 {
+        n as u64 * Packets::of(bytes / 4).count.div_ceil(64) * 8
+    }
+
     /// The verdict so far.
     pub fn check(&self) -> Check {
         self.check
