@@ -1,13 +1,9 @@
 //! `linkctl bench tl` end to end: it runs, checks its own round trips, and reports every path.
 
-use std::process::Command;
+mod common;
 
 fn run(args: &[&str]) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_linkctl"))
-        .args(["bench", "tl"])
-        .args(args)
-        .output()
-        .unwrap()
+    common::linkctl(&["bench", "tl"], args)
 }
 
 #[test]

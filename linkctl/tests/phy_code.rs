@@ -4,20 +4,12 @@
 //! link-phy/tests/code8b10b_tables.rs checks the tables against), written bit `a` as the least significant
 //! bit, with the running disparity followed by hand.
 
-use std::io::Write;
-use std::process::{Command, Output, Stdio};
+use std::process::Output;
+
+mod common;
 
 fn linkctl(args: &[&str], stdin: &[u8]) -> Output {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_linkctl"))
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    // A command that fails early may close stdin before reading it all.
-    let _ = child.stdin.take().unwrap().write_all(stdin);
-    child.wait_with_output().unwrap()
+    common::linkctl_with_input(&[], args, stdin)
 }
 
 fn stdout(o: &Output) -> String {

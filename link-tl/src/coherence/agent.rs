@@ -180,7 +180,8 @@ impl<const LINES: usize, const B: usize, const OPS: usize> Default for CachingAg
     }
 }
 
-fn unexpected<const B: usize>(msg: &Message<B>) -> TlError {
+/// The error for a message that the receiver's state does not allow.
+pub(super) fn unexpected<const B: usize>(msg: &Message<B>) -> TlError {
     TlError::UnexpectedCoherence {
         opcode: msg.opcode(),
         line: msg.line(),

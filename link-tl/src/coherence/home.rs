@@ -15,7 +15,7 @@
 use heapless::Vec;
 use link_dl::Vc;
 
-use super::agent::pop_front;
+use super::agent::{pop_front, unexpected};
 use super::message::{CacheState, LeftIn, Message, RequestKind, SnoopKind};
 use crate::error::TlError;
 
@@ -151,13 +151,6 @@ impl<const LINES: usize, const AGENTS: usize, const B: usize> core::hash::Hash
 impl<const LINES: usize, const AGENTS: usize, const B: usize> Default for HomeAgent<LINES, AGENTS, B> {
     fn default() -> Self {
         Self::new()
-    }
-}
-
-fn unexpected<const B: usize>(msg: &Message<B>) -> TlError {
-    TlError::UnexpectedCoherence {
-        opcode: msg.opcode(),
-        line: msg.line(),
     }
 }
 

@@ -1,10 +1,12 @@
-//! What the end-to-end tests of `linkctl` share: running a subcommand, reading its JSON, and checking that
+//! What the end-to-end tests of `linkctl` share: running a subcommand (with or without input), reading its
+//! JSON, and checking that
 //! bad input is refused cleanly.
 
 // Each test binary compiles this module and uses only some of it.
 #![allow(dead_code)]
 
-use std::process::{Command, Output};
+use std::io::Write;
+use std::process::{Command, Output, Stdio};
 
 /// Runs `linkctl <command...> <args...>` to completion.
 pub fn linkctl(command: &[&str], args: &[&str]) -> Output {
@@ -13,6 +15,21 @@ pub fn linkctl(command: &[&str], args: &[&str]) -> Output {
         .args(args)
         .output()
         .unwrap()
+}
+
+/// Runs `linkctl <command...> <args...>` to completion with `input` on its standard input.
+pub fn linkctl_with_input(command: &[&str], args: &[&str], input: &[u8]) -> Output {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_linkctl"))
+        .args(command)
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // A command that fails early may close its input before reading it all.
+    let _ = child.stdin.take().unwrap().write_all(input);
+    child.wait_with_output().unwrap()
 }
 
 /// Runs the subcommand with `--json`, requires success, and parses what it printed.
