@@ -110,6 +110,8 @@ impl<T> EventQueue<T> {
 mod tests {
     use super::*;
     use link_phy::time::Duration;
+    use rand_core::{Rng, SeedableRng};
+    use rand_xoshiro::Xoshiro256PlusPlus;
     use std::cmp::Reverse;
     use std::collections::BinaryHeap;
 
@@ -117,13 +119,8 @@ mod tests {
     /// time, with many ties.
     #[test]
     fn same_order_as_a_binary_heap() {
-        let mut x = 0x9E37_79B9_7F4A_7C15u64;
-        let mut rand = move |n: u64| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x % n
-        };
+        let mut rng = Xoshiro256PlusPlus::seed_from_u64(0x9E37_79B9_7F4A_7C15);
+        let mut rand = move |n: u64| rng.next_u64() % n;
         let mut queue = EventQueue::default();
         let mut heap = BinaryHeap::new();
         let (mut now, mut seq, mut id) = (0u64, 0u64, 0u32);

@@ -6,6 +6,8 @@ use fabric_sim::net::Net;
 use fabric_sim::run::{run, Algo, FaultSpec, Report, Sweep};
 use fabric_sim::topology::Topology;
 use link_phy::time::Duration;
+use rand_core::{Rng, SeedableRng};
+use rand_xoshiro::Xoshiro256PlusPlus;
 
 fn sweep(topology: &str, kind: Kind, algo: Algo, min: u64, max: u64) -> Sweep {
     Sweep {
@@ -309,13 +311,8 @@ fn the_switch_reduction_survives_a_link_and_a_switch_port_failing() {
 fn the_switch_reduction_survives_faults_at_random_times_and_places() {
     // Seeded: links and switch ports failing anywhere in the first sizes, some on the same switch, some
     // with bit errors; a plane always survives. Every run must verify, with one engine offline per switch hit.
-    let mut x = 0x243F_6A88_85A3_08D3u64;
-    let mut draw = |n: u64| {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        x % n
-    };
+    let mut rng = Xoshiro256PlusPlus::seed_from_u64(0x243F_6A88_85A3_08D3);
+    let mut draw = |n: u64| rng.next_u64() % n;
     for case in 0..8 {
         let (topology, switches) = if case % 2 == 0 {
             ("dgx-h100", 4)

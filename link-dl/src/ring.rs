@@ -184,6 +184,8 @@ impl<T: Copy + Default, const N: usize, S: Slots<T>> Ring<T, N, S> {
 #[cfg(test)]
 mod tests {
     use super::Ring;
+    use rand_core::{Rng, SeedableRng};
+    use rand_xoshiro::Xoshiro256PlusPlus;
 
     /// The ring against a model (a growable queue) over pushes, runs and pops that wrap around.
     #[test]
@@ -202,11 +204,9 @@ mod tests {
     fn behaves_as_a_bounded_queue_in<S: super::Slots<u32>>(mut ring: Ring<u32, 7, S>) -> Ring<u32, 7, S> {
         let mut model: heapless::Deque<u32, 64> = heapless::Deque::new();
         let mut next = 0u32;
-        let mut x = 0x2545_F491u32;
+        let mut rng = Xoshiro256PlusPlus::seed_from_u64(0x2545_F491);
         for _ in 0..2000 {
-            x ^= x << 13;
-            x ^= x >> 17;
-            x ^= x << 5;
+            let x = rng.next_u32();
             let k = (x % 5) as usize;
             match x % 4 {
                 0 => {

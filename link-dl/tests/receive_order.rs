@@ -4,19 +4,14 @@ mod common;
 
 use link_dl::flit::FLIT_LEN;
 use link_dl::Vc;
+use rand_core::{Rng, SeedableRng};
+use rand_xoshiro::Xoshiro256PlusPlus;
 
 #[test]
 fn packets_come_up_in_arrival_order_across_channels() {
     // Channel patterns: one channel only, two alternating, and a pseudo-random mix of all four.
-    let mut x = 0x9E37_79B9u32;
-    let mixed: Vec<usize> = (0..40)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 17;
-            x ^= x << 5;
-            (x % 4) as usize
-        })
-        .collect();
+    let mut rng = Xoshiro256PlusPlus::seed_from_u64(0x9E37_79B9);
+    let mixed: Vec<usize> = (0..40).map(|_| (rng.next_u64() % 4) as usize).collect();
     for pattern in [vec![1; 40], (0..40).map(|k| k % 2 * 2).collect(), mixed] {
         let mut link = common::Joined::active();
         let mut sent = Vec::new();

@@ -12,6 +12,7 @@ mod bench;
 mod coherence;
 mod dl;
 mod link;
+mod noise;
 mod phy;
 mod sim;
 mod tl;

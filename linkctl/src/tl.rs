@@ -84,14 +84,7 @@ fn copy(args: CopyArgs) -> anyhow::Result<ExitCode> {
     // Memories rounded up to the address map's window granule.
     let granule = link_tl::address::WINDOW_ALIGN;
     let len = (args.offset + size).div_ceil(granule) * granule;
-    let mut source = vec![0u8; len as usize];
-    let mut x = args.seed ^ 0x9E37_79B9_7F4A_7C15;
-    for b in &mut source {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        *b = x as u8;
-    }
+    let mut source = crate::noise::noise(args.seed, len as usize);
     let mut target = vec![0u8; len as usize];
     let mut map = AddressMap::<2>::new();
     map.insert(Window::flat(0, len)).context("address map")?;

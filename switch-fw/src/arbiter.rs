@@ -175,6 +175,8 @@ impl<const PORTS: usize> Islip<PORTS> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use rand_core::{Rng, SeedableRng};
+    use rand_xoshiro::Xoshiro256PlusPlus;
     use std::vec::Vec;
 
     fn set(rs: &[usize]) -> Requesters {
@@ -188,13 +190,8 @@ mod tests {
     /// Against the definition: the first set bit met going up from `from`, round the whole set.
     #[test]
     fn first_from_is_the_next_set_bit_going_round() {
-        let mut x = 0x2545_F491_4F6C_DD1Du64;
-        let mut next = move || {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x
-        };
+        let mut rng = Xoshiro256PlusPlus::seed_from_u64(0x2545_F491_4F6C_DD1D);
+        let mut next = move || rng.next_u64();
         for _ in 0..2000 {
             let mut s: Requesters = [0; WORDS];
             // Sparse and dense sets, and empty words.

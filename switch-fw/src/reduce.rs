@@ -256,6 +256,8 @@ impl<const SLOTS: usize> Reducer<SLOTS> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use rand_core::{Rng, SeedableRng};
+    use rand_xoshiro::Xoshiro256PlusPlus;
 
     #[test]
     fn sums_arrive_once_all_contributors_have() {
@@ -344,13 +346,8 @@ mod tests {
         // Contributions, completions and groups removed in a random order, with the table often full
         // (backward shifts wrap round it), against a plain map of what is in progress.
         use std::collections::BTreeMap;
-        let mut x = 0x2545_F491_4F6C_DD1Du64;
-        let mut rand = move |n: u64| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x % n
-        };
+        let mut rng = Xoshiro256PlusPlus::seed_from_u64(0x2545_F491_4F6C_DD1D);
+        let mut rand = move |n: u64| rng.next_u64() % n;
         let cfg = ReductionGroup {
             contributors: PortSet(0b111),
             result_group: 0,

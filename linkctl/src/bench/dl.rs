@@ -25,17 +25,11 @@ const PACKET_FLITS: usize = PACKET_PAYLOAD / FLIT_LEN;
 /// Steps to wait for credit, replay room or delivery before calling the link stuck.
 const STUCK: usize = 10_000;
 
+/// `n` bytes of [`crate::noise::noise`] as whole flits.
 fn payload(n: usize) -> Vec<Flit> {
-    let mut x = 0x9E37_79B9_7F4A_7C15u64;
+    let bytes = crate::noise::noise(0, n);
     (0..n / FLIT_LEN)
-        .map(|_| {
-            core::array::from_fn(|_| {
-                x ^= x << 13;
-                x ^= x >> 7;
-                x ^= x << 17;
-                x as u8
-            })
-        })
+        .map(|k| core::array::from_fn(|i| bytes[k * FLIT_LEN + i]))
         .collect()
 }
 

@@ -12,23 +12,10 @@ use link_phy::Disparity;
 use super::measure::{row, Row};
 use super::BenchArgs;
 
-/// Payload that looks like traffic, not zeros (zeros would flatter nothing here, but keep it honest).
-fn payload(n: usize) -> Vec<u8> {
-    let mut x = 0x9E37_79B9_7F4A_7C15u64;
-    (0..n)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x as u8
-        })
-        .collect()
-}
-
 pub fn rows(args: &BenchArgs) -> anyhow::Result<Vec<Row>> {
     let n = args.bytes;
     let s = args.samples;
-    let data = payload(n);
+    let data = crate::noise::noise(0, n);
     let mut rows = Vec::new();
 
     // 8b/10b: bytes to code groups and back.

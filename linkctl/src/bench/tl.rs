@@ -19,16 +19,10 @@ const BASE: u64 = (ENDPOINT as u64) << 47;
 /// The local address the reads start at.
 const BASE_LOCAL: u64 = 3;
 
-fn payload(n: usize) -> Vec<u8> {
-    (0..n)
-        .map(|i| (i as u32).wrapping_mul(2_654_435_761).rotate_right(13) as u8)
-        .collect()
-}
-
 pub fn rows(args: &BenchArgs) -> anyhow::Result<Vec<Row>> {
     let n = args.bytes;
     let s = args.samples;
-    let data = payload(n);
+    let data = crate::noise::noise(0, n);
     let mut map = AddressMap::<1>::new();
     map.insert(Window::flat(ENDPOINT, 1 << 40))
         .context("address map")?;
