@@ -4,6 +4,9 @@
 //! - **Link ganging.** Parallel links between the same two nodes form one *trunk* (NVLink's link ganging):
 //!   one logical port whose rate is the sum of its links'. The simulator runs one data link per trunk.
 //! - **Endpoint IDs.** GPU `i` (in topology order) is endpoint `i`.
+//! - **Partitions.** Every switch learns the partition of every GPU not in partition 0, and drops a
+//!   packet whose source and destination GPUs are in different ones (NVLink partitions); GPUs joined
+//!   directly, without a switch between them, are not isolated.
 //! - **Routes: up*/down*.** Levels come from a breadth-first search from a root switch (the one with the
 //!   most trunks). A trunk is *up* in the direction of the node nearer the root (lower level, then lower
 //!   index). A packet may climb and then descend, never climb after descending; with routes restricted so,
@@ -35,6 +38,57 @@ pub struct Trunk {
     pub ber: f64,
     /// Framing.
     pub format: LinkFormat,
+}
+
+/// The channel dependency graph of a fabric's routes ([`Fabric::dependencies`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Dependencies {
+    /// Channels (trunk directions) that some packet takes.
+    pub channels: usize,
+    /// Dependencies between them.
+    pub dependencies: usize,
+    /// A cycle, if there is one, as the (node, port) each of its channels leaves from; `None` means the
+    /// routes cannot deadlock.
+    pub cycle: Option<Vec<(usize, usize)>>,
+}
+
+/// A cycle in the directed graph `edges` (vertex to successors), by iterative depth-first search.
+fn find_cycle(edges: &[Vec<usize>]) -> Option<Vec<usize>> {
+    const NEW: u8 = 0;
+    const ON_PATH: u8 = 1;
+    const DONE: u8 = 2;
+    let mut state = vec![NEW; edges.len()];
+    for start in 0..edges.len() {
+        if state[start] != NEW {
+            continue;
+        }
+        // The path from `start`, each vertex with the index of the next successor to look at.
+        let mut path = vec![(start, 0usize)];
+        state[start] = ON_PATH;
+        while let Some(&mut (v, ref mut next)) = path.last_mut() {
+            match edges[v].get(*next) {
+                Some(&w) => {
+                    *next += 1;
+                    match state[w] {
+                        NEW => {
+                            state[w] = ON_PATH;
+                            path.push((w, 0));
+                        }
+                        ON_PATH => {
+                            let from = path.iter().position(|&(u, _)| u == w).unwrap_or(0);
+                            return Some(path[from..].iter().map(|&(u, _)| u).collect());
+                        }
+                        _ => {}
+                    }
+                }
+                None => {
+                    state[v] = DONE;
+                    path.pop();
+                }
+            }
+        }
+    }
+    None
 }
 
 /// What the manager worked out.
@@ -172,13 +226,20 @@ impl Fabric {
                 }
             }
         }
-        // Program every switch through its registers.
+        // Program every switch through its registers: routes, then the partitions of the GPUs not in
+        // partition 0 (where a switch starts every endpoint).
         let mut program = Vec::new();
         for x in (0..n).filter(|&x| is_switch(x)) {
             for (id, set) in routes[x].iter().enumerate() {
                 let base = regs::ROUTES + 8 * id as u32;
                 program.push((x, base, set.0 as u32));
                 program.push((x, base + 4, (set.0 >> 32) as u32));
+            }
+            for (id, &gpu) in gpus.iter().enumerate() {
+                let partition = topology.nodes[gpu].partition;
+                if partition != 0 {
+                    program.push((x, regs::PARTITIONS + 4 * id as u32, u32::from(partition)));
+                }
             }
         }
         Ok(Fabric {
@@ -229,6 +290,68 @@ impl Fabric {
             self.trunks[t].b
         } else {
             self.trunks[t].a
+        }
+    }
+
+    /// The channel dependency graph of the routes (Dally and Seitz): a channel is one direction of a
+    /// trunk, and channel `a` depends on `b` when a packet that some GPU sends along the routes can
+    /// arrive over `a` at a switch whose route sends it on over `b`. The fabric cannot deadlock if the
+    /// graph has no cycle; this checks that from the route tables alone, whatever rule made them.
+    pub fn dependencies(&self) -> Dependencies {
+        let n = self.routes.len();
+        // Channel of node x's port p: 2 * trunk + (the end x is at).
+        let channel = |x: usize, p: usize| {
+            let (t, end) = self.ports[x][p];
+            2 * t + end
+        };
+        let channels = 2 * self.trunks.len();
+        let mut edges: Vec<Vec<usize>> = vec![Vec::new(); channels];
+        let mut used = vec![false; channels];
+        let is_gpu = {
+            let mut g = vec![false; n];
+            self.gpus.iter().for_each(|&x| g[x] = true);
+            g
+        };
+        for (id, &dest) in self.gpus.iter().enumerate() {
+            // The nodes a packet for `dest` can reach from any GPU, and the channels it takes.
+            let mut seen = vec![false; n];
+            let mut queue: VecDeque<usize> = self.gpus.iter().copied().filter(|&g| g != dest).collect();
+            queue.iter().for_each(|&g| seen[g] = true);
+            while let Some(x) = queue.pop_front() {
+                for p in self.routes[x][id].iter() {
+                    let (y, _) = self.peer(x, p);
+                    let a = channel(x, p);
+                    used[a] = true;
+                    if y == dest || is_gpu[y] {
+                        continue;
+                    }
+                    for q in self.routes[y][id].iter() {
+                        let b = channel(y, q);
+                        if !edges[a].contains(&b) {
+                            edges[a].push(b);
+                        }
+                    }
+                    if !seen[y] {
+                        seen[y] = true;
+                        queue.push_back(y);
+                    }
+                }
+            }
+        }
+        let cycle = find_cycle(&edges);
+        // Name a channel by its sending node and port.
+        let ends = |c: usize| {
+            let t = &self.trunks[c / 2];
+            if c % 2 == 0 {
+                t.a
+            } else {
+                t.b
+            }
+        };
+        Dependencies {
+            channels: used.iter().filter(|&&u| u).count(),
+            dependencies: edges.iter().map(Vec::len).sum(),
+            cycle: cycle.map(|c| c.into_iter().map(ends).collect()),
         }
     }
 
@@ -371,5 +494,83 @@ mod tests {
         let g = Fabric::plan(&t, &[trunk]).unwrap();
         assert_eq!(g.routes[0][3].len(), 3);
         assert!(!g.routes[0][3].contains(0));
+    }
+
+    #[test]
+    fn a_cycle_is_found_exactly_when_there_is_one() {
+        // 0 -> 1 -> 2 -> 0, with a tail 3 -> 0 and a branch 1 -> 4.
+        let cyclic = vec![vec![1], vec![4, 2], vec![0], vec![0], vec![]];
+        let cycle = find_cycle(&cyclic).unwrap();
+        assert_eq!(cycle.len(), 3);
+        for (k, &v) in cycle.iter().enumerate() {
+            assert!(cyclic[v].contains(&cycle[(k + 1) % 3]), "{cycle:?}");
+        }
+        // The same without 2 -> 0, and a diamond: no cycle.
+        assert_eq!(find_cycle(&[vec![1], vec![4, 2], vec![], vec![0], vec![]]), None);
+        assert_eq!(find_cycle(&[vec![1, 2], vec![3], vec![3], vec![]]), None);
+        assert_eq!(find_cycle(&[vec![0]]), Some(vec![0]));
+    }
+
+    #[test]
+    fn the_routes_of_every_builtin_fabric_cannot_deadlock() {
+        for name in Topology::BUILTINS {
+            let f = Fabric::plan(&Topology::builtin(name).unwrap(), &[]).unwrap();
+            let d = f.dependencies();
+            assert_eq!(d.cycle, None, "{name}");
+            assert!(
+                d.channels > 0 && d.dependencies > 0 || name.starts_with("mesh"),
+                "{name}: {d:?}"
+            );
+        }
+        // Nor after a failure between the root (a leaf) and a spine.
+        let t = Topology::builtin("fat-tree-256").unwrap();
+        let f = Fabric::plan(&t, &[]).unwrap();
+        let to_spine = (0..f.port_count(f.root))
+            .find(|&p| t.nodes[f.peer(f.root, p).0].kind == NodeKind::Switch)
+            .unwrap();
+        let spine_trunk = f.ports[f.root][to_spine].0;
+        assert_eq!(
+            Fabric::plan(&t, &[spine_trunk]).unwrap().dependencies().cycle,
+            None
+        );
+    }
+
+    #[test]
+    fn routes_round_a_ring_of_switches_one_way_are_caught() {
+        // Four switches in a ring, a GPU on each. Routed the short way round clockwise only (not
+        // up*/down*), packets for the GPU two switches on wait on each other's channels in a cycle.
+        let mut text = String::new();
+        for k in 0..4 {
+            text += &format!("[[node]]\nname = \"gpu{k}\"\nkind = \"gpu\"\n");
+        }
+        for k in 0..4 {
+            text += &format!("[[node]]\nname = \"sw{k}\"\nkind = \"switch\"\n");
+        }
+        for k in 0..4 {
+            text += &format!("[[link]]\na = \"gpu{k}\"\nb = \"sw{k}\"\ngbps = 25.0\n");
+            text += &format!(
+                "[[link]]\na = \"sw{k}\"\nb = \"sw{}\"\ngbps = 25.0\n",
+                (k + 1) % 4
+            );
+        }
+        let t = Topology::from_toml(&text).unwrap();
+        let mut f = Fabric::plan(&t, &[]).unwrap();
+        assert_eq!(f.dependencies().cycle, None, "up*/down* breaks the ring");
+        let switch = |k: usize| 4 + k % 4;
+        let port_to =
+            |f: &Fabric, x: usize, y: usize| (0..f.port_count(x)).find(|&p| f.peer(x, p).0 == y).unwrap();
+        for dest in 0..4 {
+            for k in 0..4 {
+                let x = switch(k);
+                let next = if k == dest { dest } else { switch(k + 1) };
+                f.routes[x][dest] = PortSet::single(port_to(&f, x, next));
+            }
+        }
+        let cycle = f.dependencies().cycle.expect("a cycle round the ring");
+        assert_eq!(cycle.len(), 4, "{cycle:?}");
+        assert!(
+            cycle.iter().all(|&(x, _)| x >= 4),
+            "switch-to-switch channels: {cycle:?}"
+        );
     }
 }

@@ -51,6 +51,9 @@ pub struct Node {
     pub name: String,
     /// What it is.
     pub kind: NodeKind,
+    /// A GPU's partition (0 to 255; all start in 0): switches drop and count a packet between GPUs of
+    /// different partitions. Always 0 for a switch.
+    pub partition: u8,
 }
 
 /// One link (both directions) between two nodes.
@@ -93,6 +96,27 @@ pub struct End {
 }
 
 impl Topology {
+    /// Put GPU `name` in partition `partition`.
+    pub fn set_partition(&mut self, name: &str, partition: u8) -> Result<(), String> {
+        match self.nodes.iter_mut().find(|n| n.name == name) {
+            Some(n) if n.kind == NodeKind::Gpu => {
+                n.partition = partition;
+                Ok(())
+            }
+            Some(_) => Err(format!("{}: {name} is a switch; partitions are GPUs'", self.name)),
+            None => Err(format!("{} has no node {name}", self.name)),
+        }
+    }
+
+    /// How many partitions its GPUs are in.
+    pub fn partition_count(&self) -> usize {
+        let mut seen = [false; 256];
+        for n in self.nodes.iter().filter(|n| n.kind == NodeKind::Gpu) {
+            seen[usize::from(n.partition)] = true;
+        }
+        seen.iter().filter(|&&s| s).count()
+    }
+
     /// Indices of the GPUs, in order: GPU `i` of a collective is `gpus()[i]`.
     pub fn gpus(&self) -> Vec<usize> {
         (0..self.nodes.len())
@@ -223,6 +247,7 @@ impl Topology {
         struct NodeEntry {
             name: String,
             kind: NodeKind,
+            partition: Option<u8>,
         }
         #[derive(Deserialize)]
         #[serde(deny_unknown_fields)]
@@ -242,9 +267,16 @@ impl Topology {
             if index.insert(n.name.clone(), nodes.len()).is_some() {
                 return Err(format!("node {:?} is defined twice", n.name));
             }
+            if n.kind == NodeKind::Switch && n.partition.is_some() {
+                return Err(format!(
+                    "node {:?}: a partition is a GPU's, not a switch's",
+                    n.name
+                ));
+            }
             nodes.push(Node {
                 name: n.name,
                 kind: n.kind,
+                partition: n.partition.unwrap_or(0),
             });
         }
         let mut links = Vec::new();
@@ -311,6 +343,7 @@ fn gpu(i: usize) -> Node {
     Node {
         name: format!("gpu{i}"),
         kind: NodeKind::Gpu,
+        partition: 0,
     }
 }
 
@@ -318,6 +351,7 @@ fn switch(name: String) -> Node {
     Node {
         name,
         kind: NodeKind::Switch,
+        partition: 0,
     }
 }
 
