@@ -6,6 +6,7 @@
 //! - [`manager`]: the fabric manager: link ganging, endpoint IDs, up*/down* routes, switch programming.
 //! - [`net`]: the running fabric and its event loop; [`wire`]: the header fields it routes on.
 //! - [`collective`]: collectives that move checked data; [`run`]: sweeps over message sizes.
+//! - [`probe`]: a packet between every pair of GPUs, to see what the routes and partitions let through.
 //! - [`fuzz`]: entry points that fuzz the topology file format.
 #![warn(missing_docs)]
 
@@ -14,6 +15,7 @@ mod events;
 pub mod fuzz;
 pub mod manager;
 pub mod net;
+pub mod probe;
 pub mod run;
 pub mod topology;
 pub mod trace;

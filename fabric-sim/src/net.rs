@@ -722,6 +722,35 @@ impl Net {
         done
     }
 
+    /// [`Net::run`], and once the app is done, on until nothing is left in the fabric (every packet
+    /// delivered to the app or dropped, and acknowledged) or `limit` passes. Returns whether both
+    /// happened.
+    pub fn run_until_quiet(&mut self, app: &mut dyn App, limit: Instant) -> bool {
+        if !self.run(app, limit) {
+            return false;
+        }
+        while !self.quiescent() {
+            // Checking every link costs more than an event: look again after a batch.
+            for _ in 0..64 {
+                if !self.step(app, limit) {
+                    return self.quiescent();
+                }
+            }
+        }
+        true
+    }
+
+    /// What the switches counted, added up over all of them.
+    pub fn switch_totals(&self) -> switch_fw::switch::SwitchCounters {
+        let mut sum = switch_fw::switch::SwitchCounters::default();
+        for node in &self.nodes {
+            if let NodeState::Switch { core, .. } = node {
+                sum += core.counters();
+            }
+        }
+        sum
+    }
+
     /// Record every packet and control flit the transmitters send into `tracer` (see [`crate::trace`]).
     pub fn set_trace(&mut self, tracer: Tracer<Box<dyn std::io::Write>>) {
         self.trace = Some(Box::new(tracer));

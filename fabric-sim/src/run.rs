@@ -550,6 +550,15 @@ fn run_with(
             topology.name
         ));
     }
+    if topology.partition_count() > 1 {
+        // The switches would drop every packet between them, and the collective would never finish.
+        return Err(format!(
+            "{}: its GPUs are in {} partitions, and a collective runs within one (`linkctl fabric --probe` \
+             shows what the partitions let through)",
+            topology.name,
+            topology.partition_count()
+        ));
+    }
     let mut net = Net::new(&topology, &[], DlConfig::default(), sweep.seed)?;
     let extension = topology.links.iter().any(|l| l.format == LinkFormat::NvlinkAe);
     let gpus = net.fabric().gpus.len();

@@ -367,6 +367,19 @@ fn the_switch_reduction_stops_with_a_reason_once_no_plane_reaches_every_gpu() {
 }
 
 #[test]
+fn a_collective_over_several_partitions_is_refused() {
+    let mut s = sweep("dgx-h100", Kind::AllReduce, Algo::Ring, 1024, 1024);
+    s.topology.set_partition("gpu7", 1).unwrap();
+    let e = run(&s, &mut |_| {}).expect_err("two partitions");
+    assert!(e.contains("its GPUs are in 2 partitions"), "{e}");
+    // Every GPU in one partition other than 0 is one partition: it runs.
+    for g in 0..8 {
+        s.topology.set_partition(&format!("gpu{g}"), 5).unwrap();
+    }
+    assert!(run(&s, &mut |_| {}).unwrap().verified);
+}
+
+#[test]
 fn the_switch_reduction_is_refused_where_no_switch_reaches_every_gpu() {
     // A PCIe switch or a fat tree's leaf sums only the GPUs under it; a mesh has no switch at all.
     for topology in ["pcie8", "fat-tree-256", "mesh4"] {

@@ -91,6 +91,33 @@ pub struct SwitchCounters {
     pub evicted: u64,
 }
 
+/// Counters of several switches added up (a fabric's, say).
+impl core::ops::AddAssign<&SwitchCounters> for SwitchCounters {
+    fn add_assign(&mut self, other: &SwitchCounters) {
+        // Taken apart whole, so that a counter added to the struct and not here does not compile.
+        let SwitchCounters {
+            arrived,
+            forwarded,
+            cut_through,
+            multicast_copies,
+            partition_drops,
+            route_drops,
+            buffer_drops,
+            reductions,
+            evicted,
+        } = *other;
+        self.arrived += arrived;
+        self.forwarded += forwarded;
+        self.cut_through += cut_through;
+        self.multicast_copies += multicast_copies;
+        self.partition_drops += partition_drops;
+        self.route_drops += route_drops;
+        self.buffer_drops += buffer_drops;
+        self.reductions += reductions;
+        self.evicted += evicted;
+    }
+}
+
 /// A switch of `PORTS` ports sharing a buffer of `SLOTS` packets, whose reduction engine holds `REDUCE`
 /// chunks in progress.
 #[derive(Clone, Debug)]
