@@ -254,6 +254,14 @@ impl Fabric {
         })
     }
 
+    /// Of the register writes in [`Fabric::program`], those that set partitions.
+    pub fn partition_writes(&self) -> usize {
+        self.program
+            .iter()
+            .filter(|&&(_, address, _)| (regs::PARTITIONS..regs::MULTICAST).contains(&address))
+            .count()
+    }
+
     /// Logical ports of node `x`.
     pub fn port_count(&self, x: usize) -> usize {
         self.ports[x].len()
@@ -281,6 +289,19 @@ impl Fabric {
         (0..self.port_count(x))
             .filter(move |&p| self.peer(x, p).0 == y)
             .map(move |p| self.trunk_at(x, p))
+    }
+
+    /// Node `x`'s port towards node `y` (the first, if several trunks join them), or why there is none
+    /// (names from `topology`).
+    pub fn port_towards(&self, topology: &Topology, x: usize, y: usize) -> Result<usize, String> {
+        (0..self.port_count(x))
+            .find(|&p| self.peer(x, p).0 == y)
+            .ok_or_else(|| {
+                format!(
+                    "{} has no link between {} and {}",
+                    topology.name, topology.nodes[x].name, topology.nodes[y].name
+                )
+            })
     }
 
     /// The node and port at the other end of `x`'s port `p`.

@@ -122,24 +122,9 @@ pub enum FaultSpec {
 impl FaultSpec {
     /// The simulator's fault, with names resolved on `net`'s fabric.
     fn resolve(&self, topology: &Topology, net: &Net) -> Result<Fault, String> {
-        let node = |name: &str| {
-            topology
-                .nodes
-                .iter()
-                .position(|n| n.name == name)
-                .ok_or_else(|| format!("{} has no node {name:?}", topology.name))
-        };
+        let node = |name: &str| topology.node_named(name);
         let fabric = net.fabric();
-        let port_towards = |x: usize, y: usize| {
-            (0..fabric.port_count(x))
-                .find(|&p| fabric.peer(x, p).0 == y)
-                .ok_or_else(|| {
-                    format!(
-                        "{} has no link between {} and {}",
-                        topology.name, topology.nodes[x].name, topology.nodes[y].name
-                    )
-                })
-        };
+        let port_towards = |x: usize, y: usize| fabric.port_towards(topology, x, y);
         match self {
             FaultSpec::Link { a, b, at } | FaultSpec::OneLink { a, b, at } => {
                 let (x, y) = (node(a)?, node(b)?);

@@ -96,16 +96,23 @@ pub struct End {
 }
 
 impl Topology {
+    /// The index of the node called `name`.
+    pub fn node_named(&self, name: &str) -> Result<usize, String> {
+        self.nodes
+            .iter()
+            .position(|n| n.name == name)
+            .ok_or_else(|| format!("{} has no node {name:?}", self.name))
+    }
+
     /// Put GPU `name` in partition `partition`.
     pub fn set_partition(&mut self, name: &str, partition: u8) -> Result<(), String> {
-        match self.nodes.iter_mut().find(|n| n.name == name) {
-            Some(n) if n.kind == NodeKind::Gpu => {
-                n.partition = partition;
-                Ok(())
-            }
-            Some(_) => Err(format!("{}: {name} is a switch; partitions are GPUs'", self.name)),
-            None => Err(format!("{} has no node {name}", self.name)),
+        let x = self.node_named(name)?;
+        let node = &mut self.nodes[x];
+        if node.kind != NodeKind::Gpu {
+            return Err(format!("{}: {name} is a switch; partitions are GPUs'", self.name));
         }
+        node.partition = partition;
+        Ok(())
     }
 
     /// How many partitions its GPUs are in.

@@ -11,6 +11,7 @@ use clap::{Parser, Subcommand};
 mod bench;
 mod coherence;
 mod dl;
+mod fabric;
 mod link;
 mod noise;
 mod phy;
@@ -45,6 +46,10 @@ enum Command {
     /// Collectives on a simulated fabric, reported as nccl-tests reports them
     #[command(subcommand)]
     Sim(sim::SimCommand),
+    /// What the fabric manager makes of a topology: trunks, endpoint IDs, routes, partitions, a check that
+    /// the routes cannot deadlock, and a probe of what the switches let through; exit status 3 if the
+    /// routes could deadlock or the probe finds a partition not kept
+    Fabric(fabric::FabricArgs),
     /// Cache coherence (directory MESI): a random stress over noisy data links, or `--explore` every
     /// interleaving of a small system; exit status 3 on any invariant violation
     Coherence(coherence::CoherenceArgs),
@@ -75,6 +80,7 @@ fn main() -> ExitCode {
         Command::Link(cmd) => link::run(cmd),
         Command::Bench(cmd) => bench::run(cmd).map(|()| ExitCode::SUCCESS),
         Command::Sim(cmd) => sim::run(cmd),
+        Command::Fabric(args) => fabric::run(args),
         Command::Tl(cmd) => tl::run(cmd),
         Command::Coherence(args) => coherence::run(args),
     };

@@ -138,7 +138,7 @@ fn parse_fault(s: &str, flag: &str) -> anyhow::Result<(String, String, Duration)
     Ok((a.to_string(), b.to_string(), parse_time(time)?))
 }
 
-fn load_topology(name: &str) -> anyhow::Result<Topology> {
+pub fn load_topology(name: &str) -> anyhow::Result<Topology> {
     if let Some(t) = Topology::builtin(name) {
         return Ok(t);
     }

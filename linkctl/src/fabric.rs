@@ -1,0 +1,362 @@
+//! `linkctl fabric`: what the fabric manager makes of a topology (trunks, endpoint IDs, up*/down* levels,
+//! route tables, partitions, the register writes that program the switches), a check that its routes
+//! cannot deadlock, and optionally a probe of what the switches let through.
+
+use std::process::ExitCode;
+
+use anyhow::{bail, Context};
+use clap::Args;
+use fabric_sim::manager::{Dependencies, Fabric};
+use fabric_sim::probe::{probe, ProbeReport};
+use fabric_sim::topology::{NodeKind, Topology};
+use serde_json::json;
+
+use crate::sim::load_topology;
+
+/// Exit status when the routes could deadlock or the probe finds the partitions not kept.
+const EXIT_WRONG: u8 = 3;
+
+#[derive(Args, Debug)]
+pub struct FabricArgs {
+    /// Fabric: mesh2, mesh4, dgx1-hcm, dgx-a100, dgx-h100, pcie8, fat-tree-256 (or fat-tree-N: N GPUs, a
+    /// multiple of 16 from 32 to 1024), or a TOML file
+    #[arg(long, default_value = "dgx-h100")]
+    pub topology: String,
+    /// Put GPUs in a partition (0 to 255; all start in 0), e.g. `1:gpu4,gpu5,gpu6,gpu7`: the switches
+    /// drop packets between partitions (repeatable)
+    #[arg(long, value_name = "P:GPU,GPU,...")]
+    pub partition: Vec<String>,
+    /// Plan without the link (all ganged links) between two nodes, e.g. `gpu0:nvswitch1` (repeatable)
+    #[arg(long, value_name = "A:B")]
+    pub fail_link: Vec<String>,
+    /// Print every switch's route table
+    #[arg(long)]
+    pub routes: bool,
+    /// Send a packet from every GPU to every other through the simulated fabric and report what arrived,
+    /// within and across partitions
+    #[arg(long)]
+    pub probe: bool,
+    /// Seed of the probe's simulation
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Print one JSON object instead of the tables
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `P:GPU,GPU,...` as (partition, names).
+fn parse_partition(s: &str) -> anyhow::Result<(u8, Vec<&str>)> {
+    let usage =
+        || format!("bad --partition {s:?}: expected P:GPU,GPU,... with P from 0 to 255, e.g. 1:gpu4,gpu5");
+    let (p, names) = s.split_once(':').with_context(usage)?;
+    let p: u8 = p.trim().parse().ok().with_context(usage)?;
+    let names: Vec<&str> = names.split(',').map(str::trim).collect();
+    if names.iter().any(|n| n.is_empty()) {
+        bail!(usage());
+    }
+    Ok((p, names))
+}
+
+pub fn run(args: FabricArgs) -> anyhow::Result<ExitCode> {
+    let mut topology = load_topology(&args.topology)?;
+    for spec in &args.partition {
+        let (p, names) = parse_partition(spec)?;
+        for name in names {
+            topology.set_partition(name, p).map_err(anyhow::Error::msg)?;
+        }
+    }
+    let first = Fabric::plan(&topology, &[]).map_err(anyhow::Error::msg)?;
+    let mut failed = Vec::new();
+    for spec in &args.fail_link {
+        let usage = || format!("bad --fail-link {spec:?}: expected NODE:NODE, e.g. gpu0:nvswitch1");
+        let (a, b) = spec.split_once(':').with_context(usage)?;
+        let (x, y) = (
+            topology.node_named(a).map_err(anyhow::Error::msg)?,
+            topology.node_named(b).map_err(anyhow::Error::msg)?,
+        );
+        let port = first.port_towards(&topology, x, y).map_err(anyhow::Error::msg)?;
+        failed.push(first.ports[x][port].0);
+    }
+    let fabric = Fabric::plan(&topology, &failed).map_err(anyhow::Error::msg)?;
+    let dependencies = fabric.dependencies();
+    let report = if args.probe {
+        Some(probe(&topology, &failed, args.seed).map_err(anyhow::Error::msg)?)
+    } else {
+        None
+    };
+    let view = View {
+        topology: &topology,
+        fabric: &fabric,
+        failed: &failed,
+        dependencies: &dependencies,
+        probe: report.as_ref(),
+    };
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&view.json(args.routes))?);
+    } else {
+        view.print(args.routes);
+    }
+    let wrong = dependencies.cycle.is_some() || report.as_ref().is_some_and(|r| !r.isolated());
+    Ok(if wrong {
+        ExitCode::from(EXIT_WRONG)
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
+/// What is reported, with the names to report it by.
+struct View<'a> {
+    topology: &'a Topology,
+    fabric: &'a Fabric,
+    failed: &'a [usize],
+    dependencies: &'a Dependencies,
+    probe: Option<&'a ProbeReport>,
+}
+
+impl View<'_> {
+    fn name(&self, x: usize) -> &str {
+        &self.topology.nodes[x].name
+    }
+
+    /// `node:port`.
+    fn end(&self, (x, p): (usize, usize)) -> String {
+        format!("{}:{p}", self.name(x))
+    }
+
+    fn endpoint(&self, x: usize) -> Option<usize> {
+        self.fabric.gpus.iter().position(|&g| g == x)
+    }
+
+    fn switches(&self) -> impl Iterator<Item = usize> + '_ {
+        (0..self.topology.nodes.len()).filter(|&x| self.topology.nodes[x].kind == NodeKind::Switch)
+    }
+
+    /// Register writes: all of them, and those that set partitions.
+    fn writes(&self) -> (usize, usize) {
+        (self.fabric.program.len(), self.fabric.partition_writes())
+    }
+
+    /// A switch's routes: (destination endpoint, ports).
+    fn routes_of(&self, x: usize) -> impl Iterator<Item = (usize, Vec<usize>)> + '_ {
+        self.fabric.routes[x]
+            .iter()
+            .enumerate()
+            .map(|(id, set)| (id, set.iter().collect()))
+    }
+
+    fn print(&self, routes: bool) {
+        let (t, f, d) = (self.topology, self.fabric, self.dependencies);
+        let switches = self.switches().count();
+        let links: usize = f.trunks.iter().map(|t| t.links).sum();
+        let (writes, partition_writes) = self.writes();
+        println!(
+            "# fabric {}: {} nodes, {} GPUs (endpoints 0 to {}) in {} partition(s), {switches} switch(es)",
+            t.name,
+            t.nodes.len(),
+            f.gpus.len(),
+            f.gpus.len() - 1,
+            t.partition_count()
+        );
+        println!(
+            "# {} trunks ganging {links} links{}; up*/down* root {}",
+            f.trunks.len(),
+            if self.failed.is_empty() {
+                String::new()
+            } else {
+                format!(" ({} left out as failed)", self.failed.len())
+            },
+            self.name(f.root)
+        );
+        println!(
+            "# switch programming: {writes} register writes ({} for routes, {partition_writes} for partitions)",
+            writes - partition_writes
+        );
+        match &d.cycle {
+            None => println!(
+                "# channel dependency graph: {} channels, {} dependencies, no cycle: the routes cannot deadlock",
+                d.channels, d.dependencies
+            ),
+            Some(cycle) => println!(
+                "# channel dependency graph: {} channels, {} dependencies, CYCLE through {}: the routes can \
+                 deadlock",
+                d.channels,
+                d.dependencies,
+                cycle.iter().map(|&e| self.end(e)).collect::<Vec<_>>().join(" -> ")
+            ),
+        }
+        println!(
+            "#\n# {:<22} {:<6} {:>8} {:>9} {:>5} {:>5}",
+            "node", "kind", "endpoint", "partition", "level", "ports"
+        );
+        for (x, node) in t.nodes.iter().enumerate() {
+            let dash = || "-".to_string();
+            let (kind, endpoint, partition) = match node.kind {
+                NodeKind::Gpu => (
+                    "gpu",
+                    self.endpoint(x).map_or_else(dash, |e| e.to_string()),
+                    node.partition.to_string(),
+                ),
+                NodeKind::Switch => ("switch", dash(), dash()),
+            };
+            let level = match f.level[x] {
+                usize::MAX => dash(),
+                l => l.to_string(),
+            };
+            println!(
+                "  {:<22} {kind:<6} {endpoint:>8} {partition:>9} {level:>5} {:>5}",
+                node.name,
+                f.port_count(x)
+            );
+        }
+        println!(
+            "#\n# {:>5} {:<26} {:<26} {:>5} {:>8} {:>10} {:>8} format",
+            "trunk", "end a", "end b", "links", "GB/s", "latency_ns", "BER"
+        );
+        for (i, trunk) in f.trunks.iter().enumerate() {
+            let state = if self.failed.contains(&i) {
+                "  (failed)"
+            } else {
+                ""
+            };
+            println!(
+                "  {i:>5} {:<26} {:<26} {:>5} {:>8.1} {:>10} {:>8} {}{state}",
+                self.end(trunk.a),
+                self.end(trunk.b),
+                trunk.links,
+                trunk.gbps,
+                trunk.latency_ns,
+                trunk.ber,
+                trunk.format.name()
+            );
+        }
+        if routes {
+            for x in self.switches() {
+                println!(
+                    "#\n# routes of {} (destination: ports, and the node each leads to)",
+                    self.name(x)
+                );
+                for (id, ports) in self.routes_of(x) {
+                    let hops: Vec<String> = ports
+                        .iter()
+                        .map(|&p| format!("{p}->{}", self.name(f.peer(x, p).0)))
+                        .collect();
+                    println!("  {:<10} {}", self.name(f.gpus[id]), hops.join(" "));
+                }
+            }
+        }
+        if let Some(r) = self.probe {
+            println!(
+                "#\n# probe: {} packets; within partitions {} of {} pairs reached; across partitions {} of {} \
+                 reached, {} dropped by switches; {} arrived wrong{}: {}",
+                r.sent,
+                r.same_delivered,
+                r.same_pairs,
+                r.cross_delivered,
+                r.cross_pairs,
+                r.partition_drops,
+                r.wrong,
+                if r.finished { "" } else { "; did not finish" },
+                if r.isolated() {
+                    "partitions kept"
+                } else {
+                    "PARTITIONS NOT KEPT"
+                }
+            );
+            for &(s, d) in &r.leaks {
+                println!(
+                    "  leak: {} -> {} (no switch between them drops it)",
+                    self.name(f.gpus[s]),
+                    self.name(f.gpus[d])
+                );
+            }
+        }
+    }
+
+    fn json(&self, routes: bool) -> serde_json::Value {
+        let (t, f, d) = (self.topology, self.fabric, self.dependencies);
+        let (writes, partition_writes) = self.writes();
+        let nodes: Vec<_> = t
+            .nodes
+            .iter()
+            .enumerate()
+            .map(|(x, node)| {
+                let gpu = node.kind == NodeKind::Gpu;
+                json!({
+                    "name": node.name,
+                    "kind": if gpu { "gpu" } else { "switch" },
+                    "endpoint": self.endpoint(x),
+                    "partition": gpu.then_some(node.partition),
+                    "level": (f.level[x] != usize::MAX).then_some(f.level[x]),
+                    "ports": f.port_count(x),
+                })
+            })
+            .collect();
+        let end = |(x, p): (usize, usize)| json!({ "node": self.name(x), "port": p });
+        let trunks: Vec<_> = f
+            .trunks
+            .iter()
+            .enumerate()
+            .map(|(i, trunk)| {
+                json!({
+                    "index": i,
+                    "a": end(trunk.a),
+                    "b": end(trunk.b),
+                    "links": trunk.links,
+                    "gbps": trunk.gbps,
+                    "latency_ns": trunk.latency_ns,
+                    "ber": trunk.ber,
+                    "format": trunk.format.name(),
+                    "failed": self.failed.contains(&i),
+                })
+            })
+            .collect();
+        let mut out = json!({
+            "topology": t.name,
+            "gpus": f.gpus.len(),
+            "partitions": t.partition_count(),
+            "root": self.name(f.root),
+            "nodes": nodes,
+            "trunks": trunks,
+            "register_writes": writes,
+            "partition_writes": partition_writes,
+            "dependencies": {
+                "channels": d.channels,
+                "dependencies": d.dependencies,
+                "deadlock_free": d.cycle.is_none(),
+                "cycle": d.cycle.as_ref().map(|c| c.iter().map(|&e| end(e)).collect::<Vec<_>>()),
+            },
+        });
+        if routes {
+            out["routes"] = self
+                .switches()
+                .map(|x| {
+                    let table: Vec<_> = self
+                        .routes_of(x)
+                        .map(|(id, ports)| {
+                            let next: Vec<&str> = ports.iter().map(|&p| self.name(f.peer(x, p).0)).collect();
+                            json!({ "destination": self.name(f.gpus[id]), "ports": ports, "next": next })
+                        })
+                        .collect();
+                    json!({ "switch": self.name(x), "table": table })
+                })
+                .collect::<Vec<_>>()
+                .into();
+        }
+        if let Some(r) = self.probe {
+            let pair = |&(s, d): &(usize, usize)| json!([self.name(f.gpus[s]), self.name(f.gpus[d])]);
+            out["probe"] = json!({
+                "sent": r.sent,
+                "same_partition_pairs": r.same_pairs,
+                "same_partition_delivered": r.same_delivered,
+                "cross_partition_pairs": r.cross_pairs,
+                "cross_partition_delivered": r.cross_delivered,
+                "partition_drops": r.partition_drops,
+                "wrong": r.wrong,
+                "leaks": r.leaks.iter().map(pair).collect::<Vec<_>>(),
+                "finished": r.finished,
+                "isolated": r.isolated(),
+            });
+        }
+        out
+    }
+}

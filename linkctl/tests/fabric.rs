@@ -1,0 +1,123 @@
+//! `linkctl fabric` as a user runs it: the fabric manager's plan, its deadlock check, partitions and the
+//! probe, in JSON and as tables, and refusals.
+
+mod common;
+
+use common::{assert_refused, json, linkctl};
+
+#[test]
+fn dgx_h100_is_planned_deadlock_free_and_its_tables_are_complete() {
+    let v = json(&["fabric"], &["--topology", "dgx-h100", "--routes"]);
+    assert_eq!(v["gpus"], 8);
+    assert_eq!(v["nodes"].as_array().unwrap().len(), 12);
+    assert_eq!(v["trunks"].as_array().unwrap().len(), 32);
+    assert_eq!(v["trunks"][0]["links"], 5);
+    assert_eq!(v["dependencies"]["deadlock_free"], true);
+    assert!(v["dependencies"]["cycle"].is_null());
+    // Two route registers per destination on each of the 4 switches, no partitions.
+    assert_eq!(
+        (v["register_writes"].as_u64(), v["partition_writes"].as_u64()),
+        (Some(64), Some(0))
+    );
+    let routes = v["routes"].as_array().unwrap();
+    assert_eq!(routes.len(), 4);
+    // Each NVSwitch reaches GPU 5 straight through its port 5.
+    for table in routes {
+        let entry = &table["table"][5];
+        assert_eq!(entry["destination"], "gpu5");
+        assert_eq!(entry["ports"], serde_json::json!([5]));
+        assert_eq!(entry["next"], serde_json::json!(["gpu5"]));
+    }
+    assert!(v.get("probe").is_none(), "only with --probe");
+}
+
+#[test]
+fn partitions_are_programmed_and_the_probe_sees_them_kept() {
+    let v = json(
+        &["fabric"],
+        &[
+            "--partition",
+            "1:gpu4,gpu5,gpu6,gpu7",
+            "--partition",
+            "2:gpu0",
+            "--probe",
+        ],
+    );
+    assert_eq!(v["partitions"], 3);
+    assert_eq!(v["nodes"][4]["partition"], 1);
+    assert_eq!(v["nodes"][0]["partition"], 2);
+    assert!(v["nodes"][8]["partition"].is_null(), "a switch has none");
+    // 5 GPUs not in partition 0, on each of 4 switches.
+    assert_eq!(v["partition_writes"], 20);
+    let p = &v["probe"];
+    assert_eq!(p["sent"], 56);
+    assert_eq!(
+        (
+            p["same_partition_pairs"].as_u64(),
+            p["same_partition_delivered"].as_u64()
+        ),
+        (Some(18), Some(18))
+    );
+    assert_eq!(p["cross_partition_pairs"], 38);
+    assert_eq!(p["cross_partition_delivered"], 0);
+    assert_eq!(p["partition_drops"], 38);
+    assert_eq!(p["isolated"], true);
+}
+
+#[test]
+fn a_mesh_cannot_keep_partitions_and_the_exit_status_says_so() {
+    let out = linkctl(
+        &["fabric"],
+        &["--topology", "mesh4", "--partition", "1:gpu0,gpu1", "--probe"],
+    );
+    assert_eq!(out.status.code(), Some(3));
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(text.contains("across partitions 8 of 8 reached"), "{text}");
+    assert!(text.contains("PARTITIONS NOT KEPT"), "{text}");
+    assert!(text.contains("leak: gpu0 -> gpu2"), "{text}");
+}
+
+#[test]
+fn a_failed_link_is_planned_around() {
+    let v = json(
+        &["fabric"],
+        &["--fail-link", "gpu0:nvswitch0", "--routes", "--probe"],
+    );
+    let failed: Vec<_> = v["trunks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|t| t["failed"] == true)
+        .collect();
+    assert_eq!(failed.len(), 1);
+    assert_eq!(failed[0]["a"]["node"], "gpu0");
+    // nvswitch0 no longer reaches GPU 0 directly: it has no way down to it at all (GPUs never forward).
+    assert_eq!(v["routes"][0]["table"][0]["ports"], serde_json::json!([]));
+    assert_eq!(v["probe"]["same_partition_delivered"], 56);
+}
+
+#[test]
+fn bad_input_is_refused() {
+    for args in [
+        &["--partition", "1gpu0"][..],
+        &["--partition", "256:gpu0"],
+        &["--partition", "1:nvswitch0"],
+        &["--partition", "1:gpu99"],
+        &["--fail-link", "gpu0"],
+        &["--fail-link", "gpu0:gpu1"],
+        &["--topology", "no-such-fabric"],
+        // Every link of GPU 0 failed: no route reaches it.
+        &[
+            "--fail-link",
+            "gpu0:nvswitch0",
+            "--fail-link",
+            "gpu0:nvswitch1",
+            "--fail-link",
+            "gpu0:nvswitch2",
+            "--fail-link",
+            "gpu0:nvswitch3",
+        ],
+    ] {
+        assert_refused(&["fabric"], args);
+    }
+}
