@@ -12,7 +12,7 @@ use crate::topology::Topology;
 use crate::wire;
 
 /// Simulated time a probe may take: far more than a packet per GPU pair needs on any built-in fabric.
-const PROBE_TIME: Duration = Duration::from_ms(100);
+pub const PROBE_TIME: Duration = Duration::from_ms(100);
 
 /// Pairs named in [`ProbeReport::leaks`] at most.
 const LEAKS_LISTED: usize = 16;
@@ -57,8 +57,14 @@ impl ProbeReport {
 }
 
 /// Send a packet from every GPU of `topology` to every other, with the trunks `failed` (indices into the
-/// fabric manager's plan) left out of the routes, and report what arrived.
-pub fn probe(topology: &Topology, failed: &[usize], seed: u64) -> Result<ProbeReport, String> {
+/// fabric manager's plan) left out of the routes, and report what arrived within `limit` of simulated
+/// time ([`PROBE_TIME`] is plenty for the built-in fabrics).
+pub fn probe(
+    topology: &Topology,
+    failed: &[usize],
+    seed: u64,
+    limit: Duration,
+) -> Result<ProbeReport, String> {
     let mut net = Net::new(topology, failed, DlConfig::default(), seed)?;
     let gpus = net.fabric().gpus.len();
     let partition: Vec<u8> = net
@@ -68,7 +74,7 @@ pub fn probe(topology: &Topology, failed: &[usize], seed: u64) -> Result<ProbeRe
         .map(|&node| topology.nodes[node].partition)
         .collect();
     let mut app = Probe::new(gpus);
-    let finished = net.run_until_quiet(&mut app, Instant::ZERO + PROBE_TIME);
+    let finished = net.run_until_quiet(&mut app, Instant::ZERO + limit);
     let mut report = ProbeReport {
         gpus,
         partitions: topology.partition_count(),

@@ -43,6 +43,8 @@ const ALPHABET: &[&[u8]] = &[
     b"kind = \"switch\"",
     b"[[link]]",
     b"[[node]]",
+    b"partition = 1",
+    b"partition = 255",
 ];
 
 #[test]

@@ -1,8 +1,12 @@
 //! The reachability probe: partitions programmed by the fabric manager isolate GPUs wherever a switch
 //! stands between them.
 
-use fabric_sim::probe::probe;
+use fabric_sim::probe::{self, ProbeReport, PROBE_TIME};
 use fabric_sim::topology::Topology;
+
+fn probe(topology: &Topology, failed: &[usize], seed: u64) -> Result<ProbeReport, String> {
+    probe::probe(topology, failed, seed, PROBE_TIME)
+}
 
 fn split(name: &str, first: std::ops::Range<usize>, partition: u8) -> Topology {
     let mut t = Topology::builtin(name).unwrap();

@@ -7,7 +7,7 @@ use std::process::ExitCode;
 use anyhow::{bail, Context};
 use clap::Args;
 use fabric_sim::manager::{Dependencies, Fabric};
-use fabric_sim::probe::{probe, ProbeReport};
+use fabric_sim::probe::{probe, ProbeReport, PROBE_TIME};
 use fabric_sim::topology::{NodeKind, Topology};
 use serde_json::json;
 
@@ -80,7 +80,7 @@ pub fn run(args: FabricArgs) -> anyhow::Result<ExitCode> {
     let fabric = Fabric::plan(&topology, &failed).map_err(anyhow::Error::msg)?;
     let dependencies = fabric.dependencies();
     let report = if args.probe {
-        Some(probe(&topology, &failed, args.seed).map_err(anyhow::Error::msg)?)
+        Some(probe(&topology, &failed, args.seed, PROBE_TIME).map_err(anyhow::Error::msg)?)
     } else {
         None
     };
