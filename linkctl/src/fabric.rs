@@ -32,6 +32,10 @@ pub struct FabricArgs {
     /// Print every switch's route table
     #[arg(long)]
     pub routes: bool,
+    /// Print the register writes that program the switches, in order (the register map is in
+    /// docs/spec.md section 5)
+    #[arg(long)]
+    pub registers: bool,
     /// Send a packet from every GPU to every other through the simulated fabric and report what arrived,
     /// within and across partitions
     #[arg(long)]
@@ -92,9 +96,9 @@ pub fn run(args: FabricArgs) -> anyhow::Result<ExitCode> {
         probe: report.as_ref(),
     };
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&view.json(args.routes))?);
+        println!("{}", serde_json::to_string_pretty(&view.json(&args))?);
     } else {
-        view.print(args.routes);
+        view.print(&args);
     }
     let wrong = dependencies.cycle.is_some() || report.as_ref().is_some_and(|r| !r.isolated());
     Ok(if wrong {
@@ -144,7 +148,7 @@ impl View<'_> {
             .map(|(id, set)| (id, set.iter().collect()))
     }
 
-    fn print(&self, routes: bool) {
+    fn print(&self, args: &FabricArgs) {
         let (t, f, d) = (self.topology, self.fabric, self.dependencies);
         let switches = self.switches().count();
         let links: usize = f.trunks.iter().map(|t| t.links).sum();
@@ -229,7 +233,13 @@ impl View<'_> {
                 trunk.format.name()
             );
         }
-        if routes {
+        if args.registers {
+            println!("#\n# register writes: switch, address, value");
+            for &(x, address, value) in &f.program {
+                println!("  {:<22} {address:#010x} {value:#010x}", self.name(x));
+            }
+        }
+        if args.routes {
             for x in self.switches() {
                 println!(
                     "#\n# routes of {} (destination: ports, and the node each leads to)",
@@ -272,7 +282,7 @@ impl View<'_> {
         }
     }
 
-    fn json(&self, routes: bool) -> serde_json::Value {
+    fn json(&self, args: &FabricArgs) -> serde_json::Value {
         let (t, f, d) = (self.topology, self.fabric, self.dependencies);
         let (writes, partition_writes) = self.writes();
         let nodes: Vec<_> = t
@@ -326,7 +336,15 @@ impl View<'_> {
                 "cycle": d.cycle.as_ref().map(|c| c.iter().map(|&e| end(e)).collect::<Vec<_>>()),
             },
         });
-        if routes {
+        if args.registers {
+            out["registers"] = f
+                .program
+                .iter()
+                .map(|&(x, address, value)| json!({ "switch": self.name(x), "address": address, "value": value }))
+                .collect::<Vec<_>>()
+                .into();
+        }
+        if args.routes {
             out["routes"] = self
                 .switches()
                 .map(|x| {

@@ -65,6 +65,22 @@ fn partitions_are_programmed_and_the_probe_sees_them_kept() {
 }
 
 #[test]
+fn the_register_writes_are_listed_in_order() {
+    let v = json(&["fabric"], &["--partition", "1:gpu7", "--registers"]);
+    let writes = v["registers"].as_array().unwrap();
+    assert_eq!(writes.len(), 4 * (16 + 1));
+    // Per switch: the routes (two words per endpoint), then gpu7's partition (docs/spec.md section 5).
+    assert_eq!(writes[0]["switch"], "nvswitch0");
+    assert_eq!(
+        (writes[0]["address"].as_u64(), writes[0]["value"].as_u64()),
+        (Some(0), Some(1))
+    );
+    assert_eq!(writes[16]["address"], 0x0001_0000 + 4 * 7);
+    assert_eq!(writes[16]["value"], 1);
+    assert_eq!(writes[17]["switch"], "nvswitch1");
+}
+
+#[test]
 fn a_mesh_cannot_keep_partitions_and_the_exit_status_says_so() {
     let out = linkctl(
         &["fabric"],
