@@ -339,7 +339,7 @@ fn inject(
     core: &mut Switch<64, SWITCH_SLOTS, REDUCTIONS>,
     held: &mut Vec<Option<Held>>,
     free: &mut Vec<u32>,
-    packet: Held,
+    packet: Received,
     destination: Destination,
 ) {
     let handle = take_handle(held, free);
@@ -352,17 +352,16 @@ fn inject(
         source: None,
     };
     match core.inject(arrival) {
-        Ok(copies) => held[handle as usize] = Some(Held { copies, ..packet }),
+        Ok(copies) => held[handle as usize] = Some(Held { packet, copies }),
         Err(_) => free.push(handle),
     }
 }
 
-/// What a switch holds for a packet between arrival and the last copy leaving.
+/// What a switch holds for a packet from arrival until its last copy leaves: the packet as its input's
+/// data link received it, in place (a packet the switch cannot take yet waits here too, with no copies).
 #[derive(Clone, Debug)]
 struct Held {
-    vc: Vc,
-    tl: u64,
-    payload: heapless::Vec<Flit, MAX_PAYLOAD_FLITS>,
+    packet: Received,
     copies: usize,
 }
 
@@ -374,8 +373,8 @@ enum NodeState {
         held: Vec<Option<Held>>,
         free: Vec<u32>,
         nvls: Nvls,
-        /// Per port and channel, a packet the switch could not take yet.
-        staged: Vec<[Option<Received>; 4]>,
+        /// Per port and channel, the handle in `held` of a packet the switch could not take yet.
+        staged: Vec<[Option<u32>; 4]>,
         /// Bit `p`: port `p` has a packet staged. Only such a port can have received packets left
         /// waiting, since the switch takes every other packet as it arrives.
         staged_ports: u64,
@@ -454,9 +453,10 @@ impl Net {
         // A wire holds what its rate times its latency puts on it (GB/s x ns = bytes), each way.
         let on_wires: f64 = fabric.trunks.iter().map(|t| 2.0 * t.gbps * t.latency_ns).sum();
         let link_bytes = PortLink::MEMORY_BYTES;
-        // A switch holds each packet in its slots for as long as a copy of it waits to leave.
+        // A switch holds each packet in its slots for as long as a copy of it waits to leave, and one
+        // per port and channel that it cannot take yet.
         let switch_bytes = std::mem::size_of::<Switch<64, SWITCH_SLOTS, REDUCTIONS>>()
-            + SWITCH_SLOTS * std::mem::size_of::<Option<Held>>();
+            + (SWITCH_SLOTS + 64 * Vc::ALL.len()) * std::mem::size_of::<Option<Held>>();
         let state_bytes =
             (2 * fabric.trunks.len() * link_bytes + switches * switch_bytes) as u64 + on_wires as u64;
         if state_bytes > MAX_STATE_BYTES {
@@ -1094,22 +1094,41 @@ impl Net {
         // Per channel, so that a channel whose buffer share is full never holds up another.
         for vc in Vc::ALL {
             loop {
-                // A packet is received into its channel's staging slot and stays there until the switch
-                // takes it: copied once, into the switch's buffer.
+                // A packet is received straight into a slot of the switch's table of held packets, and
+                // stays there until its last copy leaves; while the switch cannot take it yet, its channel's
+                // staging slot keeps its handle.
                 let slot = &mut staged[port][vc.index()];
-                if slot.is_none() {
-                    let packet = slot.insert(Received::empty(vc));
-                    if !self.links[node][port].recv_on_into(vc, packet) {
-                        *slot = None;
-                        break;
+                let handle = match *slot {
+                    Some(handle) => handle,
+                    None => {
+                        let link = &mut self.links[node][port];
+                        if !link.received_waiting_on(vc) {
+                            break;
+                        }
+                        let handle = take_handle(held, free);
+                        let entry = held[handle as usize].insert(Held {
+                            packet: Received::empty(vc),
+                            copies: 0,
+                        });
+                        if !link.recv_on_into(vc, &mut entry.packet) {
+                            held[handle as usize] = None;
+                            free.push(handle);
+                            break;
+                        }
+                        *slot = Some(handle);
+                        handle
                     }
-                }
-                let Some(p) = slot.as_ref() else { break };
+                };
+                let h = handle as usize;
+                let Some(entry) = held[h].as_ref() else { break };
+                let p = &entry.packet;
                 let (dest, source, multicast) = wire::route_fields(p.tl);
                 if multicast == Some(wire::NVLS_ENGINE) {
-                    let taken = slot
+                    *slot = None;
+                    free.push(handle);
+                    let taken = held[h]
                         .take()
-                        .is_some_and(|p| nvls.receive(core, held, free, port, p));
+                        .is_some_and(|e| nvls.receive(core, held, free, port, e.packet));
                     if !taken {
                         if let Some(f) = self.failover.as_mut() {
                             f.stats.engine_packets_dropped += 1;
@@ -1123,41 +1142,36 @@ impl Net {
                     // otherwise repeat while the switch is congested.
                     break;
                 }
-                let handle = take_handle(held, free);
                 let destination = match multicast {
                     Some(group) => Destination::Multicast(group),
                     None => Destination::Unicast(dest),
                 };
-                let flits = 1 + p.payload.len() as u8;
                 let arrival = Arrival {
                     handle,
                     vc: vc.index() as u8,
-                    flits,
+                    flits: 1 + p.payload.len() as u8,
                     destination,
                     source: Some(source),
                 };
                 match core.ingress(port, arrival) {
                     Ok(copies) => {
-                        let h = held[handle as usize].insert(Held {
-                            vc,
-                            tl: p.tl,
-                            payload: heapless::Vec::new(),
-                            copies,
-                        });
-                        let _ = h.payload.extend_from_slice(&p.payload);
+                        if let Some(entry) = held[h].as_mut() {
+                            entry.copies = copies;
+                        }
                         *slot = None;
                     }
                     Err(e) => {
-                        free.push(handle);
                         if e == (switch_fw::SwitchError::BufferFull { port }) {
                             // Not now: it stays staged and is offered again when packets have left.
                             break;
                         }
-                        let Some(p) = slot.take() else { break };
+                        *slot = None;
+                        free.push(handle);
+                        let Some(entry) = held[h].take() else { break };
                         if let (switch_fw::SwitchError::NoRoute { .. }, Some(f)) = (e, self.failover.as_mut())
                         {
                             // Routed here before a failure took the way on: return it to its source.
-                            send_again(&mut f.resend[node], &mut f.stats, p);
+                            send_again(&mut f.resend[node], &mut f.stats, entry.packet);
                         }
                     }
                 }
@@ -1197,7 +1211,8 @@ impl Net {
                 let Some(h) = held[f.handle as usize].as_mut() else {
                     continue;
                 };
-                if links[f.output].send(h.vc, h.tl, &h.payload).is_ok() {
+                let p = &h.packet;
+                if links[f.output].send(p.vc, p.tl, &p.payload).is_ok() {
                     self.stats.packets_switched += 1;
                     if !kicked.contains(&f.output) {
                         let _ = kicked.push(f.output);

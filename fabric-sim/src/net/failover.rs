@@ -352,16 +352,11 @@ impl Net {
                 let (resend, stats) = (&mut f.resend[node], &mut f.stats);
                 core.evict_output(port, |copy| {
                     let h = copy.handle as usize;
-                    if let Some(packet) = held[h].as_mut() {
+                    if let Some(entry) = held[h].as_mut() {
                         stats.packets_evicted += 1;
-                        let taken = Received {
-                            vc: packet.vc,
-                            tl: packet.tl,
-                            payload: packet.payload.clone(),
-                        };
-                        send_again(resend, stats, taken);
-                        packet.copies -= 1;
-                        if packet.copies == 0 {
+                        send_again(resend, stats, entry.packet.clone());
+                        entry.copies -= 1;
+                        if entry.copies == 0 {
                             held[h] = None;
                             free.push(copy.handle);
                         }
@@ -483,9 +478,7 @@ impl Net {
                         f.stats.packets_bounced += 1;
                     }
                     held[handle as usize] = Some(Held {
-                        vc: p.vc,
-                        tl,
-                        payload: p.payload,
+                        packet: Received { tl, ..p },
                         copies,
                     });
                 }

@@ -59,11 +59,10 @@ impl Nvls {
                     core,
                     held,
                     free,
-                    Held {
+                    Received {
                         vc: Vc::Response,
                         tl,
                         payload,
-                        copies: 1,
                     },
                     Destination::Unicast(requester),
                 );
@@ -171,11 +170,10 @@ impl Net {
                 } else {
                     heapless::Vec::new()
                 };
-                let read = Held {
+                let read = Received {
                     vc: Vc::Request,
                     tl,
                     payload,
-                    copies: 1,
                 };
                 inject(core, held, free, read, Destination::Unicast(gpu));
             }
