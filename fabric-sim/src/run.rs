@@ -191,6 +191,11 @@ pub struct Report {
     pub failover: FailoverStats,
     /// What the data links did over the whole sweep: errors they caught, replays, flow control.
     pub links: LinkTotals,
+    /// What the switches did over the whole sweep, added up. Of its counters, `arrived` and `buffer_drops`
+    /// also count a packet the simulator offers a switch again after the switch refused it for want of
+    /// room (a multicast needs room for every copy), so they are not arrivals and drops; `reductions`
+    /// counts only the core's own reduction groups, not the collective engines' `ld_reduce` sums.
+    pub switches: switch_fw::switch::SwitchCounters,
     /// What the pcap trace holds and left out.
     pub trace: Option<crate::trace::TraceSummary>,
     /// Value changes written to the waveforms, and changes the limit left out.
@@ -734,6 +739,7 @@ fn run_with(
         avg_busbw,
         failover: net.failover_stats(),
         links: net.link_totals(),
+        switches: net.switch_totals(),
         trace: net.finish_trace()?,
         waves: net.finish_waves()?,
         failure,

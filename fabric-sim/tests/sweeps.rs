@@ -229,13 +229,18 @@ fn packets_a_switch_queued_for_a_failed_port_go_another_way() {
         let mut s = sweep("dgx-h100", kind, algo, 1 << 20, 1 << 20);
         s.topology = Topology::from_toml(QUEUEING_SWITCH).unwrap();
         s.faults = vec![link("s0", "g1", 5_000)];
-        let f = run_ok(&s).failover;
+        let report = run_ok(&s);
+        let f = report.failover;
         assert_eq!(f.links_failed, 1, "{kind:?}");
         // Besides what the data links held, the switch's own queues for the dead port were emptied and
         // their packets sent again by `s1`; the run verified, so none was lost.
         assert!(
             f.packets_evicted > 0 && f.packets_taken_back > 0,
             "{kind:?} {f:?}"
+        );
+        assert_eq!(
+            report.switches.evicted, f.packets_evicted,
+            "the switch counted them too"
         );
     }
 }

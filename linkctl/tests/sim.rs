@@ -28,6 +28,48 @@ fn all_reduce_json_has_a_verified_row_per_size() {
 }
 
 #[test]
+fn the_switches_counters_are_in_the_json_and_the_table() {
+    // mesh4 has no switch; DGX H100's ring sends each packet through one NVSwitch, some cut-through.
+    let mesh = json(&["allreduce", "--topology", "mesh4", "--min", "64K", "--max", "64K"]);
+    assert_eq!(mesh["switches"]["forwarded"], 0);
+    let v = json(&["allreduce", "--min", "64K", "--max", "64K"]);
+    let s = &v["switches"];
+    let (forwarded, cut_through) = (
+        s["forwarded"].as_u64().unwrap(),
+        s["cut_through"].as_u64().unwrap(),
+    );
+    assert_eq!(
+        forwarded,
+        v["packets"].as_u64().unwrap(),
+        "one switch hop per packet"
+    );
+    assert!(cut_through > 0 && cut_through < forwarded, "{s}");
+    assert_eq!(
+        (s["partition_drops"].as_u64(), s["route_drops"].as_u64()),
+        (Some(0), Some(0))
+    );
+    // A switch reduction multicasts its sums.
+    let v = json(&[
+        "allreduce",
+        "--algo",
+        "switch-reduce",
+        "--min",
+        "64K",
+        "--max",
+        "64K",
+    ]);
+    assert!(v["switches"]["multicast_copies"].as_u64().unwrap() > 0);
+    let out = sim(&["allreduce", "--min", "64K", "--max", "64K"]);
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        text.contains(&format!(
+            "# Switches: {forwarded} packets forwarded, {cut_through} of them cut-through"
+        )),
+        "{text}"
+    );
+}
+
+#[test]
 fn bit_errors_show_in_the_link_totals_of_the_json_and_the_table() {
     let args = [
         "allreduce",

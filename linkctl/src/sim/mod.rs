@@ -368,6 +368,20 @@ fn print_table(sweep: &Sweep, r: &Report) {
         dl.replay_timeouts,
         dl.duplicates
     );
+    let s = r.switches;
+    if s.forwarded > 0 {
+        println!(
+            "# Switches: {} packets forwarded, {} of them cut-through ({:.1}%), {} multicast copies; {} \
+             dropped between partitions, {} without a route, {} taken off failed ports",
+            s.forwarded,
+            s.cut_through,
+            100.0 * s.cut_through as f64 / s.forwarded as f64,
+            s.multicast_copies,
+            s.partition_drops,
+            s.route_drops,
+            s.evicted
+        );
+    }
     if let Some(t) = r.trace {
         println!(
             "# Trace: {} records written, {} left out by --pcap-limit; {} repeated InitFC flits counted, not \
@@ -433,6 +447,14 @@ fn print_json(sweep: &Sweep, r: &Report) -> anyhow::Result<()> {
             "engine_packets_dropped": r.failover.engine_packets_dropped,
         },
         "links": links_json(r),
+        "switches": {
+            "forwarded": r.switches.forwarded,
+            "cut_through": r.switches.cut_through,
+            "multicast_copies": r.switches.multicast_copies,
+            "partition_drops": r.switches.partition_drops,
+            "route_drops": r.switches.route_drops,
+            "evicted": r.switches.evicted,
+        },
         "failure": r.failure,
     });
     println!("{}", serde_json::to_string_pretty(&out)?);
