@@ -674,6 +674,11 @@ impl Net {
         if !dir.up {
             return;
         }
+        // Already due as early as the wire allows: whatever the link has, it sends then (and the
+        // link's state, often a cache miss away, need not be read).
+        if dir.scheduled.is_some_and(|s| s <= self.now.max(dir.busy_until)) {
+            return;
+        }
         let (node, port) = dir.from;
         let link = &self.links[node][port];
         let at = if link.has_pending_output(self.now) {
