@@ -59,6 +59,13 @@ fn partitions_hold_across_a_fat_tree() {
 }
 
 #[test]
+fn a_probe_cut_short_proves_nothing() {
+    let t = split("dgx-h100", 0..4, 1);
+    let r = probe::probe(&t, &[], 1, link_phy::time::Duration::from_ns(500)).unwrap();
+    assert!(!r.finished && !r.isolated(), "{r:?}");
+}
+
+#[test]
 fn gpus_joined_directly_are_not_isolated() {
     // No switch stands between the GPUs of a mesh: partitions there are a fabric manager's wish only,
     // and the probe says so.

@@ -13,7 +13,8 @@ use serde_json::json;
 
 use crate::sim::load_topology;
 
-/// Exit status when the routes could deadlock or the probe finds the partitions not kept.
+/// Exit status when the routes could deadlock, or the probe finds the partitions not kept or does not
+/// finish.
 const EXIT_WRONG: u8 = 3;
 
 #[derive(Args, Debug)]
@@ -257,7 +258,7 @@ impl View<'_> {
         if let Some(r) = self.probe {
             println!(
                 "#\n# probe: {} packets; within partitions {} of {} pairs reached; across partitions {} of {} \
-                 reached, {} dropped by switches; {} arrived wrong{}: {}",
+                 reached, {} dropped by switches; {} arrived wrong: {}",
                 r.sent,
                 r.same_delivered,
                 r.same_pairs,
@@ -265,11 +266,15 @@ impl View<'_> {
                 r.cross_pairs,
                 r.partition_drops,
                 r.wrong,
-                if r.finished { "" } else { "; did not finish" },
-                if r.isolated() {
-                    "partitions kept"
+                if !r.finished {
+                    format!(
+                        "DID NOT FINISH within {} us of simulated time: inconclusive",
+                        PROBE_TIME.as_ps() / 1_000_000
+                    )
+                } else if r.isolated() {
+                    "partitions kept".to_string()
                 } else {
-                    "PARTITIONS NOT KEPT"
+                    "PARTITIONS NOT KEPT".to_string()
                 }
             );
             for &(s, d) in &r.leaks {
