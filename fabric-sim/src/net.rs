@@ -334,13 +334,14 @@ fn take_handle(held: &mut Vec<Option<Held>>, free: &mut Vec<u32>) -> u32 {
     }
 }
 
-/// Queue a packet the switch originates.
+/// Queue a packet the switch originates: a reduction's result (counted as one) or any other.
 fn inject(
     core: &mut Switch<64, SWITCH_SLOTS, REDUCTIONS>,
     held: &mut Vec<Option<Held>>,
     free: &mut Vec<u32>,
     packet: Received,
     destination: Destination,
+    reduction_result: bool,
 ) {
     let handle = take_handle(held, free);
     let flits = 1 + packet.payload.len() as u8;
@@ -351,7 +352,12 @@ fn inject(
         destination,
         source: None,
     };
-    match core.inject(arrival) {
+    let queued = if reduction_result {
+        core.inject_reduced_to(arrival)
+    } else {
+        core.inject(arrival)
+    };
+    match queued {
         Ok(copies) => held[handle as usize] = Some(Held { packet, copies }),
         Err(_) => free.push(handle),
     }

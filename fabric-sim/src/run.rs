@@ -193,8 +193,7 @@ pub struct Report {
     pub links: LinkTotals,
     /// What the switches did over the whole sweep, added up. Of its counters, `arrived` and `buffer_drops`
     /// also count a packet the simulator offers a switch again after the switch refused it for want of
-    /// room (a multicast needs room for every copy), so they are not arrivals and drops; `reductions`
-    /// counts only the core's own reduction groups, not the collective engines' `ld_reduce` sums.
+    /// room (a multicast needs room for every copy), so they are not arrivals and drops.
     pub switches: switch_fw::switch::SwitchCounters,
     /// What the pcap trace holds and left out.
     pub trace: Option<crate::trace::TraceSummary>,

@@ -48,7 +48,9 @@ fn the_switches_counters_are_in_the_json_and_the_table() {
         (s["partition_drops"].as_u64(), s["route_drops"].as_u64()),
         (Some(0), Some(0))
     );
-    // A switch reduction multicasts its sums.
+    assert_eq!(s["reductions"], 0);
+    // A switch reduction sums each of the 512 packets once, in one of the four switches, and multicasts
+    // the sums.
     let v = json(&[
         "allreduce",
         "--algo",
@@ -58,6 +60,7 @@ fn the_switches_counters_are_in_the_json_and_the_table() {
         "--max",
         "64K",
     ]);
+    assert_eq!(v["switches"]["reductions"], 512);
     assert!(v["switches"]["multicast_copies"].as_u64().unwrap() > 0);
     let out = sim(&["allreduce", "--min", "64K", "--max", "64K"]);
     let text = String::from_utf8(out.stdout).unwrap();

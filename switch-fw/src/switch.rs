@@ -226,6 +226,13 @@ impl<const PORTS: usize, const SLOTS: usize, const REDUCE: usize> Switch<PORTS, 
         self.enqueue(PORTS, packet)
     }
 
+    /// Queue the result of a reduction for one endpoint instead of its group's result ports (the answer
+    /// to an `ld_reduce`, which returns the sum to the endpoint that asked), counted as a reduction.
+    pub fn inject_reduced_to(&mut self, packet: Arrival) -> Result<usize, SwitchError> {
+        self.counters.reductions += 1;
+        self.enqueue(PORTS, packet)
+    }
+
     /// Queue a packet that the switch itself originates (its reduction or collective engine), from the
     /// engine's input `PORTS`.
     pub fn inject(&mut self, packet: Arrival) -> Result<usize, SwitchError> {

@@ -65,6 +65,7 @@ impl Nvls {
                         payload,
                     },
                     Destination::Unicast(requester),
+                    true,
                 );
             }
             _ => return false,
@@ -175,7 +176,7 @@ impl Net {
                     tl,
                     payload,
                 };
-                inject(core, held, free, read, Destination::Unicast(gpu));
+                inject(core, held, free, read, Destination::Unicast(gpu), false);
             }
         }
     }

@@ -371,12 +371,13 @@ fn print_table(sweep: &Sweep, r: &Report) {
     let s = r.switches;
     if s.forwarded > 0 {
         println!(
-            "# Switches: {} packets forwarded, {} of them cut-through ({:.1}%), {} multicast copies; {} \
-             dropped between partitions, {} without a route, {} taken off failed ports",
+            "# Switches: {} packets forwarded, {} of them cut-through ({:.1}%), {} multicast copies, {} \
+             reductions; {} dropped between partitions, {} without a route, {} taken off failed ports",
             s.forwarded,
             s.cut_through,
             100.0 * s.cut_through as f64 / s.forwarded as f64,
             s.multicast_copies,
+            s.reductions,
             s.partition_drops,
             s.route_drops,
             s.evicted
@@ -451,6 +452,7 @@ fn print_json(sweep: &Sweep, r: &Report) -> anyhow::Result<()> {
             "forwarded": r.switches.forwarded,
             "cut_through": r.switches.cut_through,
             "multicast_copies": r.switches.multicast_copies,
+            "reductions": r.switches.reductions,
             "partition_drops": r.switches.partition_drops,
             "route_drops": r.switches.route_drops,
             "evicted": r.switches.evicted,
