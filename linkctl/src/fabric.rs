@@ -75,6 +75,9 @@ pub fn run(args: FabricArgs) -> anyhow::Result<ExitCode> {
     for spec in &args.fail_link {
         let usage = || format!("bad --fail-link {spec:?}: expected NODE:NODE, e.g. gpu0:nvswitch1");
         let (a, b) = spec.split_once(':').with_context(usage)?;
+        if b.contains('@') {
+            bail!("bad --fail-link {spec:?}: the plan leaves the link out from the start, so give no time (NODE:NODE)");
+        }
         let (x, y) = (
             topology.node_named(a).map_err(anyhow::Error::msg)?,
             topology.node_named(b).map_err(anyhow::Error::msg)?,

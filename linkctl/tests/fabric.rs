@@ -121,6 +121,7 @@ fn bad_input_is_refused() {
         &["--partition", "1:gpu99"],
         &["--fail-link", "gpu0"],
         &["--fail-link", "gpu0:gpu1"],
+        &["--fail-link", "gpu0:nvswitch1@20us"],
         &["--topology", "no-such-fabric"],
         // Every link of GPU 0 failed: no route reaches it.
         &[
