@@ -177,6 +177,15 @@ fn reductions_are_summed_and_multicast() {
     }
     assert_eq!(n, 4);
     assert_eq!(s.counters().reductions, 1);
+    // The answer to an ld_reduce goes to the one endpoint that asked, from the engine's input, and is
+    // counted as a reduction too.
+    assert_eq!(s.inject_reduced_to(unicast(100, 3, 5)), Ok(1));
+    let out = step(&mut s, |_, _| true);
+    assert!(
+        out.iter().any(|f| (f.handle, f.input, f.output) == (100, 8, 5)),
+        "{out:?}"
+    );
+    assert_eq!(s.counters().reductions, 2);
 }
 
 proptest! {
