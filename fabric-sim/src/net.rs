@@ -334,14 +334,19 @@ fn take_handle(held: &mut Vec<Option<Held>>, free: &mut Vec<u32>) -> u32 {
     }
 }
 
-/// Queue a packet the switch originates: a reduction's result (counted as one) or any other.
+/// The switch core's way to queue a packet it originates: [`Switch::inject`], or
+/// [`Switch::inject_reduced_to`] for a reduction's result, which it also counts.
+type Injection =
+    fn(&mut Switch<64, SWITCH_SLOTS, REDUCTIONS>, Arrival) -> Result<usize, switch_fw::SwitchError>;
+
+/// Queue a packet the switch originates, the core's way.
 fn inject(
     core: &mut Switch<64, SWITCH_SLOTS, REDUCTIONS>,
     held: &mut Vec<Option<Held>>,
     free: &mut Vec<u32>,
     packet: Received,
     destination: Destination,
-    reduction_result: bool,
+    queue: Injection,
 ) {
     let handle = take_handle(held, free);
     let flits = 1 + packet.payload.len() as u8;
@@ -352,12 +357,7 @@ fn inject(
         destination,
         source: None,
     };
-    let queued = if reduction_result {
-        core.inject_reduced_to(arrival)
-    } else {
-        core.inject(arrival)
-    };
-    match queued {
+    match queue(core, arrival) {
         Ok(copies) => held[handle as usize] = Some(Held { packet, copies }),
         Err(_) => free.push(handle),
     }
@@ -737,14 +737,17 @@ impl Net {
     /// delivered to the app or dropped, and acknowledged) or `limit` passes. Returns whether both
     /// happened.
     pub fn run_until_quiet(&mut self, app: &mut dyn App, limit: Instant) -> bool {
-        if !self.run(app, limit) {
-            return false;
-        }
+        self.run(app, limit) && (self.step_until_quiet(app, limit) || self.quiescent())
+    }
+
+    /// Process events until nothing is left in the fabric ([`Net::quiescent`]); false if the events
+    /// stop first (none before `limit`, or the fabric cannot go on).
+    fn step_until_quiet(&mut self, app: &mut dyn App, limit: Instant) -> bool {
         while !self.quiescent() {
             // Checking every link costs more than an event: look again after a batch.
             for _ in 0..64 {
                 if !self.step(app, limit) {
-                    return self.quiescent();
+                    return false;
                 }
             }
         }

@@ -497,14 +497,8 @@ impl Net {
         if self.failover.is_none() {
             return;
         }
-        let mut sink = Finished;
-        while !self.quiescent() {
-            // Checking every link costs more than an event: look again after a batch.
-            for _ in 0..64 {
-                if !self.step(&mut sink, limit) {
-                    return;
-                }
-            }
+        if !self.step_until_quiet(&mut Finished, limit) {
+            return;
         }
         if let Some(f) = self.failover.as_mut() {
             f.seen.iter_mut().for_each(Seen::clear);

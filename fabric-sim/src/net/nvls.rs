@@ -65,7 +65,7 @@ impl Nvls {
                         payload,
                     },
                     Destination::Unicast(requester),
-                    true,
+                    Switch::inject_reduced_to,
                 );
             }
             _ => return false,
@@ -176,7 +176,7 @@ impl Net {
                     tl,
                     payload,
                 };
-                inject(core, held, free, read, Destination::Unicast(gpu), false);
+                inject(core, held, free, read, Destination::Unicast(gpu), Switch::inject);
             }
         }
     }
