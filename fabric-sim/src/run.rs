@@ -539,13 +539,13 @@ fn run_with(
             topology.name
         ));
     }
-    if topology.partition_count() > 1 {
+    let partitions = topology.partition_count();
+    if partitions > 1 {
         // The switches would drop every packet between them, and the collective would never finish.
         return Err(format!(
-            "{}: its GPUs are in {} partitions, and a collective runs within one (`linkctl fabric --probe` \
-             shows what the partitions let through)",
-            topology.name,
-            topology.partition_count()
+            "{}: its GPUs are in {partitions} partitions, and a collective runs within one (`linkctl fabric \
+             --probe` shows what the partitions let through)",
+            topology.name
         ));
     }
     let mut net = Net::new(&topology, &[], DlConfig::default(), sweep.seed)?;
@@ -605,8 +605,8 @@ fn run_with(
             Algo::SwitchReduce | Algo::P2p => (String::new(), "a smaller message"),
         };
         return Err(format!(
-            "{}: the fabric's buffers ({:.1} GiB) and the {} algorithm's{buffer} ({:.1} GiB) could take more than \
-             the {} GiB this simulator allows itself: try {hint}",
+            "{}: the fabric's buffers ({:.1} GiB) and the {} algorithm's{buffer} ({:.1} GiB) could take \
+             more than the {} GiB this simulator allows itself: try {hint}",
             topology.name,
             net.state_bytes() as f64 / f64::from(1 << 30),
             sweep.algo.name(),
