@@ -11,7 +11,7 @@ use fabric_sim::probe::{probe, ProbeReport, PROBE_TIME};
 use fabric_sim::topology::{NodeKind, Topology};
 use serde_json::json;
 
-use crate::sim::load_topology;
+use crate::sim::TopologyArg;
 
 /// Exit status when the routes could deadlock, or the probe finds the partitions not kept or does not
 /// finish.
@@ -19,10 +19,8 @@ const EXIT_WRONG: u8 = 3;
 
 #[derive(Args, Debug)]
 pub struct FabricArgs {
-    /// Fabric: mesh2, mesh4, dgx1-hcm, dgx-a100, dgx-h100, pcie8, fat-tree-256 (or fat-tree-N: N GPUs, a
-    /// multiple of 16 from 32 to 1024), or a TOML file
-    #[arg(long, default_value = "dgx-h100")]
-    pub topology: String,
+    #[command(flatten)]
+    pub topology: TopologyArg,
     /// Put GPUs in a partition (0 to 255; all start in 0), e.g. `1:gpu4,gpu5,gpu6,gpu7`: the switches
     /// drop packets between partitions (repeatable)
     #[arg(long, value_name = "P:GPU,GPU,...")]
@@ -63,7 +61,7 @@ fn parse_partition(s: &str) -> anyhow::Result<(u8, Vec<&str>)> {
 }
 
 pub fn run(args: FabricArgs) -> anyhow::Result<ExitCode> {
-    let mut topology = load_topology(&args.topology)?;
+    let mut topology = args.topology.load()?;
     for spec in &args.partition {
         let (p, names) = parse_partition(spec)?;
         for name in names {
@@ -76,7 +74,10 @@ pub fn run(args: FabricArgs) -> anyhow::Result<ExitCode> {
         let usage = || format!("bad --fail-link {spec:?}: expected NODE:NODE, e.g. gpu0:nvswitch1");
         let (a, b) = spec.split_once(':').with_context(usage)?;
         if b.contains('@') {
-            bail!("bad --fail-link {spec:?}: the plan leaves the link out from the start, so give no time (NODE:NODE)");
+            bail!(
+                "bad --fail-link {spec:?}: the plan leaves the link out from the start, so give no time \
+                 (NODE:NODE)"
+            );
         }
         let (x, y) = (
             topology.node_named(a).map_err(anyhow::Error::msg)?,
@@ -176,21 +177,25 @@ impl View<'_> {
             self.name(f.root)
         );
         println!(
-            "# switch programming: {writes} register writes ({} for routes, {partition_writes} for partitions)",
+            "# switch programming: {writes} register writes ({} for routes, {partition_writes} for \
+             partitions)",
             writes - partition_writes
         );
         match &d.cycle {
             None => println!(
-                "# channel dependency graph: {} channels, {} dependencies, no cycle: the routes cannot deadlock",
+                "# channel dependency graph: {} channels, {} dependencies, no cycle: the routes cannot \
+                 deadlock",
                 d.channels, d.dependencies
             ),
-            Some(cycle) => println!(
+            Some(cycle) => {
+                println!(
                 "# channel dependency graph: {} channels, {} dependencies, CYCLE through {}: the routes can \
                  deadlock",
                 d.channels,
                 d.dependencies,
                 cycle.iter().map(|&e| self.end(e)).collect::<Vec<_>>().join(" -> ")
-            ),
+            )
+            }
         }
         println!(
             "#\n# {:<22} {:<6} {:>8} {:>9} {:>5} {:>5}",
@@ -260,8 +265,8 @@ impl View<'_> {
         }
         if let Some(r) = self.probe {
             println!(
-                "#\n# probe: {} packets; within partitions {} of {} pairs reached; across partitions {} of {} \
-                 reached, {} dropped by switches; {} arrived wrong: {}",
+                "#\n# probe: {} packets; within partitions {} of {} pairs reached; across partitions {} of \
+                 {} reached, {} dropped by switches; {} arrived wrong: {}",
                 r.sent,
                 r.same_delivered,
                 r.same_pairs,
@@ -348,7 +353,9 @@ impl View<'_> {
             out["registers"] = f
                 .program
                 .iter()
-                .map(|&(x, address, value)| json!({ "switch": self.name(x), "address": address, "value": value }))
+                .map(|&(x, address, value)| {
+                    json!({ "switch": self.name(x), "address": address, "value": value })
+                })
                 .collect::<Vec<_>>()
                 .into();
         }

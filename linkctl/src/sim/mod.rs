@@ -31,12 +31,26 @@ pub enum SimCommand {
     Alltoall(SimArgs),
 }
 
+/// `--topology`, as `sim` and `fabric` take it.
 #[derive(Args, Debug)]
-pub struct SimArgs {
+pub struct TopologyArg {
     /// Fabric: mesh2, mesh4, dgx1-hcm, dgx-a100, dgx-h100, pcie8, fat-tree-256 (or fat-tree-N: N GPUs, a
     /// multiple of 16 from 32 to 1024), or a TOML file
     #[arg(long, default_value = "dgx-h100")]
     pub topology: String,
+}
+
+impl TopologyArg {
+    /// The topology named, built in or from its file.
+    pub fn load(&self) -> anyhow::Result<Topology> {
+        load_topology(&self.topology)
+    }
+}
+
+#[derive(Args, Debug)]
+pub struct SimArgs {
+    #[command(flatten)]
+    pub topology: TopologyArg,
     /// Smallest message (bytes; K, M, G suffixes are powers of 1024)
     #[arg(long, default_value = "1K")]
     pub min: String,
@@ -138,7 +152,7 @@ fn parse_fault(s: &str, flag: &str) -> anyhow::Result<(String, String, Duration)
     Ok((a.to_string(), b.to_string(), parse_time(time)?))
 }
 
-pub fn load_topology(name: &str) -> anyhow::Result<Topology> {
+fn load_topology(name: &str) -> anyhow::Result<Topology> {
     if let Some(t) = Topology::builtin(name) {
         return Ok(t);
     }
@@ -163,7 +177,7 @@ pub fn run(cmd: SimCommand) -> anyhow::Result<ExitCode> {
         SimCommand::Broadcast(a) => (Kind::Broadcast, a),
         SimCommand::Alltoall(a) => (Kind::AllToAll, a),
     };
-    let topology = load_topology(&args.topology)?;
+    let topology = args.topology.load()?;
     let default = if kind == Kind::AllToAll { "p2p" } else { "ring" };
     let algo = match args.algo.as_deref().unwrap_or(default) {
         "ring" => Algo::Ring,
