@@ -261,11 +261,9 @@ fn a_failure_that_cuts_the_fabric_stops_with_a_reason() {
     assert!(!failure.is_empty());
 }
 
-#[test]
-fn collective_engine_traffic_queued_for_a_failed_port_is_dropped_and_the_work_redone() {
-    // A switch port fails while the switch has a collective engine's packet queued for it: taken off
-    // the port like any packet, it is not sent again (its engine goes offline) and the GPUs redo the
-    // work. Rare: this seed and these times were searched for one such packet.
+/// A switch reduction on DGX H100 from 256 KiB to 2 MiB with bit errors, the link gpu0 - nvswitch1
+/// failing at 3 us and nvswitch2's port to gpu5 at `port_at_ns`.
+fn switch_reduce_losing_a_link_and_a_port(port_at_ns: u64) -> Sweep {
     let mut s = sweep(
         "dgx-h100",
         Kind::AllReduce,
@@ -273,16 +271,25 @@ fn collective_engine_traffic_queued_for_a_failed_port_is_dropped_and_the_work_re
         256 * 1024,
         2 << 20,
     );
-    s.seed = 1;
     s.ber = Some(1e-7);
     s.faults = vec![
         link("gpu0", "nvswitch1", 3_000),
         FaultSpec::Port {
             switch: "nvswitch2".into(),
             peer: "gpu5".into(),
-            at: Duration::from_ns(12_000),
+            at: Duration::from_ns(port_at_ns),
         },
     ];
+    s
+}
+
+#[test]
+fn collective_engine_traffic_queued_for_a_failed_port_is_dropped_and_the_work_redone() {
+    // A switch port fails while the switch has a collective engine's packet queued for it: taken off
+    // the port like any packet, it is not sent again (its engine goes offline) and the GPUs redo the
+    // work. Rare: this seed and these times were searched for one such packet.
+    let mut s = switch_reduce_losing_a_link_and_a_port(12_000);
+    s.seed = 1;
     let report = run_ok(&s);
     let f = report.failover;
     assert_eq!(f.packets_evicted, 1, "{f:?}");
@@ -294,23 +301,7 @@ fn collective_engine_traffic_queued_for_a_failed_port_is_dropped_and_the_work_re
 fn the_switch_reduction_survives_a_link_and_a_switch_port_failing() {
     // Sizes of about 2, 3, 4.5 and 8 us: the link fails under the second, the port under the third, with
     // bit errors making the data links replay meanwhile.
-    let mut s = sweep(
-        "dgx-h100",
-        Kind::AllReduce,
-        Algo::SwitchReduce,
-        256 * 1024,
-        2 << 20,
-    );
-    s.ber = Some(1e-7);
-    s.faults = vec![
-        link("gpu0", "nvswitch1", 3_000),
-        FaultSpec::Port {
-            switch: "nvswitch2".into(),
-            peer: "gpu5".into(),
-            at: Duration::from_ns(8_000),
-        },
-    ];
-    let report = run_ok(&s);
+    let report = run_ok(&switch_reduce_losing_a_link_and_a_port(8_000));
     let f = report.failover;
     assert_eq!((f.links_failed, f.engines_offline), (2, 2), "{f:?}");
     // Both failures came under traffic: reads, answers and sums were lost with them and done again.

@@ -873,6 +873,22 @@ mod tests {
         assert_eq!(chunk_bytes(1 << 30, 8, 1024), 128);
     }
 
+    /// Give rank `at` the packet `good` with one bit flipped (flit, byte, mask), then as it is: the
+    /// (wrong, verified) counts after each.
+    fn flipped_then_good(
+        tree: &mut Tree,
+        at: usize,
+        good: &Received,
+        (flit, byte, mask): (usize, usize, u8),
+    ) -> [(u64, u64); 2] {
+        let mut bad = good.clone();
+        bad.payload[flit][byte] ^= mask;
+        tree.receive(Instant::ZERO, at, 0, &bad);
+        let after_bad = (tree.check().wrong, tree.check().packets_verified);
+        tree.receive(Instant::ZERO, at, 0, good);
+        [after_bad, (tree.check().wrong, tree.check().packets_verified)]
+    }
+
     #[test]
     fn partial_sums_and_results_are_checked_and_kept() {
         let mut tree = Tree::new(64 * 1024, 8, STEP_BYTES * STEPS, false, 3);
@@ -882,12 +898,10 @@ mod tests {
         assert!(tree.roles[0][leaf].children.is_empty() && tree.roles[0][leaf].parent == Some(parent));
         // A leaf's input going up, then the same with one bit flipped: the flip is caught.
         let good = tree.build(leaf, 0, parent, packet).to_received();
-        let mut bad = good.clone();
-        bad.payload[3][9] ^= 0x10;
-        tree.receive(Instant::ZERO, parent, 0, &bad);
-        assert_eq!((tree.check().wrong, tree.check().packets_verified), (1, 0));
-        tree.receive(Instant::ZERO, parent, 0, &good);
-        assert_eq!((tree.check().wrong, tree.check().packets_verified), (1, 1));
+        assert_eq!(
+            flipped_then_good(&mut tree, parent, &good, (3, 9, 0x10)),
+            [(1, 0), (1, 1)]
+        );
         // The first contribution is kept with the parent's own input added.
         let both = sums_of(3, first, (leaf + 1 + parent + 1) as u32, 2);
         assert_eq!(tree.roles[0][parent].reduce[0].data[..PER_PACKET], both);
@@ -899,12 +913,10 @@ mod tests {
         let result = tree
             .packet(OP_RESULT, above, parent, packet, &total)
             .to_received();
-        let mut wrong = result.clone();
-        wrong.payload[0][0] ^= 1;
-        tree.receive(Instant::ZERO, parent, 0, &wrong);
-        assert_eq!((tree.check().wrong, tree.check().packets_verified), (2, 1));
-        tree.receive(Instant::ZERO, parent, 0, &result);
-        assert_eq!((tree.check().wrong, tree.check().packets_verified), (2, 2));
+        assert_eq!(
+            flipped_then_good(&mut tree, parent, &result, (0, 0, 1)),
+            [(2, 1), (2, 2)]
+        );
         assert_eq!(tree.roles[0][parent].result[0].data[..PER_PACKET], total);
     }
 }
