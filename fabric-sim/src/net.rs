@@ -323,14 +323,60 @@ fn prefetch_lines(at: *const u8, lines: usize) {
     let _ = (at, lines);
 }
 
-/// A slot in a switch's table of held packets.
-fn take_handle(held: &mut Vec<Option<Held>>, free: &mut Vec<u32>) -> u32 {
-    match free.pop() {
-        Some(h) => h,
-        None => {
-            held.push(None);
-            (held.len() - 1) as u32
+/// A switch's table of held packets, by the handle the switch core queues for each.
+#[derive(Debug, Default)]
+struct HeldPackets {
+    slots: Vec<Option<Held>>,
+    /// Handles of empty slots, the last freed first.
+    free: Vec<u32>,
+}
+
+impl HeldPackets {
+    /// The handle of an empty slot.
+    fn take_handle(&mut self) -> u32 {
+        match self.free.pop() {
+            Some(h) => h,
+            None => {
+                self.slots.push(None);
+                (self.slots.len() - 1) as u32
+            }
         }
+    }
+
+    /// Put `held` in slot `handle` (from [`HeldPackets::take_handle`]).
+    fn put(&mut self, handle: u32, held: Held) -> &mut Held {
+        self.slots[handle as usize].insert(held)
+    }
+
+    fn get(&self, handle: u32) -> Option<&Held> {
+        self.slots[handle as usize].as_ref()
+    }
+
+    fn get_mut(&mut self, handle: u32) -> Option<&mut Held> {
+        self.slots[handle as usize].as_mut()
+    }
+
+    /// Empty slot `handle` and give the handle back; what it held.
+    fn release(&mut self, handle: u32) -> Option<Held> {
+        self.free.push(handle);
+        self.slots[handle as usize].take()
+    }
+
+    /// One copy of packet `handle` has left (forwarded, or taken off a failed port): the last frees it.
+    fn copy_gone(&mut self, handle: u32) {
+        let slot = &mut self.slots[handle as usize];
+        if let Some(h) = slot {
+            h.copies -= 1;
+            if h.copies == 0 {
+                *slot = None;
+                self.free.push(handle);
+            }
+        }
+    }
+
+    /// Slots in use.
+    fn in_use(&self) -> usize {
+        self.slots.iter().filter(|h| h.is_some()).count()
     }
 }
 
@@ -342,13 +388,12 @@ type Injection =
 /// Queue a packet the switch originates, the core's way.
 fn inject(
     core: &mut Switch<64, SWITCH_SLOTS, REDUCTIONS>,
-    held: &mut Vec<Option<Held>>,
-    free: &mut Vec<u32>,
+    held: &mut HeldPackets,
     packet: Received,
     destination: Destination,
     queue: Injection,
 ) {
-    let handle = take_handle(held, free);
+    let handle = held.take_handle();
     let flits = 1 + packet.payload.len() as u8;
     let arrival = Arrival {
         handle,
@@ -358,8 +403,12 @@ fn inject(
         source: None,
     };
     match queue(core, arrival) {
-        Ok(copies) => held[handle as usize] = Some(Held { packet, copies }),
-        Err(_) => free.push(handle),
+        Ok(copies) => {
+            held.put(handle, Held { packet, copies });
+        }
+        Err(_) => {
+            held.release(handle);
+        }
     }
 }
 
@@ -376,8 +425,7 @@ enum NodeState {
     Gpu,
     Switch {
         core: Box<Switch<64, SWITCH_SLOTS, REDUCTIONS>>,
-        held: Vec<Option<Held>>,
-        free: Vec<u32>,
+        held: HeldPackets,
         nvls: Nvls,
         /// Per port and channel, the handle in `held` of a packet the switch could not take yet.
         staged: Vec<[Option<u32>; 4]>,
@@ -531,8 +579,7 @@ impl Net {
                     let staged = (0..fabric.port_count(x)).map(|_| Default::default()).collect();
                     NodeState::Switch {
                         core,
-                        held: Vec::new(),
-                        free: Vec::new(),
+                        held: HeldPackets::default(),
                         nvls: Nvls::default(),
                         staged,
                         staged_ports: 0,
@@ -639,7 +686,7 @@ impl Net {
                     nvls.active,
                     core.free_slots(),
                     core.reducer.in_progress(),
-                    held.iter().filter(|h| h.is_some()).count(),
+                    held.in_use(),
                     core.is_idle()
                 );
             }
@@ -1097,7 +1144,6 @@ impl Net {
         let NodeState::Switch {
             core,
             held,
-            free,
             nvls,
             staged,
             staged_ports,
@@ -1119,30 +1165,30 @@ impl Net {
                         if !link.received_waiting_on(vc) {
                             break;
                         }
-                        let handle = take_handle(held, free);
-                        let entry = held[handle as usize].insert(Held {
-                            packet: Received::empty(vc),
-                            copies: 0,
-                        });
+                        let handle = held.take_handle();
+                        let entry = held.put(
+                            handle,
+                            Held {
+                                packet: Received::empty(vc),
+                                copies: 0,
+                            },
+                        );
                         if !link.recv_on_into(vc, &mut entry.packet) {
-                            held[handle as usize] = None;
-                            free.push(handle);
+                            held.release(handle);
                             break;
                         }
                         *slot = Some(handle);
                         handle
                     }
                 };
-                let h = handle as usize;
-                let Some(entry) = held[h].as_ref() else { break };
+                let Some(entry) = held.get(handle) else { break };
                 let p = &entry.packet;
                 let (dest, source, multicast) = wire::route_fields(p.tl);
                 if multicast == Some(wire::NVLS_ENGINE) {
                     *slot = None;
-                    free.push(handle);
-                    let taken = held[h]
-                        .take()
-                        .is_some_and(|e| nvls.receive(core, held, free, port, e.packet));
+                    let taken = held
+                        .release(handle)
+                        .is_some_and(|e| nvls.receive(core, held, port, e.packet));
                     if !taken {
                         if let Some(f) = self.failover.as_mut() {
                             f.stats.engine_packets_dropped += 1;
@@ -1169,7 +1215,7 @@ impl Net {
                 };
                 match core.ingress(port, arrival) {
                     Ok(copies) => {
-                        if let Some(entry) = held[h].as_mut() {
+                        if let Some(entry) = held.get_mut(handle) {
                             entry.copies = copies;
                         }
                         *slot = None;
@@ -1180,8 +1226,7 @@ impl Net {
                             break;
                         }
                         *slot = None;
-                        free.push(handle);
-                        let Some(entry) = held[h].take() else { break };
+                        let Some(entry) = held.release(handle) else { break };
                         if let (switch_fw::SwitchError::NoRoute { .. }, Some(f)) = (e, self.failover.as_mut())
                         {
                             // Routed here before a failure took the way on: return it to its source.
@@ -1203,7 +1248,7 @@ impl Net {
     fn switch_forward(&mut self, node: usize) {
         self.pump_resend(node);
         loop {
-            let NodeState::Switch { core, held, free, .. } = &mut self.nodes[node] else {
+            let NodeState::Switch { core, held, .. } = &mut self.nodes[node] else {
                 return;
             };
             let links = &mut self.links[node];
@@ -1222,7 +1267,7 @@ impl Net {
             let mut kicked = heapless::Vec::<usize, 64>::new();
             for f in &out {
                 core.output_done(f.output);
-                let Some(h) = held[f.handle as usize].as_mut() else {
+                let Some(h) = held.get(f.handle) else {
                     continue;
                 };
                 let p = &h.packet;
@@ -1232,11 +1277,7 @@ impl Net {
                         let _ = kicked.push(f.output);
                     }
                 }
-                h.copies -= 1;
-                if h.copies == 0 {
-                    held[f.handle as usize] = None;
-                    free.push(f.handle);
-                }
+                held.copy_gone(f.handle);
             }
             // By reference: iterating the vector by value would first copy all its 64 slots.
             for &port in &kicked {

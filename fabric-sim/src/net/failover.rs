@@ -10,7 +10,7 @@ use link_dl::Received;
 use link_phy::time::Instant;
 use switch_fw::switch::{Arrival, Destination};
 
-use super::{take_handle, App, Event, Finished, Held, Net, NodeState};
+use super::{App, Event, Finished, Held, Net, NodeState};
 use crate::manager::Fabric;
 use crate::topology::Topology;
 use crate::wire;
@@ -348,18 +348,13 @@ impl Net {
         }
         // What a switch had queued for the dead port.
         for (node, port) in ends {
-            if let NodeState::Switch { core, held, free, .. } = &mut self.nodes[node] {
+            if let NodeState::Switch { core, held, .. } = &mut self.nodes[node] {
                 let (resend, stats) = (&mut f.resend[node], &mut f.stats);
                 core.evict_output(port, |copy| {
-                    let h = copy.handle as usize;
-                    if let Some(entry) = held[h].as_mut() {
+                    if let Some(entry) = held.get(copy.handle) {
                         stats.packets_evicted += 1;
                         send_again(resend, stats, entry.packet.clone());
-                        entry.copies -= 1;
-                        if entry.copies == 0 {
-                            held[h] = None;
-                            free.push(copy.handle);
-                        }
+                        held.copy_gone(copy.handle);
                     }
                 });
             }
@@ -440,7 +435,7 @@ impl Net {
     #[inline(never)]
     fn resend_taken_back(&mut self, node: usize) {
         let Some(f) = self.failover.as_mut() else { return };
-        let NodeState::Switch { core, held, free, .. } = &mut self.nodes[node] else {
+        let NodeState::Switch { core, held, .. } = &mut self.nodes[node] else {
             return;
         };
         while let Some(p) = f.resend[node].front() {
@@ -459,7 +454,7 @@ impl Net {
                     }
                 }
             };
-            let handle = take_handle(held, free);
+            let handle = held.take_handle();
             let arrival = Arrival {
                 handle,
                 vc: p.vc.index() as u8,
@@ -477,13 +472,16 @@ impl Net {
                     } else {
                         f.stats.packets_bounced += 1;
                     }
-                    held[handle as usize] = Some(Held {
-                        packet: Received { tl, ..p },
-                        copies,
-                    });
+                    held.put(
+                        handle,
+                        Held {
+                            packet: Received { tl, ..p },
+                            copies,
+                        },
+                    );
                 }
                 Err(_) => {
-                    free.push(handle);
+                    held.release(handle);
                     break;
                 }
             }

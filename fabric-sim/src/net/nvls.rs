@@ -8,7 +8,7 @@ use link_dl::flit::FLIT_LEN;
 use link_dl::{Received, Vc};
 use switch_fw::switch::{Destination, Switch};
 
-use super::{inject, Held, Net, NodeState, REDUCTIONS, SWITCH_SLOTS};
+use super::{inject, HeldPackets, Net, NodeState, REDUCTIONS, SWITCH_SLOTS};
 use crate::wire;
 
 impl Nvls {
@@ -17,8 +17,7 @@ impl Nvls {
     pub(super) fn receive(
         &mut self,
         core: &mut Switch<64, SWITCH_SLOTS, REDUCTIONS>,
-        held: &mut Vec<Option<Held>>,
-        free: &mut Vec<u32>,
+        held: &mut HeldPackets,
         port: usize,
         p: Received,
     ) -> bool {
@@ -58,7 +57,6 @@ impl Nvls {
                 inject(
                     core,
                     held,
-                    free,
                     Received {
                         vc: Vc::Response,
                         tl,
@@ -146,14 +144,7 @@ impl Net {
 
     #[inline(never)]
     fn start_nvls(&mut self, node: usize) {
-        let NodeState::Switch {
-            core,
-            held,
-            free,
-            nvls,
-            ..
-        } = &mut self.nodes[node]
-        else {
+        let NodeState::Switch { core, held, nvls, .. } = &mut self.nodes[node] else {
             return;
         };
         while !nvls.pending.is_empty()
@@ -176,7 +167,7 @@ impl Net {
                     tl,
                     payload,
                 };
-                inject(core, held, free, read, Destination::Unicast(gpu), Switch::inject);
+                inject(core, held, read, Destination::Unicast(gpu), Switch::inject);
             }
         }
     }
