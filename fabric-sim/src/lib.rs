@@ -3,6 +3,8 @@
 //! `switch-fw`, and collectives move real data that is checked at the end.
 //!
 //! - [`topology`]: built-in systems (mesh, DGX-1, DGX A100, DGX H100, PCIe, a 256-GPU fat tree) and TOML.
+//! - [`discover`]: how the fabric manager finds what is wired, through directed-route register reads, and
+//!   checks it against a topology.
 //! - [`manager`]: the fabric manager: link ganging, endpoint IDs, up*/down* routes, switch programming.
 //! - [`net`]: the running fabric and its event loop; [`wire`]: the header fields it routes on.
 //! - [`collective`]: collectives that move checked data; [`run`]: sweeps over message sizes.
@@ -11,6 +13,7 @@
 #![warn(missing_docs)]
 
 pub mod collective;
+pub mod discover;
 mod events;
 pub mod fuzz;
 pub mod manager;

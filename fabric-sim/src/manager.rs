@@ -91,6 +91,44 @@ fn find_cycle(edges: &[Vec<usize>]) -> Option<Vec<usize>> {
     None
 }
 
+/// Parallel links between the same two nodes (of the same format) ganged into trunks, and every node's
+/// logical ports: (trunk, which end: 0 = a, 1 = b), numbered in the order of the first link of each trunk.
+pub fn gang(topology: &Topology) -> (Vec<Trunk>, Vec<Vec<(usize, usize)>>) {
+    let n = topology.nodes.len();
+    let mut trunks: Vec<Trunk> = Vec::new();
+    let mut ports: Vec<Vec<(usize, usize)>> = vec![Vec::new(); n];
+    for l in &topology.links {
+        let (x, y) = (l.a.min(l.b), l.a.max(l.b));
+        match trunks
+            .iter_mut()
+            .find(|t| t.a.0 == x && t.b.0 == y && t.format == l.format)
+        {
+            Some(t) => {
+                t.links += 1;
+                t.gbps += l.gbps;
+                t.latency_ns = t.latency_ns.max(l.latency_ns);
+                t.ber = t.ber.max(l.ber);
+            }
+            None => {
+                let index = trunks.len();
+                let t = Trunk {
+                    a: (x, ports[x].len()),
+                    b: (y, ports[y].len()),
+                    links: 1,
+                    gbps: l.gbps,
+                    latency_ns: l.latency_ns,
+                    ber: l.ber,
+                    format: l.format,
+                };
+                ports[x].push((index, 0));
+                ports[y].push((index, 1));
+                trunks.push(t);
+            }
+        }
+    }
+    (trunks, ports)
+}
+
 /// What the manager worked out.
 #[derive(Clone, Debug)]
 pub struct Fabric {
@@ -119,38 +157,7 @@ impl Fabric {
     pub fn plan(topology: &Topology, failed: &[usize]) -> Result<Fabric, String> {
         topology.validate()?;
         let n = topology.nodes.len();
-        // Gang parallel links.
-        let mut trunks: Vec<Trunk> = Vec::new();
-        let mut ports: Vec<Vec<(usize, usize)>> = vec![Vec::new(); n];
-        for l in &topology.links {
-            let (x, y) = (l.a.min(l.b), l.a.max(l.b));
-            match trunks
-                .iter_mut()
-                .find(|t| t.a.0 == x && t.b.0 == y && t.format == l.format)
-            {
-                Some(t) => {
-                    t.links += 1;
-                    t.gbps += l.gbps;
-                    t.latency_ns = t.latency_ns.max(l.latency_ns);
-                    t.ber = t.ber.max(l.ber);
-                }
-                None => {
-                    let index = trunks.len();
-                    let t = Trunk {
-                        a: (x, ports[x].len()),
-                        b: (y, ports[y].len()),
-                        links: 1,
-                        gbps: l.gbps,
-                        latency_ns: l.latency_ns,
-                        ber: l.ber,
-                        format: l.format,
-                    };
-                    ports[x].push((index, 0));
-                    ports[y].push((index, 1));
-                    trunks.push(t);
-                }
-            }
-        }
+        let (trunks, ports) = gang(topology);
         let alive = |t: usize| !failed.contains(&t);
         // Neighbours through live trunks: (neighbour, own port).
         let neighbours: Vec<Vec<(usize, usize)>> = (0..n)

@@ -10,6 +10,8 @@
 //!   accepts one grant, with round-robin pointers that make it starvation-free.
 //! - [`switch`]: the core that ties them together, sans-IO: packets in, forwarding decisions out.
 //! - [`regs`]: the register interface through which a fabric manager programs the tables.
+//! - [`identity`]: the read-only registers through which it discovers the fabric: who a node is and who
+//!   is at the other end of each port.
 //!
 //! Everything is `no_std` and sized by const generics; nothing allocates.
 #![no_std]
@@ -21,6 +23,7 @@ extern crate std;
 
 pub mod arbiter;
 mod error;
+pub mod identity;
 pub mod multicast;
 pub mod partition;
 pub mod portset;

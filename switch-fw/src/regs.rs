@@ -11,7 +11,7 @@
 //! | `0x0003_0000 + 16g` | reduction group `g` (0-31): contributor ports 0-31 |
 //! | `0x0003_0004 + 16g` | reduction group `g`: contributor ports 32-63 |
 //! | `0x0003_0008 + 16g` | reduction group `g`: bits 15:0 result multicast group, bits 17:16 element (0 none, 1 u32, 2 f32); writing it commits the group |
-//! | `0x0004_0000` | read only: ports |
+//! | `0x0004_0000` to `0x0005_FFFC` | read only: the node's identity and its ports' peers ([`crate::identity`]) |
 //!
 //! Route and group masks take effect as each half is written (write the half that removes ports first
 //! when changing a live route).
@@ -29,8 +29,7 @@ pub const PARTITIONS: u32 = 0x0001_0000;
 pub const MULTICAST: u32 = 0x0002_0000;
 /// Base of the reduction groups.
 pub const REDUCTION: u32 = 0x0003_0000;
-/// The read-only port count.
-pub const PORT_COUNT: u32 = 0x0004_0000;
+pub use crate::identity::PORT_COUNT;
 
 fn set_half(mask: PortSet, high: bool, value: u32) -> PortSet {
     if high {
@@ -147,8 +146,7 @@ impl<const PORTS: usize, const SLOTS: usize, const REDUCE: usize> Switch<PORTS, 
                     _ => Err(bad),
                 }
             }
-            PORT_COUNT => Ok(PORTS as u32),
-            _ => Err(bad),
+            a => self.identity.read_register(a),
         }
     }
 

@@ -11,6 +11,7 @@
 use heapless::Vec;
 
 use crate::arbiter::{requester, Islip, Match, Requesters, INPUTS, VCS_OF, WORDS};
+use crate::identity::{Identity, NodeType};
 use crate::multicast::Multicast;
 use crate::partition::Partitions;
 use crate::portset::PortSet;
@@ -143,6 +144,8 @@ pub struct Switch<const PORTS: usize, const SLOTS: usize, const REDUCE: usize = 
     pub iterations: usize,
     cycle: u32,
     counters: SwitchCounters,
+    /// Who the switch is and who is at each port: what its firmware learned as links came up.
+    pub identity: Identity<PORTS>,
 }
 
 impl<const PORTS: usize, const SLOTS: usize, const REDUCE: usize> Default for Switch<PORTS, SLOTS, REDUCE> {
@@ -172,6 +175,7 @@ impl<const PORTS: usize, const SLOTS: usize, const REDUCE: usize> Switch<PORTS, 
             iterations: 2,
             cycle: 0,
             counters: SwitchCounters::default(),
+            identity: Identity::new(0, NodeType::Switch),
         }
     }
 

@@ -1,0 +1,538 @@
+//! Discovery: how the fabric manager finds out what is actually wired, by reading registers, and checks
+//! it against the topology it was given.
+//!
+//! The manager reaches a node by *directed route*, as InfiniBand's subnet manager does: a list of ports to
+//! leave through, one per hop, starting from the node the manager runs beside (`[]` is that node itself).
+//! Every node, switch or GPU, has the identity registers of `switch_fw::identity`: its ID, its type, its
+//! port count, and for each port whose link is up the ID and port of the node at the other end, the links
+//! ganged and their rate. [`discover`] walks the fabric breadth-first from its own node reading only those;
+//! [`check`] sets what it found against a topology: trunks whose links are down, and anything wired
+//! differently (a cable to the wrong port, a trunk with fewer links, a node the topology does not have).
+//!
+//! [`Wiring`] is the simulated hardware the registers are read from: built from a topology (what is
+//! really cabled, which may differ from what the manager is told) with some trunks down.
+
+use std::collections::HashMap;
+
+use switch_fw::identity::{self, Identity, NodeType, PortPeer};
+
+use crate::manager::{gang, Trunk};
+use crate::topology::{NodeKind, Topology};
+
+/// Most nodes a discovery will visit (a fabric's GPUs are at most 1024; this leaves room for switches).
+pub const MAX_NODES: usize = 8192;
+/// Most hops in a directed route (as InfiniBand's).
+pub const MAX_HOPS: usize = 64;
+
+/// Register reads through directed routes.
+pub trait Management {
+    /// Read register `address` of the node reached by leaving through the ports of `route` in turn.
+    fn read(&mut self, route: &[u8], address: u32) -> Result<u32, String>;
+}
+
+/// The ID a simulated node carries (its GUID): the FNV-1a hash of its name, so that a topology file's
+/// names say which node is which.
+pub fn node_id(name: &str) -> u64 {
+    name.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+    })
+}
+
+/// A trunk's rate as its port reports it: MB/s.
+fn mbps(trunk: &Trunk) -> u32 {
+    (trunk.gbps * 1000.0).round() as u32
+}
+
+/// The simulated hardware: every node's identity registers, as its firmware filled them when its links
+/// came up, and the cabling that directed routes follow.
+#[derive(Clone, Debug)]
+pub struct Wiring {
+    nodes: Vec<Identity<{ switch_fw::MAX_PORTS }>>,
+    /// The node and port at the other end of each live port.
+    cables: Vec<Vec<Option<(usize, usize)>>>,
+    /// The node the manager runs beside: the first GPU.
+    home: usize,
+}
+
+impl Wiring {
+    /// The fabric cabled as `hardware` says, with the trunks between each pair of nodes in `down` (node
+    /// indices of `hardware`) not up.
+    pub fn new(hardware: &Topology, down: &[(usize, usize)]) -> Result<Wiring, String> {
+        hardware.validate()?;
+        let (trunks, ports) = gang(hardware);
+        let mut nodes: Vec<_> = hardware
+            .nodes
+            .iter()
+            .enumerate()
+            .map(|(x, n)| {
+                let kind = match n.kind {
+                    NodeKind::Gpu => NodeType::Endpoint,
+                    NodeKind::Switch => NodeType::Switch,
+                };
+                Identity::new(node_id(&n.name), kind)
+                    .with_ports(ports[x].len())
+                    .ok_or_else(|| format!("{} has more than 64 ports", n.name))
+            })
+            .collect::<Result<_, String>>()?;
+        let mut cables: Vec<Vec<Option<(usize, usize)>>> =
+            ports.iter().map(|p| vec![None; p.len()]).collect();
+        let is_down = |x: usize, y: usize| down.iter().any(|&(a, b)| (a, b) == (x, y) || (a, b) == (y, x));
+        for t in trunks.iter().filter(|t| !is_down(t.a.0, t.b.0)) {
+            for (here, there) in [(t.a, t.b), (t.b, t.a)] {
+                let peer = PortPeer {
+                    node: node_id(&hardware.nodes[there.0].name),
+                    port: there.1 as u8,
+                    links: t.links as u8,
+                    mbps: mbps(t),
+                };
+                nodes[here.0]
+                    .set_peer(here.1, Some(peer))
+                    .map_err(|e| e.to_string())?;
+                cables[here.0][here.1] = Some(there);
+            }
+        }
+        let home = hardware.gpus()[0];
+        Ok(Wiring { nodes, cables, home })
+    }
+}
+
+impl Management for Wiring {
+    fn read(&mut self, route: &[u8], address: u32) -> Result<u32, String> {
+        let mut x = self.home;
+        for (hop, &p) in route.iter().enumerate() {
+            x = self.cables[x]
+                .get(usize::from(p))
+                .copied()
+                .flatten()
+                .ok_or_else(|| format!("hop {hop} of route {route:?}: port {p} has no link up"))?
+                .0;
+        }
+        self.nodes[x].read_register(address).map_err(|e| e.to_string())
+    }
+}
+
+/// A node discovery found.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FoundNode {
+    /// Its ID.
+    pub id: u64,
+    /// What it is.
+    pub kind: NodeType,
+    /// Its port count.
+    pub ports: usize,
+    /// The directed route that reaches it.
+    pub route: Vec<u8>,
+    /// Per port, the peer it reports (if the link is up).
+    pub peers: Vec<Option<PortPeer>>,
+}
+
+/// A trunk discovery found: both ends report each other.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FoundTrunk {
+    /// One end: found node index and port.
+    pub a: (usize, usize),
+    /// The other end.
+    pub b: (usize, usize),
+    /// Links ganged.
+    pub links: u8,
+    /// Rate of each direction, MB/s.
+    pub mbps: u32,
+}
+
+/// What discovery found.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Discovery {
+    /// Nodes, in the order found (the manager's own node first).
+    pub nodes: Vec<FoundNode>,
+    /// Trunks whose two ends agree, each once.
+    pub trunks: Vec<FoundTrunk>,
+    /// Ports whose report the other end does not confirm, as messages.
+    pub faults: Vec<String>,
+    /// Registers read.
+    pub reads: usize,
+}
+
+impl Discovery {
+    /// The index of the node with ID `id`.
+    pub fn node(&self, id: u64) -> Option<usize> {
+        self.nodes.iter().position(|n| n.id == id)
+    }
+}
+
+/// Walk the fabric from the manager's node, breadth-first, reading identity registers only.
+pub fn discover(m: &mut impl Management) -> Result<Discovery, String> {
+    let mut reads = 0usize;
+    let mut read = |route: &[u8], address: u32| {
+        reads += 1;
+        m.read(route, address)
+    };
+    let mut nodes: Vec<FoundNode> = Vec::new();
+    let mut index: HashMap<u64, usize> = HashMap::new();
+    let mut faults = Vec::new();
+    let mut queue = vec![Vec::new()];
+    let mut expected_id: Vec<Option<u64>> = vec![None];
+    let mut next = 0;
+    while next < queue.len() {
+        let route = queue[next].clone();
+        let expected = expected_id[next];
+        next += 1;
+        let id = u64::from(read(&route, identity::NODE_ID)?)
+            | u64::from(read(&route, identity::NODE_ID + 4)?) << 32;
+        if expected.is_some_and(|e| e != id) {
+            faults.push(format!(
+                "route {route:?}: the port before says node {:016x} is there, the node says {id:016x}",
+                expected.unwrap_or_default()
+            ));
+        }
+        if index.contains_key(&id) {
+            continue;
+        }
+        let code = read(&route, identity::NODE_TYPE)?;
+        let kind = NodeType::from_code(code).ok_or_else(|| format!("route {route:?}: node type {code}"))?;
+        let ports = read(&route, identity::PORT_COUNT)? as usize;
+        if ports > switch_fw::MAX_PORTS {
+            return Err(format!("route {route:?}: node {id:016x} reports {ports} ports"));
+        }
+        let mut peers = Vec::with_capacity(ports);
+        for p in 0..ports {
+            let base = identity::PEERS + 16 * p as u32;
+            let mut regs = [0u32; 4];
+            for (w, r) in regs.iter_mut().enumerate() {
+                *r = read(&route, base + 4 * w as u32)?;
+            }
+            let peer = PortPeer::from_registers(regs);
+            if let Some(peer) = peer {
+                if !index.contains_key(&peer.node) && route.len() < MAX_HOPS {
+                    let mut onward = route.clone();
+                    onward.push(p as u8);
+                    queue.push(onward);
+                    expected_id.push(Some(peer.node));
+                }
+            }
+            peers.push(peer);
+        }
+        if nodes.len() == MAX_NODES {
+            return Err(format!("more than {MAX_NODES} nodes"));
+        }
+        index.insert(id, nodes.len());
+        nodes.push(FoundNode {
+            id,
+            kind,
+            ports,
+            route,
+            peers,
+        });
+    }
+    // A trunk is found when both its ends report each other, with the same links and rate.
+    let mut trunks = Vec::new();
+    for (x, node) in nodes.iter().enumerate() {
+        for (p, peer) in node.peers.iter().enumerate() {
+            let Some(peer) = peer else { continue };
+            let Some(&y) = index.get(&peer.node) else {
+                faults.push(format!(
+                    "{:016x}:{p} reports node {:016x}, never reached",
+                    node.id, peer.node
+                ));
+                continue;
+            };
+            let q = usize::from(peer.port);
+            let back = nodes[y].peers.get(q).copied().flatten();
+            let confirmed = back.is_some_and(|b| {
+                (b.node, usize::from(b.port), b.links, b.mbps) == (node.id, p, peer.links, peer.mbps)
+            });
+            if !confirmed {
+                faults.push(format!(
+                    "{:016x}:{p} reports {:016x}:{q}, which reports {}",
+                    node.id,
+                    peer.node,
+                    back.map_or("its link down".to_string(), |b| format!(
+                        "{:016x}:{}",
+                        b.node, b.port
+                    ))
+                ));
+            } else if (x, p) < (y, q) {
+                trunks.push(FoundTrunk {
+                    a: (x, p),
+                    b: (y, q),
+                    links: peer.links,
+                    mbps: peer.mbps,
+                });
+            }
+        }
+    }
+    Ok(Discovery {
+        nodes,
+        trunks,
+        faults,
+        reads,
+    })
+}
+
+/// What discovery found, set against a topology.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Check {
+    /// The topology's trunks (indices into [`gang`]'s, which are [`crate::manager::Fabric::plan`]'s) that
+    /// are down at both ends: the routes must avoid them.
+    pub down: Vec<usize>,
+    /// The topology's nodes discovery did not reach.
+    pub unreached: Vec<usize>,
+    /// Everything wired otherwise than the topology says, as messages; the topology cannot be trusted to
+    /// route while there is any.
+    pub differences: Vec<String>,
+}
+
+impl Check {
+    /// Whether the fabric is as the topology says, but for trunks that are down.
+    pub fn matches(&self) -> bool {
+        self.differences.is_empty()
+    }
+}
+
+/// Set `found` against `expected`: which of its trunks are down, and what is wired differently.
+pub fn check(found: &Discovery, expected: &Topology) -> Check {
+    let (trunks, _) = gang(expected);
+    let name_of: HashMap<u64, &str> = expected
+        .nodes
+        .iter()
+        .map(|n| (node_id(&n.name), n.name.as_str()))
+        .collect();
+    let name = |id: u64| {
+        name_of
+            .get(&id)
+            .map_or_else(|| format!("unknown node {id:016x}"), |n| n.to_string())
+    };
+    let at = |x: usize| found.node(node_id(&expected.nodes[x].name));
+    let mut out = Check::default();
+    for f in &found.faults {
+        out.differences.push(format!("inconsistent: {f}"));
+    }
+    for (x, n) in expected.nodes.iter().enumerate() {
+        let want = match n.kind {
+            NodeKind::Gpu => NodeType::Endpoint,
+            NodeKind::Switch => NodeType::Switch,
+        };
+        match at(x) {
+            None => out.unreached.push(x),
+            Some(i) if found.nodes[i].kind != want => out.differences.push(format!(
+                "{} is a {:?}, the topology says {:?}",
+                n.name, found.nodes[i].kind, want
+            )),
+            Some(_) => {}
+        }
+    }
+    for n in &found.nodes {
+        if !name_of.contains_key(&n.id) {
+            out.differences.push(format!(
+                "{} (route {:?}) is not in the topology",
+                name(n.id),
+                n.route
+            ));
+        }
+    }
+    // Each expected trunk: up as expected, down, or its ends wired elsewhere.
+    let mut matched = vec![false; found.trunks.len()];
+    for (t, trunk) in trunks.iter().enumerate() {
+        let ends = [trunk.a, trunk.b].map(|(x, p)| (x, p, at(x)));
+        let peer_at = |(_, p, i): (usize, usize, Option<usize>)| {
+            i.and_then(|i| found.nodes[i].peers.get(p).copied().flatten())
+        };
+        let found_trunk = found.trunks.iter().position(|f| {
+            let here = [Some(f.a), Some(f.b)];
+            let want = ends.map(|(_, p, i)| i.map(|i| (i, p)));
+            here == want || here == [want[1], want[0]]
+        });
+        match found_trunk {
+            Some(i) => {
+                matched[i] = true;
+                let f = found.trunks[i];
+                if (usize::from(f.links), f.mbps) != (trunk.links, mbps(trunk)) {
+                    out.differences.push(format!(
+                        "{}:{} - {}:{}: {} links at {} MB/s, the topology says {} at {}",
+                        expected.nodes[trunk.a.0].name,
+                        trunk.a.1,
+                        expected.nodes[trunk.b.0].name,
+                        trunk.b.1,
+                        f.links,
+                        f.mbps,
+                        trunk.links,
+                        mbps(trunk)
+                    ));
+                }
+            }
+            None if ends.iter().all(|&e| peer_at(e).is_none()) => out.down.push(t),
+            None => {
+                for (e, other) in [(ends[0], ends[1]), (ends[1], ends[0])] {
+                    if let Some(peer) = peer_at(e) {
+                        out.differences.push(format!(
+                            "{}:{} leads to {}:{}, the topology says {}:{}",
+                            expected.nodes[e.0].name,
+                            e.1,
+                            name(peer.node),
+                            peer.port,
+                            expected.nodes[other.0].name,
+                            other.1
+                        ));
+                    }
+                }
+            }
+        }
+    }
+    // Found trunks the topology does not have, unless one of their ends was reported above already.
+    for (f, _) in found.trunks.iter().zip(&matched).filter(|&(_, &m)| !m) {
+        let end = |(x, p): (usize, usize)| format!("{}:{p}", name(found.nodes[x].id));
+        let line = format!("{} - {} is not in the topology", end(f.a), end(f.b));
+        let reported = [f.a, f.b].iter().any(|&e| {
+            out.differences
+                .iter()
+                .any(|d| d.starts_with(&format!("{} leads to", end(e))))
+        });
+        if !reported {
+            out.differences.push(line);
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn toml(links: &str) -> Topology {
+        Topology::from_toml(&format!(
+            r#"
+            name = "star"
+            [[node]]
+            name = "gpu0"
+            kind = "gpu"
+            [[node]]
+            name = "gpu1"
+            kind = "gpu"
+            [[node]]
+            name = "gpu2"
+            kind = "gpu"
+            [[node]]
+            name = "sw"
+            kind = "switch"
+            {links}
+            "#
+        ))
+        .unwrap()
+    }
+
+    const LINK: &str = "gbps = 25.0\nlatency_ns = 100.0\n";
+
+    fn star(order: [&str; 3]) -> Topology {
+        toml(
+            &order
+                .iter()
+                .map(|g| format!("[[link]]\na = \"{g}\"\nb = \"sw\"\n{LINK}"))
+                .collect::<String>(),
+        )
+    }
+
+    #[test]
+    fn a_fabric_as_cabled_is_found_whole_and_matches() {
+        for name in ["mesh4", "dgx1-hcm", "dgx-h100", "pcie8", "fat-tree-256"] {
+            let t = Topology::builtin(name).unwrap();
+            let found = discover(&mut Wiring::new(&t, &[]).unwrap()).unwrap();
+            assert_eq!(found.nodes.len(), t.nodes.len(), "{name}");
+            assert_eq!(found.trunks.len(), gang(&t).0.len(), "{name}");
+            assert!(found.faults.is_empty(), "{name}: {:?}", found.faults);
+            let c = check(&found, &t);
+            assert_eq!(c, Check::default(), "{name}");
+            assert!(c.matches());
+        }
+    }
+
+    #[test]
+    fn a_trunk_down_is_found_down_and_a_node_behind_it_unreached() {
+        let t = Topology::builtin("dgx-h100").unwrap();
+        let (gpu0, sw1) = (t.node_named("gpu0").unwrap(), t.node_named("nvswitch1").unwrap());
+        let found = discover(&mut Wiring::new(&t, &[(gpu0, sw1)]).unwrap()).unwrap();
+        let c = check(&found, &t);
+        let (trunks, ports) = gang(&t);
+        let port = (0..ports[gpu0].len())
+            .find(|&p| trunks[ports[gpu0][p].0].b.0 == sw1)
+            .unwrap();
+        assert_eq!(c.down, vec![ports[gpu0][port].0]);
+        assert!(c.matches() && c.unreached.is_empty());
+
+        let s = star(["gpu0", "gpu1", "gpu2"]);
+        let (g2, sw) = (s.node_named("gpu2").unwrap(), s.node_named("sw").unwrap());
+        let c = check(&discover(&mut Wiring::new(&s, &[(g2, sw)]).unwrap()).unwrap(), &s);
+        assert_eq!((c.down, c.unreached), (vec![2], vec![g2]));
+    }
+
+    #[test]
+    fn cables_on_the_wrong_ports_are_reported() {
+        let expected = star(["gpu0", "gpu1", "gpu2"]);
+        let cabled = star(["gpu0", "gpu2", "gpu1"]);
+        let c = check(
+            &discover(&mut Wiring::new(&cabled, &[]).unwrap()).unwrap(),
+            &expected,
+        );
+        assert!(!c.matches());
+        assert!(c.down.is_empty());
+        assert!(
+            c.differences
+                .contains(&"sw:1 leads to gpu2:0, the topology says gpu1:0".to_string()),
+            "{:?}",
+            c.differences
+        );
+        assert!(c
+            .differences
+            .contains(&"gpu1:0 leads to sw:2, the topology says sw:1".to_string()));
+    }
+
+    #[test]
+    fn a_node_the_topology_lacks_and_a_thinner_trunk_are_reported() {
+        let expected = star(["gpu0", "gpu1", "gpu2"]);
+        let mut cabled = expected.clone();
+        cabled.nodes[2].name = "gpu9".into();
+        cabled.links.push(cabled.links[0].clone());
+        let c = check(
+            &discover(&mut Wiring::new(&cabled, &[]).unwrap()).unwrap(),
+            &expected,
+        );
+        let text = c.differences.join("\n");
+        assert!(
+            text.contains("gpu0:0 - sw:0: 2 links at 50000 MB/s, the topology says 1 at 25000"),
+            "{text}"
+        );
+        assert!(text.contains("(route [0, 2]) is not in the topology"), "{text}");
+        assert_eq!(c.unreached, vec![2]);
+    }
+
+    /// A node whose registers lie about its peer is caught by the other end.
+    #[test]
+    fn a_port_the_other_end_does_not_confirm_is_a_fault() {
+        let t = star(["gpu0", "gpu1", "gpu2"]);
+        let mut w = Wiring::new(&t, &[]).unwrap();
+        let sw = t.node_named("sw").unwrap();
+        let mut peer = w.nodes[sw].peer(2).unwrap();
+        peer.port = 7;
+        w.nodes[sw].set_peer(2, Some(peer)).unwrap();
+        let found = discover(&mut w).unwrap();
+        assert_eq!(found.faults.len(), 2, "{:?}", found.faults);
+        assert!(!check(&found, &t).matches());
+    }
+
+    #[test]
+    fn reads_are_counted_and_a_route_over_a_down_link_is_refused() {
+        let t = star(["gpu0", "gpu1", "gpu2"]);
+        let mut w = Wiring::new(
+            &t,
+            &[(t.node_named("gpu1").unwrap(), t.node_named("sw").unwrap())],
+        )
+        .unwrap();
+        // Three nodes found (gpu1's only link is down): 4 identity reads each (ID twice, type, ports) and 4
+        // per port (gpu0 1, sw 3, gpu2 1).
+        let found = discover(&mut w).unwrap();
+        assert_eq!(found.nodes.len(), 3);
+        assert_eq!(found.reads, 3 * 4 + 4 * (1 + 3 + 1));
+        assert!(w
+            .read(&[0, 1], identity::NODE_ID)
+            .unwrap_err()
+            .contains("port 1 has no link up"));
+    }
+}
