@@ -12,7 +12,7 @@
 //! [`Wiring`] is the simulated hardware the registers are read from: built from a topology (what is
 //! really cabled, which may differ from what the manager is told) with some trunks down.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use switch_fw::identity::{self, Identity, NodeType, PortPeer};
 
@@ -41,6 +41,20 @@ pub fn node_id(name: &str) -> u64 {
 /// A trunk's rate as its port reports it: MB/s.
 fn mbps(trunk: &Trunk) -> u32 {
     (trunk.gbps * 1000.0).round() as u32
+}
+
+/// What each end of `trunk` learns of the other when its links come up: (node, port, peer) for end a,
+/// then end b.
+pub fn peers_of(topology: &Topology, trunk: &Trunk) -> [(usize, usize, PortPeer); 2] {
+    [(trunk.a, trunk.b), (trunk.b, trunk.a)].map(|(here, there)| {
+        let peer = PortPeer {
+            node: node_id(&topology.nodes[there.0].name),
+            port: there.1 as u8,
+            links: trunk.links as u8,
+            mbps: mbps(trunk),
+        };
+        (here.0, here.1, peer)
+    })
 }
 
 /// The simulated hardware: every node's identity registers, as its firmware filled them when its links
@@ -78,17 +92,9 @@ impl Wiring {
             ports.iter().map(|p| vec![None; p.len()]).collect();
         let is_down = |x: usize, y: usize| down.iter().any(|&(a, b)| (a, b) == (x, y) || (a, b) == (y, x));
         for t in trunks.iter().filter(|t| !is_down(t.a.0, t.b.0)) {
-            for (here, there) in [(t.a, t.b), (t.b, t.a)] {
-                let peer = PortPeer {
-                    node: node_id(&hardware.nodes[there.0].name),
-                    port: there.1 as u8,
-                    links: t.links as u8,
-                    mbps: mbps(t),
-                };
-                nodes[here.0]
-                    .set_peer(here.1, Some(peer))
-                    .map_err(|e| e.to_string())?;
-                cables[here.0][here.1] = Some(there);
+            for ((x, p, peer), there) in peers_of(hardware, t).into_iter().zip([t.b, t.a]) {
+                nodes[x].set_peer(p, Some(peer)).map_err(|e| e.to_string())?;
+                cables[x][p] = Some(there);
             }
         }
         let home = hardware.gpus()[0];
@@ -168,6 +174,8 @@ pub fn discover(m: &mut impl Management) -> Result<Discovery, String> {
     };
     let mut nodes: Vec<FoundNode> = Vec::new();
     let mut index: HashMap<u64, usize> = HashMap::new();
+    // IDs with a route queued, so that a node seen from several ports is visited once.
+    let mut queued: HashSet<u64> = HashSet::new();
     let mut faults = Vec::new();
     let mut queue = vec![Vec::new()];
     let mut expected_id: Vec<Option<u64>> = vec![None];
@@ -184,6 +192,7 @@ pub fn discover(m: &mut impl Management) -> Result<Discovery, String> {
                 expected.unwrap_or_default()
             ));
         }
+        queued.insert(id);
         if index.contains_key(&id) {
             continue;
         }
@@ -202,7 +211,7 @@ pub fn discover(m: &mut impl Management) -> Result<Discovery, String> {
             }
             let peer = PortPeer::from_registers(regs);
             if let Some(peer) = peer {
-                if !index.contains_key(&peer.node) && route.len() < MAX_HOPS {
+                if route.len() < MAX_HOPS && queued.insert(peer.node) {
                     let mut onward = route.clone();
                     onward.push(p as u8);
                     queue.push(onward);
@@ -331,16 +340,23 @@ pub fn check(found: &Discovery, expected: &Topology) -> Check {
     }
     // Each expected trunk: up as expected, down, or its ends wired elsewhere.
     let mut matched = vec![false; found.trunks.len()];
+    let mut trunk_at: HashMap<(usize, usize), usize> = HashMap::new();
+    for (i, f) in found.trunks.iter().enumerate() {
+        trunk_at.insert(f.a, i);
+        trunk_at.insert(f.b, i);
+    }
     for (t, trunk) in trunks.iter().enumerate() {
         let ends = [trunk.a, trunk.b].map(|(x, p)| (x, p, at(x)));
         let peer_at = |(_, p, i): (usize, usize, Option<usize>)| {
             i.and_then(|i| found.nodes[i].peers.get(p).copied().flatten())
         };
-        let found_trunk = found.trunks.iter().position(|f| {
-            let here = [Some(f.a), Some(f.b)];
-            let want = ends.map(|(_, p, i)| i.map(|i| (i, p)));
-            here == want || here == [want[1], want[0]]
-        });
+        let found_trunk = match ends.map(|(_, p, i)| i.map(|i| (i, p))) {
+            [Some(a), Some(b)] => trunk_at.get(&a).copied().filter(|&f| {
+                let f = &found.trunks[f];
+                (f.a, f.b) == (a, b) || (f.a, f.b) == (b, a)
+            }),
+            _ => None,
+        };
         match found_trunk {
             Some(i) => {
                 matched[i] = true;

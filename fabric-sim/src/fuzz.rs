@@ -11,7 +11,8 @@
 use link_phy::time::Duration;
 
 use crate::collective::Kind;
-use crate::manager::Fabric;
+use crate::discover::{check, discover, Wiring};
+use crate::manager::{gang, Fabric};
 use crate::probe::probe;
 use crate::run::{run, Algo, Sweep};
 use crate::topology::Topology;
@@ -27,7 +28,8 @@ const PROBED_GPUS: usize = 16;
 
 /// Parses `data` as a topology file (`docs/spec.md` section 6). What parses validates; the fabric
 /// manager plans it or says why not, and a plan routes every GPU to every other without a cycle in its
-/// channel dependencies; a small one is probed for 20 simulated microseconds and every packet is
+/// channel dependencies; discovery from the first GPU finds every node a GPU can reach, all of it as the
+/// topology says; a small one is probed for 20 simulated microseconds and every packet is
 /// accounted for (delivered within its partition, or across one only where no switch drops it); a 1 KiB
 /// ring all-reduce
 /// then runs on it for at most 20 simulated microseconds, or is refused for the memory the fabric would
@@ -55,6 +57,19 @@ pub fn topology_toml(data: &[u8]) {
         fabric.dependencies().cycle,
         None,
         "up*/down* routes cannot deadlock"
+    );
+    let found = discover(&mut Wiring::new(&topology, &[]).unwrap()).unwrap();
+    let c = check(&found, &topology);
+    assert!(c.matches(), "{:?}", c.differences);
+    assert_eq!(found.nodes.len() + c.unreached.len(), topology.nodes.len());
+    assert!(
+        c.unreached.iter().all(|&x| !fabric.gpus.contains(&x)),
+        "every GPU is routed to, so reached"
+    );
+    let (trunks, _) = gang(&topology);
+    assert!(
+        c.down.iter().all(|&t| c.unreached.contains(&trunks[t].a.0)),
+        "only trunks of switches no GPU reaches are missed"
     );
     if fabric.gpus.len() <= PROBED_GPUS {
         if let Ok(r) = probe(&topology, &[], 1, Duration::from_us(20)) {

@@ -22,6 +22,7 @@ use link_phy::rate::Rate;
 use link_phy::time::{Duration, Instant};
 use rand_core::{Rng, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
+use switch_fw::identity::{Identity, NodeType};
 use switch_fw::switch::{Arrival, Destination, Forward, Switch};
 
 mod failover;
@@ -31,6 +32,7 @@ use failover::{send_again, Failover};
 pub use failover::{FailoverStats, Fault};
 use nvls::Nvls;
 
+use crate::discover::node_id;
 use crate::events::EventQueue;
 use crate::manager::Fabric;
 use crate::topology::{NodeKind, Topology};
@@ -573,6 +575,9 @@ impl Net {
                 NodeKind::Gpu => NodeState::Gpu,
                 NodeKind::Switch => {
                     let mut core: Box<Switch<64, SWITCH_SLOTS, REDUCTIONS>> = Box::default();
+                    core.identity = Identity::new(node_id(&topology.nodes[x].name), NodeType::Switch)
+                        .with_ports(fabric.port_count(x))
+                        .ok_or("more than 64 ports")?;
                     for &(_, address, value) in fabric.program.iter().filter(|(node, _, _)| *node == x) {
                         core.write_register(address, value).map_err(|e| e.to_string())?;
                     }
@@ -611,6 +616,10 @@ impl Net {
             waves_error: None,
             state_bytes,
         };
+        // Each switch's firmware learns who is at its ports whose links came up.
+        for t in (0..net.fabric.trunks.len()).filter(|t| !failed.contains(t)) {
+            net.set_switch_peers(&net.fabric.trunks[t].clone(), true);
+        }
         for t in 0..net.dirs.len() {
             for d in 0..2 {
                 net.kick(t, d);
@@ -799,6 +808,15 @@ impl Net {
             }
         }
         true
+    }
+
+    /// Read a register of switch `x` (`None` if `x` is a GPU): its tables as the manager programmed
+    /// them, and its identity registers as its links came up and went down.
+    pub fn switch_register(&self, x: usize, address: u32) -> Option<Result<u32, switch_fw::SwitchError>> {
+        match &self.nodes[x] {
+            NodeState::Switch { core, .. } => Some(core.read_register(address)),
+            NodeState::Gpu => None,
+        }
     }
 
     /// What the switches counted, added up over all of them.

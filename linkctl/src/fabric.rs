@@ -1,20 +1,22 @@
-//! `linkctl fabric`: what the fabric manager makes of a topology (trunks, endpoint IDs, up*/down* levels,
-//! route tables, partitions, the register writes that program the switches), a check that its routes
-//! cannot deadlock, and optionally a probe of what the switches let through.
+//! `linkctl fabric`: what the fabric manager makes of a topology: what its discovery of the (simulated)
+//! hardware finds and how that differs from the topology, trunks, endpoint IDs, up*/down* levels, route
+//! tables, partitions, the register writes that program the switches, a check that its routes cannot
+//! deadlock, and optionally a probe of what the switches let through.
 
 use std::process::ExitCode;
 
 use anyhow::{bail, Context};
 use clap::Args;
-use fabric_sim::manager::{Dependencies, Fabric};
+use fabric_sim::discover::{check, discover, Check, Discovery, Wiring};
+use fabric_sim::manager::{gang, Dependencies, Fabric};
 use fabric_sim::probe::{probe, ProbeReport, PROBE_TIME};
 use fabric_sim::topology::{NodeKind, Topology};
 use serde_json::json;
 
-use crate::sim::TopologyArg;
+use crate::sim::{load_topology, TopologyArg};
 
-/// Exit status when the routes could deadlock, or the probe finds the partitions not kept or does not
-/// finish.
+/// Exit status when discovery finds the fabric wired otherwise than the topology says, the routes could
+/// deadlock, or the probe finds the partitions not kept or does not finish.
 const EXIT_WRONG: u8 = 3;
 
 #[derive(Args, Debug)]
@@ -25,7 +27,12 @@ pub struct FabricArgs {
     /// drop packets between partitions (repeatable)
     #[arg(long, value_name = "P:GPU,GPU,...")]
     pub partition: Vec<String>,
-    /// Plan without the link (all ganged links) between two nodes, e.g. `gpu0:nvswitch1` (repeatable)
+    /// What is really cabled, if not what --topology says (a name or TOML file, as --topology): the
+    /// manager discovers it and reports every difference, and programs nothing if there is any
+    #[arg(long, value_name = "TOPOLOGY")]
+    pub hardware: Option<String>,
+    /// Take the link (all ganged links) between two nodes of the hardware down, e.g. `gpu0:nvswitch1`:
+    /// discovery finds it down and the routes avoid it (repeatable)
     #[arg(long, value_name = "A:B")]
     pub fail_link: Vec<String>,
     /// Print every switch's route table
@@ -68,24 +75,62 @@ pub fn run(args: FabricArgs) -> anyhow::Result<ExitCode> {
             topology.set_partition(name, p).map_err(anyhow::Error::msg)?;
         }
     }
-    let first = Fabric::plan(&topology, &[]).map_err(anyhow::Error::msg)?;
-    let mut failed = Vec::new();
+    let hardware = match &args.hardware {
+        Some(name) => load_topology(name)?,
+        None => topology.clone(),
+    };
+    let (trunks, _) = gang(&hardware);
+    let mut down = Vec::new();
     for spec in &args.fail_link {
         let usage = || format!("bad --fail-link {spec:?}: expected NODE:NODE, e.g. gpu0:nvswitch1");
         let (a, b) = spec.split_once(':').with_context(usage)?;
         if b.contains('@') {
-            bail!(
-                "bad --fail-link {spec:?}: the plan leaves the link out from the start, so give no time \
-                 (NODE:NODE)"
-            );
+            bail!("bad --fail-link {spec:?}: the link is down from the start, so give no time (NODE:NODE)");
         }
         let (x, y) = (
-            topology.node_named(a).map_err(anyhow::Error::msg)?,
-            topology.node_named(b).map_err(anyhow::Error::msg)?,
+            hardware.node_named(a).map_err(anyhow::Error::msg)?,
+            hardware.node_named(b).map_err(anyhow::Error::msg)?,
         );
-        let port = first.port_towards(&topology, x, y).map_err(anyhow::Error::msg)?;
-        failed.push(first.ports[x][port].0);
+        if !trunks.iter().any(|t| (t.a.0, t.b.0) == (x.min(y), x.max(y))) {
+            bail!("{} has no link between {a} and {b}", hardware.name);
+        }
+        down.push((x, y));
     }
+    // What the manager finds, and what it makes of it: it plans only a fabric wired as the topology says,
+    // leaving out the trunks it found down.
+    let mut wiring = Wiring::new(&hardware, &down).map_err(anyhow::Error::msg)?;
+    let discovery = discover(&mut wiring).map_err(anyhow::Error::msg)?;
+    let found = check(&discovery, &topology);
+    let home = &hardware.nodes[hardware.gpus()[0]].name;
+    if !found.matches() {
+        let view = Discovered {
+            topology: &topology,
+            home,
+            discovery: &discovery,
+            check: &found,
+        };
+        if args.json {
+            let out = json!({ "topology": topology.name, "discovery": view.json() });
+            println!("{}", serde_json::to_string_pretty(&out)?);
+        } else {
+            view.print();
+            println!("# the fabric is not as the topology says: nothing programmed");
+        }
+        return Ok(ExitCode::from(EXIT_WRONG));
+    }
+    let lost: Vec<&str> = found
+        .unreached
+        .iter()
+        .filter(|&&x| topology.nodes[x].kind == NodeKind::Gpu)
+        .map(|&x| topology.nodes[x].name.as_str())
+        .collect();
+    if !lost.is_empty() {
+        bail!(
+            "discovery from {home} did not reach {}: every link to them is down, so no route can",
+            lost.join(", ")
+        );
+    }
+    let failed = found.down.clone();
     let fabric = Fabric::plan(&topology, &failed).map_err(anyhow::Error::msg)?;
     let dependencies = fabric.dependencies();
     let report = if args.probe {
@@ -94,6 +139,12 @@ pub fn run(args: FabricArgs) -> anyhow::Result<ExitCode> {
         None
     };
     let view = View {
+        discovered: Discovered {
+            topology: &topology,
+            home,
+            discovery: &discovery,
+            check: &found,
+        },
         topology: &topology,
         fabric: &fabric,
         failed: &failed,
@@ -113,8 +164,59 @@ pub fn run(args: FabricArgs) -> anyhow::Result<ExitCode> {
     })
 }
 
+/// What discovery found, with the names to report it by.
+struct Discovered<'a> {
+    topology: &'a Topology,
+    /// Name of the node the manager runs beside.
+    home: &'a str,
+    discovery: &'a Discovery,
+    check: &'a Check,
+}
+
+impl Discovered<'_> {
+    fn print(&self) {
+        let (d, c) = (self.discovery, self.check);
+        println!(
+            "# discovery from {}: {} nodes and {} trunks up, in {} register reads; {} trunk(s) of the \
+             topology down, {} node(s) not reached; {}",
+            self.home,
+            d.nodes.len(),
+            d.trunks.len(),
+            d.reads,
+            c.down.len(),
+            c.unreached.len(),
+            if c.matches() {
+                "otherwise as the topology says"
+            } else {
+                "WIRED OTHERWISE THAN THE TOPOLOGY SAYS"
+            }
+        );
+        for difference in &c.differences {
+            println!("  differs: {difference}");
+        }
+        for &x in &c.unreached {
+            println!("  not reached: {}", self.topology.nodes[x].name);
+        }
+    }
+
+    fn json(&self) -> serde_json::Value {
+        let (d, c) = (self.discovery, self.check);
+        json!({
+            "from": self.home,
+            "nodes": d.nodes.len(),
+            "trunks": d.trunks.len(),
+            "reads": d.reads,
+            "down": c.down,
+            "unreached": c.unreached.iter().map(|&x| &self.topology.nodes[x].name).collect::<Vec<_>>(),
+            "differences": c.differences,
+            "matches": c.matches(),
+        })
+    }
+}
+
 /// What is reported, with the names to report it by.
 struct View<'a> {
+    discovered: Discovered<'a>,
     topology: &'a Topology,
     fabric: &'a Fabric,
     failed: &'a [usize],
@@ -166,13 +268,14 @@ impl View<'_> {
             f.gpus.len() - 1,
             t.partition_count()
         );
+        self.discovered.print();
         println!(
             "# {} trunks ganging {links} links{}; up*/down* root {}",
             f.trunks.len(),
             if self.failed.is_empty() {
                 String::new()
             } else {
-                format!(" ({} left out as failed)", self.failed.len())
+                format!(" ({} found down and left out)", self.failed.len())
             },
             self.name(f.root)
         );
@@ -335,6 +438,7 @@ impl View<'_> {
             .collect();
         let mut out = json!({
             "topology": t.name,
+            "discovery": self.discovered.json(),
             "gpus": f.gpus.len(),
             "partitions": t.partition_count(),
             "root": self.name(f.root),

@@ -107,6 +107,9 @@ fn a_failed_link_is_planned_around() {
         .collect();
     assert_eq!(failed.len(), 1);
     assert_eq!(failed[0]["a"]["node"], "gpu0");
+    // Found down by discovery, not told: the trunk the routes leave out is the one discovery reports.
+    assert_eq!(v["discovery"]["down"], serde_json::json!([failed[0]["index"]]));
+    assert_eq!(v["discovery"]["trunks"], 31);
     // nvswitch0 no longer reaches GPU 0 directly: it has no way down to it at all (GPUs never forward).
     assert_eq!(v["routes"][0]["table"][0]["ports"], serde_json::json!([]));
     assert_eq!(v["probe"]["same_partition_delivered"], 56);
@@ -123,6 +126,7 @@ fn bad_input_is_refused() {
         &["--fail-link", "gpu0:gpu1"],
         &["--fail-link", "gpu0:nvswitch1@20us"],
         &["--topology", "no-such-fabric"],
+        &["--hardware", "no-such-fabric"],
         // Every link of GPU 0 failed: no route reaches it.
         &[
             "--fail-link",
@@ -137,4 +141,63 @@ fn bad_input_is_refused() {
     ] {
         assert_refused(&["fabric"], args);
     }
+}
+
+#[test]
+fn discovery_finds_the_fabric_as_the_topology_says() {
+    let v = json(&["fabric"], &[]);
+    let d = &v["discovery"];
+    assert_eq!((d["nodes"].as_u64(), d["trunks"].as_u64()), (Some(12), Some(32)));
+    // Each node once: its ID (two registers), type and port count, then four registers per port; 8 GPUs
+    // of 4 ports and 4 switches of 8.
+    assert_eq!(d["reads"], 8 * (4 + 4 * 4) + 4 * (4 + 4 * 8));
+    assert_eq!(d["matches"], true);
+    assert_eq!(d["from"], "gpu0");
+    assert_eq!(d["down"], serde_json::json!([]));
+}
+
+/// A star of three GPUs on one switch, its cables in the order given.
+fn star(dir: &std::path::Path, file: &str, order: [&str; 3]) -> String {
+    let mut text = String::from("name = \"star\"\n");
+    for n in ["gpu0", "gpu1", "gpu2"] {
+        text += &format!("[[node]]\nname = \"{n}\"\nkind = \"gpu\"\n");
+    }
+    text += "[[node]]\nname = \"sw\"\nkind = \"switch\"\n";
+    for g in order {
+        text += &format!("[[link]]\na = \"{g}\"\nb = \"sw\"\ngbps = 25.0\n");
+    }
+    let path = dir.join(file);
+    std::fs::write(&path, text).unwrap();
+    path.to_str().unwrap().to_string()
+}
+
+#[test]
+fn cables_on_the_wrong_ports_are_found_and_nothing_is_programmed() {
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"));
+    let expected = star(dir, "star-expected.toml", ["gpu0", "gpu1", "gpu2"]);
+    let cabled = star(dir, "star-swapped.toml", ["gpu0", "gpu2", "gpu1"]);
+    let out = linkctl(&["fabric"], &["--topology", &expected, "--hardware", &cabled]);
+    assert_eq!(out.status.code(), Some(3));
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(text.contains("WIRED OTHERWISE THAN THE TOPOLOGY SAYS"), "{text}");
+    assert!(
+        text.contains("differs: sw:1 leads to gpu2:0, the topology says gpu1:0"),
+        "{text}"
+    );
+    assert!(text.contains("nothing programmed"), "{text}");
+    assert!(!text.contains("route"), "no routes are planned: {text}");
+
+    let out = linkctl(
+        &["fabric"],
+        &["--topology", &expected, "--hardware", &cabled, "--json"],
+    );
+    assert_eq!(out.status.code(), Some(3));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["discovery"]["matches"], false);
+    assert_eq!(v["discovery"]["differences"].as_array().unwrap().len(), 4);
+    assert!(v.get("trunks").is_none());
+
+    // Cabled as expected, it is planned.
+    let v = json(&["fabric"], &["--topology", &expected, "--hardware", &expected]);
+    assert_eq!(v["discovery"]["matches"], true);
 }

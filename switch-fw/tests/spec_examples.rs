@@ -1,5 +1,7 @@
-//! The worked examples of docs/spec.md sections 4 and 5: the flow hash, and the register writes.
+//! The worked examples of docs/spec.md sections 4 and 5: the flow hash, the register writes, and the
+//! identity registers.
 
+use switch_fw::identity::PortPeer;
 use switch_fw::reduce::Element;
 use switch_fw::route::{Flow, RouteTable};
 use switch_fw::switch::Switch;
@@ -25,10 +27,10 @@ fn flow_hash_of_section_4() {
     assert_eq!(table.select(flow), Ok(7));
 }
 
-/// The table of section 5's worked example: (address, value) per row.
-fn writes_in_spec() -> Vec<(u32, u32)> {
+/// The table of one of section 5's worked examples, found by its header: (address, value) per row.
+fn table_in_spec(header: &str) -> Vec<(u32, u32)> {
     let spec = spec();
-    let start = spec.find("| address | value |").expect("the example's table");
+    let start = spec.find(header).expect("the example's table");
     spec[start..]
         .lines()
         .skip(2)
@@ -47,7 +49,7 @@ fn writes_in_spec() -> Vec<(u32, u32)> {
 
 #[test]
 fn registers_of_section_5() {
-    let writes = writes_in_spec();
+    let writes = table_in_spec("| address | value |");
     assert_eq!(writes.len(), 8);
     let mut s: Switch<64, 64> = Switch::new();
     for &(address, value) in &writes {
@@ -71,4 +73,29 @@ fn registers_of_section_5() {
     assert_eq!(s.read_register(0x0004_0000), Ok(64));
     assert!(s.write_register(0x0000_0002, 1).is_err(), "unaligned");
     assert!(s.write_register(0x0003_0008, 3 << 16).is_err(), "element code 3");
+}
+
+#[test]
+fn identity_registers_of_section_5() {
+    let reads = table_in_spec("| address | reads |");
+    assert_eq!(reads.len(), 7);
+    let mut s: Switch<64, 64> = Switch::new();
+    s.identity.node = 0x0123_4567_89AB_CDEF;
+    let peer = PortPeer {
+        node: 0xFEDC_BA98_7654_3210,
+        port: 17,
+        links: 5,
+        mbps: 5 * 25_000,
+    };
+    s.identity.set_peer(2, Some(peer)).unwrap();
+    for &(address, value) in &reads {
+        assert_eq!(s.read_register(address), Ok(value), "register {address:#x}");
+        assert!(
+            s.write_register(address, value).is_err(),
+            "{address:#x} is read only"
+        );
+    }
+    // Port 1's link is down; port 64 is not in the map.
+    assert_eq!(s.read_register(0x0005_0018), Ok(0));
+    assert!(s.read_register(0x0005_0000 + 16 * 64).is_err());
 }

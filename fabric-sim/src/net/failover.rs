@@ -11,7 +11,8 @@ use link_phy::time::Instant;
 use switch_fw::switch::{Arrival, Destination};
 
 use super::{App, Event, Finished, Held, Net, NodeState};
-use crate::manager::Fabric;
+use crate::discover::peers_of;
+use crate::manager::{Fabric, Trunk};
 use crate::topology::Topology;
 use crate::wire;
 
@@ -279,7 +280,25 @@ impl Net {
             }
             dir.set_rate(gbps);
         }
+        // The switches at its ends see the trunk retrain with a link fewer.
+        let degraded = Trunk {
+            links: links - 1,
+            gbps,
+            ..self.fabric.trunks[t].clone()
+        };
+        self.set_switch_peers(&degraded, true);
         false
+    }
+
+    /// Fill (`up`) or clear the identity registers of `trunk`'s switch ends: what their firmware learns
+    /// as its links come up, retrain or go down.
+    pub(super) fn set_switch_peers(&mut self, trunk: &Trunk, up: bool) {
+        for (x, p, peer) in peers_of(&self.topology, trunk) {
+            if let NodeState::Switch { core, .. } = &mut self.nodes[x] {
+                // The port is the trunk's own, so always in range.
+                let _ = core.identity.set_peer(p, up.then_some(peer));
+            }
+        }
     }
 
     /// Trunk `t` is gone: drop what is on its wires, take in what its ends received, take back what they
@@ -322,6 +341,7 @@ impl Net {
             });
             self.links[node][port].phy_down();
         }
+        self.set_switch_peers(&self.fabric.trunks[t].clone(), false);
         self.take_engines_offline(ends);
         let Some(f) = self.failover.as_mut() else { return };
         // The fabric manager routes around the trunk and reprograms every switch.

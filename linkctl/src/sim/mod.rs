@@ -152,7 +152,8 @@ fn parse_fault(s: &str, flag: &str) -> anyhow::Result<(String, String, Duration)
     Ok((a.to_string(), b.to_string(), parse_time(time)?))
 }
 
-fn load_topology(name: &str) -> anyhow::Result<Topology> {
+/// The topology named: built in, or read from a TOML file.
+pub fn load_topology(name: &str) -> anyhow::Result<Topology> {
     if let Some(t) = Topology::builtin(name) {
         return Ok(t);
     }

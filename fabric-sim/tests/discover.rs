@@ -1,0 +1,84 @@
+//! Discovery against the running fabric: the simulated switches' identity registers say what the
+//! manager's discovery reads, and follow their links going down and losing lanes.
+
+use fabric_sim::discover::{discover, node_id, Wiring};
+use fabric_sim::net::{App, Fault, Net, Offer};
+use fabric_sim::topology::{NodeKind, Topology};
+use link_dl::link::DlConfig;
+use link_dl::Received;
+use link_phy::time::{Duration, Instant};
+use switch_fw::identity::{PortPeer, NODE_ID, PEERS};
+
+/// Sends nothing, and is never done: the fabric runs until its events run out.
+struct Idle;
+
+impl App for Idle {
+    fn next(&mut self, _now: Instant, _gpu: usize, _offer: &mut Offer) -> bool {
+        false
+    }
+    fn receive(&mut self, _now: Instant, _gpu: usize, _port: usize, _packet: &Received) {}
+    fn take_woken(&mut self) -> Option<usize> {
+        None
+    }
+    fn done(&self) -> bool {
+        false
+    }
+}
+
+/// Port `p` of switch `x` as its registers report it.
+fn peer(net: &Net, x: usize, p: usize) -> Option<PortPeer> {
+    let r = [0, 4, 8, 12].map(|w| {
+        net.switch_register(x, PEERS + 16 * p as u32 + w)
+            .unwrap()
+            .unwrap()
+    });
+    PortPeer::from_registers(r)
+}
+
+#[test]
+fn the_running_switches_report_what_discovery_reads() {
+    for name in ["dgx-h100", "fat-tree-256"] {
+        let t = Topology::builtin(name).unwrap();
+        let net = Net::new(&t, &[], DlConfig::default(), 1).unwrap();
+        let found = discover(&mut Wiring::new(&t, &[]).unwrap()).unwrap();
+        let mut ports = 0;
+        for (x, node) in t.nodes.iter().enumerate() {
+            if node.kind == NodeKind::Gpu {
+                assert!(net.switch_register(x, NODE_ID).is_none());
+                continue;
+            }
+            let id = node_id(&node.name);
+            let read = |a| net.switch_register(x, a).unwrap().unwrap();
+            assert_eq!(u64::from(read(NODE_ID)) | u64::from(read(NODE_ID + 4)) << 32, id);
+            let f = &found.nodes[found.node(id).unwrap()];
+            for p in 0..net.fabric().port_count(x) {
+                assert_eq!(peer(&net, x, p), f.peers[p], "{name}: {}:{p}", node.name);
+                ports += 1;
+            }
+        }
+        assert!(ports > 0);
+    }
+}
+
+#[test]
+fn a_trunk_that_fails_clears_its_switch_port_and_one_that_loses_a_link_reports_it() {
+    let t = Topology::builtin("dgx-h100").unwrap();
+    let mut net = Net::new(&t, &[], DlConfig::default(), 1).unwrap();
+    let sw0 = t.node_named("nvswitch0").unwrap();
+    // nvswitch0's ports 0 and 1 lead to gpu0 and gpu1, 5 links of 25 GB/s each (the first 5 of the 18).
+    let (down, thinned) = (net.fabric().ports[sw0][0].0, net.fabric().ports[sw0][1].0);
+    let before = peer(&net, sw0, 1).unwrap();
+    assert_eq!((before.links, before.mbps), (5, 125_000));
+    let at = Instant::ZERO + Duration::from_us(1);
+    net.schedule_faults(&[
+        Fault::LinkDown { trunk: down, at },
+        Fault::LinkLost { trunk: thinned, at },
+    ])
+    .unwrap();
+    net.run(&mut Idle, Instant::ZERO + Duration::from_us(50));
+    assert!(net.now() >= at, "the faults happened");
+    assert_eq!(peer(&net, sw0, 0), None);
+    let after = peer(&net, sw0, 1).unwrap();
+    assert_eq!((after.node, after.port), (before.node, before.port));
+    assert_eq!((after.links, after.mbps), (4, 100_000));
+}
