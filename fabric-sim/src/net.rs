@@ -167,10 +167,16 @@ pub trait App {
     fn done(&self) -> bool;
 }
 
-/// The application after its work is done: sends nothing, and any packet still arriving is surplus.
-struct Finished;
+/// An application that sends nothing and ignores what arrives: with `done: true`, what runs after the
+/// work is done (anything still arriving is surplus); with `done: false`, a fabric left to run until its
+/// events run out (faults, timers).
+#[derive(Clone, Copy, Debug)]
+pub struct NoTraffic {
+    /// What [`App::done`] answers.
+    pub done: bool,
+}
 
-impl App for Finished {
+impl App for NoTraffic {
     fn next(&mut self, _now: Instant, _gpu: usize, _offer: &mut Offer) -> bool {
         false
     }
@@ -179,7 +185,7 @@ impl App for Finished {
         None
     }
     fn done(&self) -> bool {
-        true
+        self.done
     }
 }
 

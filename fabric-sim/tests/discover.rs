@@ -2,28 +2,11 @@
 //! manager's discovery reads, and follow their links going down and losing lanes.
 
 use fabric_sim::discover::{discover, node_id, Wiring};
-use fabric_sim::net::{App, Fault, Net, Offer};
+use fabric_sim::net::{Fault, Net, NoTraffic};
 use fabric_sim::topology::{NodeKind, Topology};
 use link_dl::link::DlConfig;
-use link_dl::Received;
 use link_phy::time::{Duration, Instant};
 use switch_fw::identity::{PortPeer, NODE_ID, PEERS};
-
-/// Sends nothing, and is never done: the fabric runs until its events run out.
-struct Idle;
-
-impl App for Idle {
-    fn next(&mut self, _now: Instant, _gpu: usize, _offer: &mut Offer) -> bool {
-        false
-    }
-    fn receive(&mut self, _now: Instant, _gpu: usize, _port: usize, _packet: &Received) {}
-    fn take_woken(&mut self) -> Option<usize> {
-        None
-    }
-    fn done(&self) -> bool {
-        false
-    }
-}
 
 /// Port `p` of switch `x` as its registers report it.
 fn peer(net: &Net, x: usize, p: usize) -> Option<PortPeer> {
@@ -75,7 +58,10 @@ fn a_trunk_that_fails_clears_its_switch_port_and_one_that_loses_a_link_reports_i
         Fault::LinkLost { trunk: thinned, at },
     ])
     .unwrap();
-    net.run(&mut Idle, Instant::ZERO + Duration::from_us(50));
+    net.run(
+        &mut NoTraffic { done: false },
+        Instant::ZERO + Duration::from_us(50),
+    );
     assert!(net.now() >= at, "the faults happened");
     assert_eq!(peer(&net, sw0, 0), None);
     let after = peer(&net, sw0, 1).unwrap();

@@ -10,7 +10,7 @@ use link_dl::Received;
 use link_phy::time::Instant;
 use switch_fw::switch::{Arrival, Destination};
 
-use super::{App, Event, Finished, Held, Net, NodeState};
+use super::{App, Event, Held, Net, NoTraffic, NodeState};
 use crate::discover::peers_of;
 use crate::manager::{Fabric, Trunk};
 use crate::topology::Topology;
@@ -515,7 +515,7 @@ impl Net {
         if self.failover.is_none() {
             return;
         }
-        if !self.step_until_quiet(&mut Finished, limit) {
+        if !self.step_until_quiet(&mut NoTraffic { done: true }, limit) {
             return;
         }
         if let Some(f) = self.failover.as_mut() {
