@@ -191,9 +191,7 @@ pub struct Report {
     pub failover: FailoverStats,
     /// What the data links did over the whole sweep: errors they caught, replays, flow control.
     pub links: LinkTotals,
-    /// What the switches did over the whole sweep, added up. Of its counters, `arrived` and `buffer_drops`
-    /// also count a packet the simulator offers a switch again after the switch refused it for want of
-    /// room (a multicast needs room for every copy), so they are not arrivals and drops.
+    /// What the switches did over the whole sweep, added up.
     pub switches: switch_fw::switch::SwitchCounters,
     /// What the pcap trace holds and left out.
     pub trace: Option<crate::trace::TraceSummary>,

@@ -44,6 +44,9 @@ fn the_switches_counters_are_in_the_json_and_the_table() {
         "one switch hop per packet"
     );
     assert!(cut_through > 0 && cut_through < forwarded, "{s}");
+    // Unicast: every packet taken in is forwarded once; credits leave no offer refused.
+    assert_eq!(s["arrived"].as_u64(), Some(forwarded));
+    assert_eq!(s["refused_full"], 0);
     assert_eq!(
         (s["partition_drops"].as_u64(), s["route_drops"].as_u64()),
         (Some(0), Some(0))
@@ -66,7 +69,8 @@ fn the_switches_counters_are_in_the_json_and_the_table() {
     let text = String::from_utf8(out.stdout).unwrap();
     assert!(
         text.contains(&format!(
-            "# Switches: {forwarded} packets forwarded, {cut_through} of them cut-through"
+            "# Switches: {forwarded} packets arrived, {forwarded} forwarded, {cut_through} of them \
+             cut-through"
         )),
         "{text}"
     );

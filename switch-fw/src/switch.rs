@@ -72,7 +72,8 @@ pub struct Forward {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub struct SwitchCounters {
-    /// Packets that arrived.
+    /// Packets taken in at a port: queued, or dropped for a partition or a missing route. An offer
+    /// refused for want of room is counted once it is taken (see `refused_full`).
     pub arrived: u64,
     /// Packets (copies) forwarded.
     pub forwarded: u64,
@@ -84,8 +85,10 @@ pub struct SwitchCounters {
     pub partition_drops: u64,
     /// Packets dropped for lack of a route or group.
     pub route_drops: u64,
-    /// Packets refused because an input's queues were full (the sender ignored credits).
-    pub buffer_drops: u64,
+    /// Offers refused because the input had no room for every copy ([`SwitchError::BufferFull`]): nothing
+    /// is dropped, the caller keeps the packet and offers it again (a multicast needs room for all its
+    /// copies at once, which credits for one packet do not promise).
+    pub refused_full: u64,
     /// Reductions completed.
     pub reductions: u64,
     /// Packets (copies) taken out of the queues of a failed output.
@@ -103,7 +106,7 @@ impl core::ops::AddAssign<&SwitchCounters> for SwitchCounters {
             multicast_copies,
             partition_drops,
             route_drops,
-            buffer_drops,
+            refused_full,
             reductions,
             evicted,
         } = *other;
@@ -113,7 +116,7 @@ impl core::ops::AddAssign<&SwitchCounters> for SwitchCounters {
         self.multicast_copies += multicast_copies;
         self.partition_drops += partition_drops;
         self.route_drops += route_drops;
-        self.buffer_drops += buffer_drops;
+        self.refused_full += refused_full;
         self.reductions += reductions;
         self.evicted += evicted;
     }
@@ -206,8 +209,11 @@ impl<const PORTS: usize, const SLOTS: usize, const REDUCE: usize> Switch<PORTS, 
         if port >= PORTS {
             return Err(SwitchError::NoSuchPort { port });
         }
-        self.counters.arrived += 1;
-        self.enqueue(port, packet)
+        let queued = self.enqueue(port, packet);
+        if !matches!(queued, Err(SwitchError::BufferFull { .. })) {
+            self.counters.arrived += 1;
+        }
+        queued
     }
 
     /// Queue the result of a reduction (from [`Reducer::contribute`]) for its group's result ports, as a
@@ -273,13 +279,13 @@ impl<const PORTS: usize, const SLOTS: usize, const REDUCE: usize> Switch<PORTS, 
         );
         // All copies or none: a multicast half queued would leave the caller unsure what it still owns.
         if self.queues.room(input, vc) < outputs.len() as usize {
-            self.counters.buffer_drops += 1;
+            self.counters.refused_full += 1;
             return Err(SwitchError::BufferFull { port: input });
         }
         let mut copies = 0usize;
         for output in outputs.iter() {
             if !self.queues.push(input, vc, output, descriptor) {
-                self.counters.buffer_drops += 1;
+                self.counters.refused_full += 1;
                 return Err(SwitchError::BufferFull { port: input });
             }
             let r = requester(input, vc);

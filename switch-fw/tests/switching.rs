@@ -242,3 +242,29 @@ proptest! {
         prop_assert_eq!(left as u64, s.counters().forwarded);
     }
 }
+
+#[test]
+fn a_multicast_refused_for_room_is_counted_as_refused_and_arrives_once_taken() {
+    let mut s = switch();
+    s.multicast.set(3, PortSet(0xFF)).unwrap();
+    let share = 512 / (9 * 4);
+    for h in 0..share as u32 - 4 {
+        s.ingress(0, unicast(h, 0, 5)).unwrap();
+    }
+    let multicast = Arrival {
+        destination: Destination::Multicast(3),
+        ..unicast(100, 0, 0)
+    };
+    // Four slots left on (input 0, channel 0), seven copies wanted (none back out of port 0): refused,
+    // nothing queued.
+    assert_eq!(s.ingress(0, multicast), Err(SwitchError::BufferFull { port: 0 }));
+    let c = *s.counters();
+    assert_eq!((c.arrived, c.refused_full), (share as u64 - 4, 1));
+    // Once the unicasts have left, the same offer is taken, and arrives once.
+    while s.queued(0) > 0 {
+        step(&mut s, |_, _| true);
+    }
+    assert_eq!(s.ingress(0, multicast), Ok(7));
+    let c = *s.counters();
+    assert_eq!((c.arrived, c.refused_full), (share as u64 - 3, 1));
+}

@@ -386,8 +386,10 @@ fn print_table(sweep: &Sweep, r: &Report) {
     let s = r.switches;
     if s.forwarded > 0 {
         println!(
-            "# Switches: {} packets forwarded, {} of them cut-through ({:.1}%), {} multicast copies, {} \
-             reductions; {} dropped between partitions, {} without a route, {} taken off failed ports",
+            "# Switches: {} packets arrived, {} forwarded, {} of them cut-through ({:.1}%), {} multicast \
+             copies, {} reductions; {} dropped between partitions, {} without a route, {} taken off failed \
+             ports; {} offers refused for room and made again",
+            s.arrived,
             s.forwarded,
             s.cut_through,
             100.0 * s.cut_through as f64 / s.forwarded as f64,
@@ -395,7 +397,8 @@ fn print_table(sweep: &Sweep, r: &Report) {
             s.reductions,
             s.partition_drops,
             s.route_drops,
-            s.evicted
+            s.evicted,
+            s.refused_full
         );
     }
     if let Some(t) = r.trace {
@@ -464,6 +467,7 @@ fn print_json(sweep: &Sweep, r: &Report) -> anyhow::Result<()> {
         },
         "links": links_json(r),
         "switches": {
+            "arrived": r.switches.arrived,
             "forwarded": r.switches.forwarded,
             "cut_through": r.switches.cut_through,
             "multicast_copies": r.switches.multicast_copies,
@@ -471,6 +475,7 @@ fn print_json(sweep: &Sweep, r: &Report) -> anyhow::Result<()> {
             "partition_drops": r.switches.partition_drops,
             "route_drops": r.switches.route_drops,
             "evicted": r.switches.evicted,
+            "refused_full": r.switches.refused_full,
         },
         "failure": r.failure,
     });
