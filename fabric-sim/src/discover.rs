@@ -246,9 +246,10 @@ pub fn discover(m: &mut impl Management) -> Result<Discovery, String> {
             };
             let q = usize::from(peer.port);
             let back = nodes[y].peers.get(q).copied().flatten();
-            let confirmed = back.is_some_and(|b| {
-                (b.node, usize::from(b.port), b.links, b.mbps) == (node.id, p, peer.links, peer.mbps)
-            });
+            let confirmed = (y, q) != (x, p)
+                && back.is_some_and(|b| {
+                    (b.node, usize::from(b.port), b.links, b.mbps) == (node.id, p, peer.links, peer.mbps)
+                });
             if !confirmed {
                 faults.push(format!(
                     "{:016x}:{p} reports {:016x}:{q}, which reports {}",

@@ -11,7 +11,7 @@
 use link_phy::time::Duration;
 
 use crate::collective::Kind;
-use crate::discover::{check, discover, Wiring};
+use crate::discover::{check, discover, Management, Wiring, MAX_NODES};
 use crate::manager::{gang, Fabric};
 use crate::probe::probe;
 use crate::run::{run, Algo, Sweep};
@@ -21,7 +21,10 @@ use crate::topology::Topology;
 pub type Target = (&'static str, fn(&[u8]));
 
 /// Every fuzz entry point, by the name of its cargo-fuzz target.
-pub const TARGETS: &[Target] = &[("topology_toml", topology_toml)];
+pub const TARGETS: &[Target] = &[
+    ("topology_toml", topology_toml),
+    ("discovery_registers", discovery_registers),
+];
 
 /// GPUs up to which a fabric is probed (a packet per pair).
 const PROBED_GPUS: usize = 16;
@@ -101,5 +104,151 @@ pub fn topology_toml(data: &[u8]) {
             report.rows.iter().all(|r| r.wrong == 0 || r.busbw == 0.0),
             "a size that finished has the right data"
         );
+    }
+}
+
+/// A fabric whose nodes answer register reads as hostile bytes say: what their registers claim (node ID,
+/// type, ports, each port's peer) need not match how they are really cabled, which is what directed
+/// routes follow, nor what the other end claims.
+struct Liars {
+    nodes: Vec<Liar>,
+}
+
+struct Liar {
+    /// Node ID, type code and port count, as read.
+    id: u64,
+    kind: u32,
+    ports: u32,
+    /// Per port: where its cable really goes (node, port), if anywhere, and its four peer registers.
+    cables: Vec<(Option<usize>, [u32; 4])>,
+}
+
+impl Liars {
+    /// Up to 16 nodes of up to 70 ports from `data`, read a byte at a time (0 once it runs out). IDs are
+    /// small, so that nodes share them.
+    fn from_bytes(data: &[u8]) -> Liars {
+        let mut bytes = data.iter().copied().chain(core::iter::repeat(0));
+        let mut next = move || bytes.next().unwrap_or(0);
+        let n = 1 + usize::from(next() % 16);
+        let nodes = (0..n)
+            .map(|_| {
+                let id = u64::from(next() % 24);
+                let kind = u32::from(next() % 4);
+                let ports = u32::from(next() % 70);
+                let cables = (0..ports.min(16))
+                    .map(|_| {
+                        let to = next();
+                        let cable = (to < 0xC0).then_some(usize::from(to) % n);
+                        let flags = next();
+                        let regs = [
+                            u32::from(next() % 24),
+                            u32::from(flags & 1),
+                            u32::from(flags & 0x80) << 24 | u32::from(next()) << 8 | u32::from(next() % 20),
+                            u32::from(next()) * 1000,
+                        ];
+                        (cable, regs)
+                    })
+                    .collect();
+                Liar {
+                    id,
+                    kind,
+                    ports,
+                    cables,
+                }
+            })
+            .collect();
+        Liars { nodes }
+    }
+}
+
+impl Management for Liars {
+    fn read(&mut self, route: &[u8], address: u32) -> Result<u32, String> {
+        let mut x = 0;
+        for &p in route {
+            x = self.nodes[x]
+                .cables
+                .get(usize::from(p))
+                .and_then(|&(cable, _)| cable)
+                .ok_or("no link")?;
+        }
+        let node = &self.nodes[x];
+        use switch_fw::identity::{NODE_ID, NODE_TYPE, PEERS, PORT_COUNT};
+        match address {
+            NODE_ID => Ok(node.id as u32),
+            a if a == NODE_ID + 4 => Ok(0),
+            NODE_TYPE => Ok(node.kind),
+            PORT_COUNT => Ok(node.ports),
+            a if a >= PEERS => {
+                let (port, word) = (((a - PEERS) / 16) as usize, ((a - PEERS) % 16 / 4) as usize);
+                Ok(node.cables.get(port).map_or(0, |&(_, regs)| regs[word]))
+            }
+            _ => Err("no such register".into()),
+        }
+    }
+}
+
+/// Discovery over a fabric of nodes whose registers lie (see [`Liars`]): it ends, with an error or with
+/// what it found, within a bounded number of reads; a node ID is found once; every trunk it reports joins
+/// two found nodes' ports whose registers name each other; and setting the result against a topology
+/// does not fail.
+pub fn discovery_registers(data: &[u8]) {
+    let mut liars = Liars::from_bytes(data);
+    let Ok(found) = discover(&mut liars) else {
+        return;
+    };
+    // Found nodes are real ones, one per ID. Each route queued is to an ID some register claimed (below
+    // 24, or 2^32 more), besides the manager's own node; a visit reads at most 4 + 4 * 64 registers.
+    assert!(found.nodes.len() <= liars.nodes.len().min(MAX_NODES));
+    assert!(
+        found.reads <= (1 + 2 * 24) * (4 + 4 * 64),
+        "{} reads",
+        found.reads
+    );
+    for (i, n) in found.nodes.iter().enumerate() {
+        assert_eq!(found.node(n.id), Some(i), "a node ID is found once");
+        assert_eq!(n.peers.len(), n.ports);
+    }
+    for t in &found.trunks {
+        let (a, b) = (&found.nodes[t.a.0], &found.nodes[t.b.0]);
+        let (pa, pb) = (a.peers[t.a.1].unwrap(), b.peers[t.b.1].unwrap());
+        assert_eq!((pa.node, usize::from(pa.port)), (b.id, t.b.1));
+        assert_eq!((pb.node, usize::from(pb.port)), (a.id, t.a.1));
+    }
+    // Against a fabric none of whose node IDs these small ones can be: every node found is unknown,
+    // none of the topology's is reached and all its trunks are down.
+    let mesh = Topology::builtin("mesh4").unwrap();
+    let c = check(&found, &mesh);
+    assert!(c.differences.len() >= found.nodes.len(), "{:?}", c.differences);
+    assert_eq!(c.unreached.len(), mesh.nodes.len());
+    assert_eq!(c.down.len(), gang(&mesh).0.len());
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn corpus(file: &str) -> Vec<u8> {
+        let path = format!(
+            "{}/../fuzz/corpus/discovery_registers/{file}",
+            env!("CARGO_MANIFEST_DIR")
+        );
+        std::fs::read(path).unwrap()
+    }
+
+    /// The committed seeds say what their names say, so that the fuzzer starts from fabrics that matter.
+    #[test]
+    fn the_discovery_seeds_are_a_star_a_liar_and_an_odd_pair() {
+        let star = discover(&mut Liars::from_bytes(&corpus("consistent_star.bin"))).unwrap();
+        assert_eq!(
+            (star.nodes.len(), star.trunks.len(), star.faults.len()),
+            (4, 3, 0)
+        );
+        // The switch's port 1 claims gpu2 (whose link is down) but is cabled to gpu1.
+        let liar = discover(&mut Liars::from_bytes(&corpus("lying_switch.bin"))).unwrap();
+        assert_eq!(liar.trunks.len(), 1, "{liar:?}");
+        assert!(!liar.faults.is_empty());
+        // Node 1 shares node 0's ID (so is never visited); node 2's type code is 3.
+        let odd = discover(&mut Liars::from_bytes(&corpus("shared_ids_bad_type.bin")));
+        assert_eq!(odd, Err("route [1]: node type 3".to_string()));
     }
 }

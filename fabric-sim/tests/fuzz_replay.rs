@@ -1,8 +1,9 @@
 //! Replays every fuzz target's committed corpus, and a bounded number of seeded mutations of it, through
 //! the same entry points the cargo-fuzz targets use (see the `fuzz-replay` crate). This is how CI fuzzes
-//! on stable without a nightly toolchain. Random bytes almost never parse as TOML, so the random inputs
-//! are the corpus files with characters that matter to a topology file overwritten, inserted or deleted
-//! at random.
+//! on stable without a nightly toolchain. Random bytes almost never parse as TOML, so the topology
+//! target's random inputs are the corpus files with characters that matter to a topology file
+//! overwritten, inserted or deleted at random; the discovery target takes any bytes, so it also gets
+//! random ones.
 
 use fabric_sim::fuzz::TARGETS;
 use rand_core::Rng;
@@ -134,6 +135,18 @@ fn spans(input: &[u8], keep: impl Fn(u8) -> bool) -> Vec<(usize, usize)> {
         }
     }
     out
+}
+
+/// Random inputs for the targets that take any bytes (the discovery target's hostile registers).
+#[test]
+fn random_inputs_replay_without_failures() {
+    let binary: Vec<_> = TARGETS
+        .iter()
+        .copied()
+        .filter(|&(name, _)| name != "topology_toml")
+        .collect();
+    assert!(!binary.is_empty());
+    fuzz_replay::replay_random(&binary, 0xd15c_0000, 3_000, 600);
 }
 
 #[test]
