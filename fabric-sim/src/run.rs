@@ -541,8 +541,9 @@ fn run_with(
     if partitions > 1 {
         // The switches would drop every packet between them, and the collective would never finish.
         return Err(format!(
-            "{}: its GPUs are in {partitions} partitions, and a collective runs within one (`linkctl fabric \
-             --probe` shows what the partitions let through)",
+            "{}: its GPUs are in {partitions} partitions, and a collective runs within one (run it on one \
+             partition's GPUs, `linkctl sim --gpus`; `linkctl fabric --probe` shows what the partitions let \
+             through)",
             topology.name
         ));
     }

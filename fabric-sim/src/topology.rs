@@ -162,6 +162,64 @@ impl Topology {
         n
     }
 
+    /// The fabric with only the GPUs in `keep` (node indices), as a job sees it that runs on some GPUs of
+    /// a system (CUDA_VISIBLE_DEVICES): the other GPUs and their links are left out, and so are switches
+    /// left with no link. GPUs never forward, so what is left carries the same traffic as the whole
+    /// fabric would with the others idle; only the endpoint IDs (and so the flow hash's choice among
+    /// parallel paths) are numbered afresh. Names and partitions are kept.
+    pub fn with_gpus(&self, keep: &[usize]) -> Result<Topology, String> {
+        let all = self.gpus();
+        if let Some(&x) = keep.iter().find(|&&x| !all.contains(&x)) {
+            return Err(format!("{}: node {x} is not a GPU", self.name));
+        }
+        let mut kept: Vec<bool> = (0..self.nodes.len())
+            .map(|x| self.nodes[x].kind == NodeKind::Switch || keep.contains(&x))
+            .collect();
+        let link_kept = |l: &Link, kept: &[bool]| kept[l.a] && kept[l.b];
+        // Switches with no link left.
+        let mut linked = vec![false; self.nodes.len()];
+        for l in self.links.iter().filter(|l| link_kept(l, &kept)) {
+            linked[l.a] = true;
+            linked[l.b] = true;
+        }
+        for x in 0..self.nodes.len() {
+            kept[x] &= self.nodes[x].kind == NodeKind::Gpu || linked[x];
+        }
+        let mut index = vec![usize::MAX; self.nodes.len()];
+        let mut nodes = Vec::new();
+        for (x, node) in self.nodes.iter().enumerate().filter(|&(x, _)| kept[x]) {
+            index[x] = nodes.len();
+            nodes.push(node.clone());
+        }
+        let links = self
+            .links
+            .iter()
+            .filter(|l| link_kept(l, &kept))
+            .map(|l| Link {
+                a: index[l.a],
+                b: index[l.b],
+                ..l.clone()
+            })
+            .collect();
+        // Named after what it keeps: `dgx-h100[gpu0,gpu1]`, or `fat-tree-256[32 of 256]` when long.
+        let which = if keep.len() <= 8 {
+            let mut sorted = keep.to_vec();
+            sorted.sort_unstable();
+            let names: Vec<&str> = sorted.iter().map(|&x| self.nodes[x].name.as_str()).collect();
+            names.join(",")
+        } else {
+            format!("{} of {}", keep.len(), all.len())
+        };
+        let sub = Topology {
+            name: format!("{}[{which}]", self.name),
+            source: self.source.clone(),
+            nodes,
+            links,
+        };
+        sub.validate()?;
+        Ok(sub)
+    }
+
     /// Check that the topology is something the simulator can run.
     pub fn validate(&self) -> Result<(), String> {
         if self.gpus().len() < 2 {
@@ -591,6 +649,33 @@ mod tests {
         let ft = Topology::builtin("fat-tree-256").unwrap();
         assert_eq!(ft.gpus().len(), 256);
         assert_eq!(ft.nodes.len(), 256 + 32 * 4 + 16 + 16);
+    }
+
+    #[test]
+    fn some_gpus_keep_their_links_and_switches_left_with_none_go() {
+        let h100 = Topology::builtin("dgx-h100").unwrap();
+        let sub = h100.with_gpus(&[6, 0, 2, 4]).unwrap();
+        assert_eq!(sub.name, "dgx-h100[gpu0,gpu2,gpu4,gpu6]");
+        let names: Vec<&str> = sub.nodes.iter().map(|n| n.name.as_str()).collect();
+        assert_eq!(names[..5], ["gpu0", "gpu2", "gpu4", "gpu6", "nvswitch0"]);
+        assert!(sub.ports()[..4].iter().all(|&p| p == 18));
+        assert_eq!(sub.ports()[4..], [20, 16, 16, 20]);
+        assert!(h100.with_gpus(&[0, 8]).is_err(), "node 8 is a switch");
+        assert!(h100.with_gpus(&[0]).is_err(), "one GPU is no fabric");
+        // sw1 leads only to g2: without g2 it goes.
+        let mut t = Topology::builtin("mesh2").unwrap();
+        t.nodes = vec![gpu(0), gpu(1), gpu(2), switch("sw0".into()), switch("sw1".into())];
+        let link = t.links[0].clone();
+        t.links = [(0, 3), (1, 3), (2, 3), (2, 4)]
+            .map(|(a, b)| Link { a, b, ..link.clone() })
+            .to_vec();
+        let sub = t.with_gpus(&[0, 1]).unwrap();
+        assert_eq!(sub.nodes.len(), 3);
+        assert_eq!((sub.links.len(), sub.links[1].a, sub.links[1].b), (2, 1, 2));
+        assert_eq!(sub.name, format!("{}[gpu0,gpu1]", t.name));
+        let many = Topology::builtin("fat-tree-256").unwrap();
+        let first: Vec<usize> = many.gpus()[..32].to_vec();
+        assert_eq!(many.with_gpus(&first).unwrap().name, "fat-tree-256[32 of 256]");
     }
 
     #[test]

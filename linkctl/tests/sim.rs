@@ -288,6 +288,19 @@ fn bad_input_is_a_clear_error_not_a_panic() {
         &["allreduce", "--ber", "2"],
         &["allreduce", "--topology", "fat-tree-40"],
         &["allreduce", "--topology", "fat-tree-2048"],
+        &["allreduce", "--gpus", "1"],
+        &["allreduce", "--gpus", "9"],
+        &["allreduce", "--gpus", "gpu0"],
+        &["allreduce", "--gpus", "gpu0,gpu0"],
+        &["allreduce", "--gpus", "gpu0,nvswitch0"],
+        &["allreduce", "--gpus", "gpu0,gpu99"],
+        &[
+            "allreduce",
+            "--gpus",
+            "gpu0,gpu1",
+            "--fail-link",
+            "gpu5:nvswitch0@1us",
+        ],
         &["allreduce", "--buffsize", "3"],
         &["allreduce", "--buffsize", "128M"],
         &["allreduce", "--min", "600G", "--max", "600G"],
@@ -362,4 +375,43 @@ fn the_buffer_per_connection_can_be_set_as_nccl_buffsize() {
     assert!(String::from_utf8_lossy(&sim(&args).stderr).contains("smaller --buffsize"));
     let table = sim(&["allreduce", "--min", "1K", "--max", "1K", "--buffsize", "64K"]);
     assert!(String::from_utf8_lossy(&table.stdout).contains("NCCL_BUFFSIZE): 65536 B"));
+}
+
+#[test]
+fn a_collective_runs_on_some_of_the_gpus_as_cuda_visible_devices_would_have_it() {
+    let v = json(&["allreduce", "--gpus", "4", "--min", "1M", "--max", "1M"]);
+    assert_eq!(
+        (v["gpus"].as_u64(), v["verified"].as_bool()),
+        (Some(4), Some(true))
+    );
+    assert_eq!(v["topology"], "dgx-h100[gpu0,gpu1,gpu2,gpu3]");
+    // Each GPU sends 2(n-1)/n of the buffer: 3/2 MiB in 128-byte packets, one switch hop each.
+    assert_eq!(v["packets"], 4 * 3 * 4096);
+    let named = json(&[
+        "allreduce",
+        "--gpus",
+        "gpu6, gpu0,gpu2,gpu4",
+        "--min",
+        "1M",
+        "--max",
+        "1M",
+    ]);
+    assert_eq!(named["topology"], "dgx-h100[gpu0,gpu2,gpu4,gpu6]");
+    assert_eq!(named["verified"], true);
+    // A fabric in two partitions runs a collective on one partition's GPUs, not on all of them.
+    let partitioned = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../fuzz/corpus/topology_toml/partitions.toml"
+    );
+    common::assert_refused(&["sim"], &["allreduce", "--topology", partitioned, "--max", "4K"]);
+    let v = json(&[
+        "allreduce",
+        "--topology",
+        partitioned,
+        "--gpus",
+        "g1,g2",
+        "--max",
+        "4K",
+    ]);
+    assert_eq!(v["verified"], true);
 }

@@ -65,6 +65,10 @@ pub struct SimArgs {
     /// 1K to 64M): a sender sends only into room there, and the tree's chunks are an eighth of it at most
     #[arg(long, default_value = "4M")]
     pub buffsize: String,
+    /// Run on some of the fabric's GPUs only, as CUDA_VISIBLE_DEVICES does: a count (the first N) or
+    /// names, e.g. `gpu0,gpu2,gpu4,gpu6`; the other GPUs and their links are left out
+    #[arg(long, value_name = "N|GPU,GPU,...")]
+    pub gpus: Option<String>,
     /// Random bit error rate on every link (the data links replay what it corrupts)
     #[arg(long)]
     pub ber: Option<f64>,
@@ -152,6 +156,39 @@ fn parse_fault(s: &str, flag: &str) -> anyhow::Result<(String, String, Duration)
     Ok((a.to_string(), b.to_string(), parse_time(time)?))
 }
 
+/// `topology` with only the GPUs `list` names: a count (the first N) or names separated by commas.
+fn some_gpus(topology: &Topology, list: &str) -> anyhow::Result<Topology> {
+    let gpus = topology.gpus();
+    let keep: Vec<usize> = match list.trim().parse::<usize>() {
+        Ok(n) if (2..=gpus.len()).contains(&n) => gpus[..n].to_vec(),
+        Ok(n) => bail!(
+            "--gpus {n}: expected 2 to {} ({} has {} GPUs)",
+            gpus.len(),
+            topology.name,
+            gpus.len()
+        ),
+        Err(_) => {
+            let mut keep = Vec::new();
+            for name in list.split(',').map(str::trim) {
+                let x = topology.node_named(name).map_err(anyhow::Error::msg)?;
+                if !gpus.contains(&x) {
+                    bail!("--gpus: {name} is not a GPU");
+                }
+                if keep.contains(&x) {
+                    bail!("--gpus: {name} is named twice");
+                }
+                keep.push(x);
+            }
+            if keep.len() < 2 {
+                bail!("--gpus {list:?}: a collective needs at least 2 GPUs");
+            }
+            keep.sort_unstable();
+            keep
+        }
+    };
+    topology.with_gpus(&keep).map_err(anyhow::Error::msg)
+}
+
 /// The topology named: built in, or read from a TOML file.
 pub fn load_topology(name: &str) -> anyhow::Result<Topology> {
     if let Some(t) = Topology::builtin(name) {
@@ -178,7 +215,10 @@ pub fn run(cmd: SimCommand) -> anyhow::Result<ExitCode> {
         SimCommand::Broadcast(a) => (Kind::Broadcast, a),
         SimCommand::Alltoall(a) => (Kind::AllToAll, a),
     };
-    let topology = args.topology.load()?;
+    let mut topology = args.topology.load()?;
+    if let Some(list) = &args.gpus {
+        topology = some_gpus(&topology, list)?;
+    }
     let default = if kind == Kind::AllToAll { "p2p" } else { "ring" };
     let algo = match args.algo.as_deref().unwrap_or(default) {
         "ring" => Algo::Ring,
