@@ -38,6 +38,14 @@ pub fn node_id(name: &str) -> u64 {
     })
 }
 
+/// What a node of `kind` reports itself to be.
+fn node_type(kind: NodeKind) -> NodeType {
+    match kind {
+        NodeKind::Gpu => NodeType::Endpoint,
+        NodeKind::Switch => NodeType::Switch,
+    }
+}
+
 /// A trunk's rate as its port reports it: MB/s.
 fn mbps(trunk: &Trunk) -> u32 {
     (trunk.gbps * 1000.0).round() as u32
@@ -79,11 +87,7 @@ impl Wiring {
             .iter()
             .enumerate()
             .map(|(x, n)| {
-                let kind = match n.kind {
-                    NodeKind::Gpu => NodeType::Endpoint,
-                    NodeKind::Switch => NodeType::Switch,
-                };
-                Identity::new(node_id(&n.name), kind)
+                Identity::new(node_id(&n.name), node_type(n.kind))
                     .with_ports(ports[x].len())
                     .ok_or_else(|| format!("{} has more than 64 ports", n.name))
             })
@@ -317,10 +321,7 @@ pub fn check(found: &Discovery, expected: &Topology) -> Check {
         out.differences.push(format!("inconsistent: {f}"));
     }
     for (x, n) in expected.nodes.iter().enumerate() {
-        let want = match n.kind {
-            NodeKind::Gpu => NodeType::Endpoint,
-            NodeKind::Switch => NodeType::Switch,
-        };
+        let want = node_type(n.kind);
         match at(x) {
             None => out.unreached.push(x),
             Some(i) if found.nodes[i].kind != want => out.differences.push(format!(
