@@ -46,8 +46,9 @@ enum Command {
     /// Collectives on a simulated fabric, reported as nccl-tests reports them
     #[command(subcommand)]
     Sim(sim::SimCommand),
-    /// What the fabric manager makes of a topology: trunks, endpoint IDs, routes, partitions, a check that
-    /// the routes cannot deadlock, and a probe of what the switches let through; exit status 3 if the
+    /// What the fabric manager makes of a topology: what its discovery of the hardware finds, trunks,
+    /// endpoint IDs, routes, partitions, a check that the routes cannot deadlock, and a probe of what the
+    /// switches let through; exit status 3 if the hardware is wired otherwise than the topology says, the
     /// routes could deadlock or the probe finds a partition not kept
     Fabric(fabric::FabricArgs),
     /// Cache coherence (directory MESI): a random stress over noisy data links, or `--explore` every
