@@ -14,7 +14,8 @@
 
 use std::collections::{HashMap, HashSet};
 
-use switch_fw::identity::{self, Identity, NodeType, PortPeer};
+use switch_fw::identity::{self, Identity};
+pub use switch_fw::identity::{NodeType, PortPeer};
 
 use crate::manager::{gang, Trunk};
 use crate::topology::{NodeKind, Topology};

@@ -7,7 +7,7 @@ use std::process::ExitCode;
 
 use anyhow::{bail, Context};
 use clap::Args;
-use fabric_sim::discover::{check, discover, Check, Discovery, Wiring};
+use fabric_sim::discover::{check, discover, node_id, Check, Discovery, FoundNode, NodeType, Wiring};
 use fabric_sim::manager::{gang, Dependencies, Fabric};
 use fabric_sim::probe::{probe, ProbeReport, PROBE_TIME};
 use fabric_sim::topology::{NodeKind, Topology};
@@ -35,6 +35,10 @@ pub struct FabricArgs {
     /// discovery finds it down and the routes avoid it (repeatable)
     #[arg(long, value_name = "A:B")]
     pub fail_link: Vec<String>,
+    /// Print every node discovery found: its ID, the topology's name for it, its type, its ports and the
+    /// directed route (the ports to leave through, from the first GPU) that reaches it
+    #[arg(long)]
+    pub discovery: bool,
     /// Print every switch's route table
     #[arg(long)]
     pub routes: bool,
@@ -108,6 +112,7 @@ pub fn run(args: FabricArgs) -> anyhow::Result<ExitCode> {
             home,
             discovery: &discovery,
             check: &found,
+            list: args.discovery,
         };
         if args.json {
             let out = json!({ "topology": topology.name, "discovery": view.json() });
@@ -144,6 +149,7 @@ pub fn run(args: FabricArgs) -> anyhow::Result<ExitCode> {
             home,
             discovery: &discovery,
             check: &found,
+            list: args.discovery,
         },
         topology: &topology,
         fabric: &fabric,
@@ -171,9 +177,27 @@ struct Discovered<'a> {
     home: &'a str,
     discovery: &'a Discovery,
     check: &'a Check,
+    /// List every node found.
+    list: bool,
 }
 
 impl Discovered<'_> {
+    /// The topology's name for the node with ID `id`, if it has one.
+    fn name_of(&self, id: u64) -> Option<&str> {
+        self.topology
+            .nodes
+            .iter()
+            .find(|n| node_id(&n.name) == id)
+            .map(|n| n.name.as_str())
+    }
+
+    fn kind(node: &FoundNode) -> &'static str {
+        match node.kind {
+            NodeType::Switch => "switch",
+            NodeType::Endpoint => "gpu",
+        }
+    }
+
     fn print(&self) {
         let (d, c) = (self.discovery, self.check);
         println!(
@@ -197,6 +221,23 @@ impl Discovered<'_> {
         for &x in &c.unreached {
             println!("  not reached: {}", self.topology.nodes[x].name);
         }
+        if self.list {
+            println!(
+                "#\n# {:<16} {:<22} {:<6} {:>5} route",
+                "node ID", "name", "kind", "ports"
+            );
+            for n in &d.nodes {
+                let route: Vec<String> = n.route.iter().map(u8::to_string).collect();
+                println!(
+                    "  {:016x} {:<22} {:<6} {:>5} [{}]",
+                    n.id,
+                    self.name_of(n.id).unwrap_or("?"),
+                    Self::kind(n),
+                    n.ports,
+                    route.join(" ")
+                );
+            }
+        }
     }
 
     fn json(&self) -> serde_json::Value {
@@ -210,6 +251,20 @@ impl Discovered<'_> {
             "unreached": c.unreached.iter().map(|&x| &self.topology.nodes[x].name).collect::<Vec<_>>(),
             "differences": c.differences,
             "matches": c.matches(),
+            "found": self.list.then(|| {
+                d.nodes
+                    .iter()
+                    .map(|n| {
+                        json!({
+                            "id": format!("{:016x}", n.id),
+                            "name": self.name_of(n.id),
+                            "kind": Self::kind(n),
+                            "ports": n.ports,
+                            "route": n.route,
+                        })
+                    })
+                    .collect::<Vec<_>>()
+            }),
         })
     }
 }

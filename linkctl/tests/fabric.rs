@@ -154,6 +154,18 @@ fn discovery_finds_the_fabric_as_the_topology_says() {
     assert_eq!(d["matches"], true);
     assert_eq!(d["from"], "gpu0");
     assert_eq!(d["down"], serde_json::json!([]));
+    assert!(d["found"].is_null(), "only with --discovery");
+    // With --discovery, every node found and the directed route that reaches it: gpu0 is the manager's
+    // own node, its port p leads to nvswitch p, whose port g leads to gpu g.
+    let v = json(&["fabric"], &["--discovery"]);
+    let found = v["discovery"]["found"].as_array().unwrap();
+    assert_eq!(found.len(), 12);
+    let at = |name: &str| found.iter().find(|n| n["name"] == name).unwrap()["route"].clone();
+    assert_eq!(at("gpu0"), serde_json::json!([]));
+    assert_eq!(at("nvswitch2"), serde_json::json!([2]));
+    assert_eq!(at("gpu5"), serde_json::json!([0, 5]));
+    assert_eq!(found[1]["kind"], "switch");
+    assert_eq!(found[1]["ports"], 8);
 }
 
 /// A star of three GPUs on one switch, its cables in the order given.
