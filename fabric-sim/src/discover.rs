@@ -79,10 +79,26 @@ pub struct Wiring {
 
 impl Wiring {
     /// The fabric cabled as `hardware` says, with the trunks between each pair of nodes in `down` (node
-    /// indices of `hardware`) not up.
-    pub fn new(hardware: &Topology, down: &[(usize, usize)]) -> Result<Wiring, String> {
+    /// indices of `hardware`) not up, and one link fewer up in the trunk between each pair in `lost` (as
+    /// often as the pair is named; a trunk that loses its last link is down).
+    pub fn new(
+        hardware: &Topology,
+        down: &[(usize, usize)],
+        lost: &[(usize, usize)],
+    ) -> Result<Wiring, String> {
         hardware.validate()?;
-        let (trunks, ports) = gang(hardware);
+        let (mut trunks, ports) = gang(hardware);
+        let joins = |t: &Trunk, (x, y): (usize, usize)| (t.a.0, t.b.0) == (x.min(y), x.max(y));
+        for &pair in lost {
+            let t = trunks
+                .iter_mut()
+                .find(|t| joins(t, pair))
+                .ok_or_else(|| format!("{}: no link joins nodes {} and {}", hardware.name, pair.0, pair.1))?;
+            if t.links > 0 {
+                t.gbps -= t.gbps / t.links as f64;
+                t.links -= 1;
+            }
+        }
         let mut nodes: Vec<_> = hardware
             .nodes
             .iter()
@@ -96,7 +112,7 @@ impl Wiring {
         let mut cables: Vec<Vec<Option<(usize, usize)>>> =
             ports.iter().map(|p| vec![None; p.len()]).collect();
         let is_down = |x: usize, y: usize| down.iter().any(|&(a, b)| (a, b) == (x, y) || (a, b) == (y, x));
-        for t in trunks.iter().filter(|t| !is_down(t.a.0, t.b.0)) {
+        for t in trunks.iter().filter(|t| !is_down(t.a.0, t.b.0) && t.links > 0) {
             for ((x, p, peer), there) in peers_of(hardware, t).into_iter().zip([t.b, t.a]) {
                 nodes[x].set_peer(p, Some(peer)).map_err(|e| e.to_string())?;
                 cables[x][p] = Some(there);
@@ -291,13 +307,26 @@ pub struct Check {
     pub down: Vec<usize>,
     /// The topology's nodes discovery did not reach.
     pub unreached: Vec<usize>,
+    /// The topology's trunks found up with fewer links than it says: the routes still use them.
+    pub degraded: Vec<Degraded>,
     /// Everything wired otherwise than the topology says, as messages; the topology cannot be trusted to
     /// route while there is any.
     pub differences: Vec<String>,
 }
 
+/// A trunk found with fewer links than the topology gives it (some failed, or never trained).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Degraded {
+    /// Index of the trunk (as in [`Check::down`]).
+    pub trunk: usize,
+    /// Links found up.
+    pub links: u8,
+    /// Their rate together, MB/s.
+    pub mbps: u32,
+}
+
 impl Check {
-    /// Whether the fabric is as the topology says, but for trunks that are down.
+    /// Whether the fabric is as the topology says, but for trunks that are down or have lost links.
     pub fn matches(&self) -> bool {
         self.differences.is_empty()
     }
@@ -364,7 +393,16 @@ pub fn check(found: &Discovery, expected: &Topology) -> Check {
             Some(i) => {
                 matched[i] = true;
                 let f = found.trunks[i];
-                if (usize::from(f.links), f.mbps) != (trunk.links, mbps(trunk)) {
+                // Fewer links at no more than their share of the rate (within rounding to MB/s): some of
+                // the trunk's links are down.
+                let share = trunk.gbps * 1000.0 * f64::from(f.links) / trunk.links as f64;
+                if usize::from(f.links) < trunk.links && f64::from(f.mbps) <= share + 1.0 {
+                    out.degraded.push(Degraded {
+                        trunk: t,
+                        links: f.links,
+                        mbps: f.mbps,
+                    });
+                } else if (usize::from(f.links), f.mbps) != (trunk.links, mbps(trunk)) {
                     out.differences.push(format!(
                         "{}:{} - {}:{}: {} links at {} MB/s, the topology says {} at {}",
                         expected.nodes[trunk.a.0].name,
@@ -453,7 +491,7 @@ mod tests {
     fn a_fabric_as_cabled_is_found_whole_and_matches() {
         for name in ["mesh4", "dgx1-hcm", "dgx-h100", "pcie8", "fat-tree-256"] {
             let t = Topology::builtin(name).unwrap();
-            let found = discover(&mut Wiring::new(&t, &[]).unwrap()).unwrap();
+            let found = discover(&mut Wiring::new(&t, &[], &[]).unwrap()).unwrap();
             assert_eq!(found.nodes.len(), t.nodes.len(), "{name}");
             assert_eq!(found.trunks.len(), gang(&t).0.len(), "{name}");
             assert!(found.faults.is_empty(), "{name}: {:?}", found.faults);
@@ -467,7 +505,7 @@ mod tests {
     fn a_trunk_down_is_found_down_and_a_node_behind_it_unreached() {
         let t = Topology::builtin("dgx-h100").unwrap();
         let (gpu0, sw1) = (t.node_named("gpu0").unwrap(), t.node_named("nvswitch1").unwrap());
-        let found = discover(&mut Wiring::new(&t, &[(gpu0, sw1)]).unwrap()).unwrap();
+        let found = discover(&mut Wiring::new(&t, &[(gpu0, sw1)], &[]).unwrap()).unwrap();
         let c = check(&found, &t);
         let (trunks, ports) = gang(&t);
         let port = (0..ports[gpu0].len())
@@ -478,7 +516,10 @@ mod tests {
 
         let s = star(["gpu0", "gpu1", "gpu2"]);
         let (g2, sw) = (s.node_named("gpu2").unwrap(), s.node_named("sw").unwrap());
-        let c = check(&discover(&mut Wiring::new(&s, &[(g2, sw)]).unwrap()).unwrap(), &s);
+        let c = check(
+            &discover(&mut Wiring::new(&s, &[(g2, sw)], &[]).unwrap()).unwrap(),
+            &s,
+        );
         assert_eq!((c.down, c.unreached), (vec![2], vec![g2]));
     }
 
@@ -487,7 +528,7 @@ mod tests {
         let expected = star(["gpu0", "gpu1", "gpu2"]);
         let cabled = star(["gpu0", "gpu2", "gpu1"]);
         let c = check(
-            &discover(&mut Wiring::new(&cabled, &[]).unwrap()).unwrap(),
+            &discover(&mut Wiring::new(&cabled, &[], &[]).unwrap()).unwrap(),
             &expected,
         );
         assert!(!c.matches());
@@ -510,7 +551,7 @@ mod tests {
         cabled.nodes[2].name = "gpu9".into();
         cabled.links.push(cabled.links[0].clone());
         let c = check(
-            &discover(&mut Wiring::new(&cabled, &[]).unwrap()).unwrap(),
+            &discover(&mut Wiring::new(&cabled, &[], &[]).unwrap()).unwrap(),
             &expected,
         );
         let text = c.differences.join("\n");
@@ -522,11 +563,34 @@ mod tests {
         assert_eq!(c.unreached, vec![2]);
     }
 
+    #[test]
+    fn a_trunk_that_lost_links_is_degraded_not_different_and_losing_all_takes_it_down() {
+        let t = Topology::builtin("dgx-h100").unwrap();
+        let (gpu0, sw0) = (t.node_named("gpu0").unwrap(), t.node_named("nvswitch0").unwrap());
+        let c = check(
+            &discover(&mut Wiring::new(&t, &[], &[(gpu0, sw0), (sw0, gpu0)]).unwrap()).unwrap(),
+            &t,
+        );
+        assert!(c.matches() && c.down.is_empty(), "{c:?}");
+        assert_eq!(
+            c.degraded,
+            vec![Degraded {
+                trunk: 0,
+                links: 3,
+                mbps: 75_000
+            }]
+        );
+        let all = [(gpu0, sw0); 6];
+        let c = check(&discover(&mut Wiring::new(&t, &[], &all).unwrap()).unwrap(), &t);
+        assert_eq!((c.down, c.degraded), (vec![0], vec![]));
+        assert!(Wiring::new(&t, &[], &[(gpu0, t.node_named("gpu1").unwrap())]).is_err());
+    }
+
     /// A node whose registers lie about its peer is caught by the other end.
     #[test]
     fn a_port_the_other_end_does_not_confirm_is_a_fault() {
         let t = star(["gpu0", "gpu1", "gpu2"]);
-        let mut w = Wiring::new(&t, &[]).unwrap();
+        let mut w = Wiring::new(&t, &[], &[]).unwrap();
         let sw = t.node_named("sw").unwrap();
         let mut peer = w.nodes[sw].peer(2).unwrap();
         peer.port = 7;
@@ -542,6 +606,7 @@ mod tests {
         let mut w = Wiring::new(
             &t,
             &[(t.node_named("gpu1").unwrap(), t.node_named("sw").unwrap())],
+            &[],
         )
         .unwrap();
         // Three nodes found (gpu1's only link is down): 4 identity reads each (ID twice, type, ports) and 4

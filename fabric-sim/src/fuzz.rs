@@ -61,7 +61,7 @@ pub fn topology_toml(data: &[u8]) {
         None,
         "up*/down* routes cannot deadlock"
     );
-    let found = discover(&mut Wiring::new(&topology, &[]).unwrap()).unwrap();
+    let found = discover(&mut Wiring::new(&topology, &[], &[]).unwrap()).unwrap();
     let c = check(&found, &topology);
     assert!(c.matches(), "{:?}", c.differences);
     assert_eq!(found.nodes.len() + c.unreached.len(), topology.nodes.len());

@@ -23,7 +23,7 @@ fn the_running_switches_report_what_discovery_reads() {
     for name in ["dgx-h100", "fat-tree-256"] {
         let t = Topology::builtin(name).unwrap();
         let net = Net::new(&t, &[], DlConfig::default(), 1).unwrap();
-        let found = discover(&mut Wiring::new(&t, &[]).unwrap()).unwrap();
+        let found = discover(&mut Wiring::new(&t, &[], &[]).unwrap()).unwrap();
         let mut ports = 0;
         for (x, node) in t.nodes.iter().enumerate() {
             if node.kind == NodeKind::Gpu {

@@ -8,7 +8,7 @@ use std::process::ExitCode;
 use anyhow::{bail, Context};
 use clap::Args;
 use fabric_sim::discover::{check, discover, node_id, Check, Discovery, FoundNode, NodeType, Wiring};
-use fabric_sim::manager::{gang, Dependencies, Fabric};
+use fabric_sim::manager::{gang, Dependencies, Fabric, Trunk};
 use fabric_sim::probe::{probe, ProbeReport, PROBE_TIME};
 use fabric_sim::topology::{NodeKind, Topology};
 use serde_json::json;
@@ -35,6 +35,11 @@ pub struct FabricArgs {
     /// discovery finds it down and the routes avoid it (repeatable)
     #[arg(long, value_name = "A:B")]
     pub fail_link: Vec<String>,
+    /// Take one of the links ganged between two nodes of the hardware down, e.g. `gpu0:nvswitch0` (as often
+    /// as given; the last link takes the trunk down): discovery reports the trunk degraded and the routes
+    /// still use it (repeatable)
+    #[arg(long, value_name = "A:B")]
+    pub degrade_link: Vec<String>,
     /// Print every node discovery found: its ID, the topology's name for it, its type, its ports and the
     /// directed route (the ports to leave through, from the first GPU) that reaches it
     #[arg(long)]
@@ -84,12 +89,11 @@ pub fn run(args: FabricArgs) -> anyhow::Result<ExitCode> {
         None => topology.clone(),
     };
     let (trunks, _) = gang(&hardware);
-    let mut down = Vec::new();
-    for spec in &args.fail_link {
-        let usage = || format!("bad --fail-link {spec:?}: expected NODE:NODE, e.g. gpu0:nvswitch1");
+    let pair = |spec: &str, flag: &str| -> anyhow::Result<(usize, usize)> {
+        let usage = || format!("bad {flag} {spec:?}: expected NODE:NODE, e.g. gpu0:nvswitch1");
         let (a, b) = spec.split_once(':').with_context(usage)?;
         if b.contains('@') {
-            bail!("bad --fail-link {spec:?}: the link is down from the start, so give no time (NODE:NODE)");
+            bail!("bad {flag} {spec:?}: this is the state from the start, so give no time (NODE:NODE)");
         }
         let (x, y) = (
             hardware.node_named(a).map_err(anyhow::Error::msg)?,
@@ -98,13 +102,24 @@ pub fn run(args: FabricArgs) -> anyhow::Result<ExitCode> {
         if !trunks.iter().any(|t| (t.a.0, t.b.0) == (x.min(y), x.max(y))) {
             bail!("{} has no link between {a} and {b}", hardware.name);
         }
-        down.push((x, y));
-    }
+        Ok((x, y))
+    };
+    let down = args
+        .fail_link
+        .iter()
+        .map(|s| pair(s, "--fail-link"))
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    let lost = args
+        .degrade_link
+        .iter()
+        .map(|s| pair(s, "--degrade-link"))
+        .collect::<anyhow::Result<Vec<_>>>()?;
     // What the manager finds, and what it makes of it: it plans only a fabric wired as the topology says,
     // leaving out the trunks it found down.
-    let mut wiring = Wiring::new(&hardware, &down).map_err(anyhow::Error::msg)?;
+    let mut wiring = Wiring::new(&hardware, &down, &lost).map_err(anyhow::Error::msg)?;
     let discovery = discover(&mut wiring).map_err(anyhow::Error::msg)?;
     let found = check(&discovery, &topology);
+    let (expected_trunks, _) = gang(&topology);
     let home = &hardware.nodes[hardware.gpus()[0]].name;
     if !found.matches() {
         let view = Discovered {
@@ -113,6 +128,7 @@ pub fn run(args: FabricArgs) -> anyhow::Result<ExitCode> {
             discovery: &discovery,
             check: &found,
             list: args.discovery,
+            trunks: &expected_trunks,
         };
         if args.json {
             let out = json!({ "topology": topology.name, "discovery": view.json() });
@@ -150,6 +166,7 @@ pub fn run(args: FabricArgs) -> anyhow::Result<ExitCode> {
             discovery: &discovery,
             check: &found,
             list: args.discovery,
+            trunks: &expected_trunks,
         },
         topology: &topology,
         fabric: &fabric,
@@ -179,6 +196,8 @@ struct Discovered<'a> {
     check: &'a Check,
     /// List every node found.
     list: bool,
+    /// The topology's trunks, for naming them.
+    trunks: &'a [Trunk],
 }
 
 impl Discovered<'_> {
@@ -189,6 +208,13 @@ impl Discovered<'_> {
             .iter()
             .find(|n| node_id(&n.name) == id)
             .map(|n| n.name.as_str())
+    }
+
+    /// `a:p - b:q` for trunk `t` of the topology.
+    fn trunk_name(&self, t: usize) -> String {
+        let trunk = &self.trunks[t];
+        let end = |(x, p): (usize, usize)| format!("{}:{p}", self.topology.nodes[x].name);
+        format!("{} - {}", end(trunk.a), end(trunk.b))
     }
 
     fn kind(node: &FoundNode) -> &'static str {
@@ -221,6 +247,15 @@ impl Discovered<'_> {
         for &x in &c.unreached {
             println!("  not reached: {}", self.topology.nodes[x].name);
         }
+        for d in &c.degraded {
+            println!(
+                "  degraded: trunk {} ({}): {} links up at {} MB/s, routed over",
+                d.trunk,
+                self.trunk_name(d.trunk),
+                d.links,
+                d.mbps
+            );
+        }
         if self.list {
             println!(
                 "#\n# {:<16} {:<22} {:<6} {:>5} route",
@@ -248,6 +283,11 @@ impl Discovered<'_> {
             "trunks": d.trunks.len(),
             "reads": d.reads,
             "down": c.down,
+            "degraded": c
+                .degraded
+                .iter()
+                .map(|d| json!({ "trunk": d.trunk, "links": d.links, "mbps": d.mbps }))
+                .collect::<Vec<_>>(),
             "unreached": c.unreached.iter().map(|&x| &self.topology.nodes[x].name).collect::<Vec<_>>(),
             "differences": c.differences,
             "matches": c.matches(),

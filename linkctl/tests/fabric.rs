@@ -127,6 +127,8 @@ fn bad_input_is_refused() {
         &["--fail-link", "gpu0:nvswitch1@20us"],
         &["--topology", "no-such-fabric"],
         &["--hardware", "no-such-fabric"],
+        &["--degrade-link", "gpu0:gpu1"],
+        &["--degrade-link", "gpu0:nvswitch0@1us"],
         // Every link of GPU 0 failed: no route reaches it.
         &[
             "--fail-link",
@@ -212,4 +214,34 @@ fn cables_on_the_wrong_ports_are_found_and_nothing_is_programmed() {
     // Cabled as expected, it is planned.
     let v = json(&["fabric"], &["--topology", &expected, "--hardware", &expected]);
     assert_eq!(v["discovery"]["matches"], true);
+}
+
+#[test]
+fn a_trunk_that_lost_links_is_reported_degraded_and_still_routed() {
+    let v = json(
+        &["fabric"],
+        &[
+            "--degrade-link",
+            "gpu0:nvswitch0",
+            "--degrade-link",
+            "nvswitch0:gpu0",
+            "--probe",
+        ],
+    );
+    let d = &v["discovery"];
+    assert_eq!(d["matches"], true);
+    assert_eq!(d["down"], serde_json::json!([]));
+    assert_eq!(
+        d["degraded"],
+        serde_json::json!([{ "trunk": 0, "links": 3, "mbps": 75000 }])
+    );
+    assert_eq!(v["probe"]["same_partition_delivered"], 56);
+    // All five links of the trunk lost: it is down, and left out of the routes.
+    let mut args = Vec::new();
+    for _ in 0..5 {
+        args.extend(["--degrade-link", "gpu0:nvswitch0"]);
+    }
+    let v = json(&["fabric"], &args);
+    assert_eq!(v["discovery"]["down"], serde_json::json!([0]));
+    assert_eq!(v["trunks"][0]["failed"], true);
 }
