@@ -121,20 +121,20 @@ pub fn run(args: FabricArgs) -> anyhow::Result<ExitCode> {
     let found = check(&discovery, &topology);
     let (expected_trunks, _) = gang(&topology);
     let home = &hardware.nodes[hardware.gpus()[0]].name;
+    let discovered = Discovered {
+        topology: &topology,
+        home,
+        discovery: &discovery,
+        check: &found,
+        list: args.discovery,
+        trunks: &expected_trunks,
+    };
     if !found.matches() {
-        let view = Discovered {
-            topology: &topology,
-            home,
-            discovery: &discovery,
-            check: &found,
-            list: args.discovery,
-            trunks: &expected_trunks,
-        };
         if args.json {
-            let out = json!({ "topology": topology.name, "discovery": view.json() });
+            let out = json!({ "topology": topology.name, "discovery": discovered.json() });
             println!("{}", serde_json::to_string_pretty(&out)?);
         } else {
-            view.print();
+            discovered.print();
             println!("# the fabric is not as the topology says: nothing programmed");
         }
         return Ok(ExitCode::from(EXIT_WRONG));
@@ -160,14 +160,7 @@ pub fn run(args: FabricArgs) -> anyhow::Result<ExitCode> {
         None
     };
     let view = View {
-        discovered: Discovered {
-            topology: &topology,
-            home,
-            discovery: &discovery,
-            check: &found,
-            list: args.discovery,
-            trunks: &expected_trunks,
-        },
+        discovered,
         topology: &topology,
         fabric: &fabric,
         failed: &failed,
