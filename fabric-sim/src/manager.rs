@@ -1,5 +1,6 @@
-//! The fabric manager: discovers the topology, gangs parallel links, assigns endpoint IDs, computes routes
-//! that cannot deadlock, and programs every switch through its register interface.
+//! The fabric manager's plan: it gangs parallel links, assigns endpoint IDs, computes routes that cannot
+//! deadlock, and programs every switch through its register interface. What it plans for is what
+//! [`crate::discover`] found: the topology, less the trunks found down.
 //!
 //! - **Link ganging.** Parallel links between the same two nodes form one *trunk* (NVLink's link ganging):
 //!   one logical port whose rate is the sum of its links'. The simulator runs one data link per trunk.

@@ -32,7 +32,7 @@ use failover::{send_again, Failover};
 pub use failover::{FailoverStats, Fault};
 use nvls::Nvls;
 
-use crate::discover::node_id;
+use crate::discover::{node_id, Management};
 use crate::events::EventQueue;
 use crate::manager::Fabric;
 use crate::topology::{NodeKind, Topology};
@@ -487,6 +487,9 @@ pub struct Net {
     links: Vec<Vec<PortLink>>,
     nodes: Vec<NodeState>,
     gpu_of_node: Vec<Option<usize>>,
+    /// Per GPU, who it is and who is at each of its ports (what a fabric manager discovers it by; kept
+    /// apart from `nodes`, which the event loop reads on every arrival).
+    gpu_identity: Vec<Identity<64>>,
     stats: NetStats,
     failover: Option<Box<Failover>>,
     completed: Instant,
@@ -602,6 +605,15 @@ impl Net {
         for (i, &g) in fabric.gpus.iter().enumerate() {
             gpu_of_node[g] = Some(i);
         }
+        let gpu_identity = fabric
+            .gpus
+            .iter()
+            .map(|&x| {
+                Identity::new(node_id(&topology.nodes[x].name), NodeType::Endpoint)
+                    .with_ports(fabric.port_count(x))
+                    .ok_or("more than 64 ports")
+            })
+            .collect::<Result<_, _>>()?;
         let mut net = Net {
             topology: topology.clone(),
             fabric,
@@ -611,6 +623,7 @@ impl Net {
             links,
             nodes,
             gpu_of_node,
+            gpu_identity,
             stats: NetStats::default(),
             failover: None,
             completed: Instant::ZERO,
@@ -622,9 +635,9 @@ impl Net {
             waves_error: None,
             state_bytes,
         };
-        // Each switch's firmware learns who is at its ports whose links came up.
+        // Each node's firmware learns who is at its ports whose links came up.
         for t in (0..net.fabric.trunks.len()).filter(|t| !failed.contains(t)) {
-            net.set_switch_peers(&net.fabric.trunks[t].clone(), true);
+            net.set_peers(&net.fabric.trunks[t].clone(), true);
         }
         for t in 0..net.dirs.len() {
             for d in 0..2 {
@@ -814,6 +827,12 @@ impl Net {
             }
         }
         true
+    }
+
+    /// The node at the other end of node `x`'s port `p`, if the port's trunk is up.
+    fn across(&self, x: usize, p: usize) -> Option<usize> {
+        let (t, _) = *self.fabric.ports.get(x)?.get(p)?;
+        self.dirs[t][0].up.then(|| self.fabric.peer(x, p).0)
     }
 
     /// Read a register of switch `x` (`None` if `x` is a GPU): its tables as the manager programmed
@@ -1331,5 +1350,25 @@ impl Net {
             self.pump_nvls(node);
             self.pump_resend(node);
         }
+    }
+}
+
+/// The fabric manager reads the running fabric's registers by directed route from the first GPU, over
+/// trunks that are up: a switch's (its tables and identity) and a GPU's identity.
+impl Management for Net {
+    fn read(&mut self, route: &[u8], address: u32) -> Result<u32, String> {
+        let mut x = self.fabric.gpus[0];
+        for (hop, &p) in route.iter().enumerate() {
+            x = self
+                .across(x, usize::from(p))
+                .ok_or_else(|| format!("hop {hop} of route {route:?}: port {p} has no link up"))?;
+        }
+        match &self.nodes[x] {
+            NodeState::Switch { core, .. } => core.read_register(address),
+            NodeState::Gpu => {
+                self.gpu_identity[self.gpu_of_node[x].unwrap_or_default()].read_register(address)
+            }
+        }
+        .map_err(|e| e.to_string())
     }
 }

@@ -1,7 +1,8 @@
 //! Discovery against the running fabric: the simulated switches' identity registers say what the
-//! manager's discovery reads, and follow their links going down and losing lanes.
+//! manager's discovery reads, and follow their links going down and losing links; after a failure the
+//! manager discovers the running fabric again and routes around what it finds down.
 
-use fabric_sim::discover::{discover, node_id, Wiring};
+use fabric_sim::discover::{check, discover, node_id, Wiring};
 use fabric_sim::net::{Fault, Net, NoTraffic};
 use fabric_sim::topology::{NodeKind, Topology};
 use link_dl::link::DlConfig;
@@ -67,4 +68,22 @@ fn a_trunk_that_fails_clears_its_switch_port_and_one_that_loses_a_link_reports_i
     let after = peer(&net, sw0, 1).unwrap();
     assert_eq!((after.node, after.port), (before.node, before.port));
     assert_eq!((after.links, after.mbps), (4, 100_000));
+    // What the fabric manager found when it discovered the running fabric again after the failure, and
+    // finds now: the failed trunk down, the other degraded, the routes around the first.
+    let c = check(&discover(&mut net).unwrap(), &t);
+    assert_eq!(c.down, vec![down]);
+    assert_eq!(
+        c.degraded.iter().map(|d| d.trunk).collect::<Vec<_>>(),
+        vec![thinned]
+    );
+    assert!(c.matches() && c.unreached.is_empty());
+    assert_eq!(
+        net.fabric().failed,
+        1,
+        "the routes were planned without the failed trunk"
+    );
+    assert!(
+        net.fabric().routes[sw0][0].is_empty(),
+        "nvswitch0 has no way down to gpu0"
+    );
 }

@@ -11,7 +11,7 @@ use link_phy::time::Instant;
 use switch_fw::switch::{Arrival, Destination};
 
 use super::{App, Event, Held, Net, NoTraffic, NodeState};
-use crate::discover::peers_of;
+use crate::discover::{check, discover, peers_of};
 use crate::manager::{Fabric, Trunk};
 use crate::topology::Topology;
 use crate::wire;
@@ -286,18 +286,23 @@ impl Net {
             gbps,
             ..self.fabric.trunks[t].clone()
         };
-        self.set_switch_peers(&degraded, true);
+        self.set_peers(&degraded, true);
         false
     }
 
-    /// Fill (`up`) or clear the identity registers of `trunk`'s switch ends: what their firmware learns
-    /// as its links come up, retrain or go down.
-    pub(super) fn set_switch_peers(&mut self, trunk: &Trunk, up: bool) {
+    /// Fill (`up`) or clear the identity registers of `trunk`'s ends: what their firmware learns as its
+    /// links come up, retrain or go down.
+    pub(super) fn set_peers(&mut self, trunk: &Trunk, up: bool) {
         for (x, p, peer) in peers_of(&self.topology, trunk) {
-            if let NodeState::Switch { core, .. } = &mut self.nodes[x] {
-                // The port is the trunk's own, so always in range.
-                let _ = core.identity.set_peer(p, up.then_some(peer));
-            }
+            let identity = match &mut self.nodes[x] {
+                NodeState::Switch { core, .. } => &mut core.identity,
+                NodeState::Gpu => match self.gpu_of_node[x] {
+                    Some(g) => &mut self.gpu_identity[g],
+                    None => continue,
+                },
+            };
+            // The port is the trunk's own, so always in range.
+            let _ = identity.set_peer(p, up.then_some(peer));
         }
     }
 
@@ -341,11 +346,22 @@ impl Net {
             });
             self.links[node][port].phy_down();
         }
-        self.set_switch_peers(&self.fabric.trunks[t].clone(), false);
+        self.set_peers(&self.fabric.trunks[t].clone(), false);
         self.take_engines_offline(ends);
+        // The fabric manager, told of the failure, discovers the fabric again, routes around every trunk
+        // it finds down and reprograms every switch.
+        let Some(topology) = self.failover.as_ref().map(|f| f.topology.clone()) else {
+            return;
+        };
+        let replanned = discover(self).and_then(|found| {
+            let c = check(&found, &topology);
+            match c.differences.first() {
+                None => Fabric::plan(&topology, &c.down),
+                Some(d) => Err(format!("discovery finds the fabric changed: {d}")),
+            }
+        });
         let Some(f) = self.failover.as_mut() else { return };
-        // The fabric manager routes around the trunk and reprograms every switch.
-        match Fabric::plan(&f.topology, &f.failed) {
+        match replanned {
             Ok(fabric) => {
                 for &(node, address, value) in &fabric.program {
                     if let NodeState::Switch { core, .. } = &mut self.nodes[node] {
