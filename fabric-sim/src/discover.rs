@@ -52,6 +52,31 @@ fn mbps(trunk: &Trunk) -> u32 {
     (trunk.gbps * 1000.0).round() as u32
 }
 
+/// Node `x` of `topology` with `ports` ports, every link down: the identity its firmware starts with.
+pub fn identity_of(
+    topology: &Topology,
+    x: usize,
+    ports: usize,
+) -> Result<Identity<{ switch_fw::MAX_PORTS }>, String> {
+    let node = &topology.nodes[x];
+    Identity::new(node_id(&node.name), node_type(node.kind))
+        .with_ports(ports)
+        .ok_or_else(|| format!("{} has more than 64 ports", node.name))
+}
+
+/// The node reached from `home` by leaving through the ports of `route` in turn, where `across(x, p)` is
+/// the node at the other end of node `x`'s port `p` if its link is up.
+pub fn follow(
+    home: usize,
+    route: &[u8],
+    across: impl Fn(usize, usize) -> Option<usize>,
+) -> Result<usize, String> {
+    route.iter().enumerate().try_fold(home, |x, (hop, &p)| {
+        across(x, usize::from(p))
+            .ok_or_else(|| format!("hop {hop} of route {route:?}: port {p} has no link up"))
+    })
+}
+
 /// What each end of `trunk` learns of the other when its links come up: (node, port, peer) for end a,
 /// then end b.
 pub fn peers_of(topology: &Topology, trunk: &Trunk) -> [(usize, usize, PortPeer); 2] {
@@ -99,15 +124,8 @@ impl Wiring {
                 t.links -= 1;
             }
         }
-        let mut nodes: Vec<_> = hardware
-            .nodes
-            .iter()
-            .enumerate()
-            .map(|(x, n)| {
-                Identity::new(node_id(&n.name), node_type(n.kind))
-                    .with_ports(ports[x].len())
-                    .ok_or_else(|| format!("{} has more than 64 ports", n.name))
-            })
+        let mut nodes: Vec<_> = (0..hardware.nodes.len())
+            .map(|x| identity_of(hardware, x, ports[x].len()))
             .collect::<Result<_, String>>()?;
         let mut cables: Vec<Vec<Option<(usize, usize)>>> =
             ports.iter().map(|p| vec![None; p.len()]).collect();
@@ -125,15 +143,7 @@ impl Wiring {
 
 impl Management for Wiring {
     fn read(&mut self, route: &[u8], address: u32) -> Result<u32, String> {
-        let mut x = self.home;
-        for (hop, &p) in route.iter().enumerate() {
-            x = self.cables[x]
-                .get(usize::from(p))
-                .copied()
-                .flatten()
-                .ok_or_else(|| format!("hop {hop} of route {route:?}: port {p} has no link up"))?
-                .0;
-        }
+        let x = follow(self.home, route, |x, p| Some(self.cables[x].get(p).copied()??.0))?;
         self.nodes[x].read_register(address).map_err(|e| e.to_string())
     }
 }
@@ -198,12 +208,11 @@ pub fn discover(m: &mut impl Management) -> Result<Discovery, String> {
     // IDs with a route queued, so that a node seen from several ports is visited once.
     let mut queued: HashSet<u64> = HashSet::new();
     let mut faults = Vec::new();
-    let mut queue = vec![Vec::new()];
-    let mut expected_id: Vec<Option<u64>> = vec![None];
+    // Routes to visit, each with the node ID the port before it reported (none for the manager's own).
+    let mut queue: Vec<(Vec<u8>, Option<u64>)> = vec![(Vec::new(), None)];
     let mut next = 0;
     while next < queue.len() {
-        let route = queue[next].clone();
-        let expected = expected_id[next];
+        let (route, expected) = std::mem::take(&mut queue[next]);
         next += 1;
         let id = u64::from(read(&route, identity::NODE_ID)?)
             | u64::from(read(&route, identity::NODE_ID + 4)?) << 32;
@@ -235,8 +244,7 @@ pub fn discover(m: &mut impl Management) -> Result<Discovery, String> {
                 if route.len() < MAX_HOPS && queued.insert(peer.node) {
                     let mut onward = route.clone();
                     onward.push(p as u8);
-                    queue.push(onward);
-                    expected_id.push(Some(peer.node));
+                    queue.push((onward, Some(peer.node)));
                 }
             }
             peers.push(peer);
@@ -345,7 +353,8 @@ pub fn check(found: &Discovery, expected: &Topology) -> Check {
             .get(&id)
             .map_or_else(|| format!("unknown node {id:016x}"), |n| n.to_string())
     };
-    let at = |x: usize| found.node(node_id(&expected.nodes[x].name));
+    let found_at: HashMap<u64, usize> = found.nodes.iter().enumerate().map(|(i, n)| (n.id, i)).collect();
+    let at = |x: usize| found_at.get(&node_id(&expected.nodes[x].name)).copied();
     let mut out = Check::default();
     for f in &found.faults {
         out.differences.push(format!("inconsistent: {f}"));
@@ -372,6 +381,8 @@ pub fn check(found: &Discovery, expected: &Topology) -> Check {
     }
     // Each expected trunk: up as expected, down, or its ends wired elsewhere.
     let mut matched = vec![false; found.trunks.len()];
+    // Found ends (node, port) already reported as leading elsewhere.
+    let mut misled: HashSet<(usize, usize)> = HashSet::new();
     let mut trunk_at: HashMap<(usize, usize), usize> = HashMap::new();
     for (i, f) in found.trunks.iter().enumerate() {
         trunk_at.insert(f.a, i);
@@ -419,7 +430,8 @@ pub fn check(found: &Discovery, expected: &Topology) -> Check {
             None if ends.iter().all(|&e| peer_at(e).is_none()) => out.down.push(t),
             None => {
                 for (e, other) in [(ends[0], ends[1]), (ends[1], ends[0])] {
-                    if let Some(peer) = peer_at(e) {
+                    if let (Some(peer), Some(i)) = (peer_at(e), e.2) {
+                        misled.insert((i, e.1));
                         out.differences.push(format!(
                             "{}:{} leads to {}:{}, the topology says {}:{}",
                             expected.nodes[e.0].name,
@@ -437,14 +449,9 @@ pub fn check(found: &Discovery, expected: &Topology) -> Check {
     // Found trunks the topology does not have, unless one of their ends was reported above already.
     for (f, _) in found.trunks.iter().zip(&matched).filter(|&(_, &m)| !m) {
         let end = |(x, p): (usize, usize)| format!("{}:{p}", name(found.nodes[x].id));
-        let line = format!("{} - {} is not in the topology", end(f.a), end(f.b));
-        let reported = [f.a, f.b].iter().any(|&e| {
+        if !misled.contains(&f.a) && !misled.contains(&f.b) {
             out.differences
-                .iter()
-                .any(|d| d.starts_with(&format!("{} leads to", end(e))))
-        });
-        if !reported {
-            out.differences.push(line);
+                .push(format!("{} - {} is not in the topology", end(f.a), end(f.b)));
         }
     }
     out

@@ -22,7 +22,7 @@ use link_phy::rate::Rate;
 use link_phy::time::{Duration, Instant};
 use rand_core::{Rng, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
-use switch_fw::identity::{Identity, NodeType};
+use switch_fw::identity::Identity;
 use switch_fw::switch::{Arrival, Destination, Forward, Switch};
 
 mod failover;
@@ -32,7 +32,7 @@ use failover::{send_again, Failover};
 pub use failover::{FailoverStats, Fault};
 use nvls::Nvls;
 
-use crate::discover::{node_id, Management};
+use crate::discover::{follow, identity_of, Management};
 use crate::events::EventQueue;
 use crate::manager::Fabric;
 use crate::topology::{NodeKind, Topology};
@@ -584,9 +584,7 @@ impl Net {
                 NodeKind::Gpu => NodeState::Gpu,
                 NodeKind::Switch => {
                     let mut core: Box<Switch<64, SWITCH_SLOTS, REDUCTIONS>> = Box::default();
-                    core.identity = Identity::new(node_id(&topology.nodes[x].name), NodeType::Switch)
-                        .with_ports(fabric.port_count(x))
-                        .ok_or("more than 64 ports")?;
+                    core.identity = identity_of(topology, x, fabric.port_count(x))?;
                     for &(_, address, value) in fabric.program.iter().filter(|(node, _, _)| *node == x) {
                         core.write_register(address, value).map_err(|e| e.to_string())?;
                     }
@@ -608,11 +606,7 @@ impl Net {
         let gpu_identity = fabric
             .gpus
             .iter()
-            .map(|&x| {
-                Identity::new(node_id(&topology.nodes[x].name), NodeType::Endpoint)
-                    .with_ports(fabric.port_count(x))
-                    .ok_or("more than 64 ports")
-            })
+            .map(|&x| identity_of(topology, x, fabric.port_count(x)))
             .collect::<Result<_, _>>()?;
         let mut net = Net {
             topology: topology.clone(),
@@ -1357,12 +1351,7 @@ impl Net {
 /// trunks that are up: a switch's (its tables and identity) and a GPU's identity.
 impl Management for Net {
     fn read(&mut self, route: &[u8], address: u32) -> Result<u32, String> {
-        let mut x = self.fabric.gpus[0];
-        for (hop, &p) in route.iter().enumerate() {
-            x = self
-                .across(x, usize::from(p))
-                .ok_or_else(|| format!("hop {hop} of route {route:?}: port {p} has no link up"))?;
-        }
+        let x = follow(self.fabric.gpus[0], route, |x, p| self.across(x, p))?;
         match &self.nodes[x] {
             NodeState::Switch { core, .. } => core.read_register(address),
             NodeState::Gpu => {

@@ -13,7 +13,6 @@ use switch_fw::switch::{Arrival, Destination};
 use super::{App, Event, Held, Net, NoTraffic, NodeState};
 use crate::discover::{check, discover, peers_of};
 use crate::manager::{Fabric, Trunk};
-use crate::topology::Topology;
 use crate::wire;
 
 /// A fault to inject while the fabric runs.
@@ -139,7 +138,6 @@ impl Seen {
 /// Failover state, present once faults are scheduled.
 #[derive(Debug)]
 pub(super) struct Failover {
-    pub(super) topology: Topology,
     pub(super) faults: Vec<Fault>,
     pub(super) failed: Vec<usize>,
     pub(super) seen: Vec<Seen>,
@@ -191,10 +189,8 @@ impl Net {
         }
         let n = self.nodes.len();
         let gpus = self.fabric.gpus.len();
-        let topology = self.topology.clone();
         let f = self.failover.get_or_insert_with(|| {
             Box::new(Failover {
-                topology,
                 faults: Vec::new(),
                 failed: Vec::new(),
                 seen: (0..gpus).map(|_| Seen::default()).collect(),
@@ -350,13 +346,10 @@ impl Net {
         self.take_engines_offline(ends);
         // The fabric manager, told of the failure, discovers the fabric again, routes around every trunk
         // it finds down and reprograms every switch.
-        let Some(topology) = self.failover.as_ref().map(|f| f.topology.clone()) else {
-            return;
-        };
         let replanned = discover(self).and_then(|found| {
-            let c = check(&found, &topology);
+            let c = check(&found, &self.topology);
             match c.differences.first() {
-                None => Fabric::plan(&topology, &c.down),
+                None => Fabric::plan(&self.topology, &c.down),
                 Some(d) => Err(format!("discovery finds the fabric changed: {d}")),
             }
         });
@@ -373,7 +366,7 @@ impl Net {
                 self.fabric = fabric;
             }
             Err(e) => {
-                let name = |x: usize| f.topology.nodes[x].name.clone();
+                let name = |x: usize| self.topology.nodes[x].name.clone();
                 f.fatal = Some(format!(
                     "the fabric cannot go on without the link {} - {}: {e}",
                     name(ends[0].0),
