@@ -105,7 +105,8 @@ pub struct Wiring {
 impl Wiring {
     /// The fabric cabled as `hardware` says, with the trunks between each pair of nodes in `down` (node
     /// indices of `hardware`) not up, and one link fewer up in the trunk between each pair in `lost` (as
-    /// often as the pair is named; a trunk that loses its last link is down).
+    /// often as the pair is named; a trunk that loses its last link is down). A pair with no trunk
+    /// between them is an error.
     pub fn new(
         hardware: &Topology,
         down: &[(usize, usize)],
@@ -113,12 +114,28 @@ impl Wiring {
     ) -> Result<Wiring, String> {
         hardware.validate()?;
         let (mut trunks, ports) = gang(hardware);
-        let joins = |t: &Trunk, (x, y): (usize, usize)| (t.a.0, t.b.0) == (x.min(y), x.max(y));
+        // The trunk between a pair of nodes, or why there is none.
+        let between = |trunks: &[Trunk], (x, y): (usize, usize)| {
+            trunks
+                .iter()
+                .position(|t| (t.a.0, t.b.0) == (x.min(y), x.max(y)))
+                .ok_or_else(|| {
+                    let name = |n: usize| hardware.nodes.get(n).map_or("?", |n| n.name.as_str());
+                    format!(
+                        "{} has no link between {} and {}",
+                        hardware.name,
+                        name(x),
+                        name(y)
+                    )
+                })
+        };
+        let down: Vec<usize> = down
+            .iter()
+            .map(|&pair| between(&trunks, pair))
+            .collect::<Result<_, _>>()?;
         for &pair in lost {
-            let t = trunks
-                .iter_mut()
-                .find(|t| joins(t, pair))
-                .ok_or_else(|| format!("{}: no link joins nodes {} and {}", hardware.name, pair.0, pair.1))?;
+            let i = between(&trunks, pair)?;
+            let t = &mut trunks[i];
             if t.links > 0 {
                 t.gbps -= t.gbps / t.links as f64;
                 t.links -= 1;
@@ -129,8 +146,11 @@ impl Wiring {
             .collect::<Result<_, String>>()?;
         let mut cables: Vec<Vec<Option<(usize, usize)>>> =
             ports.iter().map(|p| vec![None; p.len()]).collect();
-        let is_down = |x: usize, y: usize| down.iter().any(|&(a, b)| (a, b) == (x, y) || (a, b) == (y, x));
-        for t in trunks.iter().filter(|t| !is_down(t.a.0, t.b.0) && t.links > 0) {
+        for (_, t) in trunks
+            .iter()
+            .enumerate()
+            .filter(|&(i, t)| !down.contains(&i) && t.links > 0)
+        {
             for ((x, p, peer), there) in peers_of(hardware, t).into_iter().zip([t.b, t.a]) {
                 nodes[x].set_peer(p, Some(peer)).map_err(|e| e.to_string())?;
                 cables[x][p] = Some(there);
