@@ -170,7 +170,8 @@ impl Topology {
     pub fn with_gpus(&self, keep: &[usize]) -> Result<Topology, String> {
         let all = self.gpus();
         if let Some(&x) = keep.iter().find(|&&x| !all.contains(&x)) {
-            return Err(format!("{}: node {x} is not a GPU", self.name));
+            let name = self.nodes.get(x).map_or("?", |n| n.name.as_str());
+            return Err(format!("{}: {name} (node {x}) is not a GPU", self.name));
         }
         let mut kept: Vec<bool> = (0..self.nodes.len())
             .map(|x| self.nodes[x].kind == NodeKind::Switch || keep.contains(&x))

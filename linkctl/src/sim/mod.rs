@@ -171,9 +171,6 @@ fn some_gpus(topology: &Topology, list: &str) -> anyhow::Result<Topology> {
             let mut keep = Vec::new();
             for name in list.split(',').map(str::trim) {
                 let x = topology.node_named(name).map_err(anyhow::Error::msg)?;
-                if !gpus.contains(&x) {
-                    bail!("--gpus: {name} is not a GPU");
-                }
                 if keep.contains(&x) {
                     bail!("--gpus: {name} is named twice");
                 }
