@@ -9,11 +9,15 @@
 //! [`check`] sets what it found against a topology: trunks whose links are down, and anything wired
 //! differently (a cable to the wrong port, a trunk with fewer links, a node the topology does not have).
 //!
-//! [`Wiring`] is the simulated hardware the registers are read from: built from a topology (what is
-//! really cabled, which may differ from what the manager is told) with some trunks down.
+//! A port's peer is what its data link learned from the partner's identity flit as the link came up
+//! (`link_dl::flit::IdentFlit`). [`Wiring`] is a model of the hardware the registers are read from without
+//! running the links: built from a topology (what is really cabled, which may differ from what the
+//! manager is told) with some trunks down, each end given what the other's identity flit would say. The
+//! running simulator's nodes (`Net`) fill theirs from their links.
 
 use std::collections::{HashMap, HashSet};
 
+use link_dl::flit::IdentFlit;
 use switch_fw::identity::{self, Identity};
 pub use switch_fw::identity::{NodeType, PortPeer};
 
@@ -81,14 +85,23 @@ pub fn follow(
 /// then end b.
 pub fn peers_of(topology: &Topology, trunk: &Trunk) -> [(usize, usize, PortPeer); 2] {
     [(trunk.a, trunk.b), (trunk.b, trunk.a)].map(|(here, there)| {
-        let peer = PortPeer {
+        let partner = IdentFlit {
             node: node_id(&topology.nodes[there.0].name),
             port: there.1 as u8,
-            links: trunk.links as u8,
-            mbps: mbps(trunk),
         };
-        (here.0, here.1, peer)
+        (here.0, here.1, port_peer(partner, trunk))
     })
+}
+
+/// What a port's identity registers say of a link up to `partner` (as its identity flit said) in
+/// `trunk`: the partner, and the trunk's links and rate.
+pub fn port_peer(partner: IdentFlit, trunk: &Trunk) -> PortPeer {
+    PortPeer {
+        node: partner.node,
+        port: partner.port,
+        links: trunk.links as u8,
+        mbps: mbps(trunk),
+    }
 }
 
 /// The simulated hardware: every node's identity registers, as its firmware filled them when its links

@@ -14,8 +14,8 @@
 
 use std::collections::VecDeque;
 
-use link_dl::flit::{Flit, FLIT_LEN, MAX_PACKET_FLITS, MAX_PAYLOAD_FLITS};
-use link_dl::link::{DataLink, DlConfig};
+use link_dl::flit::{Flit, IdentFlit, FLIT_LEN, MAX_PACKET_FLITS, MAX_PAYLOAD_FLITS};
+use link_dl::link::{DataLink, DlConfig, DlEvent};
 use link_dl::{Received, Vc};
 use link_phy::lanes::LinkWidth;
 use link_phy::rate::Rate;
@@ -32,7 +32,7 @@ use failover::{send_again, Failover};
 pub use failover::{FailoverStats, Fault};
 use nvls::Nvls;
 
-use crate::discover::{follow, identity_of, Management};
+use crate::discover::{follow, identity_of, node_id, Management};
 use crate::events::EventQueue;
 use crate::manager::Fabric;
 use crate::topology::{NodeKind, Topology};
@@ -537,7 +537,8 @@ impl Net {
         let mut links: Vec<Vec<PortLink>> = Vec::with_capacity(n);
         for x in 0..n {
             let mut ports = Vec::with_capacity(fabric.port_count(x));
-            for &(t, _) in &fabric.ports[x] {
+            let node = node_id(&topology.nodes[x].name);
+            for (p, &(t, _)) in fabric.ports[x].iter().enumerate() {
                 let trunk = &fabric.trunks[t];
                 let packet_ps = (MAX_PACKET_FLITS * FLIT_LEN) as f64 * 1000.0 / trunk.gbps;
                 let timeout = Duration::from_us(2)
@@ -547,6 +548,8 @@ impl Net {
                     replay_timeout: Some(timeout),
                     ..dl
                 });
+                // Ports number at most 64 (checked with the identities below).
+                link.set_ident(IdentFlit { node, port: p as u8 });
                 if !failed.contains(&t) {
                     link.phy_up(Instant::ZERO, LinkWidth::X16, Rate::Gen5);
                 }
@@ -629,10 +632,6 @@ impl Net {
             waves_error: None,
             state_bytes,
         };
-        // Each node's firmware learns who is at its ports whose links came up.
-        for t in (0..net.fabric.trunks.len()).filter(|t| !failed.contains(t)) {
-            net.set_peers(&net.fabric.trunks[t].clone(), true);
-        }
         for t in 0..net.dirs.len() {
             for d in 0..2 {
                 net.kick(t, d);
@@ -1065,6 +1064,12 @@ impl Net {
             dir.units_received += units.len() as u64;
             self.pool.give(burst.buffer);
             dir.bursts.pop_front();
+        }
+        while let Some(event) = self.links[node][port].poll_event() {
+            if event == DlEvent::Up {
+                // The node's firmware fills the port's identity registers from what its link learned.
+                self.learn_peer(node, port);
+            }
         }
         match self.nodes[node] {
             NodeState::Gpu => self.gpu_received(node, port, app),

@@ -10,7 +10,9 @@
 
 use std::io::{self, Write};
 
-use link_dl::flit::{kind, ControlFlit, ControlKind, Flit, FlitKind, PacketHeader, FLIT_LEN, MAX_PACKET_LEN};
+use link_dl::flit::{
+    kind, ControlFlit, ControlKind, Flit, FlitKind, IdentFlit, PacketHeader, FLIT_LEN, MAX_PACKET_LEN,
+};
 use link_phy::time::Instant;
 
 /// pcap's magic number for nanosecond timestamps.
@@ -66,7 +68,8 @@ pub struct TraceSummary {
     pub records: u64,
     /// Records not written because the limit was reached.
     pub dropped: u64,
-    /// InitFC flits not recorded because they repeat the unit before them on their direction.
+    /// Initialisation flits (InitFC and identity) not recorded because they repeat one of the two units
+    /// before them on their direction.
     pub init_repeats: u64,
 }
 
@@ -75,8 +78,9 @@ pub struct Tracer<W: Write> {
     out: W,
     /// Per direction (trunk * 2 + direction): the packet being collected.
     pending: Vec<Option<Pending>>,
-    /// Per direction: the InitFC flit last recorded, while nothing else has been sent since.
-    last_init: Vec<Option<Flit>>,
+    /// Per direction: the last two initialisation flits sent (the older first), while nothing else has
+    /// been sent since (a link initialising sends two in turn).
+    last_init: Vec<[Option<Flit>; 2]>,
     /// What was written and left out so far.
     pub summary: TraceSummary,
     limit: u64,
@@ -104,7 +108,7 @@ impl<W: Write> Tracer<W> {
         Ok(Tracer {
             out,
             pending: vec![None; directions],
-            last_init: vec![None; directions],
+            last_init: vec![[None; 2]; directions],
             summary: TraceSummary::default(),
             limit,
         })
@@ -131,16 +135,18 @@ impl<W: Write> Tracer<W> {
         };
         let unit_kind = kind(unit);
         let is_init = matches!(unit_kind, Ok(FlitKind::Control))
-            && ControlFlit::parse(unit)
-                .is_ok_and(|c| matches!(c.kind, ControlKind::InitFc1 | ControlKind::InitFc2));
+            && (IdentFlit::parse(unit).is_ok()
+                || ControlFlit::parse(unit)
+                    .is_ok_and(|c| matches!(c.kind, ControlKind::InitFc1 | ControlKind::InitFc2)));
         if is_init {
-            if *last_init == Some(*unit) {
+            let repeat = last_init.contains(&Some(*unit));
+            *last_init = [last_init[1], Some(*unit)];
+            if repeat {
                 self.summary.init_repeats += 1;
                 return Ok(());
             }
-            *last_init = Some(*unit);
         } else if !matches!(unit_kind, Ok(FlitKind::Idle)) {
-            *last_init = None;
+            *last_init = [None; 2];
         }
         match unit_kind {
             Ok(FlitKind::Packet) => {

@@ -1,6 +1,7 @@
-//! Discovery against the running fabric: the simulated switches' identity registers say what the
-//! manager's discovery reads, and follow their links going down and losing links; after a failure the
-//! manager discovers the running fabric again and routes around what it finds down.
+//! Discovery against the running fabric: the simulated switches' identity registers, filled from what
+//! their data links learned from the identity flits as they came up, say what the manager's discovery
+//! reads, and follow their links going down and losing links; after a failure the manager discovers the
+//! running fabric again and routes around what it finds down.
 
 use fabric_sim::discover::{check, discover, node_id, Wiring};
 use fabric_sim::net::{Fault, Net, NoTraffic};
@@ -8,6 +9,24 @@ use fabric_sim::topology::{NodeKind, Topology};
 use link_dl::link::DlConfig;
 use link_phy::time::{Duration, Instant};
 use switch_fw::identity::{PortPeer, NODE_ID, PEERS};
+
+/// The fabric of `t`, run until its links are up.
+fn initialised(t: &Topology) -> Net {
+    let mut net = Net::new(t, &[], DlConfig::default(), 1).unwrap();
+    let all_up = |net: &Net| {
+        (0..t.nodes.len()).all(|x| (0..net.fabric().port_count(x)).all(|p| net.link(x, p).is_active()))
+    };
+    for us in 1..=20 {
+        if all_up(&net) {
+            return net;
+        }
+        net.run(
+            &mut NoTraffic { done: false },
+            Instant::ZERO + Duration::from_us(us),
+        );
+    }
+    panic!("{}: links still down after 20 us", t.name);
+}
 
 /// Port `p` of switch `x` as its registers report it.
 fn peer(net: &Net, x: usize, p: usize) -> Option<PortPeer> {
@@ -23,7 +42,11 @@ fn peer(net: &Net, x: usize, p: usize) -> Option<PortPeer> {
 fn the_running_switches_report_what_discovery_reads() {
     for name in ["dgx-h100", "fat-tree-256"] {
         let t = Topology::builtin(name).unwrap();
+        // Before the links come up, no port knows its peer.
         let net = Net::new(&t, &[], DlConfig::default(), 1).unwrap();
+        let sw = t.nodes.iter().position(|n| n.kind == NodeKind::Switch).unwrap();
+        assert!((0..net.fabric().port_count(sw)).all(|p| peer(&net, sw, p).is_none()));
+        let net = initialised(&t);
         let found = discover(&mut Wiring::new(&t, &[], &[]).unwrap()).unwrap();
         let mut ports = 0;
         for (x, node) in t.nodes.iter().enumerate() {
@@ -47,13 +70,13 @@ fn the_running_switches_report_what_discovery_reads() {
 #[test]
 fn a_trunk_that_fails_clears_its_switch_port_and_one_that_loses_a_link_reports_it() {
     let t = Topology::builtin("dgx-h100").unwrap();
-    let mut net = Net::new(&t, &[], DlConfig::default(), 1).unwrap();
+    let mut net = initialised(&t);
     let sw0 = t.node_named("nvswitch0").unwrap();
     // nvswitch0's ports 0 and 1 lead to gpu0 and gpu1, 5 links of 25 GB/s each (the first 5 of the 18).
     let (down, thinned) = (net.fabric().ports[sw0][0].0, net.fabric().ports[sw0][1].0);
     let before = peer(&net, sw0, 1).unwrap();
     assert_eq!((before.links, before.mbps), (5, 125_000));
-    let at = Instant::ZERO + Duration::from_us(1);
+    let at = Instant::ZERO + Duration::from_us(2);
     net.schedule_faults(&[
         Fault::LinkDown { trunk: down, at },
         Fault::LinkLost { trunk: thinned, at },

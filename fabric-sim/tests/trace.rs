@@ -5,10 +5,11 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use fabric_sim::collective::Kind;
+use fabric_sim::discover::node_id;
 use fabric_sim::run::{run, Algo, Report, Sweep};
 use fabric_sim::topology::Topology;
 use fabric_sim::trace::{pseudo_header, Hop, Tracer, LINKTYPE, MAGIC_NS, RECORD_CONTROL, RECORD_PACKET};
-use link_dl::flit::{check_packet_crc, ControlFlit, ControlKind, PacketHeader, FLIT_LEN};
+use link_dl::flit::{check_packet_crc, ControlFlit, ControlKind, IdentFlit, PacketHeader, FLIT_LEN};
 use link_dl::seq::Seq;
 use link_phy::time::{Duration, Instant};
 
@@ -76,16 +77,34 @@ fn every_record_is_a_packet_or_control_flit_that_checks() {
     std::fs::remove_file(&path).unwrap();
     let summary = report.trace.unwrap();
     assert_eq!((summary.records, summary.dropped), (records.len() as u64, 0));
-    // Each link direction initialises once: one InitFc1 and one InitFc2 recorded, the repeats counted.
+    // Each link direction initialises once: one InitFc1, one InitFc2 and one Ident recorded, the repeats
+    // counted.
     let directions = 2 * 6;
+    let control = |r: &Record| r.pseudo[1] == RECORD_CONTROL;
+    let flit = |r: &Record| -> [u8; FLIT_LEN] { r.bytes[..].try_into().unwrap() };
     let init = |r: &Record| {
-        r.pseudo[1] == RECORD_CONTROL
+        control(r)
             && matches!(
-                ControlFlit::parse(&r.bytes[..].try_into().unwrap()).map(|c| c.kind),
+                ControlFlit::parse(&flit(r)).map(|c| c.kind),
                 Ok(ControlKind::InitFc1 | ControlKind::InitFc2)
             )
     };
     assert_eq!(records.iter().filter(|r| init(r)).count(), 2 * directions);
+    let idents: Vec<IdentFlit> = records
+        .iter()
+        .filter(|r| control(r))
+        .filter_map(|r| IdentFlit::parse(&flit(r)).ok())
+        .collect();
+    assert_eq!(idents.len(), directions);
+    let mesh4 = Topology::builtin("mesh4").unwrap();
+    // Each says the sending node and port of its record: node IDs are the hashes of the node names.
+    for r in records.iter().filter(|r| control(r)) {
+        if let Ok(ident) = IdentFlit::parse(&flit(r)) {
+            let sender = usize::from(u16::from_be_bytes([r.pseudo[4], r.pseudo[5]]));
+            assert_eq!(ident.port, r.pseudo[8]);
+            assert_eq!(ident.node, node_id(&mesh4.nodes[sender].name));
+        }
+    }
     assert!(summary.init_repeats > 0);
     let mut packets = 0;
     // Per link direction (trunk, sending node): the time of the last record.
@@ -107,7 +126,8 @@ fn every_record_is_a_packet_or_control_flit_that_checks() {
             }
             RECORD_CONTROL => {
                 assert_eq!(r.bytes.len(), FLIT_LEN);
-                ControlFlit::parse(&r.bytes[..].try_into().unwrap()).unwrap();
+                let flit = flit(r);
+                assert!(ControlFlit::parse(&flit).is_ok() || IdentFlit::parse(&flit).is_ok());
             }
             other => panic!("record kind {other}"),
         }
@@ -208,6 +228,7 @@ fn tshark_reads_the_fields_the_simulator_wrote() {
             "openlink.tl",
         ])
         .args(["-e", "openlink.crc", "-e", "openlink.control"])
+        .args(["-e", "openlink.ident.node", "-e", "openlink.ident.port"])
         .output()
         .unwrap();
     std::fs::remove_file(&path).unwrap();
@@ -218,7 +239,7 @@ fn tshark_reads_the_fields_the_simulator_wrote() {
         .map(str::to_owned)
         .collect();
     assert_eq!(lines.len(), records.len());
-    let mut packets = 0;
+    let (mut packets, mut idents) = (0, 0);
     for (line, r) in lines.iter().zip(&records) {
         let be16 = |i: usize| u16::from_be_bytes([r.pseudo[i], r.pseudo[i + 1]]);
         let crc = u32::from_le_bytes(r.bytes[12..16].try_into().unwrap());
@@ -227,7 +248,7 @@ fn tshark_reads_the_fields_the_simulator_wrote() {
                 packets += 1;
                 let h = PacketHeader::parse(&r.bytes[..16].try_into().unwrap()).unwrap();
                 format!(
-                    "1,{},{},{},{},{},{:#018x},{crc:#010x},",
+                    "1,{},{},{},{},{},{:#018x},{crc:#010x},,,",
                     be16(2),
                     be16(4),
                     be16(6),
@@ -237,17 +258,31 @@ fn tshark_reads_the_fields_the_simulator_wrote() {
                 )
             }
             _ => {
-                let c = ControlFlit::parse(&r.bytes[..].try_into().unwrap()).unwrap();
-                format!(
-                    "2,{},{},{},,,,{crc:#010x},{}",
-                    be16(2),
-                    be16(4),
-                    be16(6),
-                    c.kind as u8
-                )
+                let flit = r.bytes[..].try_into().unwrap();
+                if let Ok(ident) = IdentFlit::parse(&flit) {
+                    idents += 1;
+                    format!(
+                        "2,{},{},{},,,,{crc:#010x},5,{:#018x},{}",
+                        be16(2),
+                        be16(4),
+                        be16(6),
+                        ident.node,
+                        ident.port
+                    )
+                } else {
+                    let c = ControlFlit::parse(&flit).unwrap();
+                    format!(
+                        "2,{},{},{},,,,{crc:#010x},{},,",
+                        be16(2),
+                        be16(4),
+                        be16(6),
+                        c.kind as u8
+                    )
+                }
             }
         };
         assert_eq!(line, &expected);
     }
     assert!(packets > 0, "the trace's first records include data packets");
+    assert!(idents > 0, "and identity flits");
 }

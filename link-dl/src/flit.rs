@@ -15,6 +15,10 @@
 //! | 65:58 | credit-return counter (mod 256) | |
 //! | 57:0 | transaction-layer header | credit counters, 16 bits per channel (63:0) |
 //!
+//! The identity flit ([`IdentFlit`], control kind 5), which each end sends while the link initialises,
+//! lays out the control flit's bits 87:0 its own way: the sender's port (87:80), reserved zero (79:64)
+//! and its 64-bit node ID (63:0).
+//!
 //! An all-zero flit is logical idle. A packet's CRC covers every byte of the packet except the CRC field;
 //! a control flit's covers its bytes 0-11.
 
@@ -63,6 +67,12 @@ pub mod field {
     pub const CONTROL_RESERVED: [(u32, u32); 2] = [(78, 10), (64, 4)];
     /// Control: credit counters, channel 0 highest.
     pub const CONTROL_CREDITS: (u32, u32) = (0, 64);
+    /// Identity: the sender's port.
+    pub const IDENT_PORT: (u32, u32) = (80, 8);
+    /// Identity: reserved bits, zero.
+    pub const IDENT_RESERVED: (u32, u32) = (64, 16);
+    /// Identity: the sender's node ID.
+    pub const IDENT_NODE: (u32, u32) = (0, 64);
     /// Bytes of the word; the CRC follows.
     pub const WORD_BYTES: usize = 12;
 }
@@ -258,20 +268,10 @@ pub struct ControlFlit {
 }
 
 impl ControlFlit {
-    /// Parse and check a control flit.
+    /// Parse and check a flow-control flit (kinds 1 to 4; an identity flit, kind 5, is
+    /// [`IdentFlit::parse`]'s).
     pub fn parse(flit: &Flit) -> Result<ControlFlit, DlError> {
-        if kind(flit)? != FlitKind::Control {
-            return Err(DlError::BadFlitKind { first: flit[0] });
-        }
-        let computed = crc::checksum(&flit[..field::WORD_BYTES]);
-        let received = crc_field(flit);
-        if computed != received {
-            return Err(DlError::CrcMismatch { computed, received });
-        }
-        let w = word(flit);
-        if field::CONTROL_RESERVED.iter().any(|&f| get(w, f) != 0) {
-            return Err(DlError::ReservedBits);
-        }
+        let w = checked_control_word(flit)?;
         let kind = match get(w, field::CONTROL_KIND) as u8 {
             1 => ControlKind::Update,
             2 => ControlKind::Nak,
@@ -279,6 +279,9 @@ impl ControlFlit {
             4 => ControlKind::InitFc2,
             kind => return Err(DlError::UnknownControl { kind }),
         };
+        if field::CONTROL_RESERVED.iter().any(|&f| get(w, f) != 0) {
+            return Err(DlError::ReservedBits);
+        }
         let c = get(w, field::CONTROL_CREDITS);
         Ok(ControlFlit {
             kind,
@@ -295,12 +298,79 @@ impl ControlFlit {
         put(&mut w, field::ACK, u64::from(self.ack.get()));
         let c = self.credits.iter().fold(0u64, |acc, &x| acc << 16 | u64::from(x));
         put(&mut w, field::CONTROL_CREDITS, c);
-        let mut flit = [0; FLIT_LEN];
-        store_word(w, &mut flit);
-        let crc = crc::checksum(&flit[..field::WORD_BYTES]);
-        flit[field::WORD_BYTES..].copy_from_slice(&crc.to_le_bytes());
-        flit
+        sealed_control(w)
     }
+}
+
+/// Control kind of the identity flit.
+pub const IDENT_KIND: u8 = 5;
+
+/// An identity flit: who sends it, as a node ID and the port it leaves through. Each end of a link sends
+/// its own while the link initialises, so that both know what they are joined to before it is up (the
+/// identity registers a fabric manager reads: `docs/spec.md` sections 2.8 and 5). Like every control
+/// flit it is link-local and absolute.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct IdentFlit {
+    /// The sender's node ID (unique in the fabric, like a GUID).
+    pub node: u64,
+    /// The sender's port.
+    pub port: u8,
+}
+
+impl IdentFlit {
+    /// Parse and check an identity flit.
+    pub fn parse(flit: &Flit) -> Result<IdentFlit, DlError> {
+        let w = checked_control_word(flit)?;
+        let kind = get(w, field::CONTROL_KIND) as u8;
+        if kind != IDENT_KIND {
+            return Err(DlError::UnknownControl { kind });
+        }
+        if get(w, field::IDENT_RESERVED) != 0 {
+            return Err(DlError::ReservedBits);
+        }
+        Ok(IdentFlit {
+            node: get(w, field::IDENT_NODE),
+            port: get(w, field::IDENT_PORT) as u8,
+        })
+    }
+
+    /// The flit, CRC included.
+    pub fn emit(&self) -> Flit {
+        let mut w = 0u128;
+        put(&mut w, field::KIND, 0b10);
+        put(&mut w, field::CONTROL_KIND, u64::from(IDENT_KIND));
+        put(&mut w, field::IDENT_PORT, u64::from(self.port));
+        put(&mut w, field::IDENT_NODE, self.node);
+        sealed_control(w)
+    }
+}
+
+/// Whether a control flit (of kind `10`, CRC checked) is an identity flit rather than a flow-control one.
+pub fn is_ident(flit: &Flit) -> bool {
+    flit[0] == 0b1000_0000 | IDENT_KIND
+}
+
+/// The word of a control flit whose kind and CRC check.
+fn checked_control_word(flit: &Flit) -> Result<u128, DlError> {
+    if kind(flit)? != FlitKind::Control {
+        return Err(DlError::BadFlitKind { first: flit[0] });
+    }
+    let computed = crc::checksum(&flit[..field::WORD_BYTES]);
+    let received = crc_field(flit);
+    if computed != received {
+        return Err(DlError::CrcMismatch { computed, received });
+    }
+    Ok(word(flit))
+}
+
+/// A control flit of word `w`, its CRC added.
+fn sealed_control(w: u128) -> Flit {
+    let mut flit = [0; FLIT_LEN];
+    store_word(w, &mut flit);
+    let crc = crc::checksum(&flit[..field::WORD_BYTES]);
+    flit[field::WORD_BYTES..].copy_from_slice(&crc.to_le_bytes());
+    flit
 }
 
 #[cfg(test)]
@@ -391,5 +461,35 @@ mod tests {
         assert_eq!(ControlFlit::parse(&f), Ok(c));
         f[3] ^= 0x10;
         assert!(matches!(ControlFlit::parse(&f), Err(DlError::CrcMismatch { .. })));
+    }
+
+    #[test]
+    fn ident_round_trips_and_is_not_a_flow_control_flit() {
+        let ident = IdentFlit {
+            node: 0xFEDC_BA98_7654_3210,
+            port: 63,
+        };
+        let f = ident.emit();
+        assert!(is_ident(&f));
+        assert_eq!(IdentFlit::parse(&f), Ok(ident));
+        assert_eq!(
+            ControlFlit::parse(&f),
+            Err(DlError::UnknownControl { kind: IDENT_KIND })
+        );
+        let update = ControlFlit {
+            kind: ControlKind::Update,
+            ack: Seq::new(1),
+            credits: [0; VC_COUNT],
+        }
+        .emit();
+        assert!(!is_ident(&update));
+        assert_eq!(
+            IdentFlit::parse(&update),
+            Err(DlError::UnknownControl { kind: 1 })
+        );
+        // A reserved bit set, CRC made good again.
+        let mut w = word(&f);
+        w |= 1 << 64;
+        assert_eq!(IdentFlit::parse(&sealed_control(w)), Err(DlError::ReservedBits));
     }
 }

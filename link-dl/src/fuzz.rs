@@ -14,8 +14,8 @@ use link_phy::time::{Duration, Instant};
 
 use crate::fec::{self, Block, Corrections, BLOCK_LEN, CODEWORDS};
 use crate::flit::{
-    check_packet_crc, field, kind, seal_packet, ControlFlit, Flit, FlitKind, PacketHeader, FLIT_LEN,
-    MAX_PACKET_LEN,
+    check_packet_crc, field, kind, seal_packet, ControlFlit, Flit, FlitKind, IdentFlit, PacketHeader,
+    FLIT_LEN, MAX_PACKET_LEN,
 };
 use crate::link::{unit_time, DataLink, DlConfig};
 use crate::vc::Vc;
@@ -81,8 +81,16 @@ pub fn parse_flit(data: &[u8]) {
                 if let Ok(control) = ControlFlit::parse(flit) {
                     assert_eq!(&control.emit(), flit);
                 }
+                if let Ok(ident) = IdentFlit::parse(flit) {
+                    assert!(ControlFlit::parse(flit).is_err());
+                    assert_eq!(&ident.emit(), flit);
+                }
             }
-            Err(_) => assert!(PacketHeader::parse(flit).is_err() && ControlFlit::parse(flit).is_err()),
+            Err(_) => assert!(
+                PacketHeader::parse(flit).is_err()
+                    && ControlFlit::parse(flit).is_err()
+                    && IdentFlit::parse(flit).is_err()
+            ),
         }
     }
 }

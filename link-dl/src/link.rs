@@ -23,8 +23,8 @@ use crate::credit::{RxCredits, TxCredits};
 use crate::error::DlError;
 use crate::fec;
 use crate::flit::{
-    check_packet_crc, kind, seal_packet, ControlFlit, ControlKind, Flit, FlitKind, PacketHeader, FLIT_LEN,
-    MAX_PACKET_FLITS, MAX_PACKET_LEN, MAX_PAYLOAD_FLITS,
+    check_packet_crc, is_ident, kind, seal_packet, ControlFlit, ControlKind, Flit, FlitKind, IdentFlit,
+    PacketHeader, FLIT_LEN, MAX_PACKET_FLITS, MAX_PACKET_LEN, MAX_PAYLOAD_FLITS,
 };
 use crate::ring::{Ring, Slots};
 use crate::seq::{Seq, SEQ_SPACE};
@@ -271,6 +271,15 @@ impl<T: Copy, const N: usize> Slots<T> for Buffer<T, N> {
     }
 }
 
+/// A control flit received.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Control {
+    /// Acknowledgement, credits or initialisation.
+    Flow(ControlFlit),
+    /// Who the partner is.
+    Ident(IdentFlit),
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Framer {
     /// The next flit starts a packet, or is a control or idle flit.
@@ -333,6 +342,16 @@ pub struct DataLink<const REPLAY: usize = 64, const RX_FLITS: usize = 64> {
     fec_rx_have: u8,
     /// The last initialisation flit received, parsed: the partner repeats it back to back.
     init_heard: Option<(Flit, ControlFlit)>,
+    /// The last identity flit received, parsed: the partner repeats it too.
+    ident_heard: Option<(Flit, IdentFlit)>,
+    /// Who is at the other end, since its identity flit arrived.
+    partner: Option<IdentFlit>,
+    /// This end's identity, sent in its identity flits.
+    ident: IdentFlit,
+    /// Whether the partner's receive-buffer sizes have arrived (in InitFc1).
+    sizes_heard: bool,
+    /// Whether the next initialisation flit sent is the identity flit (they alternate).
+    ident_turn: bool,
 
     counters: DlCounters,
     events: Deque<DlEvent, 8>,
@@ -404,6 +423,11 @@ impl<const REPLAY: usize, const RX_FLITS: usize> DataLink<REPLAY, RX_FLITS> {
             fec_rx: [0; fec::BLOCK_LEN],
             fec_rx_have: 0,
             init_heard: None,
+            ident_heard: None,
+            partner: None,
+            ident: IdentFlit::default(),
+            sizes_heard: false,
+            ident_turn: false,
             counters: DlCounters::default(),
             events: Deque::new(),
             retrain_request: false,
@@ -415,6 +439,23 @@ impl<const REPLAY: usize, const RX_FLITS: usize> DataLink<REPLAY, RX_FLITS> {
     /// Where the link is.
     pub fn state(&self) -> DlState {
         self.state
+    }
+
+    /// Who this end says it is in its identity flits (node ID 0, port 0 until set).
+    pub fn ident(&self) -> IdentFlit {
+        self.ident
+    }
+
+    /// Set who this end says it is: its node's ID and its port number. Sent from the next time the link
+    /// initialises.
+    pub fn set_ident(&mut self, ident: IdentFlit) {
+        self.ident = ident;
+    }
+
+    /// Who is at the other end, as its identity flit said: known before the link becomes active, and
+    /// forgotten when it goes down.
+    pub fn partner(&self) -> Option<IdentFlit> {
+        self.partner
     }
 
     /// Whether `send` can work (the link is active and not retraining).
@@ -483,7 +524,7 @@ impl<const REPLAY: usize, const RX_FLITS: usize> DataLink<REPLAY, RX_FLITS> {
         self.rx_len = 0;
         self.tx_pos = self.tx_flits;
         if self.state == DlState::Down {
-            self.state = DlState::InitFc1;
+            self.enter_init();
             return;
         }
         if self.retraining {
@@ -566,7 +607,15 @@ impl<const REPLAY: usize, const RX_FLITS: usize> DataLink<REPLAY, RX_FLITS> {
         self.rx_credits = RxCredits::default();
         self.fec_rx_have = 0;
         self.retrain_request = false;
+        self.partner = None;
         self.event(DlEvent::Down);
+    }
+
+    /// Start credit initialisation: nothing heard from the partner yet.
+    fn enter_init(&mut self) {
+        self.state = DlState::InitFc1;
+        self.sizes_heard = false;
+        self.ident_turn = false;
     }
 
     // ----- the layer above -----
@@ -808,15 +857,14 @@ impl<const REPLAY: usize, const RX_FLITS: usize> DataLink<REPLAY, RX_FLITS> {
             return n;
         }
         if matches!(self.state, DlState::InitFc1 | DlState::InitFc2) {
-            // Initialisation repeats one flit back to back (nothing changes it until a unit arrives):
+            // Initialisation repeats two flits in turn (nothing changes them until a unit arrives):
             // built once, copied into every slot.
-            let Some((first, rest)) = out.split_first_mut() else {
-                return 0;
-            };
-            self.next_flit(now, first);
-            let flit = *first;
-            rest.fill(flit);
-            self.counters.flits_transmitted += rest.len() as u64;
+            let turn = [self.init_flit(self.ident_turn), self.init_flit(!self.ident_turn)];
+            for (slot, flit) in out.iter_mut().zip(turn.iter().cycle()) {
+                *slot = *flit;
+            }
+            self.ident_turn ^= out.len() % 2 == 1;
+            self.counters.flits_transmitted += out.len() as u64;
             return out.len();
         }
         while n < out.len() {
@@ -847,17 +895,8 @@ impl<const REPLAY: usize, const RX_FLITS: usize> DataLink<REPLAY, RX_FLITS> {
         match self.state {
             DlState::Down => return,
             DlState::InitFc1 | DlState::InitFc2 => {
-                let kind = if self.state == DlState::InitFc1 {
-                    ControlKind::InitFc1
-                } else {
-                    ControlKind::InitFc2
-                };
-                *flit = ControlFlit {
-                    kind,
-                    ack: self.expected.prev(),
-                    credits: [RX_FLITS as u16; VC_COUNT],
-                }
-                .emit();
+                *flit = self.init_flit(self.ident_turn);
+                self.ident_turn = !self.ident_turn;
             }
             DlState::Active => {
                 if !self.next_active_flit(now, flit) {
@@ -866,6 +905,25 @@ impl<const REPLAY: usize, const RX_FLITS: usize> DataLink<REPLAY, RX_FLITS> {
             }
         }
         self.counters.flits_transmitted += 1;
+    }
+
+    /// The flit an initialising link sends: its identity flit, or the InitFc flit of its state with its
+    /// receive-buffer sizes.
+    fn init_flit(&self, ident: bool) -> Flit {
+        if ident {
+            return self.ident.emit();
+        }
+        let kind = if self.state == DlState::InitFc1 {
+            ControlKind::InitFc1
+        } else {
+            ControlKind::InitFc2
+        };
+        ControlFlit {
+            kind,
+            ack: self.expected.prev(),
+            credits: [RX_FLITS as u16; VC_COUNT],
+        }
+        .emit()
     }
 
     /// Write the next flit of an active link into `flit`; false (and `flit` untouched) for idle.
@@ -1052,19 +1110,30 @@ impl<const REPLAY: usize, const RX_FLITS: usize> DataLink<REPLAY, RX_FLITS> {
         }
     }
 
-    /// [`ControlFlit::parse`], which depends on the bytes alone: an initialisation flit the partner
-    /// repeats is parsed (and its CRC checked) once, and the same bytes again give the same flit.
-    fn parse_control(&mut self, flit: &Flit) -> Result<ControlFlit, DlError> {
+    /// [`ControlFlit::parse`] or [`IdentFlit::parse`], which depend on the bytes alone: an initialisation
+    /// or identity flit the partner repeats is parsed (and its CRC checked) once, and the same bytes again
+    /// give the same flit.
+    fn parse_control(&mut self, flit: &Flit) -> Result<Control, DlError> {
+        if is_ident(flit) {
+            if let Some((bytes, ident)) = &self.ident_heard {
+                if bytes == flit {
+                    return Ok(Control::Ident(*ident));
+                }
+            }
+            let ident = IdentFlit::parse(flit)?;
+            self.ident_heard = Some((*flit, ident));
+            return Ok(Control::Ident(ident));
+        }
         if let Some((bytes, control)) = &self.init_heard {
             if bytes == flit {
-                return Ok(*control);
+                return Ok(Control::Flow(*control));
             }
         }
         let control = ControlFlit::parse(flit)?;
         if matches!(control.kind, ControlKind::InitFc1 | ControlKind::InitFc2) {
             self.init_heard = Some((*flit, control));
         }
-        Ok(control)
+        Ok(Control::Flow(control))
     }
 
     fn receive_flit(&mut self, now: Instant, flit: &Flit) {
@@ -1198,21 +1267,46 @@ impl<const REPLAY: usize, const RX_FLITS: usize> DataLink<REPLAY, RX_FLITS> {
         }
     }
 
-    fn control(&mut self, now: Instant, c: ControlFlit) {
+    fn control(&mut self, now: Instant, c: Control) {
+        match c {
+            Control::Flow(c) => self.flow_control(now, c),
+            Control::Ident(ident) => {
+                // Absolute: the latest wins (a partner that was reset may be another port or node).
+                self.partner = Some(ident);
+                if self.state == DlState::InitFc1 {
+                    self.leave_init_fc1(now, None);
+                }
+            }
+        }
+    }
+
+    /// InitFc1 ends once both the partner's buffer sizes and its identity have arrived; an InitFc2 among
+    /// them (`confirmed`: the partner already has ours) makes the link active at once.
+    fn leave_init_fc1(&mut self, now: Instant, confirmed: Option<ControlKind>) {
+        if !self.sizes_heard || self.partner.is_none() {
+            return;
+        }
+        self.state = DlState::InitFc2;
+        if confirmed == Some(ControlKind::InitFc2) {
+            self.become_active(now);
+        }
+    }
+
+    fn flow_control(&mut self, now: Instant, c: ControlFlit) {
         match c.kind {
             ControlKind::InitFc1 if self.state == DlState::Active => {
                 // The partner started over (it was reset): so must we, or sequence numbers and credits
                 // would disagree forever.
                 self.phy_down();
-                self.state = DlState::InitFc1;
-                self.control(now, c);
+                self.enter_init();
+                self.flow_control(now, c);
             }
             ControlKind::InitFc1 | ControlKind::InitFc2 => {
                 if self.state == DlState::InitFc1 {
                     self.tx_credits = TxCredits::init(c.credits);
-                    self.state = DlState::InitFc2;
-                }
-                if c.kind == ControlKind::InitFc2 && self.state == DlState::InitFc2 {
+                    self.sizes_heard = true;
+                    self.leave_init_fc1(now, Some(c.kind));
+                } else if c.kind == ControlKind::InitFc2 && self.state == DlState::InitFc2 {
                     self.become_active(now);
                 }
             }

@@ -1,6 +1,6 @@
 //! The worked examples of docs/spec.md section 2, byte for byte.
 
-use link_dl::flit::{check_packet_crc, ControlFlit, ControlKind, PacketHeader};
+use link_dl::flit::{check_packet_crc, ControlFlit, ControlKind, IdentFlit, PacketHeader};
 use link_dl::seq::Seq;
 use link_dl::Vc;
 
@@ -56,4 +56,18 @@ fn control_flit_of_section_2_3() {
     };
     assert_eq!(ControlFlit::parse(&flit), Ok(control));
     assert_eq!(control.emit(), flit);
+}
+
+#[test]
+fn identity_flit_of_section_2_3() {
+    let example = "85 11 00 00 01 23 45 67 89 ab cd ef 37 06 23 7f";
+    assert!(spec().contains(example), "the spec no longer shows this example");
+    let flit: [u8; 16] = bytes(example).try_into().unwrap();
+    let ident = IdentFlit {
+        node: 0x0123_4567_89AB_CDEF,
+        port: 17,
+    };
+    assert_eq!(IdentFlit::parse(&flit), Ok(ident));
+    assert_eq!(ident.emit(), flit);
+    assert_eq!(u32::from_le_bytes(flit[12..].try_into().unwrap()), 0x7F23_0637);
 }

@@ -13,7 +13,7 @@ local openlink = Proto("openlink", "openlink link trace")
 
 local record_kinds = { [1] = "packet", [2] = "control flit" }
 local vcs = { [0] = "request", [1] = "posted", [2] = "response", [3] = "snoop" }
-local control_kinds = { [1] = "Update", [2] = "NAK", [3] = "InitFC1", [4] = "InitFC2" }
+local control_kinds = { [1] = "Update", [2] = "NAK", [3] = "InitFC1", [4] = "InitFC2", [5] = "Ident" }
 
 local f = openlink.fields
 f.version = ProtoField.uint8("openlink.version", "Pseudo-header version")
@@ -35,6 +35,8 @@ f.opcode = ProtoField.uint8("openlink.tl.opcode", "Opcode", base.HEX)
 f.dest = ProtoField.uint16("openlink.tl.dest", "Destination endpoint")
 f.control = ProtoField.uint8("openlink.control", "Control kind", base.DEC, control_kinds)
 f.credits = ProtoField.uint16("openlink.credits", "Credits")
+f.ident_port = ProtoField.uint8("openlink.ident.port", "Sender's port")
+f.ident_node = ProtoField.uint64("openlink.ident.node", "Sender's node ID", base.HEX)
 f.crc = ProtoField.uint32("openlink.crc", "CRC-32C", base.HEX)
 f.payload = ProtoField.bytes("openlink.payload", "Payload")
 
@@ -63,7 +65,10 @@ function openlink.dissector(tvb, pinfo, tree)
     local kind = bit.rshift(hi, 30)
     local dl = top:add(openlink, flit(0, 16), "Data-link header flit")
     dl:add(f.kind, flit(0, 1), kind)
-    dl:add(f.ack, flit(1, 3), bit.band(bit.rshift(hi, 4), 0x3FF))
+    local control = bit.band(bit.rshift(hi, 24), 0x3F)
+    if kind == 1 or (kind == 2 and control ~= 5) then
+        dl:add(f.ack, flit(1, 3), bit.band(bit.rshift(hi, 4), 0x3FF))
+    end
     if kind == 1 then
         local flits = bit.band(bit.rshift(hi, 26), 0xF)
         local vc = bit.band(bit.rshift(hi, 24), 0x3)
@@ -85,8 +90,14 @@ function openlink.dissector(tvb, pinfo, tree)
         pinfo.cols.info = string.format("%s seq %d ack %d, %s, %d payload flits, TL %s",
             vcs[vc], seq, bit.band(bit.rshift(hi, 4), 0x3FF), "opcode " .. (tl:rshift(53)):tonumber(),
             flits, tostring(tl:tohex()))
+    elseif kind == 2 and control == 5 then
+        -- Ident (docs/spec.md section 2.3): the sender's port and node ID.
+        dl:add(f.control, flit(0, 1), control)
+        dl:add(f.ident_port, flit(1, 1))
+        dl:add(f.ident_node, flit(4, 8))
+        dl:add_le(f.crc, flit(12, 4))
+        pinfo.cols.info = string.format("Ident node %s port %d", tostring(lo:tohex()), flit(1, 1):uint())
     elseif kind == 2 then
-        local control = bit.band(bit.rshift(hi, 24), 0x3F)
         dl:add(f.control, flit(0, 1), control)
         for i = 0, 3 do
             dl:add(f.credits, flit(4 + 2 * i, 2))

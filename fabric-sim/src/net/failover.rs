@@ -11,7 +11,7 @@ use link_phy::time::Instant;
 use switch_fw::switch::{Arrival, Destination};
 
 use super::{App, Event, Held, Net, NoTraffic, NodeState};
-use crate::discover::{check, discover, peers_of};
+use crate::discover::{check, discover, port_peer};
 use crate::manager::{Fabric, Trunk};
 use crate::wire;
 
@@ -256,7 +256,10 @@ impl Net {
         }
         f.links_left[t] = links - 1;
         f.stats.links_degraded += 1;
-        let gbps = self.fabric.trunks[t].gbps / self.fabric.trunks[t].links as f64 * (links - 1) as f64;
+        let gbps = self.trunk_now(t).gbps;
+        let Some(f) = self.failover.as_mut() else {
+            return false;
+        };
         for dir in &mut self.dirs[t] {
             // Units went out over the links in turn: the failed one carried the `links`-th, the
             // `2 * links`-th, ... unit on the wire, counted from 1.
@@ -276,29 +279,43 @@ impl Net {
             }
             dir.set_rate(gbps);
         }
-        // The switches at its ends see the trunk retrain with a link fewer.
-        let degraded = Trunk {
-            links: links - 1,
-            gbps,
-            ..self.fabric.trunks[t].clone()
-        };
-        self.set_peers(&degraded, true);
+        // The nodes at its ends see the trunk retrain with a link fewer.
+        for (x, p) in [self.fabric.trunks[t].a, self.fabric.trunks[t].b] {
+            self.learn_peer(x, p);
+        }
         false
     }
 
-    /// Fill (`up`) or clear the identity registers of `trunk`'s ends: what their firmware learns as its
-    /// links come up, retrain or go down.
-    pub(super) fn set_peers(&mut self, trunk: &Trunk, up: bool) {
-        for (x, p, peer) in peers_of(&self.topology, trunk) {
-            let identity = match &mut self.nodes[x] {
-                NodeState::Switch { core, .. } => &mut core.identity,
-                NodeState::Gpu => match self.gpu_of_node[x] {
-                    Some(g) => &mut self.gpu_identity[g],
-                    None => continue,
-                },
-            };
-            // The port is the trunk's own, so always in range.
-            let _ = identity.set_peer(p, up.then_some(peer));
+    /// Fill node `x`'s identity registers of port `p` from what its data link learned of the partner when
+    /// it came up (cleared if it is down), with the links of the trunk still up and their rate: what the
+    /// node's firmware does as the port's links come up, retrain or go down.
+    pub(super) fn learn_peer(&mut self, x: usize, p: usize) {
+        let link = &self.links[x][p];
+        let peer = match link.partner() {
+            Some(partner) if link.is_active() => {
+                Some(port_peer(partner, &self.trunk_now(self.fabric.ports[x][p].0)))
+            }
+            _ => None,
+        };
+        let identity = match &mut self.nodes[x] {
+            NodeState::Switch { core, .. } => &mut core.identity,
+            NodeState::Gpu => match self.gpu_of_node[x] {
+                Some(g) => &mut self.gpu_identity[g],
+                None => return,
+            },
+        };
+        // The port is one of the node's own, so always in range.
+        let _ = identity.set_peer(p, peer);
+    }
+
+    /// Trunk `t` as it is now: with the links it has left and their rate.
+    fn trunk_now(&self, t: usize) -> Trunk {
+        let trunk = &self.fabric.trunks[t];
+        let links = self.failover.as_ref().map_or(trunk.links, |f| f.links_left[t]);
+        Trunk {
+            links,
+            gbps: trunk.gbps / trunk.links as f64 * links as f64,
+            ..trunk.clone()
         }
     }
 
@@ -342,7 +359,9 @@ impl Net {
             });
             self.links[node][port].phy_down();
         }
-        self.set_peers(&self.fabric.trunks[t].clone(), false);
+        for (node, port) in ends {
+            self.learn_peer(node, port);
+        }
         self.take_engines_offline(ends);
         // The fabric manager, told of the failure, discovers the fabric again, routes around every trunk
         // it finds down and reprograms every switch.
