@@ -77,7 +77,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Phy(cmd) => phy::run(cmd).map(|()| ExitCode::SUCCESS),
-        Command::Dl(cmd) => dl::run(cmd).map(|()| ExitCode::SUCCESS),
+        Command::Dl(cmd) => dl::run(cmd),
         Command::Link(cmd) => link::run(cmd),
         Command::Bench(cmd) => bench::run(cmd).map(|()| ExitCode::SUCCESS),
         Command::Sim(cmd) => sim::run(cmd),

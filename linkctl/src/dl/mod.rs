@@ -1,17 +1,24 @@
 //! `linkctl dl`: data link layer tools.
 
+use std::process::ExitCode;
+
 use clap::Subcommand;
 
 mod crc;
+mod decode;
 
 #[derive(Subcommand, Debug)]
 pub enum DlCommand {
     /// Print the packet CRC (CRC-32C) of stdin as 8 hex digits, or describe the CRC with --describe
     Crc(crc::CrcArgs),
+    /// Decode a stream of 16-byte units as a receiver reads them (packets, control and identity flits,
+    /// idle) from hex arguments or stdin; exit status 2 if any does not check
+    Decode(decode::DecodeArgs),
 }
 
-pub fn run(cmd: DlCommand) -> anyhow::Result<()> {
+pub fn run(cmd: DlCommand) -> anyhow::Result<ExitCode> {
     match cmd {
-        DlCommand::Crc(args) => crc::crc(args),
+        DlCommand::Crc(args) => crc::crc(args).map(|()| ExitCode::SUCCESS),
+        DlCommand::Decode(args) => decode::decode(args),
     }
 }

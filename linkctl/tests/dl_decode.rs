@@ -1,0 +1,164 @@
+//! `linkctl dl decode` end to end: the spec's worked examples, a whole posted write, idle runs, and every
+//! kind of damage reported with exit status 2; bad hex refused.
+
+use std::process::Output;
+
+use link_dl::flit::{seal_packet, IdentFlit, PacketHeader, FLIT_LEN};
+use link_dl::seq::Seq;
+use link_dl::Vc;
+use link_tl::header::{Header, Opcode};
+
+mod common;
+
+fn decode(args: &[&str], input: &[u8]) -> Output {
+    common::linkctl_with_input(&["dl", "decode"], args, input)
+}
+
+/// The JSON lines `decode --json` prints for `hex`, and its exit code.
+fn read(hex: &str) -> (Vec<serde_json::Value>, Option<i32>) {
+    let out = decode(&["--json"], hex.as_bytes());
+    let items = String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    (items, out.status.code())
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x} ")).collect()
+}
+
+/// A posted write of 128 bytes to endpoint 3, sequence number 9, as the data link sends it.
+fn posted_write() -> Vec<u8> {
+    let tl = Header::Request {
+        opcode: Opcode::PostedWrite,
+        dest: 3,
+        addr: 0x1000,
+    }
+    .emit()
+    .unwrap();
+    let header = PacketHeader {
+        payload_flits: 8,
+        vc: Vc::Posted,
+        seq: Seq::new(9),
+        ack: Seq::new(2),
+        credit_vc: Vc::Request,
+        credit: 7,
+        tl,
+    };
+    let mut packet = vec![0u8; 9 * FLIT_LEN];
+    header
+        .emit((&mut packet[..FLIT_LEN]).try_into().unwrap())
+        .unwrap();
+    for (i, b) in packet[FLIT_LEN..].iter_mut().enumerate() {
+        *b = i as u8;
+    }
+    seal_packet(&mut packet);
+    packet
+}
+
+#[test]
+fn the_worked_examples_of_section_2_decode_to_their_fields() {
+    let out = decode(&["85 11 00 00 01 23 45 67 89 ab cd ef 37 06 23 7f"], b"");
+    assert!(out.status.success());
+    assert_eq!(
+        String::from_utf8(out.stdout).unwrap(),
+        "     0  Ident   node 0123456789abcdef port 17\n"
+    );
+    let (items, code) = read("81 00 3f f0 00 40 00 80 12 34 00 00 ae 23 54 d8");
+    assert_eq!(code, Some(0));
+    assert_eq!(items[0]["kind"], "control");
+    assert_eq!(items[0]["type"], "Update");
+    assert_eq!(items[0]["ack"], 1023);
+    assert_eq!(items[0]["credits"], serde_json::json!([64, 128, 0x1234, 0]));
+    // Section 2.2's header flit carries an arbitrary transaction-layer header: the data link checks it
+    // (the CRC matches) and the transaction layer refuses it (opcode 0).
+    let mut packet = "61 01 40 38 48 12 34 56 78 9a bc de dd 79 41 3b ".to_owned();
+    packet += &hex(&(0..128).collect::<Vec<u8>>());
+    let (items, code) = read(&packet);
+    assert_eq!(code, Some(2));
+    let p = &items[0];
+    assert_eq!(
+        (p["kind"].as_str(), p["flits"].as_u64()),
+        (Some("packet"), Some(9))
+    );
+    assert_eq!((p["seq"].as_u64(), p["ack"].as_u64()), (Some(5), Some(3)));
+    assert_eq!(
+        (p["vc"].as_str(), p["credit_vc"].as_str()),
+        (Some("posted"), Some("response"))
+    );
+    assert_eq!(
+        (p["credit"].as_u64(), p["tl"].as_str()),
+        (Some(0x12), Some("0123456789abcde"))
+    );
+    assert_eq!(
+        (p["crc"].as_str(), p["crc_ok"].as_bool()),
+        (Some("3b4179dd"), Some(true))
+    );
+    assert!(p["tl_error"].as_str().unwrap().contains("opcode"));
+}
+
+#[test]
+fn a_stream_of_packets_idle_and_identity_flits_decodes_in_order() {
+    let ident = IdentFlit { node: 42, port: 5 }.emit();
+    let mut stream = posted_write();
+    stream.extend([0u8; 3 * FLIT_LEN]);
+    stream.extend(ident);
+    stream.extend(posted_write());
+    // Raw bytes on stdin give the same reading as hex.
+    let out = decode(&["--binary", "--json"], &stream);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stdout));
+    let (items, code) = read(&hex(&stream));
+    assert_eq!(code, Some(0));
+    assert_eq!(
+        String::from_utf8(out.stdout).unwrap().lines().count(),
+        items.len()
+    );
+    let kinds: Vec<_> = items.iter().map(|i| i["kind"].as_str().unwrap()).collect();
+    assert_eq!(kinds, ["packet", "idle", "ident", "packet"]);
+    let at: Vec<_> = items.iter().map(|i| i["at"].as_u64().unwrap()).collect();
+    assert_eq!(at, [0, 9, 12, 13]);
+    assert_eq!(items[1]["units"], 3);
+    assert_eq!(
+        (items[2]["node"].as_str(), items[2]["port"].as_u64()),
+        (Some("000000000000002a"), Some(5))
+    );
+    assert_eq!(items[0]["crc_ok"], true);
+    assert!(items[0]["transaction"].as_str().unwrap().contains("PostedWrite"));
+    assert!(items.iter().all(|i| i["ok"] == true));
+}
+
+#[test]
+fn damage_is_reported_and_fails_the_exit_status() {
+    // One bit of the payload flipped: the CRC no longer matches.
+    let mut flipped = posted_write();
+    flipped[100] ^= 0x10;
+    let (items, code) = read(&hex(&flipped));
+    assert_eq!((code, items[0]["crc_ok"].as_bool()), (Some(2), Some(false)));
+    // Cut short: the header announces 8 more flits, 3 follow.
+    let (items, code) = read(&hex(&posted_write()[..4 * FLIT_LEN]));
+    assert_eq!(code, Some(2));
+    assert!(items[0]["error"].as_str().unwrap().contains("cut short"));
+    // A reserved flit kind, and a control flit whose CRC does not check.
+    let mut ident = IdentFlit { node: 1, port: 1 }.emit();
+    ident[15] ^= 1;
+    let mut stream = vec![0xC0; FLIT_LEN];
+    stream.extend(ident);
+    let (items, code) = read(&hex(&stream));
+    assert_eq!(code, Some(2));
+    assert_eq!(items.len(), 2);
+    assert!(items.iter().all(|i| i["kind"] == "malformed" && i["ok"] == false));
+    assert!(
+        items[1]["error"].as_str().unwrap().contains("CRC"),
+        "{}",
+        items[1]
+    );
+}
+
+#[test]
+fn input_that_is_not_whole_units_of_hex_is_refused() {
+    common::assert_refused(&["dl", "decode"], &["12", "zz"]);
+    common::assert_refused(&["dl", "decode"], &["1234"]);
+    common::assert_refused(&["dl", "decode"], &["123"]);
+}
