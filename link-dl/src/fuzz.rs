@@ -26,6 +26,7 @@ pub type Target = (&'static str, fn(&[u8]));
 /// Every fuzz entry point, by the name of its cargo-fuzz target.
 pub const TARGETS: &[Target] = &[
     ("fec_decode", fec_decode),
+    ("initialise", initialise),
     ("parse_flit", parse_flit),
     ("receive_bursts", receive_bursts),
     ("receive_stream", receive_stream),
@@ -178,6 +179,15 @@ pub fn receive_stream(data: &[u8]) {
     if forged || !(pair.a.is_active() && pair.b.is_active()) {
         return;
     }
+    packets_cross(&mut pair, "after the hostile units");
+}
+
+/// Sends 20 packets from A to B over a clean wire and checks that they arrive exactly once, in order,
+/// intact, within a bounded time.
+fn packets_cross<const REPLAY: usize, const RX_FLITS: usize>(
+    pair: &mut BackToBack<REPLAY, RX_FLITS>,
+    after: &str,
+) {
     const PACKETS: u64 = 20;
     let payload = |k: u64| -> [Flit; 2] { [[k as u8; FLIT_LEN], [!(k as u8); FLIT_LEN]] };
     let mut sent = 0u64;
@@ -196,7 +206,78 @@ pub fn receive_stream(data: &[u8]) {
             return;
         }
     }
-    panic!("only {next} of {PACKETS} packets arrived after the hostile units");
+    panic!("only {next} of {PACKETS} packets arrived {after}");
+}
+
+/// Brings up a link whose units from A to B pass through a hostile wire while it initialises: the bytes
+/// of `data`, in turn, say what happens to each unit (deliver it, flip one of its bits, lose it, or put
+/// the next 16 bytes of `data` in its place). Then the wire is clean. The ends must never panic; both
+/// must become active within a bounded time, each knowing the other's identity, and packets must then
+/// cross exactly once, unless the hostile wire forged a flit that checks (which no data link can tell
+/// from the real thing).
+pub fn initialise(data: &[u8]) {
+    const A: IdentFlit = IdentFlit {
+        node: 0xA0A0_0000_0000_000A,
+        port: 1,
+    };
+    const B: IdentFlit = IdentFlit {
+        node: 0xB0B0_0000_0000_000B,
+        port: 2,
+    };
+    let mut pair = BackToBack::<8, 64>::initialising(DlConfig::default());
+    pair.a.set_ident(A);
+    pair.b.set_ident(B);
+    let mut forged = false;
+    let mut rest = data;
+    while let Some((&op, tail)) = rest.split_first() {
+        rest = tail;
+        let mut altered = true;
+        let mut hostile = None;
+        match op % 4 {
+            0 => altered = false,
+            1 => {}
+            2 => hostile = Some([0u8; FLIT_LEN]),
+            _ => {
+                let mut unit = [0u8; FLIT_LEN];
+                let n = rest.len().min(FLIT_LEN);
+                unit[..n].copy_from_slice(&rest[..n]);
+                rest = &rest[n..];
+                hostile = Some(unit);
+            }
+        }
+        pair.step_each(|unit, from_a| {
+            if !from_a {
+                return;
+            }
+            match hostile {
+                Some(h) => *unit = h,
+                None if altered => unit[usize::from(op >> 4)] ^= 1 << (op >> 2 & 3),
+                None => {}
+            }
+            // A unit changed on the wire that still checks is a forgery: a packet header (whose packet
+            // may check), or a control or identity flit.
+            if altered && *unit != [0; FLIT_LEN] {
+                forged |= PacketHeader::parse(unit).is_ok()
+                    || ControlFlit::parse(unit).is_ok()
+                    || IdentFlit::parse(unit).is_ok();
+            }
+        });
+    }
+    for _ in 0..2_000 {
+        if pair.a.is_active() && pair.b.is_active() {
+            break;
+        }
+        pair.step();
+    }
+    if forged {
+        return;
+    }
+    assert!(
+        pair.a.is_active() && pair.b.is_active(),
+        "the link did not come up once the wire was clean"
+    );
+    assert_eq!((pair.a.partner(), pair.b.partner()), (Some(B), Some(A)));
+    packets_cross(&mut pair, "after a hostile initialisation");
 }
 
 /// Decodes the first 256 bytes of `data` (zero-padded) as a received FEC block, then checks that encoding
@@ -284,6 +365,18 @@ impl<const REPLAY: usize, const RX_FLITS: usize> BackToBack<REPLAY, RX_FLITS> {
     /// Both ends configured alike, the physical layer up on both, and units exchanged until both are
     /// active; `None` if they are not within a thousand units (a bug).
     pub fn active(config: DlConfig) -> Option<Self> {
+        let mut pair = Self::initialising(config);
+        for _ in 0..1000 {
+            if pair.a.is_active() && pair.b.is_active() {
+                return Some(pair);
+            }
+            pair.step();
+        }
+        None
+    }
+
+    /// Both ends configured alike, the physical layer just up on both: the data links start initialising.
+    pub fn initialising(config: DlConfig) -> Self {
         let (width, rate) = (LinkWidth::X8, Rate::Gen3);
         let mut pair = BackToBack {
             a: DataLink::new(config),
@@ -294,13 +387,7 @@ impl<const REPLAY: usize, const RX_FLITS: usize> BackToBack<REPLAY, RX_FLITS> {
         };
         pair.a.phy_up(pair.now, width, rate);
         pair.b.phy_up(pair.now, width, rate);
-        for _ in 0..1000 {
-            if pair.a.is_active() && pair.b.is_active() {
-                return Some(pair);
-            }
-            pair.step();
-        }
-        None
+        pair
     }
 
     /// One unit from A to B and one from B to A.
@@ -312,11 +399,17 @@ impl<const REPLAY: usize, const RX_FLITS: usize> BackToBack<REPLAY, RX_FLITS> {
     /// [`BackToBack::step`] with each unit passing through `wire` (which may corrupt it) on its way.
     #[inline]
     pub fn step_with(&mut self, mut wire: impl FnMut(&mut [u8; FLIT_LEN])) {
+        self.step_each(|unit, _| wire(unit));
+    }
+
+    /// [`BackToBack::step_with`], `wire` told whether the unit is A's (true) or B's.
+    #[inline]
+    pub fn step_each(&mut self, mut wire: impl FnMut(&mut [u8; FLIT_LEN], bool)) {
         let (mut ab, mut ba) = ([0u8; FLIT_LEN], [0u8; FLIT_LEN]);
         self.a.poll_unit(self.now, &mut ab);
         self.b.poll_unit(self.now, &mut ba);
-        wire(&mut ab);
-        wire(&mut ba);
+        wire(&mut ab, true);
+        wire(&mut ba, false);
         self.b.receive_unit(self.now, &ab, self.units);
         self.a.receive_unit(self.now, &ba, self.units);
         self.units += 1;
