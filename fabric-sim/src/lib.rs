@@ -9,6 +9,7 @@
 //! - [`net`]: the running fabric and its event loop; [`wire`]: the header fields it routes on.
 //! - [`collective`]: collectives that move checked data; [`run`]: sweeps over message sizes.
 //! - [`probe`]: a packet between every pair of GPUs, to see what the routes and partitions let through.
+//! - [`traffic`]: synthetic traffic patterns at an offered load: accepted throughput and latency.
 //! - [`fuzz`]: entry points that fuzz the topology file format.
 #![warn(missing_docs)]
 
@@ -22,5 +23,6 @@ pub mod probe;
 pub mod run;
 pub mod topology;
 pub mod trace;
+pub mod traffic;
 pub mod vcd;
 pub mod wire;

@@ -121,6 +121,18 @@ impl Offer<'_> {
         self.routes_through(dest, self.port)
     }
 
+    /// The port of this GPU that a flow from `source` to `dest` on `vc` takes when several lead to `dest`:
+    /// chosen by the switches' flow hash (`docs/spec.md` section 4), so that the flow keeps one path and
+    /// stays in order; `None` if no port leads there.
+    pub fn flow_port(&self, source: u16, dest: u16, vc: Vc) -> Option<usize> {
+        let flow = switch_fw::route::Flow {
+            source,
+            destination: dest,
+            vc: vc.index() as u8,
+        };
+        flow.pick(*self.routes.get(usize::from(dest))?)
+    }
+
     /// Whether the fabric's routes (as they are now) send packets for GPU `dest` out of this GPU's port
     /// `port`.
     pub fn routes_through(&self, dest: u16, port: usize) -> bool {
@@ -163,6 +175,12 @@ pub trait App {
     /// receiver that has since freed some), or `None`: the fabric offers its ports, and asks again until
     /// there is none. An app whose GPUs only ever wait on their own links and arrivals has none.
     fn take_woken(&mut self) -> Option<usize>;
+    /// A time at which GPU `gpu` wants its ports offered again whatever happens meanwhile (traffic
+    /// generated on a clock), or `None`: the fabric asks again until there is none, after offering a
+    /// GPU's ports. An app that only reacts to its links and arrivals has none.
+    fn take_alarm(&mut self) -> Option<(Instant, usize)> {
+        None
+    }
     /// Whether the work is finished.
     fn done(&self) -> bool;
 }
@@ -197,6 +215,8 @@ enum Event {
     Arrive { trunk: u32, dir: u8 },
     /// Fault number `index` of the schedule happens.
     Fault { index: u32 },
+    /// The app asked for GPU `gpu`'s ports to be offered now.
+    Alarm { gpu: u32 },
 }
 
 /// Bit errors at a rate, drawn from the seed.
@@ -935,6 +955,11 @@ impl Net {
             Event::Transmit { trunk, dir } => self.transmit(trunk as usize, dir as usize),
             Event::Arrive { trunk, dir } => self.arrive(trunk as usize, dir as usize, app),
             Event::Fault { index } => self.fault(index as usize, app),
+            Event::Alarm { gpu } => {
+                if let Some(&node) = self.fabric.gpus.get(gpu as usize) {
+                    self.fill_gpu(node, app);
+                }
+            }
         }
         self.failover.as_ref().is_none_or(|f| f.fatal.is_none())
     }
@@ -1152,6 +1177,9 @@ impl Net {
                 let (t, end) = self.fabric.ports[node][port];
                 self.kick(t, end);
             }
+        }
+        while let Some((at, gpu)) = app.take_alarm() {
+            self.schedule(at.max(self.now), Event::Alarm { gpu: gpu as u32 });
         }
     }
 

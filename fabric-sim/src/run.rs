@@ -476,6 +476,10 @@ impl App for Corrupting<'_> {
         self.app.take_woken()
     }
 
+    fn take_alarm(&mut self) -> Option<(Instant, usize)> {
+        self.app.take_alarm()
+    }
+
     fn done(&self) -> bool {
         self.app.done()
     }

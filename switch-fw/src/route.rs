@@ -28,6 +28,15 @@ impl Flow {
         x ^= x >> 33;
         x as u32
     }
+
+    /// The port of `ports` this flow takes: the one numbered `hash mod n` of the set's `n` ports, counted
+    /// in increasing order; `None` if the set is empty.
+    pub fn pick(self, ports: PortSet) -> Option<usize> {
+        match ports.len() {
+            0 => None,
+            n => ports.nth(self.hash() % n),
+        }
+    }
 }
 
 /// For every destination endpoint, the output ports that lead to it.
@@ -62,14 +71,7 @@ impl RouteTable {
 
     /// The output port for `flow`: one of the destination's ports, chosen by the flow's hash.
     pub fn select(&self, flow: Flow) -> Result<usize, SwitchError> {
-        let ports = self.get(flow.destination);
-        let n = ports.len();
-        if n == 0 {
-            return Err(SwitchError::NoRoute {
-                endpoint: flow.destination,
-            });
-        }
-        ports.nth(flow.hash() % n).ok_or(SwitchError::NoRoute {
+        flow.pick(self.get(flow.destination)).ok_or(SwitchError::NoRoute {
             endpoint: flow.destination,
         })
     }

@@ -12,6 +12,7 @@ use link_phy::time::Duration;
 use serde_json::json;
 
 mod plot;
+mod traffic;
 
 /// Exit status when a result did not check out.
 const EXIT_WRONG: u8 = 3;
@@ -29,6 +30,9 @@ pub enum SimCommand {
     /// All-to-all: every GPU sends a distinct block to every GPU (size is each GPU's send buffer, one
     /// block per GPU)
     Alltoall(SimArgs),
+    /// Synthetic traffic (uniform, permutation, neighbor, hot spot) at offered loads: the throughput the
+    /// fabric accepts and the packets' latency at each load
+    Traffic(traffic::TrafficArgs),
 }
 
 /// `--topology`, as `sim` and `fabric` take it.
@@ -211,6 +215,7 @@ pub fn run(cmd: SimCommand) -> anyhow::Result<ExitCode> {
         SimCommand::Reducescatter(a) => (Kind::ReduceScatter, a),
         SimCommand::Broadcast(a) => (Kind::Broadcast, a),
         SimCommand::Alltoall(a) => (Kind::AllToAll, a),
+        SimCommand::Traffic(a) => return traffic::run(a),
     };
     let mut topology = args.topology.load()?;
     if let Some(list) = &args.gpus {

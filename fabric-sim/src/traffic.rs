@@ -1,0 +1,720 @@
+//! Synthetic traffic: every GPU sends 128-byte posted writes at an offered load, to destinations a pattern
+//! picks (uniform random, a fixed permutation, the next GPU, or a hot spot), and the run measures what
+//! the fabric accepts and each packet's latency, the curves of throughput and latency against offered
+//! load by which interconnects are compared (Dally and Towles, "Principles and Practices of
+//! Interconnection Networks", chapter 23).
+//!
+//! Packets are generated open loop, as a Poisson process per GPU, into a source queue per port (so that
+//! a packet waiting for one port does not hold up another). The port is one of those that lead to the
+//! destination, chosen as [`Spread`] says: by the switches' flow hash, so that each flow keeps one path
+//! and stays in order; or interleaved over the GPU's links, as NVLink GPUs spread their traffic to a
+//! peer over all their links by address, so that one flow can use them all but its packets may
+//! overtake each other. A packet's latency runs from its generation (source queueing included) to its
+//! arrival. After a warm-up, packets generated
+//! during the measurement window are timed, and the payload bytes arriving in it are the accepted
+//! throughput. Generation then stops and the fabric drains: every packet generated must arrive, once,
+//! with the data it was sent with (and with [`Spread::Flow`], in order per source and destination), or
+//! the run is not verified.
+
+use std::collections::{HashSet, VecDeque};
+
+use link_dl::flit::{Flit, FLIT_LEN};
+use link_dl::{DlConfig, Received, Vc};
+use link_phy::time::{Duration, Instant};
+use rand_core::{Rng, SeedableRng};
+use rand_xoshiro::Xoshiro256PlusPlus;
+
+use crate::net::{App, LinkTotals, Net, Offer, Outgoing};
+use crate::topology::{LinkFormat, Topology};
+use crate::wire;
+
+/// Data bytes per packet.
+pub const PAYLOAD_BYTES: usize = 128;
+/// Packets a GPU's source queues hold together; a packet generated when they are full is counted, not
+/// queued (the offered load is then more than the GPU can inject).
+pub const SOURCE_QUEUE: usize = 4096;
+/// Latencies are counted in 1 ns bins up to this; longer ones in the last bin (and in the maximum).
+const LATENCY_BINS: usize = 1 << 18;
+/// Simulated time the fabric has to drain after generation stops.
+const DRAIN_LIMIT: Duration = Duration::from_ms(10);
+
+/// Where each GPU's packets go.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Pattern {
+    /// Each packet to a GPU drawn uniformly from the others.
+    Uniform,
+    /// Each GPU to one other, fixed for the run: a random permutation without fixed points.
+    Permutation,
+    /// GPU `i` to GPU `i + 1` (the last to the first).
+    Neighbor,
+    /// Each packet to GPU 0 with this probability, otherwise uniform (GPU 0's own uniform).
+    Hotspot(f64),
+}
+
+impl Pattern {
+    /// The pattern named `name` (`hotspot` sends `hot` of the packets to GPU 0).
+    pub fn parse(name: &str, hot: f64) -> Result<Pattern, String> {
+        match name {
+            "uniform" => Ok(Pattern::Uniform),
+            "permutation" => Ok(Pattern::Permutation),
+            "neighbor" => Ok(Pattern::Neighbor),
+            "hotspot" if (0.0..=1.0).contains(&hot) => Ok(Pattern::Hotspot(hot)),
+            "hotspot" => Err(format!("the hot spot's share must be from 0 to 1, not {hot}")),
+            _ => Err(format!(
+                "unknown pattern {name:?}: uniform, permutation, neighbor or hotspot"
+            )),
+        }
+    }
+
+    /// Its name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Pattern::Uniform => "uniform",
+            Pattern::Permutation => "permutation",
+            Pattern::Neighbor => "neighbor",
+            Pattern::Hotspot(_) => "hotspot",
+        }
+    }
+}
+
+/// How a GPU spreads its packets over its ports that lead to their destination.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Spread {
+    /// Each flow (source, destination) on the port the switches' flow hash picks: one path, in order.
+    Flow,
+    /// Packet by packet over the GPU's links in turn (a port in proportion to the links ganged in it),
+    /// as NVLink interleaves addresses over links: a flow uses every port, and may arrive out of order.
+    Links,
+}
+
+impl Spread {
+    /// The spread named `name`.
+    pub fn parse(name: &str) -> Result<Spread, String> {
+        match name {
+            "flow" => Ok(Spread::Flow),
+            "links" => Ok(Spread::Links),
+            _ => Err(format!("unknown spread {name:?}: flow or links")),
+        }
+    }
+
+    /// Its name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Spread::Flow => "flow",
+            Spread::Links => "links",
+        }
+    }
+}
+
+/// One run of synthetic traffic.
+#[derive(Clone, Debug)]
+pub struct TrafficSpec {
+    /// Where packets go.
+    pub pattern: Pattern,
+    /// How each GPU spreads them over its ports.
+    pub spread: Spread,
+    /// Offered load: the fraction of each GPU's injection bandwidth (the sum of its links' rates) that
+    /// its packets would fill, headers included; more than 0, at most 1.
+    pub load: f64,
+    /// Simulated time before measuring, for the fabric to reach its steady state; `None` for
+    /// [`auto_warmup`].
+    pub warmup: Option<Duration>,
+    /// The measurement window.
+    pub measure: Duration,
+    /// Seed of the arrivals, the destinations, the data and any bit errors.
+    pub seed: u64,
+    /// Random bit error rate on every link, instead of the topology's (the data links replay what it
+    /// corrupts).
+    pub ber: Option<f64>,
+}
+
+/// Latencies of the packets generated in the measurement window, in nanoseconds.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Latency {
+    /// Packets timed.
+    pub packets: u64,
+    /// Mean.
+    pub mean_ns: f64,
+    /// Median (to the nanosecond).
+    pub p50_ns: u64,
+    /// 99th percentile (to the nanosecond).
+    pub p99_ns: u64,
+    /// Longest.
+    pub max_ns: u64,
+}
+
+/// What a run of synthetic traffic measured. Throughputs are payload bytes per GPU, GB/s (1e9 B/s).
+#[derive(Clone, Debug)]
+pub struct TrafficReport {
+    /// The offered load, as given.
+    pub load: f64,
+    /// The warm-up used.
+    pub warmup: Duration,
+    /// Payload each GPU offered, on average.
+    pub offered_gbps: f64,
+    /// Payload arriving per GPU during the measurement window, on average.
+    pub accepted_gbps: f64,
+    /// The packets' latencies.
+    pub latency: Latency,
+    /// Packets generated, all GPUs and the whole run.
+    pub generated: u64,
+    /// Packets delivered, all GPUs and the whole run.
+    pub delivered: u64,
+    /// Packets not generated because their GPU's source queues were full.
+    pub source_full: u64,
+    /// Whether every packet generated arrived once, in order per source and destination, intact, and
+    /// the fabric drained in time.
+    pub verified: bool,
+    /// The first thing that was wrong, if any.
+    pub problem: Option<String>,
+    /// Simulated time the run took, drain included.
+    pub simulated: Duration,
+    /// What the links did.
+    pub links: LinkTotals,
+}
+
+/// Each GPU's injection bandwidth (the sum of its links' rates, GB/s) and the bytes one packet takes on
+/// a link (header flit, NVLink's address-extension flit if the format has one, data).
+pub fn injection(net: &Net, topology: &Topology) -> (Vec<f64>, usize) {
+    let fabric = net.fabric();
+    let bandwidth = fabric
+        .gpus
+        .iter()
+        .map(|&node| {
+            fabric.ports[node]
+                .iter()
+                .map(|&(t, _)| fabric.trunks[t].gbps)
+                .sum()
+        })
+        .collect();
+    let extension = topology.links.iter().any(|l| l.format == LinkFormat::NvlinkAe);
+    let flits = 1 + usize::from(extension) + PAYLOAD_BYTES / FLIT_LEN;
+    (bandwidth, flits * FLIT_LEN)
+}
+
+/// The warm-up a fabric gets unless told otherwise: 1 us, plus four times the wire latency of the longest
+/// route up*/down* routing allows (up to the highest switch level and down again, every trunk as slow as
+/// the slowest), so that the first packets have long arrived and the queues filled to their steady
+/// state before measuring starts.
+pub fn auto_warmup(net: &Net) -> Duration {
+    let fabric = net.fabric();
+    let top = fabric
+        .level
+        .iter()
+        .filter(|&&l| l != usize::MAX)
+        .max()
+        .copied()
+        .unwrap_or(0);
+    let hops = 2 * (top as u64 + 2);
+    let slowest = fabric.trunks.iter().map(|t| t.latency_ns).fold(0.0, f64::max);
+    Duration::from_us(1) + Duration::from_ps((4.0 * hops as f64 * slowest * 1000.0) as u64)
+}
+
+/// Run `spec` on `topology` (a fresh fabric, every link up).
+pub fn run_traffic(topology: &Topology, spec: &TrafficSpec) -> Result<TrafficReport, String> {
+    if !(spec.load > 0.0 && spec.load <= 1.0) {
+        return Err(format!(
+            "the offered load is a fraction from 0 to 1 of the GPUs' injection bandwidth, not {}",
+            spec.load
+        ));
+    }
+    if spec.measure == Duration::ZERO {
+        return Err("the measurement window must be longer than 0".into());
+    }
+    let partitions = topology.partition_count();
+    if partitions > 1 {
+        return Err(format!(
+            "{}: its GPUs are in {partitions} partitions, and the switches would drop every packet between \
+             them (run on one partition's GPUs, `--gpus`)",
+            topology.name
+        ));
+    }
+    let mut topology = topology.clone();
+    if let Some(ber) = spec.ber {
+        for l in &mut topology.links {
+            l.ber = ber;
+        }
+    }
+    let topology = &topology;
+    let mut net = Net::new(topology, &[], DlConfig::default(), spec.seed)?;
+    let gpus = net.fabric().gpus.len();
+    if gpus < 2 {
+        return Err(format!("{} has fewer than two GPUs", topology.name));
+    }
+    let (bandwidth, wire_bytes) = injection(&net, topology);
+    let extension = wire_bytes > (1 + PAYLOAD_BYTES / FLIT_LEN) * FLIT_LEN;
+    let warmup = spec.warmup.unwrap_or_else(|| auto_warmup(&net));
+    let stop = Instant::ZERO + warmup + spec.measure;
+    let mut app = Traffic::new(spec, warmup, &bandwidth, wire_bytes, extension);
+    app.port_links = net.fabric().gpu_port_links();
+    let limit = stop + DRAIN_LIMIT;
+    let finished = net.run(&mut app, limit);
+    let offered: f64 = bandwidth
+        .iter()
+        .map(|b| spec.load * b * PAYLOAD_BYTES as f64 / wire_bytes as f64)
+        .sum::<f64>()
+        / gpus as f64;
+    let window_ns = spec.measure.as_ps() as f64 / 1000.0;
+    let mut problem = app.problem.take();
+    if !finished && problem.is_none() {
+        problem = Some(format!(
+            "{} of {} packets still undelivered {} us after generation stopped",
+            app.generated - app.delivered,
+            app.generated,
+            DRAIN_LIMIT.as_ps() / 1_000_000
+        ));
+    }
+    Ok(TrafficReport {
+        load: spec.load,
+        warmup,
+        offered_gbps: offered,
+        accepted_gbps: app.window_bytes as f64 / window_ns / gpus as f64,
+        latency: app.latency(),
+        generated: app.generated,
+        delivered: app.delivered,
+        source_full: app.source_full,
+        verified: problem.is_none(),
+        problem,
+        simulated: net.now().saturating_since(Instant::ZERO),
+        links: net.link_totals(),
+    })
+}
+
+/// A packet waiting at its source.
+#[derive(Clone, Copy, Debug)]
+struct Pending {
+    dest: u16,
+    seq: u32,
+    born: Instant,
+}
+
+/// The traffic app.
+#[derive(Debug)]
+struct Traffic {
+    n: usize,
+    pattern: Pattern,
+    spread: Spread,
+    /// Links behind each port of each GPU, and how many packets each GPU has interleaved over them.
+    port_links: Vec<Vec<u32>>,
+    interleaved: Vec<u64>,
+    seed: u64,
+    extension: bool,
+    start: Instant,
+    stop: Instant,
+    /// Per GPU: mean time between packets (ps), its random numbers, when its next packet is generated,
+    /// its source queue per port and how many they hold, and the alarm it asked for.
+    gap_ps: Vec<f64>,
+    rngs: Vec<Xoshiro256PlusPlus>,
+    next_birth: Vec<Instant>,
+    queues: Vec<Vec<VecDeque<Pending>>>,
+    queued: Vec<usize>,
+    alarm: Vec<Option<Instant>>,
+    alarms: Vec<(Instant, usize)>,
+    /// The permutation's destination of each GPU.
+    permutation: Vec<u16>,
+    /// Per (source, destination): the next sequence number to send, and the first not yet received.
+    sent: Vec<u32>,
+    expected: Vec<u32>,
+    /// (source * n + destination, sequence number) of packets received ahead of `expected`.
+    ahead: HashSet<(usize, u32)>,
+    generated: u64,
+    delivered: u64,
+    source_full: u64,
+    window_bytes: u64,
+    bins: Vec<u32>,
+    timed: u64,
+    latency_sum_ps: u128,
+    latency_max_ps: u64,
+    problem: Option<String>,
+}
+
+impl Traffic {
+    fn new(
+        spec: &TrafficSpec,
+        warmup: Duration,
+        bandwidth: &[f64],
+        wire_bytes: usize,
+        extension: bool,
+    ) -> Traffic {
+        let n = bandwidth.len();
+        let mut rngs: Vec<_> = (0..n)
+            .map(|g| Xoshiro256PlusPlus::seed_from_u64(spec.seed ^ (g as u64 + 1) << 32))
+            .collect();
+        // bytes per ns = GB/s: the mean gap between packets that fill `load` of the links.
+        let gap_ps: Vec<f64> = bandwidth
+            .iter()
+            .map(|&b| wire_bytes as f64 / (spec.load * b) * 1000.0)
+            .collect();
+        let next_birth = (0..n)
+            .map(|g| Instant::ZERO + exponential(&mut rngs[g], gap_ps[g]))
+            .collect();
+        Traffic {
+            n,
+            pattern: spec.pattern,
+            spread: spec.spread,
+            port_links: Vec::new(),
+            interleaved: vec![0; n],
+            seed: spec.seed,
+            extension,
+            start: Instant::ZERO + warmup,
+            stop: Instant::ZERO + warmup + spec.measure,
+            gap_ps,
+            rngs,
+            next_birth,
+            queues: vec![Vec::new(); n],
+            queued: vec![0; n],
+            alarm: vec![None; n],
+            alarms: Vec::new(),
+            permutation: derangement(n, spec.seed),
+            sent: vec![0; n * n],
+            expected: vec![0; n * n],
+            ahead: HashSet::new(),
+            generated: 0,
+            delivered: 0,
+            source_full: 0,
+            window_bytes: 0,
+            bins: vec![0; LATENCY_BINS],
+            timed: 0,
+            latency_sum_ps: 0,
+            latency_max_ps: 0,
+            problem: None,
+        }
+    }
+
+    /// Generate GPU `gpu`'s packets born up to `now` (and before generation stops) into the queues of
+    /// the ports their flows take (`offer` knows the routes), and ask for an alarm at the next birth if
+    /// the queues are empty then.
+    fn generate(&mut self, now: Instant, gpu: usize, offer: &Offer) {
+        while self.next_birth[gpu] <= now && self.next_birth[gpu] < self.stop {
+            let born = self.next_birth[gpu];
+            let dest = self.destination(gpu);
+            let port = match self.spread {
+                Spread::Flow => offer.flow_port(gpu as u16, dest, Vc::Posted),
+                Spread::Links => self.next_link_port(gpu, dest, offer),
+            };
+            match port {
+                Some(port) if self.queued[gpu] < SOURCE_QUEUE => {
+                    let pair = gpu * self.n + usize::from(dest);
+                    let seq = self.sent[pair];
+                    self.sent[pair] = seq.wrapping_add(1);
+                    let queues = &mut self.queues[gpu];
+                    if queues.len() <= port {
+                        queues.resize(port + 1, VecDeque::new());
+                    }
+                    queues[port].push_back(Pending { dest, seq, born });
+                    self.queued[gpu] += 1;
+                    self.generated += 1;
+                }
+                Some(_) => self.source_full += 1,
+                None => self.wrong(format!("GPU {gpu} has no route to GPU {dest}")),
+            }
+            self.next_birth[gpu] = born + exponential(&mut self.rngs[gpu], self.gap_ps[gpu]);
+        }
+        let next = self.next_birth[gpu];
+        if next < self.stop && self.queued[gpu] == 0 && self.alarm[gpu] != Some(next) {
+            self.alarm[gpu] = Some(next);
+            self.alarms.push((next, gpu));
+        }
+    }
+
+    /// The port of GPU `gpu` that its next packet to `dest` leaves by, interleaving its packets over the
+    /// links of the ports that lead there.
+    fn next_link_port(&mut self, gpu: usize, dest: u16, offer: &Offer) -> Option<usize> {
+        let links = self.port_links.get(gpu)?;
+        let leads = |p: &usize| offer.routes_through(dest, *p);
+        let total: u64 = (0..links.len()).filter(leads).map(|p| u64::from(links[p])).sum();
+        if total == 0 {
+            return None;
+        }
+        let mut k = self.interleaved[gpu] % total;
+        self.interleaved[gpu] += 1;
+        for p in (0..links.len()).filter(leads) {
+            match k.checked_sub(u64::from(links[p])) {
+                Some(rest) => k = rest,
+                None => return Some(p),
+            }
+        }
+        None
+    }
+
+    fn destination(&mut self, gpu: usize) -> u16 {
+        let n = self.n;
+        let uniform = |rng: &mut Xoshiro256PlusPlus| {
+            // Another GPU: one of the n - 1, skipping `gpu`.
+            let k = (rng.next_u64() % (n as u64 - 1)) as usize;
+            (if k >= gpu { k + 1 } else { k }) as u16
+        };
+        match self.pattern {
+            Pattern::Uniform => uniform(&mut self.rngs[gpu]),
+            Pattern::Permutation => self.permutation[gpu],
+            Pattern::Neighbor => ((gpu + 1) % n) as u16,
+            Pattern::Hotspot(hot) => {
+                let rng = &mut self.rngs[gpu];
+                if gpu != 0 && unit_interval(rng) < hot {
+                    0
+                } else {
+                    uniform(rng)
+                }
+            }
+        }
+    }
+
+    fn outgoing(&self, gpu: usize, p: &Pending) -> Outgoing {
+        Outgoing {
+            dest: p.dest,
+            vc: Vc::Posted,
+            tl: wire::header(wire::OP_WRITE, p.dest, gpu as u16, false, p.seq),
+            payload: payload(self.seed, gpu, p, self.extension),
+            multicast: None,
+        }
+    }
+
+    fn latency(&self) -> Latency {
+        if self.timed == 0 {
+            return Latency::default();
+        }
+        let quantile = |q: f64| {
+            let rank = ((self.timed as f64 * q).ceil() as u64).max(1);
+            let mut seen = 0u64;
+            for (ns, &count) in self.bins.iter().enumerate() {
+                seen += u64::from(count);
+                if seen >= rank {
+                    return ns as u64;
+                }
+            }
+            self.latency_max_ps / 1000
+        };
+        Latency {
+            packets: self.timed,
+            mean_ns: self.latency_sum_ps as f64 / self.timed as f64 / 1000.0,
+            p50_ns: quantile(0.5),
+            p99_ns: quantile(0.99),
+            max_ns: self.latency_max_ps / 1000,
+        }
+    }
+
+    fn wrong(&mut self, what: String) {
+        self.problem.get_or_insert(what);
+    }
+}
+
+impl App for Traffic {
+    fn next(&mut self, now: Instant, gpu: usize, offer: &mut Offer) -> bool {
+        if gpu >= self.n {
+            return false;
+        }
+        self.generate(now, gpu, offer);
+        let Some(&head) = self.queues[gpu].get(offer.port).and_then(VecDeque::front) else {
+            return false;
+        };
+        let flits = usize::from(self.extension) + PAYLOAD_BYTES / FLIT_LEN;
+        if !offer.fits(Vc::Posted, flits) || !offer.send(&self.outgoing(gpu, &head)) {
+            return false;
+        }
+        self.queues[gpu][offer.port].pop_front();
+        self.queued[gpu] -= 1;
+        if self.queued[gpu] == 0 {
+            self.generate(now, gpu, offer);
+        }
+        true
+    }
+
+    fn receive(&mut self, now: Instant, gpu: usize, _port: usize, packet: &Received) {
+        let (dest, source, multicast) = wire::route_fields(packet.tl);
+        let source = usize::from(source);
+        if wire::opcode(packet.tl) != wire::OP_WRITE || multicast.is_some() || usize::from(dest) != gpu {
+            return self.wrong(format!(
+                "GPU {gpu} received a packet not addressed to it: {:#x}",
+                packet.tl
+            ));
+        }
+        if source >= self.n || source == gpu {
+            return self.wrong(format!("GPU {gpu} received a packet from GPU {source}"));
+        }
+        let seq = wire::offset(packet.tl);
+        let pair = source * self.n + gpu;
+        let expected = self.expected[pair];
+        if seq == expected {
+            let mut next = seq.wrapping_add(1);
+            while self.ahead.remove(&(pair, next)) {
+                next = next.wrapping_add(1);
+            }
+            self.expected[pair] = next;
+        } else if self.spread == Spread::Links
+            && seq.wrapping_sub(expected) < 1 << 31
+            && self.ahead.insert((pair, seq))
+        {
+            // Overtook packets sent before it by other links.
+        } else {
+            return self.wrong(format!(
+                "GPU {gpu} received packet {seq} from GPU {source}, expecting {expected}: {}",
+                if self.spread == Spread::Flow {
+                    "lost, repeated or out of order"
+                } else {
+                    "repeated"
+                }
+            ));
+        }
+        self.delivered += 1;
+        let skip = usize::from(self.extension);
+        let Some(first) = packet.payload.get(skip) else {
+            return self.wrong(format!("packet {seq} from GPU {source} to {gpu} has no data"));
+        };
+        let born =
+            Instant::ZERO + Duration::from_ps(u64::from_le_bytes(first[..8].try_into().unwrap_or_default()));
+        let sent = Pending {
+            dest: gpu as u16,
+            seq,
+            born,
+        };
+        if packet.payload != payload(self.seed, source, &sent, self.extension) {
+            return self.wrong(format!(
+                "packet {seq} from GPU {source} to {gpu} arrived with other data"
+            ));
+        }
+        if now >= self.start && now < self.stop {
+            self.window_bytes += PAYLOAD_BYTES as u64;
+        }
+        if born >= self.start && born < self.stop {
+            let ps = now.saturating_since(born).as_ps();
+            self.timed += 1;
+            self.latency_sum_ps += u128::from(ps);
+            self.latency_max_ps = self.latency_max_ps.max(ps);
+            self.bins[((ps / 1000) as usize).min(LATENCY_BINS - 1)] += 1;
+        }
+    }
+
+    fn take_woken(&mut self) -> Option<usize> {
+        None
+    }
+
+    fn take_alarm(&mut self) -> Option<(Instant, usize)> {
+        self.alarms.pop()
+    }
+
+    fn done(&self) -> bool {
+        self.next_birth.iter().all(|&b| b >= self.stop) && self.delivered == self.generated
+    }
+}
+
+/// A packet's flits: the address extension (zero) if the format has one, then 128 bytes whose first 8
+/// are its birth time (ps) and the rest drawn from the seed, the source, the destination, the sequence
+/// number and the birth time, so that the receiver can check every byte.
+fn payload(seed: u64, source: usize, p: &Pending, extension: bool) -> heapless::Vec<Flit, 9> {
+    let born = p.born.saturating_since(Instant::ZERO).as_ps();
+    let mut rng = Xoshiro256PlusPlus::seed_from_u64(
+        seed ^ (source as u64) << 48 ^ u64::from(p.dest) << 32 ^ u64::from(p.seq) ^ born.rotate_left(17),
+    );
+    let mut out = heapless::Vec::new();
+    if extension {
+        let _ = out.push([0; FLIT_LEN]);
+    }
+    for k in 0..PAYLOAD_BYTES / FLIT_LEN {
+        let low = if k == 0 { born } else { rng.next_u64() };
+        let mut flit = [0; FLIT_LEN];
+        flit[..8].copy_from_slice(&low.to_le_bytes());
+        flit[8..].copy_from_slice(&rng.next_u64().to_le_bytes());
+        let _ = out.push(flit);
+    }
+    out
+}
+
+/// A number in (0, 1].
+fn unit_interval(rng: &mut Xoshiro256PlusPlus) -> f64 {
+    ((rng.next_u64() >> 11) + 1) as f64 / (1u64 << 53) as f64
+}
+
+/// An exponentially distributed gap of mean `mean_ps`, at least 1 ps.
+fn exponential(rng: &mut Xoshiro256PlusPlus, mean_ps: f64) -> Duration {
+    Duration::from_ps((-unit_interval(rng).ln() * mean_ps).max(1.0) as u64)
+}
+
+/// A permutation of `0..n` without fixed points, drawn from `seed` (Sattolo's algorithm: one cycle).
+fn derangement(n: usize, seed: u64) -> Vec<u16> {
+    let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed ^ 0x7065_726D);
+    let mut p: Vec<u16> = (0..n as u16).collect();
+    for i in (1..n).rev() {
+        let j = (rng.next_u64() % i as u64) as usize;
+        p.swap(i, j);
+    }
+    p
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_permutation_sends_no_gpu_to_itself_and_reaches_every_gpu_once() {
+        for n in [2, 3, 8, 256] {
+            let p = derangement(n, 5);
+            let mut seen = vec![false; n];
+            for (g, &d) in p.iter().enumerate() {
+                assert_ne!(usize::from(d), g);
+                assert!(!seen[usize::from(d)]);
+                seen[usize::from(d)] = true;
+            }
+        }
+    }
+
+    /// A two-GPU app and the first two packets GPU 1 would send GPU 0.
+    fn app_and_packets(spread: Spread) -> (Traffic, [Received; 2]) {
+        let spec = TrafficSpec {
+            pattern: Pattern::Neighbor,
+            spread,
+            load: 0.5,
+            warmup: None,
+            measure: Duration::from_us(1),
+            seed: 3,
+            ber: None,
+        };
+        let app = Traffic::new(&spec, Duration::ZERO, &[100.0, 100.0], 144, false);
+        let packet = |seq| {
+            let p = Pending {
+                dest: 0,
+                seq,
+                born: Instant::ZERO + Duration::from_ps(777),
+            };
+            app.outgoing(1, &p).to_received()
+        };
+        let packets = [packet(0), packet(1)];
+        (app, packets)
+    }
+
+    #[test]
+    fn packets_intact_and_once_pass_and_anything_else_is_caught() {
+        let now = Instant::ZERO + Duration::from_ns(500);
+        for spread in [Spread::Flow, Spread::Links] {
+            let (mut app, [first, second]) = app_and_packets(spread);
+            app.receive(now, 0, 0, &first);
+            app.receive(now, 0, 0, &second);
+            assert_eq!((app.problem.as_deref(), app.delivered), (None, 2));
+            // The same packet again.
+            app.receive(now, 0, 0, &second);
+            assert!(app.problem.take().unwrap().contains("repeated"), "{spread:?}");
+
+            let (mut app, [first, mut second]) = app_and_packets(spread);
+            second.payload[3][5] ^= 1;
+            app.receive(now, 0, 0, &first);
+            app.receive(now, 0, 0, &second);
+            assert!(app.problem.take().unwrap().contains("other data"), "{spread:?}");
+
+            // The second before the first: allowed only when a flow's packets take several links.
+            let (mut app, [first, second]) = app_and_packets(spread);
+            app.receive(now, 0, 0, &second);
+            app.receive(now, 0, 0, &first);
+            assert_eq!(app.problem.is_some(), spread == Spread::Flow, "{spread:?}");
+            // At the wrong GPU.
+            app.receive(now, 1, 0, &first);
+            assert!(app.problem.is_some());
+        }
+    }
+
+    #[test]
+    fn gaps_average_their_mean() {
+        let mut rng = Xoshiro256PlusPlus::seed_from_u64(1);
+        let total: u64 = (0..100_000).map(|_| exponential(&mut rng, 1000.0).as_ps()).sum();
+        let mean = total as f64 / 100_000.0;
+        assert!((mean - 1000.0).abs() < 10.0, "{mean}");
+    }
+}

@@ -1,0 +1,152 @@
+//! Synthetic traffic: what the fabric accepts and how long packets take at offered loads, checked against
+//! what the links, the load and the spreading over ports allow; every run also checks that every packet
+//! generated arrived once with its data (`verified`).
+
+use fabric_sim::net::Net;
+use fabric_sim::topology::Topology;
+use fabric_sim::traffic::{
+    injection, run_traffic, Pattern, Spread, TrafficReport, TrafficSpec, PAYLOAD_BYTES,
+};
+use link_dl::DlConfig;
+use link_phy::time::Duration;
+
+fn spec(pattern: Pattern, spread: Spread, load: f64) -> TrafficSpec {
+    TrafficSpec {
+        pattern,
+        spread,
+        load,
+        warmup: None,
+        measure: Duration::from_us(3),
+        seed: 1,
+        ber: None,
+    }
+}
+
+fn run(topology: &str, spec: &TrafficSpec) -> TrafficReport {
+    let t = Topology::builtin(topology).unwrap();
+    let r = run_traffic(&t, spec).unwrap();
+    assert!(r.verified, "{topology} {spec:?}: {:?}", r.problem);
+    assert_eq!(r.generated, r.delivered);
+    assert!(r.latency.packets > 0);
+    r
+}
+
+/// Payload GB/s each GPU of `topology` could inject at most, on average.
+fn payload_capacity(topology: &str) -> f64 {
+    let t = Topology::builtin(topology).unwrap();
+    let net = Net::new(&t, &[], DlConfig::default(), 1).unwrap();
+    let (bandwidth, wire_bytes) = injection(&net, &t);
+    bandwidth.iter().sum::<f64>() / bandwidth.len() as f64 * PAYLOAD_BYTES as f64 / wire_bytes as f64
+}
+
+#[test]
+fn a_lightly_loaded_fabric_accepts_what_is_offered_at_a_steady_latency() {
+    let r = run("dgx-h100", &spec(Pattern::Uniform, Spread::Links, 0.2));
+    // 450 GB/s of links per GPU, 160-byte packets for 128 bytes: 360 GB/s of payload at most.
+    assert!((payload_capacity("dgx-h100") - 360.0).abs() < 1e-9);
+    assert!((r.offered_gbps - 72.0).abs() < 1e-9);
+    assert!((r.accepted_gbps / r.offered_gbps - 1.0).abs() < 0.03, "{r:?}");
+    // Two hops through an NVSwitch: the tail stays within a few packet times of the median.
+    let l = r.latency;
+    assert!(l.p50_ns >= 100 && l.p50_ns < 400, "{l:?}");
+    assert!(l.p99_ns < l.p50_ns + 50, "{l:?}");
+    assert!(l.p50_ns as f64 <= l.mean_ns + 1.0 && l.max_ns >= l.p99_ns);
+    assert_eq!(r.source_full, 0);
+}
+
+#[test]
+fn a_flow_on_one_port_is_capped_by_that_trunk_and_interleaving_uses_them_all() {
+    // A permutation: each GPU sends to one other. By the flow hash the pair keeps one of the GPU's four
+    // trunks to the NVSwitches (4 or 5 links of 25 GB/s: at most 100 GB/s of payload); interleaved over
+    // the 18 links it gets nearly all 360.
+    let flow = run("dgx-h100", &spec(Pattern::Permutation, Spread::Flow, 1.0));
+    assert!(flow.accepted_gbps <= 100.0 + 1.0, "{flow:?}");
+    assert!(flow.accepted_gbps > 70.0, "{flow:?}");
+    assert!(flow.source_full > 0, "the source queues overflow");
+    let links = run("dgx-h100", &spec(Pattern::Permutation, Spread::Links, 1.0));
+    assert!(links.accepted_gbps > 0.95 * links.offered_gbps, "{links:?}");
+    assert!(
+        flow.latency.p50_ns > 5 * links.latency.p50_ns,
+        "queueing at the source"
+    );
+}
+
+#[test]
+fn a_hot_spot_saturates_its_links_and_latency_grows_with_the_load() {
+    // Half of every other GPU's packets go to GPU 0: at 0.5 load, 7 GPUs send it 0.25 of their injection
+    // bandwidth each, 1.75 times what its links can take.
+    let light = run("dgx-h100", &spec(Pattern::Hotspot(0.5), Spread::Links, 0.1));
+    let heavy = run("dgx-h100", &spec(Pattern::Hotspot(0.5), Spread::Links, 0.5));
+    assert!(light.accepted_gbps > 0.97 * light.offered_gbps, "{light:?}");
+    assert!(heavy.accepted_gbps < 0.9 * heavy.offered_gbps, "{heavy:?}");
+    assert!(
+        heavy.latency.p99_ns > 4 * light.latency.p99_ns,
+        "{light:?} {heavy:?}"
+    );
+}
+
+#[test]
+fn a_run_repeats_exactly_for_its_seed() {
+    let s = spec(Pattern::Uniform, Spread::Links, 0.6);
+    let (a, b) = (run("dgx-a100", &s), run("dgx-a100", &s));
+    assert_eq!(
+        (a.delivered, a.latency, a.accepted_gbps),
+        (b.delivered, b.latency, b.accepted_gbps)
+    );
+    let other = run("dgx-a100", &TrafficSpec { seed: 2, ..s });
+    assert_ne!(a.latency, other.latency);
+}
+
+#[test]
+fn bit_errors_are_replayed_and_every_packet_still_arrives() {
+    let s = TrafficSpec {
+        ber: Some(1e-6),
+        ..spec(Pattern::Neighbor, Spread::Flow, 0.2)
+    };
+    let r = run("mesh4", &s);
+    assert!(
+        r.links.bits_flipped > 0 && r.links.dl.replays > 0,
+        "{:?}",
+        r.links
+    );
+    assert!(
+        r.latency.max_ns > 2 * r.latency.p50_ns,
+        "replays show in the tail: {:?}",
+        r.latency
+    );
+}
+
+#[test]
+fn a_fat_tree_is_limited_by_each_gpus_network_port() {
+    // Four nodes of 8 GPUs: each GPU has 450 GB/s of NVLink inside its node and one 50 GB/s port into
+    // the fat tree, through which 24 of every 31 uniform packets leave. A load of 0.05 (25 GB/s of
+    // links, 15.5 of it for the network) fits; at 0.2 (62 GB/s for the network) the port saturates and
+    // the source queues overflow.
+    let fits = run("fat-tree-32", &spec(Pattern::Uniform, Spread::Links, 0.05));
+    assert!(
+        (fits.accepted_gbps / fits.offered_gbps - 1.0).abs() < 0.05,
+        "{fits:?}"
+    );
+    let over = run("fat-tree-32", &spec(Pattern::Uniform, Spread::Links, 0.2));
+    assert!(over.accepted_gbps < 0.75 * over.offered_gbps, "{over:?}");
+    assert!(over.source_full > 0, "{over:?}");
+    assert!(over.latency.p50_ns > 3 * fits.latency.p50_ns, "{fits:?} {over:?}");
+}
+
+#[test]
+fn bad_specs_are_refused() {
+    let t = Topology::builtin("mesh4").unwrap();
+    for load in [0.0, -0.5, 1.5, f64::NAN] {
+        assert!(
+            run_traffic(&t, &spec(Pattern::Uniform, Spread::Links, load)).is_err(),
+            "{load}"
+        );
+    }
+    let no_window = TrafficSpec {
+        measure: Duration::ZERO,
+        ..spec(Pattern::Uniform, Spread::Links, 0.5)
+    };
+    assert!(run_traffic(&t, &no_window).is_err());
+    assert!(Pattern::parse("hotspot", 1.5).is_err() && Pattern::parse("tornado", 0.0).is_err());
+    assert!(Spread::parse("random").is_err());
+}

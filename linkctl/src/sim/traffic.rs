@@ -1,0 +1,201 @@
+//! `linkctl sim traffic`: synthetic traffic at offered loads, with the throughput the fabric accepts and
+//! the packets' latency at each.
+
+use std::process::ExitCode;
+use std::time::Instant as WallClock;
+
+use anyhow::{bail, Context};
+use clap::Args;
+use fabric_sim::traffic::{run_traffic, Pattern, Spread, TrafficReport, TrafficSpec, PAYLOAD_BYTES};
+use serde_json::{json, Value};
+
+use super::{parse_time, some_gpus, TopologyArg, EXIT_WRONG};
+
+#[derive(Args, Debug)]
+pub struct TrafficArgs {
+    #[command(flatten)]
+    pub topology: TopologyArg,
+    /// Where each GPU's packets go: uniform (a random other GPU per packet), permutation (one other GPU,
+    /// fixed), neighbor (the next GPU) or hotspot (--hotspot of them to GPU 0, the rest uniform)
+    #[arg(long, default_value = "uniform")]
+    pub pattern: String,
+    /// Share of packets the hot spot gets, with --pattern hotspot
+    #[arg(long, default_value_t = 0.2)]
+    pub hotspot: f64,
+    /// How a GPU spreads its packets over its ports that lead to the destination: links (packet by packet
+    /// over its links in turn, as NVLink interleaves addresses: a flow uses them all, out of order) or
+    /// flow (each flow on the port the switches' flow hash picks: one path, in order)
+    #[arg(long, default_value = "links")]
+    pub spread: String,
+    /// Offered loads, as fractions of each GPU's injection bandwidth (the sum of its links' rates,
+    /// packet headers included), comma-separated; each is a run of its own
+    #[arg(
+        long,
+        default_value = "0.1,0.2,0.3,0.4,0.5,0.6,0.7,0.8,0.9,1.0",
+        value_delimiter = ','
+    )]
+    pub load: Vec<f64>,
+    /// Simulated time before measuring; by default 1 us plus four times the wire latency of the
+    /// fabric's longest route
+    #[arg(long)]
+    pub warmup: Option<String>,
+    /// Measurement window: latencies of the packets generated in it, throughput of what arrives in it
+    #[arg(long, default_value = "10us")]
+    pub measure: String,
+    /// Run on some of the fabric's GPUs only: a count (the first N) or names, e.g. `gpu0,gpu2`
+    #[arg(long, value_name = "N|GPU,GPU,...")]
+    pub gpus: Option<String>,
+    /// Random bit error rate on every link (the data links replay what it corrupts)
+    #[arg(long)]
+    pub ber: Option<f64>,
+    /// Seed of the arrivals, destinations, data and bit errors
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Print one JSON object instead of the table
+    #[arg(long)]
+    pub json: bool,
+}
+
+pub fn run(args: TrafficArgs) -> anyhow::Result<ExitCode> {
+    let mut topology = args.topology.load()?;
+    if let Some(list) = &args.gpus {
+        topology = some_gpus(&topology, list)?;
+    }
+    let pattern = Pattern::parse(&args.pattern, args.hotspot).map_err(anyhow::Error::msg)?;
+    let spread = Spread::parse(&args.spread).map_err(anyhow::Error::msg)?;
+    if let Some(&bad) = args.load.iter().find(|&&l| !(l > 0.0 && l <= 1.0)) {
+        bail!("--load {bad}: loads are fractions of the injection bandwidth, more than 0 and at most 1");
+    }
+    if let Some(ber) = args.ber {
+        if !(0.0..1.0).contains(&ber) {
+            bail!("--ber {ber}: a bit error rate is from 0 to less than 1");
+        }
+    }
+    let warmup = match &args.warmup {
+        Some(w) => Some(parse_time(w).context("--warmup")?),
+        None => None,
+    };
+    let measure = parse_time(&args.measure).context("--measure")?;
+    let started = WallClock::now();
+    let mut reports = Vec::new();
+    for &load in &args.load {
+        let spec = TrafficSpec {
+            pattern,
+            spread,
+            load,
+            warmup,
+            measure,
+            seed: args.seed,
+            ber: args.ber,
+        };
+        reports.push(run_traffic(&topology, &spec).map_err(anyhow::Error::msg)?);
+    }
+    let wall = started.elapsed().as_secs_f64();
+    let packets: u64 = reports.iter().map(|r| r.delivered).sum();
+    let verified = reports.iter().all(|r| r.verified);
+    let gpus = topology.gpus().len();
+    let summary = json!({
+        "topology": topology.name,
+        "pattern": pattern.name(),
+        "spread": spread.name(),
+        "hotspot": matches!(pattern, Pattern::Hotspot(_)).then_some(args.hotspot),
+        "gpus": gpus,
+        "payload_bytes": PAYLOAD_BYTES,
+        "warmup_us": reports.first().map(|r| r.warmup.as_ps() as f64 / 1e6),
+        "measure_us": measure.as_ps() as f64 / 1e6,
+        "seed": args.seed,
+        "ber": args.ber,
+        "points": reports.iter().map(point).collect::<Vec<_>>(),
+        "packets": packets,
+        "wall_seconds": wall,
+        "packets_per_s": packets as f64 / wall.max(1e-9),
+        "verified": verified,
+    });
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&summary)?);
+    } else {
+        print_table(&summary, &reports);
+    }
+    Ok(if verified {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(EXIT_WRONG)
+    })
+}
+
+fn point(r: &TrafficReport) -> Value {
+    json!({
+        "load": r.load,
+        "offered_gbps": r.offered_gbps,
+        "accepted_gbps": r.accepted_gbps,
+        "latency_ns": {
+            "packets": r.latency.packets,
+            "mean": r.latency.mean_ns,
+            "p50": r.latency.p50_ns,
+            "p99": r.latency.p99_ns,
+            "max": r.latency.max_ns,
+        },
+        "generated": r.generated,
+        "delivered": r.delivered,
+        "source_full": r.source_full,
+        "replays": r.links.dl.replays,
+        "bits_flipped": r.links.bits_flipped,
+        "simulated_us": r.simulated.as_ps() as f64 / 1e6,
+        "verified": r.verified,
+        "problem": r.problem,
+    })
+}
+
+fn print_table(s: &Value, reports: &[TrafficReport]) {
+    println!(
+        "# {} traffic on {}, spread over {}: {} GPUs, {}-byte posted writes; warm-up {} us, measured over \
+         {} us",
+        s["pattern"].as_str().unwrap_or_default(),
+        s["topology"].as_str().unwrap_or_default(),
+        s["spread"].as_str().unwrap_or_default(),
+        s["gpus"],
+        PAYLOAD_BYTES,
+        s["warmup_us"],
+        s["measure_us"]
+    );
+    println!("# load: share of each GPU's injection bandwidth offered; GB/s: payload per GPU");
+    println!(
+        "#{:>6} {:>10} {:>10}  {:>9} {:>7} {:>7} {:>7} {:>10} {:>9}",
+        "load", "offered", "accepted", "mean ns", "p50", "p99", "max", "packets", "src full"
+    );
+    for r in reports {
+        println!(
+            " {:>6.2} {:>10.1} {:>10.1}  {:>9.1} {:>7} {:>7} {:>7} {:>10} {:>9}{}",
+            r.load,
+            r.offered_gbps,
+            r.accepted_gbps,
+            r.latency.mean_ns,
+            r.latency.p50_ns,
+            r.latency.p99_ns,
+            r.latency.max_ns,
+            r.delivered,
+            r.source_full,
+            if r.verified { "" } else { "  WRONG" }
+        );
+        if let Some(problem) = &r.problem {
+            println!("#   {problem}");
+        }
+    }
+    if let Some(r) = reports.iter().find(|r| r.accepted_gbps < 0.95 * r.offered_gbps) {
+        println!(
+            "# saturated from load {:.2}: the fabric accepts {:.1} GB/s per GPU of the {:.1} offered",
+            r.load, r.accepted_gbps, r.offered_gbps
+        );
+    }
+    println!(
+        "# {} packets simulated in {:.2} s of wall time: {:.2} M packets/s on one core; {}",
+        s["packets"],
+        s["wall_seconds"].as_f64().unwrap_or_default(),
+        s["packets_per_s"].as_f64().unwrap_or_default() / 1e6,
+        if s["verified"] == true {
+            "every packet delivered once, with its data"
+        } else {
+            "SOME PACKETS WRONG"
+        }
+    );
+}
