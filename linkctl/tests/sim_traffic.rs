@@ -83,3 +83,63 @@ fn bad_input_is_refused() {
         common::assert_refused(CMD, args);
     }
 }
+
+/// Every y coordinate (`y`, `y1`, `y2`, `cy`) and polyline point in `svg` is on the 420-pixel canvas.
+fn assert_on_canvas(svg: &str) {
+    let mut seen = 0;
+    for attr in [" y=\"", " y1=\"", " y2=\"", " cy=\""] {
+        for part in svg.split(attr).skip(1) {
+            let value: f64 = part[..part.find('"').unwrap()].parse().unwrap();
+            assert!((0.0..=420.0).contains(&value), "{attr}{value} off the canvas");
+            seen += 1;
+        }
+    }
+    for part in svg.split("points=\"").skip(1) {
+        for point in part[..part.find('"').unwrap()].split_whitespace() {
+            let (_, y) = point.split_once(',').unwrap();
+            assert!(
+                (0.0..=420.0).contains(&y.parse::<f64>().unwrap()),
+                "point {point}"
+            );
+        }
+    }
+    assert!(seen > 20, "{svg}");
+}
+
+#[test]
+fn plots_of_latency_and_of_bus_bandwidth_stay_on_their_canvas() {
+    let dir = std::env::temp_dir();
+    let latency = dir.join(format!("linkctl-traffic-plot-{}.svg", std::process::id()));
+    let out = common::linkctl(
+        CMD,
+        &[
+            "--topology",
+            "mesh4",
+            "--load",
+            "0.2,0.6,1.0",
+            "--measure",
+            "1us",
+            "--plot",
+            latency.to_str().unwrap(),
+        ],
+    );
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let svg = std::fs::read_to_string(&latency).unwrap();
+    std::fs::remove_file(&latency).unwrap();
+    assert!(svg.starts_with("<svg") && svg.ends_with("</svg>\n"));
+    assert_eq!(svg.matches("<polyline").count(), 2, "mean and 99th percentile");
+    assert!(svg.contains("99th percentile") && svg.contains("offered load"));
+    assert_eq!(svg.matches("<circle").count(), 6);
+    assert_on_canvas(&svg);
+
+    let busbw = dir.join(format!("linkctl-busbw-plot-{}.svg", std::process::id()));
+    let out = common::linkctl(
+        &["sim", "allreduce"],
+        &["--max", "64K", "--plot", busbw.to_str().unwrap()],
+    );
+    assert!(out.status.success());
+    let svg = std::fs::read_to_string(&busbw).unwrap();
+    std::fs::remove_file(&busbw).unwrap();
+    assert_on_canvas(&svg);
+    common::assert_refused(CMD, &["--plot", "/nonexistent-dir/x.svg"]);
+}

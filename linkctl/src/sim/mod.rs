@@ -112,6 +112,31 @@ pub struct SimArgs {
     pub vcd_limit: u64,
 }
 
+/// A file a plot goes to, opened before the run so that a path that cannot be written is said at once,
+/// not after the run.
+struct PlotFile {
+    path: std::path::PathBuf,
+    file: std::fs::File,
+}
+
+impl PlotFile {
+    fn create(path: Option<&std::path::Path>) -> anyhow::Result<Option<PlotFile>> {
+        let Some(path) = path else { return Ok(None) };
+        let file =
+            std::fs::File::create(path).with_context(|| format!("cannot create {}", path.display()))?;
+        Ok(Some(PlotFile {
+            path: path.to_path_buf(),
+            file,
+        }))
+    }
+
+    fn write(mut self, svg: &str) -> anyhow::Result<()> {
+        self.file
+            .write_all(svg.as_bytes())
+            .with_context(|| format!("cannot write {}", self.path.display()))
+    }
+}
+
 /// `1024`, `64K`, `8M`, `1G` (powers of 1024).
 pub fn parse_size(s: &str) -> anyhow::Result<u64> {
     let s = s.trim();
@@ -273,14 +298,7 @@ pub fn run(cmd: SimCommand) -> anyhow::Result<ExitCode> {
         vcd: args.vcd.clone().map(|path| (path, args.vcd_limit)),
         buffer_bytes,
     };
-    // Opened before the run, so that a path that cannot be written is said at once, not after it.
-    let plot_file = match &args.plot {
-        Some(path) => Some((
-            path,
-            std::fs::File::create(path).with_context(|| format!("cannot create {}", path.display()))?,
-        )),
-        None => None,
-    };
+    let plot_file = PlotFile::create(args.plot.as_deref())?;
     let show_progress = std::io::stderr().is_terminal() && !args.json;
     let mut shown = None;
     let started = std::time::Instant::now();
@@ -325,9 +343,8 @@ pub fn run(cmd: SimCommand) -> anyhow::Result<ExitCode> {
     } else {
         print_table(&sweep, &report);
     }
-    if let Some((path, mut file)) = plot_file {
-        file.write_all(plot::svg(&sweep, &report).as_bytes())
-            .with_context(|| format!("cannot write {}", path.display()))?;
+    if let Some(file) = plot_file {
+        file.write(&plot::svg(&sweep, &report))?;
     }
     Ok(if report.verified {
         ExitCode::SUCCESS

@@ -1,74 +1,184 @@
-//! A small SVG plot of bus bandwidth against message size (log scale), with no plotting dependency.
+//! Small SVG line charts, with no plotting dependency: bus bandwidth against message size (log scale) for
+//! the collectives, latency against offered load for synthetic traffic.
 
 use fabric_sim::run::{Report, Sweep};
 
-pub fn svg(sweep: &Sweep, r: &Report) -> String {
-    let (w, h, left, bottom, top, right) = (720.0, 420.0, 70.0, 50.0, 40.0, 20.0);
-    let pw = w - left - right;
-    let ph = h - top - bottom;
-    let xs: Vec<f64> = r.rows.iter().map(|x| (x.bytes as f64).log2()).collect();
-    let (x0, x1) = (
-        xs.first().copied().unwrap_or(0.0),
-        xs.last()
-            .copied()
-            .unwrap_or(1.0)
-            .max(xs.first().copied().unwrap_or(0.0) + 1.0),
-    );
-    let ymax = r.rows.iter().map(|x| x.busbw).fold(1.0f64, f64::max) * 1.1;
-    let px = |x: f64| left + (x - x0) / (x1 - x0) * pw;
-    let py = |y: f64| top + ph - y / ymax * ph;
-    let mut s = format!(
-        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{w}\" height=\"{h}\" font-family=\"sans-serif\" font-size=\"12\">\n\
-         <rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n\
-         <text x=\"{}\" y=\"22\" text-anchor=\"middle\" font-size=\"14\">{:?} on {} ({}), bus bandwidth</text>\n",
-        w / 2.0, sweep.kind, sweep.topology.name, sweep.algo.name()
-    );
-    s += &format!(
-        "<line x1=\"{left}\" y1=\"{}\" x2=\"{}\" y2=\"{}\" stroke=\"black\"/>\n",
-        top + ph,
-        left + pw,
-        top + ph
-    );
-    s += &format!(
-        "<line x1=\"{left}\" y1=\"{top}\" x2=\"{left}\" y2=\"{}\" stroke=\"black\"/>\n",
-        top + ph
-    );
-    for k in 0..=5 {
-        let y = ymax * f64::from(k) / 5.0;
-        s += &format!(
-            "<text x=\"{}\" y=\"{}\" text-anchor=\"end\">{y:.0}</text><line x1=\"{left}\" y1=\"{2}\" x2=\"{}\" y2=\"{2}\" stroke=\"#ddd\"/>\n",
-            left - 6.0, py(y) + 4.0, left + pw
+/// One line of a chart.
+struct Series {
+    name: &'static str,
+    color: &'static str,
+    points: Vec<(f64, f64)>,
+}
+
+/// A chart: its title, axis labels, the ticks of its x axis (position, label) and its lines. The x range
+/// is the ticks' and the points'; y runs from 0 to a tenth above the highest point.
+struct Chart {
+    title: String,
+    x_label: &'static str,
+    y_label: &'static str,
+    x_ticks: Vec<(f64, String)>,
+    series: Vec<Series>,
+}
+
+impl Chart {
+    fn svg(&self) -> String {
+        let (w, h, left, bottom, top, right) = (720.0, 420.0, 70.0, 50.0, 40.0, 20.0);
+        let pw = w - left - right;
+        let ph = h - top - bottom;
+        let xs = || {
+            self.series
+                .iter()
+                .flat_map(|s| s.points.iter().map(|p| p.0))
+                .chain(self.x_ticks.iter().map(|t| t.0))
+        };
+        let x0 = xs().fold(f64::INFINITY, f64::min);
+        let x0 = if x0.is_finite() { x0 } else { 0.0 };
+        let x1 = xs().fold(f64::NEG_INFINITY, f64::max);
+        let x1 = if x1 > x0 { x1 } else { x0 + 1.0 };
+        let ymax = self
+            .series
+            .iter()
+            .flat_map(|s| s.points.iter().map(|p| p.1))
+            .fold(1.0f64, f64::max)
+            * 1.1;
+        let px = |x: f64| left + (x - x0) / (x1 - x0) * pw;
+        let py = |y: f64| top + ph - y / ymax * ph;
+        let mut s = format!(
+            "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{w}\" height=\"{h}\" font-family=\"sans-serif\" font-size=\"12\">\n\
+             <rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n\
+             <text x=\"{}\" y=\"22\" text-anchor=\"middle\" font-size=\"14\">{}</text>\n",
+            w / 2.0,
+            self.title
         );
-    }
-    for (x, row) in xs.iter().zip(&r.rows).step_by((r.rows.len() / 10).max(1)) {
+        s += &format!(
+            "<line x1=\"{left}\" y1=\"{}\" x2=\"{}\" y2=\"{}\" stroke=\"black\"/>\n",
+            top + ph,
+            left + pw,
+            top + ph
+        );
+        s += &format!(
+            "<line x1=\"{left}\" y1=\"{top}\" x2=\"{left}\" y2=\"{}\" stroke=\"black\"/>\n",
+            top + ph
+        );
+        for k in 0..=5 {
+            let y = ymax * f64::from(k) / 5.0;
+            // A label left of the axis and a grid line across the plot at height `y`.
+            let (label_x, at, end) = (left - 6.0, py(y), left + pw);
+            s += &format!(
+                "<text x=\"{label_x}\" y=\"{:.1}\" text-anchor=\"end\">{y:.0}</text><line x1=\"{left}\" y1=\"{at:.1}\" x2=\"{end}\" y2=\"{at:.1}\" stroke=\"#ddd\"/>\n",
+                at + 4.0
+            );
+        }
+        for (x, label) in &self.x_ticks {
+            s += &format!(
+                "<text x=\"{}\" y=\"{}\" text-anchor=\"middle\">{label}</text>\n",
+                px(*x),
+                top + ph + 18.0
+            );
+        }
         s += &format!(
             "<text x=\"{}\" y=\"{}\" text-anchor=\"middle\">{}</text>\n",
-            px(*x),
-            top + ph + 18.0,
-            human(row.bytes)
+            left + pw / 2.0,
+            h - 8.0,
+            self.x_label
         );
+        s += &format!(
+            "<text x=\"16\" y=\"{}\" transform=\"rotate(-90 16 {0})\" text-anchor=\"middle\">{}</text>\n",
+            top + ph / 2.0,
+            self.y_label
+        );
+        for (i, line) in self.series.iter().enumerate() {
+            let points: Vec<String> = line
+                .points
+                .iter()
+                .map(|&(x, y)| format!("{:.1},{:.1}", px(x), py(y)))
+                .collect();
+            s += &format!(
+                "<polyline fill=\"none\" stroke=\"{}\" stroke-width=\"2\" points=\"{}\"/>\n",
+                line.color,
+                points.join(" ")
+            );
+            for &(x, y) in &line.points {
+                s += &format!(
+                    "<circle cx=\"{:.1}\" cy=\"{:.1}\" r=\"3\" fill=\"{}\"/>\n",
+                    px(x),
+                    py(y),
+                    line.color
+                );
+            }
+            if self.series.len() > 1 {
+                let y = top + 14.0 + 16.0 * i as f64;
+                s += &format!(
+                    "<line x1=\"{}\" y1=\"{y}\" x2=\"{}\" y2=\"{y}\" stroke=\"{}\" stroke-width=\"2\"/><text x=\"{}\" y=\"{}\">{}</text>\n",
+                    left + 12.0,
+                    left + 32.0,
+                    line.color,
+                    left + 38.0,
+                    y + 4.0,
+                    line.name
+                );
+            }
+        }
+        s += "</svg>\n";
+        s
     }
-    s += &format!(
-        "<text x=\"{}\" y=\"{}\" text-anchor=\"middle\">message size (bytes)</text>\n",
-        left + pw / 2.0,
-        h - 8.0
-    );
-    s += &format!("<text x=\"16\" y=\"{}\" transform=\"rotate(-90 16 {0})\" text-anchor=\"middle\">busbw (GB/s)</text>\n", top + ph / 2.0);
-    let points: Vec<String> = xs
-        .iter()
-        .zip(&r.rows)
-        .map(|(x, row)| format!("{:.1},{:.1}", px(*x), py(row.busbw)))
-        .collect();
-    s += &format!(
-        "<polyline fill=\"none\" stroke=\"#1f77b4\" stroke-width=\"2\" points=\"{}\"/>\n",
-        points.join(" ")
-    );
-    for p in &points {
-        let (x, y) = p.split_once(',').unwrap_or(("0", "0"));
-        s += &format!("<circle cx=\"{x}\" cy=\"{y}\" r=\"3\" fill=\"#1f77b4\"/>\n");
+}
+
+/// Bus bandwidth against message size.
+pub fn svg(sweep: &Sweep, r: &Report) -> String {
+    let x = |bytes: u64| (bytes as f64).log2();
+    Chart {
+        title: format!(
+            "{:?} on {} ({}), bus bandwidth",
+            sweep.kind,
+            sweep.topology.name,
+            sweep.algo.name()
+        ),
+        x_label: "message size (bytes)",
+        y_label: "busbw (GB/s)",
+        x_ticks: r
+            .rows
+            .iter()
+            .step_by((r.rows.len() / 10).max(1))
+            .map(|row| (x(row.bytes), human(row.bytes)))
+            .collect(),
+        series: vec![Series {
+            name: "busbw",
+            color: "#1f77b4",
+            points: r.rows.iter().map(|row| (x(row.bytes), row.busbw)).collect(),
+        }],
     }
-    s += "</svg>\n";
-    s
+    .svg()
+}
+
+/// Latency (mean and 99th percentile) against offered load, one point per load: `(offered GB/s per GPU,
+/// mean ns, p99 ns)`.
+pub fn latency_svg(title: String, points: &[(f64, f64, f64)]) -> String {
+    let top = points.iter().map(|p| p.0).fold(0.0f64, f64::max);
+    Chart {
+        title,
+        x_label: "offered load (GB/s of payload per GPU)",
+        y_label: "latency (ns)",
+        x_ticks: (0..=5)
+            .map(|k| {
+                let x = top * f64::from(k) / 5.0;
+                (x, format!("{x:.0}"))
+            })
+            .collect(),
+        series: vec![
+            Series {
+                name: "mean",
+                color: "#1f77b4",
+                points: points.iter().map(|p| (p.0, p.1)).collect(),
+            },
+            Series {
+                name: "99th percentile",
+                color: "#d62728",
+                points: points.iter().map(|p| (p.0, p.2)).collect(),
+            },
+        ],
+    }
+    .svg()
 }
 
 fn human(bytes: u64) -> String {

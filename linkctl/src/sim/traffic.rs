@@ -9,7 +9,7 @@ use clap::Args;
 use fabric_sim::traffic::{run_traffic, Pattern, Spread, TrafficReport, TrafficSpec, PAYLOAD_BYTES};
 use serde_json::{json, Value};
 
-use super::{parse_time, some_gpus, TopologyArg, EXIT_WRONG};
+use super::{parse_time, plot, some_gpus, PlotFile, TopologyArg, EXIT_WRONG};
 
 #[derive(Args, Debug)]
 pub struct TrafficArgs {
@@ -54,6 +54,9 @@ pub struct TrafficArgs {
     /// Print one JSON object instead of the table
     #[arg(long)]
     pub json: bool,
+    /// Write a plot of latency (mean and 99th percentile) against offered load (SVG)
+    #[arg(long, value_name = "FILE")]
+    pub plot: Option<std::path::PathBuf>,
 }
 
 pub fn run(args: TrafficArgs) -> anyhow::Result<ExitCode> {
@@ -76,6 +79,7 @@ pub fn run(args: TrafficArgs) -> anyhow::Result<ExitCode> {
         None => None,
     };
     let measure = parse_time(&args.measure).context("--measure")?;
+    let plot_file = PlotFile::create(args.plot.as_deref())?;
     let started = WallClock::now();
     let mut reports = Vec::new();
     for &load in &args.load {
@@ -115,6 +119,19 @@ pub fn run(args: TrafficArgs) -> anyhow::Result<ExitCode> {
         println!("{}", serde_json::to_string_pretty(&summary)?);
     } else {
         print_table(&summary, &reports);
+    }
+    if let Some(file) = plot_file {
+        let title = format!(
+            "{} traffic on {} (spread over {}), latency",
+            pattern.name(),
+            topology.name,
+            spread.name()
+        );
+        let points: Vec<_> = reports
+            .iter()
+            .map(|r| (r.offered_gbps, r.latency.mean_ns, r.latency.p99_ns as f64))
+            .collect();
+        file.write(&plot::latency_svg(title, &points))?;
     }
     Ok(if verified {
         ExitCode::SUCCESS
