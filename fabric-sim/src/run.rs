@@ -121,7 +121,7 @@ pub enum FaultSpec {
 
 impl FaultSpec {
     /// The simulator's fault, with names resolved on `net`'s fabric.
-    fn resolve(&self, topology: &Topology, net: &Net) -> Result<Fault, String> {
+    pub(crate) fn resolve(&self, topology: &Topology, net: &Net) -> Result<Fault, String> {
         let node = |name: &str| topology.node_named(name);
         let fabric = net.fabric();
         let port_towards = |x: usize, y: usize| fabric.port_towards(topology, x, y);

@@ -13,8 +13,10 @@
 //! arrival. After a warm-up, packets generated
 //! during the measurement window are timed, and the payload bytes arriving in it are the accepted
 //! throughput. Generation then stops and the fabric drains: every packet generated must arrive, once,
-//! with the data it was sent with (and with [`Spread::Flow`], in order per source and destination), or
-//! the run is not verified.
+//! with the data it was sent with (and with [`Spread::Flow`] and no faults, in order per source and
+//! destination), or the run is not verified. Links and switch ports may fail during the run, as in
+//! collective sweeps: packets caught by a failure are sent again another way, and their latency shows
+//! it.
 
 use std::collections::{HashSet, VecDeque};
 
@@ -24,7 +26,8 @@ use link_phy::time::{Duration, Instant};
 use rand_core::{Rng, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
 
-use crate::net::{App, LinkTotals, Net, Offer, Outgoing};
+use crate::net::{App, FailoverStats, LinkTotals, Net, Offer, Outgoing};
+use crate::run::FaultSpec;
 use crate::topology::{LinkFormat, Topology};
 use crate::wire;
 
@@ -126,6 +129,8 @@ pub struct TrafficSpec {
     /// Random bit error rate on every link, instead of the topology's (the data links replay what it
     /// corrupts).
     pub ber: Option<f64>,
+    /// Links and switch ports that fail, at times from the start of the run.
+    pub faults: Vec<FaultSpec>,
 }
 
 /// Latencies of the packets generated in the measurement window, in nanoseconds.
@@ -171,6 +176,8 @@ pub struct TrafficReport {
     pub simulated: Duration,
     /// What the links did.
     pub links: LinkTotals,
+    /// What failover did, if faults were scheduled.
+    pub failover: FailoverStats,
 }
 
 /// Each GPU's injection bandwidth (the sum of its links' rates, GB/s) and the bytes one packet takes on
@@ -241,6 +248,14 @@ pub fn run_traffic(topology: &Topology, spec: &TrafficSpec) -> Result<TrafficRep
     if gpus < 2 {
         return Err(format!("{} has fewer than two GPUs", topology.name));
     }
+    let faults = spec
+        .faults
+        .iter()
+        .map(|f| f.resolve(topology, &net))
+        .collect::<Result<Vec<_>, _>>()?;
+    if !faults.is_empty() {
+        net.schedule_faults(&faults)?;
+    }
     let (bandwidth, wire_bytes) = injection(&net, topology);
     let extension = wire_bytes > (1 + PAYLOAD_BYTES / FLIT_LEN) * FLIT_LEN;
     let warmup = spec.warmup.unwrap_or_else(|| auto_warmup(&net));
@@ -255,7 +270,7 @@ pub fn run_traffic(topology: &Topology, spec: &TrafficSpec) -> Result<TrafficRep
         .sum::<f64>()
         / gpus as f64;
     let window_ns = spec.measure.as_ps() as f64 / 1000.0;
-    let mut problem = app.problem.take();
+    let mut problem = app.problem.take().or_else(|| net.fatal().map(str::to_owned));
     if !finished && problem.is_none() {
         problem = Some(format!(
             "{} of {} packets still undelivered {} us after generation stopped",
@@ -267,6 +282,7 @@ pub fn run_traffic(topology: &Topology, spec: &TrafficSpec) -> Result<TrafficRep
     Ok(TrafficReport {
         load: spec.load,
         warmup,
+        failover: net.failover_stats(),
         offered_gbps: offered,
         accepted_gbps: app.window_bytes as f64 / window_ns / gpus as f64,
         latency: app.latency(),
@@ -294,6 +310,8 @@ struct Traffic {
     n: usize,
     pattern: Pattern,
     spread: Spread,
+    /// Whether each flow's packets must arrive in order: one path per flow, never rerouted.
+    ordered: bool,
     /// Links behind each port of each GPU, and how many packets each GPU has interleaved over them.
     port_links: Vec<Vec<u32>>,
     interleaved: Vec<u64>,
@@ -308,6 +326,8 @@ struct Traffic {
     next_birth: Vec<Instant>,
     queues: Vec<Vec<VecDeque<Pending>>>,
     queued: Vec<usize>,
+    /// Per GPU: the routes' failure count its queues were filled under (see [`Offer::routes_failed`]).
+    routes_seen: Vec<usize>,
     alarm: Vec<Option<Instant>>,
     alarms: Vec<(Instant, usize)>,
     /// The permutation's destination of each GPU.
@@ -352,6 +372,7 @@ impl Traffic {
             n,
             pattern: spec.pattern,
             spread: spec.spread,
+            ordered: spec.spread == Spread::Flow && spec.faults.is_empty(),
             port_links: Vec::new(),
             interleaved: vec![0; n],
             seed: spec.seed,
@@ -363,6 +384,7 @@ impl Traffic {
             next_birth,
             queues: vec![Vec::new(); n],
             queued: vec![0; n],
+            routes_seen: vec![0; n],
             alarm: vec![None; n],
             alarms: Vec::new(),
             permutation: derangement(n, spec.seed),
@@ -388,11 +410,7 @@ impl Traffic {
         while self.next_birth[gpu] <= now && self.next_birth[gpu] < self.stop {
             let born = self.next_birth[gpu];
             let dest = self.destination(gpu);
-            let port = match self.spread {
-                Spread::Flow => offer.flow_port(gpu as u16, dest, Vc::Posted),
-                Spread::Links => self.next_link_port(gpu, dest, offer),
-            };
-            match port {
+            match self.port_for(gpu, dest, offer) {
                 Some(port) if self.queued[gpu] < SOURCE_QUEUE => {
                     let pair = gpu * self.n + usize::from(dest);
                     let seq = self.sent[pair];
@@ -414,6 +432,42 @@ impl Traffic {
         if next < self.stop && self.queued[gpu] == 0 && self.alarm[gpu] != Some(next) {
             self.alarm[gpu] = Some(next);
             self.alarms.push((next, gpu));
+        }
+    }
+
+    /// The port GPU `gpu`'s next packet to `dest` leaves by, as the spread says; `None` if none leads
+    /// there.
+    fn port_for(&mut self, gpu: usize, dest: u16, offer: &Offer) -> Option<usize> {
+        match self.spread {
+            Spread::Flow => offer.flow_port(gpu as u16, dest, Vc::Posted),
+            Spread::Links => self.next_link_port(gpu, dest, offer),
+        }
+    }
+
+    /// After the routes changed (a failure), move GPU `gpu`'s queued packets that their port no longer
+    /// leads to onto a port that does, in order: a dead port is never offered again.
+    fn rehome(&mut self, gpu: usize, offer: &Offer) {
+        self.routes_seen[gpu] = offer.routes_failed;
+        let mut moved = Vec::new();
+        for (port, queue) in self.queues[gpu].iter_mut().enumerate() {
+            if queue.iter().any(|p| !offer.routes_through(p.dest, port)) {
+                moved.extend(queue.drain(..));
+            }
+        }
+        for p in moved {
+            match self.port_for(gpu, p.dest, offer) {
+                Some(port) => {
+                    let queues = &mut self.queues[gpu];
+                    if queues.len() <= port {
+                        queues.resize(port + 1, VecDeque::new());
+                    }
+                    queues[port].push_back(p);
+                }
+                None => {
+                    self.queued[gpu] -= 1;
+                    self.wrong(format!("GPU {gpu} has no route left to GPU {}", p.dest));
+                }
+            }
         }
     }
 
@@ -503,6 +557,9 @@ impl App for Traffic {
         if gpu >= self.n {
             return false;
         }
+        if offer.routes_failed != self.routes_seen[gpu] {
+            self.rehome(gpu, offer);
+        }
         self.generate(now, gpu, offer);
         let Some(&head) = self.queues[gpu].get(offer.port).and_then(VecDeque::front) else {
             return false;
@@ -540,15 +597,12 @@ impl App for Traffic {
                 next = next.wrapping_add(1);
             }
             self.expected[pair] = next;
-        } else if self.spread == Spread::Links
-            && seq.wrapping_sub(expected) < 1 << 31
-            && self.ahead.insert((pair, seq))
-        {
+        } else if !self.ordered && seq.wrapping_sub(expected) < 1 << 31 && self.ahead.insert((pair, seq)) {
             // Overtook packets sent before it by other links.
         } else {
             return self.wrong(format!(
                 "GPU {gpu} received packet {seq} from GPU {source}, expecting {expected}: {}",
-                if self.spread == Spread::Flow {
+                if self.ordered {
                     "lost, repeated or out of order"
                 } else {
                     "repeated"
@@ -667,6 +721,7 @@ mod tests {
             measure: Duration::from_us(1),
             seed: 3,
             ber: None,
+            faults: Vec::new(),
         };
         let app = Traffic::new(&spec, Duration::ZERO, &[100.0, 100.0], 144, false);
         let packet = |seq| {

@@ -19,6 +19,7 @@ fn spec(pattern: Pattern, spread: Spread, load: f64) -> TrafficSpec {
         measure: Duration::from_us(3),
         seed: 1,
         ber: None,
+        faults: Vec::new(),
     }
 }
 
@@ -131,6 +132,31 @@ fn a_fat_tree_is_limited_by_each_gpus_network_port() {
     assert!(over.accepted_gbps < 0.75 * over.offered_gbps, "{over:?}");
     assert!(over.source_full > 0, "{over:?}");
     assert!(over.latency.p50_ns > 3 * fits.latency.p50_ns, "{fits:?} {over:?}");
+}
+
+#[test]
+fn packets_caught_by_a_failure_go_another_way_and_show_in_the_tail() {
+    use fabric_sim::run::FaultSpec;
+    for spread in [Spread::Links, Spread::Flow] {
+        let s = TrafficSpec {
+            faults: vec![FaultSpec::Link {
+                a: "gpu0".into(),
+                b: "nvswitch1".into(),
+                at: Duration::from_us(3),
+            }],
+            ..spec(Pattern::Uniform, spread, 0.5)
+        };
+        let r = run("dgx-h100", &s);
+        assert_eq!(r.failover.links_failed, 1);
+        assert!(r.failover.packets_taken_back > 0, "{spread:?} {:?}", r.failover);
+        // The rest of the fabric carries what gpu0's 14 remaining links can.
+        assert!(r.accepted_gbps > 0.9 * r.offered_gbps, "{spread:?} {r:?}");
+        assert!(
+            r.latency.max_ns > 2 * r.latency.p50_ns,
+            "{spread:?} {:?}",
+            r.latency
+        );
+    }
 }
 
 #[test]

@@ -66,6 +66,38 @@ fn the_table_names_the_run_and_marks_saturation() {
 }
 
 #[test]
+fn a_failure_is_routed_around_and_reported() {
+    let out = common::linkctl(
+        CMD,
+        &[
+            "--load",
+            "0.4",
+            "--measure",
+            "3us",
+            "--fail-link",
+            "gpu0:nvswitch1@3us",
+        ],
+    );
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(text.contains("#   Failover: 1 link(s) failed"), "{text}");
+    let v = common::json(
+        CMD,
+        &[
+            "--load",
+            "0.4",
+            "--measure",
+            "3us",
+            "--fail-link",
+            "gpu0:nvswitch1@3us",
+        ],
+    );
+    assert_eq!(v["points"][0]["failover"]["links_failed"], 1);
+    assert_eq!(v["verified"], true);
+    common::assert_refused(CMD, &["--fail-link", "gpu0:gpu1@3us"]);
+}
+
+#[test]
 fn bad_input_is_refused() {
     for args in [
         &["--load", "0"][..],
@@ -76,7 +108,7 @@ fn bad_input_is_refused() {
         &["--spread", "random"],
         &["--measure", "10"],
         &["--warmup", "-1us"],
-        &["--ber", "1"],
+        &["--ber", "0.5"],
         &["--topology", "nowhere"],
         &["--gpus", "1"],
     ] {

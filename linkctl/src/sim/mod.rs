@@ -73,23 +73,11 @@ pub struct SimArgs {
     /// names, e.g. `gpu0,gpu2,gpu4,gpu6`; the other GPUs and their links are left out
     #[arg(long, value_name = "N|GPU,GPU,...")]
     pub gpus: Option<String>,
-    /// Random bit error rate on every link (the data links replay what it corrupts)
-    #[arg(long)]
-    pub ber: Option<f64>,
     /// Seed of the data and of the errors
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
-    /// Fail the link (all ganged links) between two nodes at a simulated time, e.g.
-    /// `gpu0:nvswitch1@20us`; the fabric manager routes around it (repeatable)
-    #[arg(long, value_name = "A:B@TIME")]
-    pub fail_link: Vec<String>,
-    /// Fail one of the links ganged between two nodes at a simulated time, e.g. `gpu0:nvswitch0@20us`: the
-    /// trunk carries on with the others, at less bandwidth; the last one fails it (repeatable)
-    #[arg(long, value_name = "A:B@TIME")]
-    pub degrade_link: Vec<String>,
-    /// Fail the port of a switch that leads to a node, e.g. `nvswitch2:gpu5@30us` (repeatable)
-    #[arg(long, value_name = "SWITCH:PEER@TIME")]
-    pub fail_port: Vec<String>,
+    #[command(flatten)]
+    pub faults: FaultArgs,
     /// Print one JSON object instead of the table
     #[arg(long)]
     pub json: bool,
@@ -134,6 +122,88 @@ impl PlotFile {
         self.file
             .write_all(svg.as_bytes())
             .with_context(|| format!("cannot write {}", self.path.display()))
+    }
+}
+
+/// What failover did, as the JSON of `sim` and `sim traffic` reports it.
+pub fn failover_json(f: &fabric_sim::net::FailoverStats) -> serde_json::Value {
+    json!({
+        "links_failed": f.links_failed,
+        "links_degraded": f.links_degraded,
+        "units_lost": f.units_lost,
+        "packets_taken_back": f.packets_taken_back,
+        "packets_evicted": f.packets_evicted,
+        "packets_rerouted": f.packets_rerouted,
+        "packets_bounced": f.packets_bounced,
+        "duplicates_dropped": f.duplicates_dropped,
+        "engines_offline": f.engines_offline,
+        "engine_packets_dropped": f.engine_packets_dropped,
+    })
+}
+
+/// What failover did, as a line of the tables of `sim` and `sim traffic`.
+pub fn failover_line(f: &fabric_sim::net::FailoverStats) -> String {
+    format!(
+        "# Failover: {} link(s) failed, {} ganged link(s) lost; {} units lost on the wire; {} packets taken back \
+         from data links, {} from switch queues; {} sent again by another path, {} returned to their source; \
+         {} duplicates dropped",
+        f.links_failed,
+        f.links_degraded,
+        f.units_lost,
+        f.packets_taken_back,
+        f.packets_evicted,
+        f.packets_rerouted,
+        f.packets_bounced,
+        f.duplicates_dropped
+    )
+}
+
+/// Bit errors and failures, as `sim` and `sim traffic` take them.
+#[derive(Args, Debug)]
+pub struct FaultArgs {
+    /// Random bit error rate on every link (the data links replay what it corrupts)
+    #[arg(long)]
+    pub ber: Option<f64>,
+    /// Fail the link (all ganged links) between two nodes at a simulated time, e.g.
+    /// `gpu0:nvswitch1@20us`; the fabric manager routes around it (repeatable)
+    #[arg(long, value_name = "A:B@TIME")]
+    pub fail_link: Vec<String>,
+    /// Fail one of the links ganged between two nodes at a simulated time, e.g. `gpu0:nvswitch0@20us`: the
+    /// trunk carries on with the others, at less bandwidth; the last one fails it (repeatable)
+    #[arg(long, value_name = "A:B@TIME")]
+    pub degrade_link: Vec<String>,
+    /// Fail the port of a switch that leads to a node, e.g. `nvswitch2:gpu5@30us` (repeatable)
+    #[arg(long, value_name = "SWITCH:PEER@TIME")]
+    pub fail_port: Vec<String>,
+}
+
+impl FaultArgs {
+    /// `--ber`, checked.
+    pub fn ber(&self) -> anyhow::Result<Option<f64>> {
+        if let Some(ber) = self.ber {
+            if !(0.0..1e-2).contains(&ber) {
+                bail!("--ber must be between 0 and 0.01, not {ber}");
+            }
+        }
+        Ok(self.ber)
+    }
+
+    /// The failures, in the order of the flags.
+    pub fn faults(&self) -> anyhow::Result<Vec<FaultSpec>> {
+        let mut faults = Vec::new();
+        for f in &self.fail_link {
+            let (a, b, at) = parse_fault(f, "--fail-link")?;
+            faults.push(FaultSpec::Link { a, b, at });
+        }
+        for f in &self.degrade_link {
+            let (a, b, at) = parse_fault(f, "--degrade-link")?;
+            faults.push(FaultSpec::OneLink { a, b, at });
+        }
+        for f in &self.fail_port {
+            let (switch, peer, at) = parse_fault(f, "--fail-port")?;
+            faults.push(FaultSpec::Port { switch, peer, at });
+        }
+        Ok(faults)
     }
 }
 
@@ -266,24 +336,7 @@ pub fn run(cmd: SimCommand) -> anyhow::Result<ExitCode> {
     if !(1 << 10..=64 << 20).contains(&buffer_bytes) {
         bail!("--buffsize must be from 1K to 64M, not {buffer_bytes} B");
     }
-    if let Some(ber) = args.ber {
-        if !(0.0..1e-2).contains(&ber) {
-            bail!("--ber must be between 0 and 0.01, not {ber}");
-        }
-    }
-    let mut faults = Vec::new();
-    for f in &args.fail_link {
-        let (a, b, at) = parse_fault(f, "--fail-link")?;
-        faults.push(FaultSpec::Link { a, b, at });
-    }
-    for f in &args.degrade_link {
-        let (a, b, at) = parse_fault(f, "--degrade-link")?;
-        faults.push(FaultSpec::OneLink { a, b, at });
-    }
-    for f in &args.fail_port {
-        let (switch, peer, at) = parse_fault(f, "--fail-port")?;
-        faults.push(FaultSpec::Port { switch, peer, at });
-    }
+    let (ber, faults) = (args.faults.ber()?, args.faults.faults()?);
     let sweep = Sweep {
         topology,
         kind,
@@ -291,7 +344,7 @@ pub fn run(cmd: SimCommand) -> anyhow::Result<ExitCode> {
         min,
         max,
         seed: args.seed,
-        ber: args.ber,
+        ber,
         limit_per_size: Duration::from_ms(10_000),
         faults,
         pcap: args.pcap.clone().map(|path| (path, args.pcap_limit)),
@@ -407,18 +460,7 @@ fn print_table(sweep: &Sweep, r: &Report) {
     println!("# Avg bus bandwidth    : {:.3}", r.avg_busbw);
     if !sweep.faults.is_empty() {
         let f = r.failover;
-        println!(
-            "# Failover: {} link(s) failed, {} ganged link(s) lost; {} units lost on the wire; {} packets taken back from data links, {} \
-             from switch queues; {} sent again by another path, {} returned to their source; {} duplicates dropped",
-            f.links_failed,
-            f.links_degraded,
-            f.units_lost,
-            f.packets_taken_back,
-            f.packets_evicted,
-            f.packets_rerouted,
-            f.packets_bounced,
-            f.duplicates_dropped
-        );
+        println!("{}", failover_line(&f));
         if f.engines_offline > 0 {
             println!(
                 "# Switch collective engines taken offline: {} (each lost a GPU); {} of their packets dropped, \
@@ -512,18 +554,7 @@ fn print_json(sweep: &Sweep, r: &Report) -> anyhow::Result<()> {
             "init_repeats": t.init_repeats,
         })),
         "waves": r.waves.map(|(changes, dropped)| json!({"changes": changes, "dropped": dropped})),
-        "failover": {
-            "links_failed": r.failover.links_failed,
-            "links_degraded": r.failover.links_degraded,
-            "units_lost": r.failover.units_lost,
-            "packets_taken_back": r.failover.packets_taken_back,
-            "packets_evicted": r.failover.packets_evicted,
-            "packets_rerouted": r.failover.packets_rerouted,
-            "packets_bounced": r.failover.packets_bounced,
-            "duplicates_dropped": r.failover.duplicates_dropped,
-            "engines_offline": r.failover.engines_offline,
-            "engine_packets_dropped": r.failover.engine_packets_dropped,
-        },
+        "failover": failover_json(&r.failover),
         "links": links_json(r),
         "switches": {
             "arrived": r.switches.arrived,

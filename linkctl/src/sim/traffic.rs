@@ -9,7 +9,9 @@ use clap::Args;
 use fabric_sim::traffic::{run_traffic, Pattern, Spread, TrafficReport, TrafficSpec, PAYLOAD_BYTES};
 use serde_json::{json, Value};
 
-use super::{parse_time, plot, some_gpus, PlotFile, TopologyArg, EXIT_WRONG};
+use super::{
+    failover_json, failover_line, parse_time, plot, some_gpus, FaultArgs, PlotFile, TopologyArg, EXIT_WRONG,
+};
 
 #[derive(Args, Debug)]
 pub struct TrafficArgs {
@@ -45,12 +47,12 @@ pub struct TrafficArgs {
     /// Run on some of the fabric's GPUs only: a count (the first N) or names, e.g. `gpu0,gpu2`
     #[arg(long, value_name = "N|GPU,GPU,...")]
     pub gpus: Option<String>,
-    /// Random bit error rate on every link (the data links replay what it corrupts)
-    #[arg(long)]
-    pub ber: Option<f64>,
     /// Seed of the arrivals, destinations, data and bit errors
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
+    /// Bit errors and failures, at times from the start of each load's run
+    #[command(flatten)]
+    pub faults: FaultArgs,
     /// Print one JSON object instead of the table
     #[arg(long)]
     pub json: bool,
@@ -69,11 +71,7 @@ pub fn run(args: TrafficArgs) -> anyhow::Result<ExitCode> {
     if let Some(&bad) = args.load.iter().find(|&&l| !(l > 0.0 && l <= 1.0)) {
         bail!("--load {bad}: loads are fractions of the injection bandwidth, more than 0 and at most 1");
     }
-    if let Some(ber) = args.ber {
-        if !(0.0..1.0).contains(&ber) {
-            bail!("--ber {ber}: a bit error rate is from 0 to less than 1");
-        }
-    }
+    let (ber, faults) = (args.faults.ber()?, args.faults.faults()?);
     let warmup = match &args.warmup {
         Some(w) => Some(parse_time(w).context("--warmup")?),
         None => None,
@@ -90,7 +88,8 @@ pub fn run(args: TrafficArgs) -> anyhow::Result<ExitCode> {
             warmup,
             measure,
             seed: args.seed,
-            ber: args.ber,
+            ber,
+            faults: faults.clone(),
         };
         reports.push(run_traffic(&topology, &spec).map_err(anyhow::Error::msg)?);
     }
@@ -108,7 +107,7 @@ pub fn run(args: TrafficArgs) -> anyhow::Result<ExitCode> {
         "warmup_us": reports.first().map(|r| r.warmup.as_ps() as f64 / 1e6),
         "measure_us": measure.as_ps() as f64 / 1e6,
         "seed": args.seed,
-        "ber": args.ber,
+        "ber": ber,
         "points": reports.iter().map(point).collect::<Vec<_>>(),
         "packets": packets,
         "wall_seconds": wall,
@@ -156,6 +155,7 @@ fn point(r: &TrafficReport) -> Value {
         "delivered": r.delivered,
         "source_full": r.source_full,
         "replays": r.links.dl.replays,
+        "failover": failover_json(&r.failover),
         "bits_flipped": r.links.bits_flipped,
         "simulated_us": r.simulated.as_ps() as f64 / 1e6,
         "verified": r.verified,
@@ -196,6 +196,9 @@ fn print_table(s: &Value, reports: &[TrafficReport]) {
         );
         if let Some(problem) = &r.problem {
             println!("#   {problem}");
+        }
+        if r.failover.links_failed + r.failover.links_degraded > 0 {
+            println!("#   {}", failover_line(&r.failover).trim_start_matches("# "));
         }
     }
     if let Some(r) = reports.iter().find(|r| r.accepted_gbps < 0.95 * r.offered_gbps) {
