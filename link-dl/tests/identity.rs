@@ -8,7 +8,7 @@ use link_dl::flit::{is_ident, IdentFlit, FLIT_LEN};
 use link_dl::link::DlState;
 use link_phy::lanes::LinkWidth;
 use link_phy::rate::Rate;
-use link_phy::time::{Duration, Instant};
+use link_phy::time::Instant;
 
 const A: IdentFlit = IdentFlit {
     node: 0x0123_4567_89AB_CDEF,
@@ -61,19 +61,11 @@ fn a_link_waits_in_init_fc1_until_an_identity_flit_gets_through() {
     let mut j = initialising();
     // Every identity flit from A is corrupted for the first 200 unit times: B hears A's sizes but not
     // who A is, so B stays in InitFc1 (and A, without B's InitFc2, in InitFc2).
-    for _ in 0..200 {
-        let mut unit = [0u8; FLIT_LEN];
-        j.a.poll_unit(j.now, &mut unit);
-        if is_ident(&unit) {
+    j.wire_changing(200, |unit| {
+        if is_ident(unit) {
             unit[9] ^= 0x40;
         }
-        j.b.receive_unit(j.now, &unit, j.units[0]);
-        j.units[0] += 1;
-        j.b.poll_unit(j.now, &mut unit);
-        j.a.receive_unit(j.now, &unit, j.units[1]);
-        j.units[1] += 1;
-        j.now += Duration::from_ps(640);
-    }
+    });
     assert_eq!(j.b.state(), DlState::InitFc1);
     assert_eq!(j.b.partner(), None);
     assert_eq!(j.a.state(), DlState::InitFc2);

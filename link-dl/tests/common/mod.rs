@@ -41,9 +41,15 @@ impl Joined {
 
     /// Move `units` units each way, one unit time apart.
     pub fn wire(&mut self, units: usize) {
+        self.wire_changing(units, |_| {});
+    }
+
+    /// [`Joined::wire`], with `change` applied to each unit from A to B on the way.
+    pub fn wire_changing(&mut self, units: usize, mut change: impl FnMut(&mut [u8; FLIT_LEN])) {
         for _ in 0..units {
             let mut unit = [0u8; FLIT_LEN];
             self.a.poll_unit(self.now, &mut unit);
+            change(&mut unit);
             self.b.receive_unit(self.now, &unit, self.units[0]);
             self.units[0] += 1;
             self.b.poll_unit(self.now, &mut unit);
