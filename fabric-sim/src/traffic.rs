@@ -1,8 +1,8 @@
-//! Synthetic traffic: every GPU sends 128-byte posted writes at an offered load, to destinations a pattern
-//! picks (uniform random, a fixed permutation, the next GPU, or a hot spot), and the run measures what
-//! the fabric accepts and each packet's latency, the curves of throughput and latency against offered
-//! load by which interconnects are compared (Dally and Towles, "Principles and Practices of
-//! Interconnection Networks", chapter 23).
+//! Synthetic traffic: every GPU sends posted writes (of 128 bytes, or as few as 16) at an offered load,
+//! to destinations a pattern picks (uniform random, a fixed permutation, the next GPU, or a hot spot),
+//! and the run measures what the fabric accepts and each packet's latency, the curves of throughput and
+//! latency against offered load by which interconnects are compared (Dally and Towles, "Principles and
+//! Practices of Interconnection Networks", chapter 23).
 //!
 //! Packets are generated open loop, as a Poisson process per GPU, into a source queue per port (so that
 //! a packet waiting for one port does not hold up another). The port is one of those that lead to the
@@ -31,8 +31,10 @@ use crate::run::FaultSpec;
 use crate::topology::{LinkFormat, Topology};
 use crate::wire;
 
-/// Data bytes per packet.
+/// Data bytes per packet at most (and by default).
 pub const PAYLOAD_BYTES: usize = 128;
+/// Data bytes per packet at least: the first 8 carry the packet's birth time, and data comes in flits.
+pub const MIN_PAYLOAD_BYTES: usize = FLIT_LEN;
 /// Packets a GPU's source queues hold together; a packet generated when they are full is counted, not
 /// queued (the offered load is then more than the GPU can inject).
 pub const SOURCE_QUEUE: usize = 4096;
@@ -131,6 +133,8 @@ pub struct TrafficSpec {
     pub ber: Option<f64>,
     /// Links and switch ports that fail, at times from the start of the run.
     pub faults: Vec<FaultSpec>,
+    /// Data bytes per packet: a multiple of 16 from 16 to 128.
+    pub payload_bytes: usize,
 }
 
 /// Latencies of the packets generated in the measurement window, in nanoseconds.
@@ -180,9 +184,10 @@ pub struct TrafficReport {
     pub failover: FailoverStats,
 }
 
-/// Each GPU's injection bandwidth (the sum of its links' rates, GB/s) and the bytes one packet takes on
-/// a link (header flit, NVLink's address-extension flit if the format has one, data).
-pub fn injection(net: &Net, topology: &Topology) -> (Vec<f64>, usize) {
+/// Each GPU's injection bandwidth (the sum of its links' rates, GB/s) and the bytes a packet of
+/// `payload_bytes` takes on a link (header flit, NVLink's address-extension flit if the format has one,
+/// data flits).
+pub fn injection(net: &Net, topology: &Topology, payload_bytes: usize) -> (Vec<f64>, usize) {
     let fabric = net.fabric();
     let bandwidth = fabric
         .gpus
@@ -195,7 +200,7 @@ pub fn injection(net: &Net, topology: &Topology) -> (Vec<f64>, usize) {
         })
         .collect();
     let extension = topology.links.iter().any(|l| l.format == LinkFormat::NvlinkAe);
-    let flits = 1 + usize::from(extension) + PAYLOAD_BYTES / FLIT_LEN;
+    let flits = 1 + usize::from(extension) + payload_bytes.div_ceil(FLIT_LEN);
     (bandwidth, flits * FLIT_LEN)
 }
 
@@ -223,6 +228,14 @@ pub fn run_traffic(topology: &Topology, spec: &TrafficSpec) -> Result<TrafficRep
         return Err(format!(
             "the offered load is a fraction from 0 to 1 of the GPUs' injection bandwidth, not {}",
             spec.load
+        ));
+    }
+    if !(MIN_PAYLOAD_BYTES..=PAYLOAD_BYTES).contains(&spec.payload_bytes)
+        || spec.payload_bytes % FLIT_LEN != 0
+    {
+        return Err(format!(
+            "packets carry a multiple of {FLIT_LEN} bytes from {MIN_PAYLOAD_BYTES} to {PAYLOAD_BYTES}, not {}",
+            spec.payload_bytes
         ));
     }
     if spec.measure == Duration::ZERO {
@@ -256,8 +269,8 @@ pub fn run_traffic(topology: &Topology, spec: &TrafficSpec) -> Result<TrafficRep
     if !faults.is_empty() {
         net.schedule_faults(&faults)?;
     }
-    let (bandwidth, wire_bytes) = injection(&net, topology);
-    let extension = wire_bytes > (1 + PAYLOAD_BYTES / FLIT_LEN) * FLIT_LEN;
+    let (bandwidth, wire_bytes) = injection(&net, topology, spec.payload_bytes);
+    let extension = wire_bytes > (1 + spec.payload_bytes / FLIT_LEN) * FLIT_LEN;
     let warmup = spec.warmup.unwrap_or_else(|| auto_warmup(&net));
     let stop = Instant::ZERO + warmup + spec.measure;
     let mut app = Traffic::new(spec, warmup, &bandwidth, wire_bytes, extension);
@@ -266,7 +279,7 @@ pub fn run_traffic(topology: &Topology, spec: &TrafficSpec) -> Result<TrafficRep
     let finished = net.run(&mut app, limit);
     let offered: f64 = bandwidth
         .iter()
-        .map(|b| spec.load * b * PAYLOAD_BYTES as f64 / wire_bytes as f64)
+        .map(|b| spec.load * b * spec.payload_bytes as f64 / wire_bytes as f64)
         .sum::<f64>()
         / gpus as f64;
     let window_ns = spec.measure.as_ps() as f64 / 1000.0;
@@ -317,6 +330,8 @@ struct Traffic {
     interleaved: Vec<u64>,
     seed: u64,
     extension: bool,
+    /// Data flits per packet.
+    data_flits: usize,
     start: Instant,
     stop: Instant,
     /// Per GPU: mean time between packets (ps), its random numbers, when its next packet is generated,
@@ -377,6 +392,7 @@ impl Traffic {
             interleaved: vec![0; n],
             seed: spec.seed,
             extension,
+            data_flits: spec.payload_bytes / FLIT_LEN,
             start: Instant::ZERO + warmup,
             stop: Instant::ZERO + warmup + spec.measure,
             gap_ps,
@@ -518,7 +534,7 @@ impl Traffic {
             dest: p.dest,
             vc: Vc::Posted,
             tl: wire::header(wire::OP_WRITE, p.dest, gpu as u16, false, p.seq),
-            payload: payload(self.seed, gpu, p, self.extension),
+            payload: payload(self.seed, gpu, p, self.extension, self.data_flits),
             multicast: None,
         }
     }
@@ -564,7 +580,7 @@ impl App for Traffic {
         let Some(&head) = self.queues[gpu].get(offer.port).and_then(VecDeque::front) else {
             return false;
         };
-        let flits = usize::from(self.extension) + PAYLOAD_BYTES / FLIT_LEN;
+        let flits = usize::from(self.extension) + self.data_flits;
         if !offer.fits(Vc::Posted, flits) || !offer.send(&self.outgoing(gpu, &head)) {
             return false;
         }
@@ -621,13 +637,13 @@ impl App for Traffic {
             seq,
             born,
         };
-        if packet.payload != payload(self.seed, source, &sent, self.extension) {
+        if packet.payload != payload(self.seed, source, &sent, self.extension, self.data_flits) {
             return self.wrong(format!(
                 "packet {seq} from GPU {source} to {gpu} arrived with other data"
             ));
         }
         if now >= self.start && now < self.stop {
-            self.window_bytes += PAYLOAD_BYTES as u64;
+            self.window_bytes += (self.data_flits * FLIT_LEN) as u64;
         }
         if born >= self.start && born < self.stop {
             let ps = now.saturating_since(born).as_ps();
@@ -651,10 +667,16 @@ impl App for Traffic {
     }
 }
 
-/// A packet's flits: the address extension (zero) if the format has one, then 128 bytes whose first 8
-/// are its birth time (ps) and the rest drawn from the seed, the source, the destination, the sequence
-/// number and the birth time, so that the receiver can check every byte.
-fn payload(seed: u64, source: usize, p: &Pending, extension: bool) -> heapless::Vec<Flit, 9> {
+/// A packet's flits: the address extension (zero) if the format has one, then `data_flits` flits whose
+/// first 8 bytes are its birth time (ps) and the rest drawn from the seed, the source, the destination,
+/// the sequence number and the birth time, so that the receiver can check every byte.
+fn payload(
+    seed: u64,
+    source: usize,
+    p: &Pending,
+    extension: bool,
+    data_flits: usize,
+) -> heapless::Vec<Flit, 9> {
     let born = p.born.saturating_since(Instant::ZERO).as_ps();
     let mut rng = Xoshiro256PlusPlus::seed_from_u64(
         seed ^ (source as u64) << 48 ^ u64::from(p.dest) << 32 ^ u64::from(p.seq) ^ born.rotate_left(17),
@@ -663,7 +685,7 @@ fn payload(seed: u64, source: usize, p: &Pending, extension: bool) -> heapless::
     if extension {
         let _ = out.push([0; FLIT_LEN]);
     }
-    for k in 0..PAYLOAD_BYTES / FLIT_LEN {
+    for k in 0..data_flits.min(PAYLOAD_BYTES / FLIT_LEN) {
         let low = if k == 0 { born } else { rng.next_u64() };
         let mut flit = [0; FLIT_LEN];
         flit[..8].copy_from_slice(&low.to_le_bytes());
@@ -722,6 +744,7 @@ mod tests {
             seed: 3,
             ber: None,
             faults: Vec::new(),
+            payload_bytes: PAYLOAD_BYTES,
         };
         let app = Traffic::new(&spec, Duration::ZERO, &[100.0, 100.0], 144, false);
         let packet = |seq| {

@@ -35,6 +35,21 @@ fn json_reports_each_load_with_throughput_latency_and_verification() {
     assert!(hi["accepted_gbps"].as_f64() > lo["accepted_gbps"].as_f64());
     assert!(hi["latency_ns"]["p99"].as_u64() >= lo["latency_ns"]["p99"].as_u64());
     assert!(v["packets_per_s"].as_f64().unwrap() > 0.0);
+    let small = common::json(
+        CMD,
+        &[
+            "--topology",
+            "mesh4",
+            "--load",
+            "0.5",
+            "--measure",
+            "1us",
+            "--bytes",
+            "64",
+        ],
+    );
+    assert_eq!(small["payload_bytes"], 64);
+    assert_eq!(small["verified"], true);
 }
 
 #[test]
@@ -106,6 +121,8 @@ fn bad_input_is_refused() {
         &["--pattern", "tornado"],
         &["--pattern", "hotspot", "--hotspot", "2"],
         &["--spread", "random"],
+        &["--bytes", "24"],
+        &["--bytes", "256"],
         &["--measure", "10"],
         &["--warmup", "-1us"],
         &["--ber", "0.5"],

@@ -37,6 +37,9 @@ pub struct TrafficArgs {
         value_delimiter = ','
     )]
     pub load: Vec<f64>,
+    /// Data bytes per packet: a multiple of 16 from 16 to 128 (small writes pay the same header flits)
+    #[arg(long, default_value_t = PAYLOAD_BYTES)]
+    pub bytes: usize,
     /// Simulated time before measuring; by default 1 us plus four times the wire latency of the
     /// fabric's longest route
     #[arg(long)]
@@ -90,6 +93,7 @@ pub fn run(args: TrafficArgs) -> anyhow::Result<ExitCode> {
             seed: args.seed,
             ber,
             faults: faults.clone(),
+            payload_bytes: args.bytes,
         };
         reports.push(run_traffic(&topology, &spec).map_err(anyhow::Error::msg)?);
     }
@@ -103,7 +107,7 @@ pub fn run(args: TrafficArgs) -> anyhow::Result<ExitCode> {
         "spread": spread.name(),
         "hotspot": matches!(pattern, Pattern::Hotspot(_)).then_some(args.hotspot),
         "gpus": gpus,
-        "payload_bytes": PAYLOAD_BYTES,
+        "payload_bytes": args.bytes,
         "warmup_us": reports.first().map(|r| r.warmup.as_ps() as f64 / 1e6),
         "measure_us": measure.as_ps() as f64 / 1e6,
         "seed": args.seed,
@@ -171,7 +175,7 @@ fn print_table(s: &Value, reports: &[TrafficReport]) {
         s["topology"].as_str().unwrap_or_default(),
         s["spread"].as_str().unwrap_or_default(),
         s["gpus"],
-        PAYLOAD_BYTES,
+        s["payload_bytes"],
         s["warmup_us"],
         s["measure_us"]
     );
