@@ -1,6 +1,7 @@
 //! `linkctl sim traffic`: synthetic traffic at offered loads, with the throughput the fabric accepts and
 //! the packets' latency at each.
 
+use std::io::{IsTerminal, Write};
 use std::process::ExitCode;
 use std::time::Instant as WallClock;
 
@@ -83,7 +84,13 @@ pub fn run(args: TrafficArgs) -> anyhow::Result<ExitCode> {
     let plot_file = PlotFile::create(args.plot.as_deref())?;
     let started = WallClock::now();
     let mut reports = Vec::new();
-    for &load in &args.load {
+    // On a terminal, which load is running (a fat tree's take seconds each).
+    let show_progress = std::io::stderr().is_terminal() && !args.json;
+    for (k, &load) in args.load.iter().enumerate() {
+        if show_progress {
+            eprint!("\r# load {load:.2}: run {} of {}\x1b[K", k + 1, args.load.len());
+            let _ = std::io::stderr().flush();
+        }
         let spec = TrafficSpec {
             pattern,
             spread,
@@ -95,7 +102,11 @@ pub fn run(args: TrafficArgs) -> anyhow::Result<ExitCode> {
             faults: faults.clone(),
             payload_bytes: args.bytes,
         };
-        reports.push(run_traffic(&topology, &spec).map_err(anyhow::Error::msg)?);
+        let report = run_traffic(&topology, &spec);
+        if show_progress {
+            eprint!("\r\x1b[K");
+        }
+        reports.push(report.map_err(anyhow::Error::msg)?);
     }
     let wall = started.elapsed().as_secs_f64();
     let packets: u64 = reports.iter().map(|r| r.delivered).sum();
