@@ -11,7 +11,7 @@ use crate::collective::{
     PACKET_BYTES,
 };
 use crate::net::{App, FailoverStats, Fault, LinkTotals, Net, MAX_STATE_BYTES};
-use crate::topology::{LinkFormat, NodeKind, Topology};
+use crate::topology::{NodeKind, Topology};
 
 /// How a collective is carried out.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -552,7 +552,7 @@ fn run_with(
         ));
     }
     let mut net = Net::new(&topology, &[], DlConfig::default(), sweep.seed)?;
-    let extension = topology.links.iter().any(|l| l.format == LinkFormat::NvlinkAe);
+    let extension = topology.address_extension();
     let gpus = net.fabric().gpus.len();
     if matches!(sweep.algo, Algo::Tree | Algo::P2p) && gpus < 2 {
         return Err(format!("{} needs at least two GPUs", sweep.algo.name()));

@@ -115,6 +115,12 @@ impl Topology {
         Ok(())
     }
 
+    /// Whether packets on its links carry NVLink's address-extension flit after the header (any link
+    /// of that format makes every packet carry one).
+    pub fn address_extension(&self) -> bool {
+        self.links.iter().any(|l| l.format == LinkFormat::NvlinkAe)
+    }
+
     /// How many partitions its GPUs are in.
     pub fn partition_count(&self) -> usize {
         let mut seen = [false; 256];

@@ -28,7 +28,7 @@ use rand_xoshiro::Xoshiro256PlusPlus;
 
 use crate::net::{App, FailoverStats, LinkTotals, Net, Offer, Outgoing};
 use crate::run::FaultSpec;
-use crate::topology::{LinkFormat, Topology};
+use crate::topology::Topology;
 use crate::wire;
 
 /// Data bytes per packet at most (and by default).
@@ -199,8 +199,7 @@ pub fn injection(net: &Net, topology: &Topology, payload_bytes: usize) -> (Vec<f
                 .sum()
         })
         .collect();
-    let extension = topology.links.iter().any(|l| l.format == LinkFormat::NvlinkAe);
-    let flits = 1 + usize::from(extension) + payload_bytes.div_ceil(FLIT_LEN);
+    let flits = 1 + usize::from(topology.address_extension()) + payload_bytes.div_ceil(FLIT_LEN);
     (bandwidth, flits * FLIT_LEN)
 }
 
@@ -270,7 +269,7 @@ pub fn run_traffic(topology: &Topology, spec: &TrafficSpec) -> Result<TrafficRep
         net.schedule_faults(&faults)?;
     }
     let (bandwidth, wire_bytes) = injection(&net, topology, spec.payload_bytes);
-    let extension = wire_bytes > (1 + spec.payload_bytes / FLIT_LEN) * FLIT_LEN;
+    let extension = topology.address_extension();
     let warmup = spec.warmup.unwrap_or_else(|| auto_warmup(&net));
     let stop = Instant::ZERO + warmup + spec.measure;
     let mut app = Traffic::new(spec, warmup, &bandwidth, wire_bytes, extension);
