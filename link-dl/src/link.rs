@@ -1274,20 +1274,21 @@ impl<const REPLAY: usize, const RX_FLITS: usize> DataLink<REPLAY, RX_FLITS> {
                 // Absolute: the latest wins (a partner that was reset may be another port or node).
                 self.partner = Some(ident);
                 if self.state == DlState::InitFc1 {
-                    self.leave_init_fc1(now, None);
+                    self.leave_init_fc1(now, false);
                 }
             }
         }
     }
 
-    /// InitFc1 ends once both the partner's buffer sizes and its identity have arrived; an InitFc2 among
-    /// them (`confirmed`: the partner already has ours) makes the link active at once.
-    fn leave_init_fc1(&mut self, now: Instant, confirmed: Option<ControlKind>) {
+    /// InitFc1 ends once both the partner's buffer sizes and its identity have arrived. If the flit that
+    /// completes the pair is an InitFc2 (`confirmed`: the partner already has ours), the link is active
+    /// at once.
+    fn leave_init_fc1(&mut self, now: Instant, confirmed: bool) {
         if !self.sizes_heard || self.partner.is_none() {
             return;
         }
         self.state = DlState::InitFc2;
-        if confirmed == Some(ControlKind::InitFc2) {
+        if confirmed {
             self.become_active(now);
         }
     }
@@ -1305,7 +1306,7 @@ impl<const REPLAY: usize, const RX_FLITS: usize> DataLink<REPLAY, RX_FLITS> {
                 if self.state == DlState::InitFc1 {
                     self.tx_credits = TxCredits::init(c.credits);
                     self.sizes_heard = true;
-                    self.leave_init_fc1(now, Some(c.kind));
+                    self.leave_init_fc1(now, c.kind == ControlKind::InitFc2);
                 } else if c.kind == ControlKind::InitFc2 && self.state == DlState::InitFc2 {
                     self.become_active(now);
                 }
