@@ -1091,9 +1091,13 @@ impl Net {
             dir.bursts.pop_front();
         }
         while let Some(event) = self.links[node][port].poll_event() {
-            if event == DlEvent::Up {
-                // The node's firmware fills the port's identity registers from what its link learned.
+            if matches!(event, DlEvent::Up | DlEvent::Down) {
+                // The node's firmware fills (or clears) the port's identity registers from what its link
+                // learned; a fabric manager waiting for the links to come up may replan now.
                 self.learn_peer(node, port);
+                if event == DlEvent::Up {
+                    self.replan_when_up(app);
+                }
             }
         }
         match self.nodes[node] {

@@ -35,10 +35,11 @@ use crate::wire;
 pub const PAYLOAD_BYTES: usize = 128;
 /// Data bytes per packet at least: the first 8 carry the packet's birth time, and data comes in flits.
 pub const MIN_PAYLOAD_BYTES: usize = FLIT_LEN;
-/// Packets a GPU's source queues hold together; a packet generated when they are full is counted, not
-/// queued (the offered load is then more than the GPU can inject).
-pub const SOURCE_QUEUE: usize = 4096;
-/// Latencies are counted in 1 ns bins up to this; longer ones in the last bin (and in the maximum).
+/// Packets each port's source queue holds; a packet generated for a full one is counted, not queued (the
+/// offered load is then more than the port can take).
+pub const SOURCE_QUEUE: usize = 1024;
+/// Latencies below this many nanoseconds are counted in 1 ns bins; longer ones (a saturated fabric's)
+/// are kept one by one.
 const LATENCY_BINS: usize = 1 << 18;
 /// Simulated time the fabric has to drain after generation stops.
 const DRAIN_LIMIT: Duration = Duration::from_ms(10);
@@ -169,7 +170,7 @@ pub struct TrafficReport {
     pub generated: u64,
     /// Packets delivered, all GPUs and the whole run.
     pub delivered: u64,
-    /// Packets not generated because their GPU's source queues were full.
+    /// Packets not generated because the source queue of their port was full.
     pub source_full: u64,
     /// Whether every packet generated arrived once, in order per source and destination, intact, and
     /// the fabric drained in time.
@@ -233,7 +234,8 @@ pub fn run_traffic(topology: &Topology, spec: &TrafficSpec) -> Result<TrafficRep
         || spec.payload_bytes % FLIT_LEN != 0
     {
         return Err(format!(
-            "packets carry a multiple of {FLIT_LEN} bytes from {MIN_PAYLOAD_BYTES} to {PAYLOAD_BYTES}, not {}",
+            "packets carry a multiple of {FLIT_LEN} bytes from {MIN_PAYLOAD_BYTES} to {PAYLOAD_BYTES}, \
+             not {}",
             spec.payload_bytes
         ));
     }
@@ -334,12 +336,11 @@ struct Traffic {
     start: Instant,
     stop: Instant,
     /// Per GPU: mean time between packets (ps), its random numbers, when its next packet is generated,
-    /// its source queue per port and how many they hold, and the alarm it asked for.
+    /// its source queue per port, and the alarm it asked for.
     gap_ps: Vec<f64>,
     rngs: Vec<Xoshiro256PlusPlus>,
     next_birth: Vec<Instant>,
     queues: Vec<Vec<VecDeque<Pending>>>,
-    queued: Vec<usize>,
     /// Per GPU: the routes' failure count its queues were filled under (see [`Offer::routes_failed`]).
     routes_seen: Vec<usize>,
     alarm: Vec<Option<Instant>>,
@@ -356,6 +357,8 @@ struct Traffic {
     source_full: u64,
     window_bytes: u64,
     bins: Vec<u32>,
+    /// Latencies of `LATENCY_BINS` ns or more, in ns.
+    long_latencies: Vec<u64>,
     timed: u64,
     latency_sum_ps: u128,
     latency_max_ps: u64,
@@ -398,7 +401,6 @@ impl Traffic {
             rngs,
             next_birth,
             queues: vec![Vec::new(); n],
-            queued: vec![0; n],
             routes_seen: vec![0; n],
             alarm: vec![None; n],
             alarms: Vec::new(),
@@ -411,6 +413,7 @@ impl Traffic {
             source_full: 0,
             window_bytes: 0,
             bins: vec![0; LATENCY_BINS],
+            long_latencies: Vec::new(),
             timed: 0,
             latency_sum_ps: 0,
             latency_max_ps: 0,
@@ -419,23 +422,18 @@ impl Traffic {
     }
 
     /// Generate GPU `gpu`'s packets born up to `now` (and before generation stops) into the queues of
-    /// the ports their flows take (`offer` knows the routes), and ask for an alarm at the next birth if
-    /// the queues are empty then.
+    /// the ports they take (`offer` knows the routes), and ask for an alarm at the next birth, so that
+    /// each packet is generated, and admitted or refused, at the time it is born.
     fn generate(&mut self, now: Instant, gpu: usize, offer: &Offer) {
         while self.next_birth[gpu] <= now && self.next_birth[gpu] < self.stop {
             let born = self.next_birth[gpu];
             let dest = self.destination(gpu);
             match self.port_for(gpu, dest, offer) {
-                Some(port) if self.queued[gpu] < SOURCE_QUEUE => {
+                Some(port) if self.queues[gpu].get(port).map_or(0, VecDeque::len) < SOURCE_QUEUE => {
                     let pair = gpu * self.n + usize::from(dest);
                     let seq = self.sent[pair];
                     self.sent[pair] = seq.wrapping_add(1);
-                    let queues = &mut self.queues[gpu];
-                    if queues.len() <= port {
-                        queues.resize(port + 1, VecDeque::new());
-                    }
-                    queues[port].push_back(Pending { dest, seq, born });
-                    self.queued[gpu] += 1;
+                    self.enqueue(gpu, port, Pending { dest, seq, born });
                     self.generated += 1;
                 }
                 Some(_) => self.source_full += 1,
@@ -444,10 +442,19 @@ impl Traffic {
             self.next_birth[gpu] = born + exponential(&mut self.rngs[gpu], self.gap_ps[gpu]);
         }
         let next = self.next_birth[gpu];
-        if next < self.stop && self.queued[gpu] == 0 && self.alarm[gpu] != Some(next) {
+        if next < self.stop && self.alarm[gpu] != Some(next) {
             self.alarm[gpu] = Some(next);
             self.alarms.push((next, gpu));
         }
+    }
+
+    /// Put `p` at the back of GPU `gpu`'s queue for `port`.
+    fn enqueue(&mut self, gpu: usize, port: usize, p: Pending) {
+        let queues = &mut self.queues[gpu];
+        if queues.len() <= port {
+            queues.resize(port + 1, VecDeque::new());
+        }
+        queues[port].push_back(p);
     }
 
     /// The port GPU `gpu`'s next packet to `dest` leaves by, as the spread says; `None` if none leads
@@ -459,29 +466,22 @@ impl Traffic {
         }
     }
 
-    /// After the routes changed (a failure), move GPU `gpu`'s queued packets that their port no longer
-    /// leads to onto a port that does, in order: a dead port is never offered again.
+    /// After the routes changed (a failure), move GPU `gpu`'s queued packets whose port no longer leads
+    /// to their destination onto one that does (in the order they were queued; the others stay where
+    /// they are): a dead port is never offered again.
     fn rehome(&mut self, gpu: usize, offer: &Offer) {
         self.routes_seen[gpu] = offer.routes_failed;
         let mut moved = Vec::new();
         for (port, queue) in self.queues[gpu].iter_mut().enumerate() {
-            if queue.iter().any(|p| !offer.routes_through(p.dest, port)) {
-                moved.extend(queue.drain(..));
-            }
+            let (stay, go): (VecDeque<Pending>, VecDeque<Pending>) =
+                queue.drain(..).partition(|p| offer.routes_through(p.dest, port));
+            *queue = stay;
+            moved.extend(go);
         }
         for p in moved {
             match self.port_for(gpu, p.dest, offer) {
-                Some(port) => {
-                    let queues = &mut self.queues[gpu];
-                    if queues.len() <= port {
-                        queues.resize(port + 1, VecDeque::new());
-                    }
-                    queues[port].push_back(p);
-                }
-                None => {
-                    self.queued[gpu] -= 1;
-                    self.wrong(format!("GPU {gpu} has no route left to GPU {}", p.dest));
-                }
+                Some(port) => self.enqueue(gpu, port, p),
+                None => self.wrong(format!("GPU {gpu} has no route left to GPU {}", p.dest)),
             }
         }
     }
@@ -542,6 +542,9 @@ impl Traffic {
         if self.timed == 0 {
             return Latency::default();
         }
+        let mut long = self.long_latencies.clone();
+        long.sort_unstable();
+        // The latency of rank `q` of those timed, to the nanosecond.
         let quantile = |q: f64| {
             let rank = ((self.timed as f64 * q).ceil() as u64).max(1);
             let mut seen = 0u64;
@@ -551,7 +554,9 @@ impl Traffic {
                     return ns as u64;
                 }
             }
-            self.latency_max_ps / 1000
+            // Past the bins: among the long ones (ranks never exceed the packets timed).
+            let k = usize::try_from(rank - seen - 1).unwrap_or(usize::MAX);
+            long.get(k).or(long.last()).copied().unwrap_or_default()
         };
         Latency {
             packets: self.timed,
@@ -559,6 +564,17 @@ impl Traffic {
             p50_ns: quantile(0.5),
             p99_ns: quantile(0.99),
             max_ns: self.latency_max_ps / 1000,
+        }
+    }
+
+    /// Count a timed packet's latency, `ps` picoseconds.
+    fn time(&mut self, ps: u64) {
+        self.timed += 1;
+        self.latency_sum_ps += u128::from(ps);
+        self.latency_max_ps = self.latency_max_ps.max(ps);
+        match self.bins.get_mut((ps / 1000) as usize) {
+            Some(bin) => *bin += 1,
+            None => self.long_latencies.push(ps / 1000),
         }
     }
 
@@ -584,10 +600,6 @@ impl App for Traffic {
             return false;
         }
         self.queues[gpu][offer.port].pop_front();
-        self.queued[gpu] -= 1;
-        if self.queued[gpu] == 0 {
-            self.generate(now, gpu, offer);
-        }
         true
     }
 
@@ -645,11 +657,7 @@ impl App for Traffic {
             self.window_bytes += (self.data_flits * FLIT_LEN) as u64;
         }
         if born >= self.start && born < self.stop {
-            let ps = now.saturating_since(born).as_ps();
-            self.timed += 1;
-            self.latency_sum_ps += u128::from(ps);
-            self.latency_max_ps = self.latency_max_ps.max(ps);
-            self.bins[((ps / 1000) as usize).min(LATENCY_BINS - 1)] += 1;
+            self.time(now.saturating_since(born).as_ps());
         }
     }
 
@@ -780,11 +788,30 @@ mod tests {
             let (mut app, [first, second]) = app_and_packets(spread);
             app.receive(now, 0, 0, &second);
             app.receive(now, 0, 0, &first);
-            assert_eq!(app.problem.is_some(), spread == Spread::Flow, "{spread:?}");
+            assert_eq!(app.problem.take().is_some(), spread == Spread::Flow, "{spread:?}");
             // At the wrong GPU.
             app.receive(now, 1, 0, &first);
-            assert!(app.problem.is_some());
+            assert!(
+                app.problem.take().unwrap().contains("not addressed to it"),
+                "{spread:?}"
+            );
         }
+    }
+
+    #[test]
+    fn percentiles_are_exact_past_the_bins_too() {
+        let (mut app, _) = app_and_packets(Spread::Links);
+        // 100 packets timed: 98 at 5 ns, one at 400 us and one at 300 us (past the 1 ns bins).
+        for _ in 0..98 {
+            app.time(5_000);
+        }
+        app.time(400_000_000);
+        app.time(300_000_000);
+        let l = app.latency();
+        assert_eq!((l.p50_ns, l.max_ns), (5, 400_000));
+        assert_eq!(l.packets, 100);
+        // Rank 99 of 100 is the shorter of the two long ones.
+        assert_eq!(l.p99_ns, 300_000);
     }
 
     #[test]

@@ -110,3 +110,34 @@ fn a_trunk_that_fails_clears_its_switch_port_and_one_that_loses_a_link_reports_i
         "nvswitch0 has no way down to gpu0"
     );
 }
+
+#[test]
+fn a_failure_while_the_links_are_still_training_is_routed_around_once_they_are_up() {
+    use fabric_sim::collective::{Kind, CHANNEL_BUFFER_BYTES};
+    use fabric_sim::run::{run, Algo, FaultSpec, Sweep};
+    // Links take a few hundred nanoseconds to initialise: until they are up they have not reported their
+    // peers, and a manager that rediscovered at once would find every trunk down.
+    for at_ns in [0, 100, 200] {
+        let sweep = Sweep {
+            topology: Topology::builtin("dgx-h100").unwrap(),
+            kind: Kind::AllReduce,
+            algo: Algo::Ring,
+            min: 64 << 10,
+            max: 64 << 10,
+            seed: 1,
+            ber: None,
+            limit_per_size: Duration::from_ms(10),
+            faults: vec![FaultSpec::Link {
+                a: "gpu0".into(),
+                b: "nvswitch1".into(),
+                at: Duration::from_ns(at_ns),
+            }],
+            pcap: None,
+            vcd: None,
+            buffer_bytes: CHANNEL_BUFFER_BYTES,
+        };
+        let report = run(&sweep, &mut |_| {}).unwrap();
+        assert!(report.verified, "a failure at {at_ns} ns: {:?}", report.failure);
+        assert_eq!(report.failover.links_failed, 1);
+    }
+}

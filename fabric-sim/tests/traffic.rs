@@ -67,9 +67,12 @@ fn a_flow_on_one_port_is_capped_by_that_trunk_and_interleaving_uses_them_all() {
     assert!(flow.source_full > 0, "the source queues overflow");
     let links = run("dgx-h100", &spec(Pattern::Permutation, Spread::Links, 1.0));
     assert!(links.accepted_gbps > 0.95 * links.offered_gbps, "{links:?}");
+    // The flow's packets wait in a full source queue (1,024 packets, 1.6 us at 100 GB/s).
     assert!(
-        flow.latency.p50_ns > 5 * links.latency.p50_ns,
-        "queueing at the source"
+        flow.latency.p50_ns > links.latency.p50_ns + 1_000,
+        "queueing at the source: {:?} {:?}",
+        flow.latency,
+        links.latency
     );
 }
 
@@ -132,7 +135,11 @@ fn a_fat_tree_is_limited_by_each_gpus_network_port() {
     let over = run("fat-tree-32", &spec(Pattern::Uniform, Spread::Links, 0.2));
     assert!(over.accepted_gbps < 0.75 * over.offered_gbps, "{over:?}");
     assert!(over.source_full > 0, "{over:?}");
-    assert!(over.latency.p50_ns > 3 * fits.latency.p50_ns, "{fits:?} {over:?}");
+    // Packets wait in the port's full source queue: a microsecond and more.
+    assert!(
+        over.latency.p50_ns > fits.latency.p50_ns + 1_000,
+        "{fits:?} {over:?}"
+    );
 }
 
 #[test]

@@ -210,8 +210,8 @@ fn packets_cross<const REPLAY: usize, const RX_FLITS: usize>(
 }
 
 /// Brings up a link whose units from A to B pass through a hostile wire while it initialises: the bytes
-/// of `data`, in turn, say what happens to each unit (deliver it, flip one of its bits, lose it, or put
-/// the next 16 bytes of `data` in its place). Then the wire is clean. The ends must never panic; both
+/// of `data`, in turn, say what happens to each unit (deliver it, flip the bit of it the next byte names,
+/// lose it, or put the next 16 bytes of `data` in its place). Then the wire is clean. The ends must never panic; both
 /// must become active within a bounded time, each knowing the other's identity, and packets must then
 /// cross exactly once, unless the hostile wire forged a flit that checks (which no data link can tell
 /// from the real thing).
@@ -233,9 +233,15 @@ pub fn initialise(data: &[u8]) {
         rest = tail;
         let mut altered = true;
         let mut hostile = None;
+        let mut flip = None;
         match op % 4 {
             0 => altered = false,
-            1 => {}
+            1 => {
+                // Bit `b % 8` of byte `b / 16`: any bit of the unit.
+                let (&b, tail) = rest.split_first().unwrap_or((&op, &[]));
+                rest = tail;
+                flip = Some((usize::from(b >> 4), b & 7));
+            }
             2 => hostile = Some([0u8; FLIT_LEN]),
             _ => {
                 let mut unit = [0u8; FLIT_LEN];
@@ -249,10 +255,10 @@ pub fn initialise(data: &[u8]) {
             if !from_a {
                 return;
             }
-            match hostile {
-                Some(h) => *unit = h,
-                None if altered => unit[usize::from(op >> 4)] ^= 1 << (op >> 2 & 3),
-                None => {}
+            match (hostile, flip) {
+                (Some(h), _) => *unit = h,
+                (None, Some((byte, bit))) => unit[byte] ^= 1 << bit,
+                (None, None) => {}
             }
             // A unit changed on the wire that still checks is a forgery: a packet header (whose packet
             // may check), or a control or identity flit.

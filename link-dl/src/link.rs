@@ -446,8 +446,8 @@ impl<const REPLAY: usize, const RX_FLITS: usize> DataLink<REPLAY, RX_FLITS> {
         self.ident
     }
 
-    /// Set who this end says it is: its node's ID and its port number. Sent from the next time the link
-    /// initialises.
+    /// Set who this end says it is: its node's ID and its port number. Every identity flit sent from now
+    /// on carries it (they are sent while the link initialises).
     pub fn set_ident(&mut self, ident: IdentFlit) {
         self.ident = ident;
     }

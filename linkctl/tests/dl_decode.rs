@@ -140,20 +140,43 @@ fn damage_is_reported_and_fails_the_exit_status() {
     let (items, code) = read(&hex(&posted_write()[..4 * FLIT_LEN]));
     assert_eq!(code, Some(2));
     assert!(items[0]["error"].as_str().unwrap().contains("cut short"));
-    // A reserved flit kind, and a control flit whose CRC does not check.
-    let mut ident = IdentFlit { node: 1, port: 1 }.emit();
-    ident[15] ^= 1;
-    let mut stream = vec![0xC0; FLIT_LEN];
-    stream.extend(ident);
+    // A control flit whose CRC does not check; then, as after any error, a receiver discards what
+    // follows (a reserved flit kind, a whole good packet) until a control flit that checks, idle aside.
+    let mut bad_ident = IdentFlit { node: 1, port: 1 }.emit();
+    bad_ident[15] ^= 1;
+    let mut stream = bad_ident.to_vec();
+    stream.extend([0xC0; FLIT_LEN]);
+    stream.extend(posted_write());
+    stream.extend([0; FLIT_LEN]);
+    stream.extend(IdentFlit { node: 2, port: 2 }.emit());
+    stream.extend(posted_write());
     let (items, code) = read(&hex(&stream));
     assert_eq!(code, Some(2));
-    assert_eq!(items.len(), 2);
-    assert!(items.iter().all(|i| i["kind"] == "malformed" && i["ok"] == false));
-    assert!(
-        items[1]["error"].as_str().unwrap().contains("CRC"),
-        "{}",
-        items[1]
+    let kinds: Vec<_> = items.iter().map(|i| i["kind"].as_str().unwrap()).collect();
+    assert_eq!(
+        kinds,
+        ["malformed", "discarded", "idle", "ident", "packet"],
+        "{items:?}"
     );
+    assert!(
+        items[0]["error"].as_str().unwrap().contains("CRC"),
+        "{}",
+        items[0]
+    );
+    assert_eq!(
+        (items[1]["at"].as_u64(), items[1]["units"].as_u64()),
+        (Some(1), Some(10))
+    );
+    assert_eq!(
+        (items[1]["ok"].as_bool(), items[4]["ok"].as_bool()),
+        (Some(false), Some(true))
+    );
+    // Starting on a reserved kind: malformed, and the rest discarded up to a boundary.
+    let mut stream = vec![0xC0; FLIT_LEN];
+    stream.extend(posted_write());
+    let (items, _) = read(&hex(&stream));
+    let kinds: Vec<_> = items.iter().map(|i| i["kind"].as_str().unwrap()).collect();
+    assert_eq!(kinds, ["malformed", "discarded"]);
 }
 
 #[test]

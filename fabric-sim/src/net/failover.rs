@@ -140,6 +140,9 @@ impl Seen {
 pub(super) struct Failover {
     pub(super) faults: Vec<Fault>,
     pub(super) failed: Vec<usize>,
+    /// Failed trunks the fabric manager has not yet routed around: it waits for links still training to
+    /// come up before it discovers the fabric again (until then they have not reported their peers).
+    pub(super) unplanned: Vec<usize>,
     pub(super) seen: Vec<Seen>,
     /// Per node: packets it must send again (GPUs) or route again (switches), original headers.
     pub(super) resend: Vec<VecDeque<Received>>,
@@ -193,6 +196,7 @@ impl Net {
             Box::new(Failover {
                 faults: Vec::new(),
                 failed: Vec::new(),
+                unplanned: Vec::new(),
                 seen: (0..gpus).map(|_| Seen::default()).collect(),
                 resend: (0..n).map(|_| VecDeque::new()).collect(),
                 stats: FailoverStats::default(),
@@ -364,7 +368,31 @@ impl Net {
         }
         self.take_engines_offline(ends);
         // The fabric manager, told of the failure, discovers the fabric again, routes around every trunk
-        // it finds down and reprograms every switch.
+        // it finds down and reprograms every switch: at once, or when the links still training are up.
+        if let Some(f) = self.failover.as_mut() {
+            f.unplanned.push(t);
+        }
+        self.replan_when_up(app);
+    }
+
+    /// Whether a link of a trunk that has not failed is not up yet (still initialising).
+    fn links_training(&self) -> bool {
+        let failed: &[usize] = self.failover.as_ref().map_or(&[], |f| &f.failed);
+        self.fabric.trunks.iter().enumerate().any(|(t, trunk)| {
+            !failed.contains(&t)
+                && [trunk.a, trunk.b]
+                    .iter()
+                    .any(|&(x, p)| !self.links[x][p].is_active())
+        })
+    }
+
+    /// If the fabric manager waits to replan after a failure and every live link is up, discover the
+    /// fabric, route around every trunk found down, reprogram the switches, and send again what the
+    /// switches had queued for the dead ports.
+    pub(super) fn replan_when_up(&mut self, app: &mut dyn App) {
+        if self.failover.as_ref().is_none_or(|f| f.unplanned.is_empty()) || self.links_training() {
+            return;
+        }
         let replanned = discover(self).and_then(|found| {
             let c = check(&found, &self.topology);
             match c.differences.first() {
@@ -373,6 +401,11 @@ impl Net {
             }
         });
         let Some(f) = self.failover.as_mut() else { return };
+        let ends: Vec<(usize, usize)> = f
+            .unplanned
+            .drain(..)
+            .flat_map(|t| [self.fabric.trunks[t].a, self.fabric.trunks[t].b])
+            .collect();
         match replanned {
             Ok(fabric) => {
                 for &(node, address, value) in &fabric.program {
@@ -385,17 +418,22 @@ impl Net {
                 self.fabric = fabric;
             }
             Err(e) => {
+                // Named after the last failure, the one the fabric could not take.
                 let name = |x: usize| self.topology.nodes[x].name.clone();
+                let (a, b) = match ends.as_slice() {
+                    [.., a, b] => (a.0, b.0),
+                    _ => (0, 0),
+                };
                 f.fatal = Some(format!(
                     "the fabric cannot go on without the link {} - {}: {e}",
-                    name(ends[0].0),
-                    name(ends[1].0)
+                    name(a),
+                    name(b)
                 ));
                 return;
             }
         }
-        // What a switch had queued for the dead port.
-        for (node, port) in ends {
+        // What a switch had queued for a dead port.
+        for &(node, port) in &ends {
             if let NodeState::Switch { core, held, .. } = &mut self.nodes[node] {
                 let (resend, stats) = (&mut f.resend[node], &mut f.stats);
                 core.evict_output(port, |copy| {
@@ -407,7 +445,7 @@ impl Net {
                 });
             }
         }
-        for (node, _) in ends {
+        for &(node, _) in &ends {
             if self.gpu_of_node[node].is_none() {
                 self.switch_forward(node);
             }

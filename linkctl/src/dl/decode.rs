@@ -1,6 +1,7 @@
 //! `linkctl dl decode`: what a receiver makes of a stream of 16-byte units (`docs/spec.md` section 2):
-//! packets with their header fields and CRC check, control flits, identity flits, idle, and anything
-//! malformed, as text or JSON.
+//! packets with their header fields and CRC check, control flits, identity flits, idle, anything
+//! malformed, and what a receiver discards after an error until it finds a packet boundary again, as text
+//! or JSON.
 
 use std::io::{self, Read, Write};
 use std::process::ExitCode;
@@ -20,7 +21,8 @@ pub struct DecodeArgs {
     /// Read raw bytes from stdin instead of hex
     #[arg(long, conflicts_with = "hex")]
     binary: bool,
-    /// One JSON object per line per packet, control flit, run of idle units or malformed unit
+    /// One JSON object per line per packet, control flit, run of idle units, malformed unit or run of
+    /// units discarded after an error
     #[arg(long)]
     json: bool,
 }
@@ -86,12 +88,27 @@ fn parse_hex(text: &str) -> anyhow::Result<Vec<u8>> {
 }
 
 /// The receiver's reading of `units`, in order: one JSON object per packet, control or identity flit, run
-/// of idle units, or unit that does not parse; `at` is the index of its first unit.
+/// of idle units, unit that does not parse, or run of units discarded after one; `at` is the index of its
+/// first unit. The first unit is taken to start a packet, a control flit or idle (a capture starts on a
+/// boundary). As a receiver does (`docs/spec.md` section 2.4), after a unit that does not parse or a CRC
+/// that does not check, which leave it not knowing where the next packet starts, the units up to the
+/// next control flit whose CRC checks are discarded (idle ones aside).
 fn items(units: &[Flit]) -> Vec<Value> {
     let mut items = Vec::new();
     let mut at = 0;
+    let mut resync = false;
     while at < units.len() {
         let unit = &units[at];
+        let discarded = |u: &Flit| !control_that_checks(u) && *u != [0; FLIT_LEN];
+        if resync && discarded(unit) {
+            let run = units[at..].iter().take_while(|u| discarded(u)).count();
+            items.push(json!({"at": at, "kind": "discarded", "units": run, "ok": false}));
+            at += run;
+            continue;
+        }
+        if control_that_checks(unit) {
+            resync = false;
+        }
         let (item, used) = match kind(unit) {
             Ok(FlitKind::Idle) => {
                 let run = units[at..].iter().take_while(|u| **u == [0; FLIT_LEN]).count();
@@ -119,10 +136,20 @@ fn items(units: &[Flit]) -> Vec<Value> {
             },
             Err(e) => (malformed(at, &e), 1),
         };
+        // A packet whose CRC does not check, or a unit that does not parse, loses the framing; a
+        // transaction-layer header the receiver refuses does not (the data link took the packet).
+        resync |= item.get("error").is_some() || item["crc_ok"] == false;
         items.push(item);
         at += used;
     }
     items
+}
+
+/// Whether `unit` is a control or identity flit whose CRC checks: a packet boundary a receiver that lost
+/// its framing finds again.
+fn control_that_checks(unit: &Flit) -> bool {
+    matches!(kind(unit), Ok(FlitKind::Control))
+        && (IdentFlit::parse(unit).is_ok() || ControlFlit::parse(unit).is_ok())
 }
 
 fn malformed(at: usize, error: &dyn std::fmt::Display) -> Value {
@@ -171,6 +198,10 @@ fn text(item: &Value) -> String {
     let s = |key: &str| item[key].as_str().unwrap_or_default().to_owned();
     match item["kind"].as_str() {
         Some("idle") => format!("{at:>6}  idle x{}", item["units"]),
+        Some("discarded") => format!(
+            "{at:>6}  discarded x{} (finding a packet boundary again after the error)",
+            item["units"]
+        ),
         Some("ident") => format!("{at:>6}  Ident   node {} port {}", s("node"), item["port"]),
         Some("control") => format!(
             "{at:>6}  {:<7} ack {} credits {}",

@@ -12,7 +12,8 @@ pub enum DlCommand {
     /// Print the packet CRC (CRC-32C) of stdin as 8 hex digits, or describe the CRC with --describe
     Crc(crc::CrcArgs),
     /// Decode a stream of 16-byte units as a receiver reads them (packets, control and identity flits,
-    /// idle) from hex arguments or stdin; exit status 2 if any does not check
+    /// idle, and what it discards after an error until a control flit checks) from hex arguments or
+    /// stdin; exit status 2 if any does not check
     Decode(decode::DecodeArgs),
 }
 

@@ -48,7 +48,7 @@ impl Chart {
              <rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n\
              <text x=\"{}\" y=\"22\" text-anchor=\"middle\" font-size=\"14\">{}</text>\n",
             w / 2.0,
-            self.title
+            escape(&self.title)
         );
         s += &format!(
             "<line x1=\"{left}\" y1=\"{}\" x2=\"{}\" y2=\"{}\" stroke=\"black\"/>\n",
@@ -152,8 +152,10 @@ pub fn svg(sweep: &Sweep, r: &Report) -> String {
 }
 
 /// Latency (mean and 99th percentile) against offered load, one point per load: `(offered GB/s per GPU,
-/// mean ns, p99 ns)`.
+/// mean ns, p99 ns)`, in any order.
 pub fn latency_svg(title: String, points: &[(f64, f64, f64)]) -> String {
+    let mut points = points.to_vec();
+    points.sort_by(|a, b| a.0.total_cmp(&b.0));
     let top = points.iter().map(|p| p.0).fold(0.0f64, f64::max);
     Chart {
         title,
@@ -181,11 +183,39 @@ pub fn latency_svg(title: String, points: &[(f64, f64, f64)]) -> String {
     .svg()
 }
 
+/// `text` with the characters XML gives a meaning escaped (a topology file names the fabric).
+fn escape(text: &str) -> String {
+    text.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+}
+
 fn human(bytes: u64) -> String {
     match bytes {
         b if b >= 1 << 30 => format!("{}G", b >> 30),
         b if b >= 1 << 20 => format!("{}M", b >> 20),
         b if b >= 1 << 10 => format!("{}K", b >> 10),
         b => b.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn latency_points_are_drawn_in_order_of_load_and_the_title_is_escaped() {
+        let svg = latency_svg(
+            "a<b> & c".into(),
+            &[(300.0, 9.0, 20.0), (100.0, 5.0, 6.0), (200.0, 7.0, 9.0)],
+        );
+        assert!(svg.contains(">a&lt;b&gt; &amp; c</text>"), "{svg}");
+        let line = svg.split("points=\"").nth(1).unwrap();
+        let xs: Vec<f64> = line[..line.find('"').unwrap()]
+            .split_whitespace()
+            .map(|p| p.split_once(',').unwrap().0.parse().unwrap())
+            .collect();
+        assert_eq!(xs.len(), 3);
+        assert!(xs.windows(2).all(|w| w[0] < w[1]), "{xs:?}");
     }
 }
