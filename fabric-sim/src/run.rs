@@ -212,6 +212,29 @@ pub fn sizes(min: u64, max: u64) -> Vec<u64> {
     v
 }
 
+/// Have `net` write a pcap trace of its links to `pcap` and waveforms of their states to `vcd` (each a
+/// path and the most records or changes to write), if given.
+pub(crate) fn record_links(
+    net: &mut Net,
+    topology: &Topology,
+    pcap: &Option<(std::path::PathBuf, u64)>,
+    vcd: &Option<(std::path::PathBuf, u64)>,
+) -> Result<(), String> {
+    if let Some((path, limit)) = pcap {
+        let out = create_output(path)?;
+        let tracer = crate::trace::Tracer::new(out, net.directions(), *limit)
+            .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+        net.set_trace(tracer);
+    }
+    if let Some((path, limit)) = vcd {
+        let out = create_output(path)?;
+        let waves = crate::vcd::Waves::new(out, &net.direction_names(topology), *limit)
+            .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+        net.set_waves(waves);
+    }
+    Ok(())
+}
+
 /// A buffered file for a trace or waveforms, or the error naming it.
 fn create_output(path: &std::path::Path) -> Result<Box<dyn std::io::Write>, String> {
     let file = std::fs::File::create(path).map_err(|e| format!("cannot create {}: {e}", path.display()))?;
@@ -573,18 +596,7 @@ fn run_with(
             .collect::<Result<Vec<_>, _>>()?;
         net.schedule_faults(&faults)?;
     }
-    if let Some((path, limit)) = &sweep.pcap {
-        let out = create_output(path)?;
-        let tracer = crate::trace::Tracer::new(out, net.directions(), *limit)
-            .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
-        net.set_trace(tracer);
-    }
-    if let Some((path, limit)) = &sweep.vcd {
-        let out = create_output(path)?;
-        let waves = crate::vcd::Waves::new(out, &net.direction_names(&topology), *limit)
-            .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
-        net.set_waves(waves);
-    }
+    record_links(&mut net, &topology, &sweep.pcap, &sweep.vcd)?;
     let orders = ring_orders(&net);
     // What the collective's buffers can come to, counted whole as the fabric's are.
     let buffer_packets = sweep.buffer_bytes / PACKET_BYTES as u64;

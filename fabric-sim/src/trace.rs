@@ -4,9 +4,9 @@
 //! link type 147 (`LINKTYPE_USER0`); each record is one data-link packet or control flit exactly as its
 //! transmitter sent it (before any bit error on the wire), after a 12-byte pseudo-header that says which
 //! link and direction carried it. Idle units are not recorded; a replayed packet is recorded each time it
-//! is sent. A link initialising sends InitFC flits back to back until its partner answers (hundreds per
-//! direction, most of a short trace): an InitFC flit identical to the unit before it on its direction is
-//! counted, not recorded.
+//! is sent. A link initialising sends InitFC and identity flits in turn until its partner answers
+//! (hundreds per direction, most of a short trace): one identical to either of the two units before it on
+//! its direction is counted, not recorded.
 
 use std::io::{self, Write};
 

@@ -27,8 +27,9 @@ use rand_core::{Rng, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
 
 use crate::net::{App, FailoverStats, LinkTotals, Net, Offer, Outgoing};
-use crate::run::FaultSpec;
+use crate::run::{record_links, FaultSpec};
 use crate::topology::Topology;
+use crate::trace::TraceSummary;
 use crate::wire;
 
 /// Data bytes per packet at most (and by default).
@@ -136,6 +137,10 @@ pub struct TrafficSpec {
     pub faults: Vec<FaultSpec>,
     /// Data bytes per packet: a multiple of 16 from 16 to 128.
     pub payload_bytes: usize,
+    /// Where to write a pcap trace of the links, and the most records it holds.
+    pub pcap: Option<(std::path::PathBuf, u64)>,
+    /// Where to write waveforms of the links' states, and the most value changes they hold.
+    pub vcd: Option<(std::path::PathBuf, u64)>,
 }
 
 /// Latencies of the packets generated in the measurement window, in nanoseconds.
@@ -183,6 +188,10 @@ pub struct TrafficReport {
     pub links: LinkTotals,
     /// What failover did, if faults were scheduled.
     pub failover: FailoverStats,
+    /// What the pcap trace holds and left out, if one was written.
+    pub trace: Option<TraceSummary>,
+    /// Value changes written to the waveforms and left out, if they were written.
+    pub waves: Option<(u64, u64)>,
 }
 
 /// Each GPU's injection bandwidth (the sum of its links' rates, GB/s) and the bytes a packet of
@@ -270,6 +279,7 @@ pub fn run_traffic(topology: &Topology, spec: &TrafficSpec) -> Result<TrafficRep
     if !faults.is_empty() {
         net.schedule_faults(&faults)?;
     }
+    record_links(&mut net, topology, &spec.pcap, &spec.vcd)?;
     let (bandwidth, wire_bytes) = injection(&net, topology, spec.payload_bytes);
     let extension = topology.address_extension();
     let warmup = spec.warmup.unwrap_or_else(|| auto_warmup(&net));
@@ -307,6 +317,8 @@ pub fn run_traffic(topology: &Topology, spec: &TrafficSpec) -> Result<TrafficRep
         problem,
         simulated: net.now().saturating_since(Instant::ZERO),
         links: net.link_totals(),
+        trace: net.finish_trace()?,
+        waves: net.finish_waves()?,
     })
 }
 
@@ -752,6 +764,8 @@ mod tests {
             ber: None,
             faults: Vec::new(),
             payload_bytes: PAYLOAD_BYTES,
+            pcap: None,
+            vcd: None,
         };
         let app = Traffic::new(&spec, Duration::ZERO, &[100.0, 100.0], 144, false);
         let packet = |seq| {

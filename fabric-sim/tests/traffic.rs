@@ -21,6 +21,8 @@ fn spec(pattern: Pattern, spread: Spread, load: f64) -> TrafficSpec {
         ber: None,
         faults: Vec::new(),
         payload_bytes: PAYLOAD_BYTES,
+        pcap: None,
+        vcd: None,
     }
 }
 

@@ -113,6 +113,46 @@ fn a_failure_is_routed_around_and_reported() {
 }
 
 #[test]
+fn one_run_can_be_traced() {
+    let dir = std::env::temp_dir();
+    let (pcap, vcd) = (
+        dir.join(format!("linkctl-traffic-{}.pcap", std::process::id())),
+        dir.join(format!("linkctl-traffic-{}.vcd", std::process::id())),
+    );
+    let (p, w) = (pcap.to_str().unwrap(), vcd.to_str().unwrap());
+    let v = common::json(
+        CMD,
+        &[
+            "--topology",
+            "mesh4",
+            "--load",
+            "0.2",
+            "--measure",
+            "1us",
+            "--pcap",
+            p,
+            "--vcd",
+            w,
+        ],
+    );
+    let (pcap_len, vcd_text) = (
+        std::fs::metadata(&pcap).unwrap().len(),
+        std::fs::read_to_string(&vcd).unwrap(),
+    );
+    std::fs::remove_file(&pcap).unwrap();
+    std::fs::remove_file(&vcd).unwrap();
+    let point = &v["points"][0];
+    let records = point["trace"]["records"].as_u64().unwrap();
+    // Every packet crossed one link of the mesh: at least one record each, and 16 bytes of record header,
+    // 12 of pseudo-header and a flit at least per record after the 24-byte file header.
+    assert!(records >= point["delivered"].as_u64().unwrap(), "{point}");
+    assert!(pcap_len >= 24 + records * (16 + 12 + 16));
+    assert!(point["waves"]["changes"].as_u64().unwrap() > 0);
+    assert!(vcd_text.starts_with("$date") || vcd_text.contains("$enddefinitions"));
+    common::assert_refused(CMD, &["--load", "0.2,0.4", "--pcap", p]);
+}
+
+#[test]
 fn bad_input_is_refused() {
     for args in [
         &["--load", "0"][..],

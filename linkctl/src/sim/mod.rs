@@ -84,6 +84,13 @@ pub struct SimArgs {
     /// Write a plot of bus bandwidth against message size (SVG)
     #[arg(long, value_name = "FILE")]
     pub plot: Option<std::path::PathBuf>,
+    #[command(flatten)]
+    pub traces: TraceArgs,
+}
+
+/// Traces of the links, as `sim` and `sim traffic` take them.
+#[derive(Args, Debug)]
+pub struct TraceArgs {
     /// Write a pcap trace of every packet and control flit the links carry (link type 147, decoded by
     /// tools/wireshark/openlink.lua; format in docs/spec.md section 7)
     #[arg(long, value_name = "FILE")]
@@ -98,6 +105,56 @@ pub struct SimArgs {
     /// Most value changes the waveforms hold; the rest are counted, not written
     #[arg(long, default_value_t = 10_000_000)]
     pub vcd_limit: u64,
+}
+
+impl TraceArgs {
+    /// `--pcap` with its limit.
+    pub fn pcap(&self) -> Option<(std::path::PathBuf, u64)> {
+        self.pcap.clone().map(|path| (path, self.pcap_limit))
+    }
+
+    /// `--vcd` with its limit.
+    pub fn vcd(&self) -> Option<(std::path::PathBuf, u64)> {
+        self.vcd.clone().map(|path| (path, self.vcd_limit))
+    }
+
+    /// Whether a trace or waveforms are asked for.
+    pub fn any(&self) -> bool {
+        self.pcap.is_some() || self.vcd.is_some()
+    }
+}
+
+/// What a trace and waveforms hold, as lines of the tables of `sim` and `sim traffic`.
+pub fn trace_lines(trace: Option<fabric_sim::trace::TraceSummary>, waves: Option<(u64, u64)>) -> Vec<String> {
+    let mut lines = Vec::new();
+    if let Some(t) = trace {
+        lines.push(format!(
+            "# Trace: {} records written, {} left out by --pcap-limit; {} repeated initialisation flits \
+             counted, not recorded",
+            t.records, t.dropped, t.init_repeats
+        ));
+    }
+    if let Some((changes, dropped)) = waves {
+        lines.push(format!(
+            "# Waveforms: {changes} value changes written, {dropped} left out by --vcd-limit"
+        ));
+    }
+    lines
+}
+
+/// What a trace and waveforms hold, as the JSON of `sim` and `sim traffic` reports it.
+pub fn trace_json(
+    trace: Option<fabric_sim::trace::TraceSummary>,
+    waves: Option<(u64, u64)>,
+) -> (serde_json::Value, serde_json::Value) {
+    (
+        json!(trace.map(|t| json!({
+            "records": t.records,
+            "dropped": t.dropped,
+            "init_repeats": t.init_repeats,
+        }))),
+        json!(waves.map(|(changes, dropped)| json!({"changes": changes, "dropped": dropped}))),
+    )
 }
 
 /// A file a plot goes to, opened before the run so that a path that cannot be written is said at once,
@@ -347,8 +404,8 @@ pub fn run(cmd: SimCommand) -> anyhow::Result<ExitCode> {
         ber,
         limit_per_size: Duration::from_ms(10_000),
         faults,
-        pcap: args.pcap.clone().map(|path| (path, args.pcap_limit)),
-        vcd: args.vcd.clone().map(|path| (path, args.vcd_limit)),
+        pcap: args.traces.pcap(),
+        vcd: args.traces.vcd(),
         buffer_bytes,
     };
     let plot_file = PlotFile::create(args.plot.as_deref())?;
@@ -502,15 +559,8 @@ fn print_table(sweep: &Sweep, r: &Report) {
             s.refused_full
         );
     }
-    if let Some(t) = r.trace {
-        println!(
-            "# Trace: {} records written, {} left out by --pcap-limit; {} repeated InitFC flits counted, not \
-             recorded",
-            t.records, t.dropped, t.init_repeats
-        );
-    }
-    if let Some((changes, dropped)) = r.waves {
-        println!("# Waveforms: {changes} value changes written, {dropped} left out by --vcd-limit");
+    for line in trace_lines(r.trace, r.waves) {
+        println!("{line}");
     }
     if let Some(why) = &r.failure {
         println!("# Stopped: {why}");
@@ -548,12 +598,8 @@ fn print_json(sweep: &Sweep, r: &Report) -> anyhow::Result<()> {
         "wall_seconds": r.wall_seconds,
         "packets_per_s": r.packets_per_s,
         "verified": r.verified,
-        "trace": r.trace.map(|t| json!({
-            "records": t.records,
-            "dropped": t.dropped,
-            "init_repeats": t.init_repeats,
-        })),
-        "waves": r.waves.map(|(changes, dropped)| json!({"changes": changes, "dropped": dropped})),
+        "trace": trace_json(r.trace, r.waves).0,
+        "waves": trace_json(r.trace, r.waves).1,
         "failover": failover_json(&r.failover),
         "links": links_json(r),
         "switches": {

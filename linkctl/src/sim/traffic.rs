@@ -11,7 +11,8 @@ use fabric_sim::traffic::{run_traffic, Pattern, Spread, TrafficReport, TrafficSp
 use serde_json::{json, Value};
 
 use super::{
-    failover_json, failover_line, parse_time, plot, some_gpus, FaultArgs, PlotFile, TopologyArg, EXIT_WRONG,
+    failover_json, failover_line, parse_time, plot, some_gpus, trace_json, trace_lines, FaultArgs, PlotFile,
+    TopologyArg, TraceArgs, EXIT_WRONG,
 };
 
 #[derive(Args, Debug)]
@@ -63,6 +64,9 @@ pub struct TrafficArgs {
     /// Write a plot of latency (mean and 99th percentile) against offered load (SVG)
     #[arg(long, value_name = "FILE")]
     pub plot: Option<std::path::PathBuf>,
+    /// Traces of one run (give one --load)
+    #[command(flatten)]
+    pub traces: TraceArgs,
 }
 
 pub fn run(args: TrafficArgs) -> anyhow::Result<ExitCode> {
@@ -76,6 +80,12 @@ pub fn run(args: TrafficArgs) -> anyhow::Result<ExitCode> {
         bail!("--load {bad}: loads are fractions of the injection bandwidth, more than 0 and at most 1");
     }
     let (ber, faults) = (args.faults.ber()?, args.faults.faults()?);
+    if args.traces.any() && args.load.len() != 1 {
+        bail!(
+            "--pcap and --vcd record one run: give one --load, not {}",
+            args.load.len()
+        );
+    }
     let warmup = match &args.warmup {
         Some(w) => Some(parse_time(w).context("--warmup")?),
         None => None,
@@ -101,6 +111,8 @@ pub fn run(args: TrafficArgs) -> anyhow::Result<ExitCode> {
             ber,
             faults: faults.clone(),
             payload_bytes: args.bytes,
+            pcap: args.traces.pcap(),
+            vcd: args.traces.vcd(),
         };
         let report = run_traffic(&topology, &spec);
         if show_progress {
@@ -175,6 +187,8 @@ fn point(r: &TrafficReport) -> Value {
         "simulated_us": r.simulated.as_ps() as f64 / 1e6,
         "verified": r.verified,
         "problem": r.problem,
+        "trace": trace_json(r.trace, r.waves).0,
+        "waves": trace_json(r.trace, r.waves).1,
     })
 }
 
@@ -214,6 +228,9 @@ fn print_table(s: &Value, reports: &[TrafficReport]) {
         }
         if r.failover.links_failed + r.failover.links_degraded > 0 {
             println!("#   {}", failover_line(&r.failover).trim_start_matches("# "));
+        }
+        for line in trace_lines(r.trace, r.waves) {
+            println!("#   {}", line.trim_start_matches("# "));
         }
     }
     if let Some(r) = reports.iter().find(|r| r.accepted_gbps < 0.95 * r.offered_gbps) {
