@@ -141,3 +141,23 @@ fn a_failure_while_the_links_are_still_training_is_routed_around_once_they_are_u
         assert_eq!(report.failover.links_failed, 1);
     }
 }
+
+#[test]
+fn a_fabric_built_with_a_trunk_down_replans_after_a_later_failure() {
+    let t = Topology::builtin("dgx-h100").unwrap();
+    let probe = Net::new(&t, &[], DlConfig::default(), 1).unwrap();
+    let sw0 = t.node_named("nvswitch0").unwrap();
+    let (built_down, fails) = (probe.fabric().ports[sw0][0].0, probe.fabric().ports[sw0][1].0);
+    let mut net = Net::new(&t, &[built_down], DlConfig::default(), 1).unwrap();
+    assert_eq!(net.fabric().failed, 1);
+    let at = Instant::ZERO + Duration::from_us(2);
+    net.schedule_faults(&[Fault::LinkDown { trunk: fails, at }])
+        .unwrap();
+    net.run(
+        &mut NoTraffic { done: false },
+        Instant::ZERO + Duration::from_us(20),
+    );
+    // The trunk built down never comes up; the manager must not wait for it before routing around both.
+    assert_eq!(net.fabric().failed, 2, "{:?}", net.fatal());
+    assert!(net.fatal().is_none());
+}

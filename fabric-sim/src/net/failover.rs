@@ -375,11 +375,11 @@ impl Net {
         self.replan_when_up(app);
     }
 
-    /// Whether a link of a trunk that has not failed is not up yet (still initialising).
+    /// Whether a link of a live trunk is not up yet (still initialising). A trunk that failed, during the
+    /// run or before it (built down), has its wires down.
     fn links_training(&self) -> bool {
-        let failed: &[usize] = self.failover.as_ref().map_or(&[], |f| &f.failed);
         self.fabric.trunks.iter().enumerate().any(|(t, trunk)| {
-            !failed.contains(&t)
+            self.dirs[t][0].up
                 && [trunk.a, trunk.b]
                     .iter()
                     .any(|&(x, p)| !self.links[x][p].is_active())
@@ -418,16 +418,16 @@ impl Net {
                 self.fabric = fabric;
             }
             Err(e) => {
-                // Named after the last failure, the one the fabric could not take.
-                let name = |x: usize| self.topology.nodes[x].name.clone();
-                let (a, b) = match ends.as_slice() {
-                    [.., a, b] => (a.0, b.0),
-                    _ => (0, 0),
-                };
+                // Every link that failed since the last plan: several, when they failed while others
+                // were still coming up.
+                let name = |x: usize| self.topology.nodes[x].name.as_str();
+                let links: Vec<String> = ends
+                    .chunks(2)
+                    .map(|pair| format!("{} - {}", name(pair[0].0), name(pair[pair.len() - 1].0)))
+                    .collect();
                 f.fatal = Some(format!(
-                    "the fabric cannot go on without the link {} - {}: {e}",
-                    name(a),
-                    name(b)
+                    "the fabric cannot go on without the link {}: {e}",
+                    links.join(" and the link ")
                 ));
                 return;
             }
