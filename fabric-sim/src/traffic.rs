@@ -284,8 +284,14 @@ pub fn run_traffic(topology: &Topology, spec: &TrafficSpec) -> Result<TrafficRep
     let extension = topology.address_extension();
     let warmup = spec.warmup.unwrap_or_else(|| auto_warmup(&net));
     let stop = Instant::ZERO + warmup + spec.measure;
-    let mut app = Traffic::new(spec, warmup, &bandwidth, wire_bytes, extension);
-    app.port_links = net.fabric().gpu_port_links();
+    let mut app = Traffic::new(
+        spec,
+        warmup,
+        &bandwidth,
+        net.fabric().gpu_port_links(),
+        wire_bytes,
+        extension,
+    );
     let limit = stop + DRAIN_LIMIT;
     let finished = net.run(&mut app, limit);
     let offered: f64 = bandwidth
@@ -382,6 +388,7 @@ impl Traffic {
         spec: &TrafficSpec,
         warmup: Duration,
         bandwidth: &[f64],
+        port_links: Vec<Vec<u32>>,
         wire_bytes: usize,
         extension: bool,
     ) -> Traffic {
@@ -402,7 +409,11 @@ impl Traffic {
             pattern: spec.pattern,
             spread: spec.spread,
             ordered: spec.spread == Spread::Flow && spec.faults.is_empty(),
-            port_links: Vec::new(),
+            queues: port_links
+                .iter()
+                .map(|ports| vec![VecDeque::new(); ports.len()])
+                .collect(),
+            port_links,
             interleaved: vec![0; n],
             seed: spec.seed,
             extension,
@@ -412,7 +423,6 @@ impl Traffic {
             gap_ps,
             rngs,
             next_birth,
-            queues: vec![Vec::new(); n],
             routes_seen: vec![0; n],
             alarm: vec![None; n],
             alarms: Vec::new(),
@@ -441,11 +451,11 @@ impl Traffic {
             let born = self.next_birth[gpu];
             let dest = self.destination(gpu);
             match self.port_for(gpu, dest, offer) {
-                Some(port) if self.queues[gpu].get(port).map_or(0, VecDeque::len) < SOURCE_QUEUE => {
+                Some(port) if self.queues[gpu][port].len() < SOURCE_QUEUE => {
                     let pair = gpu * self.n + usize::from(dest);
                     let seq = self.sent[pair];
                     self.sent[pair] = seq.wrapping_add(1);
-                    self.enqueue(gpu, port, Pending { dest, seq, born });
+                    self.queues[gpu][port].push_back(Pending { dest, seq, born });
                     self.generated += 1;
                 }
                 Some(_) => self.source_full += 1,
@@ -458,15 +468,6 @@ impl Traffic {
             self.alarm[gpu] = Some(next);
             self.alarms.push((next, gpu));
         }
-    }
-
-    /// Put `p` at the back of GPU `gpu`'s queue for `port`.
-    fn enqueue(&mut self, gpu: usize, port: usize, p: Pending) {
-        let queues = &mut self.queues[gpu];
-        if queues.len() <= port {
-            queues.resize(port + 1, VecDeque::new());
-        }
-        queues[port].push_back(p);
     }
 
     /// The port GPU `gpu`'s next packet to `dest` leaves by, as the spread says; `None` if none leads
@@ -492,7 +493,7 @@ impl Traffic {
         }
         for p in moved {
             match self.port_for(gpu, p.dest, offer) {
-                Some(port) => self.enqueue(gpu, port, p),
+                Some(port) => self.queues[gpu][port].push_back(p),
                 None => self.wrong(format!("GPU {gpu} has no route left to GPU {}", p.dest)),
             }
         }
@@ -767,7 +768,14 @@ mod tests {
             pcap: None,
             vcd: None,
         };
-        let app = Traffic::new(&spec, Duration::ZERO, &[100.0, 100.0], 144, false);
+        let app = Traffic::new(
+            &spec,
+            Duration::ZERO,
+            &[100.0, 100.0],
+            vec![vec![1], vec![1]],
+            144,
+            false,
+        );
         let packet = |seq| {
             let p = Pending {
                 dest: 0,

@@ -585,6 +585,7 @@ fn print_json(sweep: &Sweep, r: &Report) -> anyhow::Result<()> {
             })
         })
         .collect();
+    let (trace, waves) = trace_json(r.trace, r.waves);
     let out = json!({
         "collective": kind_name(sweep.kind),
         "topology": sweep.topology.name,
@@ -598,8 +599,8 @@ fn print_json(sweep: &Sweep, r: &Report) -> anyhow::Result<()> {
         "wall_seconds": r.wall_seconds,
         "packets_per_s": r.packets_per_s,
         "verified": r.verified,
-        "trace": trace_json(r.trace, r.waves).0,
-        "waves": trace_json(r.trace, r.waves).1,
+        "trace": trace,
+        "waves": waves,
         "failover": failover_json(&r.failover),
         "links": links_json(r),
         "switches": {

@@ -167,6 +167,7 @@ pub fn run(args: TrafficArgs) -> anyhow::Result<ExitCode> {
 }
 
 fn point(r: &TrafficReport) -> Value {
+    let (trace, waves) = trace_json(r.trace, r.waves);
     json!({
         "load": r.load,
         "offered_gbps": r.offered_gbps,
@@ -187,8 +188,8 @@ fn point(r: &TrafficReport) -> Value {
         "simulated_us": r.simulated.as_ps() as f64 / 1e6,
         "verified": r.verified,
         "problem": r.problem,
-        "trace": trace_json(r.trace, r.waves).0,
-        "waves": trace_json(r.trace, r.waves).1,
+        "trace": trace,
+        "waves": waves,
     })
 }
 
