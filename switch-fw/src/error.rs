@@ -37,6 +37,12 @@ pub enum SwitchError {
         /// The group.
         group: u16,
     },
+    /// Every port of the destination's route is marked failed ([`crate::switch::Switch::set_port_down`]):
+    /// the packet was not queued, and can go once the routes change.
+    PortDown {
+        /// The port its flow hashes onto.
+        port: usize,
+    },
     /// An input port's buffer is full (the sender ignored credits).
     BufferFull {
         /// The input port.
@@ -72,6 +78,9 @@ impl core::fmt::Display for SwitchError {
                 write!(f, "packet would cross from partition {from} to partition {to}")
             }
             SwitchError::NoSuchGroup { group } => write!(f, "group {group} is not programmed"),
+            SwitchError::PortDown { port } => {
+                write!(f, "port {port} is down and its route has no other port up")
+            }
             SwitchError::BufferFull { port } => write!(f, "input buffer of port {port} is full"),
             SwitchError::BadContribution { group, port } => {
                 write!(f, "bad reduction contribution to group {group} from port {port}")

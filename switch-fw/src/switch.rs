@@ -142,6 +142,9 @@ pub struct Switch<const PORTS: usize, const SLOTS: usize, const REDUCE: usize = 
     /// Scratch for the arbiter's requests (only free outputs' entries are written and read).
     requests: [Requesters; PORTS],
     busy: u64,
+    /// Ports whose link failed, as the switch's firmware learned from its data links: unicast flows
+    /// hashed onto one move to the other ports of their route until the fabric manager's new routes.
+    down: u64,
     arbiter: Islip<PORTS>,
     /// iSLIP rounds per cycle.
     pub iterations: usize,
@@ -174,6 +177,7 @@ impl<const PORTS: usize, const SLOTS: usize, const REDUCE: usize> Switch<PORTS, 
             waiting_outputs: 0,
             requests: [[0; WORDS]; PORTS],
             busy: 0,
+            down: 0,
             arbiter: Islip::default(),
             iterations: 2,
             cycle: 0,
@@ -195,6 +199,23 @@ impl<const PORTS: usize, const SLOTS: usize, const REDUCE: usize> Switch<PORTS, 
     /// Whether `input` has room for another packet on `vc`: what the input's link may deliver.
     pub fn has_room(&self, input: usize, vc: usize) -> bool {
         input <= PORTS && self.queues.has_room(input, vc)
+    }
+
+    /// Mark `port`'s link failed (or back). A unicast packet whose flow hashes onto a failed port leaves by
+    /// another port of its route, picked by the same hash among the ports still up (flows on live ports
+    /// keep theirs, and their order); with none left it is refused ([`SwitchError::PortDown`]). This is
+    /// the switch's own fast failover, before the fabric manager routes around the failure. What is
+    /// already queued for the port stays there: see [`Switch::evict_output`].
+    pub fn set_port_down(&mut self, port: usize, down: bool) {
+        if port < PORTS {
+            let bit = 1u64 << port;
+            self.down = if down { self.down | bit } else { self.down & !bit };
+        }
+    }
+
+    /// The ports marked failed ([`Switch::set_port_down`]).
+    pub fn ports_down(&self) -> PortSet {
+        PortSet(self.down)
     }
 
     /// Buffer slots free (what the switch's engine may still inject).
@@ -259,6 +280,8 @@ impl<const PORTS: usize, const SLOTS: usize, const REDUCE: usize> Switch<PORTS, 
             Err(e) => {
                 match e {
                     SwitchError::CrossPartition { .. } => self.counters.partition_drops += 1,
+                    // Not dropped: the caller holds it until the routes change.
+                    SwitchError::PortDown { .. } => {}
                     _ => self.counters.route_drops += 1,
                 }
                 return Err(e);
@@ -308,7 +331,14 @@ impl<const PORTS: usize, const SLOTS: usize, const REDUCE: usize> Switch<PORTS, 
                     destination,
                     vc: packet.vc,
                 };
-                Ok(PortSet::single(self.routes.select(flow)?))
+                let port = self.routes.select(flow)?;
+                if self.down & (1 << port) == 0 {
+                    return Ok(PortSet::single(port));
+                }
+                let live = PortSet(self.routes.get(destination).0 & !self.down);
+                flow.pick(live)
+                    .map(PortSet::single)
+                    .ok_or(SwitchError::PortDown { port })
             }
             // A multicast copy never goes back out of the port it came in on.
             Destination::Multicast(group) => {

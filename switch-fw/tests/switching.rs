@@ -94,6 +94,66 @@ fn a_failed_output_gives_back_what_was_queued_for_it() {
 }
 
 #[test]
+fn flows_on_a_failed_port_move_to_the_others_of_their_route_and_the_rest_stay() {
+    use switch_fw::route::Flow;
+    let mut s = switch();
+    let route = PortSet((1 << 4) | (1 << 5) | (1 << 6));
+    s.routes.set(7, route).unwrap();
+    let flow = |source: u16| Flow {
+        source,
+        destination: 7,
+        vc: 0,
+    };
+    let port_of = |s: &mut S, source: u16| -> usize {
+        let arrival = Arrival {
+            source: Some(source),
+            ..unicast(u32::from(source), 0, 7)
+        };
+        s.ingress(0, arrival).unwrap();
+        let f = step(&mut s.clone(), |_, _| true);
+        s.evict_output(f[0].output, |_| {});
+        f[0].output
+    };
+    let before: Vec<usize> = (0..64).map(|source| port_of(&mut s, source)).collect();
+    assert!(before.contains(&5), "some flow hashes onto port 5");
+    s.set_port_down(5, true);
+    assert_eq!(s.ports_down(), PortSet::single(5));
+    let live = PortSet((1 << 4) | (1 << 6));
+    for source in 0..64u16 {
+        let now = port_of(&mut s, source);
+        if before[usize::from(source)] == 5 {
+            // The same hash, over the ports still up.
+            assert_eq!(Some(now), flow(source).pick(live), "flow from {source}");
+        } else {
+            assert_eq!(
+                now,
+                before[usize::from(source)],
+                "flow from {source} keeps its port"
+            );
+        }
+    }
+    // With every port of the route down the packet is refused, not dropped: nothing counted.
+    s.set_port_down(4, true);
+    s.set_port_down(6, true);
+    let drops = s.counters().route_drops;
+    assert_eq!(
+        s.ingress(0, unicast(99, 0, 7)),
+        Err(SwitchError::PortDown {
+            port: flow(0).pick(route).unwrap()
+        })
+    );
+    assert_eq!(s.counters().route_drops, drops);
+    assert!(s.is_idle());
+    // Ports back up take their flows back.
+    for port in [4, 5, 6] {
+        s.set_port_down(port, false);
+    }
+    assert_eq!(s.ports_down(), PortSet::EMPTY);
+    for source in 0..64u16 {
+        assert_eq!(port_of(&mut s, source), before[usize::from(source)]);
+    }
+}
+#[test]
 fn partitions_isolate_endpoints() {
     let mut s = switch();
     s.partitions.assign(1, 7).unwrap();
