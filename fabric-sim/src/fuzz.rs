@@ -95,6 +95,7 @@ pub fn topology_toml(data: &[u8]) {
         ber: None,
         limit_per_size: Duration::from_us(20),
         faults: Vec::new(),
+        replan_delay: Duration::ZERO,
         pcap: None,
         vcd: None,
         buffer_bytes: crate::collective::CHANNEL_BUFFER_BYTES,

@@ -217,6 +217,8 @@ enum Event {
     Fault { index: u32 },
     /// The app asked for GPU `gpu`'s ports to be offered now.
     Alarm { gpu: u32 },
+    /// The fabric manager's delay after a failure is over: it may replan.
+    Replan,
 }
 
 /// Bit errors at a rate, drawn from the seed.
@@ -955,6 +957,7 @@ impl Net {
             Event::Transmit { trunk, dir } => self.transmit(trunk as usize, dir as usize),
             Event::Arrive { trunk, dir } => self.arrive(trunk as usize, dir as usize, app),
             Event::Fault { index } => self.fault(index as usize, app),
+            Event::Replan => self.replan_when_up(app),
             Event::Alarm { gpu } => {
                 if let Some(&node) = self.fabric.gpus.get(gpu as usize) {
                     self.fill_gpu(node, app);
@@ -1009,10 +1012,9 @@ impl Net {
                 core, staged_ports, ..
             } => core.is_idle() && *staged_ports == 0,
         });
-        let resend_empty = self
-            .failover
-            .as_ref()
-            .is_none_or(|f| f.resend.iter().all(VecDeque::is_empty));
+        let resend_empty = self.failover.as_ref().is_none_or(|f| {
+            f.resend.iter().all(VecDeque::is_empty) && f.parked.iter().all(VecDeque::is_empty)
+        });
         links_empty && switches_empty && resend_empty
     }
 
@@ -1301,10 +1303,14 @@ impl Net {
                         }
                         *slot = None;
                         let Some(entry) = held.release(handle) else { break };
-                        if let (switch_fw::SwitchError::NoRoute { .. }, Some(f)) = (e, self.failover.as_mut())
-                        {
+                        match (e, self.failover.as_mut()) {
                             // Routed here before a failure took the way on: return it to its source.
-                            send_again(&mut f.resend[node], &mut f.stats, entry.packet);
+                            (switch_fw::SwitchError::NoRoute { .. }, Some(f)) => {
+                                send_again(&mut f.resend[node], &mut f.stats, entry.packet);
+                            }
+                            // Every port its route has is down: held until the new routes.
+                            (switch_fw::SwitchError::PortDown { .. }, Some(f)) => f.park(node, entry.packet),
+                            _ => {}
                         }
                     }
                 }

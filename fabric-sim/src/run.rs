@@ -77,6 +77,9 @@ pub struct Sweep {
     pub limit_per_size: link_phy::time::Duration,
     /// Faults to inject, at simulated times from the start of the sweep.
     pub faults: Vec<FaultSpec>,
+    /// How long the fabric manager takes from a failure to its new routes
+    /// ([`crate::net::Net::schedule_faults`]).
+    pub replan_delay: link_phy::time::Duration,
     /// Write a pcap trace of the link traffic to this file, at most this many records.
     pub pcap: Option<(std::path::PathBuf, u64)>,
     /// Write waveforms of the link states (VCD) to this file, at most this many value changes.
@@ -594,7 +597,7 @@ fn run_with(
             .iter()
             .map(|f| f.resolve(&topology, &net))
             .collect::<Result<Vec<_>, _>>()?;
-        net.schedule_faults(&faults)?;
+        net.schedule_faults(&faults, sweep.replan_delay)?;
     }
     record_links(&mut net, &topology, &sweep.pcap, &sweep.vcd)?;
     let orders = ring_orders(&net);

@@ -135,6 +135,9 @@ pub struct TrafficSpec {
     pub ber: Option<f64>,
     /// Links and switch ports that fail, at times from the start of the run.
     pub faults: Vec<FaultSpec>,
+    /// How long the fabric manager takes from a failure to its new routes
+    /// ([`crate::net::Net::schedule_faults`]).
+    pub replan_delay: Duration,
     /// Data bytes per packet: a multiple of 16 from 16 to 128.
     pub payload_bytes: usize,
     /// Where to write a pcap trace of the links, and the most records it holds.
@@ -277,7 +280,7 @@ pub fn run_traffic(topology: &Topology, spec: &TrafficSpec) -> Result<TrafficRep
         .map(|f| f.resolve(topology, &net))
         .collect::<Result<Vec<_>, _>>()?;
     if !faults.is_empty() {
-        net.schedule_faults(&faults)?;
+        net.schedule_faults(&faults, spec.replan_delay)?;
     }
     record_links(&mut net, topology, &spec.pcap, &spec.vcd)?;
     let (bandwidth, wire_bytes) = injection(&net, topology, spec.payload_bytes);
@@ -764,6 +767,7 @@ mod tests {
             seed: 3,
             ber: None,
             faults: Vec::new(),
+            replan_delay: Duration::ZERO,
             payload_bytes: PAYLOAD_BYTES,
             pcap: None,
             vcd: None,

@@ -77,10 +77,13 @@ fn a_trunk_that_fails_clears_its_switch_port_and_one_that_loses_a_link_reports_i
     let before = peer(&net, sw0, 1).unwrap();
     assert_eq!((before.links, before.mbps), (5, 125_000));
     let at = Instant::ZERO + Duration::from_us(2);
-    net.schedule_faults(&[
-        Fault::LinkDown { trunk: down, at },
-        Fault::LinkLost { trunk: thinned, at },
-    ])
+    net.schedule_faults(
+        &[
+            Fault::LinkDown { trunk: down, at },
+            Fault::LinkLost { trunk: thinned, at },
+        ],
+        Duration::ZERO,
+    )
     .unwrap();
     net.run(
         &mut NoTraffic { done: false },
@@ -132,6 +135,7 @@ fn a_failure_while_the_links_are_still_training_is_routed_around_once_they_are_u
                 b: "nvswitch1".into(),
                 at: Duration::from_ns(at_ns),
             }],
+            replan_delay: Duration::ZERO,
             pcap: None,
             vcd: None,
             buffer_bytes: CHANNEL_BUFFER_BYTES,
@@ -151,7 +155,7 @@ fn a_fabric_built_with_a_trunk_down_replans_after_a_later_failure() {
     let mut net = Net::new(&t, &[built_down], DlConfig::default(), 1).unwrap();
     assert_eq!(net.fabric().failed, 1);
     let at = Instant::ZERO + Duration::from_us(2);
-    net.schedule_faults(&[Fault::LinkDown { trunk: fails, at }])
+    net.schedule_faults(&[Fault::LinkDown { trunk: fails, at }], Duration::ZERO)
         .unwrap();
     net.run(
         &mut NoTraffic { done: false },
@@ -159,5 +163,23 @@ fn a_fabric_built_with_a_trunk_down_replans_after_a_later_failure() {
     );
     // The trunk built down never comes up; the manager must not wait for it before routing around both.
     assert_eq!(net.fabric().failed, 2, "{:?}", net.fatal());
+    assert!(net.fatal().is_none());
+}
+
+#[test]
+fn the_manager_replans_once_its_delay_is_over() {
+    let t = Topology::builtin("dgx-h100").unwrap();
+    let mut net = initialised(&t);
+    let sw0 = t.node_named("nvswitch0").unwrap();
+    let trunk = net.fabric().ports[sw0][0].0;
+    let at = net.now() + Duration::from_us(1);
+    net.schedule_faults(&[Fault::LinkDown { trunk, at }], Duration::from_us(5))
+        .unwrap();
+    let mut idle = NoTraffic { done: false };
+    net.run(&mut idle, at + Duration::from_ns(4_990));
+    assert_eq!(peer(&net, sw0, 0), None, "the switch knows at once");
+    assert_eq!(net.fabric().failed, 0, "the routes are the old ones for 5 us");
+    net.run(&mut idle, at + Duration::from_us(5));
+    assert_eq!(net.fabric().failed, 1, "then the manager routes around the trunk");
     assert!(net.fatal().is_none());
 }

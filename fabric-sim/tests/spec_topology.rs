@@ -44,6 +44,7 @@ fn a_collective_runs_on_it() {
         ber: None,
         limit_per_size: Duration::from_ms(10),
         faults: Vec::new(),
+        replan_delay: Duration::ZERO,
         pcap: None,
         vcd: None,
         buffer_bytes: fabric_sim::collective::CHANNEL_BUFFER_BYTES,

@@ -20,6 +20,7 @@ fn sweep(topology: &str, kind: Kind, algo: Algo, min: u64, max: u64) -> Sweep {
         ber: None,
         limit_per_size: Duration::from_ms(10),
         faults: Vec::new(),
+        replan_delay: Duration::ZERO,
         pcap: None,
         vcd: None,
         buffer_bytes: fabric_sim::collective::CHANNEL_BUFFER_BYTES,
@@ -259,6 +260,114 @@ fn a_failure_that_cuts_the_fabric_stops_with_a_reason() {
     );
     let failure = report.failure.expect("a reason");
     assert!(!failure.is_empty());
+}
+
+/// Two GPUs joined through two parallel switches: `s0` reaches `s3` (and `g1`) by `s1` or by `s2`, so
+/// its route to `g1` has two ports; `s1` and `s2` each have one way on.
+const DIAMOND: &str = r#"
+name = "diamond"
+[[node]]
+name = "g0"
+kind = "gpu"
+[[node]]
+name = "g1"
+kind = "gpu"
+[[node]]
+name = "s0"
+kind = "switch"
+[[node]]
+name = "s1"
+kind = "switch"
+[[node]]
+name = "s2"
+kind = "switch"
+[[node]]
+name = "s3"
+kind = "switch"
+[[link]]
+a = "g0"
+b = "s0"
+gbps = 100.0
+[[link]]
+a = "s0"
+b = "s1"
+gbps = 100.0
+[[link]]
+a = "s0"
+b = "s2"
+gbps = 100.0
+[[link]]
+a = "s1"
+b = "s3"
+gbps = 100.0
+[[link]]
+a = "s2"
+b = "s3"
+gbps = 100.0
+[[link]]
+a = "s3"
+b = "g1"
+gbps = 100.0
+"#;
+
+#[test]
+fn while_the_manager_replans_a_switch_moves_flows_to_its_other_ports_and_holds_what_has_none() {
+    // A 4 MiB broadcast from g0 is one flow, through s1 or s2; a link fails at 5 us and the fabric
+    // manager takes 100 us to route around it, longer than the broadcast takes (about 48 us).
+    let broadcast = |a: &str, b: &str| {
+        let mut s = sweep("mesh2", Kind::Broadcast, Algo::Ring, 4 << 20, 4 << 20);
+        s.topology = Topology::from_toml(DIAMOND).unwrap();
+        s.faults = vec![link(a, b, 5_000)];
+        s.replan_delay = Duration::from_us(100);
+        run_ok(&s)
+    };
+    let mut flow_cut = 0;
+    for b in ["s1", "s2"] {
+        // s0 loses one of its two ways to g1: it sends the flow the other way at once.
+        let r = broadcast("s0", b);
+        assert_eq!(r.failover.packets_parked, 0, "s0:{b} {:?}", r.failover);
+        assert!(
+            r.rows[0].time_us < 60.0,
+            "s0:{b}: done before the new routes: {:?}",
+            r.rows
+        );
+        flow_cut += u64::from(r.failover.packets_taken_back > 0);
+        // s1 or s2 loses its only way on: what reaches it waits there for the new routes.
+        let r = broadcast(b, "s3");
+        if r.failover.packets_parked > 0 {
+            assert!(
+                r.rows[0].time_us > 105.0,
+                "{b}:s3: waited for the new routes: {:?}",
+                r.rows
+            );
+            flow_cut += 1;
+        }
+    }
+    assert_eq!(
+        flow_cut, 2,
+        "the flow crossed one of s0:s1, s0:s2 and one of s1:s3, s2:s3"
+    );
+}
+
+#[test]
+fn the_manager_takes_its_delay_to_replan_and_nothing_is_lost_meanwhile() {
+    let all_reduce = |delay_us: u64| {
+        let mut s = sweep("dgx-h100", Kind::AllReduce, Algo::Ring, 4 << 20, 4 << 20);
+        s.faults = vec![link("gpu0", "nvswitch1", 5_000)];
+        s.replan_delay = Duration::from_us(delay_us);
+        run_ok(&s)
+    };
+    let (at_once, later) = (all_reduce(0), all_reduce(30));
+    // At once, nothing waits for routes; 30 us later, the other GPUs' packets for gpu0 that reach
+    // nvswitch1 wait there (its only way to gpu0 is down), and the collective takes longer.
+    assert_eq!(at_once.failover.packets_parked, 0, "{:?}", at_once.failover);
+    assert!(later.failover.packets_parked > 0, "{:?}", later.failover);
+    assert!(
+        later.rows[0].time_us > at_once.rows[0].time_us + 10.0,
+        "{:?} against {:?}",
+        later.rows,
+        at_once.rows
+    );
 }
 
 /// A switch reduction on DGX H100 from 256 KiB to 2 MiB with bit errors, the link gpu0 - nvswitch1

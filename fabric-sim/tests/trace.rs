@@ -32,6 +32,7 @@ fn traced_sweep(path: &Path, limit: u64) -> Report {
         ber: None,
         limit_per_size: Duration::from_ms(10),
         faults: Vec::new(),
+        replan_delay: Duration::ZERO,
         pcap: Some((path.to_path_buf(), limit)),
         vcd: None,
         buffer_bytes: fabric_sim::collective::CHANNEL_BUFFER_BYTES,

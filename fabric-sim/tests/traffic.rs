@@ -20,6 +20,7 @@ fn spec(pattern: Pattern, spread: Spread, load: f64) -> TrafficSpec {
         seed: 1,
         ber: None,
         faults: Vec::new(),
+        replan_delay: Duration::ZERO,
         payload_bytes: PAYLOAD_BYTES,
         pcap: None,
         vcd: None,

@@ -24,6 +24,7 @@ fn sweep(topology: &str, path: &Path, limit: u64, faults: Vec<FaultSpec>) -> Rep
         ber: None,
         limit_per_size: Duration::from_ms(10),
         faults,
+        replan_delay: Duration::ZERO,
         pcap: None,
         vcd: Some((path.to_path_buf(), limit)),
         buffer_bytes: fabric_sim::collective::CHANNEL_BUFFER_BYTES,

@@ -153,6 +153,29 @@ fn a_failed_link_is_reported_and_the_data_still_verifies() {
 }
 
 #[test]
+fn the_fabric_manager_can_take_time_to_replan() {
+    let v = json(&[
+        "allreduce",
+        "--min",
+        "1M",
+        "--max",
+        "1M",
+        "--fail-link",
+        "gpu0:nvswitch1@2us",
+        "--replan-delay",
+        "20us",
+    ]);
+    assert_eq!(v["verified"], true);
+    assert_eq!(v["replan_delay_ns"], 20_000.0);
+    // Meanwhile nvswitch1 held what the other GPUs sent it for gpu0.
+    assert!(
+        v["failover"]["packets_parked"].as_u64().unwrap() > 0,
+        "{}",
+        v["failover"]
+    );
+}
+
+#[test]
 fn the_switch_reduction_goes_on_without_a_switch_that_lost_a_gpu() {
     let args = [
         "allreduce",
@@ -283,6 +306,14 @@ fn bad_input_is_a_clear_error_not_a_panic() {
         &["allreduce", "--fail-port", "gpu0:nvswitch1@1us"],
         &["allreduce", "--degrade-link", "gpu0:nvswitch1"],
         &["allreduce", "--degrade-link", "gpu0:gpu1@1us"],
+        &["allreduce", "--replan-delay", "10us"],
+        &[
+            "allreduce",
+            "--fail-link",
+            "gpu0:nvswitch1@1us",
+            "--replan-delay",
+            "10",
+        ],
         &["allgather", "--algo", "tree"],
         &["allreduce", "--algo", "switch-reduce", "--topology", "pcie8"],
         &["allreduce", "--ber", "2"],

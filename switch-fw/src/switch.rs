@@ -203,9 +203,10 @@ impl<const PORTS: usize, const SLOTS: usize, const REDUCE: usize> Switch<PORTS, 
 
     /// Mark `port`'s link failed (or back). A unicast packet whose flow hashes onto a failed port leaves by
     /// another port of its route, picked by the same hash among the ports still up (flows on live ports
-    /// keep theirs, and their order); with none left it is refused ([`SwitchError::PortDown`]). This is
-    /// the switch's own fast failover, before the fabric manager routes around the failure. What is
-    /// already queued for the port stays there: see [`Switch::evict_output`].
+    /// keep theirs, and their order); with none left it is refused ([`SwitchError::PortDown`]). A
+    /// multicast packet is not copied to a failed port. This is the switch's own fast failover, before the
+    /// fabric manager routes around the failure. What is already queued for the port stays there: see
+    /// [`Switch::evict_output`].
     pub fn set_port_down(&mut self, port: usize, down: bool) {
         if port < PORTS {
             let bit = 1u64 << port;
@@ -340,9 +341,9 @@ impl<const PORTS: usize, const SLOTS: usize, const REDUCE: usize> Switch<PORTS, 
                     .map(PortSet::single)
                     .ok_or(SwitchError::PortDown { port })
             }
-            // A multicast copy never goes back out of the port it came in on.
+            // A multicast copy never goes back out of the port it came in on, nor out of a failed one.
             Destination::Multicast(group) => {
-                let ports = self.multicast.get(group)?;
+                let ports = PortSet(self.multicast.get(group)?.0 & !self.down);
                 Ok(if input < PORTS {
                     PortSet(ports.0 & !PortSet::single(input).0)
                 } else {

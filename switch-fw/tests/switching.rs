@@ -144,6 +144,22 @@ fn flows_on_a_failed_port_move_to_the_others_of_their_route_and_the_rest_stay() 
     );
     assert_eq!(s.counters().route_drops, drops);
     assert!(s.is_idle());
+    // Nor is a multicast copy queued for a failed port.
+    s.multicast
+        .set(3, PortSet((1 << 2) | (1 << 5) | (1 << 6)))
+        .unwrap();
+    let copy = Arrival {
+        destination: Destination::Multicast(3),
+        ..unicast(100, 0, 0)
+    };
+    assert_eq!(s.ingress(0, copy), Ok(1));
+    assert_eq!(
+        step(&mut s, |_, _| true)
+            .iter()
+            .map(|f| f.output)
+            .collect::<Vec<_>>(),
+        [2]
+    );
     // Ports back up take their flows back.
     for port in [4, 5, 6] {
         s.set_port_down(port, false);

@@ -7,7 +7,7 @@
 use std::collections::VecDeque;
 
 use link_dl::Received;
-use link_phy::time::Instant;
+use link_phy::time::{Duration, Instant};
 use switch_fw::switch::{Arrival, Destination};
 
 use super::{App, Event, Held, Net, NoTraffic, NodeState};
@@ -73,6 +73,9 @@ pub struct FailoverStats {
     pub packets_rerouted: u64,
     /// Packets returned to their source because the node holding them had no path left.
     pub packets_bounced: u64,
+    /// Packets a switch held while the fabric manager replanned, because every port of their route was
+    /// down; routed again (or returned to their source) under the new routes.
+    pub packets_parked: u64,
     /// Copies a destination had already received, dropped there.
     pub duplicates_dropped: u64,
     /// Switches whose collective engine went offline because a port to a GPU failed.
@@ -143,9 +146,16 @@ pub(super) struct Failover {
     /// Failed trunks the fabric manager has not yet routed around: it waits for links still training to
     /// come up before it discovers the fabric again (until then they have not reported their peers).
     pub(super) unplanned: Vec<usize>,
+    /// How long the fabric manager takes from a failure to its new routes.
+    pub(super) replan_delay: Duration,
+    /// When the new routes can be ready: the latest failure since the last plan, plus the delay.
+    pub(super) replan_at: Instant,
     pub(super) seen: Vec<Seen>,
     /// Per node: packets it must send again (GPUs) or route again (switches), original headers.
     pub(super) resend: Vec<VecDeque<Received>>,
+    /// Per switch: packets taken back or arrived whose every route port is down, held until the new
+    /// routes ([`FailoverStats::packets_parked`]).
+    pub(super) parked: Vec<VecDeque<Received>>,
     pub(super) stats: FailoverStats,
     /// Why the fabric cannot go on (a failure cut it in two, or a packet could not be saved).
     pub(super) fatal: Option<String>,
@@ -165,6 +175,14 @@ pub(super) fn send_again(resend: &mut VecDeque<Received>, stats: &mut FailoverSt
     }
 }
 
+impl Failover {
+    /// Hold a packet at switch `node` until the new routes: every port of its route is down.
+    pub(super) fn park(&mut self, node: usize, p: Received) {
+        self.stats.packets_parked += u64::from(!wire::is_engine_traffic(p.tl));
+        send_again(&mut self.parked[node], &mut self.stats, p);
+    }
+}
+
 impl Net {
     /// Inject `faults` as the fabric runs. From now on every GPU also drops copies of packets it has
     /// already received, and a switch that cannot route a packet returns it to its source: packets are
@@ -173,7 +191,12 @@ impl Net {
     /// ([`wire::is_engine_traffic`]) is exempt: it is neither filtered nor sent again, and a switch that
     /// loses a port to a GPU takes its engine offline ([`super::Offer::engines_offline`]), so a switch
     /// reduction must do the lost work again elsewhere and tell copies apart itself.
-    pub fn schedule_faults(&mut self, faults: &[Fault]) -> Result<(), String> {
+    ///
+    /// The fabric manager takes `replan_delay` from a failure to its new routes (its discovery, route
+    /// computation and switch programming); meanwhile switches move flows off their failed ports to the
+    /// other ports of their routes ([`switch_fw::switch::Switch::set_port_down`]) and hold what has no
+    /// port left, and GPUs wait to send what their failed ports carried. Zero: at once.
+    pub fn schedule_faults(&mut self, faults: &[Fault], replan_delay: Duration) -> Result<(), String> {
         for &fault in faults {
             match fault {
                 Fault::LinkDown { trunk, .. } | Fault::LinkLost { trunk, .. }
@@ -197,14 +220,18 @@ impl Net {
                 faults: Vec::new(),
                 failed: Vec::new(),
                 unplanned: Vec::new(),
+                replan_delay,
+                replan_at: Instant(0),
                 seen: (0..gpus).map(|_| Seen::default()).collect(),
                 resend: (0..n).map(|_| VecDeque::new()).collect(),
+                parked: (0..n).map(|_| VecDeque::new()).collect(),
                 stats: FailoverStats::default(),
                 fatal: None,
                 links_left: self.fabric.trunks.iter().map(|t| t.links).collect(),
                 engines_offline: vec![0; n],
             })
         });
+        f.replan_delay = replan_delay;
         let mut events = Vec::new();
         for &fault in faults {
             events.push((fault.at(), f.faults.len() as u32));
@@ -363,14 +390,35 @@ impl Net {
             });
             self.links[node][port].phy_down();
         }
+        // A switch's firmware takes the port out of its routes' use and gives back what it had queued
+        // for it, to route again (by its other ports, or under the new routes).
+        for (node, port) in ends {
+            if let NodeState::Switch { core, held, .. } = &mut self.nodes[node] {
+                core.set_port_down(port, true);
+                let (resend, stats) = (&mut f.resend[node], &mut f.stats);
+                core.evict_output(port, |copy| {
+                    if let Some(entry) = held.get(copy.handle) {
+                        stats.packets_evicted += 1;
+                        send_again(resend, stats, entry.packet.clone());
+                        held.copy_gone(copy.handle);
+                    }
+                });
+            }
+        }
         for (node, port) in ends {
             self.learn_peer(node, port);
         }
         self.take_engines_offline(ends);
         // The fabric manager, told of the failure, discovers the fabric again, routes around every trunk
-        // it finds down and reprograms every switch: at once, or when the links still training are up.
+        // it finds down and reprograms every switch: after its delay, and once the links still training
+        // are up.
         if let Some(f) = self.failover.as_mut() {
             f.unplanned.push(t);
+            let ready = self.now + f.replan_delay;
+            f.replan_at = f.replan_at.max(ready);
+            if ready > self.now {
+                self.schedule(ready, Event::Replan);
+            }
         }
         self.replan_when_up(app);
     }
@@ -386,11 +434,16 @@ impl Net {
         })
     }
 
-    /// If the fabric manager waits to replan after a failure and every live link is up, discover the
-    /// fabric, route around every trunk found down, reprogram the switches, and send again what the
-    /// switches had queued for the dead ports.
+    /// If the fabric manager waits to replan after a failure, its delay is over and every live link is
+    /// up, discover the fabric, route around every trunk found down, reprogram the switches, and send
+    /// again what the switches held for want of a live port.
     pub(super) fn replan_when_up(&mut self, app: &mut dyn App) {
-        if self.failover.as_ref().is_none_or(|f| f.unplanned.is_empty()) || self.links_training() {
+        if self
+            .failover
+            .as_ref()
+            .is_none_or(|f| f.unplanned.is_empty() || self.now < f.replan_at)
+            || self.links_training()
+        {
             return;
         }
         let replanned = discover(self).and_then(|found| {
@@ -432,20 +485,15 @@ impl Net {
                 return;
             }
         }
-        // What a switch had queued for a dead port.
-        for &(node, port) in &ends {
-            if let NodeState::Switch { core, held, .. } = &mut self.nodes[node] {
-                let (resend, stats) = (&mut f.resend[node], &mut f.stats);
-                core.evict_output(port, |copy| {
-                    if let Some(entry) = held.get(copy.handle) {
-                        stats.packets_evicted += 1;
-                        send_again(resend, stats, entry.packet.clone());
-                        held.copy_gone(copy.handle);
-                    }
-                });
+        // What the switches held for want of a live port goes on under the new routes.
+        let mut switches: Vec<usize> = ends.iter().map(|&(node, _)| node).collect();
+        for (node, parked) in f.parked.iter_mut().enumerate() {
+            if !parked.is_empty() {
+                f.resend[node].extend(parked.drain(..));
+                switches.push(node);
             }
         }
-        for &(node, _) in &ends {
+        for node in switches {
             if self.gpu_of_node[node].is_none() {
                 self.switch_forward(node);
             }
@@ -549,6 +597,12 @@ impl Net {
                 source: None,
             };
             match core.inject(arrival) {
+                Err(switch_fw::SwitchError::PortDown { .. }) => {
+                    held.release(handle);
+                    if let Some(p) = f.resend[node].pop_front() {
+                        f.park(node, p);
+                    }
+                }
                 Ok(copies) => {
                     let Some(p) = f.resend[node].pop_front() else {
                         break;

@@ -192,6 +192,7 @@ pub fn failover_json(f: &fabric_sim::net::FailoverStats) -> serde_json::Value {
         "packets_evicted": f.packets_evicted,
         "packets_rerouted": f.packets_rerouted,
         "packets_bounced": f.packets_bounced,
+        "packets_parked": f.packets_parked,
         "duplicates_dropped": f.duplicates_dropped,
         "engines_offline": f.engines_offline,
         "engine_packets_dropped": f.engine_packets_dropped,
@@ -203,7 +204,7 @@ pub fn failover_line(f: &fabric_sim::net::FailoverStats) -> String {
     format!(
         "# Failover: {} link(s) failed, {} ganged link(s) lost; {} units lost on the wire; {} packets taken back \
          from data links, {} from switch queues; {} sent again by another path, {} returned to their source; \
-         {} duplicates dropped",
+         {} held by switches until the new routes; {} duplicates dropped",
         f.links_failed,
         f.links_degraded,
         f.units_lost,
@@ -211,6 +212,7 @@ pub fn failover_line(f: &fabric_sim::net::FailoverStats) -> String {
         f.packets_evicted,
         f.packets_rerouted,
         f.packets_bounced,
+        f.packets_parked,
         f.duplicates_dropped
     )
 }
@@ -232,6 +234,11 @@ pub struct FaultArgs {
     /// Fail the port of a switch that leads to a node, e.g. `nvswitch2:gpu5@30us` (repeatable)
     #[arg(long, value_name = "SWITCH:PEER@TIME")]
     pub fail_port: Vec<String>,
+    /// How long the fabric manager takes from a failure to its new routes, e.g. `50us` (default: at
+    /// once); meanwhile switches move flows off the failed port to the other ports of their routes and
+    /// hold what has none
+    #[arg(long, value_name = "TIME")]
+    pub replan_delay: Option<String>,
 }
 
 impl FaultArgs {
@@ -261,6 +268,19 @@ impl FaultArgs {
             faults.push(FaultSpec::Port { switch, peer, at });
         }
         Ok(faults)
+    }
+
+    /// `--replan-delay`, checked.
+    pub fn replan_delay(&self) -> anyhow::Result<Duration> {
+        match &self.replan_delay {
+            None => Ok(Duration::ZERO),
+            Some(_)
+                if self.fail_link.is_empty() && self.degrade_link.is_empty() && self.fail_port.is_empty() =>
+            {
+                bail!("--replan-delay needs a failure to replan after (--fail-link, --degrade-link or --fail-port)")
+            }
+            Some(time) => parse_time(time).context("--replan-delay"),
+        }
     }
 }
 
@@ -404,6 +424,7 @@ pub fn run(cmd: SimCommand) -> anyhow::Result<ExitCode> {
         ber,
         limit_per_size: Duration::from_ms(10_000),
         faults,
+        replan_delay: args.faults.replan_delay()?,
         pcap: args.traces.pcap(),
         vcd: args.traces.vcd(),
         buffer_bytes,
@@ -593,6 +614,7 @@ fn print_json(sweep: &Sweep, r: &Report) -> anyhow::Result<()> {
         "algorithm": sweep.algo.name(),
         "seed": sweep.seed,
         "buffsize": sweep.buffer_bytes,
+        "replan_delay_ns": sweep.replan_delay.as_ps() as f64 / 1e3,
         "rows": rows,
         "avg_busbw": r.avg_busbw,
         "packets": r.packets,

@@ -80,6 +80,7 @@ pub fn run(args: TrafficArgs) -> anyhow::Result<ExitCode> {
         bail!("--load {bad}: loads are fractions of the injection bandwidth, more than 0 and at most 1");
     }
     let (ber, faults) = (args.faults.ber()?, args.faults.faults()?);
+    let replan_delay = args.faults.replan_delay()?;
     if args.traces.any() && args.load.len() != 1 {
         bail!(
             "--pcap and --vcd record one run: give one --load, not {}",
@@ -110,6 +111,7 @@ pub fn run(args: TrafficArgs) -> anyhow::Result<ExitCode> {
             seed: args.seed,
             ber,
             faults: faults.clone(),
+            replan_delay,
             payload_bytes: args.bytes,
             pcap: args.traces.pcap(),
             vcd: args.traces.vcd(),
@@ -135,6 +137,7 @@ pub fn run(args: TrafficArgs) -> anyhow::Result<ExitCode> {
         "measure_us": measure.as_ps() as f64 / 1e6,
         "seed": args.seed,
         "ber": ber,
+        "replan_delay_ns": replan_delay.as_ps() as f64 / 1e3,
         "points": reports.iter().map(point).collect::<Vec<_>>(),
         "packets": packets,
         "wall_seconds": wall,
