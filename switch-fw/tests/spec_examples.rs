@@ -1,10 +1,10 @@
-//! The worked examples of docs/spec.md sections 4 and 5: the flow hash, the register writes, and the
-//! identity registers.
+//! The worked examples of docs/spec.md sections 4 and 5: the flow hash and a flow off a failed port, the
+//! register writes, and the identity registers.
 
 use switch_fw::identity::PortPeer;
 use switch_fw::reduce::Element;
 use switch_fw::route::{Flow, RouteTable};
-use switch_fw::switch::Switch;
+use switch_fw::switch::{Arrival, Destination, Forward, Switch};
 use switch_fw::PortSet;
 
 fn spec() -> String {
@@ -25,6 +25,25 @@ fn flow_hash_of_section_4() {
     let mut table = RouteTable::default();
     table.set(7, PortSet(0b1111_0000)).unwrap();
     assert_eq!(table.select(flow), Ok(7));
+}
+
+#[test]
+fn flow_off_a_failed_port_of_section_4() {
+    assert!(spec().contains("failed, the flow takes port number `5581AC37h mod 3 = 0` of {4, 5, 6}, port 4"));
+    let mut s: Switch<8, 64> = Switch::new();
+    s.routes.set(7, PortSet(0b1111_0000)).unwrap();
+    s.set_port_down(7, true);
+    let packet = Arrival {
+        handle: 1,
+        vc: 1,
+        flits: 9,
+        destination: Destination::Unicast(7),
+        source: Some(3),
+    };
+    assert_eq!(s.ingress(0, packet), Ok(1));
+    let mut out: heapless::Vec<Forward, 8> = heapless::Vec::new();
+    s.arbitrate(|_, _| true, &mut out);
+    assert_eq!(out.iter().map(|f| f.output).collect::<Vec<_>>(), [4]);
 }
 
 /// The table of one of section 5's worked examples, found by its header: (address, value) per row.
