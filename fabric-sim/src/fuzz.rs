@@ -99,6 +99,7 @@ pub fn topology_toml(data: &[u8]) {
         pcap: None,
         vcd: None,
         buffer_bytes: crate::collective::CHANNEL_BUFFER_BYTES,
+        background: None,
     };
     if let Ok(report) = run(&sweep, &mut |_| {}) {
         assert!(

@@ -183,6 +183,12 @@ pub trait App {
     }
     /// Whether the work is finished.
     fn done(&self) -> bool;
+    /// Whether the app still takes what arrives once it is done, while the fabric lets a finished
+    /// collective's stragglers arrive after a failure (traffic beside the collective does; a collective
+    /// that is done has everything it needs).
+    fn takes_stragglers(&self) -> bool {
+        false
+    }
 }
 
 /// An application that sends nothing and ignores what arrives: with `done: true`, what runs after the
@@ -818,7 +824,7 @@ impl Net {
         self.completed = self.now;
         let done = app.done();
         if done {
-            self.drain_stragglers(limit);
+            self.drain_stragglers(app, limit);
         }
         done
     }

@@ -12,6 +12,7 @@ use crate::collective::{
 };
 use crate::net::{App, FailoverStats, Fault, LinkTotals, Net, MAX_STATE_BYTES};
 use crate::topology::{NodeKind, Topology};
+use crate::traffic::{Background, BackgroundReport, RunningBackground};
 
 /// How a collective is carried out.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -87,6 +88,8 @@ pub struct Sweep {
     /// What a GPU holds of each connection of the ring and the tree (NCCL's `NCCL_BUFFSIZE`; default
     /// [`crate::collective::CHANNEL_BUFFER_BYTES`]): senders send only into room there.
     pub buffer_bytes: u64,
+    /// Synthetic traffic from every GPU beside the collective, for the whole sweep.
+    pub background: Option<Background>,
 }
 
 /// A fault of a sweep, naming nodes as the topology does.
@@ -180,7 +183,7 @@ pub struct Report {
     pub rows: Vec<Row>,
     /// GPUs.
     pub gpus: usize,
-    /// Packets delivered to GPUs, all sizes.
+    /// Packets delivered to GPUs, all sizes, background traffic's included.
     pub packets: u64,
     /// Wall-clock seconds the simulation took.
     pub wall_seconds: f64,
@@ -202,6 +205,8 @@ pub struct Report {
     pub waves: Option<(u64, u64)>,
     /// Why the sweep stopped early, if it did.
     pub failure: Option<String>,
+    /// What the background traffic measured, if there was any.
+    pub background: Option<BackgroundReport>,
 }
 
 /// The sizes of a sweep: `min`, doubling, up to `max`.
@@ -600,6 +605,10 @@ fn run_with(
         net.schedule_faults(&faults, sweep.replan_delay)?;
     }
     record_links(&mut net, &topology, &sweep.pcap, &sweep.vcd)?;
+    let mut background = sweep
+        .background
+        .map(|b| RunningBackground::new(&net, &topology, b, sweep.seed, !sweep.faults.is_empty()))
+        .transpose()?;
     let orders = ring_orders(&net);
     // What the collective's buffers can come to, counted whole as the fabric's are.
     let buffer_packets = sweep.buffer_bytes / PACKET_BYTES as u64;
@@ -683,6 +692,7 @@ fn run_with(
         let (size, count) = sweep.kind.size_and_count(bytes, gpus);
         let start = net.now();
         let delivered_before = net.stats().packets_delivered;
+        let background_before = background.as_ref().map_or(0, RunningBackground::delivered);
         let limit = Instant(start.as_ps() + sweep.limit_per_size.as_ps());
         let work_before = work[..k].iter().sum::<u64>();
         let mut tick = |delivered: u64| {
@@ -693,18 +703,28 @@ fn run_with(
                 fraction: (work_before + this_size) as f64 / all_work,
             });
         };
-        let done = match corruption {
-            Some(corruption) => net.run_ticking(
-                &mut Corrupting {
-                    app: app.as_app(),
-                    corruption,
-                    extension,
-                    seen: 0,
-                },
-                limit,
-                &mut tick,
-            ),
-            None => net.run_ticking(app.as_app(), limit, &mut tick),
+        let done = {
+            let mut beside;
+            let app: &mut dyn App = match background.as_mut() {
+                Some(background) => {
+                    beside = background.beside(app.as_app());
+                    &mut beside
+                }
+                None => app.as_app(),
+            };
+            match corruption {
+                Some(corruption) => net.run_ticking(
+                    &mut Corrupting {
+                        app,
+                        corruption,
+                        extension,
+                        seen: 0,
+                    },
+                    limit,
+                    &mut tick,
+                ),
+                None => net.run_ticking(app, limit, &mut tick),
+            }
         };
         let check = app.check();
         app_failure = app.failure();
@@ -723,7 +743,9 @@ fn run_with(
             algbw,
             busbw: algbw * sweep.kind.bus_factor(gpus),
             wrong: check.wrong + u64::from(!done),
-            packets: net.stats().packets_delivered - delivered_before,
+            packets: net.stats().packets_delivered
+                - delivered_before
+                - (background.as_ref().map_or(0, RunningBackground::delivered) - background_before),
         });
         progress(Progress {
             sizes_done: k + 1,
@@ -734,9 +756,13 @@ fn run_with(
             break;
         }
     }
+    let background = background.map(|b| b.finish(&mut net));
     let wall_seconds = started.elapsed().as_secs_f64();
-    let packets = rows.iter().map(|r| r.packets).sum();
-    let verified = rows.len() == sizes.len() && rows.iter().all(|r| r.wrong == 0);
+    let packets =
+        rows.iter().map(|r| r.packets).sum::<u64>() + background.as_ref().map_or(0, |b| b.delivered);
+    let verified = rows.len() == sizes.len()
+        && rows.iter().all(|r| r.wrong == 0)
+        && background.as_ref().is_none_or(|b| b.verified);
     let avg_busbw = if rows.is_empty() {
         0.0
     } else {
@@ -745,6 +771,10 @@ fn run_with(
     let failure = net.fatal().map(str::to_owned).or(app_failure).or_else(|| {
         (rows.len() < sizes.len() || rows.last().is_some_and(|r| r.wrong > 0))
             .then(|| "a size did not complete within the time limit, or data was wrong".to_string())
+    });
+    let failure = failure.or_else(|| {
+        let problem = background.as_ref()?.problem.as_ref()?;
+        Some(format!("background traffic: {problem}"))
     });
     Ok(Report {
         rows,
@@ -760,6 +790,7 @@ fn run_with(
         trace: net.finish_trace()?,
         waves: net.finish_waves()?,
         failure,
+        background,
     })
 }
 

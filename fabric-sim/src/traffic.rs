@@ -32,6 +32,12 @@ use crate::topology::Topology;
 use crate::trace::TraceSummary;
 use crate::wire;
 
+mod background;
+pub(crate) use background::Running as RunningBackground;
+pub use background::{Background, BackgroundReport};
+
+/// The hot spot's share of packets by default, with [`Pattern::Hotspot`].
+pub const HOTSPOT_SHARE: f64 = 0.2;
 /// Data bytes per packet at most (and by default).
 pub const PAYLOAD_BYTES: usize = 128;
 /// Data bytes per packet at least: the first 8 carry the packet's birth time, and data comes in flits.
@@ -236,21 +242,7 @@ pub fn auto_warmup(net: &Net) -> Duration {
 
 /// Run `spec` on `topology` (a fresh fabric, every link up).
 pub fn run_traffic(topology: &Topology, spec: &TrafficSpec) -> Result<TrafficReport, String> {
-    if !(spec.load > 0.0 && spec.load <= 1.0) {
-        return Err(format!(
-            "the offered load is a fraction from 0 to 1 of the GPUs' injection bandwidth, not {}",
-            spec.load
-        ));
-    }
-    if !(MIN_PAYLOAD_BYTES..=PAYLOAD_BYTES).contains(&spec.payload_bytes)
-        || spec.payload_bytes % FLIT_LEN != 0
-    {
-        return Err(format!(
-            "packets carry a multiple of {FLIT_LEN} bytes from {MIN_PAYLOAD_BYTES} to {PAYLOAD_BYTES}, \
-             not {}",
-            spec.payload_bytes
-        ));
-    }
+    check_load_and_bytes(spec.load, spec.payload_bytes)?;
     if spec.measure == Duration::ZERO {
         return Err("the measurement window must be longer than 0".into());
     }
@@ -297,11 +289,7 @@ pub fn run_traffic(topology: &Topology, spec: &TrafficSpec) -> Result<TrafficRep
     );
     let limit = stop + DRAIN_LIMIT;
     let finished = net.run(&mut app, limit);
-    let offered: f64 = bandwidth
-        .iter()
-        .map(|b| spec.load * b * spec.payload_bytes as f64 / wire_bytes as f64)
-        .sum::<f64>()
-        / gpus as f64;
+    let offered = offered_gbps(&bandwidth, spec.load, spec.payload_bytes, wire_bytes);
     let window_ns = spec.measure.as_ps() as f64 / 1000.0;
     let mut problem = app.problem.take().or_else(|| net.fatal().map(str::to_owned));
     if !finished && problem.is_none() {
@@ -329,6 +317,32 @@ pub fn run_traffic(topology: &Topology, spec: &TrafficSpec) -> Result<TrafficRep
         trace: net.finish_trace()?,
         waves: net.finish_waves()?,
     })
+}
+
+/// That an offered load and a packet's data bytes are ones traffic can be made of.
+fn check_load_and_bytes(load: f64, payload_bytes: usize) -> Result<(), String> {
+    if !(load > 0.0 && load <= 1.0) {
+        return Err(format!(
+            "the offered load is a fraction from 0 to 1 of the GPUs' injection bandwidth, not {load}"
+        ));
+    }
+    if !(MIN_PAYLOAD_BYTES..=PAYLOAD_BYTES).contains(&payload_bytes) || payload_bytes % FLIT_LEN != 0 {
+        return Err(format!(
+            "packets carry a multiple of {FLIT_LEN} bytes from {MIN_PAYLOAD_BYTES} to {PAYLOAD_BYTES}, \
+             not {payload_bytes}"
+        ));
+    }
+    Ok(())
+}
+
+/// The payload each GPU offers at `load`, on average, GB/s: `load` of its injection bandwidth, less
+/// the headers.
+fn offered_gbps(bandwidth: &[f64], load: f64, payload_bytes: usize, wire_bytes: usize) -> f64 {
+    bandwidth
+        .iter()
+        .map(|b| load * b * payload_bytes as f64 / wire_bytes as f64)
+        .sum::<f64>()
+        / bandwidth.len() as f64
 }
 
 /// A packet waiting at its source.
@@ -548,7 +562,7 @@ impl Traffic {
         Outgoing {
             dest: p.dest,
             vc: Vc::Posted,
-            tl: wire::header(wire::OP_WRITE, p.dest, gpu as u16, false, p.seq),
+            tl: wire::header(wire::OP_TRAFFIC, p.dest, gpu as u16, false, p.seq),
             payload: payload(self.seed, gpu, p, self.extension, self.data_flits),
             multicast: None,
         }
@@ -622,7 +636,7 @@ impl App for Traffic {
     fn receive(&mut self, now: Instant, gpu: usize, _port: usize, packet: &Received) {
         let (dest, source, multicast) = wire::route_fields(packet.tl);
         let source = usize::from(source);
-        if wire::opcode(packet.tl) != wire::OP_WRITE || multicast.is_some() || usize::from(dest) != gpu {
+        if wire::opcode(packet.tl) != wire::OP_TRAFFIC || multicast.is_some() || usize::from(dest) != gpu {
             return self.wrong(format!(
                 "GPU {gpu} received a packet not addressed to it: {:#x}",
                 packet.tl

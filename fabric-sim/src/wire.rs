@@ -4,6 +4,9 @@
 //! Layout of the 58-bit header (bit 57 first): opcode (5 bits), destination endpoint or multicast group
 //! (10), source endpoint (10), multicast flag (1), and 32 bits of operation-specific offset.
 
+/// Opcode of synthetic traffic's posted writes ([`crate::traffic`]), so that they are told apart from
+/// a collective's beside them.
+pub const OP_TRAFFIC: u64 = 0x01;
 /// Opcode of a posted write of collective data.
 pub const OP_WRITE: u64 = 0x02;
 /// A GPU asks a switch's collective engine for the sum of a packet over all GPUs (`ld_reduce`).

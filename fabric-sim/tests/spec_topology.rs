@@ -48,6 +48,7 @@ fn a_collective_runs_on_it() {
         pcap: None,
         vcd: None,
         buffer_bytes: fabric_sim::collective::CHANNEL_BUFFER_BYTES,
+        background: None,
     };
     let report = run(&sweep, &mut |_| {}).unwrap();
     assert!(report.verified, "{report:?}");

@@ -24,6 +24,7 @@ fn sweep(topology: &str, kind: Kind, algo: Algo, min: u64, max: u64) -> Sweep {
         pcap: None,
         vcd: None,
         buffer_bytes: fabric_sim::collective::CHANNEL_BUFFER_BYTES,
+        background: None,
     }
 }
 

@@ -36,6 +36,7 @@ fn traced_sweep(path: &Path, limit: u64) -> Report {
         pcap: Some((path.to_path_buf(), limit)),
         vcd: None,
         buffer_bytes: fabric_sim::collective::CHANNEL_BUFFER_BYTES,
+        background: None,
     };
     let report = run(&sweep, &mut |_| {}).unwrap();
     assert!(report.verified);

@@ -28,6 +28,7 @@ fn sweep(topology: &str, path: &Path, limit: u64, faults: Vec<FaultSpec>) -> Rep
         pcap: None,
         vcd: Some((path.to_path_buf(), limit)),
         buffer_bytes: fabric_sim::collective::CHANNEL_BUFFER_BYTES,
+        background: None,
     };
     let report = run(&sweep, &mut |_| {}).unwrap();
     assert!(report.verified);

@@ -153,6 +153,44 @@ fn a_failed_link_is_reported_and_the_data_still_verifies() {
 }
 
 #[test]
+fn traffic_beside_a_collective_is_reported_in_the_json_and_the_table() {
+    let args = [
+        "allreduce",
+        "--min",
+        "1M",
+        "--max",
+        "1M",
+        "--background",
+        "uniform:0.25",
+        "--background-spread",
+        "flow",
+    ];
+    let v = json(&args);
+    assert_eq!(v["verified"], true);
+    let b = &v["background"];
+    assert_eq!(
+        (b["pattern"].as_str(), b["spread"].as_str()),
+        (Some("uniform"), Some("flow"))
+    );
+    assert_eq!(b["verified"], true);
+    assert_eq!(b["generated"], b["delivered"]);
+    assert!(b["latency_ns"]["p99"].as_u64().unwrap() > 0, "{b}");
+    let out = sim(&args);
+    assert!(out.status.success());
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        text.contains("# Background: uniform traffic at a load of 0.25 (flow spread)")
+            && text.contains("every packet delivered once, with its data"),
+        "{text}"
+    );
+    // Without it, the JSON says so.
+    assert_eq!(
+        json(&["allreduce", "--min", "64K", "--max", "64K"])["background"],
+        serde_json::Value::Null
+    );
+}
+
+#[test]
 fn the_fabric_manager_can_take_time_to_replan() {
     let v = json(&[
         "allreduce",
@@ -307,6 +345,17 @@ fn bad_input_is_a_clear_error_not_a_panic() {
         &["allreduce", "--degrade-link", "gpu0:nvswitch1"],
         &["allreduce", "--degrade-link", "gpu0:gpu1@1us"],
         &["allreduce", "--replan-delay", "10us"],
+        &["allreduce", "--background", "bogus:0.3"],
+        &["allreduce", "--background", "uniform"],
+        &["allreduce", "--background", "uniform:1.5"],
+        &["allreduce", "--background-spread", "flow"],
+        &[
+            "allreduce",
+            "--background",
+            "uniform:0.2",
+            "--background-spread",
+            "sideways",
+        ],
         &[
             "allreduce",
             "--fail-link",

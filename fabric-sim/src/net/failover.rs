@@ -10,7 +10,7 @@ use link_dl::Received;
 use link_phy::time::{Duration, Instant};
 use switch_fw::switch::{Arrival, Destination};
 
-use super::{App, Event, Held, Net, NoTraffic, NodeState};
+use super::{App, Event, Held, Net, NodeState, Offer};
 use crate::discover::{check, discover, port_peer};
 use crate::manager::{Fabric, Trunk};
 use crate::wire;
@@ -134,6 +134,29 @@ impl Seen {
                 self.set.remove(&old);
             }
         }
+        true
+    }
+}
+
+/// An app while the fabric drains stragglers: it sends nothing and is done, and gets what arrives only
+/// if it [takes stragglers](App::takes_stragglers).
+struct Draining<'a> {
+    app: &'a mut dyn App,
+}
+
+impl App for Draining<'_> {
+    fn next(&mut self, _now: Instant, _gpu: usize, _offer: &mut Offer) -> bool {
+        false
+    }
+    fn receive(&mut self, now: Instant, gpu: usize, port: usize, packet: &Received) {
+        if self.app.takes_stragglers() {
+            self.app.receive(now, gpu, port, packet);
+        }
+    }
+    fn take_woken(&mut self) -> Option<usize> {
+        None
+    }
+    fn done(&self) -> bool {
         true
     }
 }
@@ -630,12 +653,14 @@ impl Net {
 
     /// After a failover, copies of a finished collective's packets (sent again, or bounced) may still be
     /// on their way. The next collective's packets reuse the same headers, so it must not meet them: let
-    /// them arrive (each is a duplicate, dropped and counted), then forget the headers seen.
-    pub(super) fn drain_stragglers(&mut self, limit: Instant) {
+    /// them arrive (each is a duplicate, dropped and counted), then forget the headers seen. `app`, done,
+    /// sends nothing meanwhile (traffic beside it pauses), and gets what arrives only if it takes
+    /// stragglers.
+    pub(super) fn drain_stragglers(&mut self, app: &mut dyn App, limit: Instant) {
         if self.failover.is_none() {
             return;
         }
-        if !self.step_until_quiet(&mut NoTraffic { done: true }, limit) {
+        if !self.step_until_quiet(&mut Draining { app }, limit) {
             return;
         }
         if let Some(f) = self.failover.as_mut() {

@@ -8,6 +8,7 @@ use clap::{Args, Subcommand};
 use fabric_sim::collective::{Kind, CHANNEL_BUFFER_BYTES};
 use fabric_sim::run::{self, Algo, FaultSpec, Report, Sweep};
 use fabric_sim::topology::Topology;
+use fabric_sim::traffic::{Background, BackgroundReport, Pattern, Spread, HOTSPOT_SHARE, PAYLOAD_BYTES};
 use link_phy::time::Duration;
 use serde_json::json;
 
@@ -78,6 +79,14 @@ pub struct SimArgs {
     pub seed: u64,
     #[command(flatten)]
     pub faults: FaultArgs,
+    /// Synthetic traffic from every GPU beside the collective for the whole sweep, as `sim traffic` makes
+    /// it: PATTERN:LOAD, e.g. `uniform:0.3` (patterns uniform, permutation, neighbor, hotspot; the load a
+    /// fraction of each GPU's injection bandwidth); 128-byte writes
+    #[arg(long, value_name = "PATTERN:LOAD")]
+    pub background: Option<String>,
+    /// How the background traffic spreads over a GPU's ports: links or flow (as `sim traffic --spread`)
+    #[arg(long, default_value = "links", requires = "background")]
+    pub background_spread: String,
     /// Print one JSON object instead of the table
     #[arg(long)]
     pub json: bool,
@@ -321,6 +330,67 @@ fn parse_time(s: &str) -> anyhow::Result<Duration> {
     Ok(Duration::from_ps((value * ps_per_unit).round() as u64))
 }
 
+/// What the background traffic measured, as a line of the table.
+fn background_line(b: &BackgroundReport) -> String {
+    let l = &b.latency;
+    format!(
+        "# Background: {} traffic at a load of {:.2} ({} spread) beside the collective: {:.1} of {:.1} GB/s per \
+         GPU accepted; latency of {} packets: mean {:.1} ns, p50 {}, p99 {}, max {}; {} not generated for full \
+         source queues; {}",
+        b.background.pattern.name(),
+        b.background.load,
+        b.background.spread.name(),
+        b.accepted_gbps,
+        b.offered_gbps,
+        l.packets,
+        l.mean_ns,
+        l.p50_ns,
+        l.p99_ns,
+        l.max_ns,
+        b.source_full,
+        match &b.problem {
+            None => "every packet delivered once, with its data".to_string(),
+            Some(problem) => format!("WRONG: {problem}"),
+        }
+    )
+}
+
+/// What the background traffic measured, as the JSON's `background`.
+fn background_json(b: &BackgroundReport) -> serde_json::Value {
+    json!({
+        "pattern": b.background.pattern.name(),
+        "spread": b.background.spread.name(),
+        "load": b.background.load,
+        "payload_bytes": b.background.payload_bytes,
+        "offered_gbps": b.offered_gbps,
+        "accepted_gbps": b.accepted_gbps,
+        "latency_ns": traffic::latency_json(&b.latency),
+        "generated": b.generated,
+        "delivered": b.delivered,
+        "source_full": b.source_full,
+        "verified": b.verified,
+        "problem": b.problem,
+    })
+}
+
+/// `--background PATTERN:LOAD` with its spread.
+fn background(args: &SimArgs) -> anyhow::Result<Option<Background>> {
+    let Some(spec) = &args.background else {
+        return Ok(None);
+    };
+    let usage = || format!("bad --background {spec:?}: expected PATTERN:LOAD, e.g. uniform:0.3");
+    let (pattern, load) = spec.split_once(':').with_context(usage)?;
+    let load: f64 = load.parse().ok().filter(|l| *l > 0.0 && *l <= 1.0).with_context(|| {
+        format!("--background {spec:?}: the load is a fraction of the injection bandwidth, more than 0 and at most 1")
+    })?;
+    Ok(Some(Background {
+        pattern: Pattern::parse(pattern, HOTSPOT_SHARE).map_err(anyhow::Error::msg)?,
+        spread: Spread::parse(&args.background_spread).map_err(anyhow::Error::msg)?,
+        load,
+        payload_bytes: PAYLOAD_BYTES,
+    }))
+}
+
 /// `A:B@TIME` as (A, B, time).
 fn parse_fault(s: &str, flag: &str) -> anyhow::Result<(String, String, Duration)> {
     let usage = || format!("bad {flag} {s:?}: expected NODE:NODE@TIME, e.g. gpu0:nvswitch1@20us");
@@ -428,6 +498,7 @@ pub fn run(cmd: SimCommand) -> anyhow::Result<ExitCode> {
         pcap: args.traces.pcap(),
         vcd: args.traces.vcd(),
         buffer_bytes,
+        background: background(&args)?,
     };
     let plot_file = PlotFile::create(args.plot.as_deref())?;
     let show_progress = std::io::stderr().is_terminal() && !args.json;
@@ -536,6 +607,9 @@ fn print_table(sweep: &Sweep, r: &Report) {
         if r.verified { "OK" } else { "FAILED" }
     );
     println!("# Avg bus bandwidth    : {:.3}", r.avg_busbw);
+    if let Some(b) = &r.background {
+        println!("{}", background_line(b));
+    }
     if !sweep.faults.is_empty() {
         let f = r.failover;
         println!("{}", failover_line(&f));
@@ -624,6 +698,7 @@ fn print_json(sweep: &Sweep, r: &Report) -> anyhow::Result<()> {
         "trace": trace,
         "waves": waves,
         "failover": failover_json(&r.failover),
+        "background": r.background.as_ref().map(background_json),
         "links": links_json(r),
         "switches": {
             "arrived": r.switches.arrived,

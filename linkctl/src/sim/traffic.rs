@@ -7,7 +7,9 @@ use std::time::Instant as WallClock;
 
 use anyhow::{bail, Context};
 use clap::Args;
-use fabric_sim::traffic::{run_traffic, Pattern, Spread, TrafficReport, TrafficSpec, PAYLOAD_BYTES};
+use fabric_sim::traffic::{
+    run_traffic, Latency, Pattern, Spread, TrafficReport, TrafficSpec, HOTSPOT_SHARE, PAYLOAD_BYTES,
+};
 use serde_json::{json, Value};
 
 use super::{
@@ -24,7 +26,7 @@ pub struct TrafficArgs {
     #[arg(long, default_value = "uniform")]
     pub pattern: String,
     /// Share of packets the hot spot gets, with --pattern hotspot
-    #[arg(long, default_value_t = 0.2)]
+    #[arg(long, default_value_t = HOTSPOT_SHARE)]
     pub hotspot: f64,
     /// How a GPU spreads its packets over its ports that lead to the destination: links (packet by packet
     /// over its links in turn, as NVLink interleaves addresses: a flow uses them all, out of order) or
@@ -169,19 +171,18 @@ pub fn run(args: TrafficArgs) -> anyhow::Result<ExitCode> {
     })
 }
 
+/// Packets timed and their latencies, in the JSON of `sim traffic` and of `sim --background`.
+pub fn latency_json(l: &Latency) -> Value {
+    json!({ "packets": l.packets, "mean": l.mean_ns, "p50": l.p50_ns, "p99": l.p99_ns, "max": l.max_ns })
+}
+
 fn point(r: &TrafficReport) -> Value {
     let (trace, waves) = trace_json(r.trace, r.waves);
     json!({
         "load": r.load,
         "offered_gbps": r.offered_gbps,
         "accepted_gbps": r.accepted_gbps,
-        "latency_ns": {
-            "packets": r.latency.packets,
-            "mean": r.latency.mean_ns,
-            "p50": r.latency.p50_ns,
-            "p99": r.latency.p99_ns,
-            "max": r.latency.max_ns,
-        },
+        "latency_ns": latency_json(&r.latency),
         "generated": r.generated,
         "delivered": r.delivered,
         "source_full": r.source_full,

@@ -1,0 +1,219 @@
+//! Synthetic traffic beside a collective: the interference a job sees from other traffic on the same
+//! fabric. Every GPU generates traffic as a [`TrafficSpec`] run does, from the start of the collective
+//! sweep to its end, sharing its ports with the collective packet by packet; then generation stops, the
+//! fabric drains, and every packet is checked as in a traffic run. The collective's rows show what the
+//! traffic cost it; the [`BackgroundReport`], what the collective cost the traffic.
+
+use link_phy::time::{Duration, Instant};
+
+use super::DRAIN_LIMIT;
+use super::{check_load_and_bytes, injection, offered_gbps, Latency, Pattern, Spread, Traffic, TrafficSpec};
+use crate::net::{App, Net, NoTraffic, Offer};
+use crate::topology::Topology;
+use crate::wire;
+use link_dl::Received;
+
+/// Traffic to run beside a collective.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Background {
+    /// Where each GPU's packets go.
+    pub pattern: Pattern,
+    /// How each GPU spreads them over its ports.
+    pub spread: Spread,
+    /// Offered load: the fraction of each GPU's injection bandwidth its packets would fill on their own.
+    pub load: f64,
+    /// Data bytes per packet: a multiple of 16 from 16 to 128.
+    pub payload_bytes: usize,
+}
+
+/// What the background traffic measured, over the whole sweep. Throughputs are payload bytes per GPU,
+/// GB/s.
+#[derive(Clone, Debug, PartialEq)]
+pub struct BackgroundReport {
+    /// What it was.
+    pub background: Background,
+    /// Payload each GPU offered, on average.
+    pub offered_gbps: f64,
+    /// Payload arriving per GPU while the collectives ran, on average.
+    pub accepted_gbps: f64,
+    /// Latency of every packet generated while the collectives ran, from generation (source queueing
+    /// included) to arrival.
+    pub latency: Latency,
+    /// Packets generated.
+    pub generated: u64,
+    /// Packets delivered.
+    pub delivered: u64,
+    /// Packets not generated because the source queue of their port was full.
+    pub source_full: u64,
+    /// Whether every packet generated arrived once, intact (in order per flow with [`Spread::Flow`]), and
+    /// the fabric drained in time.
+    pub verified: bool,
+    /// The first thing that was wrong, if any.
+    pub problem: Option<String>,
+}
+
+/// Background traffic on a fabric, generating until [`Running::finish`].
+#[derive(Debug)]
+pub(crate) struct Running {
+    traffic: Traffic,
+    background: Background,
+    offered_gbps: f64,
+}
+
+impl Running {
+    /// Background traffic for `net` (the fabric of `topology`), seeded with `seed`; `faults` says
+    /// whether failures are scheduled (flows are then not checked for order: packets caught by a failure
+    /// go another way).
+    pub(crate) fn new(
+        net: &Net,
+        topology: &Topology,
+        background: Background,
+        seed: u64,
+        faults: bool,
+    ) -> Result<Running, String> {
+        check_load_and_bytes(background.load, background.payload_bytes)?;
+        let (bandwidth, wire_bytes) = injection(net, topology, background.payload_bytes);
+        let spec = TrafficSpec {
+            pattern: background.pattern,
+            spread: background.spread,
+            load: background.load,
+            warmup: Some(Duration::ZERO),
+            // Generation runs until `finish` stops it.
+            measure: Duration::from_ps(u64::MAX / 4),
+            seed,
+            ber: None,
+            faults: Vec::new(),
+            replan_delay: Duration::ZERO,
+            payload_bytes: background.payload_bytes,
+            pcap: None,
+            vcd: None,
+        };
+        let mut traffic = Traffic::new(
+            &spec,
+            Duration::ZERO,
+            &bandwidth,
+            net.fabric().gpu_port_links(),
+            wire_bytes,
+            topology.address_extension(),
+        );
+        traffic.ordered &= !faults;
+        Ok(Running {
+            traffic,
+            background,
+            offered_gbps: offered_gbps(&bandwidth, background.load, background.payload_bytes, wire_bytes),
+        })
+    }
+
+    /// `collective` with this traffic beside it, as one app for the fabric.
+    pub(crate) fn beside<'a>(&'a mut self, collective: &'a mut dyn App) -> Beside<'a> {
+        Beside {
+            collective,
+            traffic: &mut self.traffic,
+            traffic_first: false,
+            until_traffic_done: false,
+        }
+    }
+
+    /// Packets of the background traffic delivered so far.
+    pub(crate) fn delivered(&self) -> u64 {
+        self.traffic.delivered
+    }
+
+    /// Stop generating now, let the fabric deliver what was generated (for at most [`DRAIN_LIMIT`] of
+    /// simulated time, unless it cannot go on), and say what the traffic measured.
+    pub(crate) fn finish(mut self, net: &mut Net) -> BackgroundReport {
+        let fatal = net.fatal().is_some();
+        let t = &mut self.traffic;
+        let elapsed = net.now().saturating_since(t.start);
+        t.stop = net.now();
+        // Beside a finished collective: anything of its still arriving is ignored.
+        let drained = !fatal && {
+            let limit = net.now() + DRAIN_LIMIT;
+            net.run(
+                &mut Beside {
+                    collective: &mut NoTraffic { done: true },
+                    traffic: t,
+                    traffic_first: false,
+                    until_traffic_done: true,
+                },
+                limit,
+            )
+        };
+        let gpus = t.n as f64;
+        let mut problem = t.problem.take();
+        if !drained && !fatal && problem.is_none() {
+            problem = Some(format!(
+                "{} of {} background packets still undelivered {} us after the collectives ended",
+                t.generated - t.delivered,
+                t.generated,
+                DRAIN_LIMIT.as_ps() / 1_000_000
+            ));
+        }
+        if fatal && problem.is_none() && t.delivered != t.generated {
+            problem = Some("the fabric stopped before the background traffic was delivered".into());
+        }
+        BackgroundReport {
+            background: self.background,
+            offered_gbps: self.offered_gbps,
+            accepted_gbps: t.window_bytes as f64 / (elapsed.as_ps() as f64 / 1000.0).max(1.0) / gpus,
+            latency: t.latency(),
+            generated: t.generated,
+            delivered: t.delivered,
+            source_full: t.source_full,
+            verified: problem.is_none(),
+            problem,
+        }
+    }
+}
+
+/// A collective and background traffic as one app: they take turns at each port the fabric offers,
+/// packet by packet, and each gets its own packets (told apart by opcode).
+pub(crate) struct Beside<'a> {
+    collective: &'a mut dyn App,
+    traffic: &'a mut Traffic,
+    /// Who is asked first at the next offer.
+    traffic_first: bool,
+    /// Whether the app is done when the traffic is (its generation stopped and all of it delivered),
+    /// rather than when the collective is.
+    until_traffic_done: bool,
+}
+
+impl App for Beside<'_> {
+    fn next(&mut self, now: Instant, gpu: usize, offer: &mut Offer) -> bool {
+        self.traffic_first = !self.traffic_first;
+        let (first, second): (&mut dyn App, &mut dyn App) = if self.traffic_first {
+            (&mut *self.traffic, &mut *self.collective)
+        } else {
+            (&mut *self.collective, &mut *self.traffic)
+        };
+        first.next(now, gpu, offer) || second.next(now, gpu, offer)
+    }
+
+    fn receive(&mut self, now: Instant, gpu: usize, port: usize, packet: &Received) {
+        if wire::opcode(packet.tl) == wire::OP_TRAFFIC {
+            self.traffic.receive(now, gpu, port, packet);
+        } else if !self.collective.done() {
+            self.collective.receive(now, gpu, port, packet);
+        }
+    }
+
+    fn take_woken(&mut self) -> Option<usize> {
+        self.collective.take_woken()
+    }
+
+    fn take_alarm(&mut self) -> Option<(Instant, usize)> {
+        self.traffic.take_alarm()
+    }
+
+    fn done(&self) -> bool {
+        if self.until_traffic_done {
+            self.traffic.done()
+        } else {
+            self.collective.done()
+        }
+    }
+
+    fn takes_stragglers(&self) -> bool {
+        true
+    }
+}

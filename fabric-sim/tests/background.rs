@@ -1,0 +1,99 @@
+//! Synthetic traffic beside a collective: both are delivered and checked, each slows the other, and a
+//! failure in the middle loses neither's packets (the stragglers drained after each size included).
+
+use fabric_sim::collective::{Kind, CHANNEL_BUFFER_BYTES};
+use fabric_sim::run::{run, Algo, FaultSpec, Report, Sweep};
+use fabric_sim::topology::Topology;
+use fabric_sim::traffic::{Background, Pattern, Spread, PAYLOAD_BYTES};
+use link_phy::time::Duration;
+
+fn sweep(algo: Algo, background: Option<Background>) -> Sweep {
+    Sweep {
+        topology: Topology::builtin("dgx-h100").unwrap(),
+        kind: Kind::AllReduce,
+        algo,
+        min: 256 << 10,
+        max: 4 << 20,
+        seed: 5,
+        ber: None,
+        limit_per_size: Duration::from_ms(10),
+        faults: Vec::new(),
+        replan_delay: Duration::ZERO,
+        pcap: None,
+        vcd: None,
+        buffer_bytes: CHANNEL_BUFFER_BYTES,
+        background,
+    }
+}
+
+fn uniform(load: f64, spread: Spread) -> Option<Background> {
+    Some(Background {
+        pattern: Pattern::Uniform,
+        spread,
+        load,
+        payload_bytes: PAYLOAD_BYTES,
+    })
+}
+
+fn run_ok(s: &Sweep) -> Report {
+    let r = run(s, &mut |_| {}).unwrap();
+    assert!(r.verified, "{:?} {:?} {:?}", r.failure, r.background, r.rows);
+    r
+}
+
+#[test]
+fn traffic_beside_a_collective_is_all_delivered_and_slows_it() {
+    for algo in [Algo::Ring, Algo::SwitchReduce] {
+        let alone = run_ok(&sweep(algo, None));
+        let beside = run_ok(&sweep(algo, uniform(0.3, Spread::Links)));
+        let b = beside.background.clone().expect("a background report");
+        assert!(b.verified && b.problem.is_none());
+        assert!(b.generated > 10_000 && b.delivered == b.generated, "{b:?}");
+        // At 0.3 of the links the fabric takes all of it, beside the collective.
+        assert!(
+            (b.accepted_gbps - b.offered_gbps).abs() < 0.05 * b.offered_gbps,
+            "{b:?}"
+        );
+        assert!(b.latency.packets > 0 && b.latency.p99_ns >= b.latency.p50_ns);
+        // The rows count the collective's own packets, the same as alone; the total adds the traffic's.
+        for (a, x) in alone.rows.iter().zip(&beside.rows) {
+            assert_eq!(a.packets, x.packets, "{algo:?} at {} B", a.bytes);
+        }
+        let rows: u64 = beside.rows.iter().map(|r| r.packets).sum();
+        assert_eq!(beside.packets, rows + b.delivered);
+        // Sharing the links costs the collective bandwidth at the largest size.
+        let (slow, fast) = (
+            beside.rows.last().unwrap().busbw,
+            alone.rows.last().unwrap().busbw,
+        );
+        assert!(
+            slow < 0.9 * fast,
+            "{algo:?}: {slow} beside traffic against {fast} alone"
+        );
+    }
+}
+
+#[test]
+fn traffic_and_collective_lose_nothing_to_a_failure_mid_sweep() {
+    for spread in [Spread::Links, Spread::Flow] {
+        let mut s = sweep(Algo::Ring, uniform(0.2, spread));
+        s.faults = vec![FaultSpec::Link {
+            a: "gpu0".into(),
+            b: "nvswitch1".into(),
+            at: Duration::from_us(15),
+        }];
+        s.replan_delay = Duration::from_us(2);
+        let r = run_ok(&s);
+        let b = r.background.unwrap();
+        assert_eq!(b.delivered, b.generated);
+        assert_eq!(r.failover.links_failed, 1);
+    }
+}
+
+#[test]
+fn a_background_load_out_of_range_is_refused() {
+    for load in [0.0, 1.5, f64::NAN] {
+        let e = run(&sweep(Algo::Ring, uniform(load, Spread::Links)), &mut |_| {}).unwrap_err();
+        assert!(e.contains("offered load"), "{e}");
+    }
+}
