@@ -227,6 +227,7 @@ impl<const PORTS: usize, const SLOTS: usize, const REDUCE: usize> Switch<PORTS, 
     /// A packet arrived at `port`. Returns the number of copies queued (more than one for multicast), or
     /// why it was refused (counted); a refused packet left nothing queued. [`SwitchError::BufferFull`]
     /// means "not now": the caller keeps the packet and offers it again once packets have left.
+    #[inline(always)]
     pub fn ingress(&mut self, port: usize, packet: Arrival) -> Result<usize, SwitchError> {
         if port >= PORTS {
             return Err(SwitchError::NoSuchPort { port });
@@ -271,6 +272,7 @@ impl<const PORTS: usize, const SLOTS: usize, const REDUCE: usize> Switch<PORTS, 
         self.enqueue(PORTS, packet)
     }
 
+    #[inline(always)]
     fn enqueue(&mut self, input: usize, packet: Arrival) -> Result<usize, SwitchError> {
         let vc = usize::from(packet.vc);
         if vc >= VCS {
@@ -336,10 +338,7 @@ impl<const PORTS: usize, const SLOTS: usize, const REDUCE: usize> Switch<PORTS, 
                 if self.down & (1 << port) == 0 {
                     return Ok(PortSet::single(port));
                 }
-                let live = PortSet(self.routes.get(destination).0 & !self.down);
-                flow.pick(live)
-                    .map(PortSet::single)
-                    .ok_or(SwitchError::PortDown { port })
+                self.fail_over(flow, port)
             }
             // A multicast copy never goes back out of the port it came in on, nor out of a failed one.
             Destination::Multicast(group) => {
@@ -351,6 +350,18 @@ impl<const PORTS: usize, const SLOTS: usize, const REDUCE: usize> Switch<PORTS, 
                 })
             }
         }
+    }
+
+    /// The port for `flow`, whose route's hash picked `port`, a failed one: the same hash over the ports
+    /// of the route still up ([`Switch::set_port_down`]). Kept out of line: it runs only between a
+    /// failure and the fabric manager's new routes.
+    #[cold]
+    #[inline(never)]
+    fn fail_over(&self, flow: Flow, port: usize) -> Result<PortSet, SwitchError> {
+        let live = PortSet(self.routes.get(flow.destination).0 & !self.down);
+        flow.pick(live)
+            .map(PortSet::single)
+            .ok_or(SwitchError::PortDown { port })
     }
 
     /// Decide what leaves now. `credit(output, vc)` says whether the link at `output` can take a packet
