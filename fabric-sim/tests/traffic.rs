@@ -211,3 +211,27 @@ fn bad_specs_are_refused() {
     assert!(Pattern::parse("hotspot", 1.5).is_err() && Pattern::parse("tornado", 0.0).is_err());
     assert!(Spread::parse("random").is_err());
 }
+
+#[test]
+fn a_copy_held_while_the_manager_replans_is_still_caught_as_a_duplicate() {
+    use fabric_sim::run::FaultSpec;
+    // The manager takes 60 us: packets taken back from the failed link wait for the new routes in
+    // nvswitch1 while gpu0 receives more packets than its window of recent headers holds.
+    let s = TrafficSpec {
+        faults: vec![FaultSpec::Link {
+            a: "gpu0".into(),
+            b: "nvswitch1".into(),
+            at: Duration::from_us(3),
+        }],
+        replan_delay: Duration::from_us(60),
+        measure: Duration::from_us(100),
+        ..spec(Pattern::Uniform, Spread::Links, 0.5)
+    };
+    let r = run("dgx-h100", &s);
+    assert!(r.verified, "{:?}", r.problem);
+    assert!(
+        r.failover.packets_parked > 10_000 && r.failover.duplicates_dropped > 0,
+        "{:?}",
+        r.failover
+    );
+}

@@ -87,13 +87,19 @@ pub struct FailoverStats {
 
 /// Per GPU, the recent packets it received (by header), so that a packet sent again after a failure is
 /// delivered once. A packet can only be duplicated if it was unacknowledged on a link when the link
-/// failed, so its first copy arrived shortly before or after: a window of recent headers covers it, as a
-/// transport's sequence window would.
+/// failed, and its copy sent again usually arrives soon after the first: a window of recent headers
+/// covers it, as a transport's sequence window would. Soon is not always: a copy may wait for the fabric
+/// manager's new routes in a switch, while the destination receives more than the window holds. So the
+/// headers of packets taken back unacknowledged are *pinned* at their destination: remembered past the
+/// window until their second copy arrives (a handful per failed link: what its replay buffers held).
 #[derive(Debug, Default)]
 pub(super) struct Seen {
-    set: std::collections::HashSet<u64, std::hash::BuildHasherDefault<HeaderHasher>>,
+    set: HeaderSet,
     order: VecDeque<u64>,
+    pinned: HeaderSet,
 }
+
+type HeaderSet = std::collections::HashSet<u64, std::hash::BuildHasherDefault<HeaderHasher>>;
 
 /// Headers are already well mixed in their low bits (offsets) and only need spreading: one multiply,
 /// instead of SipHash's defence against chosen keys, which simulated traffic cannot mount.
@@ -121,17 +127,27 @@ impl Seen {
     fn clear(&mut self) {
         self.set.clear();
         self.order.clear();
+        self.pinned.clear();
+    }
+
+    /// Remember `tl` until a second copy of it arrives: a packet taken back that may have arrived.
+    fn pin(&mut self, tl: u64) {
+        self.pinned.insert(tl);
     }
 
     /// Whether `tl` is new (and remember it).
     pub(super) fn first_time(&mut self, tl: u64) -> bool {
         if !self.set.insert(tl) {
+            self.pinned.remove(&tl);
             return false;
         }
         self.order.push_back(tl);
         if self.order.len() > SEEN_WINDOW {
             if let Some(old) = self.order.pop_front() {
-                self.set.remove(&old);
+                // A pinned header stays in the set, out of the window's order, until its copy comes.
+                if !self.pinned.contains(&old) {
+                    self.set.remove(&old);
+                }
             }
         }
         true
@@ -407,8 +423,16 @@ impl Net {
             while let Some(p) = self.links[node][port].recv() {
                 send_again(resend, stats, p);
             }
+            let seen = &mut f.seen;
             self.links[node][port].take_unacknowledged(|p| {
                 stats.packets_taken_back += 1;
+                // Its first copy may have arrived: its destination must know it when the second does.
+                let (dest, _, multicast) = wire::route_fields(p.tl);
+                if multicast.is_none() && wire::opcode(p.tl) != wire::OP_BOUNCE {
+                    if let Some(seen) = seen.get_mut(usize::from(dest)) {
+                        seen.pin(p.tl);
+                    }
+                }
                 send_again(resend, stats, p);
             });
             self.links[node][port].phy_down();
@@ -692,5 +716,28 @@ impl Net {
             sent = true;
         }
         sent
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Seen, SEEN_WINDOW};
+
+    #[test]
+    fn a_pinned_header_is_remembered_past_the_window_until_its_copy_comes() {
+        let mut seen = Seen::default();
+        let (pinned, plain) = (1u64 << 40, 2u64 << 40);
+        seen.pin(pinned);
+        assert!(seen.first_time(pinned) && seen.first_time(plain));
+        for tl in 0..SEEN_WINDOW as u64 + 10 {
+            assert!(seen.first_time(tl));
+        }
+        // The window forgot the plain one; the pinned one's copy is still caught, once.
+        assert!(seen.first_time(plain), "forgotten past the window");
+        assert!(
+            !seen.first_time(pinned),
+            "a copy sent again after a failure is dropped"
+        );
+        assert!(seen.pinned.is_empty());
     }
 }
