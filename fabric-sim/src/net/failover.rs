@@ -182,6 +182,8 @@ impl App for Draining<'_> {
 pub(super) struct Failover {
     pub(super) faults: Vec<Fault>,
     pub(super) failed: Vec<usize>,
+    /// Of `failed`, those whose stragglers have been let arrive ([`Net::drain_stragglers`]).
+    pub(super) failures_drained: usize,
     /// Failed trunks the fabric manager has not yet routed around: it waits for links still training to
     /// come up before it discovers the fabric again (until then they have not reported their peers).
     pub(super) unplanned: Vec<usize>,
@@ -258,6 +260,7 @@ impl Net {
             Box::new(Failover {
                 faults: Vec::new(),
                 failed: Vec::new(),
+                failures_drained: 0,
                 unplanned: Vec::new(),
                 replan_delay,
                 replan_at: Instant(0),
@@ -679,16 +682,18 @@ impl Net {
     /// on their way. The next collective's packets reuse the same headers, so it must not meet them: let
     /// them arrive (each is a duplicate, dropped and counted), then forget the headers seen. `app`, done,
     /// sends nothing meanwhile (traffic beside it pauses), and gets what arrives only if it takes
-    /// stragglers.
+    /// stragglers. Without a failure since the last time, there are none: the headers are forgotten at
+    /// once.
     pub(super) fn drain_stragglers(&mut self, app: &mut dyn App, limit: Instant) {
-        if self.failover.is_none() {
-            return;
-        }
-        if !self.step_until_quiet(&mut Draining { app }, limit) {
+        let Some(f) = self.failover.as_ref() else { return };
+        // Only a failure makes copies: without one since the last drain there is nothing to wait for
+        // (and a run with faults scheduled runs as one without until the first).
+        if f.failed.len() != f.failures_drained && !self.step_until_quiet(&mut Draining { app }, limit) {
             return;
         }
         if let Some(f) = self.failover.as_mut() {
             f.seen.iter_mut().for_each(Seen::clear);
+            f.failures_drained = f.failed.len();
         }
     }
 
