@@ -514,6 +514,10 @@ impl App for Corrupting<'_> {
     fn done(&self) -> bool {
         self.app.done()
     }
+
+    fn takes_stragglers(&self) -> bool {
+        self.app.takes_stragglers()
+    }
 }
 
 /// Whether every GPU link ends at a switch that links to every GPU: only such a switch's engine can sum

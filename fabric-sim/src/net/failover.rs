@@ -471,6 +471,16 @@ impl Net {
             }
         }
         self.replan_when_up(app);
+        // Until the new routes the ends go on with what they have: a switch sends what it took back by
+        // the other ports of its routes, a GPU what its app has for its other ports.
+        if self.failover.as_ref().is_some_and(|f| !f.unplanned.is_empty()) {
+            for (node, _) in ends {
+                match self.nodes[node] {
+                    NodeState::Gpu => self.fill_gpu(node, app),
+                    NodeState::Switch { .. } => self.switch_forward(node),
+                }
+            }
+        }
     }
 
     /// Whether a link of a live trunk is not up yet (still initialising). A trunk that failed, during the
@@ -644,7 +654,8 @@ impl Net {
                 vc: p.vc.index() as u8,
                 flits: 1 + p.payload.len() as u8,
                 destination: Destination::Unicast(to),
-                source: None,
+                // Its own flow (a bounce's is the way back), as when it first arrived.
+                source: Some(wire::route_fields(tl).1),
             };
             match core.inject(arrival) {
                 Err(switch_fw::SwitchError::PortDown { .. }) => {
