@@ -696,7 +696,9 @@ fn run_with(
         let (size, count) = sweep.kind.size_and_count(bytes, gpus);
         let start = net.now();
         let delivered_before = net.stats().packets_delivered;
-        let background_before = background.as_ref().map_or(0, RunningBackground::delivered);
+        let background_delivered =
+            |b: &Option<RunningBackground>| b.as_ref().map_or(0, RunningBackground::delivered);
+        let background_before = background_delivered(&background);
         let limit = Instant(start.as_ps() + sweep.limit_per_size.as_ps());
         let work_before = work[..k].iter().sum::<u64>();
         let mut tick = |delivered: u64| {
@@ -749,7 +751,7 @@ fn run_with(
             wrong: check.wrong + u64::from(!done),
             packets: net.stats().packets_delivered
                 - delivered_before
-                - (background.as_ref().map_or(0, RunningBackground::delivered) - background_before),
+                - (background_delivered(&background) - background_before),
         });
         progress(Progress {
             sizes_done: k + 1,

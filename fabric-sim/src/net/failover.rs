@@ -236,7 +236,9 @@ impl Net {
     /// The fabric manager takes `replan_delay` from a failure to its new routes (its discovery, route
     /// computation and switch programming); meanwhile switches move flows off their failed ports to the
     /// other ports of their routes ([`switch_fw::switch::Switch::set_port_down`]) and hold what has no
-    /// port left, and GPUs wait to send what their failed ports carried. Zero: at once.
+    /// port left, a GPU's app sends nothing out of a failed port (its packets taken back go out of the
+    /// GPU's other ports that lead to their destinations), and the app's own plan keeps the old routes.
+    /// Zero: at once.
     pub fn schedule_faults(&mut self, faults: &[Fault], replan_delay: Duration) -> Result<(), String> {
         for &fault in faults {
             match fault {

@@ -106,12 +106,7 @@ impl Running {
 
     /// `collective` with this traffic beside it, as one app for the fabric.
     pub(crate) fn beside<'a>(&'a mut self, collective: &'a mut dyn App) -> Beside<'a> {
-        Beside {
-            collective,
-            traffic: &mut self.traffic,
-            traffic_first: false,
-            until_traffic_done: false,
-        }
+        Beside::new(collective, &mut self.traffic, false)
     }
 
     /// Packets of the background traffic delivered so far.
@@ -129,28 +124,21 @@ impl Running {
         // Beside a finished collective: anything of its still arriving is ignored.
         let drained = !fatal && {
             let limit = net.now() + DRAIN_LIMIT;
-            net.run(
-                &mut Beside {
-                    collective: &mut NoTraffic { done: true },
-                    traffic: t,
-                    traffic_first: false,
-                    until_traffic_done: true,
-                },
-                limit,
-            )
+            net.run(&mut Beside::new(&mut NoTraffic { done: true }, t, true), limit)
         };
         let gpus = t.n as f64;
         let mut problem = t.problem.take();
-        if !drained && !fatal && problem.is_none() {
-            problem = Some(format!(
-                "{} of {} background packets still undelivered {} us after the collectives ended",
-                t.generated - t.delivered,
-                t.generated,
-                DRAIN_LIMIT.as_ps() / 1_000_000
-            ));
-        }
-        if fatal && problem.is_none() && t.delivered != t.generated {
-            problem = Some("the fabric stopped before the background traffic was delivered".into());
+        if !drained && problem.is_none() {
+            problem = Some(if net.fatal().is_some() {
+                "the fabric stopped before the background traffic was delivered".to_string()
+            } else {
+                format!(
+                    "{} of {} background packets still undelivered {} us after the collectives ended",
+                    t.generated - t.delivered,
+                    t.generated,
+                    DRAIN_LIMIT.as_ps() / 1_000_000
+                )
+            });
         }
         BackgroundReport {
             background: self.background,
@@ -176,6 +164,19 @@ pub(crate) struct Beside<'a> {
     /// Whether the app is done when the traffic is (its generation stopped and all of it delivered),
     /// rather than when the collective is.
     until_traffic_done: bool,
+}
+
+impl<'a> Beside<'a> {
+    /// The two as one app, done when the collective is, or with `until_traffic_done` when the traffic
+    /// is.
+    fn new(collective: &'a mut dyn App, traffic: &'a mut Traffic, until_traffic_done: bool) -> Self {
+        Beside {
+            collective,
+            traffic,
+            traffic_first: false,
+            until_traffic_done,
+        }
+    }
 }
 
 impl App for Beside<'_> {
