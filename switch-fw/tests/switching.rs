@@ -317,6 +317,76 @@ proptest! {
         prop_assert!(expected.values().all(VecDeque::is_empty));
         prop_assert_eq!(left as u64, s.counters().forwarded);
     }
+
+    /// Ports fail at random cycles, as the switch's firmware sees its links go down: it marks the port
+    /// and takes back what was queued for it. Every packet taken in then leaves once, by a port of its
+    /// route that has not failed, or is given back once; one refused was refused because every port of
+    /// its route had failed; and a flow whose port never failed keeps it.
+    #[test]
+    fn with_ports_failing_every_packet_leaves_once_by_a_live_port_or_is_given_back(
+        routes in prop::collection::vec(1u64..256, 8),
+        arrivals in prop::collection::vec((0usize..8, 0u8..4, 0u16..8, 0u16..16), 1..300),
+        failures in prop::collection::vec((0u64..150, 0usize..8), 0..5),
+        credit_pattern in any::<u64>(),
+    ) {
+        use switch_fw::route::Flow;
+        let mut s = switch();
+        for (e, &ports) in routes.iter().enumerate() {
+            s.routes.set(e as u16, PortSet(ports)).unwrap();
+        }
+        let mut down = 0u64;
+        let mut taken: BTreeMap<u32, (u16, Flow)> = BTreeMap::new();
+        let mut done: BTreeMap<u32, &str> = BTreeMap::new();
+        let mut pending = arrivals.iter().enumerate().collect::<VecDeque<_>>();
+        let mut cycle = 0u64;
+        while !pending.is_empty() || !s.is_idle() {
+            cycle += 1;
+            prop_assert!(cycle < 100_000, "stuck");
+            for &(at, port) in &failures {
+                if at == cycle && down & (1 << port) == 0 {
+                    down |= 1 << port;
+                    s.set_port_down(port, true);
+                    let mut back = Vec::new();
+                    s.evict_output(port, |f| back.push(f.handle));
+                    for h in back {
+                        prop_assert!(done.insert(h, "given back").is_none(), "packet {} twice", h);
+                    }
+                }
+            }
+            for _ in 0..3 {
+                let Some((h, &(input, vc, to, source))) = pending.pop_front() else { break };
+                let arrival = Arrival { source: Some(source), ..unicast(h as u32, vc, to) };
+                match s.ingress(input, arrival) {
+                    Ok(copies) => {
+                        prop_assert_eq!(copies, 1);
+                        let flow = Flow { source, destination: to, vc };
+                        taken.insert(h as u32, (to, flow));
+                    }
+                    Err(SwitchError::PortDown { .. }) => {
+                        prop_assert_eq!(routes[usize::from(to)] & !down, 0, "refused with a live port")
+                    }
+                    Err(e) => prop_assert!(false, "refused: {:?}", e),
+                }
+            }
+            let mut out: HVec<Forward, 8> = HVec::new();
+            let c = credit_pattern.rotate_left(cycle as u32);
+            s.arbitrate(|o, vc| (c >> (o * 4 + vc)) & 1 == 1 || cycle % 5 == 0, &mut out);
+            for f in out {
+                s.output_done(f.output);
+                let (to, flow) = taken[&f.handle];
+                let route = routes[usize::from(to)];
+                prop_assert!(route & (1 << f.output) != 0, "left by port {} off its route", f.output);
+                prop_assert!(down & (1 << f.output) == 0, "left by failed port {}", f.output);
+                let hashed = flow.pick(PortSet(route)).unwrap();
+                if down & (1 << hashed) == 0 {
+                    prop_assert_eq!(f.output, hashed, "a flow on a live port keeps it");
+                }
+                prop_assert!(done.insert(f.handle, "left").is_none(), "packet {} twice", f.handle);
+            }
+        }
+        let accounted: Vec<u32> = done.keys().copied().collect();
+        prop_assert_eq!(accounted, taken.keys().copied().collect::<Vec<_>>());
+    }
 }
 
 #[test]
