@@ -97,3 +97,20 @@ fn a_background_load_out_of_range_is_refused() {
         assert!(e.contains("offered load"), "{e}");
     }
 }
+
+#[test]
+fn a_failure_just_after_a_size_ends_duplicates_no_traffic_packet() {
+    // The size boundary forgets the collective's headers, not the traffic's: a traffic packet
+    // delivered before the failure and handed back by it is still caught (found by review: "repeated").
+    let mut s = sweep(Algo::Ring, uniform(0.3, Spread::Links));
+    s.min = 64 << 10;
+    s.max = 1 << 20;
+    s.seed = 1;
+    s.faults = vec![FaultSpec::Link {
+        a: "gpu3".into(),
+        b: "nvswitch1".into(),
+        at: Duration::from_ns(3_443),
+    }];
+    let r = run_ok(&s);
+    assert!(r.failover.duplicates_dropped > 0, "{:?}", r.failover);
+}

@@ -351,6 +351,18 @@ fn while_the_manager_replans_a_switch_moves_flows_to_its_other_ports_and_holds_w
 }
 
 #[test]
+fn a_failure_just_after_a_size_ends_sends_none_of_its_packets_into_the_next() {
+    // 64 KiB ends at 3.34 us with packets of it still unacknowledged on the links; the link failing
+    // 5 ns later hands them back. Delivered already, they must not reach the next size, which reuses
+    // their headers (found by review: 6 wrong).
+    let mut s = sweep("dgx-h100", Kind::AllReduce, Algo::Ring, 64 << 10, 128 << 10);
+    s.seed = 1;
+    s.faults = vec![link("gpu0", "nvswitch0", 3_345)];
+    let r = run_ok(&s);
+    assert!(r.failover.duplicates_dropped > 0, "{:?}", r.failover);
+}
+
+#[test]
 fn a_run_with_a_failure_still_to_come_runs_as_one_without() {
     // Faults only change the run from the first failure on: sizes before it are not drained.
     let plain = sweep("dgx-h100", Kind::AllReduce, Algo::Ring, 64 << 10, 1 << 20);

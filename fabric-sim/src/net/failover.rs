@@ -91,15 +91,17 @@ pub struct FailoverStats {
 /// covers it, as a transport's sequence window would. Soon is not always: a copy may wait for the fabric
 /// manager's new routes in a switch, while the destination receives more than the window holds. So the
 /// headers of packets taken back unacknowledged are *pinned* at their destination: remembered past the
-/// window until their second copy arrives (a handful per failed link: what its replay buffers held).
+/// window until as many more copies as were taken back have arrived (a handful per failed link: what its
+/// replay buffers held).
 #[derive(Debug, Default)]
 pub(super) struct Seen {
-    set: HeaderSet,
+    set: std::collections::HashSet<u64, HeaderHash>,
     order: VecDeque<u64>,
-    pinned: HeaderSet,
+    /// Header to the copies of it still to come.
+    pinned: std::collections::HashMap<u64, u32, HeaderHash>,
 }
 
-type HeaderSet = std::collections::HashSet<u64, std::hash::BuildHasherDefault<HeaderHasher>>;
+type HeaderHash = std::hash::BuildHasherDefault<HeaderHasher>;
 
 /// Headers are already well mixed in their low bits (offsets) and only need spreading: one multiply,
 /// instead of SipHash's defence against chosen keys, which simulated traffic cannot mount.
@@ -124,28 +126,36 @@ impl std::hash::Hasher for HeaderHasher {
 const SEEN_WINDOW: usize = 1 << 16;
 
 impl Seen {
-    fn clear(&mut self) {
-        self.set.clear();
-        self.order.clear();
-        self.pinned.clear();
+    /// Forget the headers of a finished collective, whose next size reuses them. Synthetic traffic's
+    /// headers never repeat in a run, so they are kept: a copy of one may still come.
+    fn forget_collective(&mut self) {
+        let traffic = |tl: &u64| wire::opcode(*tl) == wire::OP_TRAFFIC;
+        self.set.retain(traffic);
+        self.order.retain(traffic);
+        self.pinned.retain(|tl, _| traffic(tl));
     }
 
-    /// Remember `tl` until a second copy of it arrives: a packet taken back that may have arrived.
+    /// Remember `tl` until one more copy of it arrives: a packet taken back that may have arrived.
     fn pin(&mut self, tl: u64) {
-        self.pinned.insert(tl);
+        *self.pinned.entry(tl).or_default() += 1;
     }
 
     /// Whether `tl` is new (and remember it).
     pub(super) fn first_time(&mut self, tl: u64) -> bool {
         if !self.set.insert(tl) {
-            self.pinned.remove(&tl);
+            if let Some(copies) = self.pinned.get_mut(&tl) {
+                *copies -= 1;
+                if *copies == 0 {
+                    self.pinned.remove(&tl);
+                }
+            }
             return false;
         }
         self.order.push_back(tl);
         if self.order.len() > SEEN_WINDOW {
             if let Some(old) = self.order.pop_front() {
-                // A pinned header stays in the set, out of the window's order, until its copy comes.
-                if !self.pinned.contains(&old) {
+                // A pinned header stays in the set, out of the window's order, until its copies come.
+                if self.pinned.is_empty() || !self.pinned.contains_key(&old) {
                     self.set.remove(&old);
                 }
             }
@@ -184,6 +194,8 @@ pub(super) struct Failover {
     pub(super) failed: Vec<usize>,
     /// Of `failed`, those whose stragglers have been let arrive ([`Net::drain_stragglers`]).
     pub(super) failures_drained: usize,
+    /// Per node and port: the data link's packets sent before the collective now running started.
+    pub(super) size_started: Vec<Vec<u64>>,
     /// Failed trunks the fabric manager has not yet routed around: it waits for links still training to
     /// come up before it discovers the fabric again (until then they have not reported their peers).
     pub(super) unplanned: Vec<usize>,
@@ -263,6 +275,7 @@ impl Net {
                 faults: Vec::new(),
                 failed: Vec::new(),
                 failures_drained: 0,
+                size_started: self.links.iter().map(|ports| vec![0; ports.len()]).collect(),
                 unplanned: Vec::new(),
                 replan_delay,
                 replan_at: Instant(0),
@@ -429,13 +442,31 @@ impl Net {
                 send_again(resend, stats, p);
             }
             let seen = &mut f.seen;
-            self.links[node][port].take_unacknowledged(|p| {
+            let link = &mut self.links[node][port];
+            // Counted from the link's first packet: the first taken back, and the first of the
+            // collective now running (every packet before it was delivered: its collective is done).
+            let mut index = link.counters().packets_sent - link.unacknowledged() as u64;
+            let current = f.size_started[node][port];
+            link.take_unacknowledged(|p| {
                 stats.packets_taken_back += 1;
-                // Its first copy may have arrived: its destination must know it when the second does.
-                let (dest, _, multicast) = wire::route_fields(p.tl);
-                if multicast.is_none() && wire::opcode(p.tl) != wire::OP_BOUNCE {
-                    if let Some(seen) = seen.get_mut(usize::from(dest)) {
-                        seen.pin(p.tl);
+                let earlier = index < current;
+                index += 1;
+                if earlier && !wire::is_engine_traffic(p.tl) && wire::opcode(p.tl) != wire::OP_TRAFFIC {
+                    // A finished collective's packet, delivered: the next size reuses its header.
+                    stats.duplicates_dropped += 1;
+                    return;
+                }
+                // Its first copy may have arrived: its destination must know it when another does. (A
+                // bounce that arrived made its source send the original again.)
+                let original = if wire::opcode(p.tl) == wire::OP_BOUNCE {
+                    wire::unbounce(p.tl)
+                } else {
+                    p.tl
+                };
+                if !wire::is_engine_traffic(original) {
+                    let dest = usize::from(wire::route_fields(original).0);
+                    if let Some(seen) = seen.get_mut(dest) {
+                        seen.pin(original);
                     }
                 }
                 send_again(resend, stats, p);
@@ -705,8 +736,13 @@ impl Net {
             return;
         }
         if let Some(f) = self.failover.as_mut() {
-            f.seen.iter_mut().for_each(Seen::clear);
+            f.seen.iter_mut().for_each(Seen::forget_collective);
             f.failures_drained = f.failed.len();
+            for (started, links) in f.size_started.iter_mut().zip(&self.links) {
+                for (started, link) in started.iter_mut().zip(links) {
+                    *started = link.counters().packets_sent;
+                }
+            }
         }
     }
 
@@ -757,5 +793,31 @@ mod tests {
             "a copy sent again after a failure is dropped"
         );
         assert!(seen.pinned.is_empty());
+    }
+
+    #[test]
+    fn a_header_taken_back_twice_is_caught_twice_and_only_traffic_outlives_a_size() {
+        use crate::wire::{header, OP_TRAFFIC, OP_WRITE};
+        let mut seen = Seen::default();
+        let (twice, traffic) = (
+            header(OP_WRITE, 1, 2, false, 7),
+            header(OP_TRAFFIC, 1, 2, false, 7),
+        );
+        seen.pin(twice);
+        seen.pin(twice);
+        assert!(seen.first_time(twice));
+        for tl in 0..SEEN_WINDOW as u64 + 10 {
+            assert!(seen.first_time(tl));
+        }
+        assert!(
+            !seen.first_time(twice) && !seen.first_time(twice),
+            "both copies caught"
+        );
+        assert!(seen.pinned.is_empty());
+        assert!(seen.first_time(traffic));
+        // The next size reuses the collective's headers; traffic's never repeat, so a copy is caught.
+        seen.forget_collective();
+        assert!(seen.first_time(twice), "the next size's packet");
+        assert!(!seen.first_time(traffic), "a copy of a traffic packet");
     }
 }
