@@ -76,7 +76,8 @@ pub struct FailoverStats {
     /// Packets a switch held while the fabric manager replanned, because every port of their route was
     /// down; routed again (or returned to their source) under the new routes.
     pub packets_parked: u64,
-    /// Copies a destination had already received, dropped there.
+    /// Copies a destination had already received, dropped there (or, for a finished collective's packets
+    /// a failure handed back, where they were handed back).
     pub duplicates_dropped: u64,
     /// Switches whose collective engine went offline because a port to a GPU failed.
     pub engines_offline: u64,
@@ -229,6 +230,37 @@ pub(super) fn send_again(resend: &mut VecDeque<Received>, stats: &mut FailoverSt
 }
 
 impl Failover {
+    /// Take back from `node`'s data `link` of a failed trunk what it sent without acknowledgement, to send
+    /// again, but for a finished collective's packets (the link sent the first `size_started` before the
+    /// collective now running started): delivered, and the next size reuses their headers.
+    fn take_back(&mut self, node: usize, link: &mut super::PortLink, size_started: u64) {
+        let (resend, stats, seen) = (&mut self.resend[node], &mut self.stats, &mut self.seen);
+        // The first taken back, counted from the link's first packet.
+        let mut index = link.counters().packets_sent - link.unacknowledged() as u64;
+        link.take_unacknowledged(|p| {
+            stats.packets_taken_back += 1;
+            let earlier = index < size_started;
+            index += 1;
+            if earlier && !wire::is_engine_traffic(p.tl) && wire::opcode(p.tl) != wire::OP_TRAFFIC {
+                stats.duplicates_dropped += 1;
+                return;
+            }
+            // Its first copy may have arrived: its destination must know it when another does. (A
+            // bounce that arrived made its source send the original again.)
+            let original = if wire::opcode(p.tl) == wire::OP_BOUNCE {
+                wire::unbounce(p.tl)
+            } else {
+                p.tl
+            };
+            if !wire::is_engine_traffic(original) {
+                if let Some(seen) = seen.get_mut(usize::from(wire::route_fields(original).0)) {
+                    seen.pin(original);
+                }
+            }
+            send_again(resend, stats, p);
+        });
+    }
+
     /// Hold a packet at switch `node` until the new routes: every port of its route is down.
     pub(super) fn park(&mut self, node: usize, p: Received) {
         self.stats.packets_parked += u64::from(!wire::is_engine_traffic(p.tl));
@@ -441,36 +473,7 @@ impl Net {
             while let Some(p) = self.links[node][port].recv() {
                 send_again(resend, stats, p);
             }
-            let seen = &mut f.seen;
-            let link = &mut self.links[node][port];
-            // Counted from the link's first packet: the first taken back, and the first of the
-            // collective now running (every packet before it was delivered: its collective is done).
-            let mut index = link.counters().packets_sent - link.unacknowledged() as u64;
-            let current = f.size_started[node][port];
-            link.take_unacknowledged(|p| {
-                stats.packets_taken_back += 1;
-                let earlier = index < current;
-                index += 1;
-                if earlier && !wire::is_engine_traffic(p.tl) && wire::opcode(p.tl) != wire::OP_TRAFFIC {
-                    // A finished collective's packet, delivered: the next size reuses its header.
-                    stats.duplicates_dropped += 1;
-                    return;
-                }
-                // Its first copy may have arrived: its destination must know it when another does. (A
-                // bounce that arrived made its source send the original again.)
-                let original = if wire::opcode(p.tl) == wire::OP_BOUNCE {
-                    wire::unbounce(p.tl)
-                } else {
-                    p.tl
-                };
-                if !wire::is_engine_traffic(original) {
-                    let dest = usize::from(wire::route_fields(original).0);
-                    if let Some(seen) = seen.get_mut(dest) {
-                        seen.pin(original);
-                    }
-                }
-                send_again(resend, stats, p);
-            });
+            f.take_back(node, &mut self.links[node][port], f.size_started[node][port]);
             self.links[node][port].phy_down();
         }
         // A switch's firmware takes the port out of its routes' use and gives back what it had queued
