@@ -114,3 +114,54 @@ fn a_failure_just_after_a_size_ends_duplicates_no_traffic_packet() {
     let r = run_ok(&s);
     assert!(r.failover.duplicates_dropped > 0, "{:?}", r.failover);
 }
+
+#[test]
+fn traffic_beside_collectives_survives_failures_at_random_times_with_random_replan_delays() {
+    use rand_core::{Rng, SeedableRng};
+    let mut rng = rand_xoshiro::Xoshiro256PlusPlus::seed_from_u64(26);
+    let algos = [
+        (Kind::AllReduce, Algo::Ring),
+        (Kind::AllReduce, Algo::Tree),
+        (Kind::AllReduce, Algo::SwitchReduce),
+        (Kind::AllToAll, Algo::P2p),
+        (Kind::AllGather, Algo::Ring),
+    ];
+    let patterns = [
+        Pattern::Uniform,
+        Pattern::Permutation,
+        Pattern::Neighbor,
+        Pattern::Hotspot(0.2),
+    ];
+    for _ in 0..8 {
+        let (kind, algo) = algos[rng.next_u64() as usize % algos.len()];
+        let mut s = sweep(
+            algo,
+            uniform(0.05 + 0.05 * (rng.next_u64() % 6) as f64, Spread::Links),
+        );
+        s.kind = kind;
+        s.min = 64 << 10;
+        s.max = 512 << 10;
+        if let Some(b) = s.background.as_mut() {
+            b.pattern = patterns[rng.next_u64() as usize % patterns.len()];
+        }
+        let (gpu, switch) = (rng.next_u64() % 8, rng.next_u64() % 4);
+        let at = Duration::from_ns(1_000 + rng.next_u64() % 15_000);
+        s.faults = vec![if rng.next_u64() % 3 == 0 {
+            FaultSpec::Port {
+                switch: format!("nvswitch{switch}"),
+                peer: format!("gpu{gpu}"),
+                at,
+            }
+        } else {
+            FaultSpec::Link {
+                a: format!("gpu{gpu}"),
+                b: format!("nvswitch{switch}"),
+                at,
+            }
+        }];
+        s.replan_delay = Duration::from_ns([0, 500, 5_000, 20_000][rng.next_u64() as usize % 4]);
+        let r = run_ok(&s);
+        let b = r.background.unwrap();
+        assert_eq!(b.delivered, b.generated, "{:?} {:?}", s.faults, s.replan_delay);
+    }
+}
