@@ -765,10 +765,10 @@ fn run_with(
     let background = background.map(|b| b.finish(&mut net));
     let wall_seconds = started.elapsed().as_secs_f64();
     let packets =
-        rows.iter().map(|r| r.packets).sum::<u64>() + background.as_ref().map_or(0, |b| b.delivered);
+        rows.iter().map(|r| r.packets).sum::<u64>() + background.as_ref().map_or(0, |b| b.measured.delivered);
     let verified = rows.len() == sizes.len()
         && rows.iter().all(|r| r.wrong == 0)
-        && background.as_ref().is_none_or(|b| b.verified);
+        && background.as_ref().is_none_or(|b| b.measured.verified);
     let avg_busbw = if rows.is_empty() {
         0.0
     } else {
@@ -779,7 +779,7 @@ fn run_with(
             .then(|| "a size did not complete within the time limit, or data was wrong".to_string())
     });
     let failure = failure.or_else(|| {
-        let problem = background.as_ref()?.problem.as_ref()?;
+        let problem = background.as_ref()?.measured.problem.as_ref()?;
         Some(format!("background traffic: {problem}"))
     });
     Ok(Report {

@@ -167,18 +167,15 @@ pub struct Latency {
     pub max_ns: u64,
 }
 
-/// What a run of synthetic traffic measured. Throughputs are payload bytes per GPU, GB/s (1e9 B/s).
-#[derive(Clone, Debug)]
-pub struct TrafficReport {
-    /// The offered load, as given.
-    pub load: f64,
-    /// The warm-up used.
-    pub warmup: Duration,
+/// What synthetic traffic measured, in a run of its own or beside a collective. Throughputs are payload
+/// bytes per GPU, GB/s (1e9 B/s).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Measured {
     /// Payload each GPU offered, on average.
     pub offered_gbps: f64,
     /// Payload arriving per GPU during the measurement window, on average.
     pub accepted_gbps: f64,
-    /// The packets' latencies.
+    /// Latencies of the packets generated in the window.
     pub latency: Latency,
     /// Packets generated, all GPUs and the whole run.
     pub generated: u64,
@@ -186,11 +183,22 @@ pub struct TrafficReport {
     pub delivered: u64,
     /// Packets not generated because the source queue of their port was full.
     pub source_full: u64,
-    /// Whether every packet generated arrived once, in order per source and destination, intact, and
-    /// the fabric drained in time.
+    /// Whether every packet generated arrived once, intact (in order per source and destination where
+    /// flows keep one path), and the fabric drained in time.
     pub verified: bool,
     /// The first thing that was wrong, if any.
     pub problem: Option<String>,
+}
+
+/// What a run of synthetic traffic measured.
+#[derive(Clone, Debug)]
+pub struct TrafficReport {
+    /// The offered load, as given.
+    pub load: f64,
+    /// The warm-up used.
+    pub warmup: Duration,
+    /// Throughput, latency and delivery.
+    pub measured: Measured,
     /// Simulated time the run took, drain included.
     pub simulated: Duration,
     /// What the links did.
@@ -290,28 +298,11 @@ pub fn run_traffic(topology: &Topology, spec: &TrafficSpec) -> Result<TrafficRep
     let limit = stop + DRAIN_LIMIT;
     let finished = net.run(&mut app, limit);
     let offered = offered_gbps(&bandwidth, spec.load, spec.payload_bytes, wire_bytes);
-    let window_ns = spec.measure.as_ps() as f64 / 1000.0;
-    let mut problem = app.problem.take().or_else(|| net.fatal().map(str::to_owned));
-    if !finished && problem.is_none() {
-        problem = Some(format!(
-            "{} of {} packets still undelivered {} us after generation stopped",
-            app.generated - app.delivered,
-            app.generated,
-            DRAIN_LIMIT.as_ps() / 1_000_000
-        ));
-    }
     Ok(TrafficReport {
         load: spec.load,
         warmup,
         failover: net.failover_stats(),
-        offered_gbps: offered,
-        accepted_gbps: app.window_bytes as f64 / window_ns / gpus as f64,
-        latency: app.latency(),
-        generated: app.generated,
-        delivered: app.delivered,
-        source_full: app.source_full,
-        verified: problem.is_none(),
-        problem,
+        measured: app.measured(offered, spec.measure, finished, net.fatal()),
         simulated: net.now().saturating_since(Instant::ZERO),
         links: net.link_totals(),
         trace: net.finish_trace()?,
@@ -565,6 +556,37 @@ impl Traffic {
             tl: wire::header(wire::OP_TRAFFIC, p.dest, gpu as u16, false, p.seq),
             payload: payload(self.seed, gpu, p, self.extension, self.data_flits),
             multicast: None,
+        }
+    }
+
+    /// What the traffic measured, offering `offered_gbps` per GPU, over a window of `window`; `drained`
+    /// says whether the fabric delivered everything in time, `fatal` why it could not go on.
+    fn measured(
+        &mut self,
+        offered_gbps: f64,
+        window: Duration,
+        drained: bool,
+        fatal: Option<&str>,
+    ) -> Measured {
+        let mut problem = self.problem.take().or_else(|| fatal.map(str::to_owned));
+        if !drained && problem.is_none() {
+            problem = Some(format!(
+                "{} of {} packets still undelivered {} us after generation stopped",
+                self.generated - self.delivered,
+                self.generated,
+                DRAIN_LIMIT.as_ps() / 1_000_000
+            ));
+        }
+        let window_ns = (window.as_ps() as f64 / 1000.0).max(1.0);
+        Measured {
+            offered_gbps,
+            accepted_gbps: self.window_bytes as f64 / window_ns / self.n as f64,
+            latency: self.latency(),
+            generated: self.generated,
+            delivered: self.delivered,
+            source_full: self.source_full,
+            verified: problem.is_none(),
+            problem,
         }
     }
 

@@ -47,20 +47,23 @@ fn traffic_beside_a_collective_is_all_delivered_and_slows_it() {
         let alone = run_ok(&sweep(algo, None));
         let beside = run_ok(&sweep(algo, uniform(0.3, Spread::Links)));
         let b = beside.background.clone().expect("a background report");
-        assert!(b.verified && b.problem.is_none());
-        assert!(b.generated > 10_000 && b.delivered == b.generated, "{b:?}");
-        // At 0.3 of the links the fabric takes all of it, beside the collective.
+        assert!(b.measured.verified && b.measured.problem.is_none());
         assert!(
-            (b.accepted_gbps - b.offered_gbps).abs() < 0.05 * b.offered_gbps,
+            b.measured.generated > 10_000 && b.measured.delivered == b.measured.generated,
             "{b:?}"
         );
-        assert!(b.latency.packets > 0 && b.latency.p99_ns >= b.latency.p50_ns);
+        // At 0.3 of the links the fabric takes all of it, beside the collective.
+        assert!(
+            (b.measured.accepted_gbps - b.measured.offered_gbps).abs() < 0.05 * b.measured.offered_gbps,
+            "{b:?}"
+        );
+        assert!(b.measured.latency.packets > 0 && b.measured.latency.p99_ns >= b.measured.latency.p50_ns);
         // The rows count the collective's own packets, the same as alone; the total adds the traffic's.
         for (a, x) in alone.rows.iter().zip(&beside.rows) {
             assert_eq!(a.packets, x.packets, "{algo:?} at {} B", a.bytes);
         }
         let rows: u64 = beside.rows.iter().map(|r| r.packets).sum();
-        assert_eq!(beside.packets, rows + b.delivered);
+        assert_eq!(beside.packets, rows + b.measured.delivered);
         // Sharing the links costs the collective bandwidth at the largest size.
         let (slow, fast) = (
             beside.rows.last().unwrap().busbw,
@@ -85,7 +88,7 @@ fn traffic_and_collective_lose_nothing_to_a_failure_mid_sweep() {
         s.replan_delay = Duration::from_us(2);
         let r = run_ok(&s);
         let b = r.background.unwrap();
-        assert_eq!(b.delivered, b.generated);
+        assert_eq!(b.measured.delivered, b.measured.generated);
         assert_eq!(r.failover.links_failed, 1);
     }
 }
@@ -162,6 +165,10 @@ fn traffic_beside_collectives_survives_failures_at_random_times_with_random_repl
         s.replan_delay = Duration::from_ns([0, 500, 5_000, 20_000][rng.next_u64() as usize % 4]);
         let r = run_ok(&s);
         let b = r.background.unwrap();
-        assert_eq!(b.delivered, b.generated, "{:?} {:?}", s.faults, s.replan_delay);
+        assert_eq!(
+            b.measured.delivered, b.measured.generated,
+            "{:?} {:?}",
+            s.faults, s.replan_delay
+        );
     }
 }

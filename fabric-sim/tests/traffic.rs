@@ -30,9 +30,13 @@ fn spec(pattern: Pattern, spread: Spread, load: f64) -> TrafficSpec {
 fn run(topology: &str, spec: &TrafficSpec) -> TrafficReport {
     let t = Topology::builtin(topology).unwrap();
     let r = run_traffic(&t, spec).unwrap();
-    assert!(r.verified, "{topology} {spec:?}: {:?}", r.problem);
-    assert_eq!(r.generated, r.delivered);
-    assert!(r.latency.packets > 0);
+    assert!(
+        r.measured.verified,
+        "{topology} {spec:?}: {:?}",
+        r.measured.problem
+    );
+    assert_eq!(r.measured.generated, r.measured.delivered);
+    assert!(r.measured.latency.packets > 0);
     r
 }
 
@@ -49,14 +53,17 @@ fn a_lightly_loaded_fabric_accepts_what_is_offered_at_a_steady_latency() {
     let r = run("dgx-h100", &spec(Pattern::Uniform, Spread::Links, 0.2));
     // 450 GB/s of links per GPU, 160-byte packets for 128 bytes: 360 GB/s of payload at most.
     assert!((payload_capacity("dgx-h100") - 360.0).abs() < 1e-9);
-    assert!((r.offered_gbps - 72.0).abs() < 1e-9);
-    assert!((r.accepted_gbps / r.offered_gbps - 1.0).abs() < 0.03, "{r:?}");
+    assert!((r.measured.offered_gbps - 72.0).abs() < 1e-9);
+    assert!(
+        (r.measured.accepted_gbps / r.measured.offered_gbps - 1.0).abs() < 0.03,
+        "{r:?}"
+    );
     // Two hops through an NVSwitch: the tail stays within a few packet times of the median.
-    let l = r.latency;
+    let l = r.measured.latency;
     assert!(l.p50_ns >= 100 && l.p50_ns < 400, "{l:?}");
     assert!(l.p99_ns < l.p50_ns + 50, "{l:?}");
     assert!(l.p50_ns as f64 <= l.mean_ns + 1.0 && l.max_ns >= l.p99_ns);
-    assert_eq!(r.source_full, 0);
+    assert_eq!(r.measured.source_full, 0);
 }
 
 #[test]
@@ -65,17 +72,20 @@ fn a_flow_on_one_port_is_capped_by_that_trunk_and_interleaving_uses_them_all() {
     // trunks to the NVSwitches (4 or 5 links of 25 GB/s: at most 100 GB/s of payload); interleaved over
     // the 18 links it gets nearly all 360.
     let flow = run("dgx-h100", &spec(Pattern::Permutation, Spread::Flow, 1.0));
-    assert!(flow.accepted_gbps <= 100.0 + 1.0, "{flow:?}");
-    assert!(flow.accepted_gbps > 70.0, "{flow:?}");
-    assert!(flow.source_full > 0, "the source queues overflow");
+    assert!(flow.measured.accepted_gbps <= 100.0 + 1.0, "{flow:?}");
+    assert!(flow.measured.accepted_gbps > 70.0, "{flow:?}");
+    assert!(flow.measured.source_full > 0, "the source queues overflow");
     let links = run("dgx-h100", &spec(Pattern::Permutation, Spread::Links, 1.0));
-    assert!(links.accepted_gbps > 0.95 * links.offered_gbps, "{links:?}");
+    assert!(
+        links.measured.accepted_gbps > 0.95 * links.measured.offered_gbps,
+        "{links:?}"
+    );
     // The flow's packets wait in a full source queue (1,024 packets, 1.6 us at 100 GB/s).
     assert!(
-        flow.latency.p50_ns > links.latency.p50_ns + 1_000,
+        flow.measured.latency.p50_ns > links.measured.latency.p50_ns + 1_000,
         "queueing at the source: {:?} {:?}",
-        flow.latency,
-        links.latency
+        flow.measured.latency,
+        links.measured.latency
     );
 }
 
@@ -85,10 +95,16 @@ fn a_hot_spot_saturates_its_links_and_latency_grows_with_the_load() {
     // bandwidth each, 1.75 times what its links can take.
     let light = run("dgx-h100", &spec(Pattern::Hotspot(0.5), Spread::Links, 0.1));
     let heavy = run("dgx-h100", &spec(Pattern::Hotspot(0.5), Spread::Links, 0.5));
-    assert!(light.accepted_gbps > 0.97 * light.offered_gbps, "{light:?}");
-    assert!(heavy.accepted_gbps < 0.9 * heavy.offered_gbps, "{heavy:?}");
     assert!(
-        heavy.latency.p99_ns > 4 * light.latency.p99_ns,
+        light.measured.accepted_gbps > 0.97 * light.measured.offered_gbps,
+        "{light:?}"
+    );
+    assert!(
+        heavy.measured.accepted_gbps < 0.9 * heavy.measured.offered_gbps,
+        "{heavy:?}"
+    );
+    assert!(
+        heavy.measured.latency.p99_ns > 4 * light.measured.latency.p99_ns,
         "{light:?} {heavy:?}"
     );
 }
@@ -98,11 +114,11 @@ fn a_run_repeats_exactly_for_its_seed() {
     let s = spec(Pattern::Uniform, Spread::Links, 0.6);
     let (a, b) = (run("dgx-a100", &s), run("dgx-a100", &s));
     assert_eq!(
-        (a.delivered, a.latency, a.accepted_gbps),
-        (b.delivered, b.latency, b.accepted_gbps)
+        (a.measured.delivered, a.measured.latency, a.measured.accepted_gbps),
+        (b.measured.delivered, b.measured.latency, b.measured.accepted_gbps)
     );
     let other = run("dgx-a100", &TrafficSpec { seed: 2, ..s });
-    assert_ne!(a.latency, other.latency);
+    assert_ne!(a.measured.latency, other.measured.latency);
 }
 
 #[test]
@@ -118,9 +134,9 @@ fn bit_errors_are_replayed_and_every_packet_still_arrives() {
         r.links
     );
     assert!(
-        r.latency.max_ns > 2 * r.latency.p50_ns,
+        r.measured.latency.max_ns > 2 * r.measured.latency.p50_ns,
         "replays show in the tail: {:?}",
-        r.latency
+        r.measured.latency
     );
 }
 
@@ -132,15 +148,18 @@ fn a_fat_tree_is_limited_by_each_gpus_network_port() {
     // the source queues overflow.
     let fits = run("fat-tree-32", &spec(Pattern::Uniform, Spread::Links, 0.05));
     assert!(
-        (fits.accepted_gbps / fits.offered_gbps - 1.0).abs() < 0.05,
+        (fits.measured.accepted_gbps / fits.measured.offered_gbps - 1.0).abs() < 0.05,
         "{fits:?}"
     );
     let over = run("fat-tree-32", &spec(Pattern::Uniform, Spread::Links, 0.2));
-    assert!(over.accepted_gbps < 0.75 * over.offered_gbps, "{over:?}");
-    assert!(over.source_full > 0, "{over:?}");
+    assert!(
+        over.measured.accepted_gbps < 0.75 * over.measured.offered_gbps,
+        "{over:?}"
+    );
+    assert!(over.measured.source_full > 0, "{over:?}");
     // Packets wait in the port's full source queue: a microsecond and more.
     assert!(
-        over.latency.p50_ns > fits.latency.p50_ns + 1_000,
+        over.measured.latency.p50_ns > fits.measured.latency.p50_ns + 1_000,
         "{fits:?} {over:?}"
     );
 }
@@ -161,11 +180,14 @@ fn packets_caught_by_a_failure_go_another_way_and_show_in_the_tail() {
         assert_eq!(r.failover.links_failed, 1);
         assert!(r.failover.packets_taken_back > 0, "{spread:?} {:?}", r.failover);
         // The rest of the fabric carries what gpu0's 14 remaining links can.
-        assert!(r.accepted_gbps > 0.9 * r.offered_gbps, "{spread:?} {r:?}");
         assert!(
-            r.latency.max_ns > 2 * r.latency.p50_ns,
+            r.measured.accepted_gbps > 0.9 * r.measured.offered_gbps,
+            "{spread:?} {r:?}"
+        );
+        assert!(
+            r.measured.latency.max_ns > 2 * r.measured.latency.p50_ns,
             "{spread:?} {:?}",
-            r.latency
+            r.measured.latency
         );
     }
 }
@@ -179,11 +201,14 @@ fn small_writes_carry_less_payload_for_the_same_header_flits() {
         ..spec(Pattern::Uniform, Spread::Links, 0.5)
     };
     let r = run("dgx-h100", &s);
-    assert!((r.offered_gbps - 112.5).abs() < 1e-9, "{r:?}");
-    assert!((r.accepted_gbps / r.offered_gbps - 1.0).abs() < 0.03, "{r:?}");
+    assert!((r.measured.offered_gbps - 112.5).abs() < 1e-9, "{r:?}");
+    assert!(
+        (r.measured.accepted_gbps / r.measured.offered_gbps - 1.0).abs() < 0.03,
+        "{r:?}"
+    );
     let full = run("dgx-h100", &spec(Pattern::Uniform, Spread::Links, 0.5));
     // 64 bytes on the wire a packet against 160: two and a half times the packets for the same load.
-    let ratio = r.generated as f64 / full.generated as f64;
+    let ratio = r.measured.generated as f64 / full.measured.generated as f64;
     assert!((ratio - 2.5).abs() < 0.1, "{ratio}");
 }
 
@@ -228,7 +253,7 @@ fn a_copy_held_while_the_manager_replans_is_still_caught_as_a_duplicate() {
         ..spec(Pattern::Uniform, Spread::Links, 0.5)
     };
     let r = run("dgx-h100", &s);
-    assert!(r.verified, "{:?}", r.problem);
+    assert!(r.measured.verified, "{:?}", r.measured.problem);
     assert!(
         r.failover.packets_parked > 10_000 && r.failover.duplicates_dropped > 0,
         "{:?}",

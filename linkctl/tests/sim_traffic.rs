@@ -82,31 +82,19 @@ fn the_table_names_the_run_and_marks_saturation() {
 
 #[test]
 fn a_failure_is_routed_around_and_reported() {
-    let out = common::linkctl(
-        CMD,
-        &[
-            "--load",
-            "0.4",
-            "--measure",
-            "3us",
-            "--fail-link",
-            "gpu0:nvswitch1@3us",
-        ],
-    );
+    let args = [
+        "--load",
+        "0.4",
+        "--measure",
+        "3us",
+        "--fail-link",
+        "gpu0:nvswitch1@3us",
+    ];
+    let out = common::linkctl(CMD, &args);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let text = String::from_utf8(out.stdout).unwrap();
     assert!(text.contains("#   Failover: 1 link(s) failed"), "{text}");
-    let v = common::json(
-        CMD,
-        &[
-            "--load",
-            "0.4",
-            "--measure",
-            "3us",
-            "--fail-link",
-            "gpu0:nvswitch1@3us",
-        ],
-    );
+    let v = common::json(CMD, &args);
     assert_eq!(v["points"][0]["failover"]["links_failed"], 1);
     assert_eq!(v["verified"], true);
     common::assert_refused(CMD, &["--fail-link", "gpu0:gpu1@3us"]);

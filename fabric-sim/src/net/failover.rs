@@ -586,7 +586,9 @@ impl Net {
         for (node, parked) in f.parked.iter_mut().enumerate() {
             if !parked.is_empty() {
                 f.resend[node].extend(parked.drain(..));
-                switches.push(node);
+                if !switches.contains(&node) {
+                    switches.push(node);
+                }
             }
         }
         for node in switches {

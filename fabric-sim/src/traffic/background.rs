@@ -7,7 +7,7 @@
 use link_phy::time::{Duration, Instant};
 
 use super::DRAIN_LIMIT;
-use super::{check_load_and_bytes, injection, offered_gbps, Latency, Pattern, Spread, Traffic, TrafficSpec};
+use super::{check_load_and_bytes, injection, offered_gbps, Measured, Pattern, Spread, Traffic, TrafficSpec};
 use crate::net::{App, Net, NoTraffic, Offer};
 use crate::topology::Topology;
 use crate::wire;
@@ -26,30 +26,14 @@ pub struct Background {
     pub payload_bytes: usize,
 }
 
-/// What the background traffic measured, over the whole sweep. Throughputs are payload bytes per GPU,
-/// GB/s.
+/// What the background traffic measured, over the whole sweep: its window is the sweep, from its start
+/// to the last size's end.
 #[derive(Clone, Debug, PartialEq)]
 pub struct BackgroundReport {
     /// What it was.
     pub background: Background,
-    /// Payload each GPU offered, on average.
-    pub offered_gbps: f64,
-    /// Payload arriving per GPU while the collectives ran, on average.
-    pub accepted_gbps: f64,
-    /// Latency of every packet generated while the collectives ran, from generation (source queueing
-    /// included) to arrival.
-    pub latency: Latency,
-    /// Packets generated.
-    pub generated: u64,
-    /// Packets delivered.
-    pub delivered: u64,
-    /// Packets not generated because the source queue of their port was full.
-    pub source_full: u64,
-    /// Whether every packet generated arrived once, intact (in order per flow with [`Spread::Flow`]), and
-    /// the fabric drained in time.
-    pub verified: bool,
-    /// The first thing that was wrong, if any.
-    pub problem: Option<String>,
+    /// Throughput, latency and delivery.
+    pub measured: Measured,
 }
 
 /// Background traffic on a fabric, generating until [`Running::finish`].
@@ -126,30 +110,9 @@ impl Running {
             let limit = net.now() + DRAIN_LIMIT;
             net.run(&mut Beside::new(&mut NoTraffic { done: true }, t, true), limit)
         };
-        let gpus = t.n as f64;
-        let mut problem = t.problem.take();
-        if !drained && problem.is_none() {
-            problem = Some(if net.fatal().is_some() {
-                "the fabric stopped before the background traffic was delivered".to_string()
-            } else {
-                format!(
-                    "{} of {} background packets still undelivered {} us after the collectives ended",
-                    t.generated - t.delivered,
-                    t.generated,
-                    DRAIN_LIMIT.as_ps() / 1_000_000
-                )
-            });
-        }
         BackgroundReport {
             background: self.background,
-            offered_gbps: self.offered_gbps,
-            accepted_gbps: t.window_bytes as f64 / (elapsed.as_ps() as f64 / 1000.0).max(1.0) / gpus,
-            latency: t.latency(),
-            generated: t.generated,
-            delivered: t.delivered,
-            source_full: t.source_full,
-            verified: problem.is_none(),
-            problem,
+            measured: t.measured(self.offered_gbps, elapsed, drained, net.fatal()),
         }
     }
 }

@@ -332,7 +332,7 @@ fn parse_time(s: &str) -> anyhow::Result<Duration> {
 
 /// What the background traffic measured, as a line of the table.
 fn background_line(b: &BackgroundReport) -> String {
-    let l = &b.latency;
+    let l = &b.measured.latency;
     format!(
         "# Background: {} traffic at a load of {:.2} ({} spread) beside the collective: {:.1} of {:.1} GB/s per \
          GPU accepted; latency of {} packets: mean {:.1} ns, p50 {}, p99 {}, max {}; {} not generated for full \
@@ -340,15 +340,15 @@ fn background_line(b: &BackgroundReport) -> String {
         b.background.pattern.name(),
         b.background.load,
         b.background.spread.name(),
-        b.accepted_gbps,
-        b.offered_gbps,
+        b.measured.accepted_gbps,
+        b.measured.offered_gbps,
         l.packets,
         l.mean_ns,
         l.p50_ns,
         l.p99_ns,
         l.max_ns,
-        b.source_full,
-        match &b.problem {
+        b.measured.source_full,
+        match &b.measured.problem {
             None => "every packet delivered once, with its data".to_string(),
             Some(problem) => format!("WRONG: {problem}"),
         }
@@ -357,20 +357,15 @@ fn background_line(b: &BackgroundReport) -> String {
 
 /// What the background traffic measured, as the JSON's `background`.
 fn background_json(b: &BackgroundReport) -> serde_json::Value {
-    json!({
-        "pattern": b.background.pattern.name(),
-        "spread": b.background.spread.name(),
-        "load": b.background.load,
-        "payload_bytes": b.background.payload_bytes,
-        "offered_gbps": b.offered_gbps,
-        "accepted_gbps": b.accepted_gbps,
-        "latency_ns": traffic::latency_json(&b.latency),
-        "generated": b.generated,
-        "delivered": b.delivered,
-        "source_full": b.source_full,
-        "verified": b.verified,
-        "problem": b.problem,
-    })
+    traffic::measured_json(
+        &b.measured,
+        json!({
+            "pattern": b.background.pattern.name(),
+            "spread": b.background.spread.name(),
+            "load": b.background.load,
+            "payload_bytes": b.background.payload_bytes,
+        }),
+    )
 }
 
 /// `--background PATTERN:LOAD` with its spread.

@@ -8,7 +8,7 @@ use std::time::Instant as WallClock;
 use anyhow::{bail, Context};
 use clap::Args;
 use fabric_sim::traffic::{
-    run_traffic, Latency, Pattern, Spread, TrafficReport, TrafficSpec, HOTSPOT_SHARE, PAYLOAD_BYTES,
+    run_traffic, Measured, Pattern, Spread, TrafficReport, TrafficSpec, HOTSPOT_SHARE, PAYLOAD_BYTES,
 };
 use serde_json::{json, Value};
 
@@ -125,8 +125,8 @@ pub fn run(args: TrafficArgs) -> anyhow::Result<ExitCode> {
         reports.push(report.map_err(anyhow::Error::msg)?);
     }
     let wall = started.elapsed().as_secs_f64();
-    let packets: u64 = reports.iter().map(|r| r.delivered).sum();
-    let verified = reports.iter().all(|r| r.verified);
+    let packets: u64 = reports.iter().map(|r| r.measured.delivered).sum();
+    let verified = reports.iter().all(|r| r.measured.verified);
     let gpus = topology.gpus().len();
     let summary = json!({
         "topology": topology.name,
@@ -160,7 +160,13 @@ pub fn run(args: TrafficArgs) -> anyhow::Result<ExitCode> {
         );
         let points: Vec<_> = reports
             .iter()
-            .map(|r| (r.offered_gbps, r.latency.mean_ns, r.latency.p99_ns as f64))
+            .map(|r| {
+                (
+                    r.measured.offered_gbps,
+                    r.measured.latency.mean_ns,
+                    r.measured.latency.p99_ns as f64,
+                )
+            })
             .collect();
         file.write(&plot::latency_svg(title, &points))?;
     }
@@ -171,30 +177,40 @@ pub fn run(args: TrafficArgs) -> anyhow::Result<ExitCode> {
     })
 }
 
-/// Packets timed and their latencies, in the JSON of `sim traffic` and of `sim --background`.
-pub fn latency_json(l: &Latency) -> Value {
-    json!({ "packets": l.packets, "mean": l.mean_ns, "p50": l.p50_ns, "p99": l.p99_ns, "max": l.max_ns })
+/// What synthetic traffic measured, with the fields of `rest`: the JSON of a `sim traffic` point and of
+/// `sim --background`.
+pub fn measured_json(m: &Measured, rest: Value) -> Value {
+    let l = &m.latency;
+    let mut v = json!({
+        "offered_gbps": m.offered_gbps,
+        "accepted_gbps": m.accepted_gbps,
+        "latency_ns": { "packets": l.packets, "mean": l.mean_ns, "p50": l.p50_ns, "p99": l.p99_ns, "max": l.max_ns },
+        "generated": m.generated,
+        "delivered": m.delivered,
+        "source_full": m.source_full,
+        "verified": m.verified,
+        "problem": m.problem,
+    });
+    if let (Value::Object(v), Value::Object(rest)) = (&mut v, rest) {
+        v.extend(rest);
+    }
+    v
 }
 
 fn point(r: &TrafficReport) -> Value {
     let (trace, waves) = trace_json(r.trace, r.waves);
-    json!({
-        "load": r.load,
-        "offered_gbps": r.offered_gbps,
-        "accepted_gbps": r.accepted_gbps,
-        "latency_ns": latency_json(&r.latency),
-        "generated": r.generated,
-        "delivered": r.delivered,
-        "source_full": r.source_full,
-        "replays": r.links.dl.replays,
-        "failover": failover_json(&r.failover),
-        "bits_flipped": r.links.bits_flipped,
-        "simulated_us": r.simulated.as_ps() as f64 / 1e6,
-        "verified": r.verified,
-        "problem": r.problem,
-        "trace": trace,
-        "waves": waves,
-    })
+    measured_json(
+        &r.measured,
+        json!({
+            "load": r.load,
+            "replays": r.links.dl.replays,
+            "failover": failover_json(&r.failover),
+            "bits_flipped": r.links.bits_flipped,
+            "simulated_us": r.simulated.as_ps() as f64 / 1e6,
+            "trace": trace,
+            "waves": waves,
+        }),
+    )
 }
 
 fn print_table(s: &Value, reports: &[TrafficReport]) {
@@ -218,17 +234,17 @@ fn print_table(s: &Value, reports: &[TrafficReport]) {
         println!(
             " {:>6.2} {:>10.1} {:>10.1}  {:>9.1} {:>7} {:>7} {:>7} {:>10} {:>9}{}",
             r.load,
-            r.offered_gbps,
-            r.accepted_gbps,
-            r.latency.mean_ns,
-            r.latency.p50_ns,
-            r.latency.p99_ns,
-            r.latency.max_ns,
-            r.delivered,
-            r.source_full,
-            if r.verified { "" } else { "  WRONG" }
+            r.measured.offered_gbps,
+            r.measured.accepted_gbps,
+            r.measured.latency.mean_ns,
+            r.measured.latency.p50_ns,
+            r.measured.latency.p99_ns,
+            r.measured.latency.max_ns,
+            r.measured.delivered,
+            r.measured.source_full,
+            if r.measured.verified { "" } else { "  WRONG" }
         );
-        if let Some(problem) = &r.problem {
+        if let Some(problem) = &r.measured.problem {
             println!("#   {problem}");
         }
         if r.failover.links_failed + r.failover.links_degraded > 0 {
@@ -238,10 +254,13 @@ fn print_table(s: &Value, reports: &[TrafficReport]) {
             println!("#   {}", line.trim_start_matches("# "));
         }
     }
-    if let Some(r) = reports.iter().find(|r| r.accepted_gbps < 0.95 * r.offered_gbps) {
+    if let Some(r) = reports
+        .iter()
+        .find(|r| r.measured.accepted_gbps < 0.95 * r.measured.offered_gbps)
+    {
         println!(
             "# saturated from load {:.2}: the fabric accepts {:.1} GB/s per GPU of the {:.1} offered",
-            r.load, r.accepted_gbps, r.offered_gbps
+            r.load, r.measured.accepted_gbps, r.measured.offered_gbps
         );
     }
     println!(
