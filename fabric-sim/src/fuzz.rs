@@ -100,6 +100,7 @@ pub fn topology_toml(data: &[u8]) {
         vcd: None,
         buffer_bytes: crate::collective::CHANNEL_BUFFER_BYTES,
         background: None,
+        collective_gpus: None,
     };
     if let Ok(report) = run(&sweep, &mut |_| {}) {
         assert!(

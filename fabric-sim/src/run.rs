@@ -88,8 +88,12 @@ pub struct Sweep {
     /// What a GPU holds of each connection of the ring and the tree (NCCL's `NCCL_BUFFSIZE`; default
     /// [`crate::collective::CHANNEL_BUFFER_BYTES`]): senders send only into room there.
     pub buffer_bytes: u64,
-    /// Synthetic traffic from every GPU beside the collective, for the whole sweep.
+    /// Synthetic traffic beside the collective, for the whole sweep: from the collective's GPUs, or
+    /// from those [`Background::gpus`] names.
     pub background: Option<Background>,
+    /// If set, the collective runs on the fabric's first this many GPUs only, and the others carry
+    /// only the background traffic (another job's GPUs; [`Topology::with_jobs`] numbers a fabric so).
+    pub collective_gpus: Option<usize>,
 }
 
 /// A fault of a sweep, naming nodes as the topology does.
@@ -249,11 +253,11 @@ fn create_output(path: &std::path::Path) -> Result<Box<dyn std::io::Write>, Stri
     Ok(Box::new(std::io::BufWriter::new(file)))
 }
 
-/// A ring order for the GPUs: a cycle over direct GPU-to-GPU links when there is one (as NCCL builds its
+/// A ring order for the fabric's first `gpus` GPUs: a cycle over direct GPU-to-GPU links when there is one (as NCCL builds its
 /// rings on NVLink meshes), else the GPUs in order (through switches every order is as good).
-pub fn ring_order(net: &Net) -> Vec<usize> {
+pub fn ring_order(net: &Net, gpus: usize) -> Vec<usize> {
     let f = net.fabric();
-    let n = f.gpus.len();
+    let n = gpus.min(f.gpus.len());
     // Bandwidth of the direct trunks between two GPUs (0: none).
     let bandwidth =
         |a: usize, b: usize| -> f64 { f.trunks_between(f.gpus[a], f.gpus[b]).map(|t| t.gbps).sum() };
@@ -302,16 +306,16 @@ pub fn ring_order(net: &Net) -> Vec<usize> {
     (0..n).collect()
 }
 
-/// The rings a ring collective runs on. On a direct mesh of 3 to 16 GPUs: as many cycles over the
+/// The rings a ring collective on the fabric's first `gpus` GPUs runs on. On a direct mesh of 3 to 16 GPUs: as many cycles over the
 /// direct links as the links allow with each link taken by one cycle (a pair joined by two links can
 /// carry two), each run in both directions, as NCCL builds one ring per channel over NVLink; the rings
 /// then use every link, both ways. Elsewhere (or when the links form no cycle): the one ring of
 /// [`ring_order`] (through switches one ring already loads every link of every GPU).
-pub fn ring_orders(net: &Net) -> Vec<Vec<usize>> {
+pub fn ring_orders(net: &Net, gpus: usize) -> Vec<Vec<usize>> {
     let f = net.fabric();
-    let n = f.gpus.len();
+    let n = gpus.min(f.gpus.len());
     if !(3..=16).contains(&n) {
-        return vec![ring_order(net)];
+        return vec![ring_order(net, n)];
     }
     // Links between GPU pairs, counting only the fastest kind of direct link.
     let direct: Vec<(usize, usize, usize, f64)> = (0..n)
@@ -330,7 +334,7 @@ pub fn ring_orders(net: &Net) -> Vec<Vec<usize>> {
     }
     let cycles = disjoint_cycles(&mut units);
     if cycles.is_empty() {
-        return vec![ring_order(net)];
+        return vec![ring_order(net, n)];
     }
     cycles
         .into_iter()
@@ -576,9 +580,20 @@ fn run_with(
             topology.name
         ));
     }
-    let partitions = topology.partition_count();
+    // Each job runs within a partition: the switches would drop every packet between two, and the
+    // collective would never finish. Two jobs may be in two partitions, isolated from each other.
+    let gpu_nodes = topology.gpus();
+    let partitions_of = |gpus: &mut dyn Iterator<Item = usize>| -> usize {
+        let mut seen = [false; 256];
+        for g in gpus {
+            if let Some(&x) = gpu_nodes.get(g) {
+                seen[usize::from(topology.nodes[x].partition)] = true;
+            }
+        }
+        seen.iter().filter(|&&s| s).count()
+    };
+    let partitions = partitions_of(&mut (0..sweep.collective_gpus.unwrap_or(gpu_nodes.len())));
     if partitions > 1 {
-        // The switches would drop every packet between them, and the collective would never finish.
         return Err(format!(
             "{}: its GPUs are in {partitions} partitions, and a collective runs within one (run it on one \
              partition's GPUs, `linkctl sim --gpus`; `linkctl fabric --probe` shows what the partitions let \
@@ -586,11 +601,43 @@ fn run_with(
             topology.name
         ));
     }
+    if let Some(gpus) = sweep.background.as_ref().and_then(|b| b.gpus.as_ref()) {
+        let partitions = partitions_of(&mut gpus.iter().map(|&g| usize::from(g)));
+        if partitions > 1 {
+            return Err(format!(
+                "{}: the background traffic's GPUs are in {partitions} partitions, and it runs within one",
+                topology.name
+            ));
+        }
+    }
     let mut net = Net::new(&topology, &[], DlConfig::default(), sweep.seed)?;
     let extension = topology.address_extension();
-    let gpus = net.fabric().gpus.len();
+    let fabric_gpus = net.fabric().gpus.len();
+    let gpus = sweep.collective_gpus.unwrap_or(fabric_gpus);
     if matches!(sweep.algo, Algo::Tree | Algo::P2p) && gpus < 2 {
         return Err(format!("{} needs at least two GPUs", sweep.algo.name()));
+    }
+    if gpus < fabric_gpus {
+        if !(2..=fabric_gpus).contains(&gpus) {
+            return Err(format!(
+                "a collective runs on 2 to the fabric's {fabric_gpus} GPUs, not {gpus}"
+            ));
+        }
+        if sweep.background.as_ref().is_none_or(|b| b.gpus.is_none()) {
+            return Err(format!(
+                "the collective runs on {gpus} of the fabric's {fabric_gpus} GPUs: the others are for \
+                 background traffic on GPUs of its own (run on some GPUs only with a fabric of those, \
+                 `Topology::with_gpus`)"
+            ));
+        }
+        if sweep.algo == Algo::SwitchReduce {
+            // The switches' engines and their multicast reach every GPU on the switches.
+            return Err(
+                "switch-reduce runs on every GPU of the fabric: with background traffic on \
+                        other GPUs, run ring or tree"
+                    .into(),
+            );
+        }
     }
     if sweep.algo == Algo::SwitchReduce {
         net.configure_nvls(extension)?;
@@ -611,9 +658,10 @@ fn run_with(
     record_links(&mut net, &topology, &sweep.pcap, &sweep.vcd)?;
     let mut background = sweep
         .background
-        .map(|b| RunningBackground::new(&net, &topology, b, sweep.seed, !sweep.faults.is_empty()))
+        .clone()
+        .map(|b| RunningBackground::new(&net, &topology, b, gpus, sweep.seed, !sweep.faults.is_empty()))
         .transpose()?;
-    let orders = ring_orders(&net);
+    let orders = ring_orders(&net, gpus);
     // What the collective's buffers can come to, counted whole as the fabric's are.
     let buffer_packets = sweep.buffer_bytes / PACKET_BYTES as u64;
     if sweep.algo == Algo::Tree {
@@ -713,7 +761,7 @@ fn run_with(
             let mut beside;
             let app: &mut dyn App = match background.as_mut() {
                 Some(background) => {
-                    beside = background.beside(app.as_app());
+                    beside = background.beside(app.as_app(), gpus);
                     &mut beside
                 }
                 None => app.as_app(),

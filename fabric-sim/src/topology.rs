@@ -227,6 +227,55 @@ impl Topology {
         Ok(sub)
     }
 
+    /// The fabric two jobs share: the GPUs of `first` and of `second` (node indices; the two may overlap)
+    /// and what links them (as [`Topology::with_gpus`] leaves it, or the whole fabric when they are all
+    /// its GPUs), with its GPUs numbered so that `first`'s are GPUs `0..first.len()`, since a collective
+    /// numbers its GPUs from 0. Every GPU keeps its links and its ports' order; only the endpoint IDs
+    /// change. Returns the fabric and the GPU numbers of `second`'s GPUs in it, in ascending order.
+    pub fn with_jobs(&self, first: &[usize], second: &[usize]) -> Result<(Topology, Vec<u16>), String> {
+        let all = self.gpus();
+        if let Some(&x) = first.iter().chain(second).find(|&&x| !all.contains(&x)) {
+            let name = self.nodes.get(x).map_or("?", |n| n.name.as_str());
+            return Err(format!("{}: {name} (node {x}) is not a GPU", self.name));
+        }
+        // The GPUs' places in the node list, in order, taken by `first`'s GPUs and then the others.
+        let order = all
+            .iter()
+            .filter(|x| first.contains(x))
+            .chain(all.iter().filter(|x| !first.contains(x)));
+        let mut moved = self.clone();
+        let mut new_index: Vec<usize> = (0..self.nodes.len()).collect();
+        for (&place, &old) in all.iter().zip(order) {
+            moved.nodes[place] = self.nodes[old].clone();
+            new_index[old] = place;
+        }
+        for link in &mut moved.links {
+            link.a = new_index[link.a];
+            link.b = new_index[link.b];
+        }
+        let mut keep: Vec<usize> = first.iter().chain(second).map(|&x| new_index[x]).collect();
+        keep.sort_unstable();
+        keep.dedup();
+        let shared = if keep.len() == all.len() {
+            moved.validate()?;
+            moved
+        } else {
+            moved.with_gpus(&keep)?
+        };
+        let numbers = shared.gpus();
+        let mut second_numbers: Vec<u16> = second
+            .iter()
+            .filter_map(|&x| {
+                let name = &self.nodes[x].name;
+                numbers.iter().position(|&g| shared.nodes[g].name == *name)
+            })
+            .map(|g| g as u16)
+            .collect();
+        second_numbers.sort_unstable();
+        second_numbers.dedup();
+        Ok((shared, second_numbers))
+    }
+
     /// Check that the topology is something the simulator can run.
     pub fn validate(&self) -> Result<(), String> {
         if self.gpus().len() < 2 {
@@ -683,6 +732,52 @@ mod tests {
         let many = Topology::builtin("fat-tree-256").unwrap();
         let first: Vec<usize> = many.gpus()[..32].to_vec();
         assert_eq!(many.with_gpus(&first).unwrap().name, "fat-tree-256[32 of 256]");
+    }
+
+    #[test]
+    fn two_jobs_share_a_fabric_with_the_first_jobs_gpus_numbered_first() {
+        let h100 = Topology::builtin("dgx-h100").unwrap();
+        let (shared, second) = h100.with_jobs(&[4, 6, 5, 7], &[0, 1, 2, 3]).unwrap();
+        assert_eq!(shared.name, "dgx-h100", "all its GPUs: the whole fabric");
+        let names: Vec<&str> = shared
+            .gpus()
+            .iter()
+            .map(|&g| shared.nodes[g].name.as_str())
+            .collect();
+        assert_eq!(
+            names,
+            ["gpu4", "gpu5", "gpu6", "gpu7", "gpu0", "gpu1", "gpu2", "gpu3"]
+        );
+        assert_eq!(second, [4, 5, 6, 7]);
+        // Every GPU keeps its links, in its ports' order: the same switch behind each port.
+        let peers = |t: &Topology, name: &str| -> Vec<String> {
+            let x = t.node_named(name).unwrap();
+            let mut peers = Vec::new();
+            for l in &t.links {
+                if l.a == x {
+                    peers.push(t.nodes[l.b].name.clone());
+                } else if l.b == x {
+                    peers.push(t.nodes[l.a].name.clone());
+                }
+            }
+            peers
+        };
+        for g in 0..8 {
+            let name = format!("gpu{g}");
+            assert_eq!(peers(&shared, &name), peers(&h100, &name), "{name}");
+        }
+        assert_eq!(shared.ports(), h100.ports());
+        // Overlapping jobs on some GPUs: the rest is left out.
+        let (shared, second) = h100.with_jobs(&[2, 3], &[3, 1]).unwrap();
+        assert_eq!(shared.name, "dgx-h100[gpu2,gpu3,gpu1]");
+        let names: Vec<&str> = shared
+            .gpus()
+            .iter()
+            .map(|&g| shared.nodes[g].name.as_str())
+            .collect();
+        assert_eq!(names, ["gpu2", "gpu3", "gpu1"]);
+        assert_eq!(second, [1, 2]);
+        assert!(h100.with_jobs(&[0, 1], &[8]).is_err(), "node 8 is a switch");
     }
 
     #[test]

@@ -50,6 +50,8 @@ pub const SOURCE_QUEUE: usize = 1024;
 const LATENCY_BINS: usize = 1 << 18;
 /// Simulated time the fabric has to drain after generation stops.
 const DRAIN_LIMIT: Duration = Duration::from_ms(10);
+/// The birth time of a GPU that sends nothing.
+const NEVER: Instant = Instant(u64::MAX);
 
 /// Where each GPU's packets go.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -292,6 +294,7 @@ pub fn run_traffic(topology: &Topology, spec: &TrafficSpec) -> Result<TrafficRep
         warmup,
         &bandwidth,
         net.fabric().gpu_port_links(),
+        (0..gpus as u16).collect(),
         wire_bytes,
         extension,
     );
@@ -348,6 +351,10 @@ struct Pending {
 #[derive(Debug)]
 struct Traffic {
     n: usize,
+    /// The GPUs that send and receive the traffic (all of them for a traffic run; beside a collective,
+    /// the ones it was given), and each GPU's place among them (`u16::MAX` if it takes no part).
+    members: Vec<u16>,
+    member_index: Vec<u16>,
     pattern: Pattern,
     spread: Spread,
     /// Whether each flow's packets must arrive in order: one path per flow, never rerouted.
@@ -392,15 +399,22 @@ struct Traffic {
 }
 
 impl Traffic {
+    /// Traffic as `spec` says among the GPUs `members` (ascending) of a fabric whose GPUs have the
+    /// injection `bandwidth` and the links behind each port of `port_links`.
     fn new(
         spec: &TrafficSpec,
         warmup: Duration,
         bandwidth: &[f64],
         port_links: Vec<Vec<u32>>,
+        members: Vec<u16>,
         wire_bytes: usize,
         extension: bool,
     ) -> Traffic {
         let n = bandwidth.len();
+        let mut member_index = vec![u16::MAX; n];
+        for (i, &g) in members.iter().enumerate() {
+            member_index[usize::from(g)] = i as u16;
+        }
         let mut rngs: Vec<_> = (0..n)
             .map(|g| Xoshiro256PlusPlus::seed_from_u64(spec.seed ^ (g as u64 + 1) << 32))
             .collect();
@@ -409,9 +423,18 @@ impl Traffic {
             .iter()
             .map(|&b| wire_bytes as f64 / (spec.load * b) * 1000.0)
             .collect();
+        // A GPU that takes no part has no births.
         let next_birth = (0..n)
-            .map(|g| Instant::ZERO + exponential(&mut rngs[g], gap_ps[g]))
+            .map(|g| match member_index[g] {
+                u16::MAX => NEVER,
+                _ => Instant::ZERO + exponential(&mut rngs[g], gap_ps[g]),
+            })
             .collect();
+        // The permutation runs among the members: each member's destination.
+        let mut permutation = vec![0; n];
+        for (i, &to) in derangement(members.len(), spec.seed).iter().enumerate() {
+            permutation[usize::from(members[i])] = members[usize::from(to)];
+        }
         Traffic {
             n,
             pattern: spec.pattern,
@@ -434,7 +457,9 @@ impl Traffic {
             routes_seen: vec![0; n],
             alarm: vec![None; n],
             alarms: Vec::new(),
-            permutation: derangement(n, spec.seed),
+            permutation,
+            members,
+            member_index,
             sent: vec![0; n * n],
             expected: vec![0; n * n],
             ahead: HashSet::new(),
@@ -527,21 +552,24 @@ impl Traffic {
         None
     }
 
+    /// Where member `gpu`'s next packet goes: another member.
     fn destination(&mut self, gpu: usize) -> u16 {
-        let n = self.n;
+        let members = &self.members;
+        let m = members.len();
+        let me = usize::from(self.member_index[gpu]);
         let uniform = |rng: &mut Xoshiro256PlusPlus| {
-            // Another GPU: one of the n - 1, skipping `gpu`.
-            let k = (rng.next_u64() % (n as u64 - 1)) as usize;
-            (if k >= gpu { k + 1 } else { k }) as u16
+            // Another member: one of the m - 1, skipping `gpu`.
+            let k = (rng.next_u64() % (m as u64 - 1)) as usize;
+            members[if k >= me { k + 1 } else { k }]
         };
         match self.pattern {
             Pattern::Uniform => uniform(&mut self.rngs[gpu]),
             Pattern::Permutation => self.permutation[gpu],
-            Pattern::Neighbor => ((gpu + 1) % n) as u16,
+            Pattern::Neighbor => members[(me + 1) % m],
             Pattern::Hotspot(hot) => {
                 let rng = &mut self.rngs[gpu];
-                if gpu != 0 && unit_interval(rng) < hot {
-                    0
+                if me != 0 && unit_interval(rng) < hot {
+                    members[0]
                 } else {
                     uniform(rng)
                 }
@@ -580,7 +608,7 @@ impl Traffic {
         let window_ns = (window.as_ps() as f64 / 1000.0).max(1.0);
         Measured {
             offered_gbps,
-            accepted_gbps: self.window_bytes as f64 / window_ns / self.n as f64,
+            accepted_gbps: self.window_bytes as f64 / window_ns / self.members.len() as f64,
             latency: self.latency(),
             generated: self.generated,
             delivered: self.delivered,
@@ -813,6 +841,7 @@ mod tests {
             Duration::ZERO,
             &[100.0, 100.0],
             vec![vec![1], vec![1]],
+            vec![0, 1],
             144,
             false,
         );
@@ -874,6 +903,67 @@ mod tests {
         assert_eq!(l.packets, 100);
         // Rank 99 of 100 is the shorter of the two long ones.
         assert_eq!(l.p99_ns, 300_000);
+    }
+
+    #[test]
+    fn traffic_on_some_gpus_goes_between_them_only() {
+        let members = [1u16, 3, 4, 6];
+        for pattern in [
+            Pattern::Uniform,
+            Pattern::Permutation,
+            Pattern::Neighbor,
+            Pattern::Hotspot(0.5),
+        ] {
+            let spec = TrafficSpec {
+                pattern,
+                spread: Spread::Links,
+                load: 0.5,
+                warmup: None,
+                measure: Duration::from_us(1),
+                seed: 9,
+                ber: None,
+                faults: Vec::new(),
+                replan_delay: Duration::ZERO,
+                payload_bytes: PAYLOAD_BYTES,
+                pcap: None,
+                vcd: None,
+            };
+            let mut app = Traffic::new(
+                &spec,
+                Duration::ZERO,
+                &[100.0; 8],
+                vec![vec![1]; 8],
+                members.to_vec(),
+                144,
+                false,
+            );
+            for g in 0..8 {
+                assert_eq!(app.next_birth[g] == NEVER, !members.contains(&(g as u16)), "{g}");
+            }
+            let mut reached = [0u32; 8];
+            for &g in &members {
+                for _ in 0..400 {
+                    let dest = app.destination(usize::from(g));
+                    assert!(dest != g && members.contains(&dest), "{pattern:?}: {g} to {dest}");
+                    reached[usize::from(dest)] += 1;
+                }
+            }
+            match pattern {
+                Pattern::Permutation | Pattern::Neighbor => {
+                    // Each member the destination of exactly one other.
+                    assert!(
+                        members.iter().all(|&g| reached[usize::from(g)] == 400),
+                        "{pattern:?}"
+                    );
+                }
+                // The first member is the hot one.
+                Pattern::Hotspot(_) => assert!([3, 4, 6].iter().all(|&g| reached[1] > 2 * reached[g])),
+                Pattern::Uniform => assert!(members.iter().all(|&g| reached[usize::from(g)] > 300)),
+            }
+            if pattern == Pattern::Neighbor {
+                assert_eq!([1, 3, 4, 6].map(|g| app.destination(g)), [3, 4, 6, 1]);
+            }
+        }
     }
 
     #[test]

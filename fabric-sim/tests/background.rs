@@ -23,6 +23,7 @@ fn sweep(algo: Algo, background: Option<Background>) -> Sweep {
         vcd: None,
         buffer_bytes: CHANNEL_BUFFER_BYTES,
         background,
+        collective_gpus: None,
     }
 }
 
@@ -32,6 +33,7 @@ fn uniform(load: f64, spread: Spread) -> Option<Background> {
         spread,
         load,
         payload_bytes: PAYLOAD_BYTES,
+        gpus: None,
     })
 }
 
@@ -171,4 +173,117 @@ fn traffic_beside_collectives_survives_failures_at_random_times_with_random_repl
             s.faults, s.replan_delay
         );
     }
+}
+
+/// `algo` on the GPUs `collective` of `topology` beside uniform traffic at `load` on the GPUs `traffic`
+/// (node indices), as two jobs sharing the fabric; and the collective alone on its GPUs.
+fn two_jobs(
+    topology: &str,
+    algo: Algo,
+    collective: &[usize],
+    traffic: &[usize],
+    load: f64,
+) -> (Sweep, Sweep) {
+    let whole = Topology::builtin(topology).unwrap();
+    let mut alone = sweep(algo, None);
+    alone.topology = whole.with_gpus(collective).unwrap();
+    alone.min = 128 << 10;
+    alone.max = 512 << 10;
+    if algo == Algo::P2p {
+        alone.kind = Kind::AllToAll;
+    }
+    let (shared, numbers) = whole.with_jobs(collective, traffic).unwrap();
+    let mut beside = alone.clone();
+    beside.topology = shared;
+    beside.collective_gpus = Some(collective.len());
+    beside.background = uniform(load, Spread::Links).map(|b| Background {
+        gpus: Some(numbers),
+        ..b
+    });
+    (beside, alone)
+}
+
+fn times(r: &Report) -> Vec<f64> {
+    r.rows.iter().map(|row| row.time_us).collect()
+}
+
+#[test]
+fn two_jobs_on_separate_gpus_of_a_crossbar_do_not_slow_each_other() {
+    // Through non-blocking NVSwitches two jobs on disjoint GPUs share no link: the collective runs
+    // exactly as it does alone, and the traffic gets all it offers.
+    for algo in [Algo::Ring, Algo::Tree, Algo::P2p] {
+        let (beside, alone) = two_jobs("dgx-h100", algo, &[0, 1, 2, 3], &[4, 5, 6, 7], 0.5);
+        let (with, without) = (run_ok(&beside), run_ok(&alone));
+        assert_eq!(times(&with), times(&without), "{algo:?}");
+        assert_eq!(with.gpus, 4);
+        let b = with.background.unwrap();
+        assert_eq!(b.measured.delivered, b.measured.generated);
+        assert!(b.measured.generated > 10_000, "{b:?}");
+        // Accepted counts from the sweep's start, link bring-up included: a short sweep loses a little.
+        assert!(
+            (b.measured.accepted_gbps - b.measured.offered_gbps).abs() < 0.1 * b.measured.offered_gbps,
+            "{b:?}"
+        );
+    }
+}
+
+#[test]
+fn two_jobs_on_a_fat_tree_meet_where_their_placement_shares_links() {
+    // fat-tree-32: two leaves of two 8-GPU nodes. Each job on a leaf of its own shares no link with
+    // the other; each job on one node of each leaf shares the leaves' links to the spines.
+    let (leaf0, leaf1): (Vec<usize>, Vec<usize>) = ((0..16).collect(), (16..32).collect());
+    let (beside, alone) = two_jobs("fat-tree-32", Algo::Ring, &leaf0, &leaf1, 0.1);
+    let (with, without) = (run_ok(&beside), run_ok(&alone));
+    assert_eq!(times(&with), times(&without));
+    let node_of_each: Vec<usize> = (0..8).chain(16..24).collect();
+    let other_nodes: Vec<usize> = (8..16).chain(24..32).collect();
+    let (beside, alone) = two_jobs("fat-tree-32", Algo::Ring, &node_of_each, &other_nodes, 0.1);
+    let (with, without) = (run_ok(&beside), run_ok(&alone));
+    let (slow, fast) = (
+        with.rows.last().unwrap().busbw,
+        without.rows.last().unwrap().busbw,
+    );
+    assert!(
+        slow < 0.8 * fast,
+        "{slow} beside the other job against {fast} alone"
+    );
+    let b = with.background.unwrap();
+    assert_eq!(b.measured.delivered, b.measured.generated);
+}
+
+#[test]
+fn two_jobs_lose_nothing_to_a_shared_link_failing() {
+    let node_of_each: Vec<usize> = (0..8).chain(16..24).collect();
+    let other_nodes: Vec<usize> = (8..16).chain(24..32).collect();
+    for algo in [Algo::Ring, Algo::Tree] {
+        let (mut s, _) = two_jobs("fat-tree-32", algo, &node_of_each, &other_nodes, 0.1);
+        s.faults = vec![FaultSpec::Link {
+            a: "leaf0".into(),
+            b: "spine0".into(),
+            at: Duration::from_us(4),
+        }];
+        s.replan_delay = Duration::from_us(1);
+        let r = run_ok(&s);
+        assert_eq!(r.failover.links_failed, 1, "{algo:?}");
+        let b = r.background.unwrap();
+        assert_eq!(b.measured.delivered, b.measured.generated, "{algo:?}");
+    }
+}
+
+#[test]
+fn a_collective_on_some_gpus_needs_traffic_on_the_others_and_no_switch_engines() {
+    let (mut s, _) = two_jobs("dgx-h100", Algo::Ring, &[0, 1, 2, 3], &[4, 5, 6, 7], 0.1);
+    s.algo = Algo::SwitchReduce;
+    let e = run(&s, &mut |_| {}).unwrap_err();
+    assert!(e.contains("switch-reduce runs on every GPU"), "{e}");
+    s.algo = Algo::Ring;
+    s.background = None;
+    let e = run(&s, &mut |_| {}).unwrap_err();
+    assert!(e.contains("background traffic on GPUs of its own"), "{e}");
+    let (mut s, _) = two_jobs("dgx-h100", Algo::Ring, &[0, 1, 2, 3], &[4, 5, 6, 7], 0.1);
+    if let Some(b) = s.background.as_mut() {
+        b.gpus = Some(vec![5, 4]);
+    }
+    let e = run(&s, &mut |_| {}).unwrap_err();
+    assert!(e.contains("each named once"), "{e}");
 }

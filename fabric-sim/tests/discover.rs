@@ -140,6 +140,7 @@ fn a_failure_while_the_links_are_still_training_is_routed_around_once_they_are_u
             vcd: None,
             buffer_bytes: CHANNEL_BUFFER_BYTES,
             background: None,
+            collective_gpus: None,
         };
         let report = run(&sweep, &mut |_| {}).unwrap();
         assert!(report.verified, "a failure at {at_ns} ns: {:?}", report.failure);

@@ -49,6 +49,7 @@ fn a_collective_runs_on_it() {
         vcd: None,
         buffer_bytes: fabric_sim::collective::CHANNEL_BUFFER_BYTES,
         background: None,
+        collective_gpus: None,
     };
     let report = run(&sweep, &mut |_| {}).unwrap();
     assert!(report.verified, "{report:?}");

@@ -25,6 +25,7 @@ fn sweep(topology: &str, kind: Kind, algo: Algo, min: u64, max: u64) -> Sweep {
         vcd: None,
         buffer_bytes: fabric_sim::collective::CHANNEL_BUFFER_BYTES,
         background: None,
+        collective_gpus: None,
     }
 }
 
@@ -601,7 +602,7 @@ fn the_dgx1_ring_takes_the_doubled_nvlinks() {
     let topology = Topology::builtin("dgx1-hcm").unwrap();
     let net = Net::new(&topology, &[], link_dl::DlConfig::default(), 1).unwrap();
     let f = net.fabric();
-    let order = fabric_sim::run::ring_order(&net);
+    let order = fabric_sim::run::ring_order(&net, net.fabric().gpus.len());
     assert_eq!(order.len(), 8);
     for (i, &a) in order.iter().enumerate() {
         let b = order[(i + 1) % order.len()];
@@ -623,7 +624,7 @@ fn on_direct_meshes_the_rings_take_every_link_both_ways_once() {
         )
         .unwrap();
         let f = net.fabric();
-        let orders = fabric_sim::run::ring_orders(&net);
+        let orders = fabric_sim::run::ring_orders(&net, net.fabric().gpus.len());
         assert_eq!(orders.len(), rings, "{topology}: {orders:?}");
         let n = f.gpus.len();
         let mut hops = vec![vec![0usize; n]; n];

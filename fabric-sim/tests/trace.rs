@@ -37,6 +37,7 @@ fn traced_sweep(path: &Path, limit: u64) -> Report {
         vcd: None,
         buffer_bytes: fabric_sim::collective::CHANNEL_BUFFER_BYTES,
         background: None,
+        collective_gpus: None,
     };
     let report = run(&sweep, &mut |_| {}).unwrap();
     assert!(report.verified);

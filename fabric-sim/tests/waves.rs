@@ -29,6 +29,7 @@ fn sweep(topology: &str, path: &Path, limit: u64, faults: Vec<FaultSpec>) -> Rep
         vcd: Some((path.to_path_buf(), limit)),
         buffer_bytes: fabric_sim::collective::CHANNEL_BUFFER_BYTES,
         background: None,
+        collective_gpus: None,
     };
     let report = run(&sweep, &mut |_| {}).unwrap();
     assert!(report.verified);

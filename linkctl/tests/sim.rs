@@ -381,6 +381,38 @@ fn bad_input_is_a_clear_error_not_a_panic() {
             "--fail-link",
             "gpu5:nvswitch0@1us",
         ],
+        &["allreduce", "--gpus", "gpu3..gpu1"],
+        &["allreduce", "--gpus", "gpu0..nvswitch0"],
+        &["allreduce", "--background-gpus", "rest"],
+        &[
+            "allreduce",
+            "--gpus",
+            "8",
+            "--background",
+            "uniform:0.1",
+            "--background-gpus",
+            "rest",
+        ],
+        &[
+            "allreduce",
+            "--gpus",
+            "4",
+            "--background",
+            "uniform:0.1",
+            "--background-gpus",
+            "gpu7",
+        ],
+        &[
+            "allreduce",
+            "--algo",
+            "switch-reduce",
+            "--gpus",
+            "4",
+            "--background",
+            "uniform:0.1",
+            "--background-gpus",
+            "rest",
+        ],
         &["allreduce", "--buffsize", "3"],
         &["allreduce", "--buffsize", "128M"],
         &["allreduce", "--min", "600G", "--max", "600G"],
@@ -494,4 +526,71 @@ fn a_collective_runs_on_some_of_the_gpus_as_cuda_visible_devices_would_have_it()
         "4K",
     ]);
     assert_eq!(v["verified"], true);
+}
+
+#[test]
+fn traffic_can_run_on_other_gpus_than_the_collective_as_another_job() {
+    let alone = json(&["allreduce", "--gpus", "gpu0..gpu3", "--min", "1M", "--max", "1M"]);
+    let args = [
+        "allreduce",
+        "--gpus",
+        "gpu0..gpu3",
+        "--background",
+        "uniform:0.3",
+        "--background-gpus",
+        "rest",
+        "--min",
+        "1M",
+        "--max",
+        "1M",
+    ];
+    let v = json(&args);
+    assert_eq!(
+        (v["gpus"].as_u64(), v["verified"].as_bool()),
+        (Some(4), Some(true))
+    );
+    assert_eq!(
+        v["topology"], "dgx-h100",
+        "the whole fabric, shared by the two jobs"
+    );
+    let b = &v["background"];
+    assert_eq!(b["gpus"], serde_json::json!(["gpu4", "gpu5", "gpu6", "gpu7"]));
+    assert_eq!(
+        (b["verified"].as_bool(), &b["generated"]),
+        (Some(true), &b["delivered"])
+    );
+    // On disjoint GPUs of NVSwitches the jobs share no link: the collective's time is its own.
+    assert_eq!(v["rows"][0]["time_us"], alone["rows"][0]["time_us"]);
+    let text = String::from_utf8(sim(&args).stdout).unwrap();
+    assert!(
+        text.contains("on gpu4,gpu5,gpu6,gpu7 beside the collective"),
+        "{text}"
+    );
+    // Two jobs in two partitions, each within its own: isolated by the switches, both verified.
+    let partitioned = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../fuzz/corpus/topology_toml/partitions.toml"
+    );
+    let mut two = vec![
+        "allreduce",
+        "--topology",
+        partitioned,
+        "--gpus",
+        "g1,g2",
+        "--max",
+        "4K",
+        "--background",
+        "uniform:0.3",
+        "--background-gpus",
+        "rest",
+    ];
+    let v = json(&two);
+    assert_eq!(
+        (v["verified"].as_bool(), &v["background"]["gpus"]),
+        (Some(true), &serde_json::json!(["g0", "g3"]))
+    );
+    assert_eq!(v["switches"]["partition_drops"], 0, "{}", v["switches"]);
+    // Traffic across the two partitions would be dropped: refused.
+    *two.last_mut().unwrap() = "g0,g1";
+    common::assert_refused(&["sim"], &two);
 }

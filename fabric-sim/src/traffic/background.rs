@@ -1,8 +1,10 @@
 //! Synthetic traffic beside a collective: the interference a job sees from other traffic on the same
-//! fabric. Every GPU generates traffic as a [`TrafficSpec`] run does, from the start of the collective
-//! sweep to its end, sharing its ports with the collective packet by packet; then generation stops, the
-//! fabric drains, and every packet is checked as in a traffic run. The collective's rows show what the
-//! traffic cost it; the [`BackgroundReport`], what the collective cost the traffic.
+//! fabric. Every GPU of the collective (or of another set of GPUs, another job's) generates traffic as a
+//! [`TrafficSpec`] run does, from the start of the collective sweep to its end, sharing its ports with
+//! the collective packet by packet where the two share GPUs, and the fabric's links and switches
+//! wherever their paths meet; then generation stops, the fabric drains, and every packet is checked as
+//! in a traffic run. The collective's rows show what the traffic cost it; the [`BackgroundReport`], what
+//! the collective cost the traffic.
 
 use link_phy::time::{Duration, Instant};
 
@@ -14,7 +16,7 @@ use crate::wire;
 use link_dl::Received;
 
 /// Traffic to run beside a collective.
-#[derive(Clone, Copy, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct Background {
     /// Where each GPU's packets go.
     pub pattern: Pattern,
@@ -24,6 +26,10 @@ pub struct Background {
     pub load: f64,
     /// Data bytes per packet: a multiple of 16 from 16 to 128.
     pub payload_bytes: usize,
+    /// The GPUs (numbers of the fabric's GPUs, ascending) that send and receive the traffic, if not
+    /// the collective's: another job's, on GPUs the collective may not use at all
+    /// ([`crate::topology::Topology::with_jobs`] makes such a fabric).
+    pub gpus: Option<Vec<u16>>,
 }
 
 /// What the background traffic measured, over the whole sweep: its window is the sweep, from its start
@@ -45,18 +51,33 @@ pub(crate) struct Running {
 }
 
 impl Running {
-    /// Background traffic for `net` (the fabric of `topology`), seeded with `seed`; `faults` says
-    /// whether failures are scheduled (flows are then not checked for order: packets caught by a failure
-    /// go another way).
+    /// Background traffic for `net` (the fabric of `topology`, whose first `collective_gpus` GPUs run
+    /// the collective), seeded with `seed`; `faults` says whether failures are scheduled (flows are then
+    /// not checked for order: packets caught by a failure go another way).
     pub(crate) fn new(
         net: &Net,
         topology: &Topology,
         background: Background,
+        collective_gpus: usize,
         seed: u64,
         faults: bool,
     ) -> Result<Running, String> {
         check_load_and_bytes(background.load, background.payload_bytes)?;
         let (bandwidth, wire_bytes) = injection(net, topology, background.payload_bytes);
+        let members = match &background.gpus {
+            Some(gpus) => gpus.clone(),
+            None => (0..collective_gpus as u16).collect(),
+        };
+        if members.len() < 2
+            || members.windows(2).any(|w| w[0] >= w[1])
+            || members.last().is_some_and(|&g| usize::from(g) >= bandwidth.len())
+        {
+            return Err(format!(
+                "background traffic runs on two or more of the fabric's {} GPUs, each named once, not {members:?}",
+                bandwidth.len()
+            ));
+        }
+        let member_bandwidth: Vec<f64> = members.iter().map(|&g| bandwidth[usize::from(g)]).collect();
         let spec = TrafficSpec {
             pattern: background.pattern,
             spread: background.spread,
@@ -77,20 +98,32 @@ impl Running {
             Duration::ZERO,
             &bandwidth,
             net.fabric().gpu_port_links(),
+            members,
             wire_bytes,
             topology.address_extension(),
         );
         traffic.ordered &= !faults;
+        let offered_gbps = offered_gbps(
+            &member_bandwidth,
+            background.load,
+            background.payload_bytes,
+            wire_bytes,
+        );
         Ok(Running {
             traffic,
             background,
-            offered_gbps: offered_gbps(&bandwidth, background.load, background.payload_bytes, wire_bytes),
+            offered_gbps,
         })
     }
 
-    /// `collective` with this traffic beside it, as one app for the fabric.
-    pub(crate) fn beside<'a>(&'a mut self, collective: &'a mut dyn App) -> Beside<'a> {
-        Beside::new(collective, &mut self.traffic, false)
+    /// `collective`, on the fabric's first `collective_gpus` GPUs, with this traffic beside it, as one
+    /// app for the fabric.
+    pub(crate) fn beside<'a>(
+        &'a mut self,
+        collective: &'a mut dyn App,
+        collective_gpus: usize,
+    ) -> Beside<'a> {
+        Beside::new(collective, collective_gpus, &mut self.traffic, false)
     }
 
     /// Packets of the background traffic delivered so far.
@@ -108,7 +141,7 @@ impl Running {
         // Beside a finished collective: anything of its still arriving is ignored.
         let drained = !fatal && {
             let limit = net.now() + DRAIN_LIMIT;
-            net.run(&mut Beside::new(&mut NoTraffic { done: true }, t, true), limit)
+            net.run(&mut Beside::new(&mut NoTraffic { done: true }, 0, t, true), limit)
         };
         BackgroundReport {
             background: self.background,
@@ -121,6 +154,8 @@ impl Running {
 /// packet by packet, and each gets its own packets (told apart by opcode).
 pub(crate) struct Beside<'a> {
     collective: &'a mut dyn App,
+    /// The collective runs on the fabric's GPUs `0..collective_gpus`.
+    collective_gpus: usize,
     traffic: &'a mut Traffic,
     /// Who is asked first at the next offer.
     traffic_first: bool,
@@ -132,9 +167,15 @@ pub(crate) struct Beside<'a> {
 impl<'a> Beside<'a> {
     /// The two as one app, done when the collective is, or with `until_traffic_done` when the traffic
     /// is.
-    fn new(collective: &'a mut dyn App, traffic: &'a mut Traffic, until_traffic_done: bool) -> Self {
+    fn new(
+        collective: &'a mut dyn App,
+        collective_gpus: usize,
+        traffic: &'a mut Traffic,
+        until_traffic_done: bool,
+    ) -> Self {
         Beside {
             collective,
+            collective_gpus,
             traffic,
             traffic_first: false,
             until_traffic_done,
@@ -144,6 +185,9 @@ impl<'a> Beside<'a> {
 
 impl App for Beside<'_> {
     fn next(&mut self, now: Instant, gpu: usize, offer: &mut Offer) -> bool {
+        if gpu >= self.collective_gpus {
+            return self.traffic.next(now, gpu, offer);
+        }
         self.traffic_first = !self.traffic_first;
         let (first, second): (&mut dyn App, &mut dyn App) = if self.traffic_first {
             (&mut *self.traffic, &mut *self.collective)
@@ -156,7 +200,7 @@ impl App for Beside<'_> {
     fn receive(&mut self, now: Instant, gpu: usize, port: usize, packet: &Received) {
         if wire::opcode(packet.tl) == wire::OP_TRAFFIC {
             self.traffic.receive(now, gpu, port, packet);
-        } else if !self.collective.done() {
+        } else if gpu < self.collective_gpus && !self.collective.done() {
             self.collective.receive(now, gpu, port, packet);
         }
     }

@@ -71,7 +71,8 @@ pub struct SimArgs {
     #[arg(long, default_value = "4M")]
     pub buffsize: String,
     /// Run on some of the fabric's GPUs only, as CUDA_VISIBLE_DEVICES does: a count (the first N) or
-    /// names, e.g. `gpu0,gpu2,gpu4,gpu6`; the other GPUs and their links are left out
+    /// names and runs, e.g. `gpu0,gpu2,gpu4,gpu6` or `gpu0..gpu7,gpu16..gpu23`; the other GPUs and
+    /// their links are left out
     #[arg(long, value_name = "N|GPU,GPU,...")]
     pub gpus: Option<String>,
     /// Seed of the data and of the errors
@@ -87,6 +88,12 @@ pub struct SimArgs {
     /// How the background traffic spreads over a GPU's ports: links or flow (as `sim traffic --spread`)
     #[arg(long, default_value = "links", requires = "background")]
     pub background_spread: String,
+    /// Run the background traffic on these GPUs instead of the collective's, as another job on the same
+    /// fabric: a count (the first N), names and runs as `--gpus` takes them, or `rest` (every GPU the
+    /// collective, as `--gpus` gives it, does not use); the two may overlap, and only GPUs of neither are
+    /// left out
+    #[arg(long, value_name = "N|GPU,GPU,...|rest", requires = "background")]
+    pub background_gpus: Option<String>,
     /// Print one JSON object instead of the table
     #[arg(long)]
     pub json: bool,
@@ -330,13 +337,28 @@ fn parse_time(s: &str) -> anyhow::Result<Duration> {
     Ok(Duration::from_ps((value * ps_per_unit).round() as u64))
 }
 
+/// The names of the fabric's GPUs numbered `numbers`.
+fn gpu_names(topology: &Topology, numbers: &[u16]) -> Vec<String> {
+    let gpus = topology.gpus();
+    numbers
+        .iter()
+        .filter_map(|&g| gpus.get(usize::from(g)))
+        .map(|&x| topology.nodes[x].name.clone())
+        .collect()
+}
+
 /// What the background traffic measured, as a line of the table.
-fn background_line(b: &BackgroundReport) -> String {
+fn background_line(b: &BackgroundReport, topology: &Topology) -> String {
     let l = &b.measured.latency;
+    let on = match &b.background.gpus {
+        None => String::new(),
+        Some(numbers) if numbers.len() <= 8 => format!(" on {}", gpu_names(topology, numbers).join(",")),
+        Some(numbers) => format!(" on {} GPUs", numbers.len()),
+    };
     format!(
-        "# Background: {} traffic at a load of {:.2} ({} spread) beside the collective: {:.1} of {:.1} GB/s per \
-         GPU accepted; latency of {} packets: mean {:.1} ns, p50 {}, p99 {}, max {}; {} not generated for full \
-         source queues; {}",
+        "# Background: {} traffic at a load of {:.2} ({} spread){on} beside the collective: {:.1} of {:.1} GB/s \
+         per GPU accepted; latency of {} packets: mean {:.1} ns, p50 {}, p99 {}, max {}; {} not generated for \
+         full source queues; {}",
         b.background.pattern.name(),
         b.background.load,
         b.background.spread.name(),
@@ -356,7 +378,7 @@ fn background_line(b: &BackgroundReport) -> String {
 }
 
 /// What the background traffic measured, as the JSON's `background`.
-fn background_json(b: &BackgroundReport) -> serde_json::Value {
+fn background_json(b: &BackgroundReport, topology: &Topology) -> serde_json::Value {
     traffic::measured_json(
         &b.measured,
         json!({
@@ -364,6 +386,7 @@ fn background_json(b: &BackgroundReport) -> serde_json::Value {
             "spread": b.background.spread.name(),
             "load": b.background.load,
             "payload_bytes": b.background.payload_bytes,
+            "gpus": b.background.gpus.as_ref().map(|numbers| gpu_names(topology, numbers)),
         }),
     )
 }
@@ -381,6 +404,8 @@ fn background(args: &SimArgs) -> anyhow::Result<Option<Background>> {
         spread: Spread::parse(&args.background_spread).map_err(anyhow::Error::msg)?,
         load,
         payload_bytes: PAYLOAD_BYTES,
+        // Given with the fabric the two jobs share (`jobs`).
+        gpus: None,
     }))
 }
 
@@ -397,32 +422,103 @@ fn parse_fault(s: &str, flag: &str) -> anyhow::Result<(String, String, Duration)
 
 /// `topology` with only the GPUs `list` names: a count (the first N) or names separated by commas.
 fn some_gpus(topology: &Topology, list: &str) -> anyhow::Result<Topology> {
+    let keep = gpu_list(topology, list, "--gpus")?;
+    topology.with_gpus(&keep).map_err(anyhow::Error::msg)
+}
+
+/// The GPUs (node indices, ascending) that `list`, the value of `flag`, names: a count (the first N) or
+/// names and runs (`gpu8..gpu15`: those two and the GPUs numbered between them) separated by commas; at
+/// least two.
+fn gpu_list(topology: &Topology, list: &str, flag: &str) -> anyhow::Result<Vec<usize>> {
     let gpus = topology.gpus();
-    let keep: Vec<usize> = match list.trim().parse::<usize>() {
-        Ok(n) if (2..=gpus.len()).contains(&n) => gpus[..n].to_vec(),
+    match list.trim().parse::<usize>() {
+        Ok(n) if (2..=gpus.len()).contains(&n) => Ok(gpus[..n].to_vec()),
         Ok(n) => bail!(
-            "--gpus {n}: expected 2 to {} ({} has {} GPUs)",
+            "{flag} {n}: expected 2 to {} ({} has {} GPUs)",
             gpus.len(),
             topology.name,
             gpus.len()
         ),
         Err(_) => {
-            let mut keep = Vec::new();
-            for name in list.split(',').map(str::trim) {
+            let number = |name: &str| -> anyhow::Result<usize> {
                 let x = topology.node_named(name).map_err(anyhow::Error::msg)?;
-                if keep.contains(&x) {
-                    bail!("--gpus: {name} is named twice");
+                gpus.iter()
+                    .position(|&g| g == x)
+                    .with_context(|| format!("{flag}: {name} is not a GPU"))
+            };
+            let mut keep = Vec::new();
+            for item in list.split(',').map(str::trim) {
+                let (first, last) = match item.split_once("..") {
+                    Some((a, b)) => (number(a.trim())?, number(b.trim())?),
+                    None => (number(item)?, number(item)?),
+                };
+                if first > last {
+                    bail!("{flag}: {item} runs backwards");
                 }
-                keep.push(x);
+                for &x in &gpus[first..=last] {
+                    if keep.contains(&x) {
+                        bail!("{flag}: {} is named twice", topology.nodes[x].name);
+                    }
+                    keep.push(x);
+                }
             }
             if keep.len() < 2 {
-                bail!("--gpus {list:?}: a collective needs at least 2 GPUs");
+                bail!("{flag} {list:?}: at least 2 GPUs are needed");
             }
             keep.sort_unstable();
-            keep
+            Ok(keep)
         }
+    }
+}
+
+/// The fabric a sweep runs on and who runs on it.
+struct Jobs {
+    topology: Topology,
+    /// With `--background-gpus`: the collective's GPUs (the fabric's first ones) and the background
+    /// traffic's GPU numbers.
+    apart: Option<(usize, Vec<u16>)>,
+}
+
+/// The fabric `--gpus` and `--background-gpus` give: with the latter, two jobs that share it.
+fn jobs(whole: Topology, args: &SimArgs) -> anyhow::Result<Jobs> {
+    let Some(list) = &args.background_gpus else {
+        let topology = match &args.gpus {
+            Some(list) => some_gpus(&whole, list)?,
+            None => whole,
+        };
+        return Ok(Jobs {
+            topology,
+            apart: None,
+        });
     };
-    topology.with_gpus(&keep).map_err(anyhow::Error::msg)
+    let collective = match &args.gpus {
+        Some(list) => gpu_list(&whole, list, "--gpus")?,
+        None => whole.gpus(),
+    };
+    let background = if list.trim() == "rest" {
+        let rest: Vec<usize> = whole
+            .gpus()
+            .into_iter()
+            .filter(|g| !collective.contains(g))
+            .collect();
+        if rest.len() < 2 {
+            bail!(
+                "--background-gpus rest: the collective leaves {} of {}'s GPUs, and traffic needs at least 2",
+                rest.len(),
+                whole.name
+            );
+        }
+        rest
+    } else {
+        gpu_list(&whole, list, "--background-gpus")?
+    };
+    let (topology, numbers) = whole
+        .with_jobs(&collective, &background)
+        .map_err(anyhow::Error::msg)?;
+    Ok(Jobs {
+        topology,
+        apart: Some((collective.len(), numbers)),
+    })
 }
 
 /// The topology named: built in, or read from a TOML file.
@@ -452,10 +548,7 @@ pub fn run(cmd: SimCommand) -> anyhow::Result<ExitCode> {
         SimCommand::Alltoall(a) => (Kind::AllToAll, a),
         SimCommand::Traffic(a) => return traffic::run(a),
     };
-    let mut topology = args.topology.load()?;
-    if let Some(list) = &args.gpus {
-        topology = some_gpus(&topology, list)?;
-    }
+    let Jobs { topology, apart } = jobs(args.topology.load()?, &args)?;
     let default = if kind == Kind::AllToAll { "p2p" } else { "ring" };
     let algo = match args.algo.as_deref().unwrap_or(default) {
         "ring" => Algo::Ring,
@@ -491,7 +584,11 @@ pub fn run(cmd: SimCommand) -> anyhow::Result<ExitCode> {
         pcap: args.traces.pcap(),
         vcd: args.traces.vcd(),
         buffer_bytes,
-        background: background(&args)?,
+        background: background(&args)?.map(|b| Background {
+            gpus: apart.as_ref().map(|(_, numbers)| numbers.clone()),
+            ..b
+        }),
+        collective_gpus: apart.as_ref().map(|&(gpus, _)| gpus),
     };
     let plot_file = PlotFile::create(args.plot.as_deref())?;
     let show_progress = std::io::stderr().is_terminal() && !args.json;
@@ -601,7 +698,7 @@ fn print_table(sweep: &Sweep, r: &Report) {
     );
     println!("# Avg bus bandwidth    : {:.3}", r.avg_busbw);
     if let Some(b) = &r.background {
-        println!("{}", background_line(b));
+        println!("{}", background_line(b, &sweep.topology));
     }
     if !sweep.faults.is_empty() {
         let f = r.failover;
@@ -691,7 +788,7 @@ fn print_json(sweep: &Sweep, r: &Report) -> anyhow::Result<()> {
         "trace": trace,
         "waves": waves,
         "failover": failover_json(&r.failover),
-        "background": r.background.as_ref().map(background_json),
+        "background": r.background.as_ref().map(|b| background_json(b, &sweep.topology)),
         "links": links_json(r),
         "switches": {
             "arrived": r.switches.arrived,

@@ -51,7 +51,8 @@ pub struct TrafficArgs {
     /// Measurement window: latencies of the packets generated in it, throughput of what arrives in it
     #[arg(long, default_value = "10us")]
     pub measure: String,
-    /// Run on some of the fabric's GPUs only: a count (the first N) or names, e.g. `gpu0,gpu2`
+    /// Run on some of the fabric's GPUs only: a count (the first N) or names and runs, e.g. `gpu0,gpu2` or
+    /// `gpu0..gpu7,gpu16..gpu23`
     #[arg(long, value_name = "N|GPU,GPU,...")]
     pub gpus: Option<String>,
     /// Seed of the arrivals, destinations, data and bit errors
