@@ -820,22 +820,27 @@ mod tests {
         }
     }
 
-    /// A two-GPU app and the first two packets GPU 1 would send GPU 0.
-    fn app_and_packets(spread: Spread) -> (Traffic, [Received; 2]) {
-        let spec = TrafficSpec {
-            pattern: Pattern::Neighbor,
+    /// Traffic of `pattern` at a load of 0.5 for 1 us, seeded with `seed`.
+    fn spec(pattern: Pattern, spread: Spread, seed: u64) -> TrafficSpec {
+        TrafficSpec {
+            pattern,
             spread,
             load: 0.5,
             warmup: None,
             measure: Duration::from_us(1),
-            seed: 3,
+            seed,
             ber: None,
             faults: Vec::new(),
             replan_delay: Duration::ZERO,
             payload_bytes: PAYLOAD_BYTES,
             pcap: None,
             vcd: None,
-        };
+        }
+    }
+
+    /// A two-GPU app and the first two packets GPU 1 would send GPU 0.
+    fn app_and_packets(spread: Spread) -> (Traffic, [Received; 2]) {
+        let spec = spec(Pattern::Neighbor, spread, 3);
         let app = Traffic::new(
             &spec,
             Duration::ZERO,
@@ -914,22 +919,8 @@ mod tests {
             Pattern::Neighbor,
             Pattern::Hotspot(0.5),
         ] {
-            let spec = TrafficSpec {
-                pattern,
-                spread: Spread::Links,
-                load: 0.5,
-                warmup: None,
-                measure: Duration::from_us(1),
-                seed: 9,
-                ber: None,
-                faults: Vec::new(),
-                replan_delay: Duration::ZERO,
-                payload_bytes: PAYLOAD_BYTES,
-                pcap: None,
-                vcd: None,
-            };
             let mut app = Traffic::new(
-                &spec,
+                &spec(pattern, Spread::Links, 9),
                 Duration::ZERO,
                 &[100.0; 8],
                 vec![vec![1]; 8],
