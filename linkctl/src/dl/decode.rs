@@ -6,7 +6,7 @@
 use std::io::{self, Read, Write};
 use std::process::ExitCode;
 
-use anyhow::{bail, ensure, Context};
+use anyhow::{bail, ensure};
 use link_dl::flit::{
     check_packet_crc, is_ident, kind, ControlFlit, Flit, FlitKind, IdentFlit, PacketHeader, FLIT_LEN,
 };
@@ -27,122 +27,242 @@ pub struct DecodeArgs {
     json: bool,
 }
 
-/// Decode the units; exit status 2 if any does not check (malformed, a CRC that does not match, a packet
-/// cut short, a transaction-layer header a receiver would refuse).
+/// Decode the units as they are read, in memory bounded by a packet's units whatever the length of the
+/// input; exit status 2 if any does not check (malformed, a CRC that does not match, a packet cut short,
+/// a transaction-layer header a receiver would refuse). Input that is not hex, or not whole units, is an
+/// error when it is reached: what came before it has been printed.
 pub fn decode(args: DecodeArgs) -> anyhow::Result<ExitCode> {
-    let bytes = if args.binary {
-        let mut bytes = Vec::new();
-        io::stdin()
-            .lock()
-            .read_to_end(&mut bytes)
-            .context("reading stdin")?;
-        bytes
-    } else if args.hex.is_empty() {
-        let mut text = String::new();
-        io::stdin()
-            .lock()
-            .read_to_string(&mut text)
-            .context("reading stdin")?;
-        parse_hex(&text)?
-    } else {
-        parse_hex(&args.hex.join(" "))?
-    };
-    ensure!(
-        bytes.len() % FLIT_LEN == 0,
-        "{} bytes are not a whole number of 16-byte units",
-        bytes.len()
-    );
-    let units: Vec<Flit> = bytes
-        .chunks_exact(FLIT_LEN)
-        .map(|c| c.try_into().expect("chunks of 16"))
-        .collect();
-    let items = items(&units);
-    let mut out = io::stdout().lock();
-    for item in &items {
+    let mut out = io::BufWriter::new(io::stdout().lock());
+    let mut decoder = Decoder::default();
+    let mut bad = false;
+    let mut print = |item: Value| -> io::Result<()> {
+        bad |= item["ok"] == false;
         if args.json {
-            writeln!(out, "{item}")?;
+            writeln!(out, "{item}")
         } else {
-            writeln!(out, "{}", text(item))?;
+            writeln!(out, "{}", text(&item))
         }
+    };
+    let mut units = Units::default();
+    let mut take = |bytes: &[u8]| -> io::Result<()> {
+        for unit in units.add(bytes) {
+            decoder.push(unit, &mut print)?;
+        }
+        Ok(())
+    };
+    if args.binary {
+        read_chunks(&mut io::stdin().lock(), |chunk| Ok(take(chunk)?))?;
+    } else {
+        let mut hex = Hex::default();
+        if args.hex.is_empty() {
+            read_chunks(&mut io::stdin().lock(), |chunk| Ok(take(&hex.bytes(chunk)?)?))?;
+        } else {
+            // Words are joined: a byte's two digits may be split between two.
+            for word in &args.hex {
+                take(&hex.bytes(word.as_bytes())?)?;
+            }
+        }
+        hex.finish()?;
     }
-    let bad = items.iter().any(|i| i["ok"] == false);
+    units.finish()?;
+    decoder.finish(&mut print)?;
+    out.flush()?;
     Ok(if bad { ExitCode::from(2) } else { ExitCode::SUCCESS })
 }
 
-fn parse_hex(text: &str) -> anyhow::Result<Vec<u8>> {
-    let digits: Vec<char> = text
-        .chars()
-        .filter(|c| !c.is_whitespace() && !matches!(c, ':' | ','))
-        .collect();
-    if let Some(bad) = digits.iter().find(|c| !c.is_ascii_hexdigit()) {
-        bail!("{bad:?} is not a hex digit");
+/// Feed `each` what `input` holds, a chunk at a time.
+fn read_chunks(
+    input: &mut impl Read,
+    mut each: impl FnMut(&[u8]) -> anyhow::Result<()>,
+) -> anyhow::Result<()> {
+    let mut buf = vec![0u8; 1 << 16];
+    loop {
+        let n = match input.read(&mut buf) {
+            Ok(0) => return Ok(()),
+            Ok(n) => n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(anyhow::Error::new(e).context("reading stdin")),
+        };
+        each(&buf[..n])?;
     }
-    ensure!(digits.len() % 2 == 0, "an odd number of hex digits");
-    Ok(digits
-        .chunks(2)
-        .map(|pair| {
-            let byte: String = pair.iter().collect();
-            u8::from_str_radix(&byte, 16).expect("hex digits checked")
-        })
-        .collect())
 }
 
-/// The receiver's reading of `units`, in order: one JSON object per packet, control or identity flit, run
-/// of idle units, unit that does not parse, or run of units discarded after one; `at` is the index of its
-/// first unit. The first unit is taken to start a packet, a control flit or idle (a capture starts on a
-/// boundary). As a receiver does (`docs/spec.md` section 2.4), after a unit that does not parse or a CRC
-/// that does not check, which leave it not knowing where the next packet starts, the units up to the
-/// next control flit whose CRC checks are discarded (idle ones aside).
-fn items(units: &[Flit]) -> Vec<Value> {
-    let mut items = Vec::new();
-    let mut at = 0;
-    let mut resync = false;
-    while at < units.len() {
-        let unit = &units[at];
-        let discarded = |u: &Flit| !control_that_checks(u) && *u != [0; FLIT_LEN];
-        if resync && discarded(unit) {
-            let run = units[at..].iter().take_while(|u| discarded(u)).count();
-            items.push(json!({"at": at, "kind": "discarded", "units": run, "ok": false}));
-            at += run;
-            continue;
-        }
-        if control_that_checks(unit) {
-            resync = false;
-        }
-        let (item, used) = match kind(unit) {
-            Ok(FlitKind::Idle) => {
-                let run = units[at..].iter().take_while(|u| **u == [0; FLIT_LEN]).count();
-                (json!({"at": at, "kind": "idle", "units": run, "ok": true}), run)
+/// Hex text to bytes, a piece at a time: whitespace, colons and commas between digits are ignored.
+#[derive(Default)]
+struct Hex {
+    /// The first digit of a byte whose second is still to come.
+    high: Option<u8>,
+}
+
+impl Hex {
+    fn bytes(&mut self, text: &[u8]) -> anyhow::Result<Vec<u8>> {
+        let mut bytes = Vec::with_capacity(text.len() / 2);
+        for &c in text {
+            if c.is_ascii_whitespace() || matches!(c, b':' | b',') {
+                continue;
             }
-            Ok(FlitKind::Control) if is_ident(unit) => match IdentFlit::parse(unit) {
-                Ok(ident) => (
-                    json!({"at": at, "kind": "ident", "node": format!("{:016x}", ident.node),
-                           "port": ident.port, "ok": true}),
-                    1,
-                ),
-                Err(e) => (malformed(at, &e), 1),
-            },
-            Ok(FlitKind::Control) => match ControlFlit::parse(unit) {
-                Ok(c) => (
-                    json!({"at": at, "kind": "control", "type": format!("{:?}", c.kind), "ack": c.ack.get(),
-                           "credits": c.credits, "ok": true}),
-                    1,
-                ),
-                Err(e) => (malformed(at, &e), 1),
-            },
-            Ok(FlitKind::Packet) => match PacketHeader::parse(unit) {
-                Ok(header) => packet(at, &units[at..], header),
-                Err(e) => (malformed(at, &e), 1),
-            },
-            Err(e) => (malformed(at, &e), 1),
-        };
-        // A packet whose CRC does not check, or a unit that does not parse, loses the framing; a
-        // transaction-layer header the receiver refuses does not (the data link took the packet).
-        resync |= item.get("error").is_some() || item["crc_ok"] == false;
-        items.push(item);
-        at += used;
+            let Some(digit) = char::from(c).to_digit(16).filter(|_| c.is_ascii()) else {
+                if c.is_ascii() {
+                    bail!("{:?} is not a hex digit", char::from(c));
+                }
+                bail!("the input is not hex text (a byte {c:#04x})");
+            };
+            match self.high.take() {
+                Some(high) => bytes.push(high << 4 | digit as u8),
+                None => self.high = Some(digit as u8),
+            }
+        }
+        Ok(bytes)
     }
-    items
+
+    fn finish(&self) -> anyhow::Result<()> {
+        ensure!(self.high.is_none(), "an odd number of hex digits");
+        Ok(())
+    }
+}
+
+/// Bytes to 16-byte units, a piece at a time.
+#[derive(Default)]
+struct Units {
+    partial: Vec<u8>,
+    bytes: u64,
+}
+
+impl Units {
+    fn add(&mut self, bytes: &[u8]) -> Vec<Flit> {
+        self.bytes += bytes.len() as u64;
+        self.partial.extend_from_slice(bytes);
+        let whole = self.partial.len() / FLIT_LEN * FLIT_LEN;
+        let units = self.partial[..whole]
+            .chunks_exact(FLIT_LEN)
+            .map(|c| c.try_into().expect("chunks of 16"))
+            .collect();
+        self.partial.drain(..whole);
+        units
+    }
+
+    fn finish(&self) -> anyhow::Result<()> {
+        ensure!(
+            self.partial.is_empty(),
+            "{} bytes are not a whole number of 16-byte units",
+            self.bytes
+        );
+        Ok(())
+    }
+}
+
+/// A receiver's reading of a stream of units, one unit at a time: an item (a JSON object) per packet,
+/// control or identity flit, run of idle units, unit that does not parse, or run of units discarded
+/// after one, in order, `at` the index of its first unit. The first unit is taken to start a packet, a
+/// control flit or idle (a capture starts on a boundary). As a receiver does (`docs/spec.md` section
+/// 2.4), after a unit that does not parse or a CRC that does not check, which leave it not knowing where
+/// the next packet starts, the units up to the next control flit whose CRC checks are discarded (idle
+/// ones aside). It holds at most one packet's units.
+#[derive(Default)]
+struct Decoder {
+    /// The index of the next unit.
+    at: usize,
+    /// A run of idle (or, with `true`, discarded) units still going on: its first unit and length.
+    run: Option<(bool, usize, usize)>,
+    /// A packet whose units are still coming: its header, first unit, and its units so far.
+    packet: Option<(PacketHeader, usize, Vec<Flit>)>,
+    /// Whether the framing is lost after an error.
+    resync: bool,
+}
+
+impl Decoder {
+    fn push<E>(&mut self, unit: Flit, emit: &mut impl FnMut(Value) -> Result<(), E>) -> Result<(), E> {
+        let at = self.at;
+        self.at += 1;
+        if let Some((header, _, units)) = &mut self.packet {
+            units.push(unit);
+            if units.len() == 1 + usize::from(header.payload_flits) {
+                if let Some((header, first, units)) = self.packet.take() {
+                    return self.item(packet(first, &units, header).0, emit);
+                }
+            }
+            return Ok(());
+        }
+        if let Some((discarding, first, units)) = self.run {
+            let goes_on = if discarding {
+                discarded(&unit)
+            } else {
+                unit == [0; FLIT_LEN]
+            };
+            if goes_on {
+                self.run = Some((discarding, first, units + 1));
+                return Ok(());
+            }
+            self.end_run(emit)?;
+        }
+        if self.resync && discarded(&unit) {
+            self.run = Some((true, at, 1));
+            return Ok(());
+        }
+        if control_that_checks(&unit) {
+            self.resync = false;
+        }
+        let item = match kind(&unit) {
+            Ok(FlitKind::Idle) => {
+                self.run = Some((false, at, 1));
+                return Ok(());
+            }
+            Ok(FlitKind::Control) if is_ident(&unit) => match IdentFlit::parse(&unit) {
+                Ok(ident) => json!({"at": at, "kind": "ident", "node": format!("{:016x}", ident.node),
+                                    "port": ident.port, "ok": true}),
+                Err(e) => malformed(at, &e),
+            },
+            Ok(FlitKind::Control) => match ControlFlit::parse(&unit) {
+                Ok(c) => json!({"at": at, "kind": "control", "type": format!("{:?}", c.kind),
+                                "ack": c.ack.get(), "credits": c.credits, "ok": true}),
+                Err(e) => malformed(at, &e),
+            },
+            Ok(FlitKind::Packet) => match PacketHeader::parse(&unit) {
+                Ok(header) if header.payload_flits > 0 => {
+                    let mut units = Vec::with_capacity(1 + usize::from(header.payload_flits));
+                    units.push(unit);
+                    self.packet = Some((header, at, units));
+                    return Ok(());
+                }
+                Ok(header) => packet(at, &[unit], header).0,
+                Err(e) => malformed(at, &e),
+            },
+            Err(e) => malformed(at, &e),
+        };
+        self.item(item, emit)
+    }
+
+    /// The end of the input: a run ends, and a packet still coming was cut short.
+    fn finish<E>(&mut self, emit: &mut impl FnMut(Value) -> Result<(), E>) -> Result<(), E> {
+        self.end_run(emit)?;
+        match self.packet.take() {
+            Some((header, first, units)) => self.item(packet(first, &units, header).0, emit),
+            None => Ok(()),
+        }
+    }
+
+    fn end_run<E>(&mut self, emit: &mut impl FnMut(Value) -> Result<(), E>) -> Result<(), E> {
+        match self.run.take() {
+            Some((true, at, units)) => {
+                emit(json!({"at": at, "kind": "discarded", "units": units, "ok": false}))
+            }
+            Some((false, at, units)) => emit(json!({"at": at, "kind": "idle", "units": units, "ok": true})),
+            None => Ok(()),
+        }
+    }
+
+    /// Emit `item`. A packet whose CRC does not check, or a unit that does not parse, loses the framing;
+    /// a transaction-layer header the receiver refuses does not (the data link took the packet).
+    fn item<E>(&mut self, item: Value, emit: &mut impl FnMut(Value) -> Result<(), E>) -> Result<(), E> {
+        self.resync |= item.get("error").is_some() || item["crc_ok"] == false;
+        emit(item)
+    }
+}
+
+/// Whether a receiver that lost its framing discards `unit`: anything but idle and a control flit whose
+/// CRC checks.
+fn discarded(unit: &Flit) -> bool {
+    !control_that_checks(unit) && *unit != [0; FLIT_LEN]
 }
 
 /// Whether `unit` is a control or identity flit whose CRC checks: a packet boundary a receiver that lost
@@ -156,7 +276,8 @@ fn malformed(at: usize, error: &dyn std::fmt::Display) -> Value {
     json!({"at": at, "kind": "malformed", "error": error.to_string(), "ok": false})
 }
 
-/// The packet whose header flit is `units[0]`, parsed as `header`, and the units it takes.
+/// The packet whose header flit is `units[0]`, parsed as `header` (cut short if `units` are fewer than it
+/// announces), and the units it takes.
 fn packet(at: usize, units: &[Flit], header: PacketHeader) -> (Value, usize) {
     let len = 1 + usize::from(header.payload_flits);
     let mut item = json!({
@@ -235,5 +356,147 @@ fn text(item: &Value) -> String {
             line
         }
         _ => format!("{at:>6}  malformed: {}", s("error")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use link_dl::flit::{seal_packet, ControlKind};
+    use link_dl::seq::Seq;
+    use link_dl::Vc;
+
+    /// A stream of packets (some corrupted, some cut), control flits, idle runs and random units, from
+    /// `seed`.
+    fn stream(seed: u64, units: usize) -> Vec<u8> {
+        let mut x = seed | 1;
+        let mut next = move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        let mut bytes = Vec::new();
+        while bytes.len() < units * FLIT_LEN {
+            match next() % 6 {
+                0 | 1 => {
+                    let payload = (next() % 9) as u8;
+                    let mut packet = vec![0u8; (1 + usize::from(payload)) * FLIT_LEN];
+                    let header = PacketHeader {
+                        payload_flits: payload,
+                        vc: Vc::Posted,
+                        seq: Seq::new((next() % 4096) as u16),
+                        ack: Seq::new(0),
+                        credit_vc: Vc::Request,
+                        credit: 1,
+                        tl: next() >> 6,
+                    };
+                    let (head, rest) = packet.split_at_mut(FLIT_LEN);
+                    header.emit(head.try_into().unwrap()).unwrap();
+                    rest.iter_mut().for_each(|b| *b = next() as u8);
+                    seal_packet(&mut packet);
+                    if next() % 4 == 0 {
+                        let at = (next() as usize) % packet.len();
+                        packet[at] ^= 1 << (next() % 8);
+                    }
+                    bytes.extend_from_slice(&packet);
+                }
+                2 => bytes.extend_from_slice(
+                    &ControlFlit {
+                        kind: ControlKind::Update,
+                        ack: Seq::new(5),
+                        credits: [64; 4],
+                    }
+                    .emit(),
+                ),
+                3 => bytes.extend(std::iter::repeat_n(0, FLIT_LEN * (1 + (next() % 5) as usize))),
+                _ => bytes.extend((0..FLIT_LEN).map(|_| next() as u8)),
+            }
+        }
+        bytes
+    }
+
+    /// The items `bytes` decode to, fed `piece` bytes at a time.
+    fn decode_in_pieces(bytes: &[u8], piece: usize) -> Vec<Value> {
+        let (mut decoder, mut units, mut items) = (Decoder::default(), Units::default(), Vec::new());
+        let mut keep = |item: Value| -> Result<(), ()> {
+            items.push(item);
+            Ok(())
+        };
+        for chunk in bytes.chunks(piece) {
+            for unit in units.add(chunk) {
+                decoder.push(unit, &mut keep).unwrap();
+            }
+        }
+        units.finish().unwrap();
+        decoder.finish(&mut keep).unwrap();
+        items
+    }
+
+    #[test]
+    fn every_unit_is_in_exactly_one_item_however_the_input_is_cut() {
+        let mut kinds = std::collections::BTreeSet::new();
+        for seed in 1..40 {
+            let mut bytes = stream(seed, 300);
+            if seed % 2 == 0 {
+                // A packet cut short by the end of the input.
+                let whole = stream(seed, 1);
+                bytes.extend_from_slice(&whole[..FLIT_LEN]);
+            }
+            let whole = decode_in_pieces(&bytes, bytes.len());
+            kinds.extend(whole.iter().map(|i| {
+                let cut = i["error"].as_str().is_some_and(|e| e.starts_with("cut short"));
+                format!(
+                    "{}{}",
+                    i["kind"].as_str().unwrap(),
+                    if cut { " cut short" } else { "" }
+                )
+            }));
+            // Items follow each other with no gap and no overlap, to the last unit.
+            let mut at = 0;
+            for item in &whole {
+                assert_eq!(item["at"], at, "seed {seed}: {item}");
+                let used = match item["kind"].as_str().unwrap() {
+                    "idle" | "discarded" => item["units"].as_u64().unwrap(),
+                    "packet" if item.get("error").is_some() => (bytes.len() / FLIT_LEN) as u64 - at,
+                    "packet" => item["flits"].as_u64().unwrap(),
+                    _ => 1,
+                };
+                at += used;
+            }
+            assert_eq!(at, (bytes.len() / FLIT_LEN) as u64, "seed {seed}");
+            for piece in [1, 7, 16, 100] {
+                assert_eq!(
+                    decode_in_pieces(&bytes, piece),
+                    whole,
+                    "seed {seed} in pieces of {piece}"
+                );
+            }
+        }
+        // The streams reach every kind of item, a packet cut short by the end included.
+        let expected = [
+            "control",
+            "discarded",
+            "idle",
+            "malformed",
+            "packet",
+            "packet cut short",
+        ];
+        assert_eq!(kinds, expected.map(String::from).into(), "{kinds:?}");
+    }
+
+    #[test]
+    fn hex_digits_pair_up_across_pieces_and_anything_else_is_refused() {
+        let mut hex = Hex::default();
+        assert_eq!(hex.bytes(b"0a:b").unwrap(), [0x0a]);
+        assert_eq!(hex.bytes(b"C, 1").unwrap(), [0xbc]);
+        assert!(hex.finish().is_err(), "one digit left over");
+        assert_eq!(hex.bytes(b"f\n").unwrap(), [0x1f]);
+        hex.finish().unwrap();
+        assert!(Hex::default().bytes(b"0g").is_err());
+        assert!(Hex::default().bytes("0\u{e9}".as_bytes()).is_err());
+        let mut units = Units::default();
+        assert_eq!(units.add(&[1; 20]).len(), 1);
+        assert!(units.finish().unwrap_err().to_string().contains("20 bytes"));
     }
 }
