@@ -52,7 +52,9 @@ Output: the decoded bytes, raw. Control symbols are written as their byte values
 `encode --control | decode` gives back the input; use --symbols to tell data from control.
 
 Errors: an invalid code group, or a valid one from the wrong running disparity, is reported with its \
-position (0 is the first group); the bytes before it are still written, and the exit status is non-zero.")]
+position (0 is the first group); the bytes before it are still written, and the exit status is non-zero. \
+Input that is not hex code groups stops decoding where it is reached. The input is decoded as it is \
+read, in memory that does not grow with it.")]
 pub struct DecodeArgs {
     /// Line code (only 8b10b)
     #[arg(long, value_name = "CODE")]
@@ -115,42 +117,169 @@ pub fn encode(args: EncodeArgs) -> anyhow::Result<()> {
 
 pub fn decode(args: DecodeArgs) -> anyhow::Result<()> {
     check_code(&args.code)?;
-    let mut text = Vec::new();
-    io::stdin().read_to_end(&mut text).context("reading stdin")?;
-    let codes = parse_code_groups(&text)?;
-
-    // Decode from both starting disparities and keep the one that gets further: before the first group
-    // that belongs to one column only, both read the same symbols.
-    let attempts = [Disparity::Negative, Disparity::Positive].map(|rd| {
-        let mut decoder = Decoder::new(rd);
-        let mut symbols = vec![Symbol::Data(0); codes.len()];
-        let outcome = decoder.decode_symbols(&codes, &mut symbols);
-        (outcome, symbols)
-    });
-    let reached = |outcome: &Result<usize, link_phy::Error>| match outcome {
-        Ok(n) => *n,
-        Err(e) => error_position(e),
-    };
-    let [from_negative, from_positive] = attempts;
-    let (outcome, symbols) = if reached(&from_positive.0) > reached(&from_negative.0) {
-        from_positive
-    } else {
-        from_negative
-    };
-    let good = reached(&outcome);
-
+    let mut input = io::stdin().lock();
     let mut out = BufWriter::new(io::stdout().lock());
-    if args.symbols {
-        for s in &symbols[..good] {
-            writeln!(out, "{}", SymbolName(*s)).context("writing stdout")?;
+    let mut text = vec![0u8; CHUNK];
+    let (mut groups, mut codes, mut decoding) = (Groups::default(), Vec::new(), BothDisparities::default());
+    loop {
+        let n = read_some(&mut input, &mut text).context("reading stdin")?;
+        codes.clear();
+        groups.parse(&text[..n], n == 0, &mut codes)?;
+        let (symbols, outcome) = decoding.decode(&codes);
+        if args.symbols {
+            for s in symbols {
+                writeln!(out, "{}", SymbolName(*s)).context("writing stdout")?;
+            }
+        } else {
+            let bytes: Vec<u8> = symbols.iter().map(|s| s.byte()).collect();
+            out.write_all(&bytes).context("writing stdout")?;
         }
-    } else {
-        let bytes: Vec<u8> = symbols[..good].iter().map(|s| s.byte()).collect();
-        out.write_all(&bytes).context("writing stdout")?;
+        if outcome.is_err() || n == 0 {
+            out.flush().context("writing stdout")?;
+            return Ok(outcome?);
+        }
     }
-    out.flush().context("writing stdout")?;
-    outcome?;
-    Ok(())
+}
+
+/// Whitespace-separated hex code groups, each at most 10 bits, parsed a piece of text at a time.
+#[derive(Default)]
+struct Groups {
+    /// The start of a group the piece ended in.
+    partial: Vec<u8>,
+    /// Groups parsed so far.
+    parsed: usize,
+}
+
+impl Groups {
+    /// Parse the groups of `text` into `codes`; `end` says the input ends with it.
+    fn parse(&mut self, text: &[u8], end: bool, codes: &mut Vec<u16>) -> anyhow::Result<()> {
+        let mut rest = text;
+        while !rest.is_empty() || (end && !self.partial.is_empty()) {
+            let token_end = rest.iter().position(u8::is_ascii_whitespace);
+            match token_end {
+                Some(i) => {
+                    self.partial.extend_from_slice(&rest[..i]);
+                    rest = &rest[i + 1..];
+                }
+                None if end => {
+                    self.partial.extend_from_slice(rest);
+                    rest = &[];
+                }
+                None => {
+                    // The group goes on in the next piece.
+                    self.partial.extend_from_slice(rest);
+                    return Ok(());
+                }
+            }
+            if self.partial.is_empty() {
+                continue;
+            }
+            codes.push(code_group(self.parsed, &self.partial)?);
+            self.parsed += 1;
+            self.partial.clear();
+        }
+        Ok(())
+    }
+}
+
+/// Code group number `position`, written `token`: hex (an optional 0x prefix), at most 10 bits.
+fn code_group(position: usize, token: &[u8]) -> anyhow::Result<u16> {
+    let token = std::str::from_utf8(token).context("input is not text (expected hex code groups)")?;
+    let digits = token
+        .strip_prefix("0x")
+        .or_else(|| token.strip_prefix("0X"))
+        .unwrap_or(token);
+    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_hexdigit()) {
+        bail!("code group {position}: {token:?} is not a hexadecimal number");
+    }
+    let significant = digits.trim_start_matches('0');
+    let value = match significant.len() {
+        0 => 0,
+        1..=3 => u16::from_str_radix(significant, 16).unwrap_or(u16::MAX),
+        _ => u16::MAX,
+    };
+    if value > 0x3FF {
+        bail!("code group {position}: {token} is wider than 10 bits (at most 3ff)");
+    }
+    Ok(value)
+}
+
+/// Decoding from both starting disparities at once, keeping the one that gets further: until the first
+/// group that belongs to one column only, both read the same symbols, and that group ends the other.
+struct BothDisparities {
+    /// The decoders still going, from RD- and from RD+, and what each decoded of the last piece.
+    decoders: [Option<Decoder>; 2],
+    symbols: [Vec<Symbol>; 2],
+    /// Groups decoded before the last piece.
+    decoded: usize,
+}
+
+impl Default for BothDisparities {
+    fn default() -> Self {
+        BothDisparities {
+            decoders: [Disparity::Negative, Disparity::Positive].map(|rd| Some(Decoder::new(rd))),
+            symbols: [Vec::new(), Vec::new()],
+            decoded: 0,
+        }
+    }
+}
+
+impl BothDisparities {
+    /// Decode the next `codes`: the symbols of the decoder kept, up to its error if it has one (its
+    /// position counted from the first group of the input).
+    fn decode(&mut self, codes: &[u16]) -> (&[Symbol], Result<(), link_phy::Error>) {
+        let mut reached = [None; 2];
+        let mut errors = [None, None];
+        for (k, decoder) in self.decoders.iter_mut().enumerate() {
+            let Some(d) = decoder else { continue };
+            self.symbols[k].clear();
+            self.symbols[k].resize(codes.len(), Symbol::Data(0));
+            match d.decode_symbols(codes, &mut self.symbols[k]) {
+                Ok(n) => reached[k] = Some(n),
+                Err(e) => {
+                    reached[k] = Some(error_position(&e));
+                    errors[k] = Some(e);
+                }
+            }
+        }
+        // The one that got further (RD- on a tie); the other ends where it failed.
+        let kept = match reached {
+            [Some(neg), Some(pos)] if pos > neg => 1,
+            [None, _] => 1,
+            _ => 0,
+        };
+        if errors[1 - kept].is_some() || reached[1 - kept].is_none() {
+            self.decoders[1 - kept] = None;
+        }
+        let good = reached[kept].unwrap_or(0);
+        let offset = self.decoded;
+        self.decoded += codes.len();
+        let outcome = match errors[kept].take() {
+            Some(e) => Err(shifted(e, offset)),
+            None => Ok(()),
+        };
+        (&self.symbols[kept][..good], outcome)
+    }
+}
+
+/// `e` with its position moved on by `by` groups.
+fn shifted(e: link_phy::Error, by: usize) -> link_phy::Error {
+    match e {
+        link_phy::Error::InvalidCodeGroup { position, code } => link_phy::Error::InvalidCodeGroup {
+            position: position + by,
+            code,
+        },
+        link_phy::Error::DisparityError {
+            position,
+            code,
+            expected,
+        } => link_phy::Error::DisparityError {
+            position: position + by,
+            code,
+            expected,
+        },
+        other => other,
+    }
 }
 
 /// Where decoding stopped, for the errors `decode_symbols` returns.
@@ -160,33 +289,6 @@ fn error_position(e: &link_phy::Error) -> usize {
         | link_phy::Error::DisparityError { position, .. } => position,
         _ => 0,
     }
-}
-
-/// Whitespace-separated hex code groups, each at most 10 bits.
-fn parse_code_groups(text: &[u8]) -> anyhow::Result<Vec<u16>> {
-    let text = std::str::from_utf8(text).context("input is not text (expected hex code groups)")?;
-    text.split_ascii_whitespace()
-        .enumerate()
-        .map(|(position, token)| {
-            let digits = token
-                .strip_prefix("0x")
-                .or_else(|| token.strip_prefix("0X"))
-                .unwrap_or(token);
-            if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_hexdigit()) {
-                bail!("code group {position}: {token:?} is not a hexadecimal number");
-            }
-            let significant = digits.trim_start_matches('0');
-            let value = match significant.len() {
-                0 => 0,
-                1..=3 => u16::from_str_radix(significant, 16).unwrap_or(u16::MAX),
-                _ => u16::MAX,
-            };
-            if value > 0x3FF {
-                bail!("code group {position}: {token} is wider than 10 bits (at most 3ff)");
-            }
-            Ok(value)
-        })
-        .collect()
 }
 
 /// Read until `buf` is full or the input ends, so chunks are whole unless at the end.
@@ -212,4 +314,75 @@ fn write_code_groups(out: &mut impl Write, codes: &[u16]) -> io::Result<()> {
         text.extend_from_slice(&[digit(8), digit(4), digit(0), b'\n']);
     }
     out.write_all(&text)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The symbols and the outcome of decoding `text`, read `piece` bytes at a time.
+    fn decode_in_pieces(text: &[u8], piece: usize) -> (Vec<Symbol>, Result<(), String>) {
+        let (mut groups, mut decoding, mut symbols) =
+            (Groups::default(), BothDisparities::default(), Vec::new());
+        let mut pieces: Vec<&[u8]> = text.chunks(piece).collect();
+        pieces.push(&[]);
+        for (i, piece) in pieces.iter().enumerate() {
+            let mut codes = Vec::new();
+            if let Err(e) = groups.parse(piece, i + 1 == pieces.len(), &mut codes) {
+                return (symbols, Err(e.to_string()));
+            }
+            let (decoded, outcome) = decoding.decode(&codes);
+            symbols.extend_from_slice(decoded);
+            if let Err(e) = outcome {
+                return (symbols, Err(e.to_string()));
+            }
+        }
+        (symbols, Ok(()))
+    }
+
+    #[test]
+    fn decoding_in_pieces_gives_what_decoding_whole_gives() {
+        let mut x = 0x9E37_79B9_7F4A_7C15u64;
+        let mut next = move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        for case in 0..60 {
+            let rd = if case % 2 == 0 {
+                Disparity::Negative
+            } else {
+                Disparity::Positive
+            };
+            // Neutral groups first (D10.2 reads the same from either disparity), then random data.
+            let mut bytes = vec![0x4A; (next() % 5) as usize];
+            bytes.extend((0..200 + next() % 300).map(|_| next() as u8));
+            let mut codes = vec![0u16; bytes.len()];
+            Encoder::with_disparity(rd)
+                .encode_data(&bytes, &mut codes)
+                .unwrap();
+            if case % 3 == 0 {
+                // A flipped bit: an invalid group, or one from the wrong column, somewhere.
+                let at = (next() as usize) % codes.len();
+                codes[at] ^= 1 << (next() % 10);
+            }
+            let mut text = Vec::new();
+            write_code_groups(&mut text, &codes).unwrap();
+            let whole = decode_in_pieces(&text, text.len());
+            if case % 3 != 0 {
+                let decoded: Vec<u8> = whole.0.iter().map(|s| s.byte()).collect();
+                assert_eq!((decoded, &whole.1), (bytes, &Ok(())), "case {case}");
+            }
+            for piece in [1, 3, 4, 5, 64] {
+                assert_eq!(
+                    decode_in_pieces(&text, piece),
+                    whole,
+                    "case {case} in pieces of {piece}"
+                );
+            }
+        }
+        let error = decode_in_pieces(b"17c 2aa 000 2aa", 2).1.unwrap_err();
+        assert!(error.contains("code group 2"), "{error}");
+    }
 }
