@@ -829,6 +829,35 @@ impl Net {
         done
     }
 
+    /// Run until the links of every working trunk are active (they train when the fabric starts), or
+    /// `limit` passes, with nothing to send; returns whether they are. A collective's sizes then start on
+    /// a fabric that is up, as nccl-tests times its runs after warm-up ones.
+    pub fn bring_up(&mut self, limit: Instant) -> bool {
+        let mut idle = NoTraffic { done: false };
+        loop {
+            let up = self.fabric.ports.iter().enumerate().all(|(x, ports)| {
+                ports
+                    .iter()
+                    .enumerate()
+                    .all(|(p, &(t, _))| !self.dirs[t][0].up || self.links[x][p].is_active())
+            });
+            if up {
+                return true;
+            }
+            // Checking every link costs more than an event: look again after the events of an instant
+            // (so that the sizes start at the instant the last link came up, whatever else the fabric
+            // has). The queue is not asked for a later instant: what is scheduled now must stay now.
+            if !self.step(&mut idle, limit) {
+                return false;
+            }
+            while self.queue.peek_now().is_some() {
+                if !self.step(&mut idle, limit) {
+                    return false;
+                }
+            }
+        }
+    }
+
     /// [`Net::run`], and once the app is done, on until nothing is left in the fabric (every packet
     /// delivered to the app or dropped, and acknowledged) or `limit` passes. Returns whether both
     /// happened.

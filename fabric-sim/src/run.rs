@@ -693,6 +693,17 @@ fn run_with(
             MAX_STATE_BYTES >> 30
         ));
     }
+    if !net.bring_up(Instant::ZERO + sweep.limit_per_size) {
+        return Err(format!(
+            "{}: the links did not come up within {} us{}",
+            topology.name,
+            sweep.limit_per_size.as_ps() / 1_000_000,
+            net.fatal().map(|f| format!(": {f}")).unwrap_or_default()
+        ));
+    }
+    if let Some(background) = background.as_mut() {
+        background.start_at(net.now());
+    }
     let started = WallClock::now();
     let mut rows = Vec::new();
     let mut app_failure = None;

@@ -476,6 +476,16 @@ impl Traffic {
         }
     }
 
+    /// Start at `at` rather than at time zero: births and the measurement window move with it.
+    fn start_at(&mut self, at: Instant) {
+        let shift = at.saturating_since(Instant::ZERO);
+        for birth in self.next_birth.iter_mut().filter(|b| **b != NEVER) {
+            *birth += shift;
+        }
+        self.start += shift;
+        self.stop += shift;
+    }
+
     /// Generate GPU `gpu`'s packets born up to `now` (and before generation stops) into the queues of
     /// the ports they take (`offer` knows the routes), and ask for an alarm at the next birth, so that
     /// each packet is generated, and admitted or refused, at the time it is born.

@@ -32,8 +32,8 @@ pub struct Background {
     pub gpus: Option<Vec<u16>>,
 }
 
-/// What the background traffic measured, over the whole sweep: its window is the sweep, from its start
-/// to the last size's end.
+/// What the background traffic measured, over the whole sweep: its window is the sweep, from the first
+/// size's start (once the links are up) to the last size's end.
 #[derive(Clone, Debug, PartialEq)]
 pub struct BackgroundReport {
     /// What it was.
@@ -124,6 +124,11 @@ impl Running {
         collective_gpus: usize,
     ) -> Beside<'a> {
         Beside::new(collective, collective_gpus, &mut self.traffic, false)
+    }
+
+    /// Start generating at `at` (when the collective's first size starts), measuring from then.
+    pub(crate) fn start_at(&mut self, at: Instant) {
+        self.traffic.start_at(at);
     }
 
     /// Packets of the background traffic delivered so far.
