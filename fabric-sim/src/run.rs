@@ -614,15 +614,12 @@ fn run_with(
     let extension = topology.address_extension();
     let fabric_gpus = net.fabric().gpus.len();
     let gpus = sweep.collective_gpus.unwrap_or(fabric_gpus);
-    if matches!(sweep.algo, Algo::Tree | Algo::P2p) && gpus < 2 {
-        return Err(format!("{} needs at least two GPUs", sweep.algo.name()));
+    if !(2..=fabric_gpus).contains(&gpus) {
+        return Err(format!(
+            "a collective runs on 2 to the fabric's {fabric_gpus} GPUs, not {gpus}"
+        ));
     }
     if gpus < fabric_gpus {
-        if !(2..=fabric_gpus).contains(&gpus) {
-            return Err(format!(
-                "a collective runs on 2 to the fabric's {fabric_gpus} GPUs, not {gpus}"
-            ));
-        }
         if sweep.background.as_ref().is_none_or(|b| b.gpus.is_none()) {
             return Err(format!(
                 "the collective runs on {gpus} of the fabric's {fabric_gpus} GPUs: the others are for \

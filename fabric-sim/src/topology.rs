@@ -231,7 +231,7 @@ impl Topology {
     /// and what links them (as [`Topology::with_gpus`] leaves it, or the whole fabric when they are all
     /// its GPUs), with its GPUs numbered so that `first`'s are GPUs `0..first.len()`, since a collective
     /// numbers its GPUs from 0. Every GPU keeps its links and its ports' order; only the endpoint IDs
-    /// change. Returns the fabric and the GPU numbers of `second`'s GPUs in it, in ascending order.
+    /// change. Returns the fabric and the GPU numbers of `second`'s GPUs in it, in `second`'s order.
     pub fn with_jobs(&self, first: &[usize], second: &[usize]) -> Result<(Topology, Vec<u16>), String> {
         let all = self.gpus();
         if let Some(&x) = first.iter().chain(second).find(|&&x| !all.contains(&x)) {
@@ -263,7 +263,7 @@ impl Topology {
             moved.with_gpus(&keep)?
         };
         let numbers = shared.gpus();
-        let mut second_numbers: Vec<u16> = second
+        let second_numbers: Vec<u16> = second
             .iter()
             .filter_map(|&x| {
                 let name = &self.nodes[x].name;
@@ -271,8 +271,6 @@ impl Topology {
             })
             .map(|g| g as u16)
             .collect();
-        second_numbers.sort_unstable();
-        second_numbers.dedup();
         Ok((shared, second_numbers))
     }
 
@@ -776,7 +774,7 @@ mod tests {
             .map(|&g| shared.nodes[g].name.as_str())
             .collect();
         assert_eq!(names, ["gpu2", "gpu3", "gpu1"]);
-        assert_eq!(second, [1, 2]);
+        assert_eq!(second, [1, 2], "gpu3, then gpu1");
         assert!(h100.with_jobs(&[0, 1], &[8]).is_err(), "node 8 is a switch");
     }
 

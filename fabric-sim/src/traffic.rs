@@ -213,18 +213,27 @@ pub struct TrafficReport {
     pub waves: Option<(u64, u64)>,
 }
 
-/// Each GPU's injection bandwidth (the sum of its links' rates, GB/s) and the bytes a packet of
-/// `payload_bytes` takes on a link (header flit, NVLink's address-extension flit if the format has one,
-/// data flits).
-pub fn injection(net: &Net, topology: &Topology, payload_bytes: usize) -> (Vec<f64>, usize) {
+/// Each GPU's injection bandwidth for traffic among the GPUs `members` (the sum of the rates of its
+/// links whose ports lead to another member, GB/s: GPUs do not forward, so a direct link to a GPU that
+/// takes no part carries none of it), and the bytes a packet of `payload_bytes` takes on a link (header
+/// flit, NVLink's address-extension flit if the format has one, data flits).
+pub fn injection(net: &Net, topology: &Topology, members: &[u16], payload_bytes: usize) -> (Vec<f64>, usize) {
     let fabric = net.fabric();
     let bandwidth = fabric
         .gpus
         .iter()
-        .map(|&node| {
+        .enumerate()
+        .map(|(g, &node)| {
+            let leads = |port: usize| {
+                members
+                    .iter()
+                    .any(|&m| usize::from(m) != g && fabric.routes[node][usize::from(m)].contains(port))
+            };
             fabric.ports[node]
                 .iter()
-                .map(|&(t, _)| fabric.trunks[t].gbps)
+                .enumerate()
+                .filter(|&(port, _)| leads(port))
+                .map(|(_, &(t, _))| fabric.trunks[t].gbps)
                 .sum()
         })
         .collect();
@@ -285,7 +294,8 @@ pub fn run_traffic(topology: &Topology, spec: &TrafficSpec) -> Result<TrafficRep
         net.schedule_faults(&faults, spec.replan_delay)?;
     }
     record_links(&mut net, topology, &spec.pcap, &spec.vcd)?;
-    let (bandwidth, wire_bytes) = injection(&net, topology, spec.payload_bytes);
+    let members: Vec<u16> = (0..gpus as u16).collect();
+    let (bandwidth, wire_bytes) = injection(&net, topology, &members, spec.payload_bytes);
     let extension = topology.address_extension();
     let warmup = spec.warmup.unwrap_or_else(|| auto_warmup(&net));
     let stop = Instant::ZERO + warmup + spec.measure;
@@ -294,7 +304,7 @@ pub fn run_traffic(topology: &Topology, spec: &TrafficSpec) -> Result<TrafficRep
         warmup,
         &bandwidth,
         net.fabric().gpu_port_links(),
-        (0..gpus as u16).collect(),
+        members,
         wire_bytes,
         extension,
     );
@@ -399,8 +409,8 @@ struct Traffic {
 }
 
 impl Traffic {
-    /// Traffic as `spec` says among the GPUs `members` (ascending) of a fabric whose GPUs have the
-    /// injection `bandwidth` and the links behind each port of `port_links`.
+    /// Traffic as `spec` says among the GPUs `members` (in the order the patterns take them) of a fabric
+    /// whose GPUs have the injection `bandwidth` and the links behind each port of `port_links`.
     fn new(
         spec: &TrafficSpec,
         warmup: Duration,
@@ -922,7 +932,13 @@ mod tests {
 
     #[test]
     fn traffic_on_some_gpus_goes_between_them_only() {
-        let members = [1u16, 3, 4, 6];
+        // In the order given: the first is the hot spot, the neighbour pattern goes round in that order.
+        for members in [[1u16, 3, 4, 6], [6, 1, 4, 3]] {
+            some_gpus_only(members);
+        }
+    }
+
+    fn some_gpus_only(members: [u16; 4]) {
         for pattern in [
             Pattern::Uniform,
             Pattern::Permutation,
@@ -958,11 +974,17 @@ mod tests {
                     );
                 }
                 // The first member is the hot one.
-                Pattern::Hotspot(_) => assert!([3, 4, 6].iter().all(|&g| reached[1] > 2 * reached[g])),
+                Pattern::Hotspot(_) => {
+                    let hot = usize::from(members[0]);
+                    assert!(members[1..]
+                        .iter()
+                        .all(|&g| reached[hot] > 2 * reached[usize::from(g)]));
+                }
                 Pattern::Uniform => assert!(members.iter().all(|&g| reached[usize::from(g)] > 300)),
             }
             if pattern == Pattern::Neighbor {
-                assert_eq!([1, 3, 4, 6].map(|g| app.destination(g)), [3, 4, 6, 1]);
+                let next = members.map(|g| app.destination(usize::from(g)));
+                assert_eq!(next, [members[1], members[2], members[3], members[0]]);
             }
         }
     }

@@ -271,6 +271,33 @@ fn two_jobs_lose_nothing_to_a_shared_link_failing() {
 }
 
 #[test]
+fn the_other_jobs_load_counts_only_links_its_traffic_can_use() {
+    // On mesh4 every GPU links to every other: gpu2's links to gpu0 and gpu1 carry none of the traffic
+    // between gpu2 and gpu3, so its load is a share of the one link between them, as on the two alone.
+    use fabric_sim::traffic::{run_traffic, TrafficSpec};
+    let (beside, _) = two_jobs("mesh4", Algo::Ring, &[0, 1], &[2, 3], 0.3);
+    let b = run_ok(&beside).background.unwrap();
+    let alone = Topology::builtin("mesh4").unwrap().with_gpus(&[2, 3]).unwrap();
+    let spec = TrafficSpec {
+        pattern: Pattern::Uniform,
+        spread: Spread::Links,
+        load: 0.3,
+        warmup: None,
+        measure: Duration::from_us(2),
+        seed: 5,
+        ber: None,
+        faults: Vec::new(),
+        replan_delay: Duration::ZERO,
+        payload_bytes: PAYLOAD_BYTES,
+        pcap: None,
+        vcd: None,
+    };
+    let t = run_traffic(&alone, &spec).unwrap();
+    assert_eq!(b.measured.offered_gbps, t.measured.offered_gbps);
+    assert!(b.measured.offered_gbps > 0.0);
+}
+
+#[test]
 fn a_collective_on_some_gpus_needs_traffic_on_the_others_and_no_switch_engines() {
     let (mut s, _) = two_jobs("dgx-h100", Algo::Ring, &[0, 1, 2, 3], &[4, 5, 6, 7], 0.1);
     s.algo = Algo::SwitchReduce;
@@ -282,8 +309,12 @@ fn a_collective_on_some_gpus_needs_traffic_on_the_others_and_no_switch_engines()
     assert!(e.contains("background traffic on GPUs of its own"), "{e}");
     let (mut s, _) = two_jobs("dgx-h100", Algo::Ring, &[0, 1, 2, 3], &[4, 5, 6, 7], 0.1);
     if let Some(b) = s.background.as_mut() {
-        b.gpus = Some(vec![5, 4]);
+        b.gpus = Some(vec![5, 4, 5]);
     }
     let e = run(&s, &mut |_| {}).unwrap_err();
     assert!(e.contains("each named once"), "{e}");
+    // More GPUs than the fabric has.
+    s.collective_gpus = Some(9);
+    let e = run(&s, &mut |_| {}).unwrap_err();
+    assert!(e.contains("2 to the fabric's 8 GPUs"), "{e}");
 }

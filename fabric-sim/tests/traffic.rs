@@ -44,7 +44,8 @@ fn run(topology: &str, spec: &TrafficSpec) -> TrafficReport {
 fn payload_capacity(topology: &str) -> f64 {
     let t = Topology::builtin(topology).unwrap();
     let net = Net::new(&t, &[], DlConfig::default(), 1).unwrap();
-    let (bandwidth, wire_bytes) = injection(&net, &t, PAYLOAD_BYTES);
+    let all: Vec<u16> = (0..t.gpus().len() as u16).collect();
+    let (bandwidth, wire_bytes) = injection(&net, &t, &all, PAYLOAD_BYTES);
     bandwidth.iter().sum::<f64>() / bandwidth.len() as f64 * PAYLOAD_BYTES as f64 / wire_bytes as f64
 }
 

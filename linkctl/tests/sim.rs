@@ -553,6 +553,10 @@ fn traffic_can_run_on_other_gpus_than_the_collective_as_another_job() {
         v["topology"], "dgx-h100",
         "the whole fabric, shared by the two jobs"
     );
+    assert_eq!(
+        v["collective_gpus"],
+        serde_json::json!(["gpu0", "gpu1", "gpu2", "gpu3"])
+    );
     let b = &v["background"];
     assert_eq!(b["gpus"], serde_json::json!(["gpu4", "gpu5", "gpu6", "gpu7"]));
     assert_eq!(
@@ -563,7 +567,8 @@ fn traffic_can_run_on_other_gpus_than_the_collective_as_another_job() {
     assert_eq!(v["rows"][0]["time_us"], alone["rows"][0]["time_us"]);
     let text = String::from_utf8(sim(&args).stdout).unwrap();
     assert!(
-        text.contains("on gpu4,gpu5,gpu6,gpu7 beside the collective"),
+        text.contains("on gpu4,gpu5,gpu6,gpu7 beside the collective")
+            && text.contains("(4 GPUs: gpu0,gpu1,gpu2,gpu3)"),
         "{text}"
     );
     // Two jobs in two partitions, each within its own: isolated by the switches, both verified.

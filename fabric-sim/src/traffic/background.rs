@@ -26,9 +26,10 @@ pub struct Background {
     pub load: f64,
     /// Data bytes per packet: a multiple of 16 from 16 to 128.
     pub payload_bytes: usize,
-    /// The GPUs (numbers of the fabric's GPUs, ascending) that send and receive the traffic, if not
-    /// the collective's: another job's, on GPUs the collective may not use at all
-    /// ([`crate::topology::Topology::with_jobs`] makes such a fabric).
+    /// The GPUs (numbers of the fabric's GPUs) that send and receive the traffic, if not the
+    /// collective's: another job's, on GPUs the collective may not use at all
+    /// ([`crate::topology::Topology::with_jobs`] makes such a fabric). Their order is the patterns' (the
+    /// first is the hot spot; the neighbour pattern goes from each to the next).
     pub gpus: Option<Vec<u16>>,
 }
 
@@ -63,20 +64,24 @@ impl Running {
         faults: bool,
     ) -> Result<Running, String> {
         check_load_and_bytes(background.load, background.payload_bytes)?;
-        let (bandwidth, wire_bytes) = injection(net, topology, background.payload_bytes);
         let members = match &background.gpus {
             Some(gpus) => gpus.clone(),
             None => (0..collective_gpus as u16).collect(),
         };
-        if members.len() < 2
-            || members.windows(2).any(|w| w[0] >= w[1])
-            || members.last().is_some_and(|&g| usize::from(g) >= bandwidth.len())
+        let fabric_gpus = net.fabric().gpus.len();
+        let mut sorted = members.clone();
+        sorted.sort_unstable();
+        sorted.dedup();
+        if sorted.len() < 2
+            || sorted.len() < members.len()
+            || sorted.last().is_some_and(|&g| usize::from(g) >= fabric_gpus)
         {
             return Err(format!(
-                "background traffic runs on two or more of the fabric's {} GPUs, each named once, not {members:?}",
-                bandwidth.len()
+                "background traffic runs on two or more of the fabric's {fabric_gpus} GPUs, each named once, not \
+                 {members:?}"
             ));
         }
+        let (bandwidth, wire_bytes) = injection(net, topology, &members, background.payload_bytes);
         let member_bandwidth: Vec<f64> = members.iter().map(|&g| bandwidth[usize::from(g)]).collect();
         let spec = TrafficSpec {
             pattern: background.pattern,

@@ -655,9 +655,20 @@ fn kind_name(kind: Kind) -> &'static str {
     }
 }
 
+/// The collective's GPUs by name when it runs beside another job on some of the fabric's GPUs.
+fn collective_gpu_names(sweep: &Sweep) -> Option<Vec<String>> {
+    let gpus = sweep.collective_gpus?;
+    Some(gpu_names(&sweep.topology, &(0..gpus as u16).collect::<Vec<_>>()))
+}
+
 fn print_table(sweep: &Sweep, r: &Report) {
+    let which = match collective_gpu_names(sweep) {
+        Some(names) if names.len() <= 8 => format!(": {}", names.join(",")),
+        Some(_) => " of its GPUs".to_string(),
+        None => String::new(),
+    };
     println!(
-        "# {} on {} ({} GPUs), algorithm {}, seed {}",
+        "# {} on {} ({} GPUs{which}), algorithm {}, seed {}",
         kind_name(sweep.kind),
         sweep.topology.name,
         r.gpus,
@@ -775,6 +786,7 @@ fn print_json(sweep: &Sweep, r: &Report) -> anyhow::Result<()> {
         "collective": kind_name(sweep.kind),
         "topology": sweep.topology.name,
         "gpus": r.gpus,
+        "collective_gpus": collective_gpu_names(sweep),
         "algorithm": sweep.algo.name(),
         "seed": sweep.seed,
         "buffsize": sweep.buffer_bytes,
