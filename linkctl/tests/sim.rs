@@ -241,20 +241,26 @@ fn the_switch_reduction_goes_on_without_a_switch_that_lost_a_gpu() {
 
 #[test]
 fn a_fabric_cut_in_two_exits_non_zero_with_the_reason() {
-    let out = sim(&[
-        "allreduce",
-        "--topology",
-        "mesh2",
-        "--min",
-        "1M",
-        "--max",
-        "1M",
-        "--fail-link",
-        "gpu0:gpu1@1us",
-    ]);
-    assert!(!out.status.success());
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(stdout.contains("Stopped: the fabric cannot go on"), "{stdout}");
+    // At 1 us the collective is running; at 100 ns the links are still training: the same report.
+    for at in ["gpu0:gpu1@1us", "gpu0:gpu1@100ns"] {
+        let out = sim(&[
+            "allreduce",
+            "--topology",
+            "mesh2",
+            "--min",
+            "1M",
+            "--max",
+            "1M",
+            "--fail-link",
+            at,
+        ]);
+        assert_eq!(out.status.code(), Some(3), "{at}");
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            stdout.contains("Stopped: the fabric cannot go on"),
+            "{at}: {stdout}"
+        );
+    }
 }
 
 #[test]
@@ -570,6 +576,22 @@ fn traffic_can_run_on_other_gpus_than_the_collective_as_another_job() {
         text.contains("on gpu4,gpu5,gpu6,gpu7 beside the collective")
             && text.contains("(4 GPUs: gpu0,gpu1,gpu2,gpu3)"),
         "{text}"
+    );
+    // The other job's GPUs in the order named: the first is the hot spot.
+    let named = json(&[
+        "allreduce",
+        "--gpus",
+        "4",
+        "--background",
+        "hotspot:0.2",
+        "--background-gpus",
+        "gpu7,gpu4..gpu6",
+        "--max",
+        "4K",
+    ]);
+    assert_eq!(
+        named["background"]["gpus"],
+        serde_json::json!(["gpu7", "gpu4", "gpu5", "gpu6"])
     );
     // Two jobs in two partitions, each within its own: isolated by the switches, both verified.
     let partitioned = concat!(

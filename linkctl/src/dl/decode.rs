@@ -87,25 +87,39 @@ fn read_chunks(
     }
 }
 
-/// Hex text to bytes, a piece at a time: whitespace, colons and commas between digits are ignored.
+/// Hex text to bytes, a piece at a time: whitespace (any Unicode whitespace), colons and commas between
+/// digits are ignored.
 #[derive(Default)]
 struct Hex {
     /// The first digit of a byte whose second is still to come.
     high: Option<u8>,
+    /// The first bytes of a character beyond ASCII whose last are still to come.
+    wide: Vec<u8>,
 }
 
 impl Hex {
     fn bytes(&mut self, text: &[u8]) -> anyhow::Result<Vec<u8>> {
         let mut bytes = Vec::with_capacity(text.len() / 2);
         for &c in text {
-            if c.is_ascii_whitespace() || matches!(c, b':' | b',') {
+            if !self.wide.is_empty() || !c.is_ascii() {
+                self.wide.push(c);
+                match std::str::from_utf8(&self.wide) {
+                    Ok(wide) => {
+                        let ch = wide.chars().next().unwrap_or_default();
+                        ensure!(ch.is_whitespace(), "{ch:?} is not a hex digit");
+                        self.wide.clear();
+                    }
+                    // A character is at most four bytes long.
+                    Err(e) if e.error_len().is_none() && self.wide.len() < 4 => {}
+                    Err(_) => bail!("the input is not text (a byte {:#04x})", self.wide[0]),
+                }
                 continue;
             }
-            let Some(digit) = char::from(c).to_digit(16).filter(|_| c.is_ascii()) else {
-                if c.is_ascii() {
-                    bail!("{:?} is not a hex digit", char::from(c));
-                }
-                bail!("the input is not hex text (a byte {c:#04x})");
+            if char::from(c).is_whitespace() || matches!(c, b':' | b',') {
+                continue;
+            }
+            let Some(digit) = char::from(c).to_digit(16) else {
+                bail!("{:?} is not a hex digit", char::from(c));
             };
             match self.high.take() {
                 Some(high) => bytes.push(high << 4 | digit as u8),
@@ -116,6 +130,7 @@ impl Hex {
     }
 
     fn finish(&self) -> anyhow::Result<()> {
+        ensure!(self.wide.is_empty(), "the input ends within a character");
         ensure!(self.high.is_none(), "an odd number of hex digits");
         Ok(())
     }
@@ -494,7 +509,18 @@ mod tests {
         assert_eq!(hex.bytes(b"f\n").unwrap(), [0x1f]);
         hex.finish().unwrap();
         assert!(Hex::default().bytes(b"0g").is_err());
-        assert!(Hex::default().bytes("0\u{e9}".as_bytes()).is_err());
+        let e = Hex::default()
+            .bytes("0\u{e9}".as_bytes())
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("'\u{e9}' is not a hex digit"), "{e}");
+        assert!(Hex::default().bytes(b"0\xff").is_err());
+        // Any whitespace separates, also beyond ASCII and split between pieces (a no-break space, U+00A0,
+        // is two bytes).
+        let mut hex = Hex::default();
+        assert_eq!(hex.bytes(b"0a\xc2").unwrap(), [0x0a]);
+        assert_eq!(hex.bytes(b"\xa0\x0b0b\xe2\x80\xa8").unwrap(), [0x0b]);
+        hex.finish().unwrap();
         let mut units = Units::default();
         assert_eq!(units.add(&[1; 20]).len(), 1);
         assert!(units.finish().unwrap_err().to_string().contains("20 bytes"));

@@ -141,6 +141,10 @@ pub fn decode(args: DecodeArgs) -> anyhow::Result<()> {
     }
 }
 
+/// The most characters a code group may be written with (leading zeros allowed), so that what is held
+/// of one split between pieces stays small.
+const LONGEST_GROUP: usize = 4096;
+
 /// Whitespace-separated hex code groups, each at most 10 bits, parsed a piece of text at a time.
 #[derive(Default)]
 struct Groups {
@@ -155,21 +159,25 @@ impl Groups {
     fn parse(&mut self, text: &[u8], end: bool, codes: &mut Vec<u16>) -> anyhow::Result<()> {
         let mut rest = text;
         while !rest.is_empty() || (end && !self.partial.is_empty()) {
-            let token_end = rest.iter().position(u8::is_ascii_whitespace);
-            match token_end {
+            // The next group's characters in this piece, and whether it ends here.
+            let (piece, ends) = match rest.iter().position(u8::is_ascii_whitespace) {
                 Some(i) => {
-                    self.partial.extend_from_slice(&rest[..i]);
+                    let piece = &rest[..i];
                     rest = &rest[i + 1..];
+                    (piece, true)
                 }
-                None if end => {
-                    self.partial.extend_from_slice(rest);
-                    rest = &[];
-                }
-                None => {
-                    // The group goes on in the next piece.
-                    self.partial.extend_from_slice(rest);
-                    return Ok(());
-                }
+                None => (std::mem::take(&mut rest), end),
+            };
+            self.partial.extend_from_slice(piece);
+            if self.partial.len() > LONGEST_GROUP {
+                bail!(
+                    "code group {}: longer than {LONGEST_GROUP} characters",
+                    self.parsed
+                );
+            }
+            if !ends {
+                // It goes on in the next piece.
+                return Ok(());
             }
             if self.partial.is_empty() {
                 continue;
@@ -384,5 +392,16 @@ mod tests {
         }
         let error = decode_in_pieces(b"17c 2aa 000 2aa", 2).1.unwrap_err();
         assert!(error.contains("code group 2"), "{error}");
+        // Leading zeros are allowed, but not without end: what is held of a group stays small.
+        let mut long = vec![b'0'; LONGEST_GROUP - 3];
+        long.extend_from_slice(b"17c 2aa");
+        assert_eq!(
+            decode_in_pieces(&long, 1000).0,
+            [Symbol::Control(0xBC), Symbol::Data(0x4A)]
+        );
+        let error = decode_in_pieces(&vec![b'0'; LONGEST_GROUP + 1], 1000)
+            .1
+            .unwrap_err();
+        assert!(error.contains("code group 0: longer than"), "{error}");
     }
 }

@@ -89,9 +89,9 @@ pub struct SimArgs {
     #[arg(long, default_value = "links", requires = "background")]
     pub background_spread: String,
     /// Run the background traffic on these GPUs instead of the collective's, as another job on the same
-    /// fabric: a count (the first N), names and runs as `--gpus` takes them, or `rest` (every GPU the
-    /// collective, as `--gpus` gives it, does not use); the two may overlap, and only GPUs of neither are
-    /// left out
+    /// fabric: a count (the first N), names and runs as `--gpus` takes them (in the order named: the
+    /// first is the hot spot), or `rest` (every GPU the collective, as `--gpus` gives it, does not use);
+    /// the two may overlap, and only GPUs of neither are left out
     #[arg(long, value_name = "N|GPU,GPU,...|rest", requires = "background")]
     pub background_gpus: Option<String>,
     /// Print one JSON object instead of the table
@@ -426,9 +426,9 @@ fn some_gpus(topology: &Topology, list: &str) -> anyhow::Result<Topology> {
     topology.with_gpus(&keep).map_err(anyhow::Error::msg)
 }
 
-/// The GPUs (node indices, ascending) that `list`, the value of `flag`, names: a count (the first N) or
-/// names and runs (`gpu8..gpu15`: those two and the GPUs numbered between them) separated by commas; at
-/// least two.
+/// The GPUs (node indices) that `list`, the value of `flag`, names: a count (the first N), or names and
+/// runs (`gpu8..gpu15`: those two and the GPUs numbered between them) separated by commas, in the order
+/// named; at least two.
 fn gpu_list(topology: &Topology, list: &str, flag: &str) -> anyhow::Result<Vec<usize>> {
     let gpus = topology.gpus();
     match list.trim().parse::<usize>() {
@@ -465,7 +465,6 @@ fn gpu_list(topology: &Topology, list: &str, flag: &str) -> anyhow::Result<Vec<u
             if keep.len() < 2 {
                 bail!("{flag} {list:?}: at least 2 GPUs are needed");
             }
-            keep.sort_unstable();
             Ok(keep)
         }
     }
