@@ -13,7 +13,8 @@ pub enum DlCommand {
     Crc(crc::CrcArgs),
     /// Decode a stream of 16-byte units as a receiver reads them (packets, control and identity flits,
     /// idle, and what it discards after an error until a control flit checks) from hex arguments or
-    /// stdin; exit status 2 if any does not check
+    /// stdin, as it is read (any length, in little memory: input that is not hex or not whole units ends
+    /// it where it is found); exit status 2 if any does not check
     Decode(decode::DecodeArgs),
 }
 
