@@ -314,3 +314,66 @@ fn a_collective_on_some_gpus_needs_traffic_on_the_others_and_no_switch_engines()
     let e = run(&s, &mut |_| {}).unwrap_err();
     assert!(e.contains("2 to the fabric's 8 GPUs"), "{e}");
 }
+
+#[test]
+fn two_jobs_placed_at_random_with_failures_lose_nothing() {
+    use rand_core::{Rng, SeedableRng};
+    let mut rng = rand_xoshiro::Xoshiro256PlusPlus::seed_from_u64(27);
+    let patterns = [
+        Pattern::Uniform,
+        Pattern::Permutation,
+        Pattern::Neighbor,
+        Pattern::Hotspot(0.2),
+    ];
+    for case in 0..8 {
+        let (topology, gpus) = if case % 2 == 0 {
+            ("dgx-h100", 8)
+        } else {
+            ("fat-tree-32", 32)
+        };
+        // Two random sets of GPUs (node indices: GPUs come first in both), overlapping or not.
+        let mut pick = |rng: &mut rand_xoshiro::Xoshiro256PlusPlus| -> Vec<usize> {
+            let mut set: Vec<usize> = (0..gpus).filter(|_| rng.next_u64() % 3 == 0).collect();
+            while set.len() < 2 {
+                let g = (rng.next_u64() % gpus as u64) as usize;
+                if !set.contains(&g) {
+                    set.push(g);
+                }
+            }
+            set.sort_unstable();
+            set
+        };
+        let (collective, traffic) = (pick(&mut rng), pick(&mut rng));
+        let algo = [Algo::Ring, Algo::Tree, Algo::P2p][rng.next_u64() as usize % 3];
+        let load = 0.05 + 0.05 * (rng.next_u64() % 4) as f64;
+        let (mut s, _) = two_jobs(topology, algo, &collective, &traffic, load);
+        s.min = 64 << 10;
+        s.max = 128 << 10;
+        if let Some(b) = s.background.as_mut() {
+            b.pattern = patterns[rng.next_u64() as usize % patterns.len()];
+        }
+        let at = Duration::from_ns(500 + rng.next_u64() % 5_000);
+        s.faults = vec![if topology == "dgx-h100" {
+            let gpu = collective[rng.next_u64() as usize % collective.len()];
+            FaultSpec::Link {
+                a: format!("gpu{gpu}"),
+                b: format!("nvswitch{}", rng.next_u64() % 4),
+                at,
+            }
+        } else {
+            FaultSpec::Link {
+                a: format!("leaf{}", rng.next_u64() % 2),
+                b: format!("spine{}", rng.next_u64() % 16),
+                at,
+            }
+        }];
+        s.replan_delay = Duration::from_ns([0, 500, 3_000][rng.next_u64() as usize % 3]);
+        let r = run_ok(&s);
+        let b = r.background.unwrap();
+        assert_eq!(
+            b.measured.delivered, b.measured.generated,
+            "{topology} {collective:?} {traffic:?} {:?}",
+            s.faults
+        );
+    }
+}
