@@ -332,7 +332,7 @@ fn two_jobs_placed_at_random_with_failures_lose_nothing() {
             ("fat-tree-32", 32)
         };
         // Two random sets of GPUs (node indices: GPUs come first in both), overlapping or not.
-        let mut pick = |rng: &mut rand_xoshiro::Xoshiro256PlusPlus| -> Vec<usize> {
+        let pick = |rng: &mut rand_xoshiro::Xoshiro256PlusPlus| -> Vec<usize> {
             let mut set: Vec<usize> = (0..gpus).filter(|_| rng.next_u64() % 3 == 0).collect();
             while set.len() < 2 {
                 let g = (rng.next_u64() % gpus as u64) as usize;
