@@ -253,8 +253,9 @@ fn create_output(path: &std::path::Path) -> Result<Box<dyn std::io::Write>, Stri
     Ok(Box::new(std::io::BufWriter::new(file)))
 }
 
-/// A ring order for the fabric's first `gpus` GPUs: a cycle over direct GPU-to-GPU links when there is one (as NCCL builds its
-/// rings on NVLink meshes), else the GPUs in order (through switches every order is as good).
+/// A ring order for the fabric's first `gpus` GPUs: a cycle over direct GPU-to-GPU links when there is
+/// one (as NCCL builds its rings on NVLink meshes), else the GPUs in order (through switches every order
+/// is as good).
 pub fn ring_order(net: &Net, gpus: usize) -> Vec<usize> {
     let f = net.fabric();
     let n = gpus.min(f.gpus.len());
@@ -306,10 +307,10 @@ pub fn ring_order(net: &Net, gpus: usize) -> Vec<usize> {
     (0..n).collect()
 }
 
-/// The rings a ring collective on the fabric's first `gpus` GPUs runs on. On a direct mesh of 3 to 16 GPUs: as many cycles over the
-/// direct links as the links allow with each link taken by one cycle (a pair joined by two links can
-/// carry two), each run in both directions, as NCCL builds one ring per channel over NVLink; the rings
-/// then use every link, both ways. Elsewhere (or when the links form no cycle): the one ring of
+/// The rings a ring collective on the fabric's first `gpus` GPUs runs on. On a direct mesh of 3 to 16
+/// GPUs: as many cycles over the direct links as the links allow with each link taken by one cycle (a
+/// pair joined by two links can carry two), each run in both directions, as NCCL builds one ring per
+/// channel over NVLink; the rings then use every link, both ways. Elsewhere (or when the links form no cycle): the one ring of
 /// [`ring_order`] (through switches one ring already loads every link of every GPU).
 pub fn ring_orders(net: &Net, gpus: usize) -> Vec<Vec<usize>> {
     let f = net.fabric();
@@ -582,17 +583,7 @@ fn run_with(
     }
     // Each job runs within a partition: the switches would drop every packet between two, and the
     // collective would never finish. Two jobs may be in two partitions, isolated from each other.
-    let gpu_nodes = topology.gpus();
-    let partitions_of = |gpus: &mut dyn Iterator<Item = usize>| -> usize {
-        let mut seen = [false; 256];
-        for g in gpus {
-            if let Some(&x) = gpu_nodes.get(g) {
-                seen[usize::from(topology.nodes[x].partition)] = true;
-            }
-        }
-        seen.iter().filter(|&&s| s).count()
-    };
-    let partitions = partitions_of(&mut (0..sweep.collective_gpus.unwrap_or(gpu_nodes.len())));
+    let partitions = topology.partitions_of(0..sweep.collective_gpus.unwrap_or(topology.gpus().len()));
     if partitions > 1 {
         return Err(format!(
             "{}: its GPUs are in {partitions} partitions, and a collective runs within one (run it on one \
@@ -602,7 +593,7 @@ fn run_with(
         ));
     }
     if let Some(gpus) = sweep.background.as_ref().and_then(|b| b.gpus.as_ref()) {
-        let partitions = partitions_of(&mut gpus.iter().map(|&g| usize::from(g)));
+        let partitions = topology.partitions_of(gpus.iter().map(|&g| usize::from(g)));
         if partitions > 1 {
             return Err(format!(
                 "{}: the background traffic's GPUs are in {partitions} partitions, and it runs within one",

@@ -123,9 +123,15 @@ impl Topology {
 
     /// How many partitions its GPUs are in.
     pub fn partition_count(&self) -> usize {
+        self.partitions_of(0..self.gpus().len())
+    }
+
+    /// How many partitions the GPUs numbered `gpus` (of [`Topology::gpus`]) are in.
+    pub fn partitions_of(&self, gpus: impl IntoIterator<Item = usize>) -> usize {
+        let nodes = self.gpus();
         let mut seen = [false; 256];
-        for n in self.nodes.iter().filter(|n| n.kind == NodeKind::Gpu) {
-            seen[usize::from(n.partition)] = true;
+        for x in gpus.into_iter().filter_map(|g| nodes.get(g)) {
+            seen[usize::from(self.nodes[*x].partition)] = true;
         }
         seen.iter().filter(|&&s| s).count()
     }
