@@ -310,8 +310,9 @@ pub fn ring_order(net: &Net, gpus: usize) -> Vec<usize> {
 /// The rings a ring collective on the fabric's first `gpus` GPUs runs on. On a direct mesh of 3 to 16
 /// GPUs: as many cycles over the direct links as the links allow with each link taken by one cycle (a
 /// pair joined by two links can carry two), each run in both directions, as NCCL builds one ring per
-/// channel over NVLink; the rings then use every link, both ways. Elsewhere (or when the links form no cycle): the one ring of
-/// [`ring_order`] (through switches one ring already loads every link of every GPU).
+/// channel over NVLink; the rings then use every link, both ways. Elsewhere (or when the links form no
+/// cycle): the one ring of [`ring_order`] (through switches one ring already loads every link of every
+/// GPU).
 pub fn ring_orders(net: &Net, gpus: usize) -> Vec<Vec<usize>> {
     let f = net.fabric();
     let n = gpus.min(f.gpus.len());

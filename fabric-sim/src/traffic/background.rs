@@ -77,8 +77,8 @@ impl Running {
             || sorted.last().is_some_and(|&g| usize::from(g) >= fabric_gpus)
         {
             return Err(format!(
-                "background traffic runs on two or more of the fabric's {fabric_gpus} GPUs, each named once, not \
-                 {members:?}"
+                "background traffic runs on two or more of the fabric's {fabric_gpus} GPUs, each named \
+                 once, not {members:?}"
             ));
         }
         let (bandwidth, wire_bytes) = injection(net, topology, &members, background.payload_bytes);
