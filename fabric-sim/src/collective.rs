@@ -373,9 +373,11 @@ pub struct Ring {
     woken: Vec<usize>,
     /// The longest any queue has been.
     most_queued: usize,
-    /// Per GPU (by position): final packets checked, and how many it must end with.
+    /// Per GPU (by position): final packets checked, and how many it must end with; and how many
+    /// positions have not all of theirs yet (asked after every event: counted, not searched).
     finals: Vec<u64>,
     finals_needed: Vec<u64>,
+    unfinished: usize,
     /// Whether ports of a GPU lead to the next GPU: [gpu][port].
     ports_to_next: Vec<Vec<bool>>,
     /// Where each position's chunk starts ([`Ring::chunk`]).
@@ -432,6 +434,7 @@ impl Ring {
             most_queued: 0,
             finals: vec![0; n],
             finals_needed: vec![0; n],
+            unfinished: 0,
             ports_to_next,
             chunk_starts: Vec::new(),
             weight_prefix: Vec::new(),
@@ -466,7 +469,16 @@ impl Ring {
                 Kind::Broadcast | Kind::AllToAll => packets,
             };
         }
+        ring.unfinished = (0..n).filter(|&p| ring.finals_needed[p] > 0).count();
         ring
+    }
+
+    /// A final packet of position `pos` checked.
+    fn count_final(&mut self, pos: usize) {
+        self.finals[pos] += 1;
+        if self.finals[pos] == self.finals_needed[pos] {
+            self.unfinished -= 1;
+        }
     }
 
     /// The verdict so far.
@@ -682,7 +694,7 @@ impl App for Ring {
     }
 
     fn done(&self) -> bool {
-        self.check.wrong > 0 || (0..self.n).all(|p| self.finals[p] >= self.finals_needed[p])
+        self.check.wrong > 0 || self.unfinished == 0
     }
 }
 
@@ -729,7 +741,7 @@ impl Ring {
                     }
                 };
                 if self.tally(ok) && pos == owner {
-                    self.finals[pos] += 1;
+                    self.count_final(pos);
                 }
                 queued
             }
@@ -744,7 +756,7 @@ impl Ring {
                 if !self.verify(p, packet, &sums) {
                     return false;
                 }
-                self.finals[pos] += 1;
+                self.count_final(pos);
                 let passed_on = (pos + 1) % n != origin;
                 if passed_on {
                     // Checked equal to the final value: pass it on as it came.
