@@ -86,21 +86,8 @@ pub fn topology_toml(data: &[u8]) {
         }
     }
     let sweep = Sweep {
-        topology,
-        kind: Kind::AllReduce,
-        algo: Algo::Ring,
-        min: 1024,
-        max: 1024,
-        seed: 1,
-        ber: None,
         limit_per_size: Duration::from_us(20),
-        faults: Vec::new(),
-        replan_delay: Duration::ZERO,
-        pcap: None,
-        vcd: None,
-        buffer_bytes: crate::collective::CHANNEL_BUFFER_BYTES,
-        background: None,
-        collective_gpus: None,
+        ..Sweep::new(topology, Kind::AllReduce, Algo::Ring, 1024, 1024)
     };
     if let Ok(report) = run(&sweep, &mut |_| {}) {
         assert!(

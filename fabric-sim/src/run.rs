@@ -96,6 +96,31 @@ pub struct Sweep {
     pub collective_gpus: Option<usize>,
 }
 
+impl Sweep {
+    /// `kind` by `algo` on every GPU of `topology`, for every size from `min` to `max` bytes, as `linkctl
+    /// sim` runs it unless told otherwise: seed 1, no bit errors, faults or background traffic, NCCL's
+    /// buffer per connection, and at most 10 s of simulated time per size.
+    pub fn new(topology: Topology, kind: Kind, algo: Algo, min: u64, max: u64) -> Sweep {
+        Sweep {
+            topology,
+            kind,
+            algo,
+            min,
+            max,
+            seed: 1,
+            ber: None,
+            limit_per_size: link_phy::time::Duration::from_ms(10_000),
+            faults: Vec::new(),
+            replan_delay: link_phy::time::Duration::ZERO,
+            pcap: None,
+            vcd: None,
+            buffer_bytes: crate::collective::CHANNEL_BUFFER_BYTES,
+            background: None,
+            collective_gpus: None,
+        }
+    }
+}
+
 /// A fault of a sweep, naming nodes as the topology does.
 #[derive(Clone, Debug, PartialEq)]
 pub enum FaultSpec {

@@ -770,7 +770,9 @@ impl App for Traffic {
     }
 
     fn done(&self) -> bool {
-        self.next_birth.iter().all(|&b| b >= self.stop) && self.delivered == self.generated
+        // The count first: it is asked after every event, and while packets are on their way it alone
+        // answers.
+        self.delivered == self.generated && self.next_birth.iter().all(|&b| b >= self.stop)
     }
 }
 

@@ -1,29 +1,19 @@
 //! Synthetic traffic beside a collective: both are delivered and checked, each slows the other, and a
 //! failure in the middle loses neither's packets (the stragglers drained after each size included).
 
-use fabric_sim::collective::{Kind, CHANNEL_BUFFER_BYTES};
+use fabric_sim::collective::Kind;
 use fabric_sim::run::{run, Algo, FaultSpec, Report, Sweep};
 use fabric_sim::topology::Topology;
 use fabric_sim::traffic::{Background, Pattern, Spread, PAYLOAD_BYTES};
 use link_phy::time::Duration;
 
 fn sweep(algo: Algo, background: Option<Background>) -> Sweep {
+    let topology = Topology::builtin("dgx-h100").unwrap();
     Sweep {
-        topology: Topology::builtin("dgx-h100").unwrap(),
-        kind: Kind::AllReduce,
-        algo,
-        min: 256 << 10,
-        max: 4 << 20,
         seed: 5,
-        ber: None,
         limit_per_size: Duration::from_ms(10),
-        faults: Vec::new(),
-        replan_delay: Duration::ZERO,
-        pcap: None,
-        vcd: None,
-        buffer_bytes: CHANNEL_BUFFER_BYTES,
         background,
-        collective_gpus: None,
+        ..Sweep::new(topology, Kind::AllReduce, algo, 256 << 10, 4 << 20)
     }
 }
 
@@ -227,6 +217,12 @@ fn two_jobs_on_separate_gpus_of_a_crossbar_do_not_slow_each_other() {
     }
 }
 
+/// fat-tree-32's GPUs (node indices) in two jobs that share every leaf: one node of each leaf, and the
+/// other.
+fn a_node_of_each_leaf() -> (Vec<usize>, Vec<usize>) {
+    ((0..8).chain(16..24).collect(), (8..16).chain(24..32).collect())
+}
+
 #[test]
 fn two_jobs_on_a_fat_tree_meet_where_their_placement_shares_links() {
     // fat-tree-32: two leaves of two 8-GPU nodes. Each job on a leaf of its own shares no link with
@@ -235,8 +231,7 @@ fn two_jobs_on_a_fat_tree_meet_where_their_placement_shares_links() {
     let (beside, alone) = two_jobs("fat-tree-32", Algo::Ring, &leaf0, &leaf1, 0.1);
     let (with, without) = (run_ok(&beside), run_ok(&alone));
     assert_eq!(times(&with), times(&without));
-    let node_of_each: Vec<usize> = (0..8).chain(16..24).collect();
-    let other_nodes: Vec<usize> = (8..16).chain(24..32).collect();
+    let (node_of_each, other_nodes) = a_node_of_each_leaf();
     let (beside, alone) = two_jobs("fat-tree-32", Algo::Ring, &node_of_each, &other_nodes, 0.1);
     let (with, without) = (run_ok(&beside), run_ok(&alone));
     let (slow, fast) = (
@@ -253,8 +248,7 @@ fn two_jobs_on_a_fat_tree_meet_where_their_placement_shares_links() {
 
 #[test]
 fn two_jobs_lose_nothing_to_a_shared_link_failing() {
-    let node_of_each: Vec<usize> = (0..8).chain(16..24).collect();
-    let other_nodes: Vec<usize> = (8..16).chain(24..32).collect();
+    let (node_of_each, other_nodes) = a_node_of_each_leaf();
     for algo in [Algo::Ring, Algo::Tree] {
         let (mut s, _) = two_jobs("fat-tree-32", algo, &node_of_each, &other_nodes, 0.1);
         s.faults = vec![FaultSpec::Link {

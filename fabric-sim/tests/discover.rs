@@ -116,31 +116,20 @@ fn a_trunk_that_fails_clears_its_switch_port_and_one_that_loses_a_link_reports_i
 
 #[test]
 fn a_failure_while_the_links_are_still_training_is_routed_around_once_they_are_up() {
-    use fabric_sim::collective::{Kind, CHANNEL_BUFFER_BYTES};
+    use fabric_sim::collective::Kind;
     use fabric_sim::run::{run, Algo, FaultSpec, Sweep};
     // Links take a few hundred nanoseconds to initialise: until they are up they have not reported their
     // peers, and a manager that rediscovered at once would find every trunk down.
     for at_ns in [0, 100, 200] {
+        let topology = Topology::builtin("dgx-h100").unwrap();
         let sweep = Sweep {
-            topology: Topology::builtin("dgx-h100").unwrap(),
-            kind: Kind::AllReduce,
-            algo: Algo::Ring,
-            min: 64 << 10,
-            max: 64 << 10,
-            seed: 1,
-            ber: None,
             limit_per_size: Duration::from_ms(10),
             faults: vec![FaultSpec::Link {
                 a: "gpu0".into(),
                 b: "nvswitch1".into(),
                 at: Duration::from_ns(at_ns),
             }],
-            replan_delay: Duration::ZERO,
-            pcap: None,
-            vcd: None,
-            buffer_bytes: CHANNEL_BUFFER_BYTES,
-            background: None,
-            collective_gpus: None,
+            ..Sweep::new(topology, Kind::AllReduce, Algo::Ring, 64 << 10, 64 << 10)
         };
         let report = run(&sweep, &mut |_| {}).unwrap();
         assert!(report.verified, "a failure at {at_ns} ns: {:?}", report.failure);

@@ -34,22 +34,10 @@ fn the_example_file_parses_as_specified() {
 
 #[test]
 fn a_collective_runs_on_it() {
+    let topology = Topology::from_toml(&example()).unwrap();
     let sweep = Sweep {
-        topology: Topology::from_toml(&example()).unwrap(),
-        kind: Kind::AllReduce,
-        algo: Algo::Ring,
-        min: 1024,
-        max: 64 * 1024,
-        seed: 1,
-        ber: None,
         limit_per_size: Duration::from_ms(10),
-        faults: Vec::new(),
-        replan_delay: Duration::ZERO,
-        pcap: None,
-        vcd: None,
-        buffer_bytes: fabric_sim::collective::CHANNEL_BUFFER_BYTES,
-        background: None,
-        collective_gpus: None,
+        ..Sweep::new(topology, Kind::AllReduce, Algo::Ring, 1024, 64 * 1024)
     };
     let report = run(&sweep, &mut |_| {}).unwrap();
     assert!(report.verified, "{report:?}");

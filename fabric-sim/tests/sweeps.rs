@@ -11,21 +11,9 @@ use rand_xoshiro::Xoshiro256PlusPlus;
 
 fn sweep(topology: &str, kind: Kind, algo: Algo, min: u64, max: u64) -> Sweep {
     Sweep {
-        topology: Topology::builtin(topology).unwrap(),
-        kind,
-        algo,
-        min,
-        max,
         seed: 3,
-        ber: None,
         limit_per_size: Duration::from_ms(10),
-        faults: Vec::new(),
-        replan_delay: Duration::ZERO,
-        pcap: None,
-        vcd: None,
-        buffer_bytes: fabric_sim::collective::CHANNEL_BUFFER_BYTES,
-        background: None,
-        collective_gpus: None,
+        ..Sweep::new(Topology::builtin(topology).unwrap(), kind, algo, min, max)
     }
 }
 

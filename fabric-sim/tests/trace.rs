@@ -22,22 +22,11 @@ fn temp(name: &str) -> PathBuf {
 }
 
 fn traced_sweep(path: &Path, limit: u64) -> Report {
+    let topology = Topology::builtin("mesh4").unwrap();
     let sweep = Sweep {
-        topology: Topology::builtin("mesh4").unwrap(),
-        kind: Kind::AllReduce,
-        algo: Algo::Ring,
-        min: 1024,
-        max: 4096,
-        seed: 1,
-        ber: None,
         limit_per_size: Duration::from_ms(10),
-        faults: Vec::new(),
-        replan_delay: Duration::ZERO,
         pcap: Some((path.to_path_buf(), limit)),
-        vcd: None,
-        buffer_bytes: fabric_sim::collective::CHANNEL_BUFFER_BYTES,
-        background: None,
-        collective_gpus: None,
+        ..Sweep::new(topology, Kind::AllReduce, Algo::Ring, 1024, 4096)
     };
     let report = run(&sweep, &mut |_| {}).unwrap();
     assert!(report.verified);

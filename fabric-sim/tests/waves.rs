@@ -14,22 +14,12 @@ fn temp(name: &str) -> PathBuf {
 }
 
 fn sweep(topology: &str, path: &Path, limit: u64, faults: Vec<FaultSpec>) -> Report {
+    let topology = Topology::builtin(topology).unwrap();
     let sweep = Sweep {
-        topology: Topology::builtin(topology).unwrap(),
-        kind: Kind::AllReduce,
-        algo: Algo::Ring,
-        min: 1024,
-        max: 64 * 1024,
-        seed: 1,
-        ber: None,
         limit_per_size: Duration::from_ms(10),
         faults,
-        replan_delay: Duration::ZERO,
-        pcap: None,
         vcd: Some((path.to_path_buf(), limit)),
-        buffer_bytes: fabric_sim::collective::CHANNEL_BUFFER_BYTES,
-        background: None,
-        collective_gpus: None,
+        ..Sweep::new(topology, Kind::AllReduce, Algo::Ring, 1024, 64 * 1024)
     };
     let report = run(&sweep, &mut |_| {}).unwrap();
     assert!(report.verified);

@@ -347,13 +347,23 @@ fn gpu_names(topology: &Topology, numbers: &[u16]) -> Vec<String> {
         .collect()
 }
 
+/// The names of the GPUs numbered `numbers`, joined for a line of the table, if there are eight at most.
+fn few_gpu_names(topology: &Topology, numbers: &[u16]) -> Option<String> {
+    (numbers.len() <= 8).then(|| gpu_names(topology, numbers).join(","))
+}
+
 /// What the background traffic measured, as a line of the table.
 fn background_line(b: &BackgroundReport, topology: &Topology) -> String {
     let l = &b.measured.latency;
     let on = match &b.background.gpus {
         None => String::new(),
-        Some(numbers) if numbers.len() <= 8 => format!(" on {}", gpu_names(topology, numbers).join(",")),
-        Some(numbers) => format!(" on {} GPUs", numbers.len()),
+        Some(numbers) => {
+            let names = few_gpu_names(topology, numbers);
+            format!(
+                " on {}",
+                names.unwrap_or_else(|| format!("{} GPUs", numbers.len()))
+            )
+        }
     };
     format!(
         "# Background: {} traffic at a load of {:.2} ({} spread){on} beside the collective: {:.1} of {:.1} GB/s \
@@ -570,14 +580,8 @@ pub fn run(cmd: SimCommand) -> anyhow::Result<ExitCode> {
     }
     let (ber, faults) = (args.faults.ber()?, args.faults.faults()?);
     let sweep = Sweep {
-        topology,
-        kind,
-        algo,
-        min,
-        max,
         seed: args.seed,
         ber,
-        limit_per_size: Duration::from_ms(10_000),
         faults,
         replan_delay: args.faults.replan_delay()?,
         pcap: args.traces.pcap(),
@@ -588,6 +592,7 @@ pub fn run(cmd: SimCommand) -> anyhow::Result<ExitCode> {
             ..b
         }),
         collective_gpus: apart.as_ref().map(|&(gpus, _)| gpus),
+        ..Sweep::new(topology, kind, algo, min, max)
     };
     let plot_file = PlotFile::create(args.plot.as_deref())?;
     let show_progress = std::io::stderr().is_terminal() && !args.json;
@@ -654,16 +659,16 @@ fn kind_name(kind: Kind) -> &'static str {
     }
 }
 
-/// The collective's GPUs by name when it runs beside another job on some of the fabric's GPUs.
-fn collective_gpu_names(sweep: &Sweep) -> Option<Vec<String>> {
-    let gpus = sweep.collective_gpus?;
-    Some(gpu_names(&sweep.topology, &(0..gpus as u16).collect::<Vec<_>>()))
+/// The collective's GPU numbers when it runs beside another job on some of the fabric's GPUs (the
+/// fabric's first ones).
+fn collective_gpus(sweep: &Sweep) -> Option<Vec<u16>> {
+    Some((0..sweep.collective_gpus? as u16).collect())
 }
 
 fn print_table(sweep: &Sweep, r: &Report) {
-    let which = match collective_gpu_names(sweep) {
-        Some(names) if names.len() <= 8 => format!(": {}", names.join(",")),
-        Some(_) => " of its GPUs".to_string(),
+    let which = match collective_gpus(sweep) {
+        Some(numbers) => few_gpu_names(&sweep.topology, &numbers)
+            .map_or_else(|| " of its GPUs".to_string(), |names| format!(": {names}")),
         None => String::new(),
     };
     println!(
@@ -785,7 +790,7 @@ fn print_json(sweep: &Sweep, r: &Report) -> anyhow::Result<()> {
         "collective": kind_name(sweep.kind),
         "topology": sweep.topology.name,
         "gpus": r.gpus,
-        "collective_gpus": collective_gpu_names(sweep),
+        "collective_gpus": collective_gpus(sweep).map(|numbers| gpu_names(&sweep.topology, &numbers)),
         "algorithm": sweep.algo.name(),
         "seed": sweep.seed,
         "buffsize": sweep.buffer_bytes,
