@@ -2,10 +2,13 @@
 //! it against the topology it was given.
 //!
 //! The manager reaches a node by *directed route*, as InfiniBand's subnet manager does: a list of ports to
-//! leave through, one per hop, starting from the node the manager runs beside (`[]` is that node itself).
-//! Every node, switch or GPU, has the identity registers of `switch_fw::identity`: its ID, its type, its
-//! port count, and for each port whose link is up the ID and port of the node at the other end, the links
-//! ganged and their rate. [`discover`] walks the fabric breadth-first from its own node reading only those;
+//! leave through, one per hop, starting from a node the manager has an agent beside (`[]` is that node
+//! itself). It has one beside every GPU, as a host's driver reaches its own GPU, so that it reaches every
+//! part of a fabric that no live trunk joins to the rest. Every node, switch or GPU, has the identity
+//! registers of `switch_fw::identity`: its ID, its type, its port count, and for each port whose link is
+//! up the ID and port of the node at the other end, the links ganged and their rate. [`discover`] walks the
+//! fabric breadth-first from the first GPU reading only those, and from the next GPU not yet found while
+//! there is one;
 //! [`check`] sets what it found against a topology: trunks whose links are down, and anything wired
 //! differently (a cable to the wrong port, a trunk with fewer links, a node the topology does not have).
 //!
@@ -31,8 +34,15 @@ pub const MAX_HOPS: usize = 64;
 
 /// Register reads through directed routes.
 pub trait Management {
-    /// Read register `address` of the node reached by leaving through the ports of `route` in turn.
-    fn read(&mut self, route: &[u8], address: u32) -> Result<u32, String>;
+    /// The nodes the manager has an agent beside, each a directed route's start: the fabric's GPUs, in
+    /// endpoint order. Only the first, unless the fabric says otherwise.
+    fn homes(&self) -> usize {
+        1
+    }
+
+    /// Read register `address` of the node reached from home `home` by leaving through the ports of
+    /// `route` in turn.
+    fn read(&mut self, home: usize, route: &[u8], address: u32) -> Result<u32, String>;
 }
 
 /// The ID a simulated node carries (its GUID): the FNV-1a hash of its name, so that a topology file's
@@ -111,8 +121,8 @@ pub struct Wiring {
     nodes: Vec<Identity<{ switch_fw::MAX_PORTS }>>,
     /// The node and port at the other end of each live port.
     cables: Vec<Vec<Option<(usize, usize)>>>,
-    /// The node the manager runs beside: the first GPU.
-    home: usize,
+    /// The nodes the manager has an agent beside: the GPUs.
+    homes: Vec<usize>,
 }
 
 impl Wiring {
@@ -169,14 +179,22 @@ impl Wiring {
                 cables[x][p] = Some(there);
             }
         }
-        let home = hardware.gpus()[0];
-        Ok(Wiring { nodes, cables, home })
+        Ok(Wiring {
+            nodes,
+            cables,
+            homes: hardware.gpus(),
+        })
     }
 }
 
 impl Management for Wiring {
-    fn read(&mut self, route: &[u8], address: u32) -> Result<u32, String> {
-        let x = follow(self.home, route, |x, p| Some(self.cables[x].get(p).copied()??.0))?;
+    fn homes(&self) -> usize {
+        self.homes.len()
+    }
+
+    fn read(&mut self, home: usize, route: &[u8], address: u32) -> Result<u32, String> {
+        let home = *self.homes.get(home).ok_or("no such home")?;
+        let x = follow(home, route, |x, p| Some(self.cables[x].get(p).copied()??.0))?;
         self.nodes[x].read_register(address).map_err(|e| e.to_string())
     }
 }
@@ -190,6 +208,9 @@ pub struct FoundNode {
     pub kind: NodeType,
     /// Its port count.
     pub ports: usize,
+    /// The home (see [`Management::homes`]) its directed route starts from: 0 unless no live trunk joins
+    /// it to the first GPU.
+    pub home: usize,
     /// The directed route that reaches it.
     pub route: Vec<u8>,
     /// Per port, the peer it reports (if the link is up).
@@ -229,26 +250,38 @@ impl Discovery {
     }
 }
 
-/// Walk the fabric from the manager's node, breadth-first, reading identity registers only.
+/// Walk the fabric from the manager's first home, breadth-first, reading identity registers only; then,
+/// while fewer GPUs are found than the manager has homes, from the next home (a part of the fabric no live
+/// trunk joins to what was found, unless the home was found already).
 pub fn discover(m: &mut impl Management) -> Result<Discovery, String> {
+    let homes = m.homes();
     let mut reads = 0usize;
-    let mut read = |route: &[u8], address: u32| {
+    let mut read = |home: usize, route: &[u8], address: u32| {
         reads += 1;
-        m.read(route, address)
+        m.read(home, route, address)
     };
     let mut nodes: Vec<FoundNode> = Vec::new();
     let mut index: HashMap<u64, usize> = HashMap::new();
     // IDs with a route queued, so that a node seen from several ports is visited once.
     let mut queued: HashSet<u64> = HashSet::new();
     let mut faults = Vec::new();
-    // Routes to visit, each with the node ID the port before it reported (none for the manager's own).
-    let mut queue: Vec<(Vec<u8>, Option<u64>)> = vec![(Vec::new(), None)];
+    // Routes to visit from a home, each with the node ID the port before it reported (none for a home).
+    let mut queue: Vec<(usize, Vec<u8>, Option<u64>)> = vec![(0, Vec::new(), None)];
     let mut next = 0;
-    while next < queue.len() {
-        let (route, expected) = std::mem::take(&mut queue[next]);
+    let mut next_home = 1;
+    loop {
+        if next == queue.len() {
+            let gpus = nodes.iter().filter(|n| n.kind == NodeType::Endpoint).count();
+            if gpus >= homes || next_home >= homes {
+                break;
+            }
+            queue.push((next_home, Vec::new(), None));
+            next_home += 1;
+        }
+        let (home, route, expected) = std::mem::take(&mut queue[next]);
         next += 1;
-        let id = u64::from(read(&route, identity::NODE_ID)?)
-            | u64::from(read(&route, identity::NODE_ID + 4)?) << 32;
+        let id = u64::from(read(home, &route, identity::NODE_ID)?)
+            | u64::from(read(home, &route, identity::NODE_ID + 4)?) << 32;
         if expected.is_some_and(|e| e != id) {
             faults.push(format!(
                 "route {route:?}: the port before says node {:016x} is there, the node says {id:016x}",
@@ -259,9 +292,9 @@ pub fn discover(m: &mut impl Management) -> Result<Discovery, String> {
         if index.contains_key(&id) {
             continue;
         }
-        let code = read(&route, identity::NODE_TYPE)?;
+        let code = read(home, &route, identity::NODE_TYPE)?;
         let kind = NodeType::from_code(code).ok_or_else(|| format!("route {route:?}: node type {code}"))?;
-        let ports = read(&route, identity::PORT_COUNT)? as usize;
+        let ports = read(home, &route, identity::PORT_COUNT)? as usize;
         if ports > switch_fw::MAX_PORTS {
             return Err(format!("route {route:?}: node {id:016x} reports {ports} ports"));
         }
@@ -270,14 +303,14 @@ pub fn discover(m: &mut impl Management) -> Result<Discovery, String> {
             let base = identity::PEERS + 16 * p as u32;
             let mut regs = [0u32; 4];
             for (w, r) in regs.iter_mut().enumerate() {
-                *r = read(&route, base + 4 * w as u32)?;
+                *r = read(home, &route, base + 4 * w as u32)?;
             }
             let peer = PortPeer::from_registers(regs);
             if let Some(peer) = peer {
                 if route.len() < MAX_HOPS && queued.insert(peer.node) {
                     let mut onward = route.clone();
                     onward.push(p as u8);
-                    queue.push((onward, Some(peer.node)));
+                    queue.push((home, onward, Some(peer.node)));
                 }
             }
             peers.push(peer);
@@ -290,6 +323,7 @@ pub fn discover(m: &mut impl Management) -> Result<Discovery, String> {
             id,
             kind,
             ports,
+            home,
             route,
             peers,
         });
@@ -542,7 +576,7 @@ mod tests {
     }
 
     #[test]
-    fn a_trunk_down_is_found_down_and_a_node_behind_it_unreached() {
+    fn a_trunk_down_is_found_down_and_what_is_behind_it_found_from_another_gpu_or_unreached() {
         let t = Topology::builtin("dgx-h100").unwrap();
         let (gpu0, sw1) = (t.node_named("gpu0").unwrap(), t.node_named("nvswitch1").unwrap());
         let found = discover(&mut Wiring::new(&t, &[(gpu0, sw1)], &[]).unwrap()).unwrap();
@@ -554,13 +588,49 @@ mod tests {
         assert_eq!(c.down, vec![ports[gpu0][port].0]);
         assert!(c.matches() && c.unreached.is_empty());
 
+        // A GPU whose only link is down is found from itself, alone.
         let s = star(["gpu0", "gpu1", "gpu2"]);
         let (g2, sw) = (s.node_named("gpu2").unwrap(), s.node_named("sw").unwrap());
+        let found = discover(&mut Wiring::new(&s, &[(g2, sw)], &[]).unwrap()).unwrap();
+        let alone = &found.nodes[found.node(node_id("gpu2")).unwrap()];
+        assert_eq!((alone.home, alone.route.as_slice()), (2, &[][..]));
+        let c = check(&found, &s);
+        assert!(c.matches());
+        assert_eq!((c.down, c.unreached), (vec![2], vec![]));
+
+        // A switch whose every link is down is reached from no GPU.
+        let everyone = [
+            (s.node_named("gpu0").unwrap(), sw),
+            (s.node_named("gpu1").unwrap(), sw),
+            (g2, sw),
+        ];
         let c = check(
-            &discover(&mut Wiring::new(&s, &[(g2, sw)], &[]).unwrap()).unwrap(),
+            &discover(&mut Wiring::new(&s, &everyone, &[]).unwrap()).unwrap(),
             &s,
         );
-        assert_eq!((c.down, c.unreached), (vec![2], vec![g2]));
+        assert_eq!((c.down, c.unreached), (vec![0, 1, 2], vec![sw]));
+    }
+
+    /// Two fabrics that no trunk joins (or that a failure cut apart) are found whole: the second from its
+    /// first GPU, each node once, with its route from there.
+    #[test]
+    fn parts_no_trunk_joins_are_found_from_a_gpu_of_each() {
+        let t = Topology::builtin("dgx-h100").unwrap();
+        let two = t.twice();
+        let found = discover(&mut Wiring::new(&two, &[], &[]).unwrap()).unwrap();
+        assert_eq!(found.nodes.len(), two.nodes.len());
+        assert_eq!(found.trunks.len(), 2 * gang(&t).0.len());
+        assert_eq!(check(&found, &two), Check::default());
+        let homes: HashSet<usize> = found.nodes.iter().map(|n| n.home).collect();
+        assert_eq!(
+            homes,
+            HashSet::from([0, 8]),
+            "the second part from its first GPU, the ninth"
+        );
+        // Each part as it would be alone, and the ID (2 reads) of each of gpu1 to gpu7, tried as homes
+        // before b-gpu0 and found already.
+        let alone = discover(&mut Wiring::new(&t, &[], &[]).unwrap()).unwrap();
+        assert_eq!(found.reads, 2 * alone.reads + 7 * 2);
     }
 
     #[test]
@@ -649,13 +719,14 @@ mod tests {
             &[],
         )
         .unwrap();
-        // Three nodes found (gpu1's only link is down): 4 identity reads each (ID twice, type, ports) and 4
-        // per port (gpu0 1, sw 3, gpu2 1).
+        // Three nodes found from gpu0 (gpu1's only link is down): 4 identity reads each (ID twice, type,
+        // ports) and 4 per port (gpu0 1, sw 3, gpu2 1); then gpu1 from itself, as only two GPUs of three
+        // were found: 4 and 4 for its port.
         let found = discover(&mut w).unwrap();
-        assert_eq!(found.nodes.len(), 3);
-        assert_eq!(found.reads, 3 * 4 + 4 * (1 + 3 + 1));
+        assert_eq!(found.nodes.len(), 4);
+        assert_eq!(found.reads, 3 * 4 + 4 * (1 + 3 + 1) + (4 + 4));
         assert!(w
-            .read(&[0, 1], identity::NODE_ID)
+            .read(0, &[0, 1], identity::NODE_ID)
             .unwrap_err()
             .contains("port 1 has no link up"));
     }

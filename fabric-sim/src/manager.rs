@@ -141,10 +141,11 @@ pub struct Fabric {
     pub routes: Vec<Vec<PortSet>>,
     /// Node index of each endpoint ID.
     pub gpus: Vec<usize>,
-    /// The up*/down* root.
-    pub root: usize,
-    /// Level of every switch from the root over switch-to-switch trunks (`usize::MAX` for GPUs and for
-    /// switches that reach the root only through GPUs).
+    /// The up*/down* roots: one for each part of the fabric that switch-to-switch trunks join (a switch
+    /// of several), the first the switch with the most such trunks; none without switches.
+    pub roots: Vec<usize>,
+    /// Level of every switch from its part's root over switch-to-switch trunks (`usize::MAX` for GPUs and
+    /// for switches without a live trunk to another switch).
     pub level: Vec<usize>,
     /// Register writes that program each switch (node index, address, value), in order.
     pub program: Vec<(usize, u32, u32)>,
@@ -173,20 +174,27 @@ impl Fabric {
             .collect();
         let is_switch = |x: usize| topology.nodes[x].kind == NodeKind::Switch;
         let switch_neighbours = |x: usize| neighbours[x].iter().filter(|&&(y, _)| is_switch(y)).count();
-        let root = (0..n)
-            .filter(|&x| is_switch(x))
-            .max_by_key(|&x| (switch_neighbours(x), usize::MAX - x))
-            .unwrap_or(0);
-        // Levels: breadth-first from the root over switch-to-switch trunks. GPUs are leaves below every
-        // switch: a trunk from a GPU always climbs, one into a GPU always descends.
+        // Levels: breadth-first from a root over switch-to-switch trunks. GPUs are leaves below every
+        // switch: a trunk from a GPU always climbs, one into a GPU always descends. A part of the fabric
+        // that no switch-to-switch trunk joins to the root's (a failure cut it off, or it never was) gets a
+        // root of its own, chosen by the same rule, so that every switch of it can climb to one.
         let mut level = vec![usize::MAX; n];
-        level[root] = 0;
-        let mut queue = VecDeque::from([root]);
-        while let Some(x) = queue.pop_front() {
-            for &(y, _) in &neighbours[x] {
-                if is_switch(y) && level[y] == usize::MAX {
-                    level[y] = level[x] + 1;
-                    queue.push_back(y);
+        let mut roots = Vec::new();
+        while let Some(root) = (0..n)
+            .filter(|&x| {
+                is_switch(x) && level[x] == usize::MAX && (roots.is_empty() || switch_neighbours(x) > 0)
+            })
+            .max_by_key(|&x| (switch_neighbours(x), usize::MAX - x))
+        {
+            roots.push(root);
+            level[root] = 0;
+            let mut queue = VecDeque::from([root]);
+            while let Some(x) = queue.pop_front() {
+                for &(y, _) in &neighbours[x] {
+                    if is_switch(y) && level[y] == usize::MAX {
+                        level[y] = level[x] + 1;
+                        queue.push_back(y);
+                    }
                 }
             }
         }
@@ -224,16 +232,6 @@ impl Fabric {
                 routes[x][id] = set;
             }
         }
-        for (id, &dest) in gpus.iter().enumerate() {
-            for (from, &src) in gpus.iter().enumerate() {
-                if src != dest && routes[src][id].is_empty() {
-                    return Err(format!(
-                        "no route from {} to {}",
-                        topology.nodes[gpus[from]].name, topology.nodes[dest].name
-                    ));
-                }
-            }
-        }
         // Program every switch through its registers: routes, then the partitions of the GPUs not in
         // partition 0 (where a switch starts every endpoint).
         let mut program = Vec::new();
@@ -255,7 +253,7 @@ impl Fabric {
             ports,
             routes,
             gpus,
-            root,
+            roots,
             level,
             program,
             failed: failed.len(),
@@ -382,6 +380,16 @@ impl Fabric {
             dependencies: edges.iter().map(Vec::len).sum(),
             cycle: cycle.map(|c| c.into_iter().map(ends).collect()),
         }
+    }
+
+    /// The first pair of `gpus` (endpoint IDs) that have no route between them, as (from, to): a failure
+    /// cut them apart, or no live trunk ever joined them.
+    pub fn unreachable(&self, gpus: &[usize]) -> Option<(usize, usize)> {
+        gpus.iter().find_map(|&from| {
+            gpus.iter()
+                .find(|&&to| to != from && self.routes[self.gpus[from]][to].is_empty())
+                .map(|&to| (from, to))
+        })
     }
 
     /// The nodes a packet from GPU `from` to GPU `to` visits, following the first port of every route set
@@ -525,6 +533,41 @@ mod tests {
         assert!(!g.routes[0][3].contains(0));
     }
 
+    /// A fabric in parts that no trunk joins gets a root in each part of several switches, routes
+    /// within each part, none between them, and still cannot deadlock; so does one that a failure cuts.
+    #[test]
+    fn each_part_of_a_fabric_is_routed_on_its_own() {
+        let t = Topology::builtin("fat-tree-32").unwrap();
+        let alone = Fabric::plan(&t, &[]).unwrap();
+        let two = Fabric::plan(&t.twice(), &[]).unwrap();
+        let offset = t.nodes.len();
+        assert_eq!(two.roots, vec![alone.roots[0], alone.roots[0] + offset]);
+        let (first, second): (Vec<usize>, Vec<usize>) = (0..64).partition(|&id| id < 32);
+        assert_eq!((two.unreachable(&first), two.unreachable(&second)), (None, None));
+        assert_eq!(two.unreachable(&[3, 40, 5]), Some((3, 40)));
+        for (id, x) in (0..32).map(|id| (id, alone.gpus[id])) {
+            assert_eq!(
+                two.routes[x][id], alone.routes[x][id],
+                "the first part routes as alone"
+            );
+        }
+        assert_eq!(two.dependencies().cycle, None);
+
+        // Every trunk between leaf 0 and the spines failed: the leaf and its GPUs are a part on their own.
+        let leaf = t.node_named("leaf0").unwrap();
+        let up: Vec<usize> = (0..alone.port_count(leaf))
+            .filter(|&p| t.nodes[alone.peer(leaf, p).0].kind == NodeKind::Switch)
+            .map(|p| alone.ports[leaf][p].0)
+            .collect();
+        let cut = Fabric::plan(&t, &up).unwrap();
+        let (below, others): (Vec<usize>, Vec<usize>) =
+            (0..32).partition(|&id| alone.trunks_between(alone.gpus[id], leaf).next().is_some());
+        assert!(below.len() > 1 && below.len() < 32, "{below:?}");
+        assert_eq!((cut.unreachable(&below), cut.unreachable(&others)), (None, None));
+        assert!(cut.unreachable(&[below[0], others[0]]).is_some());
+        assert_eq!(cut.dependencies().cycle, None);
+    }
+
     #[test]
     fn a_cycle_is_found_exactly_when_there_is_one() {
         // 0 -> 1 -> 2 -> 0, with a tail 3 -> 0 and a branch 1 -> 4.
@@ -554,10 +597,11 @@ mod tests {
         // Nor after a failure between the root (a leaf) and a spine.
         let t = Topology::builtin("fat-tree-256").unwrap();
         let f = Fabric::plan(&t, &[]).unwrap();
-        let to_spine = (0..f.port_count(f.root))
-            .find(|&p| t.nodes[f.peer(f.root, p).0].kind == NodeKind::Switch)
+        let root = f.roots[0];
+        let to_spine = (0..f.port_count(root))
+            .find(|&p| t.nodes[f.peer(root, p).0].kind == NodeKind::Switch)
             .unwrap();
-        let spine_trunk = f.ports[f.root][to_spine].0;
+        let spine_trunk = f.ports[root][to_spine].0;
         assert_eq!(
             Fabric::plan(&t, &[spine_trunk]).unwrap().dependencies().cycle,
             None

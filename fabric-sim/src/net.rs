@@ -531,6 +531,10 @@ pub struct Net {
     waves_error: Option<String>,
     /// Most memory the fabric's buffers and wires can take ([`MAX_STATE_BYTES`] at most).
     state_bytes: u64,
+    /// The GPUs (endpoint IDs) of each job, which talk among themselves, so that the routes must join
+    /// them; parts of the fabric no live trunk joins may each hold jobs of their own. Every partition's
+    /// GPUs until [`Net::set_jobs`] says otherwise.
+    jobs: Vec<Vec<usize>>,
 }
 
 impl Net {
@@ -659,13 +663,47 @@ impl Net {
             waves: None,
             waves_error: None,
             state_bytes,
+            jobs: Vec::new(),
         };
+        net.jobs = (0..=u8::MAX)
+            .map(|p| {
+                (0..net.fabric.gpus.len())
+                    .filter(|&id| topology.nodes[net.fabric.gpus[id]].partition == p)
+                    .collect::<Vec<usize>>()
+            })
+            .filter(|gpus| gpus.len() > 1)
+            .collect();
         for t in 0..net.dirs.len() {
             for d in 0..2 {
                 net.kick(t, d);
             }
         }
         Ok(net)
+    }
+
+    /// The GPUs (endpoint IDs) of each job running on the fabric: the routes must join each job's GPUs,
+    /// now and after every failure (a failure that splits a job stops the run), and need not join GPUs
+    /// of different jobs. An error if the routes do not join a job's GPUs now.
+    pub fn set_jobs(&mut self, jobs: Vec<Vec<usize>>) -> Result<(), String> {
+        self.jobs = jobs;
+        match self.split_job(&self.fabric) {
+            Some(why) => Err(why),
+            None => Ok(()),
+        }
+    }
+
+    /// Why the routes of `fabric` do not join some job's GPUs, if they do not.
+    fn split_job(&self, fabric: &Fabric) -> Option<String> {
+        let name = |id: usize| self.topology.nodes[fabric.gpus[id]].name.as_str();
+        self.jobs.iter().find_map(|job| {
+            fabric.unreachable(job).map(|(a, b)| {
+                format!(
+                    "no route from {} to {}: no live trunk joins their parts of the fabric",
+                    name(a),
+                    name(b)
+                )
+            })
+        })
     }
 
     /// Most memory the fabric's data links, switches and wires can take, all buffers counted whole.
@@ -1425,11 +1463,16 @@ impl Net {
     }
 }
 
-/// The fabric manager reads the running fabric's registers by directed route from the first GPU, over
-/// trunks that are up: a switch's (its tables and identity) and a GPU's identity.
+/// The fabric manager reads the running fabric's registers by directed route from a GPU, over trunks that
+/// are up: a switch's (its tables and identity) and a GPU's identity.
 impl Management for Net {
-    fn read(&mut self, route: &[u8], address: u32) -> Result<u32, String> {
-        let x = follow(self.fabric.gpus[0], route, |x, p| self.across(x, p))?;
+    fn homes(&self) -> usize {
+        self.fabric.gpus.len()
+    }
+
+    fn read(&mut self, home: usize, route: &[u8], address: u32) -> Result<u32, String> {
+        let home = *self.fabric.gpus.get(home).ok_or("no such home")?;
+        let x = follow(home, route, |x, p| self.across(x, p))?;
         match &self.nodes[x] {
             NodeState::Switch { core, .. } => core.read_register(address),
             NodeState::Gpu => {

@@ -2,7 +2,7 @@
 //! manager programmed it, and the report sets what arrived against the GPUs' partitions. It shows the
 //! switches' isolation at work (as NVLink partitions): a packet between partitions is dropped and counted
 //! at the first switch it reaches, so only GPUs joined directly, with no switch between them, reach
-//! across.
+//! across. A pair that no route joins (no live trunk joins their parts of the fabric) is not sent.
 
 use link_dl::{DlConfig, Received, Vc};
 use link_phy::time::{Duration, Instant};
@@ -24,7 +24,7 @@ pub struct ProbeReport {
     pub gpus: usize,
     /// Partitions the GPUs are in.
     pub partitions: usize,
-    /// Packets sent: one per pair.
+    /// Packets sent: one per pair that a route joins.
     pub sent: u64,
     /// Pairs within a partition.
     pub same_pairs: u64,
@@ -32,6 +32,8 @@ pub struct ProbeReport {
     pub same_delivered: u64,
     /// Pairs across partitions.
     pub cross_pairs: u64,
+    /// Of those, pairs that no route joins (their parts of the fabric are not joined): nothing is sent.
+    pub cross_unrouted: u64,
     /// Of those, pairs whose packet arrived all the same (GPUs joined without a switch between them).
     pub cross_delivered: u64,
     /// Packets the switches dropped for crossing a partition.
@@ -52,7 +54,7 @@ impl ProbeReport {
             && self.same_delivered == self.same_pairs
             && self.wrong == 0
             && self.cross_delivered == 0
-            && self.partition_drops == self.cross_pairs
+            && self.partition_drops == self.cross_pairs - self.cross_unrouted
     }
 }
 
@@ -73,7 +75,15 @@ pub fn probe(
         .iter()
         .map(|&node| topology.nodes[node].partition)
         .collect();
-    let mut app = Probe::new(gpus);
+    let fabric = net.fabric();
+    let routed: Vec<Vec<bool>> = (0..gpus)
+        .map(|s| {
+            (0..gpus)
+                .map(|d| !fabric.routes[fabric.gpus[s]][d].is_empty())
+                .collect()
+        })
+        .collect();
+    let mut app = Probe::new(&routed);
     let finished = net.run_until_quiet(&mut app, Instant::ZERO + limit);
     let mut report = ProbeReport {
         gpus,
@@ -82,6 +92,7 @@ pub fn probe(
         same_pairs: 0,
         same_delivered: 0,
         cross_pairs: 0,
+        cross_unrouted: 0,
         cross_delivered: 0,
         partition_drops: net.switch_totals().partition_drops,
         wrong: app.wrong,
@@ -96,6 +107,7 @@ pub fn probe(
                 report.same_delivered += u64::from(arrived);
             } else {
                 report.cross_pairs += 1;
+                report.cross_unrouted += u64::from(!routed[source][dest]);
                 report.cross_delivered += u64::from(arrived);
                 if arrived && report.leaks.len() < LEAKS_LISTED {
                     report.leaks.push((source, dest));
@@ -116,6 +128,8 @@ struct Probe {
     sent: Vec<Vec<bool>>,
     got: Vec<Vec<bool>>,
     sent_count: u64,
+    /// Packets to send: one per pair a route joins.
+    routed_pairs: u64,
     wrong: u64,
 }
 
@@ -127,13 +141,20 @@ struct PortTurn {
 }
 
 impl Probe {
-    fn new(n: usize) -> Probe {
+    /// A probe of the pairs of GPUs; `routed[source][dest]`: a route joins them.
+    fn new(routed: &[Vec<bool>]) -> Probe {
+        let n = routed.len();
         Probe {
             n,
             ports: vec![Vec::new(); n],
             sent: vec![vec![false; n]; n],
             got: vec![vec![false; n]; n],
             sent_count: 0,
+            routed_pairs: routed
+                .iter()
+                .enumerate()
+                .map(|(s, dests)| dests.iter().enumerate().filter(|&(d, &r)| r && d != s).count() as u64)
+                .sum(),
             wrong: 0,
         }
     }
@@ -200,6 +221,6 @@ impl App for Probe {
     }
 
     fn done(&self) -> bool {
-        self.sent_count == (self.n * (self.n - 1)) as u64
+        self.sent_count == self.routed_pairs
     }
 }

@@ -653,6 +653,15 @@ fn run_with(
             );
         }
     }
+    // The routes must join each job's GPUs (and need not join the two jobs').
+    let mut jobs = vec![(0..gpus).collect::<Vec<usize>>()];
+    if let Some(b) = &sweep.background {
+        jobs.push(match &b.gpus {
+            Some(theirs) => theirs.iter().map(|&g| usize::from(g)).collect(),
+            None => (0..fabric_gpus).collect(),
+        });
+    }
+    net.set_jobs(jobs)?;
     if sweep.algo == Algo::SwitchReduce {
         net.configure_nvls(extension)?;
     }

@@ -174,6 +174,24 @@ impl Topology {
         n
     }
 
+    /// Two copies of the fabric that no link joins, the second's names prefixed `b-` (for tests of
+    /// fabrics in parts).
+    #[cfg(test)]
+    pub(crate) fn twice(&self) -> Topology {
+        let mut two = self.clone();
+        let offset = self.nodes.len();
+        two.nodes.extend(self.nodes.iter().map(|n| Node {
+            name: format!("b-{}", n.name),
+            ..n.clone()
+        }));
+        two.links.extend(self.links.iter().map(|l| Link {
+            a: l.a + offset,
+            b: l.b + offset,
+            ..l.clone()
+        }));
+        two
+    }
+
     /// The fabric with only the GPUs in `keep` (node indices), as a job sees it that runs on some GPUs of
     /// a system (CUDA_VISIBLE_DEVICES): the other GPUs and their links are left out, and so are switches
     /// left with no link. GPUs never forward, so what is left carries the same traffic as the whole

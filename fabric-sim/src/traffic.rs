@@ -285,6 +285,7 @@ pub fn run_traffic(topology: &Topology, spec: &TrafficSpec) -> Result<TrafficRep
     if gpus < 2 {
         return Err(format!("{} has fewer than two GPUs", topology.name));
     }
+    net.set_jobs(vec![(0..gpus).collect()])?;
     let faults = spec
         .faults
         .iter()

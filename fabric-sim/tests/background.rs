@@ -264,6 +264,39 @@ fn two_jobs_lose_nothing_to_a_shared_link_failing() {
     }
 }
 
+/// Every trunk between fat-tree-32's leaf0 and its 16 spines, failing at `at`: the GPUs of the first
+/// leaf's two nodes (gpu0 to gpu15) are cut from the others.
+fn cut_leaf0(at: Duration) -> Vec<FaultSpec> {
+    (0..16)
+        .map(|k| FaultSpec::Link {
+            a: "leaf0".into(),
+            b: format!("spine{k}"),
+            at,
+        })
+        .collect()
+}
+
+#[test]
+fn a_failure_that_cuts_the_fabric_between_two_jobs_stops_neither() {
+    let (leaf0, leaf1): (Vec<usize>, Vec<usize>) = ((0..16).collect(), (16..32).collect());
+    for algo in [Algo::Ring, Algo::Tree] {
+        let (mut s, _) = two_jobs("fat-tree-32", algo, &leaf0, &leaf1, 0.1);
+        s.faults = cut_leaf0(Duration::from_us(4));
+        s.replan_delay = Duration::from_us(1);
+        let r = run_ok(&s);
+        assert_eq!(r.failover.links_failed, 16, "{algo:?}");
+        let b = r.background.unwrap();
+        assert_eq!(b.measured.delivered, b.measured.generated, "{algo:?}");
+    }
+    // A job across the cut cannot go on: the run stops, and says why.
+    let (node_of_each, other_nodes) = a_node_of_each_leaf();
+    let (mut s, _) = two_jobs("fat-tree-32", Algo::Ring, &node_of_each, &other_nodes, 0.1);
+    s.faults = cut_leaf0(Duration::from_us(4));
+    let r = run(&s, &mut |_| {}).unwrap();
+    let why = r.failure.unwrap_or_default();
+    assert!(!r.verified && why.contains("no route from gpu"), "{why}");
+}
+
 #[test]
 fn the_other_jobs_load_counts_only_links_its_traffic_can_use() {
     // On mesh4 every GPU links to every other: gpu2's links to gpu0 and gpu1 carry none of the traffic

@@ -134,20 +134,15 @@ pub fn run(args: FabricArgs) -> anyhow::Result<ExitCode> {
         }
         return Ok(ExitCode::from(EXIT_WRONG));
     }
-    let lost: Vec<&str> = found
-        .unreached
-        .iter()
-        .filter(|&&x| topology.nodes[x].kind == NodeKind::Gpu)
-        .map(|&x| topology.nodes[x].name.as_str())
-        .collect();
-    if !lost.is_empty() {
-        bail!(
-            "discovery from {home} did not reach {}: every link to them is down, so no route can",
-            lost.join(", ")
-        );
-    }
     let failed = found.down.clone();
     let fabric = Fabric::plan(&topology, &failed).map_err(anyhow::Error::msg)?;
+    // GPUs of one partition that no route joins: a failure, or the cabling, split the partition.
+    let split = (0..=u8::MAX).find_map(|p| {
+        let gpus: Vec<usize> = (0..fabric.gpus.len())
+            .filter(|&id| topology.nodes[fabric.gpus[id]].partition == p)
+            .collect();
+        fabric.unreachable(&gpus).map(|pair| (p, pair))
+    });
     let dependencies = fabric.dependencies();
     let report = if args.probe {
         Some(probe(&topology, &failed, args.seed, PROBE_TIME).map_err(anyhow::Error::msg)?)
@@ -159,6 +154,7 @@ pub fn run(args: FabricArgs) -> anyhow::Result<ExitCode> {
         topology: &topology,
         fabric: &fabric,
         failed: &failed,
+        split,
         dependencies: &dependencies,
         probe: report.as_ref(),
     };
@@ -167,7 +163,8 @@ pub fn run(args: FabricArgs) -> anyhow::Result<ExitCode> {
     } else {
         view.print(&args);
     }
-    let wrong = dependencies.cycle.is_some() || report.as_ref().is_some_and(|r| !r.isolated());
+    let wrong =
+        dependencies.cycle.is_some() || split.is_some() || report.as_ref().is_some_and(|r| !r.isolated());
     Ok(if wrong {
         ExitCode::from(EXIT_WRONG)
     } else {
@@ -205,6 +202,27 @@ impl Discovered<'_> {
         format!("{} - {}", end(trunk.a), end(trunk.b))
     }
 
+    /// The GPUs after the first that discovery walked from: each the first of a part of the fabric that no
+    /// live trunk joins to the parts found before.
+    fn also_from(&self) -> Vec<&str> {
+        self.discovery
+            .nodes
+            .iter()
+            .filter(|n| n.home > 0 && n.route.is_empty())
+            .map(|n| self.name_of(n.id).unwrap_or("?"))
+            .collect()
+    }
+
+    /// The GPU a found node's directed route starts from, by name.
+    fn home_of(&self, node: &FoundNode) -> &str {
+        self.discovery
+            .nodes
+            .iter()
+            .find(|n| n.home == node.home && n.route.is_empty())
+            .and_then(|n| self.name_of(n.id))
+            .unwrap_or("?")
+    }
+
     fn kind(node: &FoundNode) -> &'static str {
         match node.kind {
             NodeType::Switch => "switch",
@@ -214,10 +232,19 @@ impl Discovered<'_> {
 
     fn print(&self) {
         let (d, c) = (self.discovery, self.check);
+        let also = self.also_from();
         println!(
-            "# discovery from {}: {} nodes and {} trunks up, in {} register reads; {} trunk(s) of the \
+            "# discovery from {}{}: {} nodes and {} trunks up, in {} register reads; {} trunk(s) of the \
              topology down, {} node(s) not reached; {}",
             self.home,
+            if also.is_empty() {
+                String::new()
+            } else {
+                format!(
+                    " and from {} (parts no live trunk joins to those found before)",
+                    also.join(", ")
+                )
+            },
             d.nodes.len(),
             d.trunks.len(),
             d.reads,
@@ -251,8 +278,13 @@ impl Discovered<'_> {
             );
             for n in &d.nodes {
                 let route: Vec<String> = n.route.iter().map(u8::to_string).collect();
+                let from = if n.home > 0 {
+                    format!(" from {}", self.home_of(n))
+                } else {
+                    String::new()
+                };
                 println!(
-                    "  {:016x} {:<22} {:<6} {:>5} [{}]",
+                    "  {:016x} {:<22} {:<6} {:>5} [{}]{from}",
                     n.id,
                     self.name_of(n.id).unwrap_or("?"),
                     Self::kind(n),
@@ -267,6 +299,7 @@ impl Discovered<'_> {
         let (d, c) = (self.discovery, self.check);
         json!({
             "from": self.home,
+            "also_from": self.also_from(),
             "nodes": d.nodes.len(),
             "trunks": d.trunks.len(),
             "reads": d.reads,
@@ -289,6 +322,7 @@ impl Discovered<'_> {
                             "kind": Self::kind(n),
                             "ports": n.ports,
                             "route": n.route,
+                            "from": self.home_of(n),
                         })
                     })
                     .collect::<Vec<_>>()
@@ -303,6 +337,8 @@ struct View<'a> {
     topology: &'a Topology,
     fabric: &'a Fabric,
     failed: &'a [usize],
+    /// A partition whose GPUs no route joins, and the first such pair (endpoint IDs).
+    split: Option<(u8, (usize, usize))>,
     dependencies: &'a Dependencies,
     probe: Option<&'a ProbeReport>,
 }
@@ -353,20 +389,35 @@ impl View<'_> {
         );
         self.discovered.print();
         println!(
-            "# {} trunks ganging {links} links{}; up*/down* root {}",
+            "# {} trunks ganging {links} links{}; {}",
             f.trunks.len(),
             if self.failed.is_empty() {
                 String::new()
             } else {
                 format!(" ({} found down and left out)", self.failed.len())
             },
-            self.name(f.root)
+            match f.roots.as_slice() {
+                [] => "no switch, so no up*/down* root".to_string(),
+                [root] => format!("up*/down* root {}", self.name(*root)),
+                roots => format!(
+                    "{} up*/down* roots, one per part of the fabric that switch-to-switch trunks join: {}",
+                    roots.len(),
+                    roots.iter().map(|&x| self.name(x)).collect::<Vec<_>>().join(", ")
+                ),
+            }
         );
         println!(
             "# switch programming: {writes} register writes ({} for routes, {partition_writes} for \
              partitions)",
             writes - partition_writes
         );
+        if let Some((p, (a, b))) = self.split {
+            println!(
+                "# PARTITION {p} SPLIT: no route from {} to {}: no live trunk joins their parts of the fabric",
+                self.name(f.gpus[a]),
+                self.name(f.gpus[b])
+            );
+        }
         match &d.cycle {
             None => println!(
                 "# channel dependency graph: {} channels, {} dependencies, no cycle: the routes cannot \
@@ -452,12 +503,17 @@ impl View<'_> {
         if let Some(r) = self.probe {
             println!(
                 "#\n# probe: {} packets; within partitions {} of {} pairs reached; across partitions {} of \
-                 {} reached, {} dropped by switches; {} arrived wrong: {}",
+                 {} reached{}, {} dropped by switches; {} arrived wrong: {}",
                 r.sent,
                 r.same_delivered,
                 r.same_pairs,
                 r.cross_delivered,
                 r.cross_pairs,
+                if r.cross_unrouted > 0 {
+                    format!(" ({} joined by no route)", r.cross_unrouted)
+                } else {
+                    String::new()
+                },
                 r.partition_drops,
                 r.wrong,
                 if !r.finished {
@@ -524,11 +580,17 @@ impl View<'_> {
             "discovery": self.discovered.json(),
             "gpus": f.gpus.len(),
             "partitions": t.partition_count(),
-            "root": self.name(f.root),
+            "root": f.roots.first().map(|&x| self.name(x)),
+            "roots": f.roots.iter().map(|&x| self.name(x)).collect::<Vec<_>>(),
             "nodes": nodes,
             "trunks": trunks,
             "register_writes": writes,
             "partition_writes": partition_writes,
+            "split": self.split.map(|(p, (a, b))| json!({
+                "partition": p,
+                "from": self.name(f.gpus[a]),
+                "to": self.name(f.gpus[b]),
+            })),
             "dependencies": {
                 "channels": d.channels,
                 "dependencies": d.dependencies,
@@ -570,6 +632,7 @@ impl View<'_> {
                 "same_partition_delivered": r.same_delivered,
                 "cross_partition_pairs": r.cross_pairs,
                 "cross_partition_delivered": r.cross_delivered,
+                "cross_partition_unrouted": r.cross_unrouted,
                 "partition_drops": r.partition_drops,
                 "wrong": r.wrong,
                 "leaks": r.leaks.iter().map(pair).collect::<Vec<_>>(),

@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::{assert_refused, json, linkctl};
+use common::{assert_refused, json, linkctl, two_stars};
 
 #[test]
 fn dgx_h100_is_planned_deadlock_free_and_its_tables_are_complete() {
@@ -129,17 +129,6 @@ fn bad_input_is_refused() {
         &["--hardware", "no-such-fabric"],
         &["--degrade-link", "gpu0:gpu1"],
         &["--degrade-link", "gpu0:nvswitch0@1us"],
-        // Every link of GPU 0 failed: no route reaches it.
-        &[
-            "--fail-link",
-            "gpu0:nvswitch0",
-            "--fail-link",
-            "gpu0:nvswitch1",
-            "--fail-link",
-            "gpu0:nvswitch2",
-            "--fail-link",
-            "gpu0:nvswitch3",
-        ],
     ] {
         assert_refused(&["fabric"], args);
     }
@@ -168,6 +157,55 @@ fn discovery_finds_the_fabric_as_the_topology_says() {
     assert_eq!(at("gpu5"), serde_json::json!([0, 5]));
     assert_eq!(found[1]["kind"], "switch");
     assert_eq!(found[1]["ports"], 8);
+}
+
+#[test]
+fn a_gpu_cut_off_splits_its_partition_and_the_exit_status_says_so() {
+    let every_link: Vec<String> = (0..4).map(|k| format!("gpu0:nvswitch{k}")).collect();
+    let mut args: Vec<&str> = every_link
+        .iter()
+        .flat_map(|l| ["--fail-link", l.as_str()])
+        .collect();
+    args.extend(["--probe", "--json"]);
+    let out = linkctl(&["fabric"], &args);
+    assert_eq!(out.status.code(), Some(3));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    // gpu0's walk finds gpu0 alone; the rest is found from gpu1.
+    assert_eq!(v["discovery"]["also_from"], serde_json::json!(["gpu1"]));
+    assert_eq!(v["discovery"]["nodes"], 12);
+    assert_eq!(
+        v["split"],
+        serde_json::json!({ "partition": 0, "from": "gpu0", "to": "gpu1" })
+    );
+    assert_eq!(v["probe"]["same_partition_delivered"], 42);
+    assert_eq!(v["probe"]["isolated"], false);
+    let text = String::from_utf8(linkctl(&["fabric"], &args[..8]).stdout).unwrap();
+    assert!(
+        text.contains("PARTITION 0 SPLIT: no route from gpu0 to gpu1"),
+        "{text}"
+    );
+}
+
+#[test]
+fn parts_no_link_joins_are_planned_each_on_its_own() {
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"));
+    // One partition per part: the partitions are kept, the pairs between them joined by no route.
+    let apart = two_stars(dir, "two-stars-apart.toml", 3, 1);
+    let v = json(&["fabric"], &["--topology", &apart, "--probe"]);
+    assert_eq!(v["discovery"]["also_from"], serde_json::json!(["b0"]));
+    assert_eq!(v["discovery"]["unreached"], serde_json::json!([]));
+    assert!(v["split"].is_null());
+    let probe = &v["probe"];
+    assert_eq!(
+        (probe["sent"].as_u64(), probe["same_partition_delivered"].as_u64()),
+        (Some(12), Some(12))
+    );
+    assert_eq!(probe["cross_partition_unrouted"], 18);
+    assert_eq!(probe["isolated"], true);
+    // One partition over both parts: split.
+    let together = two_stars(dir, "two-stars-together.toml", 3, 0);
+    let out = linkctl(&["fabric"], &["--topology", &together]);
+    assert_eq!(out.status.code(), Some(3));
 }
 
 /// A star of three GPUs on one switch, its cables in the order given.

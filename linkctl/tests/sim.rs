@@ -264,6 +264,39 @@ fn a_fabric_cut_in_two_exits_non_zero_with_the_reason() {
 }
 
 #[test]
+fn a_job_runs_on_a_part_of_the_fabric_that_no_link_joins_to_the_rest() {
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"));
+    let stars = common::two_stars(dir, "sim-two-stars.toml", 3, 0);
+    let out = sim(&["allreduce", "--topology", &stars, "--max", "4K"]);
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("no route from a0 to b0: no live trunk joins their parts of the fabric"),
+        "{stderr}"
+    );
+    // A job on each part.
+    let v = json(&[
+        "allreduce",
+        "--topology",
+        &stars,
+        "--gpus",
+        "a0,a1,a2",
+        "--background",
+        "uniform:0.2",
+        "--background-gpus",
+        "b0,b1,b2",
+        "--max",
+        "64K",
+    ]);
+    assert_eq!(v["verified"], true);
+    let b = &v["background"];
+    assert_eq!(
+        (b["verified"].as_bool(), &b["generated"]),
+        (Some(true), &b["delivered"])
+    );
+}
+
+#[test]
 fn the_plot_is_an_svg() {
     let path = std::env::temp_dir().join(format!("linkctl-sim-plot-{}.svg", std::process::id()));
     let out = sim(&[

@@ -549,6 +549,8 @@ impl Net {
                 Some(d) => Err(format!("discovery finds the fabric changed: {d}")),
             }
         });
+        // The routes must still join each job's GPUs; GPUs of different jobs may be cut apart.
+        let replanned = replanned.and_then(|fabric| self.split_job(&fabric).map_or(Ok(fabric), Err));
         let Some(f) = self.failover.as_mut() else { return };
         let ends: Vec<(usize, usize)> = f
             .unplanned

@@ -52,3 +52,23 @@ pub fn assert_refused(command: &[&str], args: &[&str]) {
     assert!(stderr.contains("error"), "{args:?}: {stderr}");
     assert!(!stderr.contains("panicked"), "{args:?}: {stderr}");
 }
+
+/// Two stars of `gpus` GPUs each, on switches `sw0` and `sw1`, that no link joins (GPUs `a0`, `a1`...
+/// and `b0`, `b1`...), the second star's GPUs in `partition`.
+pub fn two_stars(dir: &std::path::Path, file: &str, gpus: usize, partition: u8) -> String {
+    let mut text = String::from("name = \"two-stars\"\n");
+    for (star, p) in [("a", 0), ("b", partition)] {
+        for g in 0..gpus {
+            text += &format!("[[node]]\nname = \"{star}{g}\"\nkind = \"gpu\"\npartition = {p}\n");
+        }
+    }
+    for (sw, star) in [("sw0", "a"), ("sw1", "b")] {
+        text += &format!("[[node]]\nname = \"{sw}\"\nkind = \"switch\"\n");
+        for g in 0..gpus {
+            text += &format!("[[link]]\na = \"{star}{g}\"\nb = \"{sw}\"\ngbps = 25.0\n");
+        }
+    }
+    let path = dir.join(file);
+    std::fs::write(&path, text).unwrap();
+    path.to_str().unwrap().to_string()
+}
