@@ -15,8 +15,9 @@ use serde_json::json;
 
 use crate::sim::{load_topology, TopologyArg};
 
-/// Exit status when discovery finds the fabric wired otherwise than the topology says, the routes could
-/// deadlock, or the probe finds the partitions not kept or does not finish.
+/// Exit status when discovery finds the fabric wired otherwise than the topology says, no route joins
+/// two GPUs of a partition, the routes could deadlock, or the probe finds the partitions not kept or
+/// does not finish.
 const EXIT_WRONG: u8 = 3;
 
 #[derive(Args, Debug)]
@@ -41,7 +42,8 @@ pub struct FabricArgs {
     #[arg(long, value_name = "A:B")]
     pub degrade_link: Vec<String>,
     /// Print every node discovery found: its ID, the topology's name for it, its type, its ports and the
-    /// directed route (the ports to leave through, from the first GPU) that reaches it
+    /// directed route (the ports to leave through, from the first GPU, or from the first of its part of
+    /// the fabric when no live link joins that to the first GPU's) that reaches it
     #[arg(long)]
     pub discovery: bool,
     /// Print every switch's route table
