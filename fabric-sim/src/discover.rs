@@ -250,6 +250,16 @@ impl Discovery {
     }
 }
 
+/// A directed route as messages name it: `route [0, 4]`, and the home it starts from (by endpoint ID)
+/// if not the first.
+fn directed(home: usize, route: &[u8]) -> String {
+    if home == 0 {
+        format!("route {route:?}")
+    } else {
+        format!("route {route:?} from endpoint {home}")
+    }
+}
+
 /// Walk the fabric from the manager's first home, breadth-first, reading identity registers only; then,
 /// while fewer GPUs are found than the manager has homes, from the next home (a part of the fabric no live
 /// trunk joins to what was found, unless the home was found already).
@@ -280,11 +290,13 @@ pub fn discover(m: &mut impl Management) -> Result<Discovery, String> {
         }
         let (home, route, expected) = std::mem::take(&mut queue[next]);
         next += 1;
+        let at = || directed(home, &route);
         let id = u64::from(read(home, &route, identity::NODE_ID)?)
             | u64::from(read(home, &route, identity::NODE_ID + 4)?) << 32;
         if expected.is_some_and(|e| e != id) {
             faults.push(format!(
-                "route {route:?}: the port before says node {:016x} is there, the node says {id:016x}",
+                "{}: the port before says node {:016x} is there, the node says {id:016x}",
+                at(),
                 expected.unwrap_or_default()
             ));
         }
@@ -293,10 +305,10 @@ pub fn discover(m: &mut impl Management) -> Result<Discovery, String> {
             continue;
         }
         let code = read(home, &route, identity::NODE_TYPE)?;
-        let kind = NodeType::from_code(code).ok_or_else(|| format!("route {route:?}: node type {code}"))?;
+        let kind = NodeType::from_code(code).ok_or_else(|| format!("{}: node type {code}", at()))?;
         let ports = read(home, &route, identity::PORT_COUNT)? as usize;
         if ports > switch_fw::MAX_PORTS {
-            return Err(format!("route {route:?}: node {id:016x} reports {ports} ports"));
+            return Err(format!("{}: node {id:016x} reports {ports} ports", at()));
         }
         let mut peers = Vec::with_capacity(ports);
         for p in 0..ports {
@@ -440,9 +452,9 @@ pub fn check(found: &Discovery, expected: &Topology) -> Check {
     for n in &found.nodes {
         if !name_of.contains_key(&n.id) {
             out.differences.push(format!(
-                "{} (route {:?}) is not in the topology",
+                "{} ({}) is not in the topology",
                 name(n.id),
-                n.route
+                directed(n.home, &n.route)
             ));
         }
     }

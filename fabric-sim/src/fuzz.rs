@@ -11,7 +11,7 @@
 use link_phy::time::Duration;
 
 use crate::collective::Kind;
-use crate::discover::{check, discover, Management, Wiring, MAX_NODES};
+use crate::discover::{check, discover, Management, NodeType, Wiring, MAX_NODES};
 use crate::manager::{gang, Fabric};
 use crate::probe::probe;
 use crate::run::{run, Algo, Sweep};
@@ -30,13 +30,14 @@ pub const TARGETS: &[Target] = &[
 const PROBED_GPUS: usize = 16;
 
 /// Parses `data` as a topology file (`docs/spec.md` section 6). What parses validates; the fabric
-/// manager plans it or says why not, and a plan routes two GPUs to each other exactly when a path through
-/// switches joins them, without a cycle in its channel dependencies; discovery from the GPUs finds every
-/// node a GPU can reach, all of it as the topology says; a small one is probed for 20 simulated
-/// microseconds and every packet is accounted for (delivered within its partition, or across one only
-/// where no switch drops it); a 1 KiB ring all-reduce then runs on it for at most 20 simulated
-/// microseconds, or is refused (for the memory the fabric would take, or for GPUs no route joins)
-/// without panicking, and a size it finishes checks out.
+/// manager plans it or says why not, and a plan (also with a quarter of its trunks failed) routes two
+/// GPUs to each other exactly when a path through switches joins them, without a cycle in its channel
+/// dependencies; discovery from the GPUs finds every node a GPU can reach, all of it as the topology
+/// says; a small one is probed for 20 simulated microseconds and every packet is accounted for
+/// (delivered within its partition, or across one only where no switch drops it); a 1 KiB ring
+/// all-reduce then runs on the first GPU's part of the fabric for at most 20 simulated microseconds, or
+/// is refused (for the memory the fabric would take, or for partitions) without panicking, and a size it
+/// finishes checks out.
 pub fn topology_toml(data: &[u8]) {
     let Ok(text) = core::str::from_utf8(data) else {
         return;
@@ -49,24 +50,16 @@ pub fn topology_toml(data: &[u8]) {
         return;
     };
     // A route joins two GPUs exactly when a path of live trunks does whose inner nodes are all switches
-    // (GPUs never forward): each part of the fabric is routed whole, and nothing joins the parts.
-    let joined = joined_through_switches(&topology, &fabric);
-    for (from, &node) in fabric.gpus.iter().enumerate() {
-        for (id, &other) in fabric.gpus.iter().enumerate() {
-            if other != node {
-                assert_eq!(
-                    !fabric.routes[node][id].is_empty(),
-                    joined[from][id],
-                    "a route from GPU {from} to {id} exactly when a path through switches joins them"
-                );
-            }
-        }
+    // (GPUs never forward): each part of the fabric is routed whole, and nothing joins the parts. So
+    // too with some trunks failed (a quarter, chosen by the input), which may cut the fabric in parts.
+    let joined = routes_join_exactly_through_switches(&topology, &fabric, &[]);
+    let salt = data
+        .iter()
+        .fold(0usize, |sum, &b| sum.wrapping_add(usize::from(b)));
+    let failed: Vec<usize> = (0..fabric.trunks.len()).filter(|t| (t + salt) % 4 == 0).collect();
+    if let Ok(cut) = Fabric::plan(&topology, &failed) {
+        routes_join_exactly_through_switches(&topology, &cut, &failed);
     }
-    assert_eq!(
-        fabric.dependencies().cycle,
-        None,
-        "up*/down* routes cannot deadlock"
-    );
     let found = discover(&mut Wiring::new(&topology, &[], &[]).unwrap()).unwrap();
     let c = check(&found, &topology);
     assert!(c.matches(), "{:?}", c.differences);
@@ -100,6 +93,17 @@ pub fn topology_toml(data: &[u8]) {
             }
         }
     }
+    // On the first GPU's part of the fabric (all of it, unless it is in parts).
+    let part: Vec<usize> = fabric
+        .gpus
+        .iter()
+        .enumerate()
+        .filter(|&(id, _)| id == 0 || joined[0][id])
+        .map(|(_, &node)| node)
+        .collect();
+    let Ok(topology) = topology.with_gpus(&part) else {
+        return;
+    };
     let sweep = Sweep {
         limit_per_size: Duration::from_us(20),
         ..Sweep::new(topology, Kind::AllReduce, Algo::Ring, 1024, 1024)
@@ -112,20 +116,29 @@ pub fn topology_toml(data: &[u8]) {
     }
 }
 
-/// `joined[a][b]`: a path of `fabric`'s trunks joins GPUs `a` and `b` (endpoint IDs, `a != b`) whose inner
-/// nodes are all switches. Worked out by search, apart from the planner's up*/down* rule.
-fn joined_through_switches(topology: &Topology, fabric: &Fabric) -> Vec<Vec<bool>> {
+/// Check that `fabric`, planned without the trunks `failed`, routes between two GPUs exactly when a path
+/// of its live trunks joins them whose inner nodes are all switches, and cannot deadlock; return
+/// `joined[a][b]` (endpoint IDs, `a != b`): such a path joins them. Worked out by search, apart from the
+/// planner's up*/down* rule.
+fn routes_join_exactly_through_switches(
+    topology: &Topology,
+    fabric: &Fabric,
+    failed: &[usize],
+) -> Vec<Vec<bool>> {
     let n = topology.nodes.len();
     let neighbours = |x: usize| {
-        fabric.ports[x].iter().map(|&(t, end)| {
-            if end == 0 {
-                fabric.trunks[t].b.0
-            } else {
-                fabric.trunks[t].a.0
-            }
-        })
+        fabric.ports[x]
+            .iter()
+            .filter(|&&(t, _)| !failed.contains(&t))
+            .map(|&(t, end)| {
+                if end == 0 {
+                    fabric.trunks[t].b.0
+                } else {
+                    fabric.trunks[t].a.0
+                }
+            })
     };
-    fabric
+    let joined: Vec<Vec<bool>> = fabric
         .gpus
         .iter()
         .map(|&start| {
@@ -145,14 +158,34 @@ fn joined_through_switches(topology: &Topology, fabric: &Fabric) -> Vec<Vec<bool
             }
             fabric.gpus.iter().map(|&g| g != start && seen[g]).collect()
         })
-        .collect()
+        .collect();
+    for (from, &node) in fabric.gpus.iter().enumerate() {
+        for (id, &other) in fabric.gpus.iter().enumerate() {
+            if other != node {
+                assert_eq!(
+                    !fabric.routes[node][id].is_empty(),
+                    joined[from][id],
+                    "a route from GPU {from} to {id} exactly when a path through switches joins them \
+                     (trunks {failed:?} failed)"
+                );
+            }
+        }
+    }
+    assert_eq!(
+        fabric.dependencies().cycle,
+        None,
+        "up*/down* routes cannot deadlock (trunks {failed:?} failed)"
+    );
+    joined
 }
 
 /// A fabric whose nodes answer register reads as hostile bytes say: what their registers claim (node ID,
 /// type, ports, each port's peer) need not match how they are really cabled, which is what directed
-/// routes follow, nor what the other end claims.
+/// routes follow, nor what the other end claims. The manager's homes are node 0 and every other node
+/// whose type register claims an endpoint.
 struct Liars {
     nodes: Vec<Liar>,
+    homes: Vec<usize>,
 }
 
 struct Liar {
@@ -171,7 +204,7 @@ impl Liars {
         let mut bytes = data.iter().copied().chain(core::iter::repeat(0));
         let mut next = move || bytes.next().unwrap_or(0);
         let n = 1 + usize::from(next() % 16);
-        let nodes = (0..n)
+        let nodes: Vec<Liar> = (0..n)
             .map(|_| {
                 let id = u64::from(next() % 24);
                 let kind = u32::from(next() % 4);
@@ -198,13 +231,20 @@ impl Liars {
                 }
             })
             .collect();
-        Liars { nodes }
+        let homes = (0..nodes.len())
+            .filter(|&x| x == 0 || NodeType::from_code(nodes[x].kind) == Some(NodeType::Endpoint))
+            .collect();
+        Liars { nodes, homes }
     }
 }
 
 impl Management for Liars {
-    fn read(&mut self, _home: usize, route: &[u8], address: u32) -> Result<u32, String> {
-        let mut x = 0;
+    fn homes(&self) -> usize {
+        self.homes.len()
+    }
+
+    fn read(&mut self, home: usize, route: &[u8], address: u32) -> Result<u32, String> {
+        let mut x = *self.homes.get(home).ok_or("no such home")?;
         for &p in route {
             x = self.nodes[x]
                 .cables
@@ -238,10 +278,11 @@ pub fn discovery_registers(data: &[u8]) {
         return;
     };
     // Found nodes are real ones, one per ID. Each route queued is to an ID some register claimed (below
-    // 24, or 2^32 more), besides the manager's own node; a visit reads at most 4 + 4 * 64 registers.
+    // 24, or 2^32 more), besides the homes; a visit reads at most 4 + 4 * 64 registers, and a home
+    // found already costs its ID's 2.
     assert!(found.nodes.len() <= liars.nodes.len().min(MAX_NODES));
     assert!(
-        found.reads <= (1 + 2 * 24) * (4 + 4 * 64),
+        found.reads <= (1 + 2 * 24) * (4 + 4 * 64) + 2 * liars.homes.len(),
         "{} reads",
         found.reads
     );

@@ -9,8 +9,9 @@
 //!   packet whose source and destination GPUs are in different ones (NVLink partitions); GPUs joined
 //!   directly, without a switch between them, are not isolated.
 //! - **Routes: up*/down*.** Levels come from a breadth-first search from a root switch (the one with the
-//!   most trunks). A trunk is *up* in the direction of the node nearer the root (lower level, then lower
-//!   index). A packet may climb and then descend, never climb after descending; with routes restricted so,
+//!   most trunks to other switches) over switch-to-switch trunks, and a part of the fabric those trunks
+//!   do not join to it gets a root of its own if it has several switches. A trunk is *up* in the
+//!   direction of the node nearer the root (lower level, then lower index). A packet may climb and then descend, never climb after descending; with routes restricted so,
 //!   the channel dependency graph has no cycle and the fabric cannot deadlock (Schroeder et al.,
 //!   "Autonet", 1991). A node forwards down whenever a down-only path to the destination exists, and up
 //!   only otherwise, so a packet that arrived descending always keeps descending. GPUs never forward.
@@ -141,8 +142,10 @@ pub struct Fabric {
     pub routes: Vec<Vec<PortSet>>,
     /// Node index of each endpoint ID.
     pub gpus: Vec<usize>,
-    /// The up*/down* roots: one for each part of the fabric that switch-to-switch trunks join (a switch
-    /// of several), the first the switch with the most such trunks; none without switches.
+    /// The up*/down* roots: first the switch with the most trunks to other switches (the first switch
+    /// when none has any), then one for each other part of several switches that switch-to-switch trunks
+    /// join (chosen by the same rule within it); none without switches. A lone switch needs no root: it
+    /// only ever takes packets up from a GPU and down to another.
     pub roots: Vec<usize>,
     /// Level of every switch from its part's root over switch-to-switch trunks (`usize::MAX` for GPUs and
     /// for switches without a live trunk to another switch).

@@ -503,6 +503,15 @@ pub struct LinkTotals {
 /// Events between two calls of [`Net::run_ticking`]'s `tick` (about a tenth of a second of wall time).
 pub const TICK_EVENTS: u64 = 1 << 18;
 
+/// GPUs that talk among themselves, so that the routes must join them.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Job {
+    /// What to call them in a message: "the collective's GPUs".
+    pub name: String,
+    /// Their endpoint IDs.
+    pub gpus: Vec<usize>,
+}
+
 /// The fabric, running.
 #[derive(Debug)]
 pub struct Net {
@@ -531,10 +540,10 @@ pub struct Net {
     waves_error: Option<String>,
     /// Most memory the fabric's buffers and wires can take ([`MAX_STATE_BYTES`] at most).
     state_bytes: u64,
-    /// The GPUs (endpoint IDs) of each job, which talk among themselves, so that the routes must join
-    /// them; parts of the fabric no live trunk joins may each hold jobs of their own. Every partition's
-    /// GPUs until [`Net::set_jobs`] says otherwise.
-    jobs: Vec<Vec<usize>>,
+    /// The jobs, whose GPUs talk among themselves, so that the routes must join them; parts of the
+    /// fabric no live trunk joins may each hold jobs of their own. Every partition's GPUs until
+    /// [`Net::set_jobs`] says otherwise.
+    jobs: Vec<Job>,
 }
 
 impl Net {
@@ -666,12 +675,13 @@ impl Net {
             jobs: Vec::new(),
         };
         net.jobs = (0..=u8::MAX)
-            .map(|p| {
-                (0..net.fabric.gpus.len())
+            .map(|p| Job {
+                name: format!("partition {p}"),
+                gpus: (0..net.fabric.gpus.len())
                     .filter(|&id| topology.nodes[net.fabric.gpus[id]].partition == p)
-                    .collect::<Vec<usize>>()
+                    .collect(),
             })
-            .filter(|gpus| gpus.len() > 1)
+            .filter(|job| job.gpus.len() > 1)
             .collect();
         for t in 0..net.dirs.len() {
             for d in 0..2 {
@@ -681,10 +691,10 @@ impl Net {
         Ok(net)
     }
 
-    /// The GPUs (endpoint IDs) of each job running on the fabric: the routes must join each job's GPUs,
-    /// now and after every failure (a failure that splits a job stops the run), and need not join GPUs
-    /// of different jobs. An error if the routes do not join a job's GPUs now.
-    pub fn set_jobs(&mut self, jobs: Vec<Vec<usize>>) -> Result<(), String> {
+    /// The jobs running on the fabric: the routes must join each job's GPUs, now and after every failure
+    /// (a failure that splits a job stops the run), and need not join GPUs of different jobs. An error if
+    /// the routes do not join a job's GPUs now.
+    pub fn set_jobs(&mut self, jobs: Vec<Job>) -> Result<(), String> {
         self.jobs = jobs;
         match self.split_job(&self.fabric) {
             Some(why) => Err(why),
@@ -696,9 +706,10 @@ impl Net {
     fn split_job(&self, fabric: &Fabric) -> Option<String> {
         let name = |id: usize| self.topology.nodes[fabric.gpus[id]].name.as_str();
         self.jobs.iter().find_map(|job| {
-            fabric.unreachable(job).map(|(a, b)| {
+            fabric.unreachable(&job.gpus).map(|(a, b)| {
                 format!(
-                    "no route from {} to {}: no live trunk joins their parts of the fabric",
+                    "{}: no route from {} to {}: no path of live links through switches joins them",
+                    job.name,
                     name(a),
                     name(b)
                 )

@@ -2,7 +2,7 @@
 //! manager programmed it, and the report sets what arrived against the GPUs' partitions. It shows the
 //! switches' isolation at work (as NVLink partitions): a packet between partitions is dropped and counted
 //! at the first switch it reaches, so only GPUs joined directly, with no switch between them, reach
-//! across. A pair that no route joins (no live trunk joins their parts of the fabric) is not sent.
+//! across. A pair that no route joins (no path of live links through switches joins them) is not sent.
 
 use link_dl::{DlConfig, Received, Vc};
 use link_phy::time::{Duration, Instant};
@@ -28,6 +28,8 @@ pub struct ProbeReport {
     pub sent: u64,
     /// Pairs within a partition.
     pub same_pairs: u64,
+    /// Of those, pairs that no route joins (the partition is split): nothing is sent.
+    pub same_unrouted: u64,
     /// Of those, pairs whose packet arrived.
     pub same_delivered: u64,
     /// Pairs across partitions.
@@ -47,11 +49,12 @@ pub struct ProbeReport {
 }
 
 impl ProbeReport {
-    /// Whether every pair within a partition reached each other, nothing arrived wrong, and every packet
-    /// across partitions was dropped by a switch, once.
+    /// Whether every pair within a partition that a route joins reached each other, nothing arrived
+    /// wrong, and every packet across partitions was dropped by a switch, once. (A partition that no route
+    /// joins whole is split, not leaking: [`crate::manager::Fabric::unreachable`] tells.)
     pub fn isolated(&self) -> bool {
         self.finished
-            && self.same_delivered == self.same_pairs
+            && self.same_delivered == self.same_pairs - self.same_unrouted
             && self.wrong == 0
             && self.cross_delivered == 0
             && self.partition_drops == self.cross_pairs - self.cross_unrouted
@@ -90,6 +93,7 @@ pub fn probe(
         partitions: topology.partition_count(),
         sent: app.sent_count,
         same_pairs: 0,
+        same_unrouted: 0,
         same_delivered: 0,
         cross_pairs: 0,
         cross_unrouted: 0,
@@ -104,6 +108,7 @@ pub fn probe(
             let arrived = app.got[dest][source];
             if partition[source] == partition[dest] {
                 report.same_pairs += 1;
+                report.same_unrouted += u64::from(!routed[source][dest]);
                 report.same_delivered += u64::from(arrived);
             } else {
                 report.cross_pairs += 1;

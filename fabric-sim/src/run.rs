@@ -10,7 +10,7 @@ use crate::collective::{
     tree, AllToAll, Check, Kind, Rings, SwitchReduce, Tree, MAX_MESSAGE_BYTES, OP_PARTIAL, OP_RESULT,
     PACKET_BYTES,
 };
-use crate::net::{App, FailoverStats, Fault, LinkTotals, Net, MAX_STATE_BYTES};
+use crate::net::{App, FailoverStats, Fault, Job, LinkTotals, Net, MAX_STATE_BYTES};
 use crate::topology::{NodeKind, Topology};
 use crate::traffic::{Background, BackgroundReport, RunningBackground};
 
@@ -654,14 +654,26 @@ fn run_with(
         }
     }
     // The routes must join each job's GPUs (and need not join the two jobs').
-    let mut jobs = vec![(0..gpus).collect::<Vec<usize>>()];
+    let mut jobs = vec![Job {
+        name: "the collective's GPUs".into(),
+        gpus: (0..gpus).collect(),
+    }];
     if let Some(b) = &sweep.background {
-        jobs.push(match &b.gpus {
-            Some(theirs) => theirs.iter().map(|&g| usize::from(g)).collect(),
-            None => (0..fabric_gpus).collect(),
+        jobs.push(Job {
+            name: "the background traffic's GPUs".into(),
+            gpus: match &b.gpus {
+                Some(theirs) => theirs.iter().map(|&g| usize::from(g)).collect(),
+                None => (0..fabric_gpus).collect(),
+            },
         });
     }
-    net.set_jobs(jobs)?;
+    net.set_jobs(jobs).map_err(|e| {
+        if sweep.collective_gpus.is_none() {
+            format!("{e} (run a job on each part of the fabric: `linkctl sim --gpus`, and `--background-gpus` for another)")
+        } else {
+            e
+        }
+    })?;
     if sweep.algo == Algo::SwitchReduce {
         net.configure_nvls(extension)?;
     }

@@ -26,7 +26,7 @@ use link_phy::time::{Duration, Instant};
 use rand_core::{Rng, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
 
-use crate::net::{App, FailoverStats, LinkTotals, Net, Offer, Outgoing};
+use crate::net::{App, FailoverStats, Job, LinkTotals, Net, Offer, Outgoing};
 use crate::run::{record_links, FaultSpec};
 use crate::topology::Topology;
 use crate::trace::TraceSummary;
@@ -285,7 +285,11 @@ pub fn run_traffic(topology: &Topology, spec: &TrafficSpec) -> Result<TrafficRep
     if gpus < 2 {
         return Err(format!("{} has fewer than two GPUs", topology.name));
     }
-    net.set_jobs(vec![(0..gpus).collect()])?;
+    net.set_jobs(vec![Job {
+        name: "the traffic's GPUs".into(),
+        gpus: (0..gpus).collect(),
+    }])
+    .map_err(|e| format!("{e} (run on the GPUs of one part of the fabric: `linkctl sim traffic --gpus`)"))?;
     let faults = spec
         .faults
         .iter()

@@ -415,7 +415,7 @@ impl View<'_> {
         );
         if let Some((p, (a, b))) = self.split {
             println!(
-                "# PARTITION {p} SPLIT: no route from {} to {}: no live trunk joins their parts of the fabric",
+                "# PARTITION {p} SPLIT: no route from {} to {}: no path of live links through switches joins them",
                 self.name(f.gpus[a]),
                 self.name(f.gpus[b])
             );
@@ -503,19 +503,23 @@ impl View<'_> {
             }
         }
         if let Some(r) = self.probe {
+            let unrouted = |pairs: u64| {
+                if pairs > 0 {
+                    format!(" ({pairs} joined by no route)")
+                } else {
+                    String::new()
+                }
+            };
             println!(
-                "#\n# probe: {} packets; within partitions {} of {} pairs reached; across partitions {} of \
+                "#\n# probe: {} packets; within partitions {} of {} pairs reached{}; across partitions {} of \
                  {} reached{}, {} dropped by switches; {} arrived wrong: {}",
                 r.sent,
                 r.same_delivered,
                 r.same_pairs,
+                unrouted(r.same_unrouted),
                 r.cross_delivered,
                 r.cross_pairs,
-                if r.cross_unrouted > 0 {
-                    format!(" ({} joined by no route)", r.cross_unrouted)
-                } else {
-                    String::new()
-                },
+                unrouted(r.cross_unrouted),
                 r.partition_drops,
                 r.wrong,
                 if !r.finished {
@@ -632,6 +636,7 @@ impl View<'_> {
                 "sent": r.sent,
                 "same_partition_pairs": r.same_pairs,
                 "same_partition_delivered": r.same_delivered,
+                "same_partition_unrouted": r.same_unrouted,
                 "cross_partition_pairs": r.cross_pairs,
                 "cross_partition_delivered": r.cross_delivered,
                 "cross_partition_unrouted": r.cross_unrouted,

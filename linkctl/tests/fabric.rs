@@ -177,8 +177,16 @@ fn a_gpu_cut_off_splits_its_partition_and_the_exit_status_says_so() {
         v["split"],
         serde_json::json!({ "partition": 0, "from": "gpu0", "to": "gpu1" })
     );
-    assert_eq!(v["probe"]["same_partition_delivered"], 42);
-    assert_eq!(v["probe"]["isolated"], false);
+    // The pairs with gpu0 are not sent: the partition is split, not leaking.
+    let probe = &v["probe"];
+    assert_eq!(
+        (
+            probe["same_partition_delivered"].as_u64(),
+            probe["same_partition_unrouted"].as_u64()
+        ),
+        (Some(42), Some(14))
+    );
+    assert_eq!(probe["isolated"], true);
     let text = String::from_utf8(linkctl(&["fabric"], &args[..8]).stdout).unwrap();
     assert!(
         text.contains("PARTITION 0 SPLIT: no route from gpu0 to gpu1"),

@@ -271,7 +271,7 @@ fn a_job_runs_on_a_part_of_the_fabric_that_no_link_joins_to_the_rest() {
     assert_eq!(out.status.code(), Some(1));
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
-        stderr.contains("no route from a0 to b0: no live trunk joins their parts of the fabric"),
+        stderr.contains("no route from a0 to b0: no path of live links through switches joins them"),
         "{stderr}"
     );
     // A job on each part.

@@ -680,8 +680,27 @@ impl Net {
                 match wire::bounce(p.tl) {
                     Some(bounced) if !core.routes.get(source).is_empty() => (bounced, source),
                     _ => {
+                        // A failure cut this switch off from both ends of the packet (it may still
+                        // reach other GPUs): lost, as NVLink has no end-to-end retry.
+                        let name = |x: usize| self.topology.nodes.get(x).map_or("?", |n| n.name.as_str());
+                        let gpu = |id: u16| {
+                            name(
+                                self.fabric
+                                    .gpus
+                                    .get(usize::from(id))
+                                    .copied()
+                                    .unwrap_or(usize::MAX),
+                            )
+                        };
+                        let to = match multicast {
+                            Some(group) => format!("multicast group {group}"),
+                            None => gpu(dest).to_string(),
+                        };
                         f.fatal = Some(format!(
-                            "switch {node} can neither deliver nor return packet {:#x}",
+                            "{} holds a packet from {} to {to} (header {:#x}) that it can neither deliver nor \
+                             return: the failures cut it off from both, and the packet is lost",
+                            name(node),
+                            gpu(source),
                             p.tl
                         ));
                         return;
