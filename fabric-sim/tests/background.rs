@@ -297,6 +297,60 @@ fn a_failure_that_cuts_the_fabric_between_two_jobs_stops_neither() {
     assert!(!r.verified && why.contains("no route from gpu"), "{why}");
 }
 
+/// Leaves L0 (a0, a1) and L1 (a2, a3) joined through spines S0 and S1; leaf L2 (b0, b1) only through S0,
+/// the root, which carries the first job's packets between the leaves.
+const STRANDED: &str = r#"
+name = "strand"
+node = [
+  { name = "a0", kind = "gpu" }, { name = "a1", kind = "gpu" }, { name = "a2", kind = "gpu" },
+  { name = "a3", kind = "gpu" }, { name = "b0", kind = "gpu" }, { name = "b1", kind = "gpu" },
+  { name = "L0", kind = "switch" }, { name = "L1", kind = "switch" }, { name = "L2", kind = "switch" },
+  { name = "S0", kind = "switch" }, { name = "S1", kind = "switch" },
+]
+link = [
+  { a = "a0", b = "L0", gbps = 25.0 }, { a = "a1", b = "L0", gbps = 25.0 },
+  { a = "a2", b = "L1", gbps = 25.0 }, { a = "a3", b = "L1", gbps = 25.0 },
+  { a = "b0", b = "L2", gbps = 25.0 }, { a = "b1", b = "L2", gbps = 25.0 },
+  { a = "L0", b = "S0", gbps = 25.0 }, { a = "L0", b = "S1", gbps = 25.0 },
+  { a = "L1", b = "S0", gbps = 25.0 }, { a = "L1", b = "S1", gbps = 25.0 },
+  { a = "L2", b = "S0", gbps = 25.0 },
+]
+"#;
+
+#[test]
+fn packets_a_failure_strands_in_the_other_jobs_part_stop_the_run_and_it_says_where() {
+    // Cutting S0 from L0 and L1 leaves the first job joined through S1 and S0 in the second job's part,
+    // holding packets of the first that it can neither deliver nor return: they are lost.
+    let topology = Topology::from_toml(STRANDED).unwrap();
+    let (a, b): (Vec<usize>, Vec<usize>) = ((0..4).collect(), (4..6).collect());
+    let (shared, numbers) = topology.with_jobs(&a, &b).unwrap();
+    let mut s = sweep(Algo::Ring, uniform(0.3, Spread::Links));
+    s.topology = shared;
+    s.collective_gpus = Some(4);
+    s.min = 1 << 20;
+    s.max = 1 << 20;
+    if let Some(b) = s.background.as_mut() {
+        b.gpus = Some(numbers);
+    }
+    let alone = run_ok(&s);
+    assert_eq!(alone.failure, None);
+    s.faults = ["L0", "L1"]
+        .map(|leaf| FaultSpec::Link {
+            a: leaf.into(),
+            b: "S0".into(),
+            at: Duration::from_us(2),
+        })
+        .to_vec();
+    let r = run(&s, &mut |_| {}).unwrap();
+    let why = r.failure.unwrap_or_default();
+    assert!(
+        !r.verified
+            && why.starts_with("S0 holds a packet from a")
+            && why.contains("neither deliver nor return"),
+        "{why}"
+    );
+}
+
 #[test]
 fn the_other_jobs_load_counts_only_links_its_traffic_can_use() {
     // On mesh4 every GPU links to every other: gpu2's links to gpu0 and gpu1 carry none of the traffic
