@@ -124,9 +124,19 @@ mod tests {
         let mut queue = EventQueue::default();
         let mut heap = BinaryHeap::new();
         let (mut now, mut seq, mut id) = (0u64, 0u64, 0u32);
-        for round in 0..20_000 {
+        for round in 0..100_000 {
             for _ in 0..rand(4) {
-                let at = now + [0, 1, rand(100), rand(1 << 40)][rand(4) as usize];
+                // Ties, the same slot, the wheel's span and just past it, and far beyond.
+                let at = now
+                    + [
+                        0,
+                        1,
+                        rand(100),
+                        rand(1 << 14),
+                        rand(1 << 23),
+                        (1 << 22) - 1024 + rand(2048),
+                        rand(1 << 40),
+                    ][rand(7) as usize];
                 seq += 1;
                 id += 1;
                 queue.push(Instant::ZERO + Duration::from_ps(at), id);
