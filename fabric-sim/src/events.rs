@@ -126,7 +126,8 @@ mod tests {
         let (mut now, mut seq, mut id) = (0u64, 0u64, 0u32);
         for round in 0..100_000 {
             for _ in 0..rand(4) {
-                // Ties, the same slot, the wheel's span and just past it, and far beyond.
+                // Ties, picoseconds to microseconds apart (around 4.2 us, where a timing wheel would end),
+                // and far beyond.
                 let at = now
                     + [
                         0,
