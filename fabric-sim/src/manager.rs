@@ -11,10 +11,11 @@
 //! - **Routes: up*/down*.** Levels come from a breadth-first search from a root switch (the one with the
 //!   most trunks to other switches) over switch-to-switch trunks, and a part of the fabric those trunks
 //!   do not join to it gets a root of its own if it has several switches. A trunk is *up* in the
-//!   direction of the node nearer the root (lower level, then lower index). A packet may climb and then descend, never climb after descending; with routes restricted so,
-//!   the channel dependency graph has no cycle and the fabric cannot deadlock (Schroeder et al.,
-//!   "Autonet", 1991). A node forwards down whenever a down-only path to the destination exists, and up
-//!   only otherwise, so a packet that arrived descending always keeps descending. GPUs never forward.
+//!   direction of the node nearer the root (lower level, then lower index). A packet may climb and then
+//!   descend, never climb after descending; with routes restricted so, the channel dependency graph has
+//!   no cycle and the fabric cannot deadlock (Schroeder et al., "Autonet", 1991). A node forwards down
+//!   whenever a down-only path to the destination exists, and up only otherwise, so a packet that arrived
+//!   descending always keeps descending. GPUs never forward.
 
 use std::collections::VecDeque;
 

@@ -669,7 +669,10 @@ fn run_with(
     }
     net.set_jobs(jobs).map_err(|e| {
         if sweep.collective_gpus.is_none() {
-            format!("{e} (run a job on each part of the fabric: `linkctl sim --gpus`, and `--background-gpus` for another)")
+            format!(
+                "{e} (run a job on each part of the fabric: `linkctl sim --gpus`, and `--background-gpus` \
+                 for another)"
+            )
         } else {
             e
         }

@@ -415,7 +415,8 @@ impl View<'_> {
         );
         if let Some((p, (a, b))) = self.split {
             println!(
-                "# PARTITION {p} SPLIT: no route from {} to {}: no path of live links through switches joins them",
+                "# PARTITION {p} SPLIT: no route from {} to {}: no path of live links through switches \
+                 joins them",
                 self.name(f.gpus[a]),
                 self.name(f.gpus[b])
             );

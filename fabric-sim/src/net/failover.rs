@@ -697,8 +697,8 @@ impl Net {
                             None => gpu(dest).to_string(),
                         };
                         f.fatal = Some(format!(
-                            "{} holds a packet from {} to {to} (header {:#x}) that it can neither deliver nor \
-                             return: the failures cut it off from both, and the packet is lost",
+                            "{} holds a packet from {} to {to} (header {:#x}) that it can neither deliver \
+                             nor return: the failures cut it off from both, and the packet is lost",
                             name(node),
                             gpu(source),
                             p.tl
