@@ -250,13 +250,13 @@ impl Discovery {
     }
 }
 
-/// A directed route as messages name it: `route [0, 4]`, and the home it starts from (by endpoint ID)
-/// if not the first.
-fn directed(home: usize, route: &[u8]) -> String {
+/// A directed route as messages name it: `route [0, 4]`, and the home it starts from if not the first
+/// (`from`: its name, or its number among the homes).
+fn directed(home: usize, route: &[u8], from: impl FnOnce() -> String) -> String {
     if home == 0 {
         format!("route {route:?}")
     } else {
-        format!("route {route:?} from endpoint {home}")
+        format!("route {route:?} from {}", from())
     }
 }
 
@@ -290,7 +290,7 @@ pub fn discover(m: &mut impl Management) -> Result<Discovery, String> {
         }
         let (home, route, expected) = std::mem::take(&mut queue[next]);
         next += 1;
-        let at = || directed(home, &route);
+        let at = || directed(home, &route, || format!("home {home}"));
         let id = u64::from(read(home, &route, identity::NODE_ID)?)
             | u64::from(read(home, &route, identity::NODE_ID + 4)?) << 32;
         if expected.is_some_and(|e| e != id) {
@@ -392,7 +392,8 @@ pub struct Check {
     /// The topology's trunks (indices into [`gang`]'s, which are [`crate::manager::Fabric::plan`]'s) that
     /// are down at both ends: the routes must avoid them.
     pub down: Vec<usize>,
-    /// The topology's nodes discovery did not reach.
+    /// The topology's nodes discovery did not reach: switches no GPU reaches through live trunks, and
+    /// GPUs that are not there (each also a difference).
     pub unreached: Vec<usize>,
     /// The topology's trunks found up with fewer links than it says: the routes still use them.
     pub degraded: Vec<Degraded>,
@@ -441,7 +442,15 @@ pub fn check(found: &Discovery, expected: &Topology) -> Check {
     for (x, n) in expected.nodes.iter().enumerate() {
         let want = node_type(n.kind);
         match at(x) {
-            None => out.unreached.push(x),
+            None => {
+                out.unreached.push(x);
+                // The manager has an agent beside every GPU, which finds it whatever its links do: a GPU
+                // not found is not there.
+                if n.kind == NodeKind::Gpu {
+                    out.differences
+                        .push(format!("{} is not there: no GPU answers as it", n.name));
+                }
+            }
             Some(i) if found.nodes[i].kind != want => out.differences.push(format!(
                 "{} is a {:?}, the topology says {:?}",
                 n.name, found.nodes[i].kind, want
@@ -451,10 +460,17 @@ pub fn check(found: &Discovery, expected: &Topology) -> Check {
     }
     for n in &found.nodes {
         if !name_of.contains_key(&n.id) {
+            let home = || {
+                let first = found
+                    .nodes
+                    .iter()
+                    .find(|h| h.home == n.home && h.route.is_empty());
+                first.map_or_else(|| format!("home {}", n.home), |h| name(h.id))
+            };
             out.differences.push(format!(
                 "{} ({}) is not in the topology",
                 name(n.id),
-                directed(n.home, &n.route)
+                directed(n.home, &n.route, home)
             ));
         }
     }

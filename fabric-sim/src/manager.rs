@@ -149,7 +149,7 @@ pub struct Fabric {
     /// only ever takes packets up from a GPU and down to another.
     pub roots: Vec<usize>,
     /// Level of every switch from its part's root over switch-to-switch trunks (`usize::MAX` for GPUs and
-    /// for switches without a live trunk to another switch).
+    /// for switches without a live trunk to another switch, except the first root, at 0 whatever it has).
     pub level: Vec<usize>,
     /// Register writes that program each switch (node index, address, value), in order.
     pub program: Vec<(usize, u32, u32)>,
@@ -159,7 +159,8 @@ pub struct Fabric {
 
 impl Fabric {
     /// Work out the fabric of `topology`, optionally without some failed trunks (by index into a first
-    /// plan's `trunks`): the routes avoid them.
+    /// plan's `trunks`): the routes avoid them. Two GPUs that no path of live trunks through switches
+    /// joins get no route between them ([`Fabric::unreachable`] finds them).
     pub fn plan(topology: &Topology, failed: &[usize]) -> Result<Fabric, String> {
         topology.validate()?;
         let n = topology.nodes.len();
@@ -384,6 +385,17 @@ impl Fabric {
             dependencies: edges.iter().map(Vec::len).sum(),
             cycle: cycle.map(|c| c.into_iter().map(ends).collect()),
         }
+    }
+
+    /// The GPUs (endpoint IDs) of each partition that has any, by partition, of `topology` as planned.
+    pub fn partition_groups(&self, topology: &Topology) -> Vec<(u8, Vec<usize>)> {
+        (0..=u8::MAX)
+            .map(|p| {
+                let ids = (0..self.gpus.len()).filter(|&id| topology.nodes[self.gpus[id]].partition == p);
+                (p, ids.collect::<Vec<usize>>())
+            })
+            .filter(|(_, ids)| !ids.is_empty())
+            .collect()
     }
 
     /// The first pair of `gpus` (endpoint IDs) that have no route between them, as (from, to): a failure

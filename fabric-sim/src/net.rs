@@ -674,14 +674,11 @@ impl Net {
             state_bytes,
             jobs: Vec::new(),
         };
-        net.jobs = (0..=u8::MAX)
-            .map(|p| Job {
+        net.jobs = (net.fabric.partition_groups(topology).into_iter())
+            .map(|(p, gpus)| Job {
                 name: format!("partition {p}"),
-                gpus: (0..net.fabric.gpus.len())
-                    .filter(|&id| topology.nodes[net.fabric.gpus[id]].partition == p)
-                    .collect(),
+                gpus,
             })
-            .filter(|job| job.gpus.len() > 1)
             .collect();
         for t in 0..net.dirs.len() {
             for d in 0..2 {
@@ -708,7 +705,8 @@ impl Net {
         self.jobs.iter().find_map(|job| {
             fabric.unreachable(&job.gpus).map(|(a, b)| {
                 format!(
-                    "{}: no route from {} to {}: no path of live links through switches joins them",
+                    "{}: no route from {} to {}: no path of live links through switches joins them (GPUs \
+                     do not forward)",
                     job.name,
                     name(a),
                     name(b)

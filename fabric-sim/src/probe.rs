@@ -123,7 +123,7 @@ pub fn probe(
     Ok(report)
 }
 
-/// The probe's traffic: a header-only posted write from every GPU to every other.
+/// The probe's traffic: a header-only posted write from every GPU to every other that a route joins.
 #[derive(Debug)]
 struct Probe {
     n: usize,

@@ -668,14 +668,10 @@ fn run_with(
         });
     }
     net.set_jobs(jobs).map_err(|e| {
-        if sweep.collective_gpus.is_none() {
-            format!(
-                "{e} (run a job on each part of the fabric: `linkctl sim --gpus`, and `--background-gpus` \
-                 for another)"
-            )
-        } else {
-            e
-        }
+        format!(
+            "{e} (place each job on GPUs that switches join: `linkctl sim --gpus`, and `--background-gpus` \
+             for a second job)"
+        )
     })?;
     if sweep.algo == Algo::SwitchReduce {
         net.configure_nvls(extension)?;

@@ -53,8 +53,8 @@ pub struct FabricArgs {
     /// docs/spec.md section 5)
     #[arg(long)]
     pub registers: bool,
-    /// Send a packet from every GPU to every other through the simulated fabric and report what arrived,
-    /// within and across partitions
+    /// Send a packet from every GPU to every other that a route joins, through the simulated fabric, and
+    /// report what arrived, within and across partitions
     #[arg(long)]
     pub probe: bool,
     /// Seed of the probe's simulation
@@ -139,12 +139,8 @@ pub fn run(args: FabricArgs) -> anyhow::Result<ExitCode> {
     let failed = found.down.clone();
     let fabric = Fabric::plan(&topology, &failed).map_err(anyhow::Error::msg)?;
     // GPUs of one partition that no route joins: a failure, or the cabling, split the partition.
-    let split = (0..=u8::MAX).find_map(|p| {
-        let gpus: Vec<usize> = (0..fabric.gpus.len())
-            .filter(|&id| topology.nodes[fabric.gpus[id]].partition == p)
-            .collect();
-        fabric.unreachable(&gpus).map(|pair| (p, pair))
-    });
+    let split = (fabric.partition_groups(&topology).into_iter())
+        .find_map(|(p, gpus)| fabric.unreachable(&gpus).map(|pair| (p, pair)));
     let dependencies = fabric.dependencies();
     let report = if args.probe {
         Some(probe(&topology, &failed, args.seed, PROBE_TIME).map_err(anyhow::Error::msg)?)
@@ -206,23 +202,29 @@ impl Discovered<'_> {
 
     /// The GPUs after the first that discovery walked from: each the first of a part of the fabric that no
     /// live trunk joins to the parts found before.
-    fn also_from(&self) -> Vec<&str> {
+    fn also_from(&self) -> Vec<String> {
         self.discovery
             .nodes
             .iter()
             .filter(|n| n.home > 0 && n.route.is_empty())
-            .map(|n| self.name_of(n.id).unwrap_or("?"))
+            .map(|n| self.called(n.id))
             .collect()
     }
 
     /// The GPU a found node's directed route starts from, by name.
-    fn home_of(&self, node: &FoundNode) -> &str {
+    fn home_of(&self, node: &FoundNode) -> String {
         self.discovery
             .nodes
             .iter()
             .find(|n| n.home == node.home && n.route.is_empty())
-            .and_then(|n| self.name_of(n.id))
-            .unwrap_or("?")
+            .map_or_else(|| "?".to_string(), |n| self.called(n.id))
+    }
+
+    /// The topology's name for the node with ID `id`, or the ID when the topology lacks it (the hardware
+    /// has a node the topology does not).
+    fn called(&self, id: u64) -> String {
+        self.name_of(id)
+            .map_or_else(|| format!("{id:016x}"), str::to_string)
     }
 
     fn kind(node: &FoundNode) -> &'static str {
@@ -416,7 +418,7 @@ impl View<'_> {
         if let Some((p, (a, b))) = self.split {
             println!(
                 "# PARTITION {p} SPLIT: no route from {} to {}: no path of live links through switches \
-                 joins them",
+                 joins them (GPUs do not forward)",
                 self.name(f.gpus[a]),
                 self.name(f.gpus[b])
             );

@@ -198,7 +198,7 @@ fn a_gpu_cut_off_splits_its_partition_and_the_exit_status_says_so() {
 fn parts_no_link_joins_are_planned_each_on_its_own() {
     let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"));
     // One partition per part: the partitions are kept, the pairs between them joined by no route.
-    let apart = two_stars(dir, "two-stars-apart.toml", 3, 1);
+    let apart = two_stars(dir, "two-stars-apart.toml", 3, 1, 1);
     let v = json(&["fabric"], &["--topology", &apart, "--probe"]);
     assert_eq!(v["discovery"]["also_from"], serde_json::json!(["b0"]));
     assert_eq!(v["discovery"]["unreached"], serde_json::json!([]));
@@ -211,9 +211,54 @@ fn parts_no_link_joins_are_planned_each_on_its_own() {
     assert_eq!(probe["cross_partition_unrouted"], 18);
     assert_eq!(probe["isolated"], true);
     // One partition over both parts: split.
-    let together = two_stars(dir, "two-stars-together.toml", 3, 0);
+    let together = two_stars(dir, "two-stars-together.toml", 3, 1, 0);
     let out = linkctl(&["fabric"], &["--topology", &together]);
     assert_eq!(out.status.code(), Some(3));
+}
+
+#[test]
+fn parts_of_several_switches_get_a_root_each_and_are_found_each_from_its_first_gpu() {
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"));
+    let pods = two_stars(dir, "two-pods.toml", 4, 2, 1);
+    let v = json(&["fabric"], &["--topology", &pods, "--discovery"]);
+    assert_eq!(v["roots"], serde_json::json!(["asw0", "bsw0"]));
+    assert_eq!(v["root"], "asw0");
+    assert_eq!(v["discovery"]["also_from"], serde_json::json!(["b0"]));
+    let found = v["discovery"]["found"].as_array().unwrap();
+    assert_eq!(found.len(), 12, "every node found");
+    let at = |name: &str| {
+        let n = found.iter().find(|n| n["name"] == name).unwrap();
+        (n["from"].clone(), n["route"].clone())
+    };
+    assert_eq!(at("a3"), ("a0".into(), serde_json::json!([0, 0, 2])));
+    assert_eq!(at("b0"), ("b0".into(), serde_json::json!([])));
+    assert_eq!(at("bsw1"), ("b0".into(), serde_json::json!([0, 0])));
+    let text = String::from_utf8(linkctl(&["fabric"], &["--topology", &pods, "--discovery"]).stdout).unwrap();
+    assert!(
+        text.contains(
+            "2 up*/down* roots, one per part of the fabric that switch-to-switch trunks join: asw0, bsw0"
+        ) && text.contains("discovery from a0 and from b0")
+            && text.contains("[0 0] from b0"),
+        "{text}"
+    );
+}
+
+#[test]
+fn a_gpu_the_hardware_lacks_is_a_difference() {
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"));
+    let expected = two_stars(dir, "stars-of-three.toml", 3, 1, 1);
+    let cabled = two_stars(dir, "stars-of-two.toml", 2, 1, 1);
+    let out = linkctl(
+        &["fabric"],
+        &["--topology", &expected, "--hardware", &cabled, "--json"],
+    );
+    assert_eq!(out.status.code(), Some(3));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let differences = v["discovery"]["differences"].to_string();
+    assert!(
+        differences.contains("a2 is not there") && differences.contains("b2 is not there"),
+        "{differences}"
+    );
 }
 
 /// A star of three GPUs on one switch, its cables in the order given.

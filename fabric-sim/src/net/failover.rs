@@ -679,9 +679,8 @@ impl Net {
             } else {
                 match wire::bounce(p.tl) {
                     Some(bounced) if !core.routes.get(source).is_empty() => (bounced, source),
-                    _ => {
-                        // A failure cut this switch off from both ends of the packet (it may still
-                        // reach other GPUs): lost, as NVLink has no end-to-end retry.
+                    bounced => {
+                        // Lost: NVLink has no end-to-end retry.
                         let name = |x: usize| self.topology.nodes.get(x).map_or("?", |n| n.name.as_str());
                         let gpu = |id: u16| {
                             name(
@@ -692,15 +691,27 @@ impl Net {
                                     .unwrap_or(usize::MAX),
                             )
                         };
-                        let to = match multicast {
-                            Some(group) => format!("multicast group {group}"),
-                            None => gpu(dest).to_string(),
+                        let (from, to) = match multicast {
+                            Some(group) => (gpu(source).to_string(), format!("multicast group {group}")),
+                            // A returned packet's header has its ends swapped.
+                            None if wire::opcode(p.tl) == wire::OP_BOUNCE => {
+                                (gpu(dest).to_string(), gpu(source).to_string())
+                            }
+                            None => (gpu(source).to_string(), gpu(dest).to_string()),
+                        };
+                        let why = if bounced.is_some() {
+                            "the failures cut it off from both ends"
+                        } else if multicast.is_some() {
+                            "a multicast packet is not returned"
+                        } else if wire::opcode(p.tl) == wire::OP_BOUNCE {
+                            "it is on its way back to its source already, which the failures cut it off from"
+                        } else {
+                            "its offset is too large for a returned packet's header"
                         };
                         f.fatal = Some(format!(
-                            "{} holds a packet from {} to {to} (header {:#x}) that it can neither deliver \
-                             nor return: the failures cut it off from both, and the packet is lost",
+                            "{} holds a packet from {from} to {to} (header {:#x}) that it can neither \
+                             deliver nor return ({why}): the packet is lost",
                             name(node),
-                            gpu(source),
                             p.tl
                         ));
                         return;

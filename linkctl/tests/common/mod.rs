@@ -53,19 +53,29 @@ pub fn assert_refused(command: &[&str], args: &[&str]) {
     assert!(!stderr.contains("panicked"), "{args:?}: {stderr}");
 }
 
-/// Two stars of `gpus` GPUs each, on switches `sw0` and `sw1`, that no link joins (GPUs `a0`, `a1`...
-/// and `b0`, `b1`...), the second star's GPUs in `partition`.
-pub fn two_stars(dir: &std::path::Path, file: &str, gpus: usize, partition: u8) -> String {
+/// Two stars that no link joins, each of `gpus` GPUs (`a0`, `a1`... and `b0`, `b1`...) on `switches`
+/// switches in a chain (`asw0`, `asw1`... and `bsw0`...; GPU g on switch g mod `switches`), the second
+/// star's GPUs in `partition`.
+pub fn two_stars(dir: &std::path::Path, file: &str, gpus: usize, switches: usize, partition: u8) -> String {
     let mut text = String::from("name = \"two-stars\"\n");
     for (star, p) in [("a", 0), ("b", partition)] {
         for g in 0..gpus {
             text += &format!("[[node]]\nname = \"{star}{g}\"\nkind = \"gpu\"\npartition = {p}\n");
         }
-    }
-    for (sw, star) in [("sw0", "a"), ("sw1", "b")] {
-        text += &format!("[[node]]\nname = \"{sw}\"\nkind = \"switch\"\n");
+        for k in 0..switches {
+            text += &format!("[[node]]\nname = \"{star}sw{k}\"\nkind = \"switch\"\n");
+            if k > 0 {
+                text += &format!(
+                    "[[link]]\na = \"{star}sw{}\"\nb = \"{star}sw{k}\"\ngbps = 50.0\n",
+                    k - 1
+                );
+            }
+        }
         for g in 0..gpus {
-            text += &format!("[[link]]\na = \"{star}{g}\"\nb = \"{sw}\"\ngbps = 25.0\n");
+            text += &format!(
+                "[[link]]\na = \"{star}{g}\"\nb = \"{star}sw{}\"\ngbps = 25.0\n",
+                g % switches
+            );
         }
     }
     let path = dir.join(file);
