@@ -248,6 +248,11 @@ impl Discovery {
     pub fn node(&self, id: u64) -> Option<usize> {
         self.nodes.iter().position(|n| n.id == id)
     }
+
+    /// The node at home `home` (see [`Management::homes`]), if discovery started a walk there.
+    pub fn home(&self, home: usize) -> Option<&FoundNode> {
+        self.nodes.iter().find(|n| n.home == home && n.route.is_empty())
+    }
 }
 
 /// A directed route as messages name it: `route [0, 4]`, and the home it starts from if not the first
@@ -461,11 +466,9 @@ pub fn check(found: &Discovery, expected: &Topology) -> Check {
     for n in &found.nodes {
         if !name_of.contains_key(&n.id) {
             let home = || {
-                let first = found
-                    .nodes
-                    .iter()
-                    .find(|h| h.home == n.home && h.route.is_empty());
-                first.map_or_else(|| format!("home {}", n.home), |h| name(h.id))
+                found
+                    .home(n.home)
+                    .map_or_else(|| format!("home {}", n.home), |h| name(h.id))
             };
             out.differences.push(format!(
                 "{} ({}) is not in the topology",

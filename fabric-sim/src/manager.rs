@@ -387,17 +387,6 @@ impl Fabric {
         }
     }
 
-    /// The GPUs (endpoint IDs) of each partition that has any, by partition, of `topology` as planned.
-    pub fn partition_groups(&self, topology: &Topology) -> Vec<(u8, Vec<usize>)> {
-        (0..=u8::MAX)
-            .map(|p| {
-                let ids = (0..self.gpus.len()).filter(|&id| topology.nodes[self.gpus[id]].partition == p);
-                (p, ids.collect::<Vec<usize>>())
-            })
-            .filter(|(_, ids)| !ids.is_empty())
-            .collect()
-    }
-
     /// The first pair of `gpus` (endpoint IDs) that have no route between them, as (from, to): a failure
     /// cut them apart, or no live trunk ever joined them.
     pub fn unreachable(&self, gpus: &[usize]) -> Option<(usize, usize)> {

@@ -674,7 +674,7 @@ impl Net {
             state_bytes,
             jobs: Vec::new(),
         };
-        net.jobs = (net.fabric.partition_groups(topology).into_iter())
+        net.jobs = (topology.partition_groups().into_iter())
             .map(|(p, gpus)| Job {
                 name: format!("partition {p}"),
                 gpus,

@@ -661,10 +661,7 @@ fn run_with(
     if let Some(b) = &sweep.background {
         jobs.push(Job {
             name: "the background traffic's GPUs".into(),
-            gpus: match &b.gpus {
-                Some(theirs) => theirs.iter().map(|&g| usize::from(g)).collect(),
-                None => (0..fabric_gpus).collect(),
-            },
+            gpus: b.members(gpus).into_iter().map(usize::from).collect(),
         });
     }
     net.set_jobs(jobs).map_err(|e| {

@@ -136,6 +136,22 @@ impl Topology {
         seen.iter().filter(|&&s| s).count()
     }
 
+    /// The GPUs (numbered as in [`Topology::gpus`]: endpoint IDs) of each partition that has any.
+    pub fn partition_groups(&self) -> Vec<(u8, Vec<usize>)> {
+        let nodes = self.gpus();
+        (0..=u8::MAX)
+            .map(|p| {
+                (
+                    p,
+                    (0..nodes.len())
+                        .filter(|&g| self.nodes[nodes[g]].partition == p)
+                        .collect(),
+                )
+            })
+            .filter(|(_, gpus): &(u8, Vec<usize>)| !gpus.is_empty())
+            .collect()
+    }
+
     /// Indices of the GPUs, in order: GPU `i` of a collective is `gpus()[i]`.
     pub fn gpus(&self) -> Vec<usize> {
         (0..self.nodes.len())

@@ -27,6 +27,14 @@ fn uniform(load: f64, spread: Spread) -> Option<Background> {
     })
 }
 
+/// Every pattern, for the random tests to pick from.
+const PATTERNS: [Pattern; 4] = [
+    Pattern::Uniform,
+    Pattern::Permutation,
+    Pattern::Neighbor,
+    Pattern::Hotspot(0.2),
+];
+
 fn run_ok(s: &Sweep) -> Report {
     let r = run(s, &mut |_| {}).unwrap();
     assert!(r.verified, "{:?} {:?} {:?}", r.failure, r.background, r.rows);
@@ -121,12 +129,6 @@ fn traffic_beside_collectives_survives_failures_at_random_times_with_random_repl
         (Kind::AllToAll, Algo::P2p),
         (Kind::AllGather, Algo::Ring),
     ];
-    let patterns = [
-        Pattern::Uniform,
-        Pattern::Permutation,
-        Pattern::Neighbor,
-        Pattern::Hotspot(0.2),
-    ];
     for _ in 0..8 {
         let (kind, algo) = algos[rng.next_u64() as usize % algos.len()];
         let mut s = sweep(
@@ -137,7 +139,7 @@ fn traffic_beside_collectives_survives_failures_at_random_times_with_random_repl
         s.min = 64 << 10;
         s.max = 512 << 10;
         if let Some(b) = s.background.as_mut() {
-            b.pattern = patterns[rng.next_u64() as usize % patterns.len()];
+            b.pattern = PATTERNS[rng.next_u64() as usize % PATTERNS.len()];
         }
         let (gpu, switch) = (rng.next_u64() % 8, rng.next_u64() % 4);
         let at = Duration::from_ns(1_000 + rng.next_u64() % 15_000);
@@ -400,12 +402,6 @@ fn a_collective_on_some_gpus_needs_traffic_on_the_others_and_no_switch_engines()
 fn two_jobs_placed_at_random_with_failures_lose_nothing() {
     use rand_core::{Rng, SeedableRng};
     let mut rng = rand_xoshiro::Xoshiro256PlusPlus::seed_from_u64(27);
-    let patterns = [
-        Pattern::Uniform,
-        Pattern::Permutation,
-        Pattern::Neighbor,
-        Pattern::Hotspot(0.2),
-    ];
     for case in 0..8 {
         let (topology, gpus) = if case % 2 == 0 {
             ("dgx-h100", 8)
@@ -431,7 +427,7 @@ fn two_jobs_placed_at_random_with_failures_lose_nothing() {
         s.min = 64 << 10;
         s.max = 128 << 10;
         if let Some(b) = s.background.as_mut() {
-            b.pattern = patterns[rng.next_u64() as usize % patterns.len()];
+            b.pattern = PATTERNS[rng.next_u64() as usize % PATTERNS.len()];
         }
         let at = Duration::from_ns(500 + rng.next_u64() % 5_000);
         s.faults = vec![if topology == "dgx-h100" {

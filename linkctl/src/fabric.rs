@@ -139,7 +139,7 @@ pub fn run(args: FabricArgs) -> anyhow::Result<ExitCode> {
     let failed = found.down.clone();
     let fabric = Fabric::plan(&topology, &failed).map_err(anyhow::Error::msg)?;
     // GPUs of one partition that no route joins: a failure, or the cabling, split the partition.
-    let split = (fabric.partition_groups(&topology).into_iter())
+    let split = (topology.partition_groups().into_iter())
         .find_map(|(p, gpus)| fabric.unreachable(&gpus).map(|pair| (p, pair)));
     let dependencies = fabric.dependencies();
     let report = if args.probe {
@@ -214,9 +214,7 @@ impl Discovered<'_> {
     /// The GPU a found node's directed route starts from, by name.
     fn home_of(&self, node: &FoundNode) -> String {
         self.discovery
-            .nodes
-            .iter()
-            .find(|n| n.home == node.home && n.route.is_empty())
+            .home(node.home)
             .map_or_else(|| "?".to_string(), |n| self.called(n.id))
     }
 

@@ -12,6 +12,14 @@ fn json(args: &[&str]) -> serde_json::Value {
     common::json(&["sim"], args)
 }
 
+/// The background traffic of a run's JSON verified, every packet it generated delivered.
+fn assert_delivered(b: &serde_json::Value) {
+    assert_eq!(
+        (b["verified"].as_bool(), &b["generated"]),
+        (Some(true), &b["delivered"])
+    );
+}
+
 #[test]
 fn all_reduce_json_has_a_verified_row_per_size() {
     let v = json(&["allreduce", "--topology", "mesh4", "--min", "1K", "--max", "64K"]);
@@ -290,10 +298,7 @@ fn a_job_runs_on_a_part_of_the_fabric_that_no_link_joins_to_the_rest() {
     ]);
     assert_eq!(v["verified"], true);
     let b = &v["background"];
-    assert_eq!(
-        (b["verified"].as_bool(), &b["generated"]),
-        (Some(true), &b["delivered"])
-    );
+    assert_delivered(b);
     assert!(b["generated"].as_u64() > Some(0), "{b}");
 }
 
@@ -599,10 +604,7 @@ fn traffic_can_run_on_other_gpus_than_the_collective_as_another_job() {
     );
     let b = &v["background"];
     assert_eq!(b["gpus"], serde_json::json!(["gpu4", "gpu5", "gpu6", "gpu7"]));
-    assert_eq!(
-        (b["verified"].as_bool(), &b["generated"]),
-        (Some(true), &b["delivered"])
-    );
+    assert_delivered(b);
     // On disjoint GPUs of NVSwitches the jobs share no link: the collective's time is its own.
     assert_eq!(v["rows"][0]["time_us"], alone["rows"][0]["time_us"]);
     let text = String::from_utf8(sim(&args).stdout).unwrap();

@@ -33,6 +33,17 @@ pub struct Background {
     pub gpus: Option<Vec<u16>>,
 }
 
+impl Background {
+    /// The GPUs that send and receive the traffic beside a collective on the fabric's first
+    /// `collective_gpus` GPUs: [`Background::gpus`], or the collective's.
+    pub fn members(&self, collective_gpus: usize) -> Vec<u16> {
+        match &self.gpus {
+            Some(gpus) => gpus.clone(),
+            None => (0..collective_gpus as u16).collect(),
+        }
+    }
+}
+
 /// What the background traffic measured, over the whole sweep: its window is the sweep, from the first
 /// size's start (once the links are up) to the last size's end.
 #[derive(Clone, Debug, PartialEq)]
@@ -64,10 +75,7 @@ impl Running {
         faults: bool,
     ) -> Result<Running, String> {
         check_load_and_bytes(background.load, background.payload_bytes)?;
-        let members = match &background.gpus {
-            Some(gpus) => gpus.clone(),
-            None => (0..collective_gpus as u16).collect(),
-        };
+        let members = background.members(collective_gpus);
         let fabric_gpus = net.fabric().gpus.len();
         let mut sorted = members.clone();
         sorted.sort_unstable();
