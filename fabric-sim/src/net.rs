@@ -189,6 +189,13 @@ pub trait App {
     fn takes_stragglers(&self) -> bool {
         false
     }
+    /// The fabric lost a packet of the app's, whose original header is `tl`: a switch held it where
+    /// failures cut it off from both its ends (NVLink has no end-to-end retry). Returns whether the app
+    /// goes on without it; if not, the run stops, saying where the packet was lost. By default it does
+    /// not: a collective cannot complete without its data.
+    fn lost(&mut self, _tl: u64) -> bool {
+        false
+    }
 }
 
 /// An application that sends nothing and ignores what arrives: with `done: true`, what runs after the
@@ -1046,7 +1053,23 @@ impl Net {
                 }
             }
         }
-        self.failover.as_ref().is_none_or(|f| f.fatal.is_none())
+        let Some(f) = self.failover.as_mut() else {
+            return true;
+        };
+        if !f.lost.is_empty() {
+            Self::tell_lost(f, app);
+        }
+        f.fatal.is_none()
+    }
+
+    /// Tell `app` of the packets the fabric lost: the first it cannot go on without stops the run.
+    #[inline(never)]
+    fn tell_lost(f: &mut Failover, app: &mut dyn App) {
+        for (tl, message) in f.lost.drain(..) {
+            if !app.lost(tl) && f.fatal.is_none() {
+                f.fatal = Some(message);
+            }
+        }
     }
 
     /// Ask the processor to start loading what the next event works on, if it is due at the same

@@ -183,13 +183,29 @@ pub struct Measured {
     pub generated: u64,
     /// Packets delivered, all GPUs and the whole run.
     pub delivered: u64,
+    /// Packets the fabric lost: switches held them where failures cut them off from both their ends
+    /// ([`crate::net::FailoverStats::packets_lost`]).
+    pub lost: u64,
     /// Packets not generated because the source queue of their port was full.
     pub source_full: u64,
     /// Whether every packet generated arrived once, intact (in order per source and destination where
-    /// flows keep one path), and the fabric drained in time.
+    /// flows keep one path), and the fabric drained in time: none lost.
     pub verified: bool,
-    /// The first thing that was wrong, if any.
+    /// The first thing that was wrong, if any (a packet the fabric lost is not: see [`Measured::loss`]).
     pub problem: Option<String>,
+}
+
+impl Measured {
+    /// What the fabric lost, in words, if anything.
+    pub fn loss(&self) -> Option<String> {
+        (self.lost > 0).then(|| {
+            format!(
+                "{} of {} packets lost: failures cut off the switches holding them from both their ends \
+                 (NVLink has no end-to-end retry)",
+                self.lost, self.generated
+            )
+        })
+    }
 }
 
 /// What a run of synthetic traffic measured.
@@ -402,6 +418,7 @@ struct Traffic {
     ahead: HashSet<(usize, u32)>,
     generated: u64,
     delivered: u64,
+    lost: u64,
     source_full: u64,
     window_bytes: u64,
     bins: Vec<u32>,
@@ -480,6 +497,7 @@ impl Traffic {
             ahead: HashSet::new(),
             generated: 0,
             delivered: 0,
+            lost: 0,
             source_full: 0,
             window_bytes: 0,
             bins: vec![0; LATENCY_BINS],
@@ -625,11 +643,12 @@ impl Traffic {
         if !drained && problem.is_none() {
             problem = Some(format!(
                 "{} of {} packets still undelivered {} us after generation stopped",
-                self.generated - self.delivered,
+                self.generated - self.delivered - self.lost,
                 self.generated,
                 DRAIN_LIMIT.as_ps() / 1_000_000
             ));
         }
+
         let window_ns = (window.as_ps() as f64 / 1000.0).max(1.0);
         Measured {
             offered_gbps,
@@ -637,8 +656,9 @@ impl Traffic {
             latency: self.latency(),
             generated: self.generated,
             delivered: self.delivered,
+            lost: self.lost,
             source_full: self.source_full,
-            verified: problem.is_none(),
+            verified: problem.is_none() && self.lost == 0,
             problem,
         }
     }
@@ -686,6 +706,26 @@ impl Traffic {
     fn wrong(&mut self, what: String) {
         self.problem.get_or_insert(what);
     }
+
+    /// Count packet `seq` from `source` to `dest` as come (delivered or lost), unless it came before
+    /// (or, where flows keep one path, is out of order): then the sequence number expected next.
+    fn account(&mut self, source: usize, dest: usize, seq: u32) -> Result<(), u32> {
+        let pair = source * self.n + dest;
+        let expected = self.expected[pair];
+        if seq == expected {
+            let mut next = seq.wrapping_add(1);
+            while self.ahead.remove(&(pair, next)) {
+                next = next.wrapping_add(1);
+            }
+            self.expected[pair] = next;
+            Ok(())
+        } else if !self.ordered && seq.wrapping_sub(expected) < 1 << 31 && self.ahead.insert((pair, seq)) {
+            // Overtook packets sent before it by other links.
+            Ok(())
+        } else {
+            Err(expected)
+        }
+    }
 }
 
 impl App for Traffic {
@@ -721,17 +761,7 @@ impl App for Traffic {
             return self.wrong(format!("GPU {gpu} received a packet from GPU {source}"));
         }
         let seq = wire::offset(packet.tl);
-        let pair = source * self.n + gpu;
-        let expected = self.expected[pair];
-        if seq == expected {
-            let mut next = seq.wrapping_add(1);
-            while self.ahead.remove(&(pair, next)) {
-                next = next.wrapping_add(1);
-            }
-            self.expected[pair] = next;
-        } else if !self.ordered && seq.wrapping_sub(expected) < 1 << 31 && self.ahead.insert((pair, seq)) {
-            // Overtook packets sent before it by other links.
-        } else {
+        if let Err(expected) = self.account(source, gpu, seq) {
             return self.wrong(format!(
                 "GPU {gpu} received packet {seq} from GPU {source}, expecting {expected}: {}",
                 if self.ordered {
@@ -774,10 +804,25 @@ impl App for Traffic {
         self.alarms.pop()
     }
 
+    fn lost(&mut self, tl: u64) -> bool {
+        let (dest, source, multicast) = wire::route_fields(tl);
+        let (dest, source, seq) = (usize::from(dest), usize::from(source), wire::offset(tl));
+        if wire::opcode(tl) != wire::OP_TRAFFIC || multicast.is_some() || source >= self.n || dest >= self.n {
+            self.wrong(format!("the fabric lost a packet that is not traffic's: {tl:#x}"));
+        } else if self.account(source, dest, seq).is_err() {
+            self.wrong(format!(
+                "the fabric lost packet {seq} from GPU {source} to {dest}, which GPU {dest} has"
+            ));
+        } else {
+            self.lost += 1;
+        }
+        true
+    }
+
     fn done(&self) -> bool {
         // The count first: it is asked after every event, and while packets are on their way it alone
         // answers.
-        self.delivered == self.generated && self.next_birth.iter().all(|&b| b >= self.stop)
+        self.delivered + self.lost == self.generated && self.next_birth.iter().all(|&b| b >= self.stop)
     }
 }
 

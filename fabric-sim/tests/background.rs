@@ -300,57 +300,74 @@ fn a_failure_that_cuts_the_fabric_between_two_jobs_stops_neither() {
 }
 
 /// Leaves L0 (a0, a1) and L1 (a2, a3) joined through spines S0 and S1; leaf L2 (b0, b1) only through S0,
-/// the root, which carries the first job's packets between the leaves.
-const STRANDED: &str = r#"
-name = "strand"
-node = [
-  { name = "a0", kind = "gpu" }, { name = "a1", kind = "gpu" }, { name = "a2", kind = "gpu" },
-  { name = "a3", kind = "gpu" }, { name = "b0", kind = "gpu" }, { name = "b1", kind = "gpu" },
-  { name = "L0", kind = "switch" }, { name = "L1", kind = "switch" }, { name = "L2", kind = "switch" },
-  { name = "S0", kind = "switch" }, { name = "S1", kind = "switch" },
-]
-link = [
-  { a = "a0", b = "L0", gbps = 25.0 }, { a = "a1", b = "L0", gbps = 25.0 },
-  { a = "a2", b = "L1", gbps = 25.0 }, { a = "a3", b = "L1", gbps = 25.0 },
-  { a = "b0", b = "L2", gbps = 25.0 }, { a = "b1", b = "L2", gbps = 25.0 },
-  { a = "L0", b = "S0", gbps = 25.0 }, { a = "L0", b = "S1", gbps = 25.0 },
-  { a = "L1", b = "S0", gbps = 25.0 }, { a = "L1", b = "S1", gbps = 25.0 },
-  { a = "L2", b = "S0", gbps = 25.0 },
-]
-"#;
+/// the root, which carries packets between the leaves (a file `linkctl`'s tests use too).
+const STRANDED: &str = include_str!("topologies/strand.toml");
 
-#[test]
-fn packets_a_failure_strands_in_the_other_jobs_part_stop_the_run_and_it_says_where() {
-    // Cutting S0 from L0 and L1 leaves the first job joined through S1 and S0 in the second job's part,
-    // holding packets of the first that it can neither deliver nor return: they are lost.
+/// A 1 MiB ring all-reduce on the GPUs `collective` of [`STRANDED`], with uniform traffic at 0.3 on
+/// the GPUs `traffic`, and the sweep with S0 cut from L0 and L1 at 2 us: S0 is left in b0 and b1's part,
+/// holding packets between a0-a3 that it can neither deliver nor return.
+fn stranding(collective: &[usize], traffic: &[usize]) -> (Sweep, Sweep) {
     let topology = Topology::from_toml(STRANDED).unwrap();
-    let (a, b): (Vec<usize>, Vec<usize>) = ((0..4).collect(), (4..6).collect());
-    let (shared, numbers) = topology.with_jobs(&a, &b).unwrap();
+    let (shared, numbers) = topology.with_jobs(collective, traffic).unwrap();
     let mut s = sweep(Algo::Ring, uniform(0.3, Spread::Links));
     s.topology = shared;
-    s.collective_gpus = Some(4);
+    s.collective_gpus = Some(collective.len());
     s.min = 1 << 20;
     s.max = 1 << 20;
     if let Some(b) = s.background.as_mut() {
         b.gpus = Some(numbers);
     }
-    let alone = run_ok(&s);
-    assert_eq!(alone.failure, None);
-    s.faults = ["L0", "L1"]
+    let mut cut = s.clone();
+    cut.faults = ["L0", "L1"]
         .map(|leaf| FaultSpec::Link {
             a: leaf.into(),
             b: "S0".into(),
             at: Duration::from_us(2),
         })
         .to_vec();
-    let r = run(&s, &mut |_| {}).unwrap();
+    (s, cut)
+}
+
+#[test]
+fn packets_a_failure_strands_in_the_other_jobs_part_stop_the_run_and_it_says_where() {
+    // The collective's packets: it cannot complete without them.
+    let (alone, cut) = stranding(&[0, 1, 2, 3], &[4, 5]);
+    assert_eq!(run_ok(&alone).failure, None);
+    let r = run(&cut, &mut |_| {}).unwrap();
     let why = r.failure.unwrap_or_default();
     assert!(
         !r.verified
+            && r.failover.packets_lost > 0
             && why.starts_with("S0 holds a packet from a")
             && why.contains("neither deliver nor return"),
         "{why}"
     );
+}
+
+#[test]
+fn the_other_jobs_traffic_goes_on_without_the_packets_a_failure_strands() {
+    // The traffic's packets: the collective completes, verified, and the traffic counts its losses,
+    // each packet delivered or lost exactly once.
+    let (alone, cut) = stranding(&[4, 5], &[0, 1, 2, 3]);
+    assert_eq!(run_ok(&alone).failure, None);
+    let r = run(&cut, &mut |_| {}).unwrap();
+    assert_eq!(r.failure, None);
+    assert!(
+        r.rows.iter().all(|row| row.wrong == 0 && row.busbw > 0.0),
+        "{:?}",
+        r.rows
+    );
+    let m = r.background.unwrap().measured;
+    assert!(!r.verified && !m.verified && m.problem.is_none(), "{m:?}");
+    assert!(
+        m.lost > 0 && m.lost == r.failover.packets_lost,
+        "{m:?} {:?}",
+        r.failover
+    );
+    assert_eq!(m.delivered + m.lost, m.generated);
+    assert!(m
+        .loss()
+        .is_some_and(|l| l.starts_with(&format!("{} of {} packets lost", m.lost, m.generated))));
 }
 
 #[test]

@@ -4,6 +4,8 @@ mod common;
 
 use std::process::Output;
 
+use serde_json::Value;
+
 fn sim(args: &[&str]) -> Output {
     common::linkctl(&["sim"], args)
 }
@@ -300,6 +302,61 @@ fn a_job_runs_on_a_part_of_the_fabric_that_no_link_joins_to_the_rest() {
     let b = &v["background"];
     assert_delivered(b);
     assert!(b["generated"].as_u64() > Some(0), "{b}");
+}
+
+#[test]
+fn the_other_jobs_lost_packets_fail_that_job_only() {
+    // The background traffic's packets stranded in S0: the collective completes and checks out; the
+    // traffic counts its losses.
+    let args = [
+        &[
+            "allreduce",
+            "--topology",
+            common::STRAND,
+            "--gpus",
+            "b0,b1",
+            "--background",
+            "uniform:0.3",
+            "--background-gpus",
+            "a0..a3",
+            "--min",
+            "1M",
+            "--max",
+            "1M",
+        ][..],
+        &common::CUT_S0,
+    ]
+    .concat();
+    let out = sim(&args);
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert_eq!(out.status.code(), Some(3), "{text}");
+    assert!(
+        text.contains("# Out of bounds values : 0 OK") && text.contains("; LOST: "),
+        "{text}"
+    );
+    assert!(
+        text.ends_with("results verified but for the background traffic's lost packets\n"),
+        "{text}"
+    );
+    let out = sim(&[&args[..], &["--json"]].concat());
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let b = &v["background"];
+    let lost = b["lost"].as_u64().unwrap();
+    assert!(lost > 0 && v["failover"]["packets_lost"] == lost, "{b}");
+    assert_eq!(
+        b["delivered"].as_u64().unwrap() + lost,
+        b["generated"].as_u64().unwrap()
+    );
+    assert_eq!(
+        (&v["verified"], &v["failure"], &b["problem"]),
+        (&false.into(), &Value::Null, &Value::Null)
+    );
+    assert!(v["rows"].as_array().unwrap().iter().all(|row| row["wrong"] == 0));
+    // The collective's packets stranded: it cannot complete, and the run stops saying where.
+    let out = sim(&[&args[..4], &["a0..a3"], &args[5..8], &["b0,b1"], &args[9..]].concat());
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert_eq!(out.status.code(), Some(3), "{text}");
+    assert!(text.contains("# Stopped: S0 holds a packet from a"), "{text}");
 }
 
 #[test]

@@ -101,6 +101,33 @@ fn a_failure_is_routed_around_and_reported() {
 }
 
 #[test]
+fn packets_a_failure_strands_are_counted_lost_and_the_rest_delivered() {
+    let args = [
+        &["--topology", common::STRAND, "--gpus", "a0..a3", "--load", "0.3"][..],
+        &common::CUT_S0,
+    ]
+    .concat();
+    let out = common::linkctl(CMD, &args);
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert_eq!(out.status.code(), Some(3), "{text}");
+    assert!(
+        text.contains("  LOST\n#   ") && text.contains("packets lost: failures cut off"),
+        "{text}"
+    );
+    assert!(text.ends_with("every packet delivered once, with its data, but SOME LOST to failures\n"));
+    let out = common::linkctl(CMD, &[&args[..], &["--json"]].concat());
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let p = &v["points"][0];
+    let (lost, delivered) = (p["lost"].as_u64().unwrap(), p["delivered"].as_u64().unwrap());
+    assert!(lost > 0 && p["failover"]["packets_lost"] == lost, "{p}");
+    assert_eq!(delivered + lost, p["generated"].as_u64().unwrap());
+    assert_eq!(
+        (&p["verified"], &p["problem"], &v["verified"]),
+        (&false.into(), &serde_json::Value::Null, &false.into())
+    );
+}
+
+#[test]
 fn one_run_can_be_traced() {
     let dir = std::env::temp_dir();
     let (pcap, vcd) = (

@@ -84,6 +84,10 @@ pub struct FailoverStats {
     /// Packets of the collective engines (reads, answers, sums, multicasts) lost with a failed trunk or
     /// refused by an engine gone offline: not sent again; the collective does their work again.
     pub engine_packets_dropped: u64,
+    /// Packets a switch held where failures cut it off from both their ends, so that it could neither
+    /// deliver nor return them: lost (NVLink has no end-to-end retry). Traffic goes on without them;
+    /// a collective cannot, and the run stops at the first.
+    pub packets_lost: u64,
 }
 
 /// Per GPU, the recent packets it received (by header), so that a packet sent again after a failure is
@@ -186,6 +190,10 @@ impl App for Draining<'_> {
     fn done(&self) -> bool {
         true
     }
+    fn lost(&mut self, tl: u64) -> bool {
+        // An app that takes no stragglers has all it needs.
+        !self.app.takes_stragglers() || self.app.lost(tl)
+    }
 }
 
 /// Failover state, present once faults are scheduled.
@@ -211,8 +219,11 @@ pub(super) struct Failover {
     /// routes ([`FailoverStats::packets_parked`]).
     pub(super) parked: Vec<VecDeque<Received>>,
     pub(super) stats: FailoverStats,
-    /// Why the fabric cannot go on (a failure cut it in two, or a packet could not be saved).
+    /// Why the fabric cannot go on (a failure cut a job in two, or a job lost a packet it needs).
     pub(super) fatal: Option<String>,
+    /// Packets lost since the app was last told (original header, and where and why), told after the
+    /// event that lost them ([`App::lost`]).
+    pub(super) lost: Vec<(u64, String)>,
     /// Per trunk: links still working.
     pub(super) links_left: Vec<usize>,
     /// Per node (GPUs only): [`super::Offer::engines_offline`].
@@ -316,6 +327,7 @@ impl Net {
                 parked: (0..n).map(|_| VecDeque::new()).collect(),
                 stats: FailoverStats::default(),
                 fatal: None,
+                lost: Vec::new(),
                 links_left: self.fabric.trunks.iter().map(|t| t.links).collect(),
                 engines_offline: vec![0; n],
             })
@@ -708,13 +720,32 @@ impl Net {
                         } else {
                             "its offset is too large for a returned packet's header"
                         };
-                        f.fatal = Some(format!(
+                        let message = format!(
                             "{} holds a packet from {from} to {to} (header {:#x}) that it can neither \
                              deliver nor return ({why}): the packet is lost",
                             name(node),
                             p.tl
-                        ));
-                        return;
+                        );
+                        let original = if wire::opcode(p.tl) == wire::OP_BOUNCE {
+                            wire::unbounce(p.tl)
+                        } else {
+                            p.tl
+                        };
+                        // A copy of a packet its destination has is no loss; and once a packet is
+                        // counted lost, a copy of it that turns up is dropped as a duplicate, so that
+                        // the app hears of each packet once.
+                        let first_copy = wire::is_engine_traffic(original)
+                            || f.seen
+                                .get_mut(usize::from(wire::route_fields(original).0))
+                                .is_none_or(|seen| seen.first_time(original));
+                        if first_copy {
+                            f.stats.packets_lost += 1;
+                            f.lost.push((original, message));
+                        } else {
+                            f.stats.duplicates_dropped += 1;
+                        }
+                        f.resend[node].pop_front();
+                        continue;
                     }
                 }
             };

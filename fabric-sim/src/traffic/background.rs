@@ -242,4 +242,14 @@ impl App for Beside<'_> {
     fn takes_stragglers(&self) -> bool {
         true
     }
+
+    fn lost(&mut self, tl: u64) -> bool {
+        // The two jobs fail apart: traffic goes on without a packet, and a finished collective has all
+        // it needs.
+        if wire::opcode(tl) == wire::OP_TRAFFIC {
+            self.traffic.lost(tl)
+        } else {
+            self.collective.done() || self.collective.lost(tl)
+        }
+    }
 }

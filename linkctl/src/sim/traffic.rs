@@ -188,6 +188,7 @@ pub fn measured_json(m: &Measured, rest: Value) -> Value {
         "latency_ns": { "packets": l.packets, "mean": l.mean_ns, "p50": l.p50_ns, "p99": l.p99_ns, "max": l.max_ns },
         "generated": m.generated,
         "delivered": m.delivered,
+        "lost": m.lost,
         "source_full": m.source_full,
         "verified": m.verified,
         "problem": m.problem,
@@ -243,10 +244,14 @@ fn print_table(s: &Value, reports: &[TrafficReport]) {
             r.measured.latency.max_ns,
             r.measured.delivered,
             r.measured.source_full,
-            if r.measured.verified { "" } else { "  WRONG" }
+            match (r.measured.verified, &r.measured.problem) {
+                (true, _) => "",
+                (false, Some(_)) => "  WRONG",
+                (false, None) => "  LOST",
+            }
         );
-        if let Some(problem) = &r.measured.problem {
-            println!("#   {problem}");
+        for what in r.measured.problem.iter().cloned().chain(r.measured.loss()) {
+            println!("#   {what}");
         }
         if r.failover.links_failed + r.failover.links_degraded > 0 {
             println!("#   {}", failover_line(&r.failover).trim_start_matches("# "));
@@ -271,6 +276,8 @@ fn print_table(s: &Value, reports: &[TrafficReport]) {
         s["packets_per_s"].as_f64().unwrap_or_default() / 1e6,
         if s["verified"] == true {
             "every packet delivered once, with its data"
+        } else if reports.iter().all(|r| r.measured.problem.is_none()) {
+            "every packet delivered once, with its data, but SOME LOST to failures"
         } else {
             "SOME PACKETS WRONG"
         }

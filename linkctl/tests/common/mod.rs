@@ -53,6 +53,16 @@ pub fn assert_refused(command: &[&str], args: &[&str]) {
     assert!(!stderr.contains("panicked"), "{args:?}: {stderr}");
 }
 
+/// A topology file of GPUs a0-a3 on leaves joined through spines S0 and S1, and b0, b1 on a leaf joined
+/// only through S0: [`CUT_S0`] leaves S0 holding packets between a0-a3 that it can neither deliver nor
+/// return.
+pub const STRAND: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/../fabric-sim/tests/topologies/strand.toml"
+);
+/// The failures that cut S0 of [`STRAND`] from a0-a3's leaves, at 2 us.
+pub const CUT_S0: [&str; 4] = ["--fail-link", "L0:S0@2us", "--fail-link", "L1:S0@2us"];
+
 /// Two stars that no link joins, each of `gpus` GPUs (`a0`, `a1`... and `b0`, `b1`...) on `switches`
 /// switches in a chain (`asw0`, `asw1`... and `bsw0`...; GPU g on switch g mod `switches`), the second
 /// star's GPUs in `partition`.
