@@ -138,9 +138,10 @@ pub fn run(args: FabricArgs) -> anyhow::Result<ExitCode> {
     }
     let failed = found.down.clone();
     let fabric = Fabric::plan(&topology, &failed).map_err(anyhow::Error::msg)?;
-    // GPUs of one partition that no route joins: a failure, or the cabling, split the partition.
-    let split = (topology.partition_groups().into_iter())
-        .find_map(|(p, gpus)| fabric.unreachable(&gpus).map(|pair| (p, pair)));
+    // Partitions with GPUs that no route joins: a failure, or the cabling, split them.
+    let split: Vec<(u8, (usize, usize))> = (topology.partition_groups().into_iter())
+        .filter_map(|(p, gpus)| fabric.unreachable(&gpus).map(|pair| (p, pair)))
+        .collect();
     let dependencies = fabric.dependencies();
     let report = if args.probe {
         Some(probe(&topology, &failed, args.seed, PROBE_TIME).map_err(anyhow::Error::msg)?)
@@ -152,7 +153,7 @@ pub fn run(args: FabricArgs) -> anyhow::Result<ExitCode> {
         topology: &topology,
         fabric: &fabric,
         failed: &failed,
-        split,
+        split: &split,
         dependencies: &dependencies,
         probe: report.as_ref(),
     };
@@ -162,7 +163,7 @@ pub fn run(args: FabricArgs) -> anyhow::Result<ExitCode> {
         view.print(&args);
     }
     let wrong =
-        dependencies.cycle.is_some() || split.is_some() || report.as_ref().is_some_and(|r| !r.isolated());
+        dependencies.cycle.is_some() || !split.is_empty() || report.as_ref().is_some_and(|r| !r.isolated());
     Ok(if wrong {
         ExitCode::from(EXIT_WRONG)
     } else {
@@ -339,8 +340,8 @@ struct View<'a> {
     topology: &'a Topology,
     fabric: &'a Fabric,
     failed: &'a [usize],
-    /// A partition whose GPUs no route joins, and the first such pair (endpoint IDs).
-    split: Option<(u8, (usize, usize))>,
+    /// Each partition whose GPUs no route joins, and its first such pair (endpoint IDs).
+    split: &'a [(u8, (usize, usize))],
     dependencies: &'a Dependencies,
     probe: Option<&'a ProbeReport>,
 }
@@ -413,7 +414,7 @@ impl View<'_> {
              partitions)",
             writes - partition_writes
         );
-        if let Some((p, (a, b))) = self.split {
+        for &(p, (a, b)) in self.split {
             println!(
                 "# PARTITION {p} SPLIT: no route from {} to {}: no path of live links through switches \
                  joins them (GPUs do not forward)",
@@ -593,11 +594,11 @@ impl View<'_> {
             "trunks": trunks,
             "register_writes": writes,
             "partition_writes": partition_writes,
-            "split": self.split.map(|(p, (a, b))| json!({
+            "split": self.split.iter().map(|&(p, (a, b))| json!({
                 "partition": p,
                 "from": self.name(f.gpus[a]),
                 "to": self.name(f.gpus[b]),
-            })),
+            })).collect::<Vec<_>>(),
             "dependencies": {
                 "channels": d.channels,
                 "dependencies": d.dependencies,

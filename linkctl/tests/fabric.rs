@@ -175,7 +175,7 @@ fn a_gpu_cut_off_splits_its_partition_and_the_exit_status_says_so() {
     assert_eq!(v["discovery"]["nodes"], 12);
     assert_eq!(
         v["split"],
-        serde_json::json!({ "partition": 0, "from": "gpu0", "to": "gpu1" })
+        serde_json::json!([{ "partition": 0, "from": "gpu0", "to": "gpu1" }])
     );
     // The pairs with gpu0 are not sent: the partition is split, not leaking.
     let probe = &v["probe"];
@@ -202,7 +202,7 @@ fn parts_no_link_joins_are_planned_each_on_its_own() {
     let v = json(&["fabric"], &["--topology", &apart, "--probe"]);
     assert_eq!(v["discovery"]["also_from"], serde_json::json!(["b0"]));
     assert_eq!(v["discovery"]["unreached"], serde_json::json!([]));
-    assert!(v["split"].is_null());
+    assert_eq!(v["split"], serde_json::json!([]));
     let probe = &v["probe"];
     assert_eq!(
         (probe["sent"].as_u64(), probe["same_partition_delivered"].as_u64()),
@@ -214,6 +214,32 @@ fn parts_no_link_joins_are_planned_each_on_its_own() {
     let together = two_stars(dir, "two-stars-together.toml", 3, 1, 0);
     let out = linkctl(&["fabric"], &["--topology", &together]);
     assert_eq!(out.status.code(), Some(3));
+    // A GPU of each part cut off: both partitions split, each reported.
+    let cut = [
+        "--topology",
+        &apart,
+        "--fail-link",
+        "a0:asw0",
+        "--fail-link",
+        "b2:bsw0",
+    ];
+    let out = linkctl(&["fabric"], &cut);
+    assert_eq!(out.status.code(), Some(3));
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        text.contains("PARTITION 0 SPLIT: no route from a0 to a1")
+            && text.contains("PARTITION 1 SPLIT: no route from b0 to b2"),
+        "{text}"
+    );
+    let out = linkctl(&["fabric"], &[&cut[..], &["--json"]].concat());
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        v["split"],
+        serde_json::json!([
+            { "partition": 0, "from": "a0", "to": "a1" },
+            { "partition": 1, "from": "b0", "to": "b2" },
+        ])
+    );
 }
 
 #[test]
