@@ -549,6 +549,10 @@ impl App for Corrupting<'_> {
     fn takes_stragglers(&self) -> bool {
         self.app.takes_stragglers()
     }
+
+    fn lost(&mut self, tl: u64) -> bool {
+        self.app.lost(tl)
+    }
 }
 
 /// Whether every GPU link ends at a switch that links to every GPU: only such a switch's engine can sum

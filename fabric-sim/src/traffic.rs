@@ -639,7 +639,8 @@ impl Traffic {
         drained: bool,
         fatal: Option<&str>,
     ) -> Measured {
-        let mut problem = self.problem.take().or_else(|| fatal.map(str::to_owned));
+        let mut problem =
+            (self.problem.take()).or_else(|| fatal.map(|why| format!("the run stopped: {why}")));
         if !drained && problem.is_none() {
             problem = Some(format!(
                 "{} of {} packets still undelivered {} us after generation stopped",

@@ -300,14 +300,21 @@ fn a_failure_that_cuts_the_fabric_between_two_jobs_stops_neither() {
 }
 
 /// Leaves L0 (a0, a1) and L1 (a2, a3) joined through spines S0 and S1; leaf L2 (b0, b1) only through S0,
-/// the root, which carries packets between the leaves (a file `linkctl`'s tests use too).
+/// the root, which carries packets between the leaves, its trunk to L1 slow (a file `linkctl`'s tests use
+/// too).
 const STRANDED: &str = include_str!("topologies/strand.toml");
 
 /// A 1 MiB ring all-reduce on the GPUs `collective` of [`STRANDED`], with uniform traffic at 0.3 on
 /// the GPUs `traffic`, and the sweep with S0 cut from L0 and L1 at 2 us: S0 is left in b0 and b1's part,
-/// holding packets between a0-a3 that it can neither deliver nor return.
+/// holding packets between a0-a3 that it can neither deliver nor return. Of those its partners had not
+/// had acknowledged, they send a copy again another way: only the others are lost.
 fn stranding(collective: &[usize], traffic: &[usize]) -> (Sweep, Sweep) {
-    let topology = Topology::from_toml(STRANDED).unwrap();
+    stranding_on(STRANDED, collective, traffic)
+}
+
+/// [`stranding`] on the topology `toml`.
+fn stranding_on(toml: &str, collective: &[usize], traffic: &[usize]) -> (Sweep, Sweep) {
+    let topology = Topology::from_toml(toml).unwrap();
     let (shared, numbers) = topology.with_jobs(collective, traffic).unwrap();
     let mut s = sweep(Algo::Ring, uniform(0.3, Spread::Links));
     s.topology = shared;
@@ -368,6 +375,23 @@ fn the_other_jobs_traffic_goes_on_without_the_packets_a_failure_strands() {
     assert!(m
         .loss()
         .is_some_and(|l| l.starts_with(&format!("{} of {} packets lost", m.lost, m.generated))));
+}
+
+#[test]
+fn a_stranded_packet_whose_copy_goes_another_way_is_not_lost() {
+    // With S0's trunk to L1 as fast as the others, S0 holds only packets that its partners had not had
+    // acknowledged when the trunks failed: they send their copies another way, and nothing is lost.
+    let fast = STRANDED.replace("gbps = 5.0", "gbps = 25.0");
+    let (_, cut) = stranding_on(&fast, &[4, 5], &[0, 1, 2, 3]);
+    let r = run_ok(&cut);
+    let m = r.background.unwrap().measured;
+    assert_eq!((m.lost, m.delivered), (0, m.generated));
+    // The copies S0 could not send on are dropped as duplicates.
+    assert!(
+        r.failover.duplicates_dropped > 0 && r.failover.packets_lost == 0,
+        "{:?}",
+        r.failover
+    );
 }
 
 #[test]

@@ -548,12 +548,13 @@ impl<const REPLAY: usize, const RX_FLITS: usize> DataLink<REPLAY, RX_FLITS> {
         self.event(DlEvent::Retraining);
     }
 
-    /// Hand back every packet not yet acknowledged, oldest first (sent or still waiting to be): for a
-    /// link that has failed for good, so that the layer above can send them another way (fabric
-    /// failover). The partner may have received some of them, so whoever resends must expect duplicates
-    /// further on. Packets already received stay in the receive queues for [`DataLink::recv`]; call
+    /// Hand back every packet not yet acknowledged, oldest first (sent or still waiting to be), with the
+    /// sequence number it was sent under: for a link that has failed for good, so that the layer above
+    /// can send them another way (fabric failover). The partner may have received some of them (those
+    /// before its [`DataLink::expected`]), so whoever resends those must expect duplicates further on.
+    /// Packets already received stay in the receive queues for [`DataLink::recv`]; call
     /// [`DataLink::phy_down`] afterwards.
-    pub fn take_unacknowledged(&mut self, mut packet: impl FnMut(Received)) {
+    pub fn take_unacknowledged(&mut self, mut packet: impl FnMut(Seq, Received)) {
         self.release_replay_front(self.replay.len());
         while let Some(stored) = self.replay.pop_front() {
             // Stored headers were built by `send`, so they parse; a failure would be a bug here, and
@@ -562,13 +563,22 @@ impl<const REPLAY: usize, const RX_FLITS: usize> DataLink<REPLAY, RX_FLITS> {
                 continue;
             };
             let payload = stored.flits[1..usize::from(stored.len)].iter().copied().collect();
-            packet(Received {
-                vc: header.vc,
-                tl: header.tl,
-                payload,
-            });
+            packet(
+                header.seq,
+                Received {
+                    vc: header.vc,
+                    tl: header.tl,
+                    payload,
+                },
+            );
         }
         self.cursor = 0;
+    }
+
+    /// The sequence number of the next packet expected from the partner: every packet sent before it was
+    /// received whole and taken into the receive queues.
+    pub fn expected(&self) -> Seq {
+        self.expected
     }
 
     /// The physical link is gone: everything queued in either direction is discarded.

@@ -25,8 +25,13 @@ fn unacknowledged_packets_and_received_ones_cover_everything_sent() {
             seen.push((p.tl, p.payload.to_vec()));
         }
         let mut taken = Vec::new();
-        link.a
-            .take_unacknowledged(|p| taken.push((p.tl, p.payload.to_vec())));
+        let expected = link.b.expected();
+        let mut arrived = 0;
+        link.a.take_unacknowledged(|seq, p| {
+            // Sent before what the partner expects next: it arrived.
+            arrived += usize::from(expected.is_after(seq));
+            taken.push((p.tl, p.payload.to_vec()));
+        });
         link.a.phy_down();
         assert_eq!(link.a.unacknowledged(), 0);
         // Received: a prefix of what was sent. Taken back: a suffix, overlapping only in packets whose
@@ -38,6 +43,8 @@ fn unacknowledged_packets_and_received_ones_cover_everything_sent() {
             first_taken <= seen.len(),
             "cut {cut}: nothing lost between the two"
         );
+        // The partner's next expected sequence number tells exactly which taken back had arrived.
+        assert_eq!(first_taken + arrived, seen.len(), "cut {cut}");
         if cut == 0 {
             assert_eq!((seen.len(), taken.len()), (0, sent.len()));
         }

@@ -85,19 +85,20 @@ pub struct FailoverStats {
     /// refused by an engine gone offline: not sent again; the collective does their work again.
     pub engine_packets_dropped: u64,
     /// Packets a switch held where failures cut it off from both their ends, so that it could neither
-    /// deliver nor return them: lost (NVLink has no end-to-end retry). Traffic goes on without them;
-    /// a collective cannot, and the run stops at the first.
+    /// deliver nor return them, and of which no other copy was on its way: lost (NVLink has no
+    /// end-to-end retry). Traffic goes on without them; a collective cannot, and the run stops.
     pub packets_lost: u64,
 }
 
 /// Per GPU, the recent packets it received (by header), so that a packet sent again after a failure is
 /// delivered once. A packet can only be duplicated if it was unacknowledged on a link when the link
-/// failed, and its copy sent again usually arrives soon after the first: a window of recent headers
-/// covers it, as a transport's sequence window would. Soon is not always: a copy may wait for the fabric
-/// manager's new routes in a switch, while the destination receives more than the window holds. So the
-/// headers of packets taken back unacknowledged are *pinned* at their destination: remembered past the
-/// window until as many more copies as were taken back have arrived (a handful per failed link: what its
-/// replay buffers held).
+/// failed although the partner had received it, and its copy sent again usually arrives soon after the
+/// first: a window of recent headers covers it, as a transport's sequence window would. Soon is not
+/// always: a copy may wait for the fabric manager's new routes in a switch, while the destination
+/// receives more than the window holds. So the header of a packet taken back that the partner had is
+/// *pinned* at its destination: remembered past the window until as many more copies as were made have
+/// come (a handful per failed link: what its replay buffers held). A copy comes by arriving, or by being
+/// lost ([`Seen::lose_copy`]).
 #[derive(Debug, Default)]
 pub(super) struct Seen {
     set: std::collections::HashSet<u64, HeaderHash>,
@@ -140,9 +141,28 @@ impl Seen {
         self.pinned.retain(|tl, _| traffic(tl));
     }
 
-    /// Remember `tl` until one more copy of it arrives: a packet taken back that may have arrived.
+    /// Remember `tl` until one more copy of it comes: a packet taken back that its link's partner had.
     fn pin(&mut self, tl: u64) {
         *self.pinned.entry(tl).or_default() += 1;
+    }
+
+    /// A copy of `tl` can go no further (a switch can neither deliver nor return it): whether it was the
+    /// packet's last, so that the packet is lost. It was not if the destination has the packet, or
+    /// another copy is on its way; either way it counts as come, and a lost packet counts as received,
+    /// so that nothing of it is counted twice.
+    fn lose_copy(&mut self, tl: u64) -> bool {
+        if self.set.contains(&tl) {
+            self.first_time(tl);
+            return false;
+        }
+        if let Some(copies) = self.pinned.get_mut(&tl) {
+            *copies -= 1;
+            if *copies == 0 {
+                self.pinned.remove(&tl);
+            }
+            return false;
+        }
+        self.first_time(tl)
     }
 
     /// Whether `tl` is new (and remember it).
@@ -244,11 +264,19 @@ impl Failover {
     /// Take back from `node`'s data `link` of a failed trunk what it sent without acknowledgement, to send
     /// again, but for a finished collective's packets (the link sent the first `size_started` before the
     /// collective now running started): delivered, and the next size reuses their headers.
-    fn take_back(&mut self, node: usize, link: &mut super::PortLink, size_started: u64) {
+    /// `partner_expected` is the partner's next expected sequence number: what was sent before it, the
+    /// partner had.
+    fn take_back(
+        &mut self,
+        node: usize,
+        link: &mut super::PortLink,
+        size_started: u64,
+        partner_expected: link_dl::seq::Seq,
+    ) {
         let (resend, stats, seen) = (&mut self.resend[node], &mut self.stats, &mut self.seen);
         // The first taken back, counted from the link's first packet.
         let mut index = link.counters().packets_sent - link.unacknowledged() as u64;
-        link.take_unacknowledged(|p| {
+        link.take_unacknowledged(|seq, p| {
             stats.packets_taken_back += 1;
             let earlier = index < size_started;
             index += 1;
@@ -256,14 +284,14 @@ impl Failover {
                 stats.duplicates_dropped += 1;
                 return;
             }
-            // Its first copy may have arrived: its destination must know it when another does. (A
-            // bounce that arrived made its source send the original again.)
+            // If the partner had it, there are two copies now: its destination must know the first when
+            // the second comes. (A bounce that arrived made its source send the original again.)
             let original = if wire::opcode(p.tl) == wire::OP_BOUNCE {
                 wire::unbounce(p.tl)
             } else {
                 p.tl
             };
-            if !wire::is_engine_traffic(original) {
+            if partner_expected.is_after(seq) && !wire::is_engine_traffic(original) {
                 if let Some(seen) = seen.get_mut(usize::from(wire::route_fields(original).0)) {
                     seen.pin(original);
                 }
@@ -477,15 +505,22 @@ impl Net {
             }
         }
         let Some(f) = self.failover.as_mut() else { return };
-        // What an end sent without acknowledgement may or may not have arrived: it is taken back.
-        for (node, port) in ends {
+        // What an end sent without acknowledgement may or may not have arrived: it is taken back. What
+        // each end had received is known before either goes down.
+        let expected = ends.map(|(node, port)| self.links[node][port].expected());
+        for (k, (node, port)) in ends.into_iter().enumerate() {
             let (resend, stats) = (&mut f.resend[node], &mut f.stats);
             // A switch whose buffer share was full left received (and acknowledged) packets in the
             // link's queues: they are the switch's to route.
             while let Some(p) = self.links[node][port].recv() {
                 send_again(resend, stats, p);
             }
-            f.take_back(node, &mut self.links[node][port], f.size_started[node][port]);
+            f.take_back(
+                node,
+                &mut self.links[node][port],
+                f.size_started[node][port],
+                expected[1 - k],
+            );
             self.links[node][port].phy_down();
         }
         // A switch's firmware takes the port out of its routes' use and gives back what it had queued
@@ -731,14 +766,12 @@ impl Net {
                         } else {
                             p.tl
                         };
-                        // A copy of a packet its destination has is no loss; and once a packet is
-                        // counted lost, a copy of it that turns up is dropped as a duplicate, so that
-                        // the app hears of each packet once.
-                        let first_copy = wire::is_engine_traffic(original)
-                            || f.seen
-                                .get_mut(usize::from(wire::route_fields(original).0))
-                                .is_none_or(|seen| seen.first_time(original));
-                        if first_copy {
+                        // No loss if the destination has the packet or another copy is on its way.
+                        let last_copy = f
+                            .seen
+                            .get_mut(usize::from(wire::route_fields(original).0))
+                            .is_none_or(|seen| seen.lose_copy(original));
+                        if last_copy {
                             f.stats.packets_lost += 1;
                             f.lost.push((original, message));
                         } else {

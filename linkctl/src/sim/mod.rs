@@ -383,7 +383,8 @@ fn background_line(b: &BackgroundReport, topology: &Topology) -> String {
         l.max_ns,
         b.measured.source_full,
         match (&b.measured.problem, b.measured.loss()) {
-            (Some(problem), _) => format!("WRONG: {problem}"),
+            (Some(problem), None) => format!("WRONG: {problem}"),
+            (Some(problem), Some(loss)) => format!("WRONG: {problem}; LOST: {loss}"),
             (None, Some(loss)) => format!("LOST: {loss}; every other packet delivered once, with its data"),
             (None, None) => "every packet delivered once, with its data".to_string(),
         }
