@@ -352,6 +352,7 @@ fn the_other_jobs_lost_packets_fail_that_job_only() {
         (&false.into(), &Value::Null, &Value::Null)
     );
     assert!(v["rows"].as_array().unwrap().iter().all(|row| row["wrong"] == 0));
+    assert_eq!(v["collective_verified"], true);
     // The collective's packets stranded: it cannot complete, and the run stops saying where.
     let out = sim(&[&args[..4], &["a0..a3"], &args[5..8], &["b0,b1"], &args[9..]].concat());
     let text = String::from_utf8(out.stdout).unwrap();

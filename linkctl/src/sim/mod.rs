@@ -710,16 +710,11 @@ fn print_table(sweep: &Sweep, r: &Report) {
             row.bytes, row.count, "int32", redop, root, row.time_us, row.algbw, row.busbw, row.wrong
         );
     }
-    // The collective's verdict, as nccl-tests gives it (a size that did not complete counts as wrong);
-    // the background traffic's is on its own line.
-    let wrong = r.rows.iter().map(|x| x.wrong).sum::<u64>();
+    // The collective's verdict, as nccl-tests gives it; the background traffic's is on its own line.
     println!(
-        "# Out of bounds values : {wrong} {}",
-        if wrong == 0 && !r.rows.is_empty() {
-            "OK"
-        } else {
-            "FAILED"
-        }
+        "# Out of bounds values : {} {}",
+        r.rows.iter().map(|x| x.wrong).sum::<u64>(),
+        if collective_verified(r) { "OK" } else { "FAILED" }
     );
     println!("# Avg bus bandwidth    : {:.3}", r.avg_busbw);
     if let Some(b) = &r.background {
@@ -789,12 +784,18 @@ fn results(r: &Report) -> &'static str {
     let lost = r.background.as_ref().is_some_and(|b| b.measured.lost > 0);
     if r.verified {
         "verified"
-    } else if lost && r.failure.is_none() && !r.rows.is_empty() && r.rows.iter().all(|row| row.wrong == 0) {
+    } else if lost && r.failure.is_none() && collective_verified(r) {
         // The collective's results checked out; the other job lost packets to a failure.
         "verified but for the background traffic's lost packets"
     } else {
         "WRONG"
     }
+}
+
+/// Whether the collective's own results all checked out, whatever became of traffic beside it (a size
+/// that did not complete counts as wrong in its row).
+fn collective_verified(r: &Report) -> bool {
+    !r.rows.is_empty() && r.rows.iter().all(|row| row.wrong == 0)
 }
 
 fn print_json(sweep: &Sweep, r: &Report) -> anyhow::Result<()> {
@@ -824,6 +825,7 @@ fn print_json(sweep: &Sweep, r: &Report) -> anyhow::Result<()> {
         "wall_seconds": r.wall_seconds,
         "packets_per_s": r.packets_per_s,
         "verified": r.verified,
+        "collective_verified": collective_verified(r),
         "trace": trace,
         "waves": waves,
         "failover": failover_json(&r.failover),
