@@ -196,6 +196,10 @@ pub trait App {
     fn lost(&mut self, _tl: u64) -> bool {
         false
     }
+    /// Failures took every link of GPU `gpu`: none of its ports is offered any more. An app that
+    /// generates on a clock may count what it queued as lost, and what it would generate now as having
+    /// no route; it asks for alarms as it did ([`App::take_alarm`]), and is told again at each.
+    fn isolated(&mut self, _now: Instant, _gpu: usize) {}
 }
 
 /// An application that sends nothing and ignores what arrives: with `done: true`, what runs after the
@@ -517,6 +521,9 @@ pub struct Job {
     pub name: String,
     /// Their endpoint IDs.
     pub gpus: Vec<usize>,
+    /// Whether the job goes on when a failure splits its GPUs, rather than stopping the run: synthetic
+    /// traffic does, losing its packets between the parts; a collective cannot.
+    pub goes_on_split: bool,
 }
 
 /// The fabric, running.
@@ -685,6 +692,7 @@ impl Net {
             .map(|(p, gpus)| Job {
                 name: format!("partition {p}"),
                 gpus,
+                goes_on_split: false,
             })
             .collect();
         for t in 0..net.dirs.len() {
@@ -696,20 +704,20 @@ impl Net {
     }
 
     /// The jobs running on the fabric: the routes must join each job's GPUs, now and after every failure
-    /// (a failure that splits a job stops the run), and need not join GPUs of different jobs. An error if
-    /// the routes do not join a job's GPUs now.
+    /// (a failure that splits a job stops the run, unless the job [goes on split](Job::goes_on_split)),
+    /// and need not join GPUs of different jobs. An error if the routes do not join a job's GPUs now.
     pub fn set_jobs(&mut self, jobs: Vec<Job>) -> Result<(), String> {
         self.jobs = jobs;
-        match self.split_job(&self.fabric) {
+        match self.split_job(&self.fabric, |_| true) {
             Some(why) => Err(why),
             None => Ok(()),
         }
     }
 
-    /// Why the routes of `fabric` do not join some job's GPUs, if they do not.
-    fn split_job(&self, fabric: &Fabric) -> Option<String> {
+    /// Why the routes of `fabric` do not join the GPUs of some job that `counts`, if they do not.
+    fn split_job(&self, fabric: &Fabric, counts: impl Fn(&Job) -> bool) -> Option<String> {
         let name = |id: usize| self.topology.nodes[fabric.gpus[id]].name.as_str();
-        self.jobs.iter().find_map(|job| {
+        self.jobs.iter().filter(|job| counts(job)).find_map(|job| {
             fabric.unreachable(&job.gpus).map(|(a, b)| {
                 format!(
                     "{}: no route from {} to {}: no path of live links through switches joins them (GPUs \
@@ -1226,14 +1234,17 @@ impl Net {
         let Some(gpu) = self.gpu_of_node[node] else { return };
         // The app reads each packet where the link puts it: one copy out of the receive queue.
         let p = &mut self.gpu_rx;
+        let mut bounced = false;
         while self.links[node][port].recv_into(p) {
             if let Some(f) = self.failover.as_mut() {
                 if wire::opcode(p.tl) == wire::OP_BOUNCE {
-                    // One of ours, returned: send it again by a path that still works.
+                    // One of ours, returned: send it again by a path that still works (after the new
+                    // routes, if they are still to come; none, if they split its job).
                     f.resend[node].push_back(Received {
                         tl: wire::unbounce(p.tl),
                         ..p.clone()
                     });
+                    bounced = true;
                     continue;
                 }
                 // A collective engine's packets may repeat headers on purpose (work done again on
@@ -1245,6 +1256,9 @@ impl Net {
             }
             self.stats.packets_delivered += 1;
             app.receive(self.now, gpu, port, p);
+        }
+        if bounced && self.failover.as_ref().is_some_and(|f| f.unplanned.is_empty()) {
+            self.strand_unroutable_at_gpus();
         }
     }
 
@@ -1288,6 +1302,10 @@ impl Net {
                 let (t, end) = self.fabric.ports[node][port];
                 self.kick(t, end);
             }
+        }
+        // Only failures take links for good (they are down a while as the fabric comes up).
+        if self.failover.is_some() && self.fabric.ports[node].iter().all(|&(t, _)| !self.dirs[t][0].up) {
+            app.isolated(self.now, gpu);
         }
         while let Some((at, gpu)) = app.take_alarm() {
             self.schedule(at.max(self.now), Event::Alarm { gpu: gpu as u32 });

@@ -553,6 +553,10 @@ impl App for Corrupting<'_> {
     fn lost(&mut self, tl: u64) -> bool {
         self.app.lost(tl)
     }
+
+    fn isolated(&mut self, now: Instant, gpu: usize) {
+        self.app.isolated(now, gpu);
+    }
 }
 
 /// Whether every GPU link ends at a switch that links to every GPU: only such a switch's engine can sum
@@ -661,11 +665,13 @@ fn run_with(
     let mut jobs = vec![Job {
         name: "the collective's GPUs".into(),
         gpus: (0..gpus).collect(),
+        goes_on_split: false,
     }];
     if let Some(b) = &sweep.background {
         jobs.push(Job {
             name: "the background traffic's GPUs".into(),
             gpus: b.members(gpus).into_iter().map(usize::from).collect(),
+            goes_on_split: true,
         });
     }
     net.set_jobs(jobs).map_err(|e| {

@@ -183,9 +183,12 @@ pub struct Measured {
     pub generated: u64,
     /// Packets delivered, all GPUs and the whole run.
     pub delivered: u64,
-    /// Packets the fabric lost: switches held them where failures cut them off from both their ends
-    /// ([`crate::net::FailoverStats::packets_lost`]).
+    /// Packets lost to failures: switches held them where failures cut them off from both their ends
+    /// ([`crate::net::FailoverStats::packets_lost`]), or failures split the GPUs and no route led to
+    /// their destination any more.
     pub lost: u64,
+    /// Packets not generated because no route led to their destination (failures split the GPUs).
+    pub unroutable: u64,
     /// Packets not generated because the source queue of their port was full.
     pub source_full: u64,
     /// Whether every packet generated arrived once, intact (in order per source and destination where
@@ -196,15 +199,25 @@ pub struct Measured {
 }
 
 impl Measured {
-    /// What the fabric lost, in words, if anything.
+    /// What failures lost, in words, if anything.
     pub fn loss(&self) -> Option<String> {
-        (self.lost > 0).then(|| {
+        let lost = (self.lost > 0).then(|| {
             format!(
-                "{} of {} packets lost: failures cut off the switches holding them from both their ends \
-                 (NVLink has no end-to-end retry)",
+                "{} of {} packets lost: failures cut off the switches holding them from both their ends, \
+                 or the GPUs from each other (NVLink has no end-to-end retry)",
                 self.lost, self.generated
             )
-        })
+        });
+        let unroutable = (self.unroutable > 0).then(|| {
+            format!(
+                "{} not generated: failures split the GPUs, and no route led to their destination",
+                self.unroutable
+            )
+        });
+        match (lost, unroutable) {
+            (Some(lost), Some(unroutable)) => Some(format!("{lost}; {unroutable}")),
+            (lost, unroutable) => lost.or(unroutable),
+        }
     }
 }
 
@@ -304,6 +317,7 @@ pub fn run_traffic(topology: &Topology, spec: &TrafficSpec) -> Result<TrafficRep
     net.set_jobs(vec![Job {
         name: "the traffic's GPUs".into(),
         gpus: (0..gpus).collect(),
+        goes_on_split: true,
     }])
     .map_err(|e| format!("{e} (run on the GPUs of one part of the fabric: `linkctl sim traffic --gpus`)"))?;
     let faults = spec
@@ -419,6 +433,7 @@ struct Traffic {
     generated: u64,
     delivered: u64,
     lost: u64,
+    unroutable: u64,
     source_full: u64,
     window_bytes: u64,
     bins: Vec<u32>,
@@ -498,6 +513,7 @@ impl Traffic {
             generated: 0,
             delivered: 0,
             lost: 0,
+            unroutable: 0,
             source_full: 0,
             window_bytes: 0,
             bins: vec![0; LATENCY_BINS],
@@ -520,13 +536,14 @@ impl Traffic {
     }
 
     /// Generate GPU `gpu`'s packets born up to `now` (and before generation stops) into the queues of
-    /// the ports they take (`offer` knows the routes), and ask for an alarm at the next birth, so that
-    /// each packet is generated, and admitted or refused, at the time it is born.
-    fn generate(&mut self, now: Instant, gpu: usize, offer: &Offer) {
+    /// the ports they take (`offer` knows the routes; without one, none leads anywhere), and ask for an
+    /// alarm at the next birth, so that each packet is generated, and admitted or refused, at the time it
+    /// is born.
+    fn generate(&mut self, now: Instant, gpu: usize, offer: Option<&Offer>) {
         while self.next_birth[gpu] <= now && self.next_birth[gpu] < self.stop {
             let born = self.next_birth[gpu];
             let dest = self.destination(gpu);
-            match self.port_for(gpu, dest, offer) {
+            match offer.and_then(|offer| self.port_for(gpu, dest, offer)) {
                 Some(port) if self.queues[gpu][port].len() < SOURCE_QUEUE => {
                     let pair = gpu * self.n + usize::from(dest);
                     let seq = self.sent[pair];
@@ -535,7 +552,8 @@ impl Traffic {
                     self.generated += 1;
                 }
                 Some(_) => self.source_full += 1,
-                None => self.wrong(format!("GPU {gpu} has no route to GPU {dest}")),
+                // Failures split the GPUs (routes join them all when the run starts).
+                None => self.unroutable += 1,
             }
             self.next_birth[gpu] = born + exponential(&mut self.rngs[gpu], self.gap_ps[gpu]);
         }
@@ -570,7 +588,8 @@ impl Traffic {
         for p in moved {
             match self.port_for(gpu, p.dest, offer) {
                 Some(port) => self.queues[gpu][port].push_back(p),
-                None => self.wrong(format!("GPU {gpu} has no route left to GPU {}", p.dest)),
+                // Failures split the GPUs: lost.
+                None => self.lose(gpu, usize::from(p.dest), p.seq),
             }
         }
     }
@@ -658,8 +677,9 @@ impl Traffic {
             generated: self.generated,
             delivered: self.delivered,
             lost: self.lost,
+            unroutable: self.unroutable,
             source_full: self.source_full,
-            verified: problem.is_none() && self.lost == 0,
+            verified: problem.is_none() && self.lost == 0 && self.unroutable == 0,
             problem,
         }
     }
@@ -708,6 +728,17 @@ impl Traffic {
         self.problem.get_or_insert(what);
     }
 
+    /// Count packet `seq` from `source` to `dest` lost.
+    fn lose(&mut self, source: usize, dest: usize, seq: u32) {
+        if self.account(source, dest, seq).is_err() {
+            self.wrong(format!(
+                "packet {seq} from GPU {source} to {dest} lost, but GPU {dest} has it"
+            ));
+        } else {
+            self.lost += 1;
+        }
+    }
+
     /// Count packet `seq` from `source` to `dest` as come (delivered or lost), unless it came before
     /// (or, where flows keep one path, is out of order): then the sequence number expected next.
     fn account(&mut self, source: usize, dest: usize, seq: u32) -> Result<(), u32> {
@@ -737,7 +768,7 @@ impl App for Traffic {
         if offer.routes_failed != self.routes_seen[gpu] {
             self.rehome(gpu, offer);
         }
-        self.generate(now, gpu, offer);
+        self.generate(now, gpu, Some(offer));
         let Some(&head) = self.queues[gpu].get(offer.port).and_then(VecDeque::front) else {
             return false;
         };
@@ -805,17 +836,25 @@ impl App for Traffic {
         self.alarms.pop()
     }
 
+    fn isolated(&mut self, now: Instant, gpu: usize) {
+        if gpu >= self.n {
+            return;
+        }
+        // Nothing it queued can leave, and nothing born now has a way out.
+        let queued: Vec<Pending> = self.queues[gpu].iter_mut().flat_map(|q| q.drain(..)).collect();
+        for p in queued {
+            self.lose(gpu, usize::from(p.dest), p.seq);
+        }
+        self.generate(now, gpu, None);
+    }
+
     fn lost(&mut self, tl: u64) -> bool {
         let (dest, source, multicast) = wire::route_fields(tl);
-        let (dest, source, seq) = (usize::from(dest), usize::from(source), wire::offset(tl));
+        let (dest, source) = (usize::from(dest), usize::from(source));
         if wire::opcode(tl) != wire::OP_TRAFFIC || multicast.is_some() || source >= self.n || dest >= self.n {
             self.wrong(format!("the fabric lost a packet that is not traffic's: {tl:#x}"));
-        } else if self.account(source, dest, seq).is_err() {
-            self.wrong(format!(
-                "the fabric lost packet {seq} from GPU {source} to {dest}, which GPU {dest} has"
-            ));
         } else {
-            self.lost += 1;
+            self.lose(source, dest, wire::offset(tl));
         }
         true
     }

@@ -299,6 +299,57 @@ fn a_failure_that_cuts_the_fabric_between_two_jobs_stops_neither() {
     assert!(!r.verified && why.contains("no route from gpu"), "{why}");
 }
 
+#[test]
+fn a_failure_that_cuts_the_background_traffic_in_two_fails_only_the_traffic() {
+    // The collective on a node of leaf1, the traffic on a node of each leaf: the cut splits the traffic.
+    let collective: Vec<usize> = (16..24).collect();
+    let traffic: Vec<usize> = (0..8).chain(24..32).collect();
+    let (mut s, _) = two_jobs("fat-tree-32", Algo::Ring, &collective, &traffic, 0.1);
+    s.faults = cut_leaf0(Duration::from_us(4));
+    s.replan_delay = Duration::from_us(1);
+    let r = run(&s, &mut |_| {}).unwrap();
+    assert_eq!(r.failure, None);
+    assert!(
+        r.rows.iter().all(|row| row.wrong == 0 && row.busbw > 0.0),
+        "{:?}",
+        r.rows
+    );
+    assert_eq!(r.failover.jobs_split, 1);
+    // The traffic went on between the GPUs still joined: what it sent across the cut is lost, and
+    // what it would have sent there afterwards not generated. Each packet counted once.
+    let m = r.background.unwrap().measured;
+    assert!(!r.verified && m.problem.is_none(), "{m:?}");
+    assert!(
+        m.lost > 0 && m.unroutable > 0 && m.delivered + m.lost == m.generated,
+        "{m:?}"
+    );
+    assert!(m
+        .loss()
+        .is_some_and(|l| l.contains("not generated: failures split the GPUs")));
+}
+
+#[test]
+fn a_gpu_a_failure_cuts_off_loses_what_it_queued_and_generates_nothing_more() {
+    // a0's only link fails: the traffic goes on among a1-a3; what a0 had queued is lost, and all it
+    // is born to send afterwards, and all the others are born to send it, has no route.
+    let (_, mut cut) = stranding(&[4, 5], &[0, 1, 2, 3]);
+    cut.faults = vec![FaultSpec::Link {
+        a: "a0".into(),
+        b: "L0".into(),
+        at: Duration::from_us(3),
+    }];
+    let r = run(&cut, &mut |_| {}).unwrap();
+    assert_eq!((r.failure, r.failover.jobs_split), (None, 1));
+    assert!(
+        r.rows.iter().all(|row| row.wrong == 0 && row.busbw > 0.0),
+        "{:?}",
+        r.rows
+    );
+    let m = r.background.unwrap().measured;
+    assert!(m.problem.is_none() && m.lost > 0 && m.unroutable > 0, "{m:?}");
+    assert_eq!(m.delivered + m.lost, m.generated);
+}
+
 /// Leaves L0 (a0, a1) and L1 (a2, a3) joined through spines S0 and S1; leaf L2 (b0, b1) only through S0,
 /// the root, which carries packets between the leaves, its trunk to L1 slow (a file `linkctl`'s tests use
 /// too).

@@ -335,7 +335,7 @@ fn the_other_jobs_lost_packets_fail_that_job_only() {
         "{text}"
     );
     assert!(
-        text.ends_with("results verified but for the background traffic's lost packets\n"),
+        text.ends_with("results verified but for the background traffic's losses to failures\n"),
         "{text}"
     );
     let out = sim(&[&args[..], &["--json"]].concat());

@@ -128,6 +128,36 @@ fn packets_a_failure_strands_are_counted_lost_and_the_rest_delivered() {
 }
 
 #[test]
+fn traffic_a_failure_cuts_in_two_goes_on_between_the_gpus_still_joined() {
+    // Every trunk from fat-tree-32's leaf0 to the spines: its nodes are cut from leaf1's.
+    let cut: Vec<String> = (0..16).map(|k| format!("leaf0:spine{k}@3us")).collect();
+    let mut args = vec![
+        "--topology",
+        "fat-tree-32",
+        "--load",
+        "0.1",
+        "--measure",
+        "2us",
+        "--json",
+    ];
+    args.extend(cut.iter().flat_map(|l| ["--fail-link", l.as_str()]));
+    let out = common::linkctl(CMD, &args);
+    assert_eq!(out.status.code(), Some(3));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let p = &v["points"][0];
+    let count = |field: &str| p[field].as_u64().unwrap();
+    assert!(
+        count("lost") > 0 && count("unroutable") > 0 && count("delivered") > 0,
+        "{p}"
+    );
+    assert_eq!(count("delivered") + count("lost"), count("generated"));
+    assert_eq!(
+        (&p["failover"]["jobs_split"], &p["problem"]),
+        (&1.into(), &serde_json::Value::Null)
+    );
+}
+
+#[test]
 fn one_run_can_be_traced() {
     let dir = std::env::temp_dir();
     let (pcap, vcd) = (

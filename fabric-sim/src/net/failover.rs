@@ -88,6 +88,9 @@ pub struct FailoverStats {
     /// deliver nor return them, and of which no other copy was on its way: lost (NVLink has no
     /// end-to-end retry). Traffic goes on without them; a collective cannot, and the run stops.
     pub packets_lost: u64,
+    /// Jobs that failures split (no route joins some of their GPUs any more) and that went on: synthetic
+    /// traffic, whose packets between the parts are lost or not sent ([`super::Job::goes_on_split`]).
+    pub jobs_split: u64,
 }
 
 /// Per GPU, the recent packets it received (by header), so that a packet sent again after a failure is
@@ -239,7 +242,8 @@ pub(super) struct Failover {
     /// routes ([`FailoverStats::packets_parked`]).
     pub(super) parked: Vec<VecDeque<Received>>,
     pub(super) stats: FailoverStats,
-    /// Why the fabric cannot go on (a failure cut a job in two, or a job lost a packet it needs).
+    /// Why the fabric cannot go on (a failure cut in two a job that cannot go on so, or a job lost a packet
+    /// it needs).
     pub(super) fatal: Option<String>,
     /// Packets lost since the app was last told (original header, and where and why), told after the
     /// event that lost them ([`App::lost`]).
@@ -298,6 +302,20 @@ impl Failover {
             }
             send_again(resend, stats, p);
         });
+    }
+
+    /// A copy of the packet whose original header is `tl` can go no further, for the reason `why`: the
+    /// packet is lost, unless its destination has it or another copy is on its way (then the copy is a
+    /// duplicate).
+    pub(super) fn strand(&mut self, tl: u64, why: String) {
+        let last_copy =
+            (self.seen.get_mut(usize::from(wire::route_fields(tl).0))).is_none_or(|seen| seen.lose_copy(tl));
+        if last_copy {
+            self.stats.packets_lost += 1;
+            self.lost.push((tl, why));
+        } else {
+            self.stats.duplicates_dropped += 1;
+        }
     }
 
     /// Hold a packet at switch `node` until the new routes: every port of its route is down.
@@ -596,8 +614,10 @@ impl Net {
                 Some(d) => Err(format!("discovery finds the fabric changed: {d}")),
             }
         });
-        // The routes must still join each job's GPUs; GPUs of different jobs may be cut apart.
-        let replanned = replanned.and_then(|fabric| self.split_job(&fabric).map_or(Ok(fabric), Err));
+        // The routes must still join each job's GPUs, but for a job that goes on split; GPUs of different
+        // jobs may be cut apart.
+        let replanned = replanned
+            .and_then(|fabric| (self.split_job(&fabric, |job| !job.goes_on_split)).map_or(Ok(fabric), Err));
         let Some(f) = self.failover.as_mut() else { return };
         let ends: Vec<(usize, usize)> = f
             .unplanned
@@ -614,6 +634,11 @@ impl Net {
                     }
                 }
                 self.fabric = fabric;
+                let split = self
+                    .jobs
+                    .iter()
+                    .filter(|job| self.fabric.unreachable(&job.gpus).is_some());
+                f.stats.jobs_split = split.count() as u64;
             }
             Err(e) => {
                 // Every link that failed since the last plan: several, when they failed while others
@@ -645,6 +670,7 @@ impl Net {
                 self.switch_forward(node);
             }
         }
+        self.strand_unroutable_at_gpus();
         self.fill_all(app);
         for t in 0..self.dirs.len() {
             for d in 0..2 {
@@ -766,17 +792,7 @@ impl Net {
                         } else {
                             p.tl
                         };
-                        // No loss if the destination has the packet or another copy is on its way.
-                        let last_copy = f
-                            .seen
-                            .get_mut(usize::from(wire::route_fields(original).0))
-                            .is_none_or(|seen| seen.lose_copy(original));
-                        if last_copy {
-                            f.stats.packets_lost += 1;
-                            f.lost.push((original, message));
-                        } else {
-                            f.stats.duplicates_dropped += 1;
-                        }
+                        f.strand(original, message);
                         f.resend[node].pop_front();
                         continue;
                     }
@@ -844,6 +860,35 @@ impl Net {
                     *started = link.counters().packets_sent;
                 }
             }
+        }
+    }
+
+    /// What GPUs have to send again and no route leads to any more (a failure split a job that goes on)
+    /// is lost.
+    pub(super) fn strand_unroutable_at_gpus(&mut self) {
+        let Some(f) = self.failover.as_mut() else { return };
+        for (node, routes) in self.fabric.routes.iter().enumerate() {
+            if self.gpu_of_node[node].is_none() || f.resend[node].is_empty() {
+                continue;
+            }
+            let mut left = VecDeque::new();
+            for p in std::mem::take(&mut f.resend[node]) {
+                let dest = wire::route_fields(p.tl).0;
+                if routes.get(usize::from(dest)).is_some_and(|r| !r.is_empty()) {
+                    left.push_back(p);
+                } else {
+                    let name = |x: usize| self.topology.nodes.get(x).map_or("?", |n| n.name.as_str());
+                    let to = self.fabric.gpus.get(usize::from(dest)).map_or("?", |&x| name(x));
+                    let why = format!(
+                        "{} has a packet to send again to {to} (header {:#x}) that no route leads to any \
+                         more: the packet is lost",
+                        name(node),
+                        p.tl
+                    );
+                    f.strand(p.tl, why);
+                }
+            }
+            f.resend[node] = left;
         }
     }
 

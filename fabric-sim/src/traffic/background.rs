@@ -243,6 +243,10 @@ impl App for Beside<'_> {
         true
     }
 
+    fn isolated(&mut self, now: Instant, gpu: usize) {
+        self.traffic.isolated(now, gpu);
+    }
+
     fn lost(&mut self, tl: u64) -> bool {
         // The two jobs fail apart: traffic goes on without a packet, and a finished collective has all
         // it needs.

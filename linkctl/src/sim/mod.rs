@@ -213,6 +213,7 @@ pub fn failover_json(f: &fabric_sim::net::FailoverStats) -> serde_json::Value {
         "engines_offline": f.engines_offline,
         "engine_packets_dropped": f.engine_packets_dropped,
         "packets_lost": f.packets_lost,
+        "jobs_split": f.jobs_split,
     })
 }
 
@@ -221,7 +222,8 @@ pub fn failover_line(f: &fabric_sim::net::FailoverStats) -> String {
     format!(
         "# Failover: {} link(s) failed, {} ganged link(s) lost; {} units lost on the wire; {} packets taken back \
          from data links, {} from switch queues; {} sent again by another path, {} returned to their source; \
-         {} held by switches until the new routes; {} duplicates dropped; {} lost (cut off from both ends)",
+         {} held by switches until the new routes; {} duplicates dropped; {} lost (no way on); {} job(s) \
+         split that went on",
         f.links_failed,
         f.links_degraded,
         f.units_lost,
@@ -231,7 +233,8 @@ pub fn failover_line(f: &fabric_sim::net::FailoverStats) -> String {
         f.packets_bounced,
         f.packets_parked,
         f.duplicates_dropped,
-        f.packets_lost
+        f.packets_lost,
+        f.jobs_split
     )
 }
 
@@ -781,12 +784,12 @@ fn print_table(sweep: &Sweep, r: &Report) {
 
 /// The run's verdict, for its last line.
 fn results(r: &Report) -> &'static str {
-    let lost = r.background.as_ref().is_some_and(|b| b.measured.lost > 0);
+    let lost = r.background.as_ref().is_some_and(|b| b.measured.loss().is_some());
     if r.verified {
         "verified"
     } else if lost && r.failure.is_none() && collective_verified(r) {
         // The collective's results checked out; the other job lost packets to a failure.
-        "verified but for the background traffic's lost packets"
+        "verified but for the background traffic's losses to failures"
     } else {
         "WRONG"
     }

@@ -189,6 +189,7 @@ pub fn measured_json(m: &Measured, rest: Value) -> Value {
         "generated": m.generated,
         "delivered": m.delivered,
         "lost": m.lost,
+        "unroutable": m.unroutable,
         "source_full": m.source_full,
         "verified": m.verified,
         "problem": m.problem,
@@ -260,9 +261,10 @@ fn print_table(s: &Value, reports: &[TrafficReport]) {
             println!("#   {}", line.trim_start_matches("# "));
         }
     }
+    // A load whose packets failures lost, or left without a route, says so on its own lines.
     if let Some(r) = reports
         .iter()
-        .find(|r| r.measured.accepted_gbps < 0.95 * r.measured.offered_gbps)
+        .find(|r| r.measured.accepted_gbps < 0.95 * r.measured.offered_gbps && r.measured.loss().is_none())
     {
         println!(
             "# saturated from load {:.2}: the fabric accepts {:.1} GB/s per GPU of the {:.1} offered",
