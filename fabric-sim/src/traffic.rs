@@ -539,6 +539,8 @@ impl Traffic {
     /// the ports they take (`offer` knows the routes; without one, none leads anywhere), and ask for an
     /// alarm at the next birth, so that each packet is generated, and admitted or refused, at the time it
     /// is born.
+    // Asked at every offer, nearly always to do nothing: out of line, that cost 2% of a traffic run.
+    #[inline(always)]
     fn generate(&mut self, now: Instant, gpu: usize, offer: Option<&Offer>) {
         while self.next_birth[gpu] <= now && self.next_birth[gpu] < self.stop {
             let born = self.next_birth[gpu];
