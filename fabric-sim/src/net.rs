@@ -1257,8 +1257,10 @@ impl Net {
             self.stats.packets_delivered += 1;
             app.receive(self.now, gpu, port, p);
         }
-        if bounced && self.failover.as_ref().is_some_and(|f| f.unplanned.is_empty()) {
-            self.strand_unroutable_at_gpus();
+        if bounced
+            && (self.failover.as_ref()).is_some_and(|f| f.unplanned.is_empty() && f.stats.jobs_split > 0)
+        {
+            self.strand_unroutable_at(node);
         }
     }
 

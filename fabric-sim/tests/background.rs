@@ -330,24 +330,38 @@ fn a_failure_that_cuts_the_background_traffic_in_two_fails_only_the_traffic() {
 
 #[test]
 fn a_gpu_a_failure_cuts_off_loses_what_it_queued_and_generates_nothing_more() {
-    // a0's only link fails: the traffic goes on among a1-a3; what a0 had queued is lost, and all it
-    // is born to send afterwards, and all the others are born to send it, has no route.
-    let (_, mut cut) = stranding(&[4, 5], &[0, 1, 2, 3]);
-    cut.faults = vec![FaultSpec::Link {
-        a: "a0".into(),
-        b: "L0".into(),
-        at: Duration::from_us(3),
-    }];
-    let r = run(&cut, &mut |_| {}).unwrap();
-    assert_eq!((r.failure, r.failover.jobs_split), (None, 1));
-    assert!(
-        r.rows.iter().all(|row| row.wrong == 0 && row.busbw > 0.0),
-        "{:?}",
-        r.rows
+    // a0's only link fails, or L0's port to it: the traffic goes on among a1-a3; what a0 had queued is
+    // lost, and all it is born to send afterwards, and all the others are born to send it, has no route.
+    let at = Duration::from_us(3);
+    let (link, port) = (
+        FaultSpec::Link {
+            a: "a0".into(),
+            b: "L0".into(),
+            at,
+        },
+        FaultSpec::Port {
+            switch: "L0".into(),
+            peer: "a0".into(),
+            at,
+        },
     );
-    let m = r.background.unwrap().measured;
-    assert!(m.problem.is_none() && m.lost > 0 && m.unroutable > 0, "{m:?}");
-    assert_eq!(m.delivered + m.lost, m.generated);
+    for fault in [link, port] {
+        let (_, mut cut) = stranding(&[4, 5], &[0, 1, 2, 3]);
+        cut.faults = vec![fault.clone()];
+        let r = run(&cut, &mut |_| {}).unwrap();
+        assert_eq!((r.failure, r.failover.jobs_split), (None, 1), "{fault:?}");
+        assert!(
+            r.rows.iter().all(|row| row.wrong == 0 && row.busbw > 0.0),
+            "{:?}",
+            r.rows
+        );
+        let m = r.background.unwrap().measured;
+        assert!(
+            m.problem.is_none() && m.lost > 0 && m.unroutable > 0,
+            "{fault:?}: {m:?}"
+        );
+        assert_eq!(m.delivered + m.lost, m.generated, "{fault:?}");
+    }
 }
 
 /// Leaves L0 (a0, a1) and L1 (a2, a3) joined through spines S0 and S1; leaf L2 (b0, b1) only through S0,

@@ -670,7 +670,13 @@ impl Net {
                 self.switch_forward(node);
             }
         }
-        self.strand_unroutable_at_gpus();
+        if self.failover.as_ref().is_some_and(|f| f.stats.jobs_split > 0) {
+            for node in 0..self.nodes.len() {
+                if self.gpu_of_node[node].is_some() {
+                    self.strand_unroutable_at(node);
+                }
+            }
+        }
         self.fill_all(app);
         for t in 0..self.dirs.len() {
             for d in 0..2 {
@@ -863,32 +869,31 @@ impl Net {
         }
     }
 
-    /// What GPUs have to send again and no route leads to any more (a failure split a job that goes on)
-    /// is lost.
-    pub(super) fn strand_unroutable_at_gpus(&mut self) {
+    /// What GPU `node` has to send again and no route leads to any more is lost. Only a job that went on
+    /// split ([`FailoverStats::jobs_split`]) has such packets: a job's GPUs have routes to each other.
+    pub(super) fn strand_unroutable_at(&mut self, node: usize) {
         let Some(f) = self.failover.as_mut() else { return };
-        for (node, routes) in self.fabric.routes.iter().enumerate() {
-            if self.gpu_of_node[node].is_none() || f.resend[node].is_empty() {
-                continue;
+        let (Some(routes), Some(resend)) = (self.fabric.routes.get(node), f.resend.get_mut(node)) else {
+            return;
+        };
+        let mut stranded = Vec::new();
+        resend.retain(|p| {
+            let dest = wire::route_fields(p.tl).0;
+            let routed = routes.get(usize::from(dest)).is_some_and(|r| !r.is_empty());
+            if !routed {
+                stranded.push(p.tl);
             }
-            let mut left = VecDeque::new();
-            for p in std::mem::take(&mut f.resend[node]) {
-                let dest = wire::route_fields(p.tl).0;
-                if routes.get(usize::from(dest)).is_some_and(|r| !r.is_empty()) {
-                    left.push_back(p);
-                } else {
-                    let name = |x: usize| self.topology.nodes.get(x).map_or("?", |n| n.name.as_str());
-                    let to = self.fabric.gpus.get(usize::from(dest)).map_or("?", |&x| name(x));
-                    let why = format!(
-                        "{} has a packet to send again to {to} (header {:#x}) that no route leads to any \
-                         more: the packet is lost",
-                        name(node),
-                        p.tl
-                    );
-                    f.strand(p.tl, why);
-                }
-            }
-            f.resend[node] = left;
+            routed
+        });
+        let name = |x: usize| self.topology.nodes.get(x).map_or("?", |n| n.name.as_str());
+        for tl in stranded {
+            let to = (self.fabric.gpus.get(usize::from(wire::route_fields(tl).0))).map_or("?", |&x| name(x));
+            let why = format!(
+                "{} has a packet to send again to {to} (header {tl:#x}) that no route leads to any more: the \
+                 packet is lost",
+                name(node),
+            );
+            f.strand(tl, why);
         }
     }
 

@@ -279,7 +279,7 @@ fn print_table(s: &Value, reports: &[TrafficReport]) {
         if s["verified"] == true {
             "every packet delivered once, with its data"
         } else if reports.iter().all(|r| r.measured.problem.is_none()) {
-            "every packet delivered once, with its data, but SOME LOST to failures"
+            "every packet delivered once, with its data, but failures LOST some or left some without a route"
         } else {
             "SOME PACKETS WRONG"
         }
