@@ -708,26 +708,28 @@ impl Net {
     /// and need not join GPUs of different jobs. An error if the routes do not join a job's GPUs now.
     pub fn set_jobs(&mut self, jobs: Vec<Job>) -> Result<(), String> {
         self.jobs = jobs;
-        match self.split_job(&self.fabric, |_| true) {
-            Some(why) => Err(why),
+        match self.split_jobs(&self.fabric).next() {
+            Some((job, pair)) => Err(self.split_message(&self.fabric, job, pair)),
             None => Ok(()),
         }
     }
 
-    /// Why the routes of `fabric` do not join the GPUs of some job that `counts`, if they do not.
-    fn split_job(&self, fabric: &Fabric, counts: impl Fn(&Job) -> bool) -> Option<String> {
+    /// The jobs whose GPUs the routes of `fabric` do not all join, each with a pair that no route joins
+    /// (endpoint IDs).
+    fn split_jobs<'a>(&'a self, fabric: &'a Fabric) -> impl Iterator<Item = (&'a Job, (usize, usize))> {
+        (self.jobs.iter()).filter_map(|job| fabric.unreachable(&job.gpus).map(|pair| (job, pair)))
+    }
+
+    /// Why `job` is split under `fabric`: no route joins its GPUs `a` and `b`.
+    fn split_message(&self, fabric: &Fabric, job: &Job, (a, b): (usize, usize)) -> String {
         let name = |id: usize| self.topology.nodes[fabric.gpus[id]].name.as_str();
-        self.jobs.iter().filter(|job| counts(job)).find_map(|job| {
-            fabric.unreachable(&job.gpus).map(|(a, b)| {
-                format!(
-                    "{}: no route from {} to {}: no path of live links through switches joins them (GPUs \
-                     do not forward)",
-                    job.name,
-                    name(a),
-                    name(b)
-                )
-            })
-        })
+        format!(
+            "{}: no route from {} to {}: no path of live links through switches joins them (GPUs do not \
+             forward)",
+            job.name,
+            name(a),
+            name(b)
+        )
     }
 
     /// Most memory the fabric's data links, switches and wires can take, all buffers counted whole.

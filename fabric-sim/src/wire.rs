@@ -82,6 +82,15 @@ pub const fn bounce(tl: u64) -> Option<u64> {
     ))
 }
 
+/// The header a packet was sent with: a returned packet's original one, any other's own.
+pub const fn original(tl: u64) -> u64 {
+    if opcode(tl) == OP_BOUNCE {
+        unbounce(tl)
+    } else {
+        tl
+    }
+}
+
 /// The original header of a bounced packet.
 pub const fn unbounce(tl: u64) -> u64 {
     let (source, dest, _) = route_fields(tl);

@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::{assert_refused, json, linkctl, two_stars};
+use common::{assert_refused, json, linkctl, topology_file, two_stars};
 
 #[test]
 fn dgx_h100_is_planned_deadlock_free_and_its_tables_are_complete() {
@@ -196,9 +196,8 @@ fn a_gpu_cut_off_splits_its_partition_and_the_exit_status_says_so() {
 
 #[test]
 fn parts_no_link_joins_are_planned_each_on_its_own() {
-    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"));
     // One partition per part: the partitions are kept, the pairs between them joined by no route.
-    let apart = two_stars(dir, "two-stars-apart.toml", 3, 1, 1);
+    let apart = two_stars("two-stars-apart.toml", 3, 1, 1);
     let v = json(&["fabric"], &["--topology", &apart, "--probe"]);
     assert_eq!(v["discovery"]["also_from"], serde_json::json!(["b0"]));
     assert_eq!(v["discovery"]["unreached"], serde_json::json!([]));
@@ -211,7 +210,7 @@ fn parts_no_link_joins_are_planned_each_on_its_own() {
     assert_eq!(probe["cross_partition_unrouted"], 18);
     assert_eq!(probe["isolated"], true);
     // One partition over both parts: split.
-    let together = two_stars(dir, "two-stars-together.toml", 3, 1, 0);
+    let together = two_stars("two-stars-together.toml", 3, 1, 0);
     let out = linkctl(&["fabric"], &["--topology", &together]);
     assert_eq!(out.status.code(), Some(3));
     // A GPU of each part cut off: both partitions split, each reported.
@@ -244,8 +243,7 @@ fn parts_no_link_joins_are_planned_each_on_its_own() {
 
 #[test]
 fn parts_of_several_switches_get_a_root_each_and_are_found_each_from_its_first_gpu() {
-    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"));
-    let pods = two_stars(dir, "two-pods.toml", 4, 2, 1);
+    let pods = two_stars("two-pods.toml", 4, 2, 1);
     let v = json(&["fabric"], &["--topology", &pods, "--discovery"]);
     assert_eq!(v["roots"], serde_json::json!(["asw0", "bsw0"]));
     assert_eq!(v["root"], "asw0");
@@ -271,9 +269,8 @@ fn parts_of_several_switches_get_a_root_each_and_are_found_each_from_its_first_g
 
 #[test]
 fn a_gpu_the_hardware_lacks_is_a_difference() {
-    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"));
-    let expected = two_stars(dir, "stars-of-three.toml", 3, 1, 1);
-    let cabled = two_stars(dir, "stars-of-two.toml", 2, 1, 1);
+    let expected = two_stars("stars-of-three.toml", 3, 1, 1);
+    let cabled = two_stars("stars-of-two.toml", 2, 1, 1);
     let out = linkctl(
         &["fabric"],
         &["--topology", &expected, "--hardware", &cabled, "--json"],
@@ -288,7 +285,7 @@ fn a_gpu_the_hardware_lacks_is_a_difference() {
 }
 
 /// A star of three GPUs on one switch, its cables in the order given.
-fn star(dir: &std::path::Path, file: &str, order: [&str; 3]) -> String {
+fn star(file: &str, order: [&str; 3]) -> String {
     let mut text = String::from("name = \"star\"\n");
     for n in ["gpu0", "gpu1", "gpu2"] {
         text += &format!("[[node]]\nname = \"{n}\"\nkind = \"gpu\"\n");
@@ -297,16 +294,13 @@ fn star(dir: &std::path::Path, file: &str, order: [&str; 3]) -> String {
     for g in order {
         text += &format!("[[link]]\na = \"{g}\"\nb = \"sw\"\ngbps = 25.0\n");
     }
-    let path = dir.join(file);
-    std::fs::write(&path, text).unwrap();
-    path.to_str().unwrap().to_string()
+    topology_file(file, &text)
 }
 
 #[test]
 fn cables_on_the_wrong_ports_are_found_and_nothing_is_programmed() {
-    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"));
-    let expected = star(dir, "star-expected.toml", ["gpu0", "gpu1", "gpu2"]);
-    let cabled = star(dir, "star-swapped.toml", ["gpu0", "gpu2", "gpu1"]);
+    let expected = star("star-expected.toml", ["gpu0", "gpu1", "gpu2"]);
+    let cabled = star("star-swapped.toml", ["gpu0", "gpu2", "gpu1"]);
     let out = linkctl(&["fabric"], &["--topology", &expected, "--hardware", &cabled]);
     assert_eq!(out.status.code(), Some(3));
     let text = String::from_utf8(out.stdout).unwrap();

@@ -290,11 +290,7 @@ impl Failover {
             }
             // If the partner had it, there are two copies now: its destination must know the first when
             // the second comes. (A bounce that arrived made its source send the original again.)
-            let original = if wire::opcode(p.tl) == wire::OP_BOUNCE {
-                wire::unbounce(p.tl)
-            } else {
-                p.tl
-            };
+            let original = wire::original(p.tl);
             if partner_expected.is_after(seq) && !wire::is_engine_traffic(original) {
                 if let Some(seen) = seen.get_mut(usize::from(wire::route_fields(original).0)) {
                     seen.pin(original);
@@ -616,8 +612,14 @@ impl Net {
         });
         // The routes must still join each job's GPUs, but for a job that goes on split; GPUs of different
         // jobs may be cut apart.
-        let replanned = replanned
-            .and_then(|fabric| (self.split_job(&fabric, |job| !job.goes_on_split)).map_or(Ok(fabric), Err));
+        let replanned = replanned.and_then(|fabric| {
+            let split: Vec<_> = self.split_jobs(&fabric).collect();
+            let stops = split.iter().find(|(job, _)| !job.goes_on_split);
+            match stops.map(|&(job, pair)| self.split_message(&fabric, job, pair)) {
+                Some(why) => Err(why),
+                None => Ok((split.len() as u64, fabric)),
+            }
+        });
         let Some(f) = self.failover.as_mut() else { return };
         let ends: Vec<(usize, usize)> = f
             .unplanned
@@ -625,7 +627,7 @@ impl Net {
             .flat_map(|t| [self.fabric.trunks[t].a, self.fabric.trunks[t].b])
             .collect();
         match replanned {
-            Ok(fabric) => {
+            Ok((jobs_split, fabric)) => {
                 for &(node, address, value) in &fabric.program {
                     if let NodeState::Switch { core, .. } = &mut self.nodes[node] {
                         if let Err(e) = core.write_register(address, value) {
@@ -634,11 +636,7 @@ impl Net {
                     }
                 }
                 self.fabric = fabric;
-                let split = self
-                    .jobs
-                    .iter()
-                    .filter(|job| self.fabric.unreachable(&job.gpus).is_some());
-                f.stats.jobs_split = split.count() as u64;
+                f.stats.jobs_split = jobs_split;
             }
             Err(e) => {
                 // Every link that failed since the last plan: several, when they failed while others
@@ -793,12 +791,7 @@ impl Net {
                             name(node),
                             p.tl
                         );
-                        let original = if wire::opcode(p.tl) == wire::OP_BOUNCE {
-                            wire::unbounce(p.tl)
-                        } else {
-                            p.tl
-                        };
-                        f.strand(original, message);
+                        f.strand(wire::original(p.tl), message);
                         f.resend[node].pop_front();
                         continue;
                     }

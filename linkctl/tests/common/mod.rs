@@ -66,7 +66,7 @@ pub const CUT_S0: [&str; 4] = ["--fail-link", "L0:S0@2us", "--fail-link", "L1:S0
 /// Two stars that no link joins, each of `gpus` GPUs (`a0`, `a1`... and `b0`, `b1`...) on `switches`
 /// switches in a chain (`asw0`, `asw1`... and `bsw0`...; GPU g on switch g mod `switches`), the second
 /// star's GPUs in `partition`.
-pub fn two_stars(dir: &std::path::Path, file: &str, gpus: usize, switches: usize, partition: u8) -> String {
+pub fn two_stars(file: &str, gpus: usize, switches: usize, partition: u8) -> String {
     let mut text = String::from("name = \"two-stars\"\n");
     for (star, p) in [("a", 0), ("b", partition)] {
         for g in 0..gpus {
@@ -88,7 +88,12 @@ pub fn two_stars(dir: &std::path::Path, file: &str, gpus: usize, switches: usize
             );
         }
     }
-    let path = dir.join(file);
+    topology_file(file, &text)
+}
+
+/// Write the topology `text` to `file` in the tests' scratch folder; returns its path.
+pub fn topology_file(file: &str, text: &str) -> String {
+    let path = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join(file);
     std::fs::write(&path, text).unwrap();
     path.to_str().unwrap().to_string()
 }
