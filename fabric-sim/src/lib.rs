@@ -17,6 +17,7 @@ pub mod collective;
 pub mod discover;
 mod events;
 pub mod fuzz;
+mod hashing;
 pub mod manager;
 pub mod net;
 pub mod probe;

@@ -26,6 +26,7 @@ use link_phy::time::{Duration, Instant};
 use rand_core::{Rng, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
 
+use crate::hashing::MixHash;
 use crate::net::{App, FailoverStats, Job, LinkTotals, Net, Offer, Outgoing};
 use crate::run::{record_links, FaultSpec};
 use crate::topology::Topology;
@@ -428,8 +429,8 @@ struct Traffic {
     /// Per (source, destination): the next sequence number to send, and the first not yet received.
     sent: Vec<u32>,
     expected: Vec<u32>,
-    /// (source * n + destination, sequence number) of packets received ahead of `expected`.
-    ahead: HashSet<(usize, u32)>,
+    /// Packets received ahead of `expected`, as (source * n + destination) << 32 | sequence number.
+    ahead: HashSet<u64, MixHash>,
     generated: u64,
     delivered: u64,
     lost: u64,
@@ -509,7 +510,7 @@ impl Traffic {
             member_index,
             sent: vec![0; n * n],
             expected: vec![0; n * n],
-            ahead: HashSet::new(),
+            ahead: HashSet::default(),
             generated: 0,
             delivered: 0,
             lost: 0,
@@ -539,9 +540,17 @@ impl Traffic {
     /// the ports they take (`offer` knows the routes; without one, none leads anywhere), and ask for an
     /// alarm at the next birth, so that each packet is generated, and admitted or refused, at the time it
     /// is born.
-    // Asked at every offer, nearly always to do nothing: out of line, that cost 2% of a traffic run.
+    // Asked at every offer, nearly always to do nothing: that test is inlined, the work out of line.
     #[inline(always)]
     fn generate(&mut self, now: Instant, gpu: usize, offer: Option<&Offer>) {
+        let next = self.next_birth[gpu];
+        if next < self.stop && (next <= now || self.alarm[gpu] != Some(next)) {
+            self.generate_born(now, gpu, offer);
+        }
+    }
+
+    #[inline(never)]
+    fn generate_born(&mut self, now: Instant, gpu: usize, offer: Option<&Offer>) {
         while self.next_birth[gpu] <= now && self.next_birth[gpu] < self.stop {
             let born = self.next_birth[gpu];
             let dest = self.destination(gpu);
@@ -578,6 +587,8 @@ impl Traffic {
     /// After the routes changed (a failure), move GPU `gpu`'s queued packets whose port no longer leads
     /// to their destination onto one that does (in the order they were queued; the others stay where
     /// they are): a dead port is never offered again.
+    #[cold]
+    #[inline(never)]
     fn rehome(&mut self, gpu: usize, offer: &Offer) {
         self.routes_seen[gpu] = offer.routes_failed;
         let mut moved = Vec::new();
@@ -639,6 +650,18 @@ impl Traffic {
                 }
             }
         }
+    }
+
+    /// Send `head`, the first packet of GPU `gpu`'s queue for the port `offer`, if the port has room.
+    // Out of line: most offers find the queue empty, and need none of the registers it takes.
+    #[inline(never)]
+    fn send_head(&mut self, gpu: usize, head: Pending, offer: &mut Offer) -> bool {
+        let flits = usize::from(self.extension) + self.data_flits;
+        if !offer.fits(Vc::Posted, flits) || !offer.send(&self.outgoing(gpu, &head)) {
+            return false;
+        }
+        self.queues[gpu][offer.port].pop_front();
+        true
     }
 
     fn outgoing(&self, gpu: usize, p: &Pending) -> Outgoing {
@@ -746,14 +769,15 @@ impl Traffic {
     fn account(&mut self, source: usize, dest: usize, seq: u32) -> Result<(), u32> {
         let pair = source * self.n + dest;
         let expected = self.expected[pair];
+        let ahead_key = |seq: u32| (pair as u64) << 32 | u64::from(seq);
         if seq == expected {
             let mut next = seq.wrapping_add(1);
-            while self.ahead.remove(&(pair, next)) {
+            while self.ahead.remove(&ahead_key(next)) {
                 next = next.wrapping_add(1);
             }
             self.expected[pair] = next;
             Ok(())
-        } else if !self.ordered && seq.wrapping_sub(expected) < 1 << 31 && self.ahead.insert((pair, seq)) {
+        } else if !self.ordered && seq.wrapping_sub(expected) < 1 << 31 && self.ahead.insert(ahead_key(seq)) {
             // Overtook packets sent before it by other links.
             Ok(())
         } else {
@@ -774,12 +798,7 @@ impl App for Traffic {
         let Some(&head) = self.queues[gpu].get(offer.port).and_then(VecDeque::front) else {
             return false;
         };
-        let flits = usize::from(self.extension) + self.data_flits;
-        if !offer.fits(Vc::Posted, flits) || !offer.send(&self.outgoing(gpu, &head)) {
-            return false;
-        }
-        self.queues[gpu][offer.port].pop_front();
-        true
+        self.send_head(gpu, head, offer)
     }
 
     fn receive(&mut self, now: Instant, gpu: usize, _port: usize, packet: &Received) {
@@ -817,7 +836,12 @@ impl App for Traffic {
             seq,
             born,
         };
-        if packet.payload != payload(self.seed, source, &sent, self.extension, self.data_flits) {
+        let data = &packet.payload[skip..];
+        let expected = data_flits(self.seed, source, &sent, self.data_flits);
+        let intact = packet.payload[..skip].iter().all(|f| *f == [0; FLIT_LEN])
+            && data.len() == self.data_flits.min(PAYLOAD_BYTES / FLIT_LEN)
+            && data.iter().zip(expected).all(|(got, want)| *got == want);
+        if !intact {
             return self.wrong(format!(
                 "packet {seq} from GPU {source} to {gpu} arrived with other data"
             ));
@@ -868,9 +892,8 @@ impl App for Traffic {
     }
 }
 
-/// A packet's flits: the address extension (zero) if the format has one, then `data_flits` flits whose
-/// first 8 bytes are its birth time (ps) and the rest drawn from the seed, the source, the destination,
-/// the sequence number and the birth time, so that the receiver can check every byte.
+/// A packet's flits: the address extension (zero) if the format has one, then its data flits
+/// ([`data_flits`]).
 fn payload(
     seed: u64,
     source: usize,
@@ -878,22 +901,30 @@ fn payload(
     extension: bool,
     data_flits: usize,
 ) -> heapless::Vec<Flit, 9> {
-    let born = p.born.saturating_since(Instant::ZERO).as_ps();
-    let mut rng = Xoshiro256PlusPlus::seed_from_u64(
-        seed ^ (source as u64) << 48 ^ u64::from(p.dest) << 32 ^ u64::from(p.seq) ^ born.rotate_left(17),
-    );
     let mut out = heapless::Vec::new();
     if extension {
         let _ = out.push([0; FLIT_LEN]);
     }
-    for k in 0..data_flits.min(PAYLOAD_BYTES / FLIT_LEN) {
-        let low = if k == 0 { born } else { rng.next_u64() };
-        let mut flit = [0; FLIT_LEN];
-        flit[..8].copy_from_slice(&low.to_le_bytes());
-        flit[8..].copy_from_slice(&rng.next_u64().to_le_bytes());
+    for flit in self::data_flits(seed, source, p, data_flits) {
         let _ = out.push(flit);
     }
     out
+}
+
+/// A packet's `count` data flits (at most [`PAYLOAD_BYTES`] of them): the first 8 bytes are its birth
+/// time (ps) and the rest are drawn from the seed, the source, the destination, the sequence number and
+/// the birth time, so that the receiver can check every byte. Each flit is built in a register, and the
+/// receiver compares as they come, with no copy of the packet.
+fn data_flits(seed: u64, source: usize, p: &Pending, count: usize) -> impl Iterator<Item = Flit> {
+    let born = p.born.saturating_since(Instant::ZERO).as_ps();
+    let mut rng = Xoshiro256PlusPlus::seed_from_u64(
+        seed ^ (source as u64) << 48 ^ u64::from(p.dest) << 32 ^ u64::from(p.seq) ^ born.rotate_left(17),
+    );
+    (0..count.min(PAYLOAD_BYTES / FLIT_LEN)).map(move |k| {
+        let low = if k == 0 { born } else { rng.next_u64() };
+        let high = rng.next_u64();
+        (u128::from(low) | u128::from(high) << 64).to_le_bytes()
+    })
 }
 
 /// A number in (0, 1].

@@ -12,6 +12,7 @@ use switch_fw::switch::{Arrival, Destination};
 
 use super::{App, Event, Held, Net, NodeState, Offer};
 use crate::discover::{check, discover, port_peer};
+use crate::hashing::MixHash;
 use crate::manager::{Fabric, Trunk};
 use crate::wire;
 
@@ -104,31 +105,10 @@ pub struct FailoverStats {
 /// lost ([`Seen::lose_copy`]).
 #[derive(Debug, Default)]
 pub(super) struct Seen {
-    set: std::collections::HashSet<u64, HeaderHash>,
+    set: std::collections::HashSet<u64, MixHash>,
     order: VecDeque<u64>,
     /// Header to the copies of it still to come.
-    pinned: std::collections::HashMap<u64, u32, HeaderHash>,
-}
-
-type HeaderHash = std::hash::BuildHasherDefault<HeaderHasher>;
-
-/// Headers are already well mixed in their low bits (offsets) and only need spreading: one multiply,
-/// instead of SipHash's defence against chosen keys, which simulated traffic cannot mount.
-#[derive(Debug, Default)]
-struct HeaderHasher(u64);
-
-impl std::hash::Hasher for HeaderHasher {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.write_u64(u64::from(b));
-        }
-    }
-    fn write_u64(&mut self, x: u64) {
-        self.0 = (self.0 ^ x).wrapping_mul(0x9E37_79B9_7F4A_7C15).rotate_left(29);
-    }
+    pinned: std::collections::HashMap<u64, u32, MixHash>,
 }
 
 /// Headers each GPU remembers.
