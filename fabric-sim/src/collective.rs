@@ -52,7 +52,7 @@ pub const CHANNEL_BUFFER_PACKETS: u64 = CHANNEL_BUFFER_BYTES / PACKET_BYTES as u
 const WAITING: u64 = 1 << 63;
 
 /// Elements per packet.
-const PER_PACKET: usize = PACKET_BYTES / 4;
+pub(crate) const PER_PACKET: usize = PACKET_BYTES / 4;
 
 /// Reduce-scatter partial sum (ring).
 pub const OP_PARTIAL: u64 = 0x03;
@@ -190,9 +190,9 @@ fn block_of(seed: u64, first: u64) -> Block {
 /// them for its own instructions: the hashes that generate and check every element, and the sums made
 /// from them, were about a sixth of a ring all-reduce's instructions on the baseline alone.
 macro_rules! widest_lanes {
-    ($(#[$doc:meta])* fn $name:ident($($arg:ident: $ty:ty),* $(,)?) -> $ret:ty $body:block) => {
+    ($(#[$doc:meta])* $vis:vis fn $name:ident($($arg:ident: $ty:ty),* $(,)?) -> $ret:ty $body:block) => {
         $(#[$doc])*
-        fn $name($($arg: $ty),*) -> $ret {
+        $vis fn $name($($arg: $ty),*) -> $ret {
             #[cfg(target_arch = "x86_64")]
             {
                 #[target_feature(enable = "avx512f,avx512dq")]
@@ -224,9 +224,17 @@ widest_lanes! {
     }
 }
 
+widest_lanes! {
+    /// `PER_PACKET` words drawn from `seed` (the coefficients `b` of elements `0 ..`): synthetic
+    /// traffic's data, generated and checked many lanes at a time as the collectives' is.
+    pub(crate) fn words_of(seed: u64) -> [u32; PER_PACKET] {
+        block_of(seed, 0).1
+    }
+}
+
 /// One packet's payload: the first `elements` of `words` (at most 32), four to a flit, little-endian, the
 /// last flit padded with zeros, after NVLink's address-extension flit if the format has one.
-fn payload_of(words: &[u32], elements: usize, extension: bool) -> heapless::Vec<Flit, 9> {
+pub(crate) fn payload_of(words: &[u32], elements: usize, extension: bool) -> heapless::Vec<Flit, 9> {
     let mut flits: heapless::Vec<Flit, 9> = heapless::Vec::new();
     if extension {
         // NVLink's address-extension flit (the upper address bits); zero here.
@@ -251,7 +259,7 @@ fn payload_of(words: &[u32], elements: usize, extension: bool) -> heapless::Vec<
 
 /// Whether payload `p` is exactly `elements` elements (after any extension flit), equal to the first of
 /// `expected`: whole words compared over the flat payload, which the compiler does many lanes at once.
-fn carries(p: &Received, extension: bool, elements: usize, expected: &[u32; PER_PACKET]) -> bool {
+pub(crate) fn carries(p: &Received, extension: bool, elements: usize, expected: &[u32; PER_PACKET]) -> bool {
     let skip = usize::from(extension);
     p.payload.len() == skip + (elements * 4).div_ceil(FLIT_LEN)
         && p.payload[skip..].as_flattened()[..elements * 4]

@@ -20,12 +20,13 @@
 
 use std::collections::{HashSet, VecDeque};
 
-use link_dl::flit::{Flit, FLIT_LEN};
+use link_dl::flit::FLIT_LEN;
 use link_dl::{DlConfig, Received, Vc};
 use link_phy::time::{Duration, Instant};
 use rand_core::{Rng, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
 
+use crate::collective::{carries, payload_of, words_of, PER_PACKET};
 use crate::hashing::MixHash;
 use crate::net::{App, FailoverStats, Job, LinkTotals, Net, Offer, Outgoing};
 use crate::run::{record_links, FaultSpec};
@@ -664,12 +665,17 @@ impl Traffic {
         true
     }
 
+    /// Data words per packet.
+    fn elements(&self) -> usize {
+        (self.data_flits * FLIT_LEN / 4).min(PER_PACKET)
+    }
+
     fn outgoing(&self, gpu: usize, p: &Pending) -> Outgoing {
         Outgoing {
             dest: p.dest,
             vc: Vc::Posted,
             tl: wire::header(wire::OP_TRAFFIC, p.dest, gpu as u16, false, p.seq),
-            payload: payload(self.seed, gpu, p, self.extension, self.data_flits),
+            payload: payload_of(&data_words(self.seed, gpu, p), self.elements(), self.extension),
             multicast: None,
         }
     }
@@ -836,11 +842,9 @@ impl App for Traffic {
             seq,
             born,
         };
-        let data = &packet.payload[skip..];
-        let expected = data_flits(self.seed, source, &sent, self.data_flits);
+        let expected = data_words(self.seed, source, &sent);
         let intact = packet.payload[..skip].iter().all(|f| *f == [0; FLIT_LEN])
-            && data.len() == self.data_flits.min(PAYLOAD_BYTES / FLIT_LEN)
-            && data.iter().zip(expected).all(|(got, want)| *got == want);
+            && carries(packet, self.extension, self.elements(), &expected);
         if !intact {
             return self.wrong(format!(
                 "packet {seq} from GPU {source} to {gpu} arrived with other data"
@@ -892,39 +896,17 @@ impl App for Traffic {
     }
 }
 
-/// A packet's flits: the address extension (zero) if the format has one, then its data flits
-/// ([`data_flits`]).
-fn payload(
-    seed: u64,
-    source: usize,
-    p: &Pending,
-    extension: bool,
-    data_flits: usize,
-) -> heapless::Vec<Flit, 9> {
-    let mut out = heapless::Vec::new();
-    if extension {
-        let _ = out.push([0; FLIT_LEN]);
-    }
-    for flit in self::data_flits(seed, source, p, data_flits) {
-        let _ = out.push(flit);
-    }
-    out
-}
-
-/// A packet's `count` data flits (at most [`PAYLOAD_BYTES`] of them): the first 8 bytes are its birth
-/// time (ps) and the rest are drawn from the seed, the source, the destination, the sequence number and
-/// the birth time, so that the receiver can check every byte. Each flit is built in a register, and the
-/// receiver compares as they come, with no copy of the packet.
-fn data_flits(seed: u64, source: usize, p: &Pending, count: usize) -> impl Iterator<Item = Flit> {
+/// A packet's data: its birth time (ps) in the first two words, and words drawn from the seed, the
+/// source, the destination, the sequence number and the birth time, so that the receiver can check every
+/// byte.
+fn data_words(seed: u64, source: usize, p: &Pending) -> [u32; PER_PACKET] {
     let born = p.born.saturating_since(Instant::ZERO).as_ps();
-    let mut rng = Xoshiro256PlusPlus::seed_from_u64(
-        seed ^ (source as u64) << 48 ^ u64::from(p.dest) << 32 ^ u64::from(p.seq) ^ born.rotate_left(17),
-    );
-    (0..count.min(PAYLOAD_BYTES / FLIT_LEN)).map(move |k| {
-        let low = if k == 0 { born } else { rng.next_u64() };
-        let high = rng.next_u64();
-        (u128::from(low) | u128::from(high) << 64).to_le_bytes()
-    })
+    let key =
+        seed ^ (source as u64) << 48 ^ u64::from(p.dest) << 32 ^ u64::from(p.seq) ^ born.rotate_left(17);
+    let mut words = words_of(key);
+    words[0] = born as u32;
+    words[1] = (born >> 32) as u32;
+    words
 }
 
 /// A number in (0, 1].
