@@ -24,7 +24,7 @@ use link_dl::flit::FLIT_LEN;
 use link_dl::{DlConfig, Received, Vc};
 use link_phy::time::{Duration, Instant};
 use rand_core::{Rng, SeedableRng};
-use rand_xoshiro::Xoshiro256PlusPlus;
+use rand_xoshiro::{SplitMix64, Xoshiro256PlusPlus};
 
 use crate::collective::{carries, payload_of, words_of, PER_PACKET};
 use crate::hashing::MixHash;
@@ -901,8 +901,13 @@ impl App for Traffic {
 /// byte.
 fn data_words(seed: u64, source: usize, p: &Pending) -> [u32; PER_PACKET] {
     let born = p.born.saturating_since(Instant::ZERO).as_ps();
-    let key =
+    let fields =
         seed ^ (source as u64) << 48 ^ u64::from(p.dest) << 32 ^ u64::from(p.seq) ^ born.rotate_left(17);
+    // Mixed first: `words_of` takes its seed's halves into 32-bit lanes, where two seeds that differ in
+    // a pattern of a few bits of each half give the same words. The birth time, read back from the
+    // packet, is checked only through the words it gives: mixed, no change to it leaves them whole
+    // but by chance (one in 2^64).
+    let key = SplitMix64::seed_from_u64(fields).next_u64();
     let mut words = words_of(key);
     words[0] = born as u32;
     words[1] = (born >> 32) as u32;
@@ -1019,6 +1024,33 @@ mod tests {
                 "{spread:?}"
             );
         }
+    }
+
+    /// A birth time changed so that, unmixed, the words' seed would have given the same words (each
+    /// half of the seed changed so that every lane's input moves by 2^31, which the other half's change
+    /// cancels) is caught.
+    #[test]
+    fn a_birth_time_that_would_give_the_same_unmixed_words_is_caught() {
+        const C: u32 = 0x9E37_79B9;
+        // C's inverse modulo 2^32, by Newton's iteration.
+        let inverse = (0..5).fold(1u32, |x, _| x.wrapping_mul(2u32.wrapping_sub(C.wrapping_mul(x))));
+        let now = Instant::ZERO + Duration::from_ns(500);
+        let (mut app, [first, _]) = app_and_packets(Spread::Links);
+        let born = 777u64;
+        let fields = 3 ^ 1u64 << 48 ^ born.rotate_left(17);
+        let (low, high) = (fields as u32, (fields >> 32) as u32);
+        let twin_high = high ^ 0x8000;
+        let step = 0x8000_0000u32
+            .wrapping_sub(twin_high.wrapping_sub(high))
+            .wrapping_mul(inverse);
+        let twin = u64::from(twin_high) << 32 | u64::from((low & !31).wrapping_add(step) | (low & 31));
+        assert_eq!(words_of(fields), words_of(twin), "the unmixed seeds are twins");
+        let mut bad = first.clone();
+        let twin_born = (twin ^ fields ^ born.rotate_left(17)).rotate_right(17);
+        assert_ne!(twin_born, born);
+        bad.payload[0][..8].copy_from_slice(&twin_born.to_le_bytes());
+        app.receive(now, 0, 0, &bad);
+        assert!(app.problem.take().unwrap().contains("other data"));
     }
 
     #[test]
