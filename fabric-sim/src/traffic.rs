@@ -550,6 +550,7 @@ impl Traffic {
         }
     }
 
+    /// The work of [`Traffic::generate`], once a packet is due or the alarm is yet to be asked for.
     #[inline(never)]
     fn generate_born(&mut self, now: Instant, gpu: usize, offer: Option<&Offer>) {
         while self.next_birth[gpu] <= now && self.next_birth[gpu] < self.stop {
