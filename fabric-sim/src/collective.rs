@@ -257,11 +257,13 @@ pub(crate) fn payload_of(words: &[u32], elements: usize, extension: bool) -> hea
     flits
 }
 
-/// Whether payload `p` is exactly `elements` elements (after any extension flit), equal to the first of
-/// `expected`: whole words compared over the flat payload, which the compiler does many lanes at once.
+/// Whether payload `p` is exactly `elements` elements after the address-extension flit (zero) if the
+/// format has one, equal to the first of `expected`: whole words compared over the flat payload, which
+/// the compiler does many lanes at once.
 pub(crate) fn carries(p: &Received, extension: bool, elements: usize, expected: &[u32; PER_PACKET]) -> bool {
     let skip = usize::from(extension);
     p.payload.len() == skip + (elements * 4).div_ceil(FLIT_LEN)
+        && p.payload[..skip].iter().all(|f| *f == [0; FLIT_LEN])
         && p.payload[skip..].as_flattened()[..elements * 4]
             .chunks_exact(4)
             .map(|w| u32::from_le_bytes([w[0], w[1], w[2], w[3]]))

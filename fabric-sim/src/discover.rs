@@ -143,12 +143,11 @@ impl Wiring {
                 .iter()
                 .position(|t| (t.a.0, t.b.0) == (x.min(y), x.max(y)))
                 .ok_or_else(|| {
-                    let name = |n: usize| hardware.nodes.get(n).map_or("?", |n| n.name.as_str());
                     format!(
                         "{} has no link between {} and {}",
                         hardware.name,
-                        name(x),
-                        name(y)
+                        hardware.node_name(x),
+                        hardware.node_name(y)
                     )
                 })
         };

@@ -273,6 +273,11 @@ impl Fabric {
             .count()
     }
 
+    /// The name in `topology` of GPU `id` (an endpoint ID), for messages ("?" if there is none).
+    pub fn gpu_name<'a>(&self, topology: &'a Topology, id: usize) -> &'a str {
+        topology.node_name(self.gpus.get(id).copied().unwrap_or(usize::MAX))
+    }
+
     /// Logical ports of node `x`.
     pub fn port_count(&self, x: usize) -> usize {
         self.ports[x].len()

@@ -722,13 +722,12 @@ impl Net {
 
     /// Why `job` is split under `fabric`: no route joins its GPUs `a` and `b`.
     fn split_message(&self, fabric: &Fabric, job: &Job, (a, b): (usize, usize)) -> String {
-        let name = |id: usize| self.topology.nodes[fabric.gpus[id]].name.as_str();
         format!(
             "{}: no route from {} to {}: no path of live links through switches joins them (GPUs do not \
              forward)",
             job.name,
-            name(a),
-            name(b)
+            fabric.gpu_name(&self.topology, a),
+            fabric.gpu_name(&self.topology, b)
         )
     }
 

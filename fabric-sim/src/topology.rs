@@ -96,6 +96,11 @@ pub struct End {
 }
 
 impl Topology {
+    /// The name of node `x`, for messages ("?" if there is none).
+    pub fn node_name(&self, x: usize) -> &str {
+        self.nodes.get(x).map_or("?", |n| n.name.as_str())
+    }
+
     /// The index of the node called `name`.
     pub fn node_named(&self, name: &str) -> Result<usize, String> {
         self.nodes
@@ -216,8 +221,11 @@ impl Topology {
     pub fn with_gpus(&self, keep: &[usize]) -> Result<Topology, String> {
         let all = self.gpus();
         if let Some(&x) = keep.iter().find(|&&x| !all.contains(&x)) {
-            let name = self.nodes.get(x).map_or("?", |n| n.name.as_str());
-            return Err(format!("{}: {name} (node {x}) is not a GPU", self.name));
+            return Err(format!(
+                "{}: {} (node {x}) is not a GPU",
+                self.name,
+                self.node_name(x)
+            ));
         }
         let mut kept: Vec<bool> = (0..self.nodes.len())
             .map(|x| self.nodes[x].kind == NodeKind::Switch || keep.contains(&x))
@@ -275,8 +283,11 @@ impl Topology {
     pub fn with_jobs(&self, first: &[usize], second: &[usize]) -> Result<(Topology, Vec<u16>), String> {
         let all = self.gpus();
         if let Some(&x) = first.iter().chain(second).find(|&&x| !all.contains(&x)) {
-            let name = self.nodes.get(x).map_or("?", |n| n.name.as_str());
-            return Err(format!("{}: {name} (node {x}) is not a GPU", self.name));
+            return Err(format!(
+                "{}: {} (node {x}) is not a GPU",
+                self.name,
+                self.node_name(x)
+            ));
         }
         // The GPUs' places in the node list, in order, taken by `first`'s GPUs and then the others.
         let order = all

@@ -843,10 +843,12 @@ impl App for Traffic {
             seq,
             born,
         };
-        let expected = data_words(self.seed, source, &sent);
-        let intact = packet.payload[..skip].iter().all(|f| *f == [0; FLIT_LEN])
-            && carries(packet, self.extension, self.elements(), &expected);
-        if !intact {
+        if !carries(
+            packet,
+            self.extension,
+            self.elements(),
+            &data_words(self.seed, source, &sent),
+        ) {
             return self.wrong(format!(
                 "packet {seq} from GPU {source} to {gpu} arrived with other data"
             ));

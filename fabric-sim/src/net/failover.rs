@@ -134,29 +134,27 @@ impl Seen {
     /// another copy is on its way; either way it counts as come, and a lost packet counts as received,
     /// so that nothing of it is counted twice.
     fn lose_copy(&mut self, tl: u64) -> bool {
-        if self.set.contains(&tl) {
-            self.first_time(tl);
-            return false;
-        }
-        if let Some(copies) = self.pinned.get_mut(&tl) {
-            *copies -= 1;
-            if *copies == 0 {
-                self.pinned.remove(&tl);
-            }
+        if !self.set.contains(&tl) && self.pinned.contains_key(&tl) {
+            self.copy_came(tl);
             return false;
         }
         self.first_time(tl)
     }
 
+    /// One of the copies still to come of `tl`, if it is pinned, has come.
+    fn copy_came(&mut self, tl: u64) {
+        if let Some(copies) = self.pinned.get_mut(&tl) {
+            *copies -= 1;
+            if *copies == 0 {
+                self.pinned.remove(&tl);
+            }
+        }
+    }
+
     /// Whether `tl` is new (and remember it).
     pub(super) fn first_time(&mut self, tl: u64) -> bool {
         if !self.set.insert(tl) {
-            if let Some(copies) = self.pinned.get_mut(&tl) {
-                *copies -= 1;
-                if *copies == 0 {
-                    self.pinned.remove(&tl);
-                }
-            }
+            self.copy_came(tl);
             return false;
         }
         self.order.push_back(tl);
@@ -621,7 +619,7 @@ impl Net {
             Err(e) => {
                 // Every link that failed since the last plan: several, when they failed while others
                 // were still coming up.
-                let name = |x: usize| self.topology.nodes[x].name.as_str();
+                let name = |x: usize| self.topology.node_name(x);
                 let links: Vec<String> = ends
                     .chunks(2)
                     .map(|pair| format!("{} - {}", name(pair[0].0), name(pair[pair.len() - 1].0)))
@@ -738,16 +736,7 @@ impl Net {
                     Some(bounced) if !core.routes.get(source).is_empty() => (bounced, source),
                     bounced => {
                         // Lost: NVLink has no end-to-end retry.
-                        let name = |x: usize| self.topology.nodes.get(x).map_or("?", |n| n.name.as_str());
-                        let gpu = |id: u16| {
-                            name(
-                                self.fabric
-                                    .gpus
-                                    .get(usize::from(id))
-                                    .copied()
-                                    .unwrap_or(usize::MAX),
-                            )
-                        };
+                        let gpu = |id: u16| self.fabric.gpu_name(&self.topology, usize::from(id));
                         let (from, to) = match multicast {
                             Some(group) => (gpu(source).to_string(), format!("multicast group {group}")),
                             // A returned packet's header has its ends swapped.
@@ -768,7 +757,7 @@ impl Net {
                         let message = format!(
                             "{} holds a packet from {from} to {to} (header {:#x}) that it can neither \
                              deliver nor return ({why}): the packet is lost",
-                            name(node),
+                            self.topology.node_name(node),
                             p.tl
                         );
                         f.strand(wire::original(p.tl), message);
@@ -858,13 +847,14 @@ impl Net {
             }
             routed
         });
-        let name = |x: usize| self.topology.nodes.get(x).map_or("?", |n| n.name.as_str());
         for tl in stranded {
-            let to = (self.fabric.gpus.get(usize::from(wire::route_fields(tl).0))).map_or("?", |&x| name(x));
+            let to = self
+                .fabric
+                .gpu_name(&self.topology, usize::from(wire::route_fields(tl).0));
             let why = format!(
                 "{} has a packet to send again to {to} (header {tl:#x}) that no route leads to any more: the \
                  packet is lost",
-                name(node),
+                self.topology.node_name(node),
             );
             f.strand(tl, why);
         }
