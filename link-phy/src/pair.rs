@@ -163,6 +163,17 @@ impl<N: Node> LinkPair<N> {
         fill: &mut dyn FnMut(Side, &mut [u8]),
         deliver: &mut dyn FnMut(Side, &[u8], u64),
     ) -> bool {
+        self.step_within(Instant(u64::MAX), fill, deliver)
+    }
+
+    /// [`LinkPair::step_with`], but if the next thing happens after `limit`, only advance time to
+    /// `limit` and return false.
+    fn step_within(
+        &mut self,
+        limit: Instant,
+        fill: &mut dyn FnMut(Side, &mut [u8]),
+        deliver: &mut dyn FnMut(Side, &[u8], u64),
+    ) -> bool {
         let now = self.now;
         if self.a.port().wants_receiver_detection() {
             let present = self.ab.receivers_present();
@@ -176,7 +187,10 @@ impl<N: Node> LinkPair<N> {
             .into_iter()
             .flatten()
             .min();
-        let Some(next) = next else {
+        let Some(next) = next.filter(|&next| next <= limit) else {
+            if next.is_some() {
+                self.now = self.now.max(limit);
+            }
             self.collect_events();
             return false;
         };
@@ -212,10 +226,11 @@ impl<N: Node> LinkPair<N> {
         }
     }
 
-    /// Step until `done` holds or simulated time passes `limit`. Returns whether `done` held.
+    /// Step until `done` holds or the next thing would happen after `limit` (time then stops at `limit`).
+    /// Returns whether `done` held.
     pub fn run_until(&mut self, limit: Instant, mut done: impl FnMut(&LinkPair<N>) -> bool) -> bool {
         while !done(self) {
-            if self.now > limit || !self.step() {
+            if !self.step_within(limit, &mut |_, buf| buf.fill(0), &mut |_, _, _| {}) {
                 return done(self);
             }
         }

@@ -221,11 +221,17 @@ pub fn report(pair: &LinkPair) -> Value {
 
 pub fn run(args: TrainArgs) -> anyhow::Result<ExitCode> {
     if !(args.limit_ms > 0.0 && args.limit_ms <= 60_000.0) {
-        bail!("--limit-ms must be between 0 and 60000, not {}", args.limit_ms);
+        bail!(
+            "--limit-ms must be above 0 and at most 60000, not {}",
+            args.limit_ms
+        );
     }
     let mut pair = args.channel.build()?;
-    let up = pair.train(Instant((args.limit_ms * 1e9) as u64));
-    let report = report(&pair);
+    let limit = Instant((args.limit_ms * 1e9) as u64);
+    let up = pair.train(limit);
+    let mut report = report(&pair);
+    // Training stops at the limit in whatever state the ports are in, which need not be a final one.
+    report["limit_reached"] = json!(!up && pair.now() >= limit);
     if args.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {
@@ -280,6 +286,11 @@ fn print_text(c: &ChannelArgs, pair: &LinkPair, report: &Value) {
                 report["time_to_first_l0_us"].as_f64().unwrap_or(f64::NAN)
             );
         }
+        _ if report["limit_reached"] == json!(true) => println!(
+            "link DOWN: still training ({}) when --limit-ms ran out at {:.3} us",
+            report["state"].as_str().unwrap_or("?"),
+            report["simulated_us"].as_f64().unwrap_or(f64::NAN)
+        ),
         _ => println!(
             "link DOWN: training ended in {}",
             report["state"].as_str().unwrap_or("?")

@@ -267,7 +267,7 @@ impl FaultArgs {
     pub fn ber(&self) -> anyhow::Result<Option<f64>> {
         if let Some(ber) = self.ber {
             if !(0.0..1e-2).contains(&ber) {
-                bail!("--ber must be between 0 and 0.01, not {ber}");
+                bail!("--ber must be at least 0 and below 0.01, not {ber}");
             }
         }
         Ok(self.ber)
