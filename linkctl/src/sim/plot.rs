@@ -35,12 +35,13 @@ impl Chart {
         let x0 = if x0.is_finite() { x0 } else { 0.0 };
         let x1 = xs().fold(f64::NEG_INFINITY, f64::max);
         let x1 = if x1 > x0 { x1 } else { x0 + 1.0 };
-        let ymax = self
+        let highest = self
             .series
             .iter()
             .flat_map(|s| s.points.iter().map(|p| p.1))
-            .fold(1.0f64, f64::max)
-            * 1.1;
+            .fold(0.0f64, f64::max);
+        let y_axis = Axis::to(highest * 1.1);
+        let ymax = y_axis.top();
         let px = |x: f64| left + (x - x0) / (x1 - x0) * pw;
         let py = |y: f64| top + ph - y / ymax * ph;
         let mut s = format!(
@@ -60,12 +61,11 @@ impl Chart {
             "<line x1=\"{left}\" y1=\"{top}\" x2=\"{left}\" y2=\"{}\" stroke=\"black\"/>\n",
             top + ph
         );
-        for k in 0..=5 {
-            let y = ymax * f64::from(k) / 5.0;
+        for (y, label) in y_axis.ticks() {
             // A label left of the axis and a grid line across the plot at height `y`.
             let (label_x, at, end) = (left - 6.0, py(y), left + pw);
             s += &format!(
-                "<text x=\"{label_x}\" y=\"{:.1}\" text-anchor=\"end\">{y:.0}</text><line x1=\"{left}\" y1=\"{at:.1}\" x2=\"{end}\" y2=\"{at:.1}\" stroke=\"#ddd\"/>\n",
+                "<text x=\"{label_x}\" y=\"{:.1}\" text-anchor=\"end\">{label}</text><line x1=\"{left}\" y1=\"{at:.1}\" x2=\"{end}\" y2=\"{at:.1}\" stroke=\"#ddd\"/>\n",
                 at + 4.0
             );
         }
@@ -161,12 +161,7 @@ pub fn latency_svg(title: String, points: &[(f64, f64, f64)]) -> String {
         title,
         x_label: "offered load (GB/s of payload per GPU)",
         y_label: "latency (ns)",
-        x_ticks: (0..=5)
-            .map(|k| {
-                let x = top * f64::from(k) / 5.0;
-                (x, format!("{x:.0}"))
-            })
-            .collect(),
+        x_ticks: Axis::to(top).ticks().collect(),
         series: vec![
             Series {
                 name: "mean",
@@ -199,9 +194,74 @@ fn human(bytes: u64) -> String {
     }
 }
 
+/// An axis from 0 to `steps` steps of `step`, a round number (1, 2 or 5 times a power of ten), so that
+/// its labels are short and each one differs from the next.
+struct Axis {
+    step: f64,
+    steps: u32,
+}
+
+impl Axis {
+    /// The axis with about five steps that reaches `max`.
+    fn to(max: f64) -> Axis {
+        let max = if max.is_finite() && max > 0.0 { max } else { 1.0 };
+        let rough = max / 5.0;
+        let power = 10f64.powf(rough.log10().floor());
+        let step = [1.0, 2.0, 5.0, 10.0]
+            .into_iter()
+            .map(|m| m * power)
+            .find(|&s| s >= rough)
+            .unwrap_or(10.0 * power);
+        Axis {
+            step,
+            steps: (max / step).ceil().max(1.0) as u32,
+        }
+    }
+
+    fn top(&self) -> f64 {
+        self.step * f64::from(self.steps)
+    }
+
+    /// Each tick's value and label, with as many decimals as the step needs.
+    fn ticks(&self) -> impl Iterator<Item = (f64, String)> + '_ {
+        let decimals = (-self.step.log10().floor()).max(0.0) as usize;
+        (0..=self.steps).map(move |k| {
+            let v = self.step * f64::from(k);
+            (v, format!("{v:.decimals$}"))
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn axis_labels_are_round_and_distinct_at_any_scale() {
+        for max in [0.003, 0.7, 1.0, 2.68, 3.6, 99.0, 123.4, 506.0, 14_313.0, 2.5e9] {
+            let axis = Axis::to(max);
+            let ticks: Vec<(f64, String)> = axis.ticks().collect();
+            assert!(
+                axis.top() >= max && axis.top() < 2.5 * max,
+                "{max}: top {}",
+                axis.top()
+            );
+            assert!((3..=11).contains(&ticks.len()), "{max}: {ticks:?}");
+            let labels: std::collections::BTreeSet<&String> = ticks.iter().map(|t| &t.1).collect();
+            assert_eq!(labels.len(), ticks.len(), "{max}: {ticks:?}");
+            for (v, label) in &ticks {
+                assert!(
+                    (label.parse::<f64>().unwrap() - v).abs() <= 1e-9 * max.max(1.0),
+                    "{label} {v}"
+                );
+            }
+        }
+        let labels = |max| Axis::to(max).ticks().map(|t| t.1).collect::<Vec<String>>();
+        // 2.68 had been labelled 0, 1, 1, 2, 2, 3.
+        assert_eq!(labels(2.68), ["0", "1", "2", "3"]);
+        assert_eq!(labels(0.7), ["0.0", "0.2", "0.4", "0.6", "0.8"]);
+        assert_eq!(labels(506.0), ["0", "200", "400", "600"]);
+    }
 
     #[test]
     fn latency_points_are_drawn_in_order_of_load_and_the_title_is_escaped() {
