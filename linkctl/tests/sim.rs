@@ -517,6 +517,27 @@ fn bad_input_is_a_clear_error_not_a_panic() {
         ],
         &["allreduce", "--buffsize", "3"],
         &["allreduce", "--buffsize", "128M"],
+        // A limit without its file would be silently ignored; two outputs in one file overwrite each other.
+        &["allreduce", "--max", "4K", "--pcap-limit", "5"],
+        &["allreduce", "--max", "4K", "--vcd-limit", "5"],
+        &[
+            "allreduce",
+            "--max",
+            "4K",
+            "--pcap",
+            "same.out",
+            "--vcd",
+            "same.out",
+        ],
+        &[
+            "allreduce",
+            "--max",
+            "4K",
+            "--vcd",
+            "same.out",
+            "--plot",
+            "./same.out",
+        ],
         &["allreduce", "--min", "600G", "--max", "600G"],
         &[
             "allreduce",

@@ -203,6 +203,9 @@ fn bad_input_is_refused() {
         &["--load", "x"],
         &["--pattern", "tornado"],
         &["--pattern", "hotspot", "--hotspot", "2"],
+        // Without the hot-spot pattern, a share would be silently ignored.
+        &["--hotspot", "0.5"],
+        &["--load", "0.1", "--pcap", "same.out", "--plot", "same.out"],
         &["--spread", "random"],
         &["--bytes", "24"],
         &["--bytes", "256"],

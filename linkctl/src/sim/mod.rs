@@ -112,15 +112,24 @@ pub struct TraceArgs {
     #[arg(long, value_name = "FILE")]
     pub pcap: Option<std::path::PathBuf>,
     /// Most records the trace holds; the rest are counted, not written
-    #[arg(long, default_value_t = 1_000_000)]
+    #[arg(long, default_value_t = 1_000_000, requires = "pcap")]
     pub pcap_limit: u64,
     /// Write waveforms of every link direction's state, activity and replay-buffer occupancy (VCD, for
     /// GTKWave; signals in docs/spec.md section 8)
     #[arg(long, value_name = "FILE")]
     pub vcd: Option<std::path::PathBuf>,
     /// Most value changes the waveforms hold; the rest are counted, not written
-    #[arg(long, default_value_t = 10_000_000)]
+    #[arg(long, default_value_t = 10_000_000, requires = "vcd")]
     pub vcd_limit: u64,
+}
+
+/// Where `path` leads: absolute, its folder's links and `..` resolved when the folder exists.
+fn resolved(path: &std::path::Path) -> std::io::Result<std::path::PathBuf> {
+    let path = std::path::absolute(path)?;
+    Ok(match (path.parent(), path.file_name()) {
+        (Some(folder), Some(name)) => folder.canonicalize().map_or(path.clone(), |f| f.join(name)),
+        _ => path,
+    })
 }
 
 impl TraceArgs {
@@ -132,6 +141,26 @@ impl TraceArgs {
     /// `--vcd` with its limit.
     pub fn vcd(&self) -> Option<(std::path::PathBuf, u64)> {
         self.vcd.clone().map(|path| (path, self.vcd_limit))
+    }
+
+    /// An error if two of the files asked for (the trace, the waveforms and `plot`) are one: each would
+    /// overwrite the other's bytes.
+    pub fn check_files(&self, plot: Option<&std::path::Path>) -> anyhow::Result<()> {
+        let files = [
+            ("--pcap", self.pcap.as_deref()),
+            ("--vcd", self.vcd.as_deref()),
+            ("--plot", plot),
+        ];
+        for (i, &(a, path_a)) in files.iter().enumerate() {
+            for &(b, path_b) in &files[i + 1..] {
+                if let (Some(x), Some(y)) = (path_a, path_b) {
+                    if resolved(x)? == resolved(y)? {
+                        bail!("{a} and {b} name the same file, {}", x.display());
+                    }
+                }
+            }
+        }
+        Ok(())
     }
 
     /// Whether a trace or waveforms are asked for.
@@ -601,6 +630,7 @@ pub fn run(cmd: SimCommand) -> anyhow::Result<ExitCode> {
         collective_gpus: apart.as_ref().map(|&(gpus, _)| gpus),
         ..Sweep::new(topology, kind, algo, min, max)
     };
+    args.traces.check_files(args.plot.as_deref())?;
     let plot_file = PlotFile::create(args.plot.as_deref())?;
     let show_progress = std::io::stderr().is_terminal() && !args.json;
     let mut shown = None;

@@ -25,9 +25,9 @@ pub struct TrafficArgs {
     /// fixed), neighbor (the next GPU) or hotspot (--hotspot of them to GPU 0, the rest uniform)
     #[arg(long, default_value = "uniform")]
     pub pattern: String,
-    /// Share of packets the hot spot gets, with --pattern hotspot
-    #[arg(long, default_value_t = HOTSPOT_SHARE)]
-    pub hotspot: f64,
+    /// Share of packets the hot spot gets, with --pattern hotspot [default: 0.2]
+    #[arg(long)]
+    pub hotspot: Option<f64>,
     /// How a GPU spreads its packets over its ports that lead to the destination: links (packet by packet
     /// over its links in turn, as NVLink interleaves addresses: a flow uses them all, out of order) or
     /// flow (each flow on the port the switches' flow hash picks: one path, in order)
@@ -77,7 +77,11 @@ pub fn run(args: TrafficArgs) -> anyhow::Result<ExitCode> {
     if let Some(list) = &args.gpus {
         topology = some_gpus(&topology, list)?;
     }
-    let pattern = Pattern::parse(&args.pattern, args.hotspot).map_err(anyhow::Error::msg)?;
+    let pattern =
+        Pattern::parse(&args.pattern, args.hotspot.unwrap_or(HOTSPOT_SHARE)).map_err(anyhow::Error::msg)?;
+    if args.hotspot.is_some() && !matches!(pattern, Pattern::Hotspot(_)) {
+        bail!("--hotspot is the hot spot's share of the packets: it needs --pattern hotspot");
+    }
     let spread = Spread::parse(&args.spread).map_err(anyhow::Error::msg)?;
     if let Some(&bad) = args.load.iter().find(|&&l| !(l > 0.0 && l <= 1.0)) {
         bail!("--load {bad}: loads are fractions of the injection bandwidth, more than 0 and at most 1");
@@ -95,6 +99,7 @@ pub fn run(args: TrafficArgs) -> anyhow::Result<ExitCode> {
         None => None,
     };
     let measure = parse_time(&args.measure).context("--measure")?;
+    args.traces.check_files(args.plot.as_deref())?;
     let plot_file = PlotFile::create(args.plot.as_deref())?;
     let started = WallClock::now();
     let mut reports = Vec::new();
@@ -133,7 +138,10 @@ pub fn run(args: TrafficArgs) -> anyhow::Result<ExitCode> {
         "topology": topology.name,
         "pattern": pattern.name(),
         "spread": spread.name(),
-        "hotspot": matches!(pattern, Pattern::Hotspot(_)).then_some(args.hotspot),
+        "hotspot": match pattern {
+            Pattern::Hotspot(share) => Some(share),
+            _ => None,
+        },
         "gpus": gpus,
         "payload_bytes": args.bytes,
         "warmup_us": reports.first().map(|r| r.warmup.as_ps() as f64 / 1e6),
