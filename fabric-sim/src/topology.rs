@@ -95,6 +95,23 @@ pub struct End {
     pub port: usize,
 }
 
+/// A node name must be one the command line can take back: `--fail-link A:B@TIME`, `--gpus A,B` and
+/// `--gpus A..B` split names at `:`, `@`, `,` and `..`.
+fn check_node_name(name: &str) -> Result<(), String> {
+    let bad = name.is_empty()
+        || name.contains("..")
+        || name
+            .chars()
+            .any(|c| matches!(c, ':' | '@' | ',') || c.is_whitespace() || c.is_control());
+    if bad {
+        return Err(format!(
+            "node name {name:?}: a name is not empty and has no ':', '@', ',', '..' or white space (the \
+             command line splits names at those)"
+        ));
+    }
+    Ok(())
+}
+
 impl Topology {
     /// The name of node `x`, for messages ("?" if there is none).
     pub fn node_name(&self, x: usize) -> &str {
@@ -434,6 +451,7 @@ impl Topology {
         let mut index = BTreeMap::new();
         let mut nodes = Vec::new();
         for n in file.node {
+            check_node_name(&n.name)?;
             if index.insert(n.name.clone(), nodes.len()).is_some() {
                 return Err(format!("node {:?} is defined twice", n.name));
             }

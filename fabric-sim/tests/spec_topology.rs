@@ -63,6 +63,17 @@ fn mistakes_are_named() {
             base.replace("name = \"gpu1\"", "name = \"gpu0\""),
             "defined twice",
         ),
+        // Names the command line could not take back (`--fail-link A:B@T`, `--gpus A,B`, `--gpus A..B`).
+        (
+            base.replace("name = \"gpu1\"", "name = \"\"")
+                .replace("a = \"gpu1\"", "a = \"\""),
+            "node name \"\"",
+        ),
+        (base.replace("\"gpu1\"", "\"gpu:1\""), "node name \"gpu:1\""),
+        (base.replace("\"gpu1\"", "\"gpu@1\""), "node name \"gpu@1\""),
+        (base.replace("\"gpu1\"", "\"gpu,1\""), "node name \"gpu,1\""),
+        (base.replace("\"gpu1\"", "\"gpu..1\""), "node name \"gpu..1\""),
+        (base.replace("\"gpu1\"", "\"gpu 1\""), "node name \"gpu 1\""),
         (base.replace("count = 4\ngbps", "colour = 4\ngbps"), "colour"),
         // Checked before anything is built from them: a count of 10^8 once allocated gigabytes, a
         // latency of 10^300 ns never let a run end.

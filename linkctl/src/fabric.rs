@@ -80,9 +80,14 @@ fn parse_partition(s: &str) -> anyhow::Result<(u8, Vec<&str>)> {
 
 pub fn run(args: FabricArgs) -> anyhow::Result<ExitCode> {
     let mut topology = args.topology.load()?;
+    // A GPU put in two partitions (or twice in one) is a mistake, not a case for the last to win.
+    let mut placed: std::collections::BTreeMap<&str, u8> = std::collections::BTreeMap::new();
     for spec in &args.partition {
         let (p, names) = parse_partition(spec)?;
         for name in names {
+            if let Some(before) = placed.insert(name, p) {
+                bail!("--partition names {name} twice (in partitions {before} and {p})");
+            }
             topology.set_partition(name, p).map_err(anyhow::Error::msg)?;
         }
     }

@@ -122,6 +122,9 @@ fn bad_input_is_refused() {
         &["--partition", "256:gpu0"],
         &["--partition", "1:nvswitch0"],
         &["--partition", "1:gpu99"],
+        // One GPU in two partitions, or named twice in one: neither is a case for the last to win.
+        &["--partition", "1:gpu4", "--partition", "2:gpu4"],
+        &["--partition", "1:gpu4,gpu4"],
         &["--fail-link", "gpu0"],
         &["--fail-link", "gpu0:gpu1"],
         &["--fail-link", "gpu0:nvswitch1@20us"],
