@@ -10,6 +10,7 @@ use clap::Args;
 use fabric_sim::traffic::{
     run_traffic, Measured, Pattern, Spread, TrafficReport, TrafficSpec, HOTSPOT_SHARE, PAYLOAD_BYTES,
 };
+use link_phy::time::Duration;
 use serde_json::{json, Value};
 
 use super::{
@@ -149,7 +150,10 @@ pub fn run(args: TrafficArgs) -> anyhow::Result<ExitCode> {
         "seed": args.seed,
         "ber": ber,
         "replan_delay_ns": replan_delay.as_ps() as f64 / 1e3,
-        "points": reports.iter().map(point).collect::<Vec<_>>(),
+        "points": reports
+            .iter()
+            .map(|r| point(r, saturated(r, gpus, args.bytes, measure)))
+            .collect::<Vec<_>>(),
         "packets": packets,
         "wall_seconds": wall,
         "packets_per_s": packets as f64 / wall.max(1e-9),
@@ -158,7 +162,7 @@ pub fn run(args: TrafficArgs) -> anyhow::Result<ExitCode> {
     if args.json {
         println!("{}", serde_json::to_string_pretty(&summary)?);
     } else {
-        print_table(&summary, &reports);
+        print_table(&summary, &reports, |r| saturated(r, gpus, args.bytes, measure));
     }
     if let Some(file) = plot_file {
         let title = format!(
@@ -208,12 +212,24 @@ pub fn measured_json(m: &Measured, rest: Value) -> Value {
     v
 }
 
-fn point(r: &TrafficReport) -> Value {
+/// Whether the fabric accepted less than was offered by more than chance explains. The packets born in
+/// the window are a Poisson count, so a light load or a short window can fall short of the offered load
+/// by luck alone: saturation is a shortfall of more than three standard deviations of that count, and of
+/// at least 5%. Packets that failures lost or left without a route are said apart, not as saturation.
+fn saturated(r: &TrafficReport, gpus: usize, payload_bytes: usize, measure: Duration) -> bool {
+    let m = &r.measured;
+    let expected = m.offered_gbps * (measure.as_ps() as f64 / 1e3) * gpus as f64 / payload_bytes as f64;
+    let shortfall = (3.0 / expected.sqrt()).max(0.05);
+    expected > 0.0 && m.accepted_gbps < (1.0 - shortfall) * m.offered_gbps && m.loss().is_none()
+}
+
+fn point(r: &TrafficReport, saturated: bool) -> Value {
     let (trace, waves) = trace_json(r.trace, r.waves);
     measured_json(
         &r.measured,
         json!({
             "load": r.load,
+            "saturated": saturated,
             "replays": r.links.dl.replays,
             "failover": failover_json(&r.failover),
             "bits_flipped": r.links.bits_flipped,
@@ -224,7 +240,7 @@ fn point(r: &TrafficReport) -> Value {
     )
 }
 
-fn print_table(s: &Value, reports: &[TrafficReport]) {
+fn print_table(s: &Value, reports: &[TrafficReport], saturated: impl Fn(&TrafficReport) -> bool) {
     println!(
         "# {} traffic on {}, spread over {}: {} GPUs, {}-byte posted writes; warm-up {} us, measured over \
          {} us",
@@ -270,10 +286,7 @@ fn print_table(s: &Value, reports: &[TrafficReport]) {
         }
     }
     // A load whose packets failures lost, or left without a route, says so on its own lines.
-    if let Some(r) = reports
-        .iter()
-        .find(|r| r.measured.accepted_gbps < 0.95 * r.measured.offered_gbps && r.measured.loss().is_none())
-    {
+    if let Some(r) = reports.iter().find(|r| saturated(r)) {
         println!(
             "# saturated from load {:.2}: the fabric accepts {:.1} GB/s per GPU of the {:.1} offered",
             r.load, r.measured.accepted_gbps, r.measured.offered_gbps
