@@ -238,12 +238,22 @@ pub struct Report {
     pub background: Option<BackgroundReport>,
 }
 
-/// The sizes of a sweep: `min`, doubling, up to `max`.
-pub fn sizes(min: u64, max: u64) -> Vec<u64> {
-    let mut v = Vec::new();
-    let mut s = min.max(4);
+/// The sizes of a sweep of `kind` on `gpus` GPUs: `min`, doubling, up to `max`, each rounded down to what
+/// the collective moves, as nccl-tests prints it: whole 32-bit elements, and for the collectives that
+/// give each GPU a block (all-gather, reduce-scatter, all-to-all) the same whole number of them per GPU.
+/// A size with no element per GPU is left out, and so is a size rounded down onto the one before.
+pub fn sizes(kind: Kind, gpus: usize, min: u64, max: u64) -> Vec<u64> {
+    let unit = match kind {
+        Kind::AllReduce | Kind::Broadcast => 4,
+        Kind::AllGather | Kind::ReduceScatter | Kind::AllToAll => 4 * gpus.max(1) as u64,
+    };
+    let mut v: Vec<u64> = Vec::new();
+    let mut s = min.max(1);
     while s <= max {
-        v.push(s);
+        let moved = s / unit * unit;
+        if moved > 0 && v.last() != Some(&moved) {
+            v.push(moved);
+        }
         s = s.saturating_mul(2);
     }
     v
@@ -593,11 +603,20 @@ fn run_with(
         }
     }
     sweep.algo.supports(sweep.kind)?;
-    let sizes = sizes(sweep.min, sweep.max);
+    let gpus = sweep.collective_gpus.unwrap_or(topology.gpus().len());
+    let sizes = sizes(sweep.kind, gpus, sweep.min, sweep.max);
     let largest = sizes.last().copied().unwrap_or(0);
     if sizes.is_empty() {
+        let least = match sweep.kind {
+            Kind::AllReduce | Kind::Broadcast => "sizes start at 4 bytes (one 32-bit element)".to_string(),
+            _ => format!(
+                "this collective gives each of its {gpus} GPUs a block of whole 32-bit elements, so sizes \
+                 start at {} bytes",
+                4 * gpus
+            ),
+        };
         return Err(format!(
-            "no message size from {} to {} bytes: sizes start at 4 bytes (one 32-bit element)",
+            "no message size from {} to {} bytes: {least}",
             sweep.min, sweep.max
         ));
     }

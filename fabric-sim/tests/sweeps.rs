@@ -38,7 +38,7 @@ fn run_ok(sweep: &Sweep) -> Report {
     );
     assert_eq!(
         report.rows.len(),
-        fabric_sim::run::sizes(sweep.min, sweep.max).len()
+        fabric_sim::run::sizes(sweep.kind, report.gpus, sweep.min, sweep.max).len()
     );
     report
 }
@@ -761,7 +761,7 @@ fn deliveries_count_every_packet_of_a_run_without_faults() {
         let s = sweep(topology, kind, algo, 4, 256 * 1024);
         let report = run_ok(&s);
         let gpus = report.gpus;
-        for (row, bytes) in report.rows.iter().zip(sizes(s.min, s.max)) {
+        for (row, bytes) in report.rows.iter().zip(sizes(kind, gpus, s.min, s.max)) {
             let expected = deliveries(kind, algo, bytes, gpus);
             let what = format!("{topology} {kind:?} {algo:?} {bytes} B: {} packets", row.packets);
             if algo == Algo::Tree {

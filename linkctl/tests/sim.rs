@@ -23,6 +23,35 @@ fn assert_delivered(b: &serde_json::Value) {
 }
 
 #[test]
+fn sizes_are_what_the_collective_moves_with_no_repeats_and_none_empty() {
+    // (collective, topology, --min, --max, the sizes expected): rounded down as nccl-tests prints them.
+    let dgx = "dgx-h100";
+    for (collective, topology, min, max, expected) in [
+        // 4, 8 and 16 B hold no 32-bit element per GPU of 8: they had been four rows of 32 B.
+        ("alltoall", dgx, "4", "64", &[32, 64][..]),
+        // They had been rows of 0 elements that still took time.
+        ("allgather", dgx, "4", "64", &[32, 64]),
+        ("reducescatter", dgx, "8", "128", &[32, 64, 128]),
+        ("allreduce", "mesh4", "6", "24", &[4, 12, 24]),
+    ] {
+        let v = json(&[collective, "--topology", topology, "--min", min, "--max", max]);
+        let gpus = v["gpus"].as_u64().unwrap();
+        let rows = v["rows"].as_array().unwrap();
+        let sizes: Vec<u64> = rows.iter().map(|r| r["size"].as_u64().unwrap()).collect();
+        assert_eq!(sizes, expected, "{collective} {min} to {max}");
+        for row in rows {
+            let per_size = if collective == "allreduce" { 4 } else { 4 * gpus };
+            assert_eq!(
+                row["size"].as_u64(),
+                row["count"].as_u64().map(|c| c * per_size),
+                "{row}"
+            );
+        }
+    }
+    common::assert_refused(&["sim"], &["allgather", "--min", "4", "--max", "16"]);
+}
+
+#[test]
 fn all_reduce_json_has_a_verified_row_per_size() {
     let v = json(&["allreduce", "--topology", "mesh4", "--min", "1K", "--max", "64K"]);
     assert_eq!(v["verified"], true);
