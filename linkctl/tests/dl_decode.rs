@@ -180,6 +180,41 @@ fn damage_is_reported_and_fails_the_exit_status() {
 }
 
 #[test]
+fn the_units_before_bad_input_are_decoded_however_the_input_is_read() {
+    // Idle, three identity flits and the start of a packet, read at once with what ends them.
+    let mut units = hex(&[0; FLIT_LEN]);
+    units += &hex(&IdentFlit { node: 42, port: 5 }.emit()).repeat(3);
+    units += &hex(&posted_write()[..2 * FLIT_LEN]);
+    for (end, error) in [
+        ("zz", "'z' is not a hex digit"),
+        ("01", "not a whole number of 16-byte units"),
+    ] {
+        let input = format!("{units}{end}");
+        let out = decode(&[], input.as_bytes());
+        let stderr = String::from_utf8(out.stderr).unwrap();
+        assert_eq!(out.status.code(), Some(1), "{end}: {stderr}");
+        assert!(stderr.contains(error), "{end}: {stderr}");
+        assert_eq!(stderr.lines().count(), 1, "{stderr}");
+        let text = String::from_utf8(out.stdout).unwrap();
+        let kinds: Vec<_> = text
+            .lines()
+            .map(|l| l.split_whitespace().nth(1).unwrap())
+            .collect();
+        assert_eq!(
+            kinds,
+            ["idle", "Ident", "Ident", "Ident", "packet"],
+            "{end}: {text}"
+        );
+        // The packet the bad input cut off is reported as cut short.
+        assert!(text.contains("cut short: 2 of its 9 flits"), "{text}");
+        let (items, code) = read(&input);
+        assert_eq!(code, Some(1));
+        let at: Vec<_> = items.iter().map(|i| i["at"].as_u64().unwrap()).collect();
+        assert_eq!(at, [0, 1, 2, 3, 4], "{end}: {items:?}");
+    }
+}
+
+#[test]
 fn input_that_is_not_whole_units_of_hex_is_refused() {
     common::assert_refused(&["dl", "decode"], &["12", "zz"]);
     common::assert_refused(&["dl", "decode"], &["1234"]);

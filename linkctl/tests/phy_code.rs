@@ -119,6 +119,30 @@ fn decode_reports_the_position_of_a_bad_code_group() {
 }
 
 #[test]
+fn decode_writes_the_groups_before_a_token_that_is_not_one() {
+    for (input, symbols, position) in [
+        (&b"17c zz 2aa"[..], "K28.5\n", "code group 1"),
+        (b"17c 2aa zz", "K28.5\nD10.2\n", "code group 2"),
+        (b"17c 17c zz", "K28.5\n", "code group 1"),
+    ] {
+        let o = linkctl(&["phy", "decode", "--code", "8b10b", "--symbols"], input);
+        assert!(!o.status.success(), "{input:?}");
+        assert_eq!(stdout(&o), symbols, "{input:?}");
+        let err = stderr(&o);
+        assert!(err.contains(position), "{input:?}: {err}");
+        assert_eq!(err.lines().count(), 1, "{err}");
+    }
+    // Many groups read at once before the bad token: all of them are decoded.
+    let bytes: Vec<u8> = (0..=255).cycle().take(1000).collect();
+    let mut text = linkctl(&["phy", "encode", "--code", "8b10b"], &bytes).stdout;
+    text.extend_from_slice(b"0x 2aa");
+    let o = linkctl(&["phy", "decode", "--code", "8b10b"], &text);
+    assert!(!o.status.success());
+    assert_eq!(o.stdout, bytes);
+    assert!(stderr(&o).contains("code group 1000"), "{}", stderr(&o));
+}
+
+#[test]
 fn decode_refuses_malformed_input_clearly() {
     for (input, expected) in [
         (&b"17c 2ag"[..], "code group 1"),

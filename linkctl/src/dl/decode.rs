@@ -30,7 +30,8 @@ pub struct DecodeArgs {
 /// Decode the units as they are read, in memory bounded by a packet's units whatever the length of the
 /// input; exit status 2 if any does not check (malformed, a CRC that does not match, a packet cut short,
 /// a transaction-layer header a receiver would refuse). Input that is not hex, or not whole units, is an
-/// error when it is reached: what came before it has been printed.
+/// error when it is reached: the units before it are decoded and printed first, as a stream that ends
+/// there.
 pub fn decode(args: DecodeArgs) -> anyhow::Result<ExitCode> {
     let mut out = io::BufWriter::new(io::stdout().lock());
     let mut decoder = Decoder::default();
@@ -50,23 +51,30 @@ pub fn decode(args: DecodeArgs) -> anyhow::Result<ExitCode> {
         }
         Ok(())
     };
-    if args.binary {
-        read_chunks(&mut io::stdin().lock(), |chunk| Ok(take(chunk)?))?;
+    let read = if args.binary {
+        read_chunks(&mut io::stdin().lock(), |chunk| Ok(take(chunk)?))
     } else {
-        let mut hex = Hex::default();
+        let (mut hex, mut bytes) = (Hex::default(), Vec::new());
+        let mut take_hex = |text: &[u8]| -> anyhow::Result<()> {
+            bytes.clear();
+            let converted = hex.bytes(text, &mut bytes);
+            // The bytes before a character that is not hex are decoded all the same.
+            take(&bytes)?;
+            converted
+        };
         if args.hex.is_empty() {
-            read_chunks(&mut io::stdin().lock(), |chunk| Ok(take(&hex.bytes(chunk)?)?))?;
+            read_chunks(&mut io::stdin().lock(), take_hex)
         } else {
             // Words are joined: a byte's two digits may be split between two.
-            for word in &args.hex {
-                take(&hex.bytes(word.as_bytes())?)?;
-            }
+            args.hex.iter().try_for_each(|word| take_hex(word.as_bytes()))
         }
-        hex.finish()?;
-    }
-    units.finish()?;
+        .and_then(|()| hex.finish())
+    };
+    let read = read.and_then(|()| units.finish());
+    // Bad input ends the stream where it is: a run or a packet still going on there is reported too.
     decoder.finish(&mut print)?;
     out.flush()?;
+    read?;
     Ok(if bad { ExitCode::from(2) } else { ExitCode::SUCCESS })
 }
 
@@ -98,8 +106,8 @@ struct Hex {
 }
 
 impl Hex {
-    fn bytes(&mut self, text: &[u8]) -> anyhow::Result<Vec<u8>> {
-        let mut bytes = Vec::with_capacity(text.len() / 2);
+    /// Append the bytes of `text` to `bytes`; on an error, those before it are there.
+    fn bytes(&mut self, text: &[u8], bytes: &mut Vec<u8>) -> anyhow::Result<()> {
         for &c in text {
             if !self.wide.is_empty() || !c.is_ascii() {
                 self.wide.push(c);
@@ -126,7 +134,7 @@ impl Hex {
                 None => self.high = Some(digit as u8),
             }
         }
-        Ok(bytes)
+        Ok(())
     }
 
     fn finish(&self) -> anyhow::Result<()> {
@@ -500,26 +508,40 @@ mod tests {
         assert_eq!(kinds, expected.map(String::from).into(), "{kinds:?}");
     }
 
+    /// The bytes of `text` after what `hex` has taken before, and the error that stopped it.
+    fn converted(hex: &mut Hex, text: &[u8]) -> (Vec<u8>, Result<(), String>) {
+        let mut bytes = Vec::new();
+        let outcome = hex.bytes(text, &mut bytes).map_err(|e| e.to_string());
+        (bytes, outcome)
+    }
+
     #[test]
     fn hex_digits_pair_up_across_pieces_and_anything_else_is_refused() {
         let mut hex = Hex::default();
-        assert_eq!(hex.bytes(b"0a:b").unwrap(), [0x0a]);
-        assert_eq!(hex.bytes(b"C, 1").unwrap(), [0xbc]);
+        assert_eq!(converted(&mut hex, b"0a:b"), (vec![0x0a], Ok(())));
+        assert_eq!(converted(&mut hex, b"C, 1"), (vec![0xbc], Ok(())));
         assert!(hex.finish().is_err(), "one digit left over");
-        assert_eq!(hex.bytes(b"f\n").unwrap(), [0x1f]);
+        assert_eq!(converted(&mut hex, b"f\n"), (vec![0x1f], Ok(())));
         hex.finish().unwrap();
-        assert!(Hex::default().bytes(b"0g").is_err());
-        let e = Hex::default()
-            .bytes("0\u{e9}".as_bytes())
-            .unwrap_err()
-            .to_string();
+        // What comes before a character that is not hex is kept.
+        let (bytes, e) = converted(&mut Hex::default(), b"01 23 4g 56");
+        assert_eq!(
+            (bytes, e.unwrap_err()),
+            (vec![0x01, 0x23], "'g' is not a hex digit".into())
+        );
+        let e = converted(&mut Hex::default(), "0\u{e9}".as_bytes())
+            .1
+            .unwrap_err();
         assert!(e.contains("'\u{e9}' is not a hex digit"), "{e}");
-        assert!(Hex::default().bytes(b"0\xff").is_err());
+        assert!(converted(&mut Hex::default(), b"0\xff").1.is_err());
         // Any whitespace separates, also beyond ASCII and split between pieces (a no-break space, U+00A0,
         // is two bytes).
         let mut hex = Hex::default();
-        assert_eq!(hex.bytes(b"0a\xc2").unwrap(), [0x0a]);
-        assert_eq!(hex.bytes(b"\xa0\x0b0b\xe2\x80\xa8").unwrap(), [0x0b]);
+        assert_eq!(converted(&mut hex, b"0a\xc2"), (vec![0x0a], Ok(())));
+        assert_eq!(
+            converted(&mut hex, b"\xa0\x0b0b\xe2\x80\xa8"),
+            (vec![0x0b], Ok(()))
+        );
         hex.finish().unwrap();
         let mut units = Units::default();
         assert_eq!(units.add(&[1; 20]).len(), 1);

@@ -53,8 +53,9 @@ Output: the decoded bytes, raw. Control symbols are written as their byte values
 
 Errors: an invalid code group, or a valid one from the wrong running disparity, is reported with its \
 position (0 is the first group); the bytes before it are still written, and the exit status is non-zero. \
-Input that is not hex code groups stops decoding where it is reached. The input is decoded as it is \
-read, in memory that does not grow with it.")]
+A token that is not a hex code group ends decoding the same way: the groups before it are decoded and \
+written, then the error is reported. The input is decoded as it is read, in memory that does not grow \
+with it.")]
 pub struct DecodeArgs {
     /// Line code (only 8b10b)
     #[arg(long, value_name = "CODE")]
@@ -120,12 +121,10 @@ pub fn decode(args: DecodeArgs) -> anyhow::Result<()> {
     let mut input = io::stdin().lock();
     let mut out = BufWriter::new(io::stdout().lock());
     let mut text = vec![0u8; CHUNK];
-    let (mut groups, mut codes, mut decoding) = (Groups::default(), Vec::new(), BothDisparities::default());
+    let mut decoding = TextDecoder::default();
     loop {
         let n = read_some(&mut input, &mut text).context("reading stdin")?;
-        codes.clear();
-        groups.parse(&text[..n], n == 0, &mut codes)?;
-        let (symbols, outcome) = decoding.decode(&codes);
+        let (symbols, outcome) = decoding.decode(&text[..n], n == 0);
         if args.symbols {
             for s in symbols {
                 writeln!(out, "{}", SymbolName(*s)).context("writing stdout")?;
@@ -136,8 +135,34 @@ pub fn decode(args: DecodeArgs) -> anyhow::Result<()> {
         }
         if outcome.is_err() || n == 0 {
             out.flush().context("writing stdout")?;
-            return Ok(outcome?);
+            return outcome;
         }
+    }
+}
+
+/// Hex text to symbols, a piece at a time.
+#[derive(Default)]
+struct TextDecoder {
+    groups: Groups,
+    /// The groups of the last piece.
+    codes: Vec<u16>,
+    decoding: BothDisparities,
+}
+
+impl TextDecoder {
+    /// The symbols of the next piece of `text` (`end`: the input ends with it) up to its first error,
+    /// and that error. The groups before a token that is not a code group are decoded all the same, so
+    /// what is written does not depend on where the input was cut into pieces.
+    fn decode(&mut self, text: &[u8], end: bool) -> (&[Symbol], anyhow::Result<()>) {
+        self.codes.clear();
+        let parsed = self.groups.parse(text, end, &mut self.codes);
+        let (symbols, decoded) = self.decoding.decode(&self.codes);
+        // A group that does not decode comes before the token that ended the parsing.
+        let outcome = match decoded {
+            Err(e) => Err(e.into()),
+            Ok(()) => parsed,
+        };
+        (symbols, outcome)
     }
 }
 
@@ -155,7 +180,8 @@ struct Groups {
 }
 
 impl Groups {
-    /// Parse the groups of `text` into `codes`; `end` says the input ends with it.
+    /// Parse the groups of `text` into `codes`; `end` says the input ends with it. On an error, `codes`
+    /// holds the groups before it.
     fn parse(&mut self, text: &[u8], end: bool, codes: &mut Vec<u16>) -> anyhow::Result<()> {
         let mut rest = text;
         while !rest.is_empty() || (end && !self.partial.is_empty()) {
@@ -330,16 +356,11 @@ mod tests {
 
     /// The symbols and the outcome of decoding `text`, read `piece` bytes at a time.
     fn decode_in_pieces(text: &[u8], piece: usize) -> (Vec<Symbol>, Result<(), String>) {
-        let (mut groups, mut decoding, mut symbols) =
-            (Groups::default(), BothDisparities::default(), Vec::new());
+        let (mut decoding, mut symbols) = (TextDecoder::default(), Vec::new());
         let mut pieces: Vec<&[u8]> = text.chunks(piece).collect();
         pieces.push(&[]);
         for (i, piece) in pieces.iter().enumerate() {
-            let mut codes = Vec::new();
-            if let Err(e) = groups.parse(piece, i + 1 == pieces.len(), &mut codes) {
-                return (symbols, Err(e.to_string()));
-            }
-            let (decoded, outcome) = decoding.decode(&codes);
+            let (decoded, outcome) = decoding.decode(piece, i + 1 == pieces.len());
             symbols.extend_from_slice(decoded);
             if let Err(e) = outcome {
                 return (symbols, Err(e.to_string()));
@@ -392,6 +413,23 @@ mod tests {
         }
         let error = decode_in_pieces(b"17c 2aa 000 2aa", 2).1.unwrap_err();
         assert!(error.contains("code group 2"), "{error}");
+        // A token that is not a code group ends decoding where it is, whatever the pieces: the groups
+        // before it are decoded, and one of them that does not decode is the error reported.
+        for piece in [1, 4, 5, 100] {
+            let (symbols, outcome) = decode_in_pieces(b"17c 2aa zz 2aa", piece);
+            assert_eq!(
+                symbols,
+                [Symbol::Control(0xBC), Symbol::Data(0x4A)],
+                "pieces of {piece}"
+            );
+            let error = outcome.unwrap_err();
+            assert!(error.contains("code group 2: \"zz\""), "{error}");
+            let error = decode_in_pieces(b"17c 17c zz", piece).1.unwrap_err();
+            assert!(
+                error.contains("code group 1") && error.contains("disparity"),
+                "{error}"
+            );
+        }
         // Leading zeros are allowed, but not without end: what is held of a group stays small.
         let mut long = vec![b'0'; LONGEST_GROUP - 3];
         long.extend_from_slice(b"17c 2aa");
