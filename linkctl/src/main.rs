@@ -9,6 +9,7 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 mod bench;
+mod check;
 mod coherence;
 mod dl;
 mod fabric;

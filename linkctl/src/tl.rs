@@ -10,7 +10,8 @@ use link_tl::endpoint::{Direction, Done, Event};
 use link_tl::{AddressMap, Window};
 use serde_json::json;
 
-use crate::sim::parse_size;
+use crate::check::{ensure_below, ensure_unit_wire_ber};
+use crate::sim::parse_bytes;
 
 #[derive(Subcommand, Debug)]
 pub enum TlCommand {
@@ -27,23 +28,24 @@ pub enum TlCommand {
 
 #[derive(clap::Args, Debug)]
 pub struct CopyArgs {
-    /// Bytes to copy (K, M, G: powers of 1024)
+    /// Bytes to copy, 1 to 4G (K, M, G: powers of 1024)
     #[arg(long, default_value = "64M")]
     pub size: String,
-    /// Offset of the copy in both memories, in bytes (any alignment)
-    #[arg(long, default_value_t = 0)]
-    pub offset: u64,
+    /// Offset of the copy in both memories, in bytes, below 1G (any alignment; K, M, G as for --size)
+    #[arg(long, default_value = "0")]
+    pub offset: String,
     /// Endpoint 1 reads the buffer from endpoint 0 (read requests and completions) instead of endpoint 0
     /// writing it
     #[arg(long)]
     pub pull: bool,
-    /// Bit error rate on the wire, both ways (the data links replay what it corrupts)
+    /// Bit error rate on the wire, both ways, at least 0 and below 1/128 (the data links replay what it
+    /// corrupts; the wire flips at most one bit per 128-bit unit)
     #[arg(long, default_value_t = 1e-7)]
     pub ber: f64,
-    /// Probability per unit that the wire loses it
+    /// Probability per unit that the wire loses it (below 0.5)
     #[arg(long, default_value_t = 0.0)]
     pub drop: f64,
-    /// Probability per unit that the wire delivers it twice
+    /// Probability per unit that the wire delivers it twice (below 0.5)
     #[arg(long, default_value_t = 0.0)]
     pub duplicate: f64,
     /// Seed of the data and of the errors
@@ -64,26 +66,19 @@ pub fn run(cmd: TlCommand) -> anyhow::Result<ExitCode> {
 const MAX_COPY: u64 = 4 << 30;
 
 fn copy(args: CopyArgs) -> anyhow::Result<ExitCode> {
-    let size = parse_size(&args.size)?;
+    let size = parse_bytes(&args.size).context("--size")?;
     ensure!(
-        size <= MAX_COPY,
-        "--size must be at most 4G (both memories are held in RAM)"
+        (1..=MAX_COPY).contains(&size),
+        "--size must be from 1 byte to 4G (both memories are held in RAM), not {size}"
     );
-    ensure!(
-        (0.0..1.0).contains(&args.ber),
-        "--ber must be at least 0 and below 1, not {}",
-        args.ber
-    );
-    for (name, p) in [("--drop", args.drop), ("--duplicate", args.duplicate)] {
-        ensure!(
-            (0.0..0.5).contains(&p),
-            "{name} must be at least 0 and below 0.5, not {p}"
-        );
-    }
-    ensure!(args.offset < 1 << 30, "--offset must be below 1G");
+    let offset = parse_bytes(&args.offset).context("--offset")?;
+    ensure!(offset < 1 << 30, "--offset must be below 1G, not {offset}");
+    ensure_unit_wire_ber(args.ber)?;
+    ensure_below("--drop", args.drop, 0.5)?;
+    ensure_below("--duplicate", args.duplicate, 0.5)?;
     // Memories rounded up to the address map's window granule.
     let granule = link_tl::address::WINDOW_ALIGN;
-    let len = (args.offset + size).div_ceil(granule) * granule;
+    let len = (offset + size).div_ceil(granule) * granule;
     let mut source = crate::noise::noise(args.seed, len as usize);
     let mut target = vec![0u8; len as usize];
     let mut map = AddressMap::<2>::new();
@@ -96,11 +91,9 @@ fn copy(args: CopyArgs) -> anyhow::Result<ExitCode> {
     pair.losses.duplicate = args.duplicate;
     let start = pair.link.now;
     let handle = if args.pull {
-        pair.b
-            .copy_from(Window::flat(0, len).base + args.offset, args.offset, size)
+        pair.b.copy_from(Window::flat(0, len).base + offset, offset, size)
     } else {
-        pair.a
-            .copy_to(args.offset, Window::flat(1, len).base + args.offset, size)
+        pair.a.copy_to(offset, Window::flat(1, len).base + offset, size)
     }
     .context("cannot start the copy")?;
     let started = WallClock::now();
@@ -129,9 +122,9 @@ fn copy(args: CopyArgs) -> anyhow::Result<ExitCode> {
     };
     let moved = match result {
         Ok(bytes) => bytes,
-        Err(failure) => bail!("the copy failed: {failure:?}"),
+        Err(failure) => bail!("the copy failed: {failure}"),
     };
-    let range = args.offset as usize..(args.offset + size) as usize;
+    let range = offset as usize..(offset + size) as usize;
     let (a, b) = (pair.a.memory(), pair.b.memory());
     let verified = a[range.clone()] == b[range.clone()];
     let untouched = b[..range.start].iter().chain(&b[range.end..]).all(|&v| v == 0);
@@ -148,7 +141,7 @@ fn copy(args: CopyArgs) -> anyhow::Result<ExitCode> {
         "bytes_moved": moved,
         "verified": verified && untouched,
         "direction": format!("{direction:?}"),
-        "offset": args.offset,
+        "offset": offset,
         "packets": la.packets_sent + lb.packets_sent,
         "posted_writes": ca.requester.posted_writes + cb.requester.posted_writes,
         "reads": ca.requester.reads + cb.requester.reads,

@@ -581,6 +581,25 @@ fn bad_input_is_a_clear_error_not_a_panic() {
 }
 
 #[test]
+fn refusals_name_the_range_without_contradicting_it() {
+    for (args, expected) in [
+        (
+            &["allreduce", "--ber", "0.01"][..],
+            "--ber must be at least 0 and below 0.01, not 0.01",
+        ),
+        (
+            &["allreduce", "--min", "0"],
+            "bad size \"0\": must be at least 1 byte",
+        ),
+    ] {
+        let out = sim(args);
+        assert!(!out.status.success(), "{args:?}");
+        let stderr = String::from_utf8(out.stderr).unwrap();
+        assert!(stderr.contains(expected), "{args:?}: {stderr}");
+    }
+}
+
+#[test]
 fn a_fabric_that_would_need_more_than_16_gib_is_refused() {
     // 16 TB/s for a second of latency: each direction's wire would hold 16 TB.
     let path = std::env::temp_dir().join(format!("linkctl-sim-huge-{}.toml", std::process::id()));

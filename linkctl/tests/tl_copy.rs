@@ -71,3 +71,61 @@ fn a_copy_survives_lost_and_repeated_units() {
     assert!(v["units_duplicated"].as_u64().unwrap() > 0, "{v}");
     assert!(v["replays"].as_u64().unwrap() > 0, "{v}");
 }
+
+/// The one-line error `args` end in.
+fn error(args: &[&str]) -> String {
+    let out = tl_copy(args);
+    assert!(!out.status.success(), "{args:?} was accepted");
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert_eq!(stderr.lines().count(), 1, "{args:?}: {stderr}");
+    stderr
+}
+
+#[test]
+fn a_failed_copy_says_why_in_words() {
+    // Half the units hit: the completion of the fence read never comes.
+    let e = error(&["--size", "1K", "--ber", "0.005"]);
+    assert!(
+        e.contains("the copy failed: completion timeout for the request at offset"),
+        "{e}"
+    );
+}
+
+#[test]
+fn the_offset_takes_the_suffixes_of_the_size() {
+    let v = json(&["--size", "1K", "--offset", "3K"]);
+    assert_eq!(
+        (v["offset"].as_u64(), v["verified"].as_bool()),
+        (Some(3072), Some(true)),
+        "{v}"
+    );
+    for (args, expected) in [
+        (
+            &["--offset", "1G"][..],
+            "--offset must be below 1G, not 1073741824",
+        ),
+        (&["--offset", "18446744073709551615"], "--offset must be below 1G"),
+        (&["--offset", "1Q"], "--offset: bad size \"1Q\""),
+        (&["--offset", "99999999999999G"], "more than 2^64 bytes"),
+    ] {
+        let e = error(args);
+        assert!(e.contains(expected), "{args:?}: {e}");
+    }
+}
+
+#[test]
+fn sizes_and_rates_out_of_range_are_refused_with_the_range() {
+    for (args, expected) in [
+        (&["--size", "0"][..], "--size must be from 1 byte to 4G"),
+        (&["--size", "8G"], "--size must be from 1 byte to 4G"),
+        // The wire flips at most one bit per 128-bit unit: higher rates are not modelled.
+        (&["--ber", "0.01"], "below 1/128"),
+        (
+            &["--drop", "0.5"],
+            "--drop must be at least 0 and below 0.5, not 0.5",
+        ),
+    ] {
+        let e = error(args);
+        assert!(e.contains(expected), "{args:?}: {e}");
+    }
+}

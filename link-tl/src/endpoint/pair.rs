@@ -39,6 +39,9 @@ pub struct BitErrors {
 }
 
 impl BitErrors {
+    /// The bit error rate at which every unit has a bit flipped: higher rates flip no more bits than it.
+    pub const MAX_BER: f64 = 1.0 / (FLIT_LEN * 8) as f64;
+
     /// Errors at bit error rate `ber`, drawn from `seed`.
     pub fn new(ber: f64, seed: u64) -> Self {
         BitErrors {

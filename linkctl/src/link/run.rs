@@ -11,6 +11,7 @@ use link_phy::time::Duration;
 use serde_json::{json, Value};
 
 use super::train::{parse_rate, ChannelArgs};
+use crate::check::ensure_below;
 
 /// Exit status when the traffic did not all arrive intact: distinct from usage errors.
 pub const EXIT_UNDELIVERED: u8 = 3;
@@ -73,13 +74,6 @@ fn parse_vcs(list: &str) -> anyhow::Result<Vec<Vc>> {
         .collect()
 }
 
-fn check_probability(flag: &str, p: f64) -> anyhow::Result<()> {
-    if !(0.0..1.0).contains(&p) {
-        bail!("{flag} must be at least 0 and below 1, not {p}");
-    }
-    Ok(())
-}
-
 pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     if args.payload > 128 {
         bail!("--payload must be 0 to 128 bytes, not {}", args.payload);
@@ -87,10 +81,10 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     if args.packets == 0 {
         bail!("--packets must be at least 1");
     }
-    check_probability("--ber", args.channel.ber)?;
-    check_probability("--drop", args.drop)?;
-    check_probability("--duplicate", args.duplicate)?;
-    check_probability("--corrupt", args.corrupt)?;
+    ensure_below("--ber", args.channel.ber, 1.0)?;
+    ensure_below("--drop", args.drop, 1.0)?;
+    ensure_below("--duplicate", args.duplicate, 1.0)?;
+    ensure_below("--corrupt", args.corrupt, 1.0)?;
     let mut channel = args.channel.clone();
     let max_rate = parse_rate(&channel.max_rate)?;
     let code = match args.code.as_str() {

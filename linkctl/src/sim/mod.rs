@@ -3,7 +3,7 @@
 use std::io::{IsTerminal, Write};
 use std::process::ExitCode;
 
-use anyhow::{bail, Context};
+use anyhow::{bail, ensure, Context};
 use clap::{Args, Subcommand};
 use fabric_sim::collective::{Kind, CHANNEL_BUFFER_BYTES};
 use fabric_sim::run::{self, Algo, FaultSpec, Report, Sweep};
@@ -11,6 +11,8 @@ use fabric_sim::topology::Topology;
 use fabric_sim::traffic::{Background, BackgroundReport, Pattern, Spread, HOTSPOT_SHARE, PAYLOAD_BYTES};
 use link_phy::time::Duration;
 use serde_json::json;
+
+use crate::check::ensure_below;
 
 mod plot;
 mod traffic;
@@ -295,9 +297,7 @@ impl FaultArgs {
     /// `--ber`, checked.
     pub fn ber(&self) -> anyhow::Result<Option<f64>> {
         if let Some(ber) = self.ber {
-            if !(0.0..1e-2).contains(&ber) {
-                bail!("--ber must be at least 0 and below 0.01, not {ber}");
-            }
+            ensure_below("--ber", ber, 0.01)?;
         }
         Ok(self.ber)
     }
@@ -334,8 +334,15 @@ impl FaultArgs {
     }
 }
 
-/// `1024`, `64K`, `8M`, `1G` (powers of 1024).
+/// `1024`, `64K`, `8M`, `1G` (powers of 1024): a size of at least one byte.
 pub fn parse_size(s: &str) -> anyhow::Result<u64> {
+    let bytes = parse_bytes(s)?;
+    ensure!(bytes > 0, "bad size {:?}: must be at least 1 byte", s.trim());
+    Ok(bytes)
+}
+
+/// `0`, `1024`, `64K`, `8M`, `1G` (powers of 1024): a number of bytes, as `parse_size` reads it.
+pub fn parse_bytes(s: &str) -> anyhow::Result<u64> {
     let s = s.trim();
     let (digits, shift) = match s.chars().last() {
         Some('K' | 'k') => (&s[..s.len() - 1], 10),
@@ -347,8 +354,7 @@ pub fn parse_size(s: &str) -> anyhow::Result<u64> {
         .parse()
         .with_context(|| format!("bad size {s:?}: expected e.g. 4096, 64K, 8M or 1G"))?;
     n.checked_mul(1 << shift)
-        .filter(|&v| v > 0)
-        .with_context(|| format!("bad size {s:?}"))
+        .with_context(|| format!("bad size {s:?}: more than 2^64 bytes"))
 }
 
 /// `20us`, `1.5us`, `800ns`, `2ms`.

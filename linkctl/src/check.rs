@@ -1,0 +1,26 @@
+//! Checks of command-line values that several commands make.
+
+use anyhow::ensure;
+use link_tl::endpoint::pair::BitErrors;
+
+/// Refuses `value` for `flag` unless it is at least 0 and below `bound` (a probability or a rate).
+pub fn ensure_below(flag: &str, value: f64, bound: f64) -> anyhow::Result<()> {
+    ensure!(
+        (0.0..bound).contains(&value),
+        "{flag} must be at least 0 and below {bound}, not {value}"
+    );
+    Ok(())
+}
+
+/// Refuses a `--ber` that the wire between two data links back to back (`tl copy`, the coherence stress)
+/// does not model: it flips at most one bit per unit, so from 1/128 up every unit is hit and nothing gets
+/// through.
+pub fn ensure_unit_wire_ber(ber: f64) -> anyhow::Result<()> {
+    ensure!(
+        (0.0..BitErrors::MAX_BER).contains(&ber),
+        "--ber must be at least 0 and below 1/128 = {}, not {ber}: the wire model flips at most one bit \
+         per 128-bit unit",
+        BitErrors::MAX_BER
+    );
+    Ok(())
+}
