@@ -12,63 +12,89 @@ use link_tl::coherence::explore::{explore_observed, Config, Report, World, MAX_O
 use link_tl::coherence::stress::{self, StressConfig, MAX_AGENTS, MAX_LINES};
 use serde_json::json;
 
+use crate::check::ensure_unit_wire_ber;
+
 /// Exit status when an invariant was violated or the search found a counterexample.
 const EXIT_VIOLATION: u8 = 3;
+
+/// Help headings of the options of each mode.
+const STRESS: &str = "Stress options (without --explore)";
+const EXPLORATION: &str = "Exploration options (with --explore)";
 
 /// The largest reordering bound taken (more than the model's channels can hold in flight is `any`).
 const MAX_REORDER: u8 = 32;
 
+/// The stress's system when --agents or --lines is not given: a busy one.
+const STRESS_AGENTS: usize = 4;
+const STRESS_LINES: usize = 64;
+/// The exploration's: complete in a fraction of a second.
+const EXPLORE_AGENTS: usize = 2;
+const EXPLORE_LINES: usize = 1;
+
+/// The defaults of the options of one mode, which are `None` when not given so that giving one in the
+/// other mode can be refused.
+const DEFAULT_OPS: u64 = 1_000_000;
+const DEFAULT_SEED: u64 = 1;
+const DEFAULT_BER: f64 = 1e-6;
+const DEFAULT_VALUES: u8 = 2;
+const DEFAULT_OUTSTANDING: usize = 1;
+const DEFAULT_MAX_STATES: u64 = 40_000_000;
+
 #[derive(clap::Args, Debug)]
+#[command(after_help = "\
+Each mode takes only its own options: giving one of the other mode is an error.")]
 pub struct CoherenceArgs {
-    /// Caching agents (stress: 1 to 8; exploration: 1 to 3)
-    #[arg(long, default_value_t = 4)]
-    pub agents: usize,
-    /// Cache lines (stress: 1 to 256; exploration: 1 or 2)
-    #[arg(long, default_value_t = 64)]
-    pub lines: usize,
-    /// Operations the stress completes
-    #[arg(long, default_value_t = 1_000_000)]
-    pub ops: u64,
-    /// Seed of the stress's operations and bit errors
-    #[arg(long, default_value_t = 1)]
-    pub seed: u64,
-    /// Bit error rate on every link of the stress (the data links replay what it corrupts)
-    #[arg(long, default_value_t = 1e-6)]
-    pub ber: f64,
-    /// Explore every interleaving of a small system instead of running the stress
+    /// Caching agents (stress: 1 to 8, default 4; exploration: 1 to 3, default 2)
+    #[arg(long)]
+    pub agents: Option<usize>,
+    /// Cache lines (stress: 1 to 256, default 64; exploration: 1 or 2, default 1)
+    #[arg(long)]
+    pub lines: Option<usize>,
+    /// Explore every interleaving of a small system instead of running the stress (with neither --agents
+    /// nor --lines: 2 agents on 1 line, a complete search in well under a second)
     #[arg(long)]
     pub explore: bool,
-    /// Exploration: stores write the values 1 to this (1 to 7)
-    #[arg(long, default_value_t = 2)]
-    pub values: u8,
-    /// Exploration: operations each agent may have in progress at once (1 or 2)
-    #[arg(long, default_value_t = 1)]
-    pub outstanding: usize,
-    /// Exploration: how many older messages in flight a delivered message may overtake, or `any` (the
+    /// Operations the stress completes (default 1000000)
+    #[arg(long, help_heading = STRESS)]
+    pub ops: Option<u64>,
+    /// Seed of the stress's operations and bit errors (default 1)
+    #[arg(long, help_heading = STRESS)]
+    pub seed: Option<u64>,
+    /// Bit error rate on every link of the stress, at least 0 and below 1/128 (default 1e-6; the data
+    /// links replay what it corrupts; the wire flips at most one bit per 128-bit unit)
+    #[arg(long, help_heading = STRESS)]
+    pub ber: Option<f64>,
+    /// Stores write the values 1 to this (1 to 7, default 2)
+    #[arg(long, help_heading = EXPLORATION)]
+    pub values: Option<u8>,
+    /// Operations each agent may have in progress at once (1 or 2, default 1)
+    #[arg(long, help_heading = EXPLORATION)]
+    pub outstanding: Option<usize>,
+    /// How many older messages in flight a delivered message may overtake, or `any` (the default: the
     /// channels interleave arbitrarily)
-    #[arg(long, default_value = "any", value_parser = parse_reorder)]
-    pub reorder: Reorder,
-    /// Exploration: count states that differ only in which values were stored separately (by default
-    /// they are one state: the protocol never looks at the values it moves)
-    #[arg(long)]
+    #[arg(long, value_parser = parse_reorder, help_heading = EXPLORATION)]
+    pub reorder: Option<Reorder>,
+    /// Count states that differ only in which values were stored separately (by default they are one
+    /// state: the protocol never looks at the values it moves)
+    #[arg(long, help_heading = EXPLORATION)]
     pub no_value_symmetry: bool,
-    /// Exploration: count states that differ only in the numbering of the agents separately (by default
-    /// they are one state: the home treats agents alike)
-    #[arg(long)]
+    /// Count states that differ only in the numbering of the agents separately (by default they are one
+    /// state: the home treats agents alike)
+    #[arg(long, help_heading = EXPLORATION)]
     pub no_agent_symmetry: bool,
-    /// Exploration: count states that differ only in the numbering of the lines separately (by default
-    /// they are one state: agents and home treat lines alike)
-    #[arg(long)]
+    /// Count states that differ only in the numbering of the lines separately (by default they are one
+    /// state: agents and home treat lines alike)
+    #[arg(long, help_heading = EXPLORATION)]
     pub no_line_symmetry: bool,
-    /// Exploration: count states that differ only in the parities of the GOs an agent received for a
-    /// line separately (by default they are one state: the engines only compare phases)
-    #[arg(long)]
+    /// Count states that differ only in the parities of the GOs an agent received for a line separately
+    /// (by default they are one state: the engines only compare phases)
+    #[arg(long, help_heading = EXPLORATION)]
     pub no_phase_symmetry: bool,
-    /// Exploration: stop after this many states (the report then says the search was not complete;
-    /// a large search takes 110 to 160 bytes per state: the default bounds it near 7 GB, and is enough
-    /// for every search of up to 3 agents and 2 lines with 2 values)
-    #[arg(long, default_value_t = 40_000_000)]
-    pub max_states: u64,
+    /// Stop after this many states (default 40000000; the report then says the search was not
+    /// complete; a large search takes 110 to 160 bytes per state: the default bounds it near 7 GB, and is
+    /// enough for every search of up to 3 agents and 2 lines with 2 values)
+    #[arg(long, help_heading = EXPLORATION)]
+    pub max_states: Option<u64>,
     /// Print one JSON object instead of text
     #[arg(long)]
     pub json: bool,
@@ -89,9 +115,31 @@ fn parse_reorder(s: &str) -> Result<Reorder, String> {
 }
 
 pub fn run(args: CoherenceArgs) -> anyhow::Result<ExitCode> {
+    let stress_options = [
+        ("--ops", args.ops.is_some()),
+        ("--seed", args.seed.is_some()),
+        ("--ber", args.ber.is_some()),
+    ];
+    let exploration_options = [
+        ("--values", args.values.is_some()),
+        ("--outstanding", args.outstanding.is_some()),
+        ("--reorder", args.reorder.is_some()),
+        ("--no-value-symmetry", args.no_value_symmetry),
+        ("--no-agent-symmetry", args.no_agent_symmetry),
+        ("--no-line-symmetry", args.no_line_symmetry),
+        ("--no-phase-symmetry", args.no_phase_symmetry),
+        ("--max-states", args.max_states.is_some()),
+    ];
+    let given = |options: &[(&'static str, bool)]| options.iter().find(|(_, given)| *given).map(|o| o.0);
     if args.explore {
+        if let Some(flag) = given(&stress_options) {
+            bail!("{flag} is an option of the stress, which --explore does not run");
+        }
         run_explore(&args)
     } else {
+        if let Some(flag) = given(&exploration_options) {
+            bail!("{flag} is an option of the exploration: give --explore to run it");
+        }
         run_stress(&args)
     }
 }
@@ -112,28 +160,33 @@ fn ensure_within<T: PartialOrd + Display>(
 }
 
 fn run_stress(args: &CoherenceArgs) -> anyhow::Result<ExitCode> {
-    ensure_within("--agents", args.agents, 1..=MAX_AGENTS)?;
-    ensure_within("--lines", args.lines, 1..=MAX_LINES)?;
-    ensure!(args.ops > 0, "--ops must be at least 1");
-    ensure!(
-        (0.0..1.0).contains(&args.ber),
-        "--ber must be at least 0 and below 1, not {}",
-        args.ber
+    let (agents, lines) = (
+        args.agents.unwrap_or(STRESS_AGENTS),
+        args.lines.unwrap_or(STRESS_LINES),
     );
+    ensure_within("--agents", agents, 1..=MAX_AGENTS)?;
+    ensure_within("--lines", lines, 1..=MAX_LINES)?;
+    let (ops, seed, ber) = (
+        args.ops.unwrap_or(DEFAULT_OPS),
+        args.seed.unwrap_or(DEFAULT_SEED),
+        args.ber.unwrap_or(DEFAULT_BER),
+    );
+    ensure!(ops > 0, "--ops must be at least 1");
+    ensure_unit_wire_ber(ber)?;
     let started = WallClock::now();
     let r = stress::run(&StressConfig {
-        agents: args.agents,
-        lines: args.lines,
-        ops: args.ops,
-        seed: args.seed,
-        ber: args.ber,
+        agents,
+        lines,
+        ops,
+        seed,
+        ber,
     });
     let wall = started.elapsed().as_secs_f64();
     let value = json!({
-        "agents": args.agents,
-        "lines": args.lines,
-        "seed": args.seed,
-        "ber": args.ber,
+        "agents": agents,
+        "lines": lines,
+        "seed": seed,
+        "ber": ber,
         "ops": r.ops,
         "reads": r.reads,
         "writes": r.writes,
@@ -151,6 +204,7 @@ fn run_stress(args: &CoherenceArgs) -> anyhow::Result<ExitCode> {
         "bits_flipped": r.bits_flipped,
         "unit_times": r.steps,
         "complete": r.complete,
+        "links_stalled": r.links_stalled,
         "wall_seconds": wall,
     });
     if args.json {
@@ -159,7 +213,7 @@ fn run_stress(args: &CoherenceArgs) -> anyhow::Result<ExitCode> {
         println!(
             "{} agents, {} lines, seed {}, bit error rate {:e} on every link: {} operations ({} reads, {} \
              writes, {} evictions; {} hits)",
-            args.agents, args.lines, args.seed, args.ber, r.ops, r.reads, r.writes, r.evictions, r.hits
+            agents, lines, seed, ber, r.ops, r.reads, r.writes, r.evictions, r.hits
         );
         println!(
             "home: {} requests, {} snoops, {} invalidations, {} write-backs, {} requests parked on busy lines",
@@ -169,10 +223,11 @@ fn run_stress(args: &CoherenceArgs) -> anyhow::Result<ExitCode> {
             "links: {} bits flipped, {} CRC errors, {} replays; {} unit times; {wall:.2} s of wall time",
             r.bits_flipped, r.crc_errors, r.replays, r.steps
         );
-        match &r.first_violation {
-            None if r.complete => println!("invariant violations: 0"),
-            None => println!("did not complete"),
-            Some(v) => println!("invariant violations: {} (first: {v})", r.violations),
+        match (&r.first_violation, &r.links_stalled) {
+            (None, _) if r.complete => println!("invariant violations: 0"),
+            (None, Some(why)) => println!("did not complete: {why}"),
+            (None, None) => println!("did not complete"),
+            (Some(v), _) => println!("invariant violations: {} (first: {v})", r.violations),
         }
     }
     Ok(if r.violations == 0 && r.complete {
@@ -183,15 +238,23 @@ fn run_stress(args: &CoherenceArgs) -> anyhow::Result<ExitCode> {
 }
 
 fn run_explore(args: &CoherenceArgs) -> anyhow::Result<ExitCode> {
-    ensure_within("--values", args.values, 1..=7)?;
-    ensure_within("--outstanding", args.outstanding, 1..=MAX_OUTSTANDING)?;
-    ensure!(args.max_states > 0, "--max-states must be at least 1");
+    let (agents, lines) = (
+        args.agents.unwrap_or(EXPLORE_AGENTS),
+        args.lines.unwrap_or(EXPLORE_LINES),
+    );
+    let values = args.values.unwrap_or(DEFAULT_VALUES);
+    let outstanding = args.outstanding.unwrap_or(DEFAULT_OUTSTANDING);
+    let max_states = args.max_states.unwrap_or(DEFAULT_MAX_STATES);
+    let reorder = args.reorder.and_then(|r| r.0);
+    ensure_within("--values", values, 1..=7)?;
+    ensure_within("--outstanding", outstanding, 1..=MAX_OUTSTANDING)?;
+    ensure!(max_states > 0, "--max-states must be at least 1");
     let config = Config {
-        values: args.values,
-        outstanding: args.outstanding,
+        values,
+        outstanding,
         check_drain: true,
-        max_states: args.max_states,
-        reorder: args.reorder.0,
+        max_states,
+        reorder,
         value_symmetry: !args.no_value_symmetry,
         agent_symmetry: !args.no_agent_symmetry,
         line_symmetry: !args.no_line_symmetry,
@@ -209,7 +272,7 @@ fn run_explore(args: &CoherenceArgs) -> anyhow::Result<ExitCode> {
             );
         }
     };
-    let r: Report = match (args.agents, args.lines) {
+    let r: Report = match (agents, lines) {
         (1, 1) => explore_observed(World::<1, 1>::new(), &config, &mut progress),
         (1, 2) => explore_observed(World::<1, 2>::new(), &config, &mut progress),
         (2, 1) => explore_observed(World::<2, 1>::new(), &config, &mut progress),
@@ -229,11 +292,11 @@ fn run_explore(args: &CoherenceArgs) -> anyhow::Result<ExitCode> {
         })
     });
     let value = json!({
-        "agents": args.agents,
-        "lines": args.lines,
-        "values": args.values,
-        "outstanding": args.outstanding,
-        "reorder": args.reorder.0,
+        "agents": agents,
+        "lines": lines,
+        "values": values,
+        "outstanding": outstanding,
+        "reorder": reorder,
         "value_symmetry": !args.no_value_symmetry,
         "agent_symmetry": !args.no_agent_symmetry,
         "line_symmetry": !args.no_line_symmetry,
@@ -253,11 +316,11 @@ fn run_explore(args: &CoherenceArgs) -> anyhow::Result<ExitCode> {
         println!(
             "{} agents, {} lines, values 1 to {}, {} operation(s) in progress per agent, {}: {} states, {} \
              transitions, depth {}, {} quiescent; {:.1} s",
-            args.agents,
-            args.lines,
-            args.values,
-            args.outstanding,
-            match args.reorder.0 {
+            agents,
+            lines,
+            values,
+            outstanding,
+            match reorder {
                 None => String::from("channels interleaved arbitrarily"),
                 Some(k) => format!("each message overtaking at most {k} older"),
             },

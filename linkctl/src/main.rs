@@ -53,7 +53,8 @@ enum Command {
     /// routes could deadlock or the probe finds a partition not kept
     Fabric(fabric::FabricArgs),
     /// Cache coherence (directory MESI): a random stress over noisy data links, or `--explore` every
-    /// interleaving of a small system; exit status 3 on any invariant violation
+    /// interleaving of a small system; exit status 3 on any invariant violation, or a stress that does
+    /// not complete
     Coherence(coherence::CoherenceArgs),
     /// Transactions between two endpoints: peer-to-peer copies over data links with errors
     #[command(subcommand)]

@@ -93,3 +93,100 @@ fn bad_input_is_a_clear_error_not_a_panic() {
         common::assert_refused(&["coherence"], args);
     }
 }
+
+/// The one-line error `args` are refused with.
+fn refusal(args: &[&str]) -> String {
+    let out = common::linkctl(&["coherence"], args);
+    assert!(!out.status.success(), "{args:?} was accepted");
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert_eq!(stderr.lines().count(), 1, "{args:?}: {stderr}");
+    stderr
+}
+
+#[test]
+fn a_bit_error_rate_the_wire_does_not_model_is_refused() {
+    // From 1/128 on, every 128-bit unit has its one bit flipped: higher rates would all run the same.
+    for ber in ["0.0078125", "0.01", "0.5", "0.999"] {
+        let e = refusal(&["--ber", ber]);
+        assert!(
+            e.contains("--ber must be at least 0 and below 1/128") && e.contains(&format!("not {ber}")),
+            "{e}"
+        );
+    }
+}
+
+#[test]
+fn links_that_deliver_nothing_are_not_called_a_deadlock() {
+    let out = common::linkctl(&["coherence"], &["--ber", "0.0078", "--ops", "100", "--json"]);
+    assert_eq!(out.status.code(), Some(3));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        (v["complete"].as_bool(), v["violations"].as_u64()),
+        (Some(false), Some(0)),
+        "{v}"
+    );
+    let why = v["links_stalled"].as_str().unwrap();
+    assert!(
+        why.contains("unacknowledged") && !why.contains("deadlock"),
+        "{why}"
+    );
+    let text = common::linkctl(&["coherence"], &["--ber", "0.0078", "--ops", "100"]);
+    let text = String::from_utf8(text.stdout).unwrap();
+    assert!(
+        text.contains("did not complete: no operation completed"),
+        "{text}"
+    );
+}
+
+#[test]
+fn an_option_of_the_other_mode_is_refused() {
+    for option in [
+        &["--values", "5"][..],
+        &["--outstanding", "2"],
+        &["--reorder", "0"],
+        &["--max-states", "1"],
+        &["--no-value-symmetry"],
+        &["--no-agent-symmetry"],
+        &["--no-line-symmetry"],
+        &["--no-phase-symmetry"],
+    ] {
+        let e = refusal(option);
+        let expected = format!("{} is an option of the exploration: give --explore", option[0]);
+        assert!(e.contains(&expected), "{option:?}: {e}");
+    }
+    for option in [&["--ops", "5"][..], &["--seed", "9"], &["--ber", "0.9"]] {
+        let e = refusal(&[&["--explore"], option].concat());
+        let expected = format!("{} is an option of the stress", option[0]);
+        assert!(e.contains(&expected), "{option:?}: {e}");
+    }
+}
+
+#[test]
+fn the_exploration_has_defaults_of_its_own() {
+    let v = json(&["--explore"]);
+    assert_eq!(
+        (v["agents"].as_u64(), v["lines"].as_u64()),
+        (Some(2), Some(1)),
+        "{v}"
+    );
+    assert_eq!(
+        (v["complete"].as_bool(), v["violations"].as_u64()),
+        (Some(true), Some(0))
+    );
+    // Either one given, the other keeps the exploration's default.
+    let v = json(&["--explore", "--agents", "1"]);
+    assert_eq!(
+        (v["agents"].as_u64(), v["lines"].as_u64()),
+        (Some(1), Some(1)),
+        "{v}"
+    );
+    let v = json(&["--explore", "--lines", "2", "--agents", "1"]);
+    assert_eq!(v["lines"], 2);
+    // The stress keeps its own.
+    let v = json(&["--ops", "1000"]);
+    assert_eq!(
+        (v["agents"].as_u64(), v["lines"].as_u64()),
+        (Some(4), Some(64)),
+        "{v}"
+    );
+}
