@@ -211,9 +211,17 @@ fn run_stress(args: &CoherenceArgs) -> anyhow::Result<ExitCode> {
         println!("{}", serde_json::to_string_pretty(&value)?);
     } else {
         println!(
-            "{} agents, {} lines, seed {}, bit error rate {:e} on every link: {} operations ({} reads, {} \
+            "{} agents, {}, seed {}, bit error rate {:e} on every link: {} operations ({} reads, {} \
              writes, {} evictions; {} hits)",
-            agents, lines, seed, ber, r.ops, r.reads, r.writes, r.evictions, r.hits
+            agents,
+            plural(lines, "line"),
+            seed,
+            ber,
+            r.ops,
+            r.reads,
+            r.writes,
+            r.evictions,
+            r.hits
         );
         println!(
             "home: {} requests, {} snoops, {} invalidations, {} write-backs, {} requests parked on busy lines",
@@ -314,10 +322,10 @@ fn run_explore(args: &CoherenceArgs) -> anyhow::Result<ExitCode> {
         println!("{}", serde_json::to_string_pretty(&value)?);
     } else {
         println!(
-            "{} agents, {} lines, values 1 to {}, {} operation(s) in progress per agent, {}: {} states, {} \
+            "{} agents, {}, values 1 to {}, {} operation(s) in progress per agent, {}: {} states, {} \
              transitions, depth {}, {} quiescent; {:.1} s",
             agents,
-            lines,
+            plural(lines, "line"),
             values,
             outstanding,
             match reorder {
@@ -353,4 +361,12 @@ fn run_explore(args: &CoherenceArgs) -> anyhow::Result<ExitCode> {
     } else {
         ExitCode::from(EXIT_VIOLATION)
     })
+}
+
+/// `n` `thing`s, in words: "1 line", "64 lines".
+fn plural(n: usize, thing: &str) -> String {
+    match n {
+        1 => format!("1 {thing}"),
+        n => format!("{n} {thing}s"),
+    }
 }
