@@ -656,6 +656,14 @@ fn the_buffer_per_connection_can_be_set_as_nccl_buffsize() {
     ];
     common::assert_refused(&["sim"], &args);
     assert!(String::from_utf8_lossy(&sim(&args).stderr).contains("smaller --buffsize"));
+    // The algorithms that keep no buffer per connection refuse a size for it, which would do nothing.
+    common::assert_refused(
+        &["sim"],
+        &["allreduce", "--algo", "switch-reduce", "--buffsize", "1K"],
+    );
+    common::assert_refused(&["sim"], &["alltoall", "--buffsize", "1K"]);
+    let v = json(&["alltoall", "--max", "1K"]);
+    assert!(v["buffsize"].is_null(), "{v}");
     let table = sim(&["allreduce", "--min", "1K", "--max", "1K", "--buffsize", "64K"]);
     assert!(String::from_utf8_lossy(&table.stdout).contains("NCCL_BUFFSIZE): 65536 B"));
 }

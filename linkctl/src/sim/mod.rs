@@ -70,8 +70,9 @@ pub struct SimArgs {
     pub algo: Option<String>,
     /// What a GPU holds of each connection of the ring and the tree, as NCCL_BUFFSIZE (K, M, G suffixes;
     /// 1K to 64M): a sender sends only into room there, and the tree's chunks are an eighth of it at most
-    #[arg(long, default_value = "4M")]
-    pub buffsize: String,
+    /// [default: 4M]
+    #[arg(long)]
+    pub buffsize: Option<String>,
     /// Run on some of the fabric's GPUs only, as CUDA_VISIBLE_DEVICES does: a count (the first N) or
     /// names and runs, e.g. `gpu0,gpu2,gpu4,gpu6` or `gpu0..gpu7,gpu16..gpu23`; the other GPUs and
     /// their links are left out
@@ -615,7 +616,17 @@ pub fn run(cmd: SimCommand) -> anyhow::Result<ExitCode> {
     if min > max {
         bail!("--min ({min} B) is larger than --max ({max} B)");
     }
-    let buffer_bytes = parse_size(&args.buffsize)?;
+    // Switch reductions and all-to-all keep no per-connection buffer: a size given them would do nothing.
+    if let (Some(_), Algo::SwitchReduce | Algo::P2p) = (&args.buffsize, algo) {
+        bail!(
+            "--buffsize is the ring's and the tree's; --algo {} keeps no buffer per connection",
+            algo.name()
+        );
+    }
+    let buffer_bytes = match &args.buffsize {
+        Some(size) => parse_size(size)?,
+        None => CHANNEL_BUFFER_BYTES,
+    };
     // The tree holds every slot of a chunk in full: 64M makes 8 MiB chunks, and about 1 GB in all.
     if !(1 << 10..=64 << 20).contains(&buffer_bytes) {
         bail!("--buffsize must be from 1K to 64M, not {buffer_bytes} B");
@@ -856,7 +867,8 @@ fn print_json(sweep: &Sweep, r: &Report) -> anyhow::Result<()> {
         "collective_gpus": collective_gpus(sweep).map(|numbers| gpu_names(&sweep.topology, &numbers)),
         "algorithm": sweep.algo.name(),
         "seed": sweep.seed,
-        "buffsize": sweep.buffer_bytes,
+        // Only the ring and the tree keep a buffer per connection.
+        "buffsize": matches!(sweep.algo, Algo::Ring | Algo::Tree).then_some(sweep.buffer_bytes),
         "replan_delay_ns": sweep.replan_delay.as_ps() as f64 / 1e3,
         "rows": rows,
         "avg_busbw": r.avg_busbw,
