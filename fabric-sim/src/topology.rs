@@ -447,7 +447,21 @@ impl Topology {
             ber: Option<f64>,
             format: Option<LinkFormat>,
         }
-        let file: File = toml::from_str(text).map_err(|e| format!("bad topology file: {e}"))?;
+        let file: File = toml::from_str(text).map_err(|e| {
+            // On one line, as every error the tool prints: where, then what (the parser's own message
+            // draws the line with a caret under it).
+            let at = e.span().map(|span| {
+                let before = &text.as_bytes()[..span.start.min(text.len())];
+                let line = before.iter().filter(|&&b| b == b'\n').count() + 1;
+                let column = before.iter().rev().take_while(|&&b| b != b'\n').count() + 1;
+                format!("line {line}, column {column}: ")
+            });
+            format!(
+                "bad topology file: {}{}",
+                at.unwrap_or_default(),
+                e.message().trim_end().replace('\n', "; ")
+            )
+        })?;
         let mut index = BTreeMap::new();
         let mut nodes = Vec::new();
         for n in file.node {

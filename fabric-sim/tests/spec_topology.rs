@@ -107,7 +107,15 @@ fn mistakes_are_named() {
     ] {
         let err = Topology::from_toml(&bad).unwrap_err();
         assert!(err.contains(says), "{says}: {err}");
+        // The command line prints it as its one-line error.
+        assert!(!err.contains('\n'), "{err}");
     }
+    // A parse error says where, on the same line.
+    let err = Topology::from_toml(&base.replace("count = 4\ngbps", "count = -1\ngbps")).unwrap_err();
+    assert!(
+        err.starts_with("bad topology file: line ") && err.contains(", column "),
+        "{err}"
+    );
 }
 
 #[test]
