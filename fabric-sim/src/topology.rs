@@ -1,7 +1,7 @@
 //! Fabric topologies: GPUs, switches and the links between them, with the parameters of the systems they
 //! model. Built-in topologies carry their published figures; others come from a TOML file.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use serde::Deserialize;
 
@@ -202,7 +202,7 @@ impl Topology {
             .collect()
     }
 
-    /// Ports of every node.
+    /// Links ending at every node (its physical ports: 18 on an H100, 40 or 32 on a DGX H100 NVSwitch).
     pub fn ports(&self) -> Vec<usize> {
         let mut n = vec![0usize; self.nodes.len()];
         for l in &self.links {
@@ -210,6 +210,17 @@ impl Topology {
             n[l.b] += 1;
         }
         n
+    }
+
+    /// Logical ports of every node: one per node it links to, as the links between two nodes are ganged
+    /// into one trunk (a DGX H100 NVSwitch has 8, one to each GPU).
+    pub fn trunk_ports(&self) -> Vec<usize> {
+        let mut peers: Vec<BTreeSet<usize>> = vec![BTreeSet::new(); self.nodes.len()];
+        for l in &self.links {
+            peers[l.a].insert(l.b);
+            peers[l.b].insert(l.a);
+        }
+        peers.iter().map(BTreeSet::len).collect()
     }
 
     /// Two copies of the fabric that no link joins, the second's names prefixed `b-` (for tests of
@@ -363,22 +374,31 @@ impl Topology {
             }
         }
         // Parallel links are ganged into one trunk, which moves a 16-byte unit in at least one picosecond.
-        let mut trunks: BTreeMap<(usize, usize), f64> = BTreeMap::new();
+        let mut trunks: BTreeMap<(usize, usize), (f64, usize)> = BTreeMap::new();
         for l in &self.links {
-            *trunks.entry((l.a.min(l.b), l.a.max(l.b))).or_default() += l.gbps;
+            let trunk = trunks.entry((l.a.min(l.b), l.a.max(l.b))).or_default();
+            *trunk = (trunk.0 + l.gbps, trunk.1 + 1);
         }
-        if let Some(((a, b), gbps)) = trunks.into_iter().find(|&(_, gbps)| gbps > MAX_TRUNK_GBPS) {
+        if let Some((&(a, b), &(_, links))) = trunks.iter().find(|(_, &(_, links))| links > MAX_TRUNK_LINKS) {
+            return Err(format!(
+                "{}: {links} links between {} and {} (a trunk gangs 1 to {MAX_TRUNK_LINKS})",
+                self.name, self.nodes[a].name, self.nodes[b].name
+            ));
+        }
+        if let Some(((a, b), (gbps, _))) = trunks.into_iter().find(|&(_, (gbps, _))| gbps > MAX_TRUNK_GBPS) {
             return Err(format!(
                 "{}: the links between {} and {} carry {gbps} GB/s together, above the {MAX_TRUNK_GBPS} GB/s \
                  the simulator can time (a 16-byte unit per picosecond)",
                 self.name, self.nodes[a].name, self.nodes[b].name
             ));
         }
-        for (n, &p) in self.ports().iter().enumerate() {
+        for (n, &p) in self.trunk_ports().iter().enumerate() {
             if p > switch_fw::MAX_PORTS {
                 return Err(format!(
-                    "{}: node {} has {p} ports (at most 64)",
-                    self.name, self.nodes[n].name
+                    "{}: node {} links to {p} nodes: a port (a trunk) each, and a node has at most {} ports",
+                    self.name,
+                    self.nodes[n].name,
+                    switch_fw::MAX_PORTS
                 ));
             }
         }
@@ -491,13 +511,11 @@ impl Topology {
             };
             let (a, b) = (find(&l.a)?, find(&l.b)?);
             let count = l.count.unwrap_or(1);
-            // Checked before the links are made: a node has at most 64 ports anyway.
-            if !(1..=switch_fw::MAX_PORTS).contains(&count) {
+            // Checked before the links are made: a trunk gangs at most this many anyway.
+            if !(1..=MAX_TRUNK_LINKS).contains(&count) {
                 return Err(format!(
-                    "link {} - {}: count {count} (1 to {} parallel links)",
-                    l.a,
-                    l.b,
-                    switch_fw::MAX_PORTS
+                    "link {} - {}: count {count} (1 to {MAX_TRUNK_LINKS} parallel links)",
+                    l.a, l.b
                 ));
             }
             for _ in 0..count {
@@ -524,6 +542,9 @@ impl Topology {
 
 /// Slowest link rate, GB/s (a unit every 16 microseconds).
 pub const MIN_GBPS: f64 = 1e-3;
+/// Most links a trunk gangs (the links between two nodes, however many entries of a file give them).
+pub const MAX_TRUNK_LINKS: usize = 64;
+
 /// Fastest trunk (parallel links together), GB/s: a 16-byte unit per picosecond, the simulator's tick.
 pub const MAX_TRUNK_GBPS: f64 = 16_000.0;
 /// Longest link latency, ns (one second).
@@ -902,5 +923,33 @@ mod tests {
         let unknown =
             "node = [{ name = \"a\", kind = \"gpu\" }]\nlink = [{ a = \"a\", b = \"z\", gbps = 1.0 }]";
         assert!(Topology::from_toml(unknown).unwrap_err().contains("unknown node"));
+    }
+
+    /// A star of `gpus` GPUs on one switch, each joined to it by `entries` entries of `count` links.
+    fn star(gpus: usize, count: usize, entries: usize) -> String {
+        let mut text = String::from("[[node]]\nname = \"sw\"\nkind = \"switch\"\n");
+        for g in 0..gpus {
+            text += &format!("[[node]]\nname = \"g{g}\"\nkind = \"gpu\"\n");
+        }
+        for g in 0..gpus {
+            for _ in 0..entries {
+                text += &format!("[[link]]\na = \"g{g}\"\nb = \"sw\"\ncount = {count}\ngbps = 25.0\n");
+            }
+        }
+        text
+    }
+
+    #[test]
+    fn the_port_limit_counts_trunks_not_the_links_they_gang() {
+        // 17 GPUs of 4 links each: 68 links but 17 ports at the switch (had been refused as 68 ports).
+        let t = Topology::from_toml(&star(17, 4, 1)).unwrap();
+        assert_eq!((t.ports()[0], t.trunk_ports()[0]), (68, 17));
+        assert!(Topology::from_toml(&star(64, 1, 1)).is_ok());
+        let err = Topology::from_toml(&star(65, 1, 1)).unwrap_err();
+        assert!(err.contains("links to 65 nodes"), "{err}");
+        // Two entries of 32 make one trunk of 64; of 33, one of 66, more than a trunk gangs.
+        assert!(Topology::from_toml(&star(2, 32, 2)).is_ok());
+        let err = Topology::from_toml(&star(2, 33, 2)).unwrap_err();
+        assert!(err.contains("66 links between sw and g0"), "{err}");
     }
 }
