@@ -52,6 +52,25 @@ fn sizes_are_what_the_collective_moves_with_no_repeats_and_none_empty() {
 }
 
 #[test]
+fn a_time_is_the_same_moment_in_any_unit() {
+    // 10^6 of a unit had been refused ("bad time"), and seconds were not a unit.
+    let mut failed = Vec::new();
+    for at in ["1000000ns", "1000us", "1ms", "0.001s"] {
+        let v = json(&[
+            "allreduce",
+            "--max",
+            "1M",
+            "--fail-link",
+            &format!("gpu0:nvswitch1@{at}"),
+        ]);
+        assert_eq!(v["verified"], true, "{at}");
+        failed.push(v["failover"]["links_failed"].clone());
+    }
+    // The run is over long before 1 ms: no failure happens in any of them.
+    assert!(failed.iter().all(|f| *f == 0), "{failed:?}");
+}
+
+#[test]
 fn all_reduce_json_has_a_verified_row_per_size() {
     let v = json(&["allreduce", "--topology", "mesh4", "--min", "1K", "--max", "64K"]);
     assert_eq!(v["verified"], true);
@@ -544,6 +563,8 @@ fn bad_input_is_a_clear_error_not_a_panic() {
             "--background-gpus",
             "rest",
         ],
+        &["allreduce", "--fail-link", "gpu0:nvswitch1@1001s"],
+        &["allreduce", "--fail-link", "gpu0:nvswitch1@-1us"],
         &["allreduce", "--buffsize", "3"],
         &["allreduce", "--buffsize", "128M"],
         // A limit without its file would be silently ignored; two outputs in one file overwrite each other.

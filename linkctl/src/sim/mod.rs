@@ -358,24 +358,25 @@ pub fn parse_bytes(s: &str) -> anyhow::Result<u64> {
         .with_context(|| format!("bad size {s:?}: more than 2^64 bytes"))
 }
 
-/// `20us`, `1.5us`, `800ns`, `2ms`.
+/// `20us`, `1.5us`, `800ns`, `2ms`, `1s`: up to 1000 s of simulated time, whatever the unit.
 fn parse_time(s: &str) -> anyhow::Result<Duration> {
+    const MOST_PS: f64 = 1e15;
     let s = s.trim();
-    let (number, ps_per_unit) = if let Some(n) = s.strip_suffix("ns") {
-        (n, 1e3)
-    } else if let Some(n) = s.strip_suffix("us") {
-        (n, 1e6)
-    } else if let Some(n) = s.strip_suffix("ms") {
-        (n, 1e9)
-    } else {
-        bail!("bad time {s:?}: give a unit, e.g. 800ns, 20us or 2ms");
-    };
+    let usage = || format!("bad time {s:?}: a number and a unit (ns, us, ms or s), e.g. 800ns, 20us or 2ms");
+    let (number, ps_per_unit) = [("ns", 1e3), ("us", 1e6), ("ms", 1e9), ("s", 1e12)]
+        .into_iter()
+        .find_map(|(unit, ps)| s.strip_suffix(unit).map(|n| (n, ps)))
+        .with_context(usage)?;
     let value: f64 = number
         .parse()
         .ok()
-        .filter(|v: &f64| v.is_finite() && *v >= 0.0 && *v < 1e6)
-        .with_context(|| format!("bad time {s:?}"))?;
-    Ok(Duration::from_ps((value * ps_per_unit).round() as u64))
+        .filter(|v: &f64| v.is_finite())
+        .with_context(usage)?;
+    let ps = value * ps_per_unit;
+    if !(0.0..=MOST_PS).contains(&ps) {
+        bail!("bad time {s:?}: from 0 to 1000 s");
+    }
+    Ok(Duration::from_ps(ps.round() as u64))
 }
 
 /// The names of the fabric's GPUs numbered `numbers`.
