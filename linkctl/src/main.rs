@@ -76,7 +76,10 @@ fn die_quietly_on_closed_pipe() {
 fn main() -> ExitCode {
     #[cfg(unix)]
     die_quietly_on_closed_pipe();
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => return usage_error(e),
+    };
     let result = match cli.command {
         Command::Phy(cmd) => phy::run(cmd).map(|()| ExitCode::SUCCESS),
         Command::Dl(cmd) => dl::run(cmd),
@@ -94,4 +97,34 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// A command line clap cannot take: its first line, as every error the tool prints, and exit status 1
+/// (clap's own 2 would read as `dl decode`'s damaged input). `--help` and `--version` print as clap
+/// prints them.
+fn usage_error(e: clap::Error) -> ExitCode {
+    use clap::error::ErrorKind;
+    if matches!(
+        e.kind(),
+        ErrorKind::DisplayHelp
+            | ErrorKind::DisplayVersion
+            | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand
+    ) {
+        let _ = e.print();
+        return if e.use_stderr() {
+            ExitCode::FAILURE
+        } else {
+            ExitCode::SUCCESS
+        };
+    }
+    let rendered = e.render().to_string();
+    let first = rendered.lines().next().unwrap_or_default();
+    eprintln!(
+        "linkctl: error: {} (--help says what it takes)",
+        first
+            .trim_start_matches("error: ")
+            .trim_start_matches("error:")
+            .trim()
+    );
+    ExitCode::FAILURE
 }
