@@ -117,14 +117,22 @@ fn usage_error(e: clap::Error) -> ExitCode {
             ExitCode::SUCCESS
         };
     }
+    // Clap writes what is wrong, then the missing arguments or a tip on lines of their own, then usage.
     let rendered = e.render().to_string();
-    let first = rendered.lines().next().unwrap_or_default();
-    eprintln!(
-        "linkctl: error: {} (--help says what it takes)",
-        first
-            .trim_start_matches("error: ")
-            .trim_start_matches("error:")
-            .trim()
-    );
+    let mut lines = (rendered.lines())
+        .take_while(|l| !l.starts_with("Usage:"))
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with("For more information"));
+    let mut message = lines
+        .next()
+        .unwrap_or_default()
+        .trim_start_matches("error:")
+        .trim()
+        .to_string();
+    for line in lines {
+        message += if message.ends_with(':') { " " } else { "; " };
+        message += line;
+    }
+    eprintln!("linkctl: error: {message} (--help says what it takes)");
     ExitCode::FAILURE
 }

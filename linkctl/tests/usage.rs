@@ -12,6 +12,8 @@ fn a_command_line_it_cannot_parse_is_one_line_and_exit_1() {
         &["sim", "allreduce", "--seed", "x"],
         &["sim", "allreduce", "--gpus", "-1"],
         &["phy", "nonsense"],
+        // The missing argument is named on the same line.
+        &["phy", "encode"],
         &["sim"],
         &[],
     ] {
