@@ -255,6 +255,10 @@ impl Topology {
                 self.node_name(x)
             ));
         }
+        // Every GPU is the fabric itself, not a part of it to be named as one.
+        if all.iter().all(|g| keep.contains(g)) {
+            return Ok(self.clone());
+        }
         let mut kept: Vec<bool> = (0..self.nodes.len())
             .map(|x| self.nodes[x].kind == NodeKind::Switch || keep.contains(&x))
             .collect();

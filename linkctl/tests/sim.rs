@@ -710,6 +710,11 @@ fn a_collective_runs_on_some_of_the_gpus_as_cuda_visible_devices_would_have_it()
     ]);
     assert_eq!(named["topology"], "dgx-h100[gpu0,gpu2,gpu4,gpu6]");
     assert_eq!(named["verified"], true);
+    // Every GPU, in any order, is the fabric itself (it had been named as a part of itself).
+    for all in ["8", "gpu7,gpu0..gpu6"] {
+        let v = json(&["allreduce", "--gpus", all, "--max", "1K"]);
+        assert_eq!(v["topology"], "dgx-h100", "{all}");
+    }
     // A fabric in two partitions runs a collective on one partition's GPUs, not on all of them.
     let partitioned = concat!(
         env!("CARGO_MANIFEST_DIR"),
