@@ -109,6 +109,23 @@ mod tests {
     use super::*;
 
     #[test]
+    fn the_worked_example_of_section_7_1() {
+        let h = header(OP_WRITE, 5, 3, false, 0x1234);
+        assert_eq!(h, 0x0040_2806_0000_1234);
+        assert_eq!(h.to_be_bytes(), [0x00, 0x40, 0x28, 0x06, 0x00, 0x00, 0x12, 0x34]);
+        assert_eq!(bounce(h), Some(0x01E0_180A_1000_1234));
+        // The spec's text says the same.
+        let spec = include_str!("../../docs/spec.md");
+        let section = &spec[spec.find("### 7.1").unwrap()..spec.find("## 8.").unwrap()];
+        let words = section.split_whitespace().collect::<Vec<_>>().join(" ");
+        assert!(
+            words.contains("`H = 40280600001234h`, bytes `00 40 28 06 00 00 12 34`"),
+            "{words}"
+        );
+        assert!(words.contains("`H = 1E0180A10001234h`"), "{words}");
+    }
+
+    #[test]
     fn fields_round_trip() {
         let h = header(OP_WRITE, 1023, 5, false, 0xDEAD_BEEF);
         assert!(h < 1 << 58);
