@@ -356,6 +356,13 @@ impl View<'_> {
         &self.topology.nodes[x].name
     }
 
+    /// The links trunk `i` has up and their GB/s, if discovery found it degraded.
+    fn degraded(&self, i: usize) -> Option<(u8, f64)> {
+        (self.discovered.check.degraded.iter())
+            .find(|d| d.trunk == i)
+            .map(|d| (d.links, d.mbps as f64 / 1000.0))
+    }
+
     /// `node:port`.
     fn end(&self, (x, p): (usize, usize)) -> String {
         format!("{}:{p}", self.name(x))
@@ -472,10 +479,10 @@ impl View<'_> {
             "trunk", "end a", "end b", "links", "GB/s", "latency_ns", "BER"
         );
         for (i, trunk) in f.trunks.iter().enumerate() {
-            let state = if self.failed.contains(&i) {
-                "  (failed)"
-            } else {
-                ""
+            let state = match self.degraded(i) {
+                _ if self.failed.contains(&i) => "  (failed)".to_string(),
+                Some((links, gbps)) => format!("  (degraded: {links} links up, {gbps:.1} GB/s)"),
+                None => String::new(),
             };
             println!(
                 "  {i:>5} {:<26} {:<26} {:>5} {:>8.1} {:>10} {:>8} {}{state}",
@@ -575,6 +582,11 @@ impl View<'_> {
             .iter()
             .enumerate()
             .map(|(i, trunk)| {
+                let links_up = match self.degraded(i) {
+                    _ if self.failed.contains(&i) => 0,
+                    Some((links, _)) => usize::from(links),
+                    None => trunk.links,
+                };
                 json!({
                     "index": i,
                     "a": end(trunk.a),
@@ -585,6 +597,7 @@ impl View<'_> {
                     "ber": trunk.ber,
                     "format": trunk.format.name(),
                     "failed": self.failed.contains(&i),
+                    "links_up": links_up,
                 })
             })
             .collect();

@@ -350,6 +350,17 @@ fn a_trunk_that_lost_links_is_reported_degraded_and_still_routed() {
         serde_json::json!([{ "trunk": 0, "links": 3, "mbps": 75000 }])
     );
     assert_eq!(v["probe"]["same_partition_delivered"], 56);
+    // The trunk table says so too (it had shown the trunk as cabled).
+    assert_eq!(
+        (
+            v["trunks"][0]["links"].as_u64(),
+            v["trunks"][0]["links_up"].as_u64()
+        ),
+        (Some(5), Some(3))
+    );
+    let text = linkctl(&["fabric"], &["--degrade-link", "gpu0:nvswitch0"]);
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(text.contains("(degraded: 4 links up, 100.0 GB/s)"), "{text}");
     // All five links of the trunk lost: it is down, and left out of the routes.
     let mut args = Vec::new();
     for _ in 0..5 {
