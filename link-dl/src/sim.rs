@@ -173,6 +173,10 @@ pub struct Report {
     pub out_of_order: u64,
     /// Whether every packet sent was delivered before the time limit.
     pub complete: bool,
+    /// Whether both data links became active before the time limit: if not, nothing was sent.
+    pub active: bool,
+    /// Each port's LTSSM state at the end (its name), A then B: where training ended if never active.
+    pub phy_states: [&'static str; 2],
     /// Data link counters, A then B.
     pub dl: [DlCounters; 2],
     /// Retrains of the physical layer (both sides).
@@ -185,7 +189,7 @@ pub struct Report {
     pub flit_faults: [u64; 3],
     /// Simulated time from the link becoming active to the last delivery.
     pub elapsed: Duration,
-    /// Simulated time to bring the link up.
+    /// Simulated time to bring the link up (when not [`Report::active`], the time it stopped trying).
     pub time_to_active: Duration,
     /// Payload delivered per simulated second, in GB/s (1e9 bytes), all directions together.
     pub goodput_gbps: f64,
@@ -246,6 +250,7 @@ pub fn run<const REPLAY: usize>(mut pair: LinkPair<SimEndpoint<REPLAY>>, traffic
     let mut report = Report::default();
     let active = pair.run_until(limit, |p| p.a.ep.dl.is_active() && p.b.ep.dl.is_active());
     let start = pair.now();
+    report.active = active;
     report.time_to_active = start.saturating_since(Instant::ZERO);
     let senders = if traffic.both_ways { 2 } else { 1 };
     let mut tx: Vec<Sender> = (0..2)
@@ -340,6 +345,7 @@ pub fn run<const REPLAY: usize>(mut pair: LinkPair<SimEndpoint<REPLAY>>, traffic
     report.dl = [*pair.a.ep.dl.counters(), *pair.b.ep.dl.counters()];
     report.retrains = pair.a.ep.phy.counters().retrains + pair.b.ep.phy.counters().retrains;
     report.phy = [*pair.a.ep.phy.counters(), *pair.b.ep.phy.counters()];
+    report.phy_states = [pair.a.ep.phy.state().name(), pair.b.ep.phy.state().name()];
     report.bits_flipped = pair.ab.stats().flipped + pair.ba.stats().flipped;
     for i in 0..3 {
         report.flit_faults[i] = pair.a.injected[i] + pair.b.injected[i];

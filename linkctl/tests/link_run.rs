@@ -29,6 +29,16 @@ fn a_clean_link_runs_near_the_format_ceiling() {
         "1",
     ]);
     assert_intact(&v, 5000, 128);
+    assert_eq!(
+        (
+            v["up"].as_bool(),
+            v["state"].as_str(),
+            v["limit_reached"].as_bool()
+        ),
+        (Some(true), Some("L0"), Some(false)),
+        "{v}"
+    );
+    assert!(v["time_to_active_us"].as_f64().unwrap() > 0.0, "{v}");
     assert_eq!(v["lanes"], 8);
     assert_eq!(v["code"], "128b130b");
     assert_eq!(v["replays"], 0);
@@ -80,6 +90,40 @@ fn eight_b_ten_b_caps_the_rate() {
     assert_intact(&v, 1000, 128);
     assert_eq!(v["code"], "8b10b");
     assert!(v["rate_gts"].as_f64().unwrap() <= 5.0);
+}
+
+#[test]
+fn a_link_that_never_comes_up_says_where_training_ended() {
+    // One lane, and it is dead: training ends in Failed at 48 ms, and nothing is sent.
+    let args = ["--lanes", "1", "--dead-lane", "0", "--packets", "10"];
+    let out = common::linkctl(&["link", "run"], &[&args[..], &["--json"]].concat());
+    assert_eq!(out.status.code(), Some(3));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        (
+            v["up"].as_bool(),
+            v["state"].as_str(),
+            v["limit_reached"].as_bool()
+        ),
+        (Some(false), Some("Failed"), Some(false)),
+        "{v}"
+    );
+    assert!(v["time_to_active_us"].is_null() && v["lanes"].is_null(), "{v}");
+    assert_eq!(
+        (v["packets_sent"].as_u64(), v["complete"].as_bool()),
+        (Some(0), Some(false))
+    );
+    let out = common::linkctl(&["link", "run"], &args);
+    assert_eq!(out.status.code(), Some(3));
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert_eq!(
+        text.lines().next(),
+        Some("link DOWN: training ended in Failed at 48000.0 us; no packets sent"),
+        "{text}"
+    );
+    for claim in ["up after", "time limit", "delivered", "goodput"] {
+        assert!(!text.contains(claim), "{claim:?} in {text}");
+    }
 }
 
 #[test]

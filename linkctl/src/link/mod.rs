@@ -15,7 +15,7 @@ pub enum LinkCommand {
     Train(train::TrainArgs),
     /// Traffic across a trained link (physical layer, data link, faults), every packet checked by the
     /// receiver: packets delivered, duplicates and corruptions (must be 0), replays, NAKs, retrains,
-    /// goodput (exit status 3 if anything was lost, duplicated or corrupted)
+    /// goodput (exit status 3 if the link did not come up, or anything was lost, duplicated or corrupted)
     Run(run::RunArgs),
 }
 

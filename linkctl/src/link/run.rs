@@ -6,6 +6,7 @@ use std::time::Instant as WallClock;
 use anyhow::{bail, Context};
 use link_dl::sim::{self, FlitFaults, Report, Traffic};
 use link_dl::{DlConfig, Vc};
+use link_phy::ltssm::LtssmState;
 use link_phy::rate::{LineCode, Rate};
 use link_phy::time::Duration;
 use serde_json::{json, Value};
@@ -153,7 +154,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         other => bail!("--replay must be 8, 16, 32, 64, 128 or 256 packets, not {other}"),
     };
     let wall = started.elapsed().as_secs_f64();
-    let value = to_json(&report, &args, wall, code);
+    let value = to_json(&report, &args, wall, code, limit);
     if args.json {
         println!("{}", serde_json::to_string_pretty(&value)?);
     } else {
@@ -168,9 +169,23 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     })
 }
 
-fn to_json(r: &Report, args: &RunArgs, wall_seconds: f64, code: LineCode) -> Value {
+fn to_json(r: &Report, args: &RunArgs, wall_seconds: f64, code: LineCode, limit: Duration) -> Value {
     let sum = |f: fn(&link_dl::DlCounters) -> u64| f(&r.dl[0]) + f(&r.dl[1]);
+    // The state as `link train` reports it: a port that failed, else A's unless A is in L0.
+    let failed = LtssmState::Failed.name();
+    let state = if r.phy_states.contains(&failed) {
+        failed
+    } else if r.phy_states[0] == LtssmState::L0.name() {
+        r.phy_states[1]
+    } else {
+        r.phy_states[0]
+    };
+    // Training stops at the limit in whatever state the ports are in, which need not be a final one.
+    let limit_reached = !r.active && state != failed && r.time_to_active >= limit;
     json!({
+        "up": r.active,
+        "state": state,
+        "limit_reached": limit_reached,
         "packets_sent": r.packets_sent,
         "packets_delivered": r.packets_delivered,
         "bytes_verified": r.bytes_verified,
@@ -190,13 +205,13 @@ fn to_json(r: &Report, args: &RunArgs, wall_seconds: f64, code: LineCode) -> Val
         "flits_dropped": r.flit_faults[0],
         "flits_duplicated": r.flit_faults[1],
         "flits_corrupted": r.flit_faults[2],
-        "lanes": r.width,
+        "lanes": r.active.then_some(r.width),
         "rate_gts": r.rate_gts,
         "code": r.code,
         "code_requested": code.name(),
         "payload": args.payload,
         "replay_buffer": args.replay,
-        "time_to_active_us": r.time_to_active.as_ps() as f64 / 1e6,
+        "time_to_active_us": r.active.then(|| r.time_to_active.as_ps() as f64 / 1e6),
         "elapsed_us": r.elapsed.as_ps() as f64 / 1e6,
         "goodput_gbps": r.goodput_gbps,
         "efficiency": r.efficiency,
@@ -207,6 +222,10 @@ fn to_json(r: &Report, args: &RunArgs, wall_seconds: f64, code: LineCode) -> Val
 }
 
 fn print_text(r: &Report, v: &Value) {
+    if !r.active {
+        print_down(r, v);
+        return;
+    }
     println!(
         "link: x{} at {} GT/s, {} (requested {}), up after {:.1} us",
         r.width,
@@ -229,6 +248,36 @@ fn print_text(r: &Report, v: &Value) {
             " (NOT all delivered before the time limit)"
         }
     );
+    print_errors(r, v);
+    println!(
+        "goodput: {:.3} GB/s of simulated link time, {:.1}% of the line rate after encoding ({:.1}% of the raw rate); {:.2} s of wall time",
+        r.goodput_gbps,
+        r.efficiency * 100.0,
+        r.raw_efficiency * 100.0,
+        v["wall_seconds"].as_f64().unwrap_or(0.0)
+    );
+}
+
+/// A link that never came up: where training stopped and why, in `link train`'s words. Nothing was sent.
+fn print_down(r: &Report, v: &Value) {
+    let state = v["state"].as_str().unwrap_or("?");
+    let stopped_us = r.time_to_active.as_ps() as f64 / 1e6;
+    let why = if v["limit_reached"] == true {
+        // Both physical ports in L0 but the data links not yet active.
+        let stage = if state == LtssmState::L0.name() {
+            "the data links still initialising over L0".to_owned()
+        } else {
+            format!("still training ({state})")
+        };
+        format!("{stage} when the time limit ran out at {stopped_us:.1} us")
+    } else {
+        format!("training ended in {state} at {stopped_us:.1} us")
+    };
+    println!("link DOWN: {why}; no packets sent");
+    print_errors(r, v);
+}
+
+fn print_errors(r: &Report, v: &Value) {
     println!(
         "errors: {} bits flipped, {} CRC errors, {} NAKs, {} replays, {} replay timeouts, {} FEC corrections; {} entries to Recovery (both ports, counting the speed change at bring-up)",
         r.bits_flipped,
@@ -238,12 +287,5 @@ fn print_text(r: &Report, v: &Value) {
         v["replay_timeouts"],
         v["fec_corrections"],
         r.retrains
-    );
-    println!(
-        "goodput: {:.3} GB/s of simulated link time, {:.1}% of the line rate after encoding ({:.1}% of the raw rate); {:.2} s of wall time",
-        r.goodput_gbps,
-        r.efficiency * 100.0,
-        r.raw_efficiency * 100.0,
-        v["wall_seconds"].as_f64().unwrap_or(0.0)
     );
 }
