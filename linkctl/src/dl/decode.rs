@@ -326,7 +326,7 @@ fn packet(at: usize, units: &[Flit], header: PacketHeader) -> (Value, usize) {
     item["crc_ok"] = json!(crc_ok);
     // The transaction layer's reading: its header, and whether a receiver would take the packet.
     if let Ok(h) = Header::parse(header.tl) {
-        item["transaction"] = json!(format!("{h:?}"));
+        item["transaction"] = transaction(&h);
     }
     let tl_error = Tlp::parse(header.vc, header.tl, &packet[1..]).err();
     if let Some(e) = tl_error {
@@ -334,6 +334,66 @@ fn packet(at: usize, units: &[Flit], header: PacketHeader) -> (Value, usize) {
     }
     item["ok"] = json!(crc_ok && tl_error.is_none());
     (item, len)
+}
+
+/// A transaction-layer header's fields (`docs/spec.md` section 3.2): the opcode's name and the
+/// destination (for a completion, the requester), then a request's address, in hex as the other hex
+/// fields are (lower case, the field's full width: 47 bits), a message's code and index, or a
+/// completion's completer, tag, status, and the offset and length of its data.
+fn transaction(header: &Header) -> Value {
+    match *header {
+        Header::Request { opcode, dest, addr } => json!({
+            "opcode": format!("{opcode:?}"),
+            "dest": dest,
+            "address": format!("{addr:012x}"),
+        }),
+        Header::Message { dest, code, index } => json!({
+            "opcode": "Message",
+            "dest": dest,
+            "code": format!("{code:?}"),
+            "index": index,
+        }),
+        Header::Completion(c) => json!({
+            "opcode": "Completion",
+            "dest": c.requester,
+            "completer": c.completer,
+            "tag": c.tag,
+            "status": format!("{:?}", c.status),
+            "offset": c.offset,
+            "length": c.len,
+        }),
+    }
+}
+
+/// A transaction in words, addresses in hex as the spec writes them (`12345680h`).
+fn transaction_text(t: &Value) -> String {
+    let s = |key: &str| t[key].as_str().unwrap_or_default().to_owned();
+    match t["opcode"].as_str() {
+        Some("Message") => format!("Message {} {} to endpoint {}", s("code"), t["index"], t["dest"]),
+        Some("Completion") => {
+            let mut line = format!(
+                "Completion to endpoint {} from endpoint {}, tag {}, {}",
+                t["dest"],
+                t["completer"],
+                t["tag"],
+                s("status")
+            );
+            if t["length"] != 0 {
+                line += &format!(", {} bytes at offset {}", t["length"], t["offset"]);
+            }
+            line
+        }
+        _ => {
+            let address = s("address");
+            let digits = address.trim_start_matches('0');
+            format!(
+                "{} to endpoint {}, address {}h",
+                s("opcode"),
+                t["dest"],
+                if digits.is_empty() { "0" } else { digits }
+            )
+        }
+    }
 }
 
 /// One line of text for an item.
@@ -368,8 +428,8 @@ fn text(item: &Value) -> String {
                 let verdict = if item["crc_ok"] == true { "ok" } else { "MISMATCH" };
                 line += &format!(", CRC {} {verdict}", s("crc"));
             }
-            if item.get("transaction").is_some() {
-                line += &format!(": {}", s("transaction"));
+            if let Some(transaction) = item.get("transaction") {
+                line += &format!(": {}", transaction_text(transaction));
             }
             for key in ["tl_error", "error"] {
                 if item.get(key).is_some() {
