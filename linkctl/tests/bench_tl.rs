@@ -1,4 +1,5 @@
-//! `linkctl bench tl` end to end: it runs, checks its own round trips, and reports every path.
+//! `linkctl bench tl` end to end: it runs, checks its own round trips, and reports every path; and the
+//! sizes every `linkctl bench` takes.
 
 mod common;
 
@@ -29,9 +30,26 @@ fn reports_every_path_as_json() {
 
 #[test]
 fn bad_sizes_are_a_one_line_error() {
-    let out = run(&["--bytes", "1000"]);
-    assert!(!out.status.success());
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(err.lines().count(), 1, "{err}");
-    assert!(err.contains("--bytes"));
+    for bytes in ["1000", "0", "65M", "1G", "64Q"] {
+        let out = run(&["--bytes", bytes]);
+        assert!(!out.status.success(), "{bytes}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(err.lines().count(), 1, "{bytes}: {err}");
+        assert!(err.contains("--bytes"), "{bytes}: {err}");
+    }
+}
+
+#[test]
+fn every_bench_takes_sizes_as_every_other_size_option_does() {
+    for bench in ["phy", "dl", "tl"] {
+        for (bytes, expected) in [("1K", 1024), ("2k", 2048), ("3072", 3072)] {
+            let args = ["--bytes", bytes, "--samples", "1"];
+            let report = common::json(&["bench", bench], &args);
+            // The first path of each takes the whole buffer (reads start 3 bytes into it).
+            assert_eq!(
+                report["rows"][0]["payload_bytes"], expected,
+                "bench {bench} --bytes {bytes}: {report}"
+            );
+        }
+    }
 }

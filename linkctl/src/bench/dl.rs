@@ -17,7 +17,7 @@ use link_dl::fuzz::BackToBack;
 use link_dl::{DlConfig, DlError, Vc};
 
 use super::measure::{row, Row};
-use super::BenchArgs;
+use super::Plan;
 
 /// Payload bytes per packet: eight data flits.
 const PACKET_PAYLOAD: usize = 128;
@@ -66,8 +66,8 @@ fn transfer(pair: &mut BackToBack, src: &[Flit], dst: &mut [u8]) -> anyhow::Resu
     Ok(())
 }
 
-pub fn rows(args: &BenchArgs) -> anyhow::Result<Vec<Row>> {
-    let n = args.bytes;
+pub fn rows(plan: &Plan) -> anyhow::Result<Vec<Row>> {
+    let n = plan.bytes;
     let src = payload(n);
     let mut rows = Vec::new();
     for (name, fec) in [
@@ -94,7 +94,7 @@ pub fn rows(args: &BenchArgs) -> anyhow::Result<Vec<Row>> {
             "{name}: unexpected replays or errors: {a:?} {b:?}"
         );
         let mut failed = None;
-        rows.push(row(name, n, args.samples, || {
+        rows.push(row(name, n, plan.samples, || {
             if let Err(e) = transfer(&mut pair, black_box(&src), &mut dst) {
                 failed.get_or_insert(e);
             }

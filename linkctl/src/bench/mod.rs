@@ -1,6 +1,9 @@
 //! `linkctl bench`: per-core throughput of each layer's hot paths, against `memcpy` in the same run.
 
+use anyhow::{ensure, Context};
 use clap::Subcommand;
+
+use crate::sim::parse_size;
 
 mod dl;
 mod measure;
@@ -9,9 +12,9 @@ mod tl;
 
 #[derive(clap::Args, Debug)]
 pub struct BenchArgs {
-    /// Payload bytes per call
-    #[arg(long, default_value_t = 64 * 1024)]
-    pub bytes: usize,
+    /// Payload bytes per call: a multiple of 1K from 1K to 64M (K, M, G: powers of 1024)
+    #[arg(long, default_value = "64K")]
+    pub bytes: String,
     /// Timed batches per component; the median is reported
     #[arg(long, default_value_t = 11)]
     pub samples: usize,
@@ -31,32 +34,36 @@ pub enum BenchCommand {
     Tl(BenchArgs),
 }
 
+/// What a bench measures, its arguments checked.
+pub struct Plan {
+    /// Payload bytes per call.
+    pub bytes: usize,
+    /// Timed batches per component.
+    pub samples: usize,
+}
+
 pub fn run(cmd: BenchCommand) -> anyhow::Result<()> {
     match cmd {
-        BenchCommand::Phy(args) => {
-            check(&args)?;
-            measure::print("bench phy", &phy::rows(&args)?, args.json)
-        }
-        BenchCommand::Dl(args) => {
-            check(&args)?;
-            measure::print("bench dl", &dl::rows(&args)?, args.json)
-        }
-        BenchCommand::Tl(args) => {
-            check(&args)?;
-            measure::print("bench tl", &tl::rows(&args)?, args.json)
-        }
+        BenchCommand::Phy(args) => measure::print("bench phy", &phy::rows(&plan(&args)?)?, args.json),
+        BenchCommand::Dl(args) => measure::print("bench dl", &dl::rows(&plan(&args)?)?, args.json),
+        BenchCommand::Tl(args) => measure::print("bench tl", &tl::rows(&plan(&args)?)?, args.json),
     }
 }
 
-fn check(args: &BenchArgs) -> anyhow::Result<()> {
-    if args.bytes < 1024 || args.bytes > 64 << 20 || args.bytes % 1024 != 0 {
-        anyhow::bail!(
-            "--bytes must be a multiple of 1024 between 1 KiB and 64 MiB, not {}",
-            args.bytes
-        );
-    }
-    if args.samples == 0 || args.samples > 1000 {
-        anyhow::bail!("--samples must be between 1 and 1000, not {}", args.samples);
-    }
-    Ok(())
+fn plan(args: &BenchArgs) -> anyhow::Result<Plan> {
+    let bytes = parse_size(&args.bytes).context("--bytes")?;
+    ensure!(
+        (1 << 10..=64 << 20).contains(&bytes) && bytes % 1024 == 0,
+        "--bytes must be a multiple of 1K between 1K and 64M, not {}",
+        args.bytes.trim()
+    );
+    ensure!(
+        (1..=1000).contains(&args.samples),
+        "--samples must be between 1 and 1000, not {}",
+        args.samples
+    );
+    Ok(Plan {
+        bytes: bytes as usize,
+        samples: args.samples,
+    })
 }

@@ -10,11 +10,11 @@ use link_phy::scrambler::{Gen1Scrambler, Gen3Scrambler};
 use link_phy::Disparity;
 
 use super::measure::{row, Row};
-use super::BenchArgs;
+use super::Plan;
 
-pub fn rows(args: &BenchArgs) -> anyhow::Result<Vec<Row>> {
-    let n = args.bytes;
-    let s = args.samples;
+pub fn rows(plan: &Plan) -> anyhow::Result<Vec<Row>> {
+    let n = plan.bytes;
+    let s = plan.samples;
     let data = crate::noise::noise(0, n);
     let mut rows = Vec::new();
 

@@ -12,16 +12,16 @@ use link_tl::{
 };
 
 use super::measure::{row, Row};
-use super::BenchArgs;
+use super::Plan;
 
 const ENDPOINT: u16 = 7;
 const BASE: u64 = (ENDPOINT as u64) << 47;
 /// The local address the reads start at.
 const BASE_LOCAL: u64 = 3;
 
-pub fn rows(args: &BenchArgs) -> anyhow::Result<Vec<Row>> {
-    let n = args.bytes;
-    let s = args.samples;
+pub fn rows(plan: &Plan) -> anyhow::Result<Vec<Row>> {
+    let n = plan.bytes;
+    let s = plan.samples;
     let data = crate::noise::noise(0, n);
     let mut map = AddressMap::<1>::new();
     map.insert(Window::flat(ENDPOINT, 1 << 40))
