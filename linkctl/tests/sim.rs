@@ -602,6 +602,31 @@ fn bad_input_is_a_clear_error_not_a_panic() {
 }
 
 #[test]
+fn a_bad_fault_is_refused_with_an_example_that_is_taken() {
+    for (flag, form) in [
+        ("--fail-link", "A:B@TIME"),
+        ("--degrade-link", "A:B@TIME"),
+        ("--fail-port", "SWITCH:PEER@TIME"),
+    ] {
+        // No time: the error says what the flag expects, with an example.
+        let out = sim(&["allreduce", "--max", "1K", flag, "nvswitch1:gpu0"]);
+        assert!(!out.status.success(), "{flag}");
+        let stderr = String::from_utf8(out.stderr).unwrap();
+        assert!(
+            stderr.contains(&format!("expected {form}, e.g. ")),
+            "{flag}: {stderr}"
+        );
+        let example = stderr.trim_end().rsplit("e.g. ").next().unwrap();
+        let out = sim(&["allreduce", "--max", "1K", flag, example]);
+        assert!(
+            out.status.success(),
+            "{flag} {example}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
+
+#[test]
 fn refusals_name_the_range_without_contradicting_it() {
     for (args, expected) in [
         (

@@ -122,6 +122,12 @@ fn a_failure_is_routed_around_and_reported() {
     assert_eq!(v["points"][0]["failover"]["links_failed"], 1);
     assert_eq!(v["verified"], true);
     common::assert_refused(CMD, &["--fail-link", "gpu0:gpu1@3us"]);
+    let out = common::linkctl(CMD, &["--fail-port", "nvswitch1:gpu0"]);
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert!(
+        stderr.contains("expected SWITCH:PEER@TIME, e.g. nvswitch2:gpu5@30us"),
+        "{stderr}"
+    );
 }
 
 #[test]

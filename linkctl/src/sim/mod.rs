@@ -307,15 +307,16 @@ impl FaultArgs {
     pub fn faults(&self) -> anyhow::Result<Vec<FaultSpec>> {
         let mut faults = Vec::new();
         for f in &self.fail_link {
-            let (a, b, at) = parse_fault(f, "--fail-link")?;
+            let (a, b, at) = parse_fault(f, "--fail-link", "A:B@TIME, e.g. gpu0:nvswitch1@20us")?;
             faults.push(FaultSpec::Link { a, b, at });
         }
         for f in &self.degrade_link {
-            let (a, b, at) = parse_fault(f, "--degrade-link")?;
+            let (a, b, at) = parse_fault(f, "--degrade-link", "A:B@TIME, e.g. gpu0:nvswitch0@20us")?;
             faults.push(FaultSpec::OneLink { a, b, at });
         }
         for f in &self.fail_port {
-            let (switch, peer, at) = parse_fault(f, "--fail-port")?;
+            let (switch, peer, at) =
+                parse_fault(f, "--fail-port", "SWITCH:PEER@TIME, e.g. nvswitch2:gpu5@30us")?;
             faults.push(FaultSpec::Port { switch, peer, at });
         }
         Ok(faults)
@@ -463,9 +464,10 @@ fn background(args: &SimArgs) -> anyhow::Result<Option<Background>> {
     }))
 }
 
-/// `A:B@TIME` as (A, B, time).
-fn parse_fault(s: &str, flag: &str) -> anyhow::Result<(String, String, Duration)> {
-    let usage = || format!("bad {flag} {s:?}: expected NODE:NODE@TIME, e.g. gpu0:nvswitch1@20us");
+/// `A:B@TIME` as (A, B, time); `form` is what `flag` expects, with an example it takes (as its help has
+/// them: `--fail-port` names a switch first).
+fn parse_fault(s: &str, flag: &str, form: &str) -> anyhow::Result<(String, String, Duration)> {
+    let usage = || format!("bad {flag} {s:?}: expected {form}");
     let (nodes, time) = s.rsplit_once('@').with_context(usage)?;
     let (a, b) = nodes.split_once(':').with_context(usage)?;
     if a.is_empty() || b.is_empty() {
