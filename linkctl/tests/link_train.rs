@@ -60,6 +60,56 @@ fn a_link_that_trains_or_fails_in_time_did_not_reach_the_limit() {
     );
 }
 
+/// The times of the history lines of `link train`'s text.
+fn text_history_times(args: &[&str]) -> Vec<f64> {
+    let out = linkctl(&["link", "train"], args);
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    stdout
+        .lines()
+        .skip_while(|l| !l.contains("time (us)"))
+        .skip(1)
+        .take_while(|l| !l.is_empty())
+        .map(|l| l.split_whitespace().next().unwrap().parse().unwrap())
+        .collect()
+}
+
+#[test]
+fn the_history_is_in_time_order_ties_as_they_happened() {
+    // A dead lane: each port goes back to Detect.Quiet when it finds no receiver, and the pair collects
+    // that change with the port's next one, 12 ms later, so the other port's Detect.Quiet came after it.
+    let dead = ["--lanes", "1", "--dead-lane", "0"];
+    let (_, r) = train(&dead);
+    let history: Vec<(f64, &str, &str)> = r["history"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| {
+            (
+                t["t_us"].as_f64().unwrap(),
+                t["port"].as_str().unwrap(),
+                t["state"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert!(history.windows(2).all(|w| w[0].0 <= w[1].0), "{history:?}");
+    // Changes at the same time keep their order: each port's Detect.Active before its Detect.Quiet.
+    assert_eq!(
+        history[..4],
+        [
+            (12000.0, "A", "Detect.Active"),
+            (12000.0, "B", "Detect.Active"),
+            (12000.0, "A", "Detect.Quiet"),
+            (12000.0, "B", "Detect.Quiet"),
+        ],
+        "{history:?}"
+    );
+    for args in [&dead[..], &["--lanes", "4", "--skew", "20", "--invert-lane", "2"]] {
+        let times = text_history_times(args);
+        assert!(times.len() > 4, "{args:?}: {times:?}");
+        assert!(times.windows(2).all(|w| w[0] <= w[1]), "{args:?}: {times:?}");
+    }
+}
+
 #[test]
 fn a_limit_out_of_range_is_refused() {
     for limit in ["0", "-1", "60001", "NaN"] {
