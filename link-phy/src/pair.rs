@@ -183,6 +183,9 @@ impl<N: Node> LinkPair<N> {
             let present = self.ba.receivers_present();
             self.b.port_mut().receivers_detected(now, present);
         }
+        // What detection changed happened now: collected before the next step's changes, the history
+        // stays in time order (and `train` sees its latest change).
+        self.collect_events();
         let next = [self.a.poll_timeout(), self.b.poll_timeout()]
             .into_iter()
             .flatten()

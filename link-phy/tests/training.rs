@@ -180,6 +180,24 @@ fn every_width_skew_and_dead_lane_reaches_l0() {
 }
 
 #[test]
+fn the_history_is_in_time_order() {
+    // A port that finds no receiver goes back to Detect.Quiet at once; that change had been collected
+    // with the port's next one, after the other port's later changes.
+    for (lanes, dead) in [(1, vec![0]), (4, vec![0, 1, 2, 3]), (8, vec![3]), (4, vec![])] {
+        let mut s = Setup::new(lanes, 1);
+        s.dead = dead.clone();
+        let mut pair = s.pair();
+        pair.train(LIMIT);
+        let t = pair.transitions();
+        assert!(t.len() > 4, "x{lanes} dead {dead:?}");
+        assert!(
+            t.windows(2).all(|w| w[0].at <= w[1].at),
+            "x{lanes} dead {dead:?}: {t:?}"
+        );
+    }
+}
+
+#[test]
 fn inverted_lanes_are_found_and_corrected() {
     let mut s = Setup::new(8, 9);
     s.inverted = vec![1, 6];

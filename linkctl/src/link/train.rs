@@ -6,7 +6,7 @@ use anyhow::{bail, Context};
 use link_phy::channel::{ChannelConfig, LaneHealth};
 use link_phy::lanes::LinkWidth;
 use link_phy::ltssm::{LtssmState, PhyCounters, PortConfig, Role, Timing};
-use link_phy::pair::{LinkPair, Side, Transition};
+use link_phy::pair::{LinkPair, Side};
 use link_phy::rate::Rate;
 use link_phy::time::{Duration, Instant};
 use serde_json::{json, Value};
@@ -165,14 +165,6 @@ fn counters_json(c: &PhyCounters) -> Value {
     })
 }
 
-/// The pair's state changes in time order. The pair collects each port's changes in turn, so those of
-/// one port can come before earlier ones of the other; the sort is stable, keeping ties in that order.
-fn history(pair: &LinkPair) -> Vec<&Transition> {
-    let mut history: Vec<&Transition> = pair.transitions().iter().collect();
-    history.sort_by_key(|t| t.at);
-    history
-}
-
 /// The report of a trained (or failed) pair, as JSON.
 pub fn report(pair: &LinkPair) -> Value {
     let a = &pair.a;
@@ -195,8 +187,9 @@ pub fn report(pair: &LinkPair) -> Value {
         (Some(x), Some(y)) => Some(x.max(y)),
         _ => None,
     };
-    let history: Vec<Value> = history(pair)
-        .into_iter()
+    let history: Vec<Value> = pair
+        .transitions()
+        .iter()
         .map(|t| {
             json!({
                 "t_us": us(t.at),
@@ -266,7 +259,7 @@ fn print_text(c: &ChannelArgs, pair: &LinkPair, report: &Value) {
     );
     println!();
     println!("{:>12}  {:<4} state", "time (us)", "port");
-    for t in history(pair) {
+    for t in pair.transitions() {
         println!(
             "{:>12.3}  {:<4} {}",
             us(t.at),
