@@ -475,9 +475,9 @@ impl Topology {
             // On one line, as every error the tool prints: where, then what (the parser's own message
             // draws the line with a caret under it).
             let at = e.span().map(|span| {
-                let before = &text.as_bytes()[..span.start.min(text.len())];
-                let line = before.iter().filter(|&&b| b == b'\n').count() + 1;
-                let column = before.iter().rev().take_while(|&&b| b != b'\n').count() + 1;
+                let before = text.get(..span.start).unwrap_or(text);
+                let line = before.matches('\n').count() + 1;
+                let column = before.chars().rev().take_while(|&c| c != '\n').count() + 1;
                 format!("line {line}, column {column}: ")
             });
             format!(

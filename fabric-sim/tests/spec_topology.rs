@@ -116,6 +116,9 @@ fn mistakes_are_named() {
         err.starts_with("bad topology file: line ") && err.contains(", column "),
         "{err}"
     );
+    // Columns count characters, as the parser's own message does, not bytes.
+    let err = Topology::from_toml("name = \"\u{e9}\u{e9}\u{e9}\"  x").unwrap_err();
+    assert!(err.contains("line 1, column 15:"), "{err}");
 }
 
 #[test]

@@ -211,9 +211,9 @@ fn run_stress(args: &CoherenceArgs) -> anyhow::Result<ExitCode> {
         println!("{}", serde_json::to_string_pretty(&value)?);
     } else {
         println!(
-            "{} agents, {}, seed {}, bit error rate {:e} on every link: {} operations ({} reads, {} \
+            "{}, {}, seed {}, bit error rate {:e} on every link: {} operations ({} reads, {} \
              writes, {} evictions; {} hits)",
-            agents,
+            plural(agents, "agent"),
             plural(lines, "line"),
             seed,
             ber,
@@ -287,7 +287,11 @@ fn run_explore(args: &CoherenceArgs) -> anyhow::Result<ExitCode> {
         (2, 2) => explore_observed(World::<2, 2>::new(), &config, &mut progress),
         (3, 1) => explore_observed(World::<3, 1>::new(), &config, &mut progress),
         (3, 2) => explore_observed(World::<3, 2>::new(), &config, &mut progress),
-        (a, l) => bail!("exploration runs 1 to 3 agents on 1 or 2 lines, not {a} agents on {l} lines"),
+        (a, l) => bail!(
+            "exploration runs 1 to 3 agents on 1 or 2 lines, not {} on {}",
+            plural(a, "agent"),
+            plural(l, "line")
+        ),
     };
     if show_progress && r.states >= OBSERVE_EVERY {
         eprintln!();
@@ -322,9 +326,9 @@ fn run_explore(args: &CoherenceArgs) -> anyhow::Result<ExitCode> {
         println!("{}", serde_json::to_string_pretty(&value)?);
     } else {
         println!(
-            "{} agents, {}, values 1 to {}, {} operation(s) in progress per agent, {}: {} states, {} \
+            "{}, {}, values 1 to {}, {} operation(s) in progress per agent, {}: {} states, {} \
              transitions, depth {}, {} quiescent; {:.1} s",
-            agents,
+            plural(agents, "agent"),
             plural(lines, "line"),
             values,
             outstanding,

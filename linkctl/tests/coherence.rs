@@ -162,6 +162,13 @@ fn an_option_of_the_other_mode_is_refused() {
 }
 
 #[test]
+fn one_agent_and_one_line_are_said_in_the_singular() {
+    let out = common::linkctl(&["coherence"], &["--agents", "1", "--lines", "1", "--ops", "100"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.starts_with("1 agent, 1 line, "), "{text}");
+}
+
+#[test]
 fn the_exploration_has_defaults_of_its_own() {
     let v = json(&["--explore"]);
     assert_eq!(

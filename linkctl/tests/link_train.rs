@@ -58,6 +58,14 @@ fn a_link_that_trains_or_fails_in_time_did_not_reach_the_limit() {
         (Some("Failed"), Some(false)),
         "{r}"
     );
+    // A single dead lane fails at 48 ms: a limit of exactly that still sees training end in Failed.
+    let (code, r) = train(&["--lanes", "1", "--dead-lane", "0", "--limit-ms", "48"]);
+    assert_eq!(code, Some(3), "{r}");
+    assert_eq!(
+        (r["state"].as_str(), r["limit_reached"].as_bool()),
+        (Some("Failed"), Some(false)),
+        "{r}"
+    );
 }
 
 /// The times of the history lines of `link train`'s text.

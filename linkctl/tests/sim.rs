@@ -52,10 +52,51 @@ fn sizes_are_what_the_collective_moves_with_no_repeats_and_none_empty() {
 }
 
 #[test]
+fn two_outputs_in_one_file_are_refused_through_links_but_not_a_device() {
+    let folder = std::env::temp_dir().join(format!("linkctl-same-file-{}", std::process::id()));
+    std::fs::create_dir_all(&folder).unwrap();
+    let file = folder.join("trace");
+    std::fs::write(&file, b"").unwrap();
+    let hard = folder.join("hard");
+    let _ = std::fs::remove_file(&hard);
+    std::fs::hard_link(&file, &hard).unwrap();
+    let path = |p: &std::path::Path| p.to_str().unwrap().to_string();
+    let args = |pcap: &str, vcd: &str| {
+        [
+            "allreduce",
+            "--topology",
+            "mesh4",
+            "--max",
+            "1K",
+            "--pcap",
+            pcap,
+            "--vcd",
+            vcd,
+        ]
+        .map(String::from)
+    };
+    // A hard link is the same file by another name.
+    let refused = args(&path(&file), &path(&hard));
+    common::assert_refused(&["sim"], &refused.each_ref().map(String::as_str));
+    #[cfg(unix)]
+    {
+        let soft = folder.join("soft");
+        let _ = std::fs::remove_file(&soft);
+        std::os::unix::fs::symlink(&file, &soft).unwrap();
+        let refused = args(&path(&soft), &path(&file));
+        common::assert_refused(&["sim"], &refused.each_ref().map(String::as_str));
+        // Any number of outputs may go to /dev/null.
+        let out = sim(&args("/dev/null", "/dev/null").each_ref().map(String::as_str));
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    }
+    std::fs::remove_dir_all(&folder).unwrap();
+}
+
+#[test]
 fn a_time_is_the_same_moment_in_any_unit() {
-    // 10^6 of a unit had been refused ("bad time"), and seconds were not a unit.
-    let mut failed = Vec::new();
-    for at in ["1000000ns", "1000us", "1ms", "0.001s"] {
+    // 10^6 of a unit had been refused ("bad time"), and seconds were not a unit. A failure at 20 us lands
+    // in the sweep: every spelling of it gives the same run.
+    let run = |at: &str| {
         let v = json(&[
             "allreduce",
             "--max",
@@ -64,10 +105,15 @@ fn a_time_is_the_same_moment_in_any_unit() {
             &format!("gpu0:nvswitch1@{at}"),
         ]);
         assert_eq!(v["verified"], true, "{at}");
-        failed.push(v["failover"]["links_failed"].clone());
+        (v["rows"].clone(), v["failover"].clone())
+    };
+    let first = run("20us");
+    assert_eq!(first.1["links_failed"], 1);
+    for at in ["20000ns", "0.02ms", "0.00002s"] {
+        assert_eq!(run(at), first, "{at}");
     }
-    // The run is over long before 1 ms: no failure happens in any of them.
-    assert!(failed.iter().all(|f| *f == 0), "{failed:?}");
+    // And 10^6 of a unit is taken: 1 ms, after this sweep has ended.
+    assert_eq!(run("1000000ns").1["links_failed"], 0);
 }
 
 #[test]

@@ -165,16 +165,27 @@ fn counters_json(c: &PhyCounters) -> Value {
     })
 }
 
+/// The one state a pair of ports (by name) is reported in: Failed if either failed, else A's unless A is
+/// in L0 (then B's).
+pub fn reported_state(states: [&'static str; 2]) -> &'static str {
+    let failed = LtssmState::Failed.name();
+    if states.contains(&failed) {
+        failed
+    } else if states[0] == LtssmState::L0.name() {
+        states[1]
+    } else {
+        states[0]
+    }
+}
+
 /// The report of a trained (or failed) pair, as JSON.
 pub fn report(pair: &LinkPair) -> Value {
     let a = &pair.a;
     let up = a.is_up() && pair.b.is_up();
     let state = if up {
-        LtssmState::L0
-    } else if a.state() == LtssmState::L0 {
-        pair.b.state()
+        LtssmState::L0.name()
     } else {
-        a.state()
+        reported_state([a.state().name(), pair.b.state().name()])
     };
     let last_l0 = pair
         .transitions()
@@ -200,7 +211,7 @@ pub fn report(pair: &LinkPair) -> Value {
         .collect();
     let map = a.lane_map();
     json!({
-        "state": state.name(),
+        "state": state,
         "up": up,
         "width": map.filter(|_| up).map(|m| m.width.lanes()),
         "reversed": map.filter(|_| up).map(|m| m.reversed),
@@ -231,7 +242,9 @@ pub fn run(args: TrainArgs) -> anyhow::Result<ExitCode> {
     let up = pair.train(limit);
     let mut report = report(&pair);
     // Training stops at the limit in whatever state the ports are in, which need not be a final one.
-    report["limit_reached"] = json!(!up && pair.now() >= limit);
+    // A port that failed ended training, even at the limit itself.
+    report["limit_reached"] =
+        json!(!up && pair.now() >= limit && report["state"] != LtssmState::Failed.name());
     if args.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {

@@ -126,13 +126,31 @@ pub struct TraceArgs {
     pub vcd_limit: u64,
 }
 
-/// Where `path` leads: absolute, its folder's links and `..` resolved when the folder exists.
-fn resolved(path: &std::path::Path) -> std::io::Result<std::path::PathBuf> {
-    let path = std::path::absolute(path)?;
-    Ok(match (path.parent(), path.file_name()) {
-        (Some(folder), Some(name)) => folder.canonicalize().map_or(path.clone(), |f| f.join(name)),
-        _ => path,
-    })
+/// Whether writing `x` and `y` would write one file. Two that exist are one if they are the same regular
+/// file (through links, hard or symbolic; `/dev/null` and other devices take any number of writers); a
+/// file yet to be made is named the same way if its folder and name are.
+fn same_file(x: &std::path::Path, y: &std::path::Path) -> std::io::Result<bool> {
+    if let (Ok(a), Ok(b)) = (std::fs::metadata(x), std::fs::metadata(y)) {
+        if !a.is_file() || !b.is_file() {
+            return Ok(false);
+        }
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::MetadataExt;
+            return Ok((a.dev(), a.ino()) == (b.dev(), b.ino()));
+        }
+        #[cfg(not(unix))]
+        return Ok(x.canonicalize()? == y.canonicalize()?);
+    }
+    // Where a path leads: absolute, its folder's links and `..` resolved when the folder exists.
+    let resolved = |path: &std::path::Path| -> std::io::Result<std::path::PathBuf> {
+        let path = std::path::absolute(path)?;
+        Ok(match (path.parent(), path.file_name()) {
+            (Some(folder), Some(name)) => folder.canonicalize().map_or(path.clone(), |f| f.join(name)),
+            _ => path,
+        })
+    };
+    Ok(resolved(x)? == resolved(y)?)
 }
 
 impl TraceArgs {
@@ -157,7 +175,7 @@ impl TraceArgs {
         for (i, &(a, path_a)) in files.iter().enumerate() {
             for &(b, path_b) in &files[i + 1..] {
                 if let (Some(x), Some(y)) = (path_a, path_b) {
-                    if resolved(x)? == resolved(y)? {
+                    if same_file(x, y)? {
                         bail!("{a} and {b} name the same file, {}", x.display());
                     }
                 }
