@@ -99,19 +99,22 @@ impl Kind {
         }
     }
 
-    /// The size and count columns of nccl-tests' table for a message of `bytes` over `n` GPUs: the size
-    /// of the larger buffer (all-to-all: whole blocks only) and the count each rank passes to NCCL (per
-    /// rank for all-gather, reduce-scatter and all-to-all).
-    pub fn size_and_count(self, bytes: u64, n: usize) -> (u64, u64) {
-        let n64 = n.max(1) as u64;
+    /// Bytes of the larger buffer per element of the count each rank passes to NCCL over `n` GPUs: one
+    /// 32-bit element, or one per GPU for the collectives that give each GPU a block of the buffer
+    /// (all-gather, reduce-scatter, all-to-all).
+    pub fn bytes_per_count(self, n: usize) -> u64 {
         match self {
-            Kind::AllReduce | Kind::Broadcast => (bytes, bytes / 4),
-            Kind::AllGather | Kind::ReduceScatter => (bytes, bytes / 4 / n64),
-            Kind::AllToAll => {
-                let block = alltoall::block_elements(bytes, n);
-                (block * 4 * n64, block)
-            }
+            Kind::AllReduce | Kind::Broadcast => 4,
+            Kind::AllGather | Kind::ReduceScatter | Kind::AllToAll => 4 * n.max(1) as u64,
         }
+    }
+
+    /// The size and count columns of nccl-tests' table for a message of `bytes` over `n` GPUs: the count
+    /// each rank passes to NCCL (per rank for all-gather, reduce-scatter and all-to-all), and the size of
+    /// the larger buffer it makes, `bytes` rounded down to whole counts.
+    pub fn size_and_count(self, bytes: u64, n: usize) -> (u64, u64) {
+        let unit = self.bytes_per_count(n);
+        (bytes / unit * unit, bytes / unit)
     }
 }
 

@@ -243,14 +243,10 @@ pub struct Report {
 /// give each GPU a block (all-gather, reduce-scatter, all-to-all) the same whole number of them per GPU.
 /// A size with no element per GPU is left out, and so is a size rounded down onto the one before.
 pub fn sizes(kind: Kind, gpus: usize, min: u64, max: u64) -> Vec<u64> {
-    let unit = match kind {
-        Kind::AllReduce | Kind::Broadcast => 4,
-        Kind::AllGather | Kind::ReduceScatter | Kind::AllToAll => 4 * gpus.max(1) as u64,
-    };
     let mut v: Vec<u64> = Vec::new();
     let mut s = min.max(1);
     while s <= max {
-        let moved = s / unit * unit;
+        let (moved, _) = kind.size_and_count(s, gpus);
         if moved > 0 && v.last() != Some(&moved) {
             v.push(moved);
         }
@@ -607,12 +603,11 @@ fn run_with(
     let sizes = sizes(sweep.kind, gpus, sweep.min, sweep.max);
     let largest = sizes.last().copied().unwrap_or(0);
     if sizes.is_empty() {
-        let least = match sweep.kind {
-            Kind::AllReduce | Kind::Broadcast => "sizes start at 4 bytes (one 32-bit element)".to_string(),
-            _ => format!(
+        let least = match sweep.kind.bytes_per_count(gpus) {
+            4 => "sizes start at 4 bytes (one 32-bit element)".to_string(),
+            unit => format!(
                 "this collective gives each of its {gpus} GPUs a block of whole 32-bit elements, so sizes \
-                 start at {} bytes",
-                4 * gpus
+                 start at {unit} bytes"
             ),
         };
         return Err(format!(

@@ -153,7 +153,12 @@ impl<N: Node> LinkPair<N> {
     /// Advance to the next thing that happens, sending logical idle in L0. Returns false when nothing will
     /// ever happen again (both ports quiet with no timer).
     pub fn step(&mut self) -> bool {
-        self.step_with(&mut |_, buf| buf.fill(0), &mut |_, _, _| {})
+        self.step_idle_within(Instant(u64::MAX))
+    }
+
+    /// [`LinkPair::step`], but no further than `limit` (see [`LinkPair::step_within`]).
+    fn step_idle_within(&mut self, limit: Instant) -> bool {
+        self.step_within(limit, &mut |_, buf| buf.fill(0), &mut |_, _, _| {})
     }
 
     /// Advance to the next thing that happens. In L0, `fill(side, buf)` supplies the data port `side`
@@ -175,6 +180,7 @@ impl<N: Node> LinkPair<N> {
         deliver: &mut dyn FnMut(Side, &[u8], u64),
     ) -> bool {
         let now = self.now;
+        let detecting = self.a.port().wants_receiver_detection() || self.b.port().wants_receiver_detection();
         if self.a.port().wants_receiver_detection() {
             let present = self.ab.receivers_present();
             self.a.port_mut().receivers_detected(now, present);
@@ -183,9 +189,11 @@ impl<N: Node> LinkPair<N> {
             let present = self.ba.receivers_present();
             self.b.port_mut().receivers_detected(now, present);
         }
-        // What detection changed happened now: collected before the next step's changes, the history
-        // stays in time order (and `train` sees its latest change).
-        self.collect_events();
+        if detecting {
+            // What detection changed happened now: collected before the next step's changes, the history
+            // stays in time order (and `train` sees its latest change).
+            self.collect_events();
+        }
         let next = [self.a.poll_timeout(), self.b.poll_timeout()]
             .into_iter()
             .flatten()
@@ -233,7 +241,7 @@ impl<N: Node> LinkPair<N> {
     /// Returns whether `done` held.
     pub fn run_until(&mut self, limit: Instant, mut done: impl FnMut(&LinkPair<N>) -> bool) -> bool {
         while !done(self) {
-            if !self.step_within(limit, &mut |_, buf| buf.fill(0), &mut |_, _, _| {}) {
+            if !self.step_idle_within(limit) {
                 return done(self);
             }
         }

@@ -171,10 +171,8 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
 
 fn to_json(r: &Report, args: &RunArgs, wall_seconds: f64, code: LineCode, limit: Duration) -> Value {
     let sum = |f: fn(&link_dl::DlCounters) -> u64| f(&r.dl[0]) + f(&r.dl[1]);
-    let failed = LtssmState::Failed.name();
     let state = super::train::reported_state(r.phy_states);
-    // Training stops at the limit in whatever state the ports are in, which need not be a final one.
-    let limit_reached = !r.active && state != failed && r.time_to_active >= limit;
+    let limit_reached = super::train::stopped_at_limit(r.active, state, r.time_to_active >= limit);
     json!({
         "up": r.active,
         "state": state,

@@ -178,6 +178,12 @@ pub fn reported_state(states: [&'static str; 2]) -> &'static str {
     }
 }
 
+/// Whether training was stopped by the time limit, not ended: the link is not up, time reached the limit
+/// and no port failed (one that failed ended training, even at the limit itself).
+pub fn stopped_at_limit(up: bool, state: &str, limit_came: bool) -> bool {
+    !up && limit_came && state != LtssmState::Failed.name()
+}
+
 /// The report of a trained (or failed) pair, as JSON.
 pub fn report(pair: &LinkPair) -> Value {
     let a = &pair.a;
@@ -242,9 +248,8 @@ pub fn run(args: TrainArgs) -> anyhow::Result<ExitCode> {
     let up = pair.train(limit);
     let mut report = report(&pair);
     // Training stops at the limit in whatever state the ports are in, which need not be a final one.
-    // A port that failed ended training, even at the limit itself.
-    report["limit_reached"] =
-        json!(!up && pair.now() >= limit && report["state"] != LtssmState::Failed.name());
+    let state = report["state"].as_str().unwrap_or_default();
+    report["limit_reached"] = json!(stopped_at_limit(up, state, pair.now() >= limit));
     if args.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {

@@ -354,6 +354,12 @@ impl FaultArgs {
     }
 }
 
+/// Whether `algo` keeps a buffer per connection (`--buffsize`): the ring and the tree do; switch
+/// reductions and all-to-all do not.
+fn keeps_connection_buffers(algo: Algo) -> bool {
+    matches!(algo, Algo::Ring | Algo::Tree)
+}
+
 /// `1024`, `64K`, `8M`, `1G` (powers of 1024): a size of at least one byte.
 pub fn parse_size(s: &str) -> anyhow::Result<u64> {
     let bytes = parse_bytes(s)?;
@@ -637,8 +643,8 @@ pub fn run(cmd: SimCommand) -> anyhow::Result<ExitCode> {
     if min > max {
         bail!("--min ({min} B) is larger than --max ({max} B)");
     }
-    // Switch reductions and all-to-all keep no per-connection buffer: a size given them would do nothing.
-    if let (Some(_), Algo::SwitchReduce | Algo::P2p) = (&args.buffsize, algo) {
+    // A size given an algorithm that keeps no buffer per connection would do nothing.
+    if args.buffsize.is_some() && !keeps_connection_buffers(algo) {
         bail!(
             "--buffsize is the ring's and the tree's; --algo {} keeps no buffer per connection",
             algo.name()
@@ -888,8 +894,7 @@ fn print_json(sweep: &Sweep, r: &Report) -> anyhow::Result<()> {
         "collective_gpus": collective_gpus(sweep).map(|numbers| gpu_names(&sweep.topology, &numbers)),
         "algorithm": sweep.algo.name(),
         "seed": sweep.seed,
-        // Only the ring and the tree keep a buffer per connection.
-        "buffsize": matches!(sweep.algo, Algo::Ring | Algo::Tree).then_some(sweep.buffer_bytes),
+        "buffsize": keeps_connection_buffers(sweep.algo).then_some(sweep.buffer_bytes),
         "replan_delay_ns": sweep.replan_delay.as_ps() as f64 / 1e3,
         "rows": rows,
         "avg_busbw": r.avg_busbw,

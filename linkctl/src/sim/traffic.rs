@@ -135,6 +135,9 @@ pub fn run(args: TrafficArgs) -> anyhow::Result<ExitCode> {
     let packets: u64 = reports.iter().map(|r| r.measured.delivered).sum();
     let verified = reports.iter().all(|r| r.measured.verified);
     let gpus = topology.gpus().len();
+    let windows: Vec<Window> = (reports.iter())
+        .map(|r| Window::of(r, gpus, args.bytes, measure))
+        .collect();
     let summary = json!({
         "topology": topology.name,
         "pattern": pattern.name(),
@@ -152,7 +155,8 @@ pub fn run(args: TrafficArgs) -> anyhow::Result<ExitCode> {
         "replan_delay_ns": replan_delay.as_ps() as f64 / 1e3,
         "points": reports
             .iter()
-            .map(|r| point(r, saturated(r, window_packets(r, gpus, args.bytes, measure))))
+            .zip(&windows)
+            .map(|(r, w)| point(r, w.saturated))
             .collect::<Vec<_>>(),
         "packets": packets,
         "wall_seconds": wall,
@@ -162,9 +166,7 @@ pub fn run(args: TrafficArgs) -> anyhow::Result<ExitCode> {
     if args.json {
         println!("{}", serde_json::to_string_pretty(&summary)?);
     } else {
-        print_table(&summary, &reports, |r| {
-            window_packets(r, gpus, args.bytes, measure)
-        });
+        print_table(&summary, &reports, &windows);
     }
     if let Some(file) = plot_file {
         let title = format!(
@@ -214,20 +216,30 @@ pub fn measured_json(m: &Measured, rest: Value) -> Value {
     v
 }
 
-/// The packets the offered load puts in the measurement window, over all `gpus` GPUs.
-fn window_packets(r: &TrafficReport, gpus: usize, payload_bytes: usize, measure: Duration) -> f64 {
-    r.measured.offered_gbps * (measure.as_ps() as f64 / 1e3) * gpus as f64 / payload_bytes as f64
+/// What a load's measurement window holds, and what that says of its throughput.
+struct Window {
+    /// The packets the offered load puts in it on average, over all GPUs.
+    packets: f64,
+    /// Whether the fabric accepted less than was offered by more than chance explains. The packets born
+    /// in the window are a Poisson count, so a light load or a short window can fall short of the
+    /// offered load by luck alone: saturation is a shortfall of more than three standard deviations of
+    /// that count, and of at least 5%. Packets that failures lost or left without a route are said
+    /// apart, not as saturation.
+    saturated: bool,
 }
 
-/// Whether the fabric accepted less than was offered by more than chance explains, `expected` packets
-/// having been offered in the window. The packets born in
-/// the window are a Poisson count, so a light load or a short window can fall short of the offered load
-/// by luck alone: saturation is a shortfall of more than three standard deviations of that count, and of
-/// at least 5%. Packets that failures lost or left without a route are said apart, not as saturation.
-fn saturated(r: &TrafficReport, expected: f64) -> bool {
-    let m = &r.measured;
-    let shortfall = (3.0 / expected.sqrt()).max(0.05);
-    expected > 0.0 && m.accepted_gbps < (1.0 - shortfall) * m.offered_gbps && m.loss().is_none()
+impl Window {
+    fn of(r: &TrafficReport, gpus: usize, payload_bytes: usize, measure: Duration) -> Window {
+        let m = &r.measured;
+        let packets = m.offered_gbps * (measure.as_ps() as f64 / 1e3) * gpus as f64 / payload_bytes as f64;
+        let shortfall = (3.0 / packets.sqrt()).max(0.05);
+        Window {
+            packets,
+            saturated: packets > 0.0
+                && m.accepted_gbps < (1.0 - shortfall) * m.offered_gbps
+                && m.loss().is_none(),
+        }
+    }
 }
 
 fn point(r: &TrafficReport, saturated: bool) -> Value {
@@ -247,7 +259,7 @@ fn point(r: &TrafficReport, saturated: bool) -> Value {
     )
 }
 
-fn print_table(s: &Value, reports: &[TrafficReport], window_packets: impl Fn(&TrafficReport) -> f64) {
+fn print_table(s: &Value, reports: &[TrafficReport], windows: &[Window]) {
     println!(
         "# {} traffic on {}, spread over {}: {} GPUs, {}-byte posted writes; warm-up {} us, measured over \
          {} us",
@@ -293,15 +305,15 @@ fn print_table(s: &Value, reports: &[TrafficReport], window_packets: impl Fn(&Tr
         }
     }
     // A load whose packets failures lost, or left without a route, says so on its own lines.
-    if let Some(r) = reports.iter().find(|r| window_packets(r) < 100.0) {
+    let mut loads = reports.iter().zip(windows);
+    if let Some((r, w)) = loads.clone().find(|(_, w)| w.packets < 100.0) {
         println!(
             "# at load {:.2} the window holds {:.1} packets on average: too few for its throughput to mean \
              much (a longer --measure)",
-            r.load,
-            window_packets(r)
+            r.load, w.packets
         );
     }
-    if let Some(r) = reports.iter().find(|r| saturated(r, window_packets(r))) {
+    if let Some((r, _)) = loads.find(|(_, w)| w.saturated) {
         println!(
             "# saturated from load {:.2}: the fabric accepts {:.1} GB/s per GPU of the {:.1} offered",
             r.load, r.measured.accepted_gbps, r.measured.offered_gbps
