@@ -1287,24 +1287,54 @@ impl Net {
     fn offer_ports(&mut self, node: usize, app: &mut dyn App) {
         let Some(gpu) = self.gpu_of_node[node] else { return };
         let engines_offline = self.failover.as_ref().map_or(0, |f| f.engines_offline[node]);
-        for port in 0..self.links[node].len() {
-            let resent = self.resend_from_gpu(node, port);
-            let mut offer = Offer {
-                port,
-                link: &mut self.links[node][port],
-                routes: &self.fabric.routes[node],
-                routes_failed: self.fabric.failed,
-                engines_offline,
-                misrouted: self.failover.as_mut().map(|f| &mut f.resend[node]),
-                sent: 0,
-                to_link: false,
-            };
-            while offer.link.is_active() && app.next(self.now, gpu, &mut offer) {}
-            self.stats.packets_sent += offer.sent;
-            if resent || offer.to_link {
-                let (t, end) = self.fabric.ports[node][port];
-                self.kick(t, end);
+        // The ports take turns, each as many packets per turn as its trunk has links, until none takes
+        // more, as NVLink interleaves a GPU's traffic over all its links. Offered one after another, each
+        // until it refused, the first port would queue all its credit allows before the next was asked,
+        // and an app that may send on any port (all-to-all) would load it with nearly everything.
+        let ports = self.links[node].len();
+        // The ports that took every packet of their last turn (bit per port; there are at most 64).
+        let mut open: u64 = if ports >= 64 {
+            u64::MAX
+        } else {
+            (1u64 << ports) - 1
+        };
+        let mut first_turn = true;
+        while open != 0 {
+            for port in 0..ports {
+                if open & (1 << port) == 0 {
+                    continue;
+                }
+                let resent = first_turn && self.resend_from_gpu(node, port);
+                // The last port open has no one to take turns with.
+                let turn = if open & (open - 1) == 0 {
+                    usize::MAX
+                } else {
+                    self.fabric.trunk_at(node, port).links.max(1)
+                };
+                let mut offer = Offer {
+                    port,
+                    link: &mut self.links[node][port],
+                    routes: &self.fabric.routes[node],
+                    routes_failed: self.fabric.failed,
+                    engines_offline,
+                    misrouted: self.failover.as_mut().map(|f| &mut f.resend[node]),
+                    sent: 0,
+                    to_link: false,
+                };
+                let mut taken = 0;
+                while taken < turn && offer.link.is_active() && app.next(self.now, gpu, &mut offer) {
+                    taken += 1;
+                }
+                if taken < turn {
+                    open &= !(1 << port);
+                }
+                self.stats.packets_sent += offer.sent;
+                if resent || offer.to_link {
+                    let (t, end) = self.fabric.ports[node][port];
+                    self.kick(t, end);
+                }
             }
+            first_turn = false;
         }
         // Only failures take links for good (they are down a while as the fabric comes up).
         if self.failover.is_some() && self.fabric.ports[node].iter().all(|&(t, _)| !self.dirs[t][0].up) {
