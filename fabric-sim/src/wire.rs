@@ -28,6 +28,24 @@ pub const NVLS_ENGINE: u16 = 63;
 /// The multicast group that reaches every GPU behind a switch.
 pub const NVLS_ALL: u16 = 62;
 
+/// What a packet of `opcode` is, in a word or two (as `docs/spec.md` section 7.1 lists them), or `None`
+/// for an opcode the simulator does not send.
+pub const fn opcode_name(opcode: u64) -> Option<&'static str> {
+    Some(match opcode {
+        OP_TRAFFIC => "traffic write",
+        OP_WRITE => "data",
+        crate::collective::OP_PARTIAL => "partial sum",
+        crate::collective::OP_RESULT => "result",
+        crate::collective::tree::OP_CREDIT => "tree credit",
+        OP_REDUCE_READ => "ld_reduce",
+        OP_READ => "engine read",
+        OP_READ_DATA => "read answer",
+        OP_REDUCE_DATA => "sum",
+        OP_BOUNCE => "returned",
+        _ => return None,
+    })
+}
+
 /// Whether a packet belongs to the switches' collective engines: a multicast, or an `ld_reduce`, a read
 /// of the engine, its answer, or a sum. After a failure such packets are not sent again by another path
 /// or returned (a reduction cannot move to another switch halfway); the collective does the work again.

@@ -4,11 +4,12 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use fabric_sim::collective::Kind;
+use fabric_sim::collective::{Kind, OP_PARTIAL, OP_RESULT};
 use fabric_sim::discover::node_id;
 use fabric_sim::run::{run, Algo, Report, Sweep};
 use fabric_sim::topology::Topology;
 use fabric_sim::trace::{pseudo_header, Hop, Tracer, LINKTYPE, MAGIC_NS, RECORD_CONTROL, RECORD_PACKET};
+use fabric_sim::wire;
 use link_dl::flit::{check_packet_crc, ControlFlit, ControlKind, IdentFlit, PacketHeader, FLIT_LEN};
 use link_dl::seq::Seq;
 use link_phy::time::{Duration, Instant};
@@ -221,6 +222,15 @@ fn tshark_reads_the_fields_the_simulator_wrote() {
         ])
         .args(["-e", "openlink.crc", "-e", "openlink.control"])
         .args(["-e", "openlink.ident.node", "-e", "openlink.ident.port"])
+        .args([
+            "-e",
+            "openlink.tl.opcode",
+            "-e",
+            "openlink.tl.source",
+            "-e",
+            "openlink.tl.offset",
+        ])
+        .args(["-e", "openlink.tl.multicast", "-e", "_ws.col.Info"])
         .output()
         .unwrap();
     std::fs::remove_file(&path).unwrap();
@@ -233,20 +243,45 @@ fn tshark_reads_the_fields_the_simulator_wrote() {
     assert_eq!(lines.len(), records.len());
     let (mut packets, mut idents) = (0, 0);
     for (line, r) in lines.iter().zip(&records) {
+        // The summary (Info) comes after 15 fields, and may hold commas: only a packet's is checked.
+        let (at, _) = line
+            .match_indices(',')
+            .nth(14)
+            .expect("15 fields and the summary");
+        let (fields, info) = (&line[..at], &line[at + 1..]);
+        let mut summary = None;
         let be16 = |i: usize| u16::from_be_bytes([r.pseudo[i], r.pseudo[i + 1]]);
         let crc = u32::from_le_bytes(r.bytes[12..16].try_into().unwrap());
         let expected = match r.pseudo[1] {
             RECORD_PACKET => {
                 packets += 1;
                 let h = PacketHeader::parse(&r.bytes[..16].try_into().unwrap()).unwrap();
+                // The simulator's own header (spec section 7.1), and the summary line names it.
+                let (dest, source, group) = wire::route_fields(h.tl);
+                let opcode = wire::opcode(h.tl);
+                let name = match opcode {
+                    OP_PARTIAL => "partial sum",
+                    OP_RESULT => "result",
+                    _ => panic!("a ring all-reduce sends partial sums and results, not {opcode:#x}"),
+                };
+                summary = Some(format!(
+                    "{} seq {} ack {}, {name} {source} -> {dest}, offset {:X}h, {} payload flits",
+                    h.vc.name(),
+                    h.seq.get(),
+                    h.ack.get(),
+                    wire::offset(h.tl),
+                    h.payload_flits
+                ));
                 format!(
-                    "1,{},{},{},{},{},{:#018x},{crc:#010x},,,",
+                    "1,{},{},{},{},{},{:#018x},{crc:#010x},,,,{opcode:#04x},{source},{:#010x},{}",
                     be16(2),
                     be16(4),
                     be16(6),
                     h.seq.get(),
                     h.vc.index(),
-                    h.tl
+                    h.tl,
+                    wire::offset(h.tl),
+                    u8::from(group.is_some())
                 )
             }
             _ => {
@@ -254,7 +289,7 @@ fn tshark_reads_the_fields_the_simulator_wrote() {
                 if let Ok(ident) = IdentFlit::parse(&flit) {
                     idents += 1;
                     format!(
-                        "2,{},{},{},,,,{crc:#010x},5,{:#018x},{}",
+                        "2,{},{},{},,,,{crc:#010x},5,{:#018x},{},,,,",
                         be16(2),
                         be16(4),
                         be16(6),
@@ -264,7 +299,7 @@ fn tshark_reads_the_fields_the_simulator_wrote() {
                 } else {
                     let c = ControlFlit::parse(&flit).unwrap();
                     format!(
-                        "2,{},{},{},,,,{crc:#010x},{},,",
+                        "2,{},{},{},,,,{crc:#010x},{},,,,,,",
                         be16(2),
                         be16(4),
                         be16(6),
@@ -273,8 +308,114 @@ fn tshark_reads_the_fields_the_simulator_wrote() {
                 }
             }
         };
-        assert_eq!(line, &expected);
+        assert_eq!(fields, expected);
+        if let Some(summary) = summary {
+            assert_eq!(info, summary);
+        }
     }
     assert!(packets > 0, "the trace's first records include data packets");
     assert!(idents > 0, "and identity flits");
+}
+
+/// Every opcode of the simulator's header (spec section 7.1) that a collective sends, as the dissector
+/// reads it from traces of a tree, an in-switch reduction and an all-to-all under a link failure: the
+/// opcode's name, a multicast group, a returned packet's original opcode and a tree credit's count.
+#[test]
+fn tshark_names_every_collective_opcode_of_the_simulators_header() {
+    use fabric_sim::collective::tree::OP_CREDIT;
+    use fabric_sim::run::FaultSpec;
+    if !tshark_available() {
+        return;
+    }
+    let dgx = |kind, algo, bytes| Sweep {
+        limit_per_size: Duration::from_ms(10),
+        ..Sweep::new(Topology::builtin("dgx-h100").unwrap(), kind, algo, bytes, bytes)
+    };
+    let mut failing = dgx(Kind::AllToAll, Algo::P2p, 1 << 20);
+    failing.faults = vec![FaultSpec::Link {
+        a: "gpu3".into(),
+        b: "nvswitch2".into(),
+        at: Duration::from_ns(300),
+    }];
+    let sweeps = [
+        dgx(Kind::AllReduce, Algo::Tree, 64 * 1024),
+        dgx(Kind::AllReduce, Algo::SwitchReduce, 4096),
+        failing,
+    ];
+    let names = [
+        (wire::OP_WRITE, "data"),
+        (OP_PARTIAL, "partial sum"),
+        (OP_RESULT, "result"),
+        (OP_CREDIT, "tree credit"),
+        (wire::OP_REDUCE_READ, "ld_reduce"),
+        (wire::OP_READ, "engine read"),
+        (wire::OP_READ_DATA, "read answer"),
+        (wire::OP_REDUCE_DATA, "sum"),
+    ];
+    let name = |op: u64| names.iter().find(|&&(o, _)| o == op).map(|&(_, n)| n);
+    let mut seen = std::collections::BTreeSet::new();
+    let lua = concat!(env!("CARGO_MANIFEST_DIR"), "/../tools/wireshark/openlink.lua");
+    for (i, mut sweep) in sweeps.into_iter().enumerate() {
+        let path = temp(&format!("opcodes{i}.pcap"));
+        sweep.pcap = Some((path.clone(), 20_000));
+        assert!(run(&sweep, &mut |_| {}).unwrap().verified);
+        let records = read_pcap(&path);
+        let out = Command::new("tshark")
+            .args(["-X", &format!("lua_script:{lua}"), "-r"])
+            .arg(&path)
+            .args(["-T", "fields", "-E", "separator=|", "-E", "occurrence=f"])
+            .args(["-e", "openlink.tl.group", "-e", "openlink.tl.returned_opcode"])
+            .args(["-e", "openlink.tl.credit.count", "-e", "_ws.col.Info"])
+            .output()
+            .unwrap();
+        std::fs::remove_file(&path).unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let lines = String::from_utf8(out.stdout).unwrap();
+        assert_eq!(lines.lines().count(), records.len());
+        for (line, r) in lines.lines().zip(&records) {
+            if r.pseudo[1] != RECORD_PACKET {
+                continue;
+            }
+            let tl = PacketHeader::parse(&r.bytes[..16].try_into().unwrap())
+                .unwrap()
+                .tl;
+            let (op, offset) = (wire::opcode(tl), wire::offset(tl));
+            let (dest, source, group) = wire::route_fields(tl);
+            let fields: Vec<&str> = line.splitn(4, '|').collect();
+            let (what, to, offset, returned, count) = match op {
+                wire::OP_BOUNCE => {
+                    let original = wire::unbounce(tl);
+                    let what = format!("returned {}", name(wire::opcode(original)).unwrap());
+                    let returned = format!("{:#04x}", wire::opcode(original));
+                    (
+                        what,
+                        dest.to_string(),
+                        wire::offset(original),
+                        returned,
+                        String::new(),
+                    )
+                }
+                _ => {
+                    let count = if op == OP_CREDIT {
+                        (offset & 0x01FF_FFFF).to_string()
+                    } else {
+                        String::new()
+                    };
+                    let to = group.map_or(dest.to_string(), |g| format!("group {g}"));
+                    (name(op).unwrap().to_owned(), to, offset, String::new(), count)
+                }
+            };
+            seen.insert(op);
+            let group = group.map_or(String::new(), |g| g.to_string());
+            assert_eq!(fields[..3], [&group[..], &returned[..], &count[..]], "{line}");
+            let summary = format!("{what} {source} -> {to}, offset {offset:X}h,");
+            assert!(fields[3].contains(&summary), "{line}: no {summary}");
+        }
+    }
+    let expected: std::collections::BTreeSet<u64> = names.iter().map(|&(o, _)| o).collect();
+    assert_eq!(
+        seen,
+        &expected | &[wire::OP_BOUNCE].into(),
+        "opcodes seen in the traces"
+    );
 }

@@ -2,7 +2,8 @@
 --
 -- Traces are classic pcap files with link type 147 (LINKTYPE_USER0). Each record is a 12-byte
 -- pseudo-header (which link and direction) followed by one data-link packet or control flit as its
--- transmitter sent it (docs/spec.md sections 2.2 and 2.3).
+-- transmitter sent it (docs/spec.md sections 2.2 and 2.3). A packet's transaction-layer header is the
+-- simulated GPUs' own (docs/spec.md section 7.1): opcode, destination, source, multicast and offset.
 --
 --   tshark -X lua_script:tools/wireshark/openlink.lua -r trace.pcap -V
 --   wireshark -X lua_script:tools/wireshark/openlink.lua trace.pcap
@@ -14,6 +15,14 @@ local openlink = Proto("openlink", "openlink link trace")
 local record_kinds = { [1] = "packet", [2] = "control flit" }
 local vcs = { [0] = "request", [1] = "posted", [2] = "response", [3] = "snoop" }
 local control_kinds = { [1] = "Update", [2] = "NAK", [3] = "InitFC1", [4] = "InitFC2", [5] = "Ident" }
+-- The simulator's opcodes (docs/spec.md section 7.1).
+local sim_opcodes = {
+    [0x01] = "traffic write", [0x02] = "data", [0x03] = "partial sum", [0x04] = "result",
+    [0x05] = "tree credit", [0x08] = "ld_reduce", [0x09] = "engine read", [0x0A] = "read answer",
+    [0x0B] = "sum", [0x0F] = "returned",
+}
+local groups = { [62] = "every GPU behind the switch", [63] = "the switch's collective engine" }
+local OP_TREE_CREDIT, OP_RETURNED = 0x05, 0x0F
 
 local f = openlink.fields
 f.version = ProtoField.uint8("openlink.version", "Pseudo-header version")
@@ -31,8 +40,18 @@ f.ack = ProtoField.uint16("openlink.ack", "Acknowledged sequence number")
 f.credit_vc = ProtoField.uint8("openlink.credit_vc", "Credit channel", base.DEC, vcs)
 f.credit = ProtoField.uint8("openlink.credit", "Credit (flits freed, mod 256)")
 f.tl = ProtoField.uint64("openlink.tl", "Transaction-layer header", base.HEX)
-f.opcode = ProtoField.uint8("openlink.tl.opcode", "Opcode", base.HEX)
+f.opcode = ProtoField.uint8("openlink.tl.opcode", "Opcode", base.HEX, sim_opcodes)
 f.dest = ProtoField.uint16("openlink.tl.dest", "Destination endpoint")
+f.group = ProtoField.uint16("openlink.tl.group", "Multicast group", base.DEC, groups)
+f.source = ProtoField.uint16("openlink.tl.source", "Source endpoint")
+f.multicast = ProtoField.uint8("openlink.tl.multicast", "Multicast", base.DEC, { [0] = "no", [1] = "yes" })
+f.offset = ProtoField.uint32("openlink.tl.offset", "Offset", base.HEX)
+f.returned_opcode = ProtoField.uint8("openlink.tl.returned_opcode", "Returned packet's opcode", base.HEX,
+    sim_opcodes)
+f.credit_tree = ProtoField.uint8("openlink.tl.credit.tree", "Tree")
+f.credit_direction = ProtoField.uint8("openlink.tl.credit.direction", "Direction", base.DEC,
+    { [0] = "up (partial sums)", [1] = "down (results)" })
+f.credit_count = ProtoField.uint32("openlink.tl.credit.count", "Chunk slots freed")
 f.control = ProtoField.uint8("openlink.control", "Control kind", base.DEC, control_kinds)
 f.credits = ProtoField.uint16("openlink.credits", "Credits")
 f.ident_port = ProtoField.uint8("openlink.ident.port", "Sender's port")
@@ -81,15 +100,38 @@ function openlink.dissector(tvb, pinfo, tree)
         dl:add(f.credit_vc, flit(3, 1), bit.band(bit.rshift(hi, 2), 0x3))
         dl:add(f.credit, flit(3, 2), credit)
         local t = dl:add(f.tl, flit(4, 8), tl)
-        t:add(f.opcode, flit(4, 1), (tl:rshift(53)):tonumber())
-        t:add(f.dest, flit(4, 2), (tl:rshift(43):band(0x3FF)):tonumber())
+        local opcode = (tl:rshift(53)):tonumber()
+        local dest = (tl:rshift(43):band(0x3FF)):tonumber()
+        local source = (tl:rshift(33):band(0x3FF)):tonumber()
+        local multicast = bit.band(flit(7, 1):uint(), 1)
+        local offset = flit(8, 4):uint()
+        t:add(f.opcode, flit(4, 1), opcode)
+        if multicast == 1 then
+            t:add(f.group, flit(4, 2), dest)
+        else
+            t:add(f.dest, flit(4, 2), dest)
+        end
+        t:add(f.source, flit(5, 3), source)
+        t:add(f.multicast, flit(7, 1), multicast)
+        local o = t:add(f.offset, flit(8, 4), offset)
+        local what = sim_opcodes[opcode] or string.format("opcode %02Xh", opcode)
+        if opcode == OP_RETURNED then
+            local original = bit.rshift(offset, 27)
+            o:add(f.returned_opcode, flit(8, 1), original)
+            what = "returned " .. (sim_opcodes[original] or string.format("opcode %02Xh", original))
+            offset = bit.band(offset, 0x07FFFFFF)
+        elseif opcode == OP_TREE_CREDIT then
+            o:add(f.credit_tree, flit(8, 1), bit.band(bit.rshift(offset, 26), 1))
+            o:add(f.credit_direction, flit(8, 1), bit.band(bit.rshift(offset, 25), 1))
+            o:add(f.credit_count, flit(8, 4), bit.band(offset, 0x01FFFFFF))
+        end
         dl:add_le(f.crc, flit(12, 4))
         if flit:len() > 16 then
             top:add(f.payload, flit(16))
         end
-        pinfo.cols.info = string.format("%s seq %d ack %d, %s, %d payload flits, TL %s",
-            vcs[vc], seq, bit.band(bit.rshift(hi, 4), 0x3FF), "opcode " .. (tl:rshift(53)):tonumber(),
-            flits, tostring(tl:tohex()))
+        local to = multicast == 1 and string.format("group %d", dest) or tostring(dest)
+        pinfo.cols.info = string.format("%s seq %d ack %d, %s %d -> %s, offset %Xh, %d payload flits",
+            vcs[vc], seq, bit.band(bit.rshift(hi, 4), 0x3FF), what, source, to, offset, flits)
     elseif kind == 2 and control == 5 then
         -- Ident (docs/spec.md section 2.3): the sender's port and node ID.
         dl:add(f.control, flit(0, 1), control)

@@ -57,6 +57,33 @@ const COUNT_BITS: u32 = 25;
 const UP: u64 = 0;
 const DOWN: u64 = 1;
 
+/// The fields of a credit's offset ([`OP_CREDIT`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Credit {
+    /// Which of the two trees.
+    pub tree: usize,
+    /// 0 for partial sums going up, 1 for results going down.
+    pub direction: u64,
+    /// Chunks whose slots were freed.
+    pub count: u64,
+}
+
+impl Credit {
+    /// The credit an offset carries.
+    pub const fn of(offset: u32) -> Credit {
+        Credit {
+            tree: ((offset >> (COUNT_BITS + 1)) & 1) as usize,
+            direction: ((offset >> COUNT_BITS) & 1) as u64,
+            count: (offset & ((1 << COUNT_BITS) - 1)) as u64,
+        }
+    }
+
+    /// The offset that carries it.
+    pub const fn offset(self) -> u32 {
+        (self.tree as u32) << (COUNT_BITS + 1) | (self.direction as u32) << COUNT_BITS | self.count as u32
+    }
+}
+
 /// Parent and children of `rank` in NCCL's binary tree over `n` ranks, rooted at 0 (`ncclGetBtree`).
 pub fn btree(n: usize, rank: usize) -> (Option<usize>, Vec<usize>) {
     let mut bit = 1;
@@ -425,7 +452,12 @@ impl Tree {
         let mut flit = [0; FLIT_LEN];
         flit[..8].copy_from_slice(&count.to_le_bytes());
         let _ = payload.push(flit);
-        let offset = (t as u32) << (COUNT_BITS + 1) | (direction as u32) << COUNT_BITS | count as u32;
+        let offset = Credit {
+            tree: t,
+            direction,
+            count,
+        }
+        .offset();
         Outgoing {
             dest: to as u16,
             vc: Vc::Posted,
@@ -680,15 +712,17 @@ impl Tree {
     fn credited(&mut self, g: usize, p: &Received) {
         let offset = wire::offset(p.tl);
         let (_, source, _) = wire::route_fields(p.tl);
-        let t = ((offset >> (COUNT_BITS + 1)) & 1) as usize;
-        let direction = u64::from((offset >> COUNT_BITS) & 1);
-        let count = u64::from(offset & ((1 << COUNT_BITS) - 1));
+        let Credit {
+            tree: t,
+            direction,
+            count,
+        } = Credit::of(offset);
         let skip = usize::from(self.extension);
         let echoed = p
             .payload
             .get(skip)
             .map(|f| u64::from_le_bytes([f[0], f[1], f[2], f[3], f[4], f[5], f[6], f[7]]));
-        if offset >> (COUNT_BITS + 2) != 0
+        if Credit::of(offset).offset() != offset
             || p.payload.len() != skip + 1
             || echoed != Some(count)
             || count > self.chunks(t)

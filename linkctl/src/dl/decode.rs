@@ -25,6 +25,10 @@ pub struct DecodeArgs {
     /// units discarded after an error
     #[arg(long)]
     json: bool,
+    /// Read packets' transaction-layer headers as the simulator's GPUs write them (opcode, destination,
+    /// source, offset: docs/spec.md section 7.1) instead of as section 3's transactions
+    #[arg(long)]
+    sim_header: bool,
 }
 
 /// Decode the units as they are read, in memory bounded by a packet's units whatever the length of the
@@ -34,7 +38,10 @@ pub struct DecodeArgs {
 /// there.
 pub fn decode(args: DecodeArgs) -> anyhow::Result<ExitCode> {
     let mut out = io::BufWriter::new(io::stdout().lock());
-    let mut decoder = Decoder::default();
+    let mut decoder = Decoder {
+        sim_header: args.sim_header,
+        ..Decoder::default()
+    };
     let mut bad = false;
     let mut print = |item: Value| -> io::Result<()> {
         bad |= item["ok"] == false;
@@ -191,6 +198,8 @@ struct Decoder {
     packet: Option<(PacketHeader, usize, Vec<Flit>)>,
     /// Whether the framing is lost after an error.
     resync: bool,
+    /// Whether packets carry the simulator's transaction-layer headers.
+    sim_header: bool,
 }
 
 impl Decoder {
@@ -201,7 +210,7 @@ impl Decoder {
             units.push(unit);
             if units.len() == 1 + usize::from(header.payload_flits) {
                 if let Some((header, first, units)) = self.packet.take() {
-                    return self.item(packet(first, &units, header).0, emit);
+                    return self.item(packet(first, &units, header, self.sim_header).0, emit);
                 }
             }
             return Ok(());
@@ -247,7 +256,7 @@ impl Decoder {
                     self.packet = Some((header, at, units));
                     return Ok(());
                 }
-                Ok(header) => packet(at, &[unit], header).0,
+                Ok(header) => packet(at, &[unit], header, self.sim_header).0,
                 Err(e) => malformed(at, &e),
             },
             Err(e) => malformed(at, &e),
@@ -259,7 +268,7 @@ impl Decoder {
     fn finish<E>(&mut self, emit: &mut impl FnMut(Value) -> Result<(), E>) -> Result<(), E> {
         self.end_run(emit)?;
         match self.packet.take() {
-            Some((header, first, units)) => self.item(packet(first, &units, header).0, emit),
+            Some((header, first, units)) => self.item(packet(first, &units, header, self.sim_header).0, emit),
             None => Ok(()),
         }
     }
@@ -300,8 +309,9 @@ fn malformed(at: usize, error: &dyn std::fmt::Display) -> Value {
 }
 
 /// The packet whose header flit is `units[0]`, parsed as `header` (cut short if `units` are fewer than it
-/// announces), and the units it takes.
-fn packet(at: usize, units: &[Flit], header: PacketHeader) -> (Value, usize) {
+/// announces), its transaction-layer header read as the simulator's if `sim_header`, and the units it
+/// takes.
+fn packet(at: usize, units: &[Flit], header: PacketHeader, sim_header: bool) -> (Value, usize) {
     let len = 1 + usize::from(header.payload_flits);
     let mut item = json!({
         "at": at,
@@ -325,15 +335,69 @@ fn packet(at: usize, units: &[Flit], header: PacketHeader) -> (Value, usize) {
     let crc_ok = check_packet_crc(packet.as_flattened()).is_ok();
     item["crc_ok"] = json!(crc_ok);
     // The transaction layer's reading: its header, and whether a receiver would take the packet.
-    if let Ok(h) = Header::parse(header.tl) {
-        item["transaction"] = transaction(&h);
-    }
-    let tl_error = Tlp::parse(header.vc, header.tl, &packet[1..]).err();
-    if let Some(e) = tl_error {
-        item["tl_error"] = json!(e.to_string());
+    let tl_error = if sim_header {
+        let (simulated, error) = simulated(header.tl);
+        item["simulated"] = simulated;
+        error
+    } else {
+        if let Ok(h) = Header::parse(header.tl) {
+            item["transaction"] = transaction(&h);
+        }
+        Tlp::parse(header.vc, header.tl, &packet[1..])
+            .err()
+            .map(|e| e.to_string())
+    };
+    if let Some(e) = &tl_error {
+        item["tl_error"] = json!(e);
     }
     item["ok"] = json!(crc_ok && tl_error.is_none());
     (item, len)
+}
+
+/// The simulator's transaction-layer header (`docs/spec.md` section 7.1): the opcode and its name, the
+/// destination endpoint (or the multicast group), the source, the offset, and what a returned packet
+/// or a tree's credit carries in it; and what is wrong with it, if the simulator sends no such header.
+fn simulated(tl: u64) -> (Value, Option<String>) {
+    use fabric_sim::collective::tree::{Credit, OP_CREDIT};
+    use fabric_sim::wire;
+    let (op, offset) = (wire::opcode(tl), wire::offset(tl));
+    let (dest, source, group) = wire::route_fields(tl);
+    let mut fields = json!({
+        "opcode": format!("{op:02x}"),
+        "name": wire::opcode_name(op),
+        "source": source,
+        "offset": format!("{offset:08x}"),
+    });
+    match group {
+        Some(group) => fields["group"] = json!(group),
+        None => fields["dest"] = json!(dest),
+    }
+    let mut error = None;
+    if op == wire::OP_BOUNCE {
+        let original = wire::unbounce(tl);
+        let returned = wire::opcode(original);
+        fields["returned"] = json!({
+            "opcode": format!("{returned:02x}"),
+            "name": wire::opcode_name(returned),
+            "offset": format!("{:08x}", wire::offset(original)),
+        });
+        if wire::opcode_name(returned).is_none() || returned == wire::OP_BOUNCE {
+            error = Some(format!(
+                "a returned packet of opcode {returned:02X}h, which the simulator does not send"
+            ));
+        }
+    } else if op == OP_CREDIT {
+        let credit = Credit::of(offset);
+        fields["credit"] = json!({
+            "tree": credit.tree,
+            "direction": if credit.direction == 0 { "up" } else { "down" },
+            "count": credit.count,
+        });
+    }
+    if wire::opcode_name(op).is_none() {
+        error = Some(format!("opcode {op:02X}h is not one the simulator sends"));
+    }
+    (fields, error)
 }
 
 /// A transaction-layer header's fields (`docs/spec.md` section 3.2): the opcode's name and the
@@ -396,6 +460,35 @@ fn transaction_text(t: &Value) -> String {
     }
 }
 
+/// A simulator's header in words: `partial sum from endpoint 1 to endpoint 0, offset 1h`.
+fn simulated_text(h: &Value) -> String {
+    let s = |v: &Value| v.as_str().unwrap_or_default().to_owned();
+    let name = |v: &Value| match v["name"].as_str() {
+        Some(name) => name.to_owned(),
+        None => format!("opcode {}h", s(&v["opcode"]).to_uppercase()),
+    };
+    let hex = |v: &Value| format!("{:X}h", u32::from_str_radix(&s(v), 16).unwrap_or_default());
+    let to = match h.get("group") {
+        Some(group) => format!("group {group}"),
+        None => format!("endpoint {}", h["dest"]),
+    };
+    // A returned packet is told by what it was, with its original offset.
+    let (what, offset) = match h.get("returned") {
+        Some(returned) => (format!("returned {}", name(returned)), &returned["offset"]),
+        None => (name(h), &h["offset"]),
+    };
+    let line = format!("{what} from endpoint {} to {to}", h["source"]);
+    match h.get("credit") {
+        Some(c) => format!(
+            "{line}: tree {}, {}, {} chunks freed",
+            c["tree"],
+            s(&c["direction"]),
+            c["count"]
+        ),
+        None => format!("{line}, offset {}", hex(offset)),
+    }
+}
+
 /// One line of text for an item.
 fn text(item: &Value) -> String {
     let at = item["at"].as_u64().unwrap_or_default();
@@ -430,6 +523,9 @@ fn text(item: &Value) -> String {
             }
             if let Some(transaction) = item.get("transaction") {
                 line += &format!(": {}", transaction_text(transaction));
+            }
+            if let Some(simulated) = item.get("simulated") {
+                line += &format!(": {}", simulated_text(simulated));
             }
             for key in ["tl_error", "error"] {
                 if item.get(key).is_some() {
@@ -501,7 +597,16 @@ mod tests {
 
     /// The items `bytes` decode to, fed `piece` bytes at a time.
     fn decode_in_pieces(bytes: &[u8], piece: usize) -> Vec<Value> {
-        let (mut decoder, mut units, mut items) = (Decoder::default(), Units::default(), Vec::new());
+        decode_with(bytes, piece, false)
+    }
+
+    /// [`decode_in_pieces`], reading headers as the simulator's if `sim_header`.
+    fn decode_with(bytes: &[u8], piece: usize, sim_header: bool) -> Vec<Value> {
+        let mut decoder = Decoder {
+            sim_header,
+            ..Decoder::default()
+        };
+        let (mut units, mut items) = (Units::default(), Vec::new());
         let mut keep = |item: Value| -> Result<(), ()> {
             items.push(item);
             Ok(())
@@ -606,5 +711,84 @@ mod tests {
         let mut units = Units::default();
         assert_eq!(units.add(&[1; 20]).len(), 1);
         assert!(units.finish().unwrap_err().to_string().contains("20 bytes"));
+    }
+
+    /// A sealed packet with transaction-layer header `tl` and one data flit.
+    fn packet_with(tl: u64) -> Vec<u8> {
+        let mut packet = vec![0u8; 2 * FLIT_LEN];
+        let header = PacketHeader {
+            payload_flits: 1,
+            vc: Vc::Posted,
+            seq: Seq::new(7),
+            ack: Seq::new(6),
+            credit_vc: Vc::Request,
+            credit: 0,
+            tl,
+        };
+        header
+            .emit((&mut packet[..FLIT_LEN]).try_into().unwrap())
+            .unwrap();
+        seal_packet(&mut packet);
+        packet
+    }
+
+    #[test]
+    fn sim_headers_read_as_the_simulator_writes_them() {
+        use fabric_sim::collective::tree::{Credit, OP_CREDIT};
+        use fabric_sim::collective::OP_PARTIAL;
+        use fabric_sim::wire::{bounce, header, NVLS_ENGINE, OP_REDUCE_READ, OP_WRITE};
+        let data = header(OP_WRITE, 5, 3, false, 0x1234);
+        let credit = Credit {
+            tree: 1,
+            direction: 0,
+            count: 2,
+        };
+        let cases = [
+            (data, "data from endpoint 3 to endpoint 5, offset 1234h", true),
+            (
+                bounce(data).unwrap(),
+                "returned data from endpoint 5 to endpoint 3, offset 1234h",
+                true,
+            ),
+            (
+                header(OP_PARTIAL, 0, 1, false, 4),
+                "partial sum from endpoint 1 to endpoint 0, offset 4h",
+                true,
+            ),
+            (
+                header(OP_REDUCE_READ, NVLS_ENGINE, 2, true, 9),
+                "ld_reduce from endpoint 2 to group 63, offset 9h",
+                true,
+            ),
+            (
+                header(OP_CREDIT, 2, 1, false, credit.offset()),
+                "tree credit from endpoint 1 to endpoint 2: tree 1, up, 2 chunks freed",
+                true,
+            ),
+            (
+                header(0x1F, 2, 1, false, 0),
+                "opcode 1Fh from endpoint 1 to endpoint 2, offset 0h [opcode 1Fh is not one the simulator sends]",
+                false,
+            ),
+        ];
+        for (tl, words, ok) in cases {
+            let items = decode_with(&packet_with(tl), 5, true);
+            assert_eq!(items.len(), 1, "{items:?}");
+            let line = text(&items[0]);
+            assert!(line.ends_with(&format!(": {words}")), "{line}");
+            assert_eq!(items[0]["ok"], ok, "{line}");
+            assert_eq!(
+                items[0]["simulated"]["source"],
+                u64::from(fabric_sim::wire::route_fields(tl).1)
+            );
+        }
+        // Whatever the header, nothing panics and every unit is decoded.
+        for seed in 1..20 {
+            let bytes = stream(seed, 300);
+            assert_eq!(
+                decode_with(&bytes, 7, true).len(),
+                decode_with(&bytes, 7, false).len()
+            );
+        }
     }
 }
