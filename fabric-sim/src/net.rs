@@ -1248,9 +1248,8 @@ impl Net {
                     bounced = true;
                     continue;
                 }
-                // A collective engine's packets may repeat headers on purpose (work done again on
-                // another switch): the collective tells copies apart.
-                if !wire::is_engine_traffic(p.tl) && !f.seen[gpu].first_time(p.tl) {
+                // Some packets repeat headers on purpose: the collective tells their copies apart.
+                if !wire::repeats_headers(p.tl) && !f.seen[gpu].first_time(p.tl) {
                     f.stats.duplicates_dropped += 1;
                     continue;
                 }

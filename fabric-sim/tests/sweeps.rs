@@ -801,3 +801,27 @@ fn progress_moves_within_a_size_and_ends_whole() {
         .filter(|p| p.sizes_done == 3 && p.fraction > 0.5 && p.fraction < 1.0);
     assert!(during.count() >= 1, "{seen:?}");
 }
+
+/// A failure scheduled after the sweep has ended changes nothing in it: not the times, not the packets
+/// delivered, and no packet is taken for a copy. The tree's credits repeat a header when they repeat a
+/// count, and destinations, which drop copies once failures are possible, had dropped them as copies.
+#[test]
+fn a_failure_after_the_sweep_changes_nothing_in_it() {
+    for (topology, algo) in [
+        ("mesh2", Algo::Tree),
+        ("dgx-h100", Algo::Tree),
+        ("dgx-h100", Algo::Ring),
+    ] {
+        let mut s = sweep(topology, Kind::AllReduce, algo, 32 * 1024, 256 * 1024);
+        s.buffer_bytes = 1024;
+        let plain = run_ok(&s);
+        let first = &s.topology.links[0];
+        let name = |x: usize| s.topology.nodes[x].name.clone();
+        s.faults = vec![link(&name(first.a), &name(first.b), 1_000_000_000)];
+        let scheduled = run_ok(&s);
+        let rows = |r: &Report| r.rows.iter().map(|r| (r.time_us, r.packets)).collect::<Vec<_>>();
+        assert_eq!(rows(&scheduled), rows(&plain), "{topology} {algo:?}");
+        assert_eq!(scheduled.failover.duplicates_dropped, 0, "{topology} {algo:?}");
+        assert_eq!(scheduled.failover.links_failed, 0, "{topology} {algo:?}");
+    }
+}
