@@ -155,6 +155,13 @@ pub enum FaultSpec {
 }
 
 impl FaultSpec {
+    /// When it happens, from the start of the sweep.
+    pub fn at(&self) -> link_phy::time::Duration {
+        match self {
+            FaultSpec::Link { at, .. } | FaultSpec::OneLink { at, .. } | FaultSpec::Port { at, .. } => *at,
+        }
+    }
+
     /// The simulator's fault, with names resolved on `net`'s fabric.
     pub(crate) fn resolve(&self, topology: &Topology, net: &Net) -> Result<Fault, String> {
         let node = |name: &str| topology.node_named(name);
@@ -236,6 +243,10 @@ pub struct Report {
     pub failure: Option<String>,
     /// What the background traffic measured, if there was any.
     pub background: Option<BackgroundReport>,
+    /// The faults scheduled after the sweep had ended, which did not happen.
+    pub faults_after_end: usize,
+    /// Simulated time from the start of the sweep (links training included) to its end.
+    pub simulated: link_phy::time::Duration,
 }
 
 /// The sizes of a sweep of `kind` on `gpus` GPUs: `min`, doubling, up to `max`, each rounded down to what
@@ -763,6 +774,8 @@ fn run_with(
     let started = WallClock::now();
     let mut rows = Vec::new();
     let mut app_failure = None;
+    // The size that ran out of simulated time, if one did.
+    let mut timed_out = None;
     let work: Vec<u64> = sizes
         .iter()
         .map(|&bytes| deliveries(sweep.kind, sweep.algo, bytes, gpus).max(1))
@@ -849,6 +862,9 @@ fn run_with(
         };
         let check = app.check();
         app_failure = app.failure();
+        if !done && net.fatal().is_none() && app_failure.is_none() {
+            timed_out = Some(size);
+        }
         let done = done && net.fatal().is_none() && app_failure.is_none();
         let time_us = (net.completed_at().as_ps() - start.as_ps()) as f64 / 1e6;
         // A size that did not finish has no bandwidth.
@@ -889,10 +905,22 @@ fn run_with(
     } else {
         rows.iter().map(|r| r.busbw).sum::<f64>() / rows.len() as f64
     };
-    let failure = net.fatal().map(str::to_owned).or(app_failure).or_else(|| {
-        (rows.len() < sizes.len() || rows.last().is_some_and(|r| r.wrong > 0))
-            .then(|| "a size did not complete within the time limit, or data was wrong".to_string())
-    });
+    let failure = net
+        .fatal()
+        .map(str::to_owned)
+        .or(app_failure)
+        .or_else(|| match timed_out {
+            Some(size) => Some(format!(
+                "the {size} B size did not complete within {} s of simulated time, the most a size is given",
+                sweep.limit_per_size.as_ps() as f64 / 1e12
+            )),
+            None => rows.last().filter(|r| r.wrong > 0).map(|r| {
+                format!(
+                    "{} result packets of the {} B size failed verification",
+                    r.wrong, r.bytes
+                )
+            }),
+        });
     let failure = failure.or_else(|| {
         let problem = background.as_ref()?.measured.problem.as_ref()?;
         Some(format!("background traffic: {problem}"))
@@ -912,6 +940,12 @@ fn run_with(
         waves: net.finish_waves()?,
         failure,
         background,
+        faults_after_end: sweep
+            .faults
+            .iter()
+            .filter(|f| Instant(f.at().as_ps()) > net.now())
+            .count(),
+        simulated: net.now().saturating_since(Instant::ZERO),
     })
 }
 

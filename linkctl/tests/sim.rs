@@ -478,6 +478,31 @@ fn the_plot_is_an_svg() {
     let bad = sim(&["allreduce", "--plot", "/nonexistent-dir/x.svg"]);
     assert!(!bad.status.success() && bad.stdout.is_empty());
     assert!(String::from_utf8_lossy(&bad.stderr).contains("cannot create /nonexistent-dir/x.svg"));
+    // A run that stops with an error (here: no size of all-to-all from 1 to 3 B on 8 GPUs) leaves no plot
+    // file of its own, and one that was there as it was.
+    let failing = |path: &std::path::Path| {
+        let out = sim(&[
+            "alltoall",
+            "--min",
+            "1",
+            "--max",
+            "3",
+            "--plot",
+            path.to_str().unwrap(),
+        ]);
+        assert_eq!(
+            out.status.code(),
+            Some(1),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    failing(&path);
+    assert!(!path.exists(), "an empty plot was left at {}", path.display());
+    std::fs::write(&path, "an older plot").unwrap();
+    failing(&path);
+    assert_eq!(std::fs::read_to_string(&path).unwrap(), "an older plot");
+    std::fs::remove_file(&path).unwrap();
 }
 
 #[test]
@@ -527,6 +552,35 @@ fn fat_trees_of_any_size_in_whole_leaves_verify() {
     }
 }
 
+/// A fault due after the sweep has ended is said not to have happened, not left to look as if it had.
+#[test]
+fn faults_due_after_the_sweep_are_said_not_to_have_happened() {
+    let args = [
+        "alltoall",
+        "--max",
+        "4K",
+        "--fail-link",
+        "gpu0:nvswitch1@1s",
+        "--degrade-link",
+    ];
+    let out = sim(&[&args[..], &["gpu0:nvswitch0@100ns"]].concat());
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(out.status.success(), "{text}");
+    assert!(text.contains("1 ganged link(s) lost"), "{text}");
+    assert!(
+        text.contains("): 1 of the faults were due after that and did not happen"),
+        "{text}"
+    );
+    let v = json(&[&args[..], &["gpu0:nvswitch0@100ns"]].concat());
+    assert_eq!(
+        (
+            v["faults_after_end"].as_u64(),
+            v["failover"]["links_failed"].as_u64()
+        ),
+        (Some(1), Some(0))
+    );
+}
+
 #[test]
 fn bad_input_is_a_clear_error_not_a_panic() {
     for args in [
@@ -558,6 +612,13 @@ fn bad_input_is_a_clear_error_not_a_panic() {
             "gpu0:nvswitch1@1us",
             "--replan-delay",
             "10",
+        ],
+        &[
+            "allreduce",
+            "--fail-link",
+            "gpu0:nvswitch1@1us",
+            "--replan-delay",
+            "10s",
         ],
         &["allgather", "--algo", "tree"],
         &["allreduce", "--algo", "switch-reduce", "--topology", "pcie8"],

@@ -224,27 +224,51 @@ pub fn trace_json(
 }
 
 /// A file a plot goes to, opened before the run so that a path that cannot be written is said at once,
-/// not after the run.
+/// not after the run. A file it made and never wrote (the run stopped with an error) is removed, and one
+/// that was there is left as it was until the plot replaces it.
 struct PlotFile {
     path: std::path::PathBuf,
     file: std::fs::File,
+    /// Whether the file is this run's: it did not exist before.
+    made: bool,
+    written: bool,
 }
 
 impl PlotFile {
     fn create(path: Option<&std::path::Path>) -> anyhow::Result<Option<PlotFile>> {
         let Some(path) = path else { return Ok(None) };
-        let file =
-            std::fs::File::create(path).with_context(|| format!("cannot create {}", path.display()))?;
+        let made = !path.exists();
+        let file = std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(path)
+            .with_context(|| format!("cannot create {}", path.display()))?;
         Ok(Some(PlotFile {
             path: path.to_path_buf(),
             file,
+            made,
+            written: false,
         }))
     }
 
     fn write(mut self, svg: &str) -> anyhow::Result<()> {
+        self.written = true;
+        // A regular file is cut to the plot; a device (`/dev/null`) cannot be, nor needs to be.
+        if self.file.metadata().is_ok_and(|m| m.is_file()) {
+            self.file.set_len(0)?;
+        }
         self.file
             .write_all(svg.as_bytes())
             .with_context(|| format!("cannot write {}", self.path.display()))
+    }
+}
+
+impl Drop for PlotFile {
+    fn drop(&mut self) {
+        if self.made && !self.written {
+            let _ = std::fs::remove_file(&self.path);
+        }
     }
 }
 
@@ -674,6 +698,13 @@ pub fn run(cmd: SimCommand) -> anyhow::Result<ExitCode> {
         collective_gpus: apart.as_ref().map(|&(gpus, _)| gpus),
         ..Sweep::new(topology, kind, algo, min, max)
     };
+    // A size cut apart until the new routes could never finish.
+    if sweep.replan_delay >= sweep.limit_per_size {
+        bail!(
+            "--replan-delay must be below {} s, the simulated time each size is given",
+            sweep.limit_per_size.as_ps() as f64 / 1e12
+        );
+    }
     args.traces.check_files(args.plot.as_deref())?;
     let plot_file = PlotFile::create(args.plot.as_deref())?;
     let show_progress = std::io::stderr().is_terminal() && !args.json;
@@ -807,6 +838,14 @@ fn print_table(sweep: &Sweep, r: &Report) {
                 f.engines_offline, f.engine_packets_dropped
             );
         }
+        if r.faults_after_end > 0 {
+            println!(
+                "# Note: the sweep ended {:.3} us after its start (links training included): {} of the faults \
+                 were due after that and did not happen",
+                r.simulated.as_ps() as f64 / 1e6,
+                r.faults_after_end
+            );
+        }
     }
     let (links, dl) = (r.links, r.links.dl);
     println!(
@@ -906,6 +945,7 @@ fn print_json(sweep: &Sweep, r: &Report) -> anyhow::Result<()> {
         "trace": trace,
         "waves": waves,
         "failover": failover_json(&r.failover),
+        "faults_after_end": r.faults_after_end,
         "background": r.background.as_ref().map(|b| background_json(b, &sweep.topology)),
         "links": links_json(r),
         "switches": {
