@@ -825,3 +825,23 @@ fn a_failure_after_the_sweep_changes_nothing_in_it() {
         assert_eq!(scheduled.failover.links_failed, 0, "{topology} {algo:?}");
     }
 }
+
+/// A size that runs out of the simulated time it is given is named, with that time.
+#[test]
+fn a_size_out_of_time_is_named() {
+    let mut s = sweep("mesh4", Kind::AllReduce, Algo::Ring, 1024, 1 << 20);
+    s.limit_per_size = Duration::from_us(5);
+    let report = run(&s, &mut |_| {}).unwrap();
+    assert!(!report.verified);
+    let last = report.rows.last().unwrap();
+    assert_eq!(
+        report.failure.as_deref(),
+        Some(
+            format!(
+                "the {} B size did not complete within 0.000005 s of simulated time, the most a size is given",
+                last.bytes
+            )
+            .as_str()
+        )
+    );
+}
