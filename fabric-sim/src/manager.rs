@@ -94,7 +94,8 @@ fn find_cycle(edges: &[Vec<usize>]) -> Option<Vec<usize>> {
     None
 }
 
-/// Parallel links between the same two nodes (of the same format) ganged into trunks, and every node's
+/// Parallel links between the same two nodes (of one format: [`Topology::validate`]) ganged into trunks,
+/// and every node's
 /// logical ports: (trunk, which end: 0 = a, 1 = b), numbered in the order of the first link of each trunk.
 pub fn gang(topology: &Topology) -> (Vec<Trunk>, Vec<Vec<(usize, usize)>>) {
     let n = topology.nodes.len();
@@ -102,10 +103,7 @@ pub fn gang(topology: &Topology) -> (Vec<Trunk>, Vec<Vec<(usize, usize)>>) {
     let mut ports: Vec<Vec<(usize, usize)>> = vec![Vec::new(); n];
     for l in &topology.links {
         let (x, y) = (l.a.min(l.b), l.a.max(l.b));
-        match trunks
-            .iter_mut()
-            .find(|t| t.a.0 == x && t.b.0 == y && t.format == l.format)
-        {
+        match trunks.iter_mut().find(|t| t.a.0 == x && t.b.0 == y) {
             Some(t) => {
                 t.links += 1;
                 t.gbps += l.gbps;

@@ -377,11 +377,20 @@ impl Topology {
                 ));
             }
         }
-        // Parallel links are ganged into one trunk, which moves a 16-byte unit in at least one picosecond.
+        // Parallel links are ganged into one trunk, which frames packets one way and moves a 16-byte unit
+        // in at least one picosecond.
         let mut trunks: BTreeMap<(usize, usize), (f64, usize)> = BTreeMap::new();
+        let mut formats: BTreeMap<(usize, usize), LinkFormat> = BTreeMap::new();
         for l in &self.links {
-            let trunk = trunks.entry((l.a.min(l.b), l.a.max(l.b))).or_default();
+            let ends = (l.a.min(l.b), l.a.max(l.b));
+            let trunk = trunks.entry(ends).or_default();
             *trunk = (trunk.0 + l.gbps, trunk.1 + 1);
+            if *formats.entry(ends).or_insert(l.format) != l.format {
+                return Err(format!(
+                    "{}: the links between {} and {} differ in format: the links of a trunk share one",
+                    self.name, self.nodes[ends.0].name, self.nodes[ends.1].name
+                ));
+            }
         }
         if let Some((&(a, b), &(_, links))) = trunks.iter().find(|(_, &(_, links))| links > MAX_TRUNK_LINKS) {
             return Err(format!(
@@ -955,5 +964,24 @@ mod tests {
         assert!(Topology::from_toml(&star(2, 32, 2)).is_ok());
         let err = Topology::from_toml(&star(2, 33, 2)).unwrap_err();
         assert!(err.contains("66 links between sw and g0"), "{err}");
+    }
+
+    /// Entries between two nodes make one trunk whatever their rates and latencies (its rate their sum,
+    /// its latency the largest), and must share a format: two formats had made two trunks between the
+    /// same nodes, where every other rule counts one.
+    #[test]
+    fn entries_between_two_nodes_make_one_trunk_of_one_format() {
+        let uneven =
+            star(2, 2, 1) + "[[link]]\na = \"sw\"\nb = \"g0\"\ncount = 3\ngbps = 50.0\nlatency_ns = 1000\n";
+        let t = Topology::from_toml(&uneven).unwrap();
+        let (trunks, ports) = crate::manager::gang(&t);
+        assert_eq!(ports[0].len(), 2, "the switch has a port per GPU");
+        let g0 = &trunks[ports[0][0].0];
+        assert_eq!((g0.links, g0.gbps, g0.latency_ns), (5, 200.0, 1000.0));
+        let err = Topology::from_toml(&(uneven + "format = \"nvlink-ae\"\n")).unwrap_err();
+        assert!(
+            err.contains("the links between sw and g0 differ in format"),
+            "{err}"
+        );
     }
 }
