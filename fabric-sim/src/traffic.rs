@@ -364,7 +364,7 @@ pub fn run_traffic(topology: &Topology, spec: &TrafficSpec) -> Result<TrafficRep
 fn check_load_and_bytes(load: f64, payload_bytes: usize) -> Result<(), String> {
     if !(load > 0.0 && load <= 1.0) {
         return Err(format!(
-            "the offered load is a fraction from 0 to 1 of the GPUs' injection bandwidth, not {load}"
+            "the offered load is a fraction of the GPUs' injection bandwidth, above 0 and at most 1, not {load}"
         ));
     }
     if !(MIN_PAYLOAD_BYTES..=PAYLOAD_BYTES).contains(&payload_bytes) || payload_bytes % FLIT_LEN != 0 {

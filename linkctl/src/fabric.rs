@@ -13,7 +13,7 @@ use fabric_sim::probe::{probe, ProbeReport, PROBE_TIME};
 use fabric_sim::topology::{NodeKind, Topology};
 use serde_json::json;
 
-use crate::sim::{load_topology, TopologyArg};
+use crate::sim::{load_topology, named_gpus, TopologyArg};
 
 /// Exit status when discovery finds the fabric wired otherwise than the topology says, no route joins
 /// two GPUs of a partition, the routes could deadlock, or the probe finds the partitions not kept or
@@ -24,8 +24,8 @@ const EXIT_WRONG: u8 = 3;
 pub struct FabricArgs {
     #[command(flatten)]
     pub topology: TopologyArg,
-    /// Put GPUs in a partition (0 to 255; all start in 0), e.g. `1:gpu4,gpu5,gpu6,gpu7`: the switches
-    /// drop packets between partitions (repeatable)
+    /// Put GPUs in a partition (0 to 255; all start in 0), e.g. `1:gpu4,gpu5,gpu6,gpu7` or `1:gpu4..gpu7`:
+    /// the switches drop packets between partitions (repeatable)
     #[arg(long, value_name = "P:GPU,GPU,...")]
     pub partition: Vec<String>,
     /// What is really cabled, if not what --topology says (a name or TOML file, as --topology): the
@@ -65,14 +65,14 @@ pub struct FabricArgs {
     pub json: bool,
 }
 
-/// `P:GPU,GPU,...` as (partition, names).
-fn parse_partition(s: &str) -> anyhow::Result<(u8, Vec<&str>)> {
-    let usage =
-        || format!("bad --partition {s:?}: expected P:GPU,GPU,... with P from 0 to 255, e.g. 1:gpu4,gpu5");
+/// `P:GPU,GPU,...` as (partition, the list of GPUs).
+fn parse_partition(s: &str) -> anyhow::Result<(u8, &str)> {
+    let usage = || {
+        format!("bad --partition {s:?}: expected P:GPU,GPU,... with P from 0 to 255, e.g. 1:gpu4,gpu5 or 1:gpu4..gpu7")
+    };
     let (p, names) = s.split_once(':').with_context(usage)?;
     let p: u8 = p.trim().parse().ok().with_context(usage)?;
-    let names: Vec<&str> = names.split(',').map(str::trim).collect();
-    if names.iter().any(|n| n.is_empty()) {
+    if names.split(',').any(|n| n.trim().is_empty()) {
         bail!(usage());
     }
     Ok((p, names))
@@ -81,14 +81,17 @@ fn parse_partition(s: &str) -> anyhow::Result<(u8, Vec<&str>)> {
 pub fn run(args: FabricArgs) -> anyhow::Result<ExitCode> {
     let mut topology = args.topology.load()?;
     // A GPU put in two partitions (or twice in one) is a mistake, not a case for the last to win.
-    let mut placed: std::collections::BTreeMap<&str, u8> = std::collections::BTreeMap::new();
+    let mut placed: std::collections::BTreeMap<usize, u8> = std::collections::BTreeMap::new();
     for spec in &args.partition {
-        let (p, names) = parse_partition(spec)?;
-        for name in names {
-            if let Some(before) = placed.insert(name, p) {
-                bail!("--partition names {name} twice (in partitions {before} and {p})");
+        let (p, list) = parse_partition(spec)?;
+        for x in named_gpus(&topology, list, "--partition")? {
+            let name = topology.nodes[x].name.clone();
+            match placed.insert(x, p) {
+                Some(before) if before == p => bail!("--partition names {name} twice in partition {p}"),
+                Some(before) => bail!("--partition names {name} in partitions {before} and {p}"),
+                None => {}
             }
-            topology.set_partition(name, p).map_err(anyhow::Error::msg)?;
+            topology.set_partition(&name, p).map_err(anyhow::Error::msg)?;
         }
     }
     let hardware = match &args.hardware {

@@ -115,6 +115,18 @@ fn a_failed_link_is_planned_around() {
     assert_eq!(v["probe"]["same_partition_delivered"], 56);
 }
 
+/// A partition takes runs of GPUs as `--gpus` does.
+#[test]
+fn a_partition_takes_runs_of_gpus() {
+    let run = json(&["fabric"], &["--partition", "1:gpu4..gpu6,gpu1"]);
+    let listed = json(&["fabric"], &["--partition", "1:gpu4,gpu5,gpu6,gpu1"]);
+    assert_eq!(run, listed);
+    let partitions: Vec<_> = (0..8)
+        .map(|g| run["nodes"][g]["partition"].as_u64().unwrap())
+        .collect();
+    assert_eq!(partitions, [0, 1, 0, 0, 1, 1, 1, 0]);
+}
+
 #[test]
 fn bad_input_is_refused() {
     for args in [
@@ -125,6 +137,9 @@ fn bad_input_is_refused() {
         // One GPU in two partitions, or named twice in one: neither is a case for the last to win.
         &["--partition", "1:gpu4", "--partition", "2:gpu4"],
         &["--partition", "1:gpu4,gpu4"],
+        &["--partition", "1:gpu4", "--partition", "1:gpu4"],
+        &["--partition", "1:gpu6..gpu4"],
+        &["--partition", "1:gpu4,"],
         &["--fail-link", "gpu0"],
         &["--fail-link", "gpu0:gpu1"],
         &["--fail-link", "gpu0:nvswitch1@20us"],

@@ -537,6 +537,7 @@ fn gpu_list(topology: &Topology, list: &str, flag: &str) -> anyhow::Result<Vec<u
     let gpus = topology.gpus();
     match list.trim().parse::<usize>() {
         Ok(n) if (2..=gpus.len()).contains(&n) => Ok(gpus[..n].to_vec()),
+        Ok(n) if gpus.len() == 2 => bail!("{flag} {n}: expected 2 ({} has 2 GPUs)", topology.name),
         Ok(n) => bail!(
             "{flag} {n}: expected 2 to {} ({} has {} GPUs)",
             gpus.len(),
@@ -544,34 +545,42 @@ fn gpu_list(topology: &Topology, list: &str, flag: &str) -> anyhow::Result<Vec<u
             gpus.len()
         ),
         Err(_) => {
-            let number = |name: &str| -> anyhow::Result<usize> {
-                let x = topology.node_named(name).map_err(anyhow::Error::msg)?;
-                gpus.iter()
-                    .position(|&g| g == x)
-                    .with_context(|| format!("{flag}: {name} is not a GPU"))
-            };
-            let mut keep = Vec::new();
-            for item in list.split(',').map(str::trim) {
-                let (first, last) = match item.split_once("..") {
-                    Some((a, b)) => (number(a.trim())?, number(b.trim())?),
-                    None => (number(item)?, number(item)?),
-                };
-                if first > last {
-                    bail!("{flag}: {item} runs backwards");
-                }
-                for &x in &gpus[first..=last] {
-                    if keep.contains(&x) {
-                        bail!("{flag}: {} is named twice", topology.nodes[x].name);
-                    }
-                    keep.push(x);
-                }
-            }
+            let keep = named_gpus(topology, list, flag)?;
             if keep.len() < 2 {
                 bail!("{flag} {list:?}: at least 2 GPUs are needed");
             }
             Ok(keep)
         }
     }
+}
+
+/// The GPUs (node indices) that `list`, the value of `flag`, names: names and runs (`gpu8..gpu15`: those
+/// two and the GPUs numbered between them) separated by commas, in the order named, each once.
+pub(crate) fn named_gpus(topology: &Topology, list: &str, flag: &str) -> anyhow::Result<Vec<usize>> {
+    let gpus = topology.gpus();
+    let number = |name: &str| -> anyhow::Result<usize> {
+        let x = topology.node_named(name).map_err(anyhow::Error::msg)?;
+        gpus.iter()
+            .position(|&g| g == x)
+            .with_context(|| format!("{flag}: {name} is not a GPU"))
+    };
+    let mut keep = Vec::new();
+    for item in list.split(',').map(str::trim) {
+        let (first, last) = match item.split_once("..") {
+            Some((a, b)) => (number(a.trim())?, number(b.trim())?),
+            None => (number(item)?, number(item)?),
+        };
+        if first > last {
+            bail!("{flag}: {item} runs backwards");
+        }
+        for &x in &gpus[first..=last] {
+            if keep.contains(&x) {
+                bail!("{flag}: {} is named twice", topology.nodes[x].name);
+            }
+            keep.push(x);
+        }
+    }
+    Ok(keep)
 }
 
 /// The fabric a sweep runs on and who runs on it.
