@@ -273,9 +273,12 @@ impl Discovered<'_> {
         for &x in &c.unreached {
             println!("  not reached: {}", self.topology.nodes[x].name);
         }
+        // A degraded trunk is routed over only when the fabric is otherwise as the topology says: if not,
+        // nothing is programmed.
+        let routed = if c.matches() { ", routed over" } else { "" };
         for d in &c.degraded {
             println!(
-                "  degraded: trunk {} ({}): {} links up at {} MB/s, routed over",
+                "  degraded: trunk {} ({}): {} links up at {} MB/s{routed}",
                 d.trunk,
                 self.trunk_name(d.trunk),
                 d.links,

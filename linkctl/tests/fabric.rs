@@ -385,3 +385,57 @@ fn a_trunk_that_lost_links_is_reported_degraded_and_still_routed() {
     assert_eq!(v["discovery"]["down"], serde_json::json!([0]));
     assert_eq!(v["trunks"][0]["failed"], true);
 }
+
+/// A degraded trunk is said to be routed over only when the manager programs routes: not when the
+/// fabric is wired otherwise than the topology says, and nothing is programmed.
+#[test]
+fn a_degraded_trunk_of_a_miswired_fabric_is_not_said_to_be_routed_over() {
+    let dir = std::env::temp_dir();
+    let file = |name: &str, gpu3_on: &str| {
+        let path = dir.join(format!("linkctl-fabric-{}-{name}.toml", std::process::id()));
+        let mut text = String::from("name = \"pair of switches\"\n");
+        for n in ["gpu0", "gpu1", "gpu2", "gpu3"] {
+            text += &format!("[[node]]\nname = \"{n}\"\nkind = \"gpu\"\n");
+        }
+        text += "[[node]]\nname = \"sw0\"\nkind = \"switch\"\n[[node]]\nname = \"sw1\"\nkind = \"switch\"\n";
+        for (a, b) in [
+            ("gpu0", "sw0"),
+            ("gpu1", "sw0"),
+            ("gpu2", "sw1"),
+            ("gpu3", gpu3_on),
+            ("sw0", "sw1"),
+        ] {
+            text += &format!("[[link]]\na = \"{a}\"\nb = \"{b}\"\ncount = 2\ngbps = 25.0\n");
+        }
+        std::fs::write(&path, text).unwrap();
+        path
+    };
+    let (topology, miswired) = (file("topology", "sw1"), file("miswired", "sw0"));
+    let degrade = ["--degrade-link", "gpu0:sw0"];
+    let run = |hardware: &std::path::Path| {
+        let args = [
+            &["--topology", topology.to_str().unwrap(), "--hardware"][..],
+            &[hardware.to_str().unwrap()],
+            &degrade,
+        ]
+        .concat();
+        let out = common::linkctl(&["fabric"], &args);
+        (out.status.code(), String::from_utf8(out.stdout).unwrap())
+    };
+    let (status, text) = run(&topology);
+    assert_eq!(status, Some(0), "{text}");
+    assert!(
+        text.contains("degraded: trunk 0 (gpu0:0 - sw0:0): 1 links up at 25000 MB/s, routed over\n"),
+        "{text}"
+    );
+    let (status, text) = run(&miswired);
+    assert_eq!(status, Some(3), "{text}");
+    assert!(
+        text.contains("degraded: trunk 0 (gpu0:0 - sw0:0): 1 links up at 25000 MB/s\n"),
+        "{text}"
+    );
+    assert!(text.contains("nothing programmed"), "{text}");
+    for path in [topology, miswired] {
+        std::fs::remove_file(path).unwrap();
+    }
+}
