@@ -197,12 +197,18 @@ pub struct Report {
     pub efficiency: f64,
     /// Goodput as a fraction of the raw signalling rate (lanes x GT/s) of those directions.
     pub raw_efficiency: f64,
-    /// Final width and rate.
+    /// Width and rate of the link the packets crossed: at the end, or when the link was last up if it
+    /// went down.
     pub width: usize,
     /// GT/s.
     pub rate_gts: f64,
     /// Line code name.
     pub code: &'static str,
+    /// When the link went down and stayed down to the end of the run (from the start, training
+    /// included), if it did: the last time both ports were seen in L0 and both data links active.
+    pub down_at: Option<Duration>,
+    /// Whether the run stopped at its time limit.
+    pub limit_reached: bool,
 }
 
 /// The contents of payload flit `i` of packet `k` on `vc`.
@@ -271,7 +277,20 @@ pub fn run<const REPLAY: usize>(mut pair: LinkPair<SimEndpoint<REPLAY>>, traffic
     retrains.sort();
     let mut payload = [[0u8; FLIT_LEN]; MAX_PAYLOAD_FLITS];
     let total = traffic.packets * senders as u64;
+    // Up: both physical ports in L0 and both data links active (a data link stays active while its port
+    // retrains, and a port that cannot retrain stays down).
+    let up = |pair: &LinkPair<SimEndpoint<REPLAY>>| {
+        let (a, b) = (&pair.a.ep, &pair.b.ep);
+        a.phy.is_up() && b.phy.is_up() && a.dl.is_active() && b.dl.is_active()
+    };
+    // The link as it was when last seen up: its width, rate and code, and when.
+    let phy_now =
+        |phy: &link_phy::ltssm::Port| (phy.width().map_or(0, |w| w.lanes()), phy.rate(), phy.line_code());
+    let mut last_up = (pair.now(), phy_now(&pair.a.ep.phy));
     while active && pair.now() <= limit && rx.iter().map(|r| r.delivered).sum::<u64>() < total {
+        if up(&pair) {
+            last_up = (pair.now(), phy_now(&pair.a.ep.phy));
+        }
         if retrains.first().is_some_and(|&t| pair.now() >= t) {
             retrains.remove(0);
             pair.a.ep.phy.request_retrain();
@@ -350,16 +369,25 @@ pub fn run<const REPLAY: usize>(mut pair: LinkPair<SimEndpoint<REPLAY>>, traffic
     for i in 0..3 {
         report.flit_faults[i] = pair.a.injected[i] + pair.b.injected[i];
     }
-    let phy = &pair.a.ep.phy;
-    report.width = phy.width().map_or(0, |w| w.lanes());
-    report.rate_gts = phy.rate().gts();
-    report.code = phy.line_code().name();
+    let up_at_end = up(&pair);
+    let (width, rate, code) = if up_at_end {
+        phy_now(&pair.a.ep.phy)
+    } else {
+        last_up.1
+    };
+    if active && !up_at_end {
+        report.down_at = Some(last_up.0.saturating_since(Instant::ZERO));
+    }
+    report.limit_reached = pair.now() > limit;
+    report.width = width;
+    report.rate_gts = rate.gts();
+    report.code = code.name();
     let seconds = report.elapsed.as_ps() as f64 * 1e-12;
     if seconds > 0.0 {
         let bytes = report.bytes_verified as f64;
         report.goodput_gbps = bytes / seconds / 1e9;
         let raw = senders as f64 * report.width as f64 * report.rate_gts * 1e9 / 8.0;
-        let coded = raw * phy.line_code().efficiency();
+        let coded = raw * code.efficiency();
         report.raw_efficiency = bytes / seconds / raw;
         report.efficiency = bytes / seconds / coded;
     }

@@ -126,6 +126,49 @@ fn a_link_that_never_comes_up_says_where_training_ended() {
     }
 }
 
+/// A link that comes up and then goes down for good (here its retraining fails at a high bit error rate)
+/// is reported down, with when, and the packets not delivered put down to it: not to the time limit,
+/// nor as a link of no lanes (it had said "x0 at 2.5 GT/s" and "inf%" of the line rate).
+#[test]
+fn a_link_that_goes_down_for_good_says_so() {
+    let args = [
+        "--lanes",
+        "8",
+        "--timing",
+        "fast",
+        "--ber",
+        "6e-4",
+        "--packets",
+        "300",
+    ];
+    let out = common::linkctl(&["link", "run"], &args);
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert_eq!(out.status.code(), Some(3), "{text}");
+    assert!(text.starts_with("link: x8 at 8 GT/s, 128b130b"), "{text}");
+    assert!(text.contains("us to the end (Failed)\n"), "{text}");
+    assert!(text.contains("(NOT all delivered: the link went down)"), "{text}");
+    assert!(!text.contains("inf%"), "{text}");
+    let out = common::linkctl(&["link", "run"], &[&args[..], &["--json"]].concat());
+    assert_eq!(out.status.code(), Some(3));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        (v["up"].as_bool(), v["state"].as_str()),
+        (Some(true), Some("Failed"))
+    );
+    assert_eq!(
+        (v["limit_reached"].as_bool(), v["lanes"].as_u64()),
+        (Some(false), Some(8))
+    );
+    let (up, down) = (
+        v["time_to_active_us"].as_f64().unwrap(),
+        v["down_at_us"].as_f64().unwrap(),
+    );
+    assert!(up < down, "{v}");
+    assert!(v["efficiency"].as_f64().is_some_and(f64::is_finite), "{v}");
+    // A link that stays up has none.
+    assert!(json(&["--packets", "100"])["down_at_us"].is_null());
+}
+
 #[test]
 fn bad_input_is_a_clear_error_not_a_panic() {
     for args in [

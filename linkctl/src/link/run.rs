@@ -172,7 +172,11 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
 fn to_json(r: &Report, args: &RunArgs, wall_seconds: f64, code: LineCode, limit: Duration) -> Value {
     let sum = |f: fn(&link_dl::DlCounters) -> u64| f(&r.dl[0]) + f(&r.dl[1]);
     let state = super::train::reported_state(r.phy_states);
-    let limit_reached = super::train::stopped_at_limit(r.active, state, r.time_to_active >= limit);
+    let limit_reached = if r.active {
+        r.limit_reached
+    } else {
+        super::train::stopped_at_limit(r.active, state, r.time_to_active >= limit)
+    };
     json!({
         "up": r.active,
         "state": state,
@@ -203,6 +207,7 @@ fn to_json(r: &Report, args: &RunArgs, wall_seconds: f64, code: LineCode, limit:
         "payload": args.payload,
         "replay_buffer": args.replay,
         "time_to_active_us": r.active.then(|| r.time_to_active.as_ps() as f64 / 1e6),
+        "down_at_us": r.down_at.map(|t| t.as_ps() as f64 / 1e6),
         "elapsed_us": r.elapsed.as_ps() as f64 / 1e6,
         "goodput_gbps": r.goodput_gbps,
         "efficiency": r.efficiency,
@@ -217,8 +222,17 @@ fn print_text(r: &Report, v: &Value) {
         print_down(r, v);
         return;
     }
+    // A link that went down for good is told apart from one that ran out of time.
+    let went_down = match r.down_at {
+        Some(t) => format!(
+            "; DOWN from {:.1} us to the end ({})",
+            t.as_ps() as f64 / 1e6,
+            v["state"].as_str().unwrap_or("?")
+        ),
+        None => String::new(),
+    };
     println!(
-        "link: x{} at {} GT/s, {} (requested {}), up after {:.1} us",
+        "link: x{} at {} GT/s, {} (requested {}), up after {:.1} us{went_down}",
         r.width,
         r.rate_gts,
         r.code,
@@ -233,10 +247,11 @@ fn print_text(r: &Report, v: &Value) {
         r.duplicates,
         r.corrupted,
         r.out_of_order,
-        if r.complete {
-            ""
-        } else {
-            " (NOT all delivered before the time limit)"
+        match (r.complete, r.down_at, r.limit_reached) {
+            (true, ..) => "",
+            (false, Some(_), _) => " (NOT all delivered: the link went down)",
+            (false, None, true) => " (NOT all delivered before the time limit)",
+            (false, None, false) => " (NOT all delivered)",
         }
     );
     print_errors(r, v);
