@@ -949,3 +949,21 @@ fn traffic_can_run_on_other_gpus_than_the_collective_as_another_job() {
     *two.last_mut().unwrap() = "g0,g1";
     common::assert_refused(&["sim"], &two);
 }
+
+/// Background traffic too light to send a packet in the run has no latency, not one of 0 ns, and its
+/// load is shown, not rounded to 0.00.
+#[test]
+fn background_traffic_that_sends_nothing_has_no_latency() {
+    let args = ["allreduce", "--max", "4K", "--background", "uniform:1e-9"];
+    let text = String::from_utf8(sim(&args).stdout).unwrap();
+    assert!(
+        text.contains("at a load of 1.00e-9 (links spread) beside the collective: 0.0 of 0.0 GB/s per GPU accepted; no packet's latency measured;"),
+        "{text}"
+    );
+    let latency = &json(&args)["background"]["latency_ns"];
+    assert_eq!(latency["packets"], 0);
+    assert!(
+        ["mean", "p50", "p99", "max"].iter().all(|k| latency[k].is_null()),
+        "{latency}"
+    );
+}

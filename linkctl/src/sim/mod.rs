@@ -456,20 +456,22 @@ fn background_line(b: &BackgroundReport, topology: &Topology) -> String {
             )
         }
     };
+    let latency = if l.packets > 0 {
+        format!(
+            "latency of {} packets: mean {:.1} ns, p50 {}, p99 {}, max {}",
+            l.packets, l.mean_ns, l.p50_ns, l.p99_ns, l.max_ns
+        )
+    } else {
+        "no packet's latency measured".to_owned()
+    };
     format!(
-        "# Background: {} traffic at a load of {:.2} ({} spread){on} beside the collective: {:.1} of {:.1} GB/s \
-         per GPU accepted; latency of {} packets: mean {:.1} ns, p50 {}, p99 {}, max {}; {} not generated for \
-         full source queues; {}",
+        "# Background: {} traffic at a load of {} ({} spread){on} beside the collective: {:.1} of {:.1} GB/s \
+         per GPU accepted; {latency}; {} not generated for full source queues; {}",
         b.background.pattern.name(),
-        b.background.load,
+        traffic::load_text(b.background.load),
         b.background.spread.name(),
         b.measured.accepted_gbps,
         b.measured.offered_gbps,
-        l.packets,
-        l.mean_ns,
-        l.p50_ns,
-        l.p99_ns,
-        l.max_ns,
         b.measured.source_full,
         match (&b.measured.problem, b.measured.loss()) {
             (Some(problem), None) => format!("WRONG: {problem}"),

@@ -175,8 +175,10 @@ pub fn run(args: TrafficArgs) -> anyhow::Result<ExitCode> {
             topology.name,
             spread.name()
         );
+        // A load with no packet measured has no latency to plot.
         let points: Vec<_> = reports
             .iter()
+            .filter(|r| r.measured.latency.packets > 0)
             .map(|r| {
                 (
                     r.measured.offered_gbps,
@@ -194,6 +196,16 @@ pub fn run(args: TrafficArgs) -> anyhow::Result<ExitCode> {
     })
 }
 
+/// An offered load as the tables print it: two decimals, or in scientific notation below 0.01, which
+/// two decimals would show as 0.
+pub fn load_text(load: f64) -> String {
+    if load >= 0.01 {
+        format!("{load:.2}")
+    } else {
+        format!("{load:.2e}")
+    }
+}
+
 /// What synthetic traffic measured, with the fields of `rest`: the JSON of a `sim traffic` point and of
 /// `sim --background`.
 pub fn measured_json(m: &Measured, rest: Value) -> Value {
@@ -201,7 +213,14 @@ pub fn measured_json(m: &Measured, rest: Value) -> Value {
     let mut v = json!({
         "offered_gbps": m.offered_gbps,
         "accepted_gbps": m.accepted_gbps,
-        "latency_ns": { "packets": l.packets, "mean": l.mean_ns, "p50": l.p50_ns, "p99": l.p99_ns, "max": l.max_ns },
+        // No packet measured has no latency (not one of 0 ns).
+        "latency_ns": {
+            "packets": l.packets,
+            "mean": (l.packets > 0).then_some(l.mean_ns),
+            "p50": (l.packets > 0).then_some(l.p50_ns),
+            "p99": (l.packets > 0).then_some(l.p99_ns),
+            "max": (l.packets > 0).then_some(l.max_ns),
+        },
         "generated": m.generated,
         "delivered": m.delivered,
         "lost": m.lost,
@@ -277,15 +296,18 @@ fn print_table(s: &Value, reports: &[TrafficReport], windows: &[Window]) {
         "load", "offered", "accepted", "mean ns", "p50", "p99", "max", "packets", "src full"
     );
     for r in reports {
+        let l = &r.measured.latency;
+        // No packet measured has no latency: dashes, not zeros.
+        let ns = |x: String| if l.packets > 0 { x } else { "-".to_owned() };
         println!(
-            " {:>6.2} {:>10.1} {:>10.1}  {:>9.1} {:>7} {:>7} {:>7} {:>10} {:>9}{}",
-            r.load,
+            " {:>6} {:>10.1} {:>10.1}  {:>9} {:>7} {:>7} {:>7} {:>10} {:>9}{}",
+            load_text(r.load),
             r.measured.offered_gbps,
             r.measured.accepted_gbps,
-            r.measured.latency.mean_ns,
-            r.measured.latency.p50_ns,
-            r.measured.latency.p99_ns,
-            r.measured.latency.max_ns,
+            ns(format!("{:.1}", l.mean_ns)),
+            ns(l.p50_ns.to_string()),
+            ns(l.p99_ns.to_string()),
+            ns(l.max_ns.to_string()),
             r.measured.delivered,
             r.measured.source_full,
             match (r.measured.verified, &r.measured.problem) {
@@ -308,15 +330,18 @@ fn print_table(s: &Value, reports: &[TrafficReport], windows: &[Window]) {
     let mut loads = reports.iter().zip(windows);
     if let Some((r, w)) = loads.clone().find(|(_, w)| w.packets < 100.0) {
         println!(
-            "# at load {:.2} the window holds {:.1} packets on average: too few for its throughput to mean \
+            "# at load {} the window holds {:.1} packets on average: too few for its throughput to mean \
              much (a longer --measure)",
-            r.load, w.packets
+            load_text(r.load),
+            w.packets
         );
     }
     if let Some((r, _)) = loads.find(|(_, w)| w.saturated) {
         println!(
-            "# saturated from load {:.2}: the fabric accepts {:.1} GB/s per GPU of the {:.1} offered",
-            r.load, r.measured.accepted_gbps, r.measured.offered_gbps
+            "# saturated from load {}: the fabric accepts {:.1} GB/s per GPU of the {:.1} offered",
+            load_text(r.load),
+            r.measured.accepted_gbps,
+            r.measured.offered_gbps
         );
     }
     println!(
