@@ -43,6 +43,18 @@ pub struct Trunk {
     pub format: LinkFormat,
 }
 
+impl Trunk {
+    /// The most a channel of this trunk can carry, GB/s, if its round trip holds more than the data link
+    /// may have in flight on one channel (the receive buffer its credits advertise, less than its replay
+    /// buffer holds), and `None` if it can run at its rate. A trunk of long latency is paced by its
+    /// credits: at 1 us, 64 KiB per 2 us round trip is about 33 GB/s, whatever its links carry.
+    pub fn window_limit_gbps(&self) -> Option<f64> {
+        let window = (crate::net::RX_FLITS * link_dl::flit::FLIT_LEN) as f64;
+        let most = window / (2.0 * self.latency_ns);
+        (most < self.gbps).then_some(most)
+    }
+}
+
 /// The channel dependency graph of a fabric's routes ([`Fabric::dependencies`]).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Dependencies {

@@ -4,7 +4,7 @@ mod common;
 
 use std::process::Output;
 
-use serde_json::Value;
+use serde_json::{json, Value};
 
 fn sim(args: &[&str]) -> Output {
     common::linkctl(&["sim"], args)
@@ -966,4 +966,48 @@ fn background_traffic_that_sends_nothing_has_no_latency() {
         ["mean", "p50", "p99", "max"].iter().all(|k| latency[k].is_null()),
         "{latency}"
     );
+}
+
+/// A trunk whose round trip holds more than its credits let a channel have in flight is named, with the
+/// most it can carry (64 KiB per 2 us round trip at 1 us of latency: 32.8 GB/s), and what it carries
+/// stays under that; the built-in fabrics have none.
+#[test]
+fn trunks_paced_by_their_credits_are_named() {
+    let path = std::env::temp_dir().join(format!("linkctl-sim-slow-{}.toml", std::process::id()));
+    let mut text =
+        String::from("node = [{ name = \"g0\", kind = \"gpu\" }, { name = \"g1\", kind = \"gpu\" }, ");
+    text += "{ name = \"sw\", kind = \"switch\" }]\nlink = [";
+    text += "{ a = \"g0\", b = \"sw\", count = 4, gbps = 25.0, latency_ns = 1000 }, ";
+    text += "{ a = \"g1\", b = \"sw\", count = 4, gbps = 25.0, latency_ns = 100 }]\n";
+    std::fs::write(&path, text).unwrap();
+    let args = [
+        "alltoall",
+        "--topology",
+        path.to_str().unwrap(),
+        "--min",
+        "1M",
+        "--max",
+        "1M",
+    ];
+    let out = String::from_utf8(sim(&args).stdout).unwrap();
+    assert!(
+        out.contains("# Note: trunk g0 - sw (100.0 GB/s, 1000 ns): a round trip holds more than the 64 KiB a channel's credits allow in flight, so it carries at most about 32.8 GB/s\n"),
+        "{out}"
+    );
+    assert_eq!(out.matches("# Note: trunk").count(), 1, "{out}");
+    let v = json(&args);
+    std::fs::remove_file(&path).unwrap();
+    let limited = v["window_limited"].as_array().unwrap();
+    assert_eq!(
+        (limited.len(), &limited[0]["a"], &limited[0]["b"]),
+        (1, &json!("g0"), &json!("sw"))
+    );
+    let most = limited[0]["most_gbps"].as_f64().unwrap();
+    assert!((most - 32.768).abs() < 1e-9, "{most}");
+    // Each GPU sends half its buffer to the other: what crosses the slow trunk a direction, per second.
+    assert!(v["rows"][0]["busbw"].as_f64().unwrap() < most, "{v}");
+    for topology in ["dgx-h100", "fat-tree-32", "pcie8"] {
+        let v = json(&["allreduce", "--topology", topology, "--max", "1K"]);
+        assert_eq!(v["window_limited"], json!([]), "{topology}");
+    }
 }

@@ -272,6 +272,49 @@ impl Drop for PlotFile {
     }
 }
 
+/// The trunks of `topology` whose latency holds more in a round trip than a data link may have in flight
+/// on a channel, as the JSON of `sim` and `sim traffic` lists them (`window_limited`): their ends, rate,
+/// latency and the most they can carry.
+pub fn window_limited(topology: &Topology) -> serde_json::Value {
+    let (trunks, _) = fabric_sim::manager::gang(topology);
+    let name = |x: usize| topology.nodes[x].name.as_str();
+    (trunks.iter())
+        .filter_map(|t| {
+            let most = t.window_limit_gbps()?;
+            Some(json!({
+                "a": name(t.a.0),
+                "b": name(t.b.0),
+                "gbps": t.gbps,
+                "latency_ns": t.latency_ns,
+                "most_gbps": most,
+            }))
+        })
+        .collect()
+}
+
+/// Notes for the table on the trunks [`window_limited`] lists: the first four, and how many more.
+pub fn window_notes(limited: &serde_json::Value) -> Vec<String> {
+    let all = limited.as_array().map_or(&[][..], Vec::as_slice);
+    let mut notes: Vec<String> = (all.iter().take(4))
+        .map(|t| {
+            format!(
+                "# Note: trunk {} - {} ({:.1} GB/s, {:.0} ns): a round trip holds more than the {} KiB a channel's \
+                 credits allow in flight, so it carries at most about {:.1} GB/s",
+                t["a"].as_str().unwrap_or_default(),
+                t["b"].as_str().unwrap_or_default(),
+                t["gbps"].as_f64().unwrap_or_default(),
+                t["latency_ns"].as_f64().unwrap_or_default(),
+                fabric_sim::net::RX_FLITS * link_dl::flit::FLIT_LEN / 1024,
+                t["most_gbps"].as_f64().unwrap_or_default()
+            )
+        })
+        .collect();
+    if all.len() > 4 {
+        notes.push(format!("# Note: and {} more trunks like them", all.len() - 4));
+    }
+    notes
+}
+
 /// What failover did, as the JSON of `sim` and `sim traffic` reports it.
 pub fn failover_json(f: &fabric_sim::net::FailoverStats) -> serde_json::Value {
     json!({
@@ -809,6 +852,9 @@ fn print_table(sweep: &Sweep, r: &Report) {
         );
     }
     println!("# {}", sweep.topology.source);
+    for note in window_notes(&window_limited(&sweep.topology)) {
+        println!("{note}");
+    }
     println!("#");
     println!(
         "# {:>12} {:>12} {:>7} {:>6} {:>6} {:>10} {:>8} {:>8} {:>6}",
@@ -940,6 +986,7 @@ fn print_json(sweep: &Sweep, r: &Report) -> anyhow::Result<()> {
     let out = json!({
         "collective": kind_name(sweep.kind),
         "topology": sweep.topology.name,
+        "window_limited": window_limited(&sweep.topology),
         "gpus": r.gpus,
         "collective_gpus": collective_gpus(sweep).map(|numbers| gpu_names(&sweep.topology, &numbers)),
         "algorithm": sweep.algo.name(),

@@ -14,8 +14,8 @@ use link_phy::time::Duration;
 use serde_json::{json, Value};
 
 use super::{
-    failover_json, failover_line, parse_time, plot, some_gpus, trace_json, trace_lines, FaultArgs, PlotFile,
-    TopologyArg, TraceArgs, EXIT_WRONG,
+    failover_json, failover_line, parse_time, plot, some_gpus, trace_json, trace_lines, window_limited,
+    window_notes, FaultArgs, PlotFile, TopologyArg, TraceArgs, EXIT_WRONG,
 };
 
 #[derive(Args, Debug)]
@@ -140,6 +140,7 @@ pub fn run(args: TrafficArgs) -> anyhow::Result<ExitCode> {
         .collect();
     let summary = json!({
         "topology": topology.name,
+        "window_limited": window_limited(&topology),
         "pattern": pattern.name(),
         "spread": spread.name(),
         "hotspot": match pattern {
@@ -290,6 +291,9 @@ fn print_table(s: &Value, reports: &[TrafficReport], windows: &[Window]) {
         s["warmup_us"],
         s["measure_us"]
     );
+    for note in window_notes(&s["window_limited"]) {
+        println!("{note}");
+    }
     println!("# load: share of each GPU's injection bandwidth offered; GB/s: payload per GPU");
     println!(
         "#{:>6} {:>10} {:>10}  {:>9} {:>7} {:>7} {:>7} {:>10} {:>9}",
