@@ -485,11 +485,14 @@ impl View<'_> {
             "trunk", "end a", "end b", "links", "GB/s", "latency_ns", "BER"
         );
         for (i, trunk) in f.trunks.iter().enumerate() {
-            let state = match self.degraded(i) {
+            let mut state = match self.degraded(i) {
                 _ if self.failed.contains(&i) => "  (failed)".to_string(),
                 Some((links, gbps)) => format!("  (degraded: {links} links up, {gbps:.1} GB/s)"),
                 None => String::new(),
             };
+            if let Some(most) = trunk.window_limit_gbps() {
+                state += &format!("  (paced by its credits: at most {most:.1} GB/s a channel)");
+            }
             println!(
                 "  {i:>5} {:<26} {:<26} {:>5} {:>8.1} {:>10} {:>8} {}{state}",
                 self.end(trunk.a),
@@ -604,6 +607,7 @@ impl View<'_> {
                     "format": trunk.format.name(),
                     "failed": self.failed.contains(&i),
                     "links_up": links_up,
+                    "window_limit_gbps": trunk.window_limit_gbps(),
                 })
             })
             .collect();

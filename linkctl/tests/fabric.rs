@@ -439,3 +439,29 @@ fn a_degraded_trunk_of_a_miswired_fabric_is_not_said_to_be_routed_over() {
         std::fs::remove_file(path).unwrap();
     }
 }
+
+/// The trunk table marks a trunk paced by its credits (its round trip holds more than 64 KiB), with the
+/// most a channel carries; the JSON gives it, null for the others.
+#[test]
+fn a_trunk_paced_by_its_credits_is_marked() {
+    let path = std::env::temp_dir().join(format!("linkctl-fabric-slow-{}.toml", std::process::id()));
+    let mut text =
+        String::from("node = [{ name = \"g0\", kind = \"gpu\" }, { name = \"g1\", kind = \"gpu\" }]\n");
+    text += "link = [{ a = \"g0\", b = \"g1\", count = 4, gbps = 25.0, latency_ns = 2000 }]\n";
+    std::fs::write(&path, text).unwrap();
+    let out = common::linkctl(&["fabric"], &["--topology", path.to_str().unwrap()]);
+    let v = json(&["fabric"], &["--topology", path.to_str().unwrap()]);
+    std::fs::remove_file(&path).unwrap();
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        text.contains("(paced by its credits: at most 16.4 GB/s a channel)"),
+        "{text}"
+    );
+    assert!((v["trunks"][0]["window_limit_gbps"].as_f64().unwrap() - 16.384).abs() < 1e-9);
+    let dgx = json(&["fabric"], &[]);
+    assert!(dgx["trunks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|t| t["window_limit_gbps"].is_null()));
+}
