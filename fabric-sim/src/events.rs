@@ -35,12 +35,10 @@ impl<T> Default for EventQueue<T> {
 }
 
 impl<T> EventQueue<T> {
-    #[cfg(test)]
     pub fn len(&self) -> usize {
         self.current.len() + self.buckets.iter().map(Vec::len).sum::<usize>()
     }
 
-    #[cfg(test)]
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }

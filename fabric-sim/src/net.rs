@@ -866,6 +866,11 @@ impl Net {
         );
     }
 
+    /// Whether nothing is left to happen: no event is scheduled.
+    pub fn idle(&self) -> bool {
+        self.queue.is_empty()
+    }
+
     /// Run until `app` is done, nothing can happen any more, or `limit` passes. Returns whether the app
     /// finished.
     pub fn run(&mut self, app: &mut dyn App, limit: Instant) -> bool {
@@ -1248,8 +1253,12 @@ impl Net {
                     bounced = true;
                     continue;
                 }
-                // Some packets repeat headers on purpose: the collective tells their copies apart.
-                if !wire::repeats_headers(p.tl) && !f.seen[gpu].first_time(p.tl) {
+                // The engines' packets repeat headers on purpose and are not tracked: the collective tells
+                // their copies apart. The tree's credits repeat a header when they repeat a count: they
+                // are noted (a copy a failure strands is then known for one), but a repeat is delivered
+                // all the same, as without failures (the receiver keeps the largest count).
+                let copy = !wire::is_engine_traffic(p.tl) && !f.seen[gpu].first_time(p.tl);
+                if copy && !wire::repeats_headers(p.tl) {
                     f.stats.duplicates_dropped += 1;
                     continue;
                 }

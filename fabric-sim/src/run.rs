@@ -863,7 +863,9 @@ fn run_with(
         let check = app.check();
         app_failure = app.failure();
         if !done && net.fatal().is_none() && app_failure.is_none() {
-            timed_out = Some(size);
+            // Out of time, or out of events before it (nothing left to happen: a stall).
+            let stalled = net.idle().then(|| net.now().saturating_since(start));
+            timed_out = Some((size, stalled));
         }
         let done = done && net.fatal().is_none() && app_failure.is_none();
         let time_us = (net.completed_at().as_ps() - start.as_ps()) as f64 / 1e6;
@@ -910,11 +912,16 @@ fn run_with(
         .map(str::to_owned)
         .or(app_failure)
         .or_else(|| match timed_out {
-            Some(size) => Some(format!(
+            Some((size, None)) => Some(format!(
                 "the {size} B size did not complete within {} s of simulated time, the most a size is given",
                 sweep.limit_per_size.as_ps() as f64 / 1e12
             )),
-            None => rows.last().filter(|r| r.wrong > 0).map(|r| {
+            Some((size, Some(after))) => Some(format!(
+                "the {size} B size stalled: nothing was left to happen {:.3} us after it started, with its \
+                 results incomplete",
+                after.as_ps() as f64 / 1e6
+            )),
+            None => rows.iter().find(|r| r.wrong > 0).map(|r| {
                 format!(
                     "{} result packets of the {} B size failed verification",
                     r.wrong, r.bytes

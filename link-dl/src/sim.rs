@@ -204,10 +204,11 @@ pub struct Report {
     pub rate_gts: f64,
     /// Line code name.
     pub code: &'static str,
-    /// When the link went down and stayed down to the end of the run (from the start, training
-    /// included), if it did: the last time both ports were seen in L0 and both data links active.
+    /// When the link went down, if it was down when the run ended (failed, or still retraining when
+    /// the time ran out), from the start, training included: the last time both ports were seen in L0
+    /// and both data links active.
     pub down_at: Option<Duration>,
-    /// Whether the run stopped at its time limit.
+    /// Whether the run stopped at its time limit with packets not delivered.
     pub limit_reached: bool,
 }
 
@@ -378,7 +379,7 @@ pub fn run<const REPLAY: usize>(mut pair: LinkPair<SimEndpoint<REPLAY>>, traffic
     if active && !up_at_end {
         report.down_at = Some(last_up.0.saturating_since(Instant::ZERO));
     }
-    report.limit_reached = pair.now() > limit;
+    report.limit_reached = pair.now() > limit && report.packets_delivered < total;
     report.width = width;
     report.rate_gts = rate.gts();
     report.code = code.name();

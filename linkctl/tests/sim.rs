@@ -503,6 +503,13 @@ fn the_plot_is_an_svg() {
     failing(&path);
     assert_eq!(std::fs::read_to_string(&path).unwrap(), "an older plot");
     std::fs::remove_file(&path).unwrap();
+    // Nor does it remove a symbolic link that was there, even one to nothing yet.
+    let target = path.with_extension("target.svg");
+    std::os::unix::fs::symlink(&target, &path).unwrap();
+    failing(&path);
+    assert!(std::fs::symlink_metadata(&path).is_ok_and(|m| m.file_type().is_symlink()));
+    std::fs::remove_file(&path).unwrap();
+    let _ = std::fs::remove_file(&target);
 }
 
 #[test]

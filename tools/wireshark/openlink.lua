@@ -105,13 +105,15 @@ function openlink.dissector(tvb, pinfo, tree)
         local source = (tl:rshift(33):band(0x3FF)):tonumber()
         local multicast = bit.band(flit(7, 1):uint(), 1)
         local offset = flit(8, 4):uint()
-        t:add(f.opcode, flit(4, 1), opcode)
+        -- Bytes 4-11 hold bits 63:0 of the flit's word: the opcode (bits 57:53) is in bytes 4-5, the
+        -- destination (52:43) in 5-6, the source (42:33) in 6-7.
+        t:add(f.opcode, flit(4, 2), opcode)
         if multicast == 1 then
-            t:add(f.group, flit(4, 2), dest)
+            t:add(f.group, flit(5, 2), dest)
         else
-            t:add(f.dest, flit(4, 2), dest)
+            t:add(f.dest, flit(5, 2), dest)
         end
-        t:add(f.source, flit(5, 3), source)
+        t:add(f.source, flit(6, 2), source)
         t:add(f.multicast, flit(7, 1), multicast)
         local o = t:add(f.offset, flit(8, 4), offset)
         local what = sim_opcodes[opcode] or string.format("opcode %02Xh", opcode)

@@ -381,13 +381,22 @@ fn simulated(tl: u64) -> (Value, Option<String>) {
             "name": wire::opcode_name(returned),
             "offset": format!("{:08x}", wire::offset(original)),
         });
-        if wire::opcode_name(returned).is_none() || returned == wire::OP_BOUNCE {
+        if group.is_some() {
+            error = Some(
+                "a returned packet with the multicast bit set, which the simulator does not send".into(),
+            );
+        } else if wire::opcode_name(returned).is_none() || returned == wire::OP_BOUNCE {
             error = Some(format!(
                 "a returned packet of opcode {returned:02X}h, which the simulator does not send"
             ));
         }
     } else if op == OP_CREDIT {
         let credit = Credit::of(offset);
+        if credit.offset() != offset {
+            error = Some(format!(
+                "a tree credit's offset {offset:08X}h has bits above its fields set"
+            ));
+        }
         fields["credit"] = json!({
             "tree": credit.tree,
             "direction": if credit.direction == 0 { "up" } else { "down" },
@@ -768,6 +777,18 @@ mod tests {
             (
                 header(0x1F, 2, 1, false, 0),
                 "opcode 1Fh from endpoint 1 to endpoint 2, offset 0h [opcode 1Fh is not one the simulator sends]",
+                false,
+            ),
+            (
+                header(OP_CREDIT, 2, 1, false, credit.offset() | 1 << 30),
+                "tree credit from endpoint 1 to endpoint 2: tree 1, up, 2 chunks freed [a tree credit's offset \
+                 44000002h has bits above its fields set]",
+                false,
+            ),
+            (
+                header(fabric_sim::wire::OP_BOUNCE, 3, 5, true, 0x1000_0000),
+                "returned data from endpoint 5 to group 3, offset 0h [a returned packet with the multicast bit \
+                 set, which the simulator does not send]",
                 false,
             ),
         ];

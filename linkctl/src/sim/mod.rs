@@ -237,11 +237,17 @@ struct PlotFile {
 impl PlotFile {
     fn create(path: Option<&std::path::Path>) -> anyhow::Result<Option<PlotFile>> {
         let Some(path) = path else { return Ok(None) };
-        let made = !path.exists();
-        let file = std::fs::OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(false)
+        // Made here only if nothing, not even a symbolic link, was at the path: created exclusively, so
+        // that what is removed on an error is only ever this run's own file.
+        let made = std::fs::symlink_metadata(path).is_err();
+        let mut open = std::fs::OpenOptions::new();
+        open.write(true);
+        if made {
+            open.create_new(true);
+        } else {
+            open.create(true).truncate(false);
+        }
+        let file = open
             .open(path)
             .with_context(|| format!("cannot create {}", path.display()))?;
         Ok(Some(PlotFile {
