@@ -44,14 +44,21 @@ pub struct Trunk {
 }
 
 impl Trunk {
-    /// The most a channel of this trunk can carry, GB/s, if its round trip holds more than the data link
-    /// may have in flight on one channel (the receive buffer its credits advertise, less than its replay
-    /// buffer holds), and `None` if it can run at its rate. A trunk of long latency is paced by its
-    /// credits: at 1 us, 64 KiB per 2 us round trip is about 33 GB/s, whatever its links carry.
-    pub fn window_limit_gbps(&self) -> Option<f64> {
-        let window = (crate::net::RX_FLITS * link_dl::flit::FLIT_LEN) as f64;
-        let most = window / (2.0 * self.latency_ns);
+    /// The most a channel of this trunk can carry, GB/s, when its packets take `packet_flits` flits, if
+    /// its round trip holds more than the data link may have in flight on one channel, and `None` if it
+    /// can run at its rate. In flight are at most the receive buffer its credits advertise and the
+    /// packets its replay buffer holds, whichever is less: for 128-byte writes the receive buffer, 64
+    /// KiB; for small writes the replay buffer's packets. A trunk of long latency is paced by them: at
+    /// 1 us, 64 KiB per 2 us round trip is about 33 GB/s, whatever its links carry.
+    pub fn window_limit_gbps(&self, packet_flits: usize) -> Option<f64> {
+        let flits = crate::net::RX_FLITS.min(crate::net::REPLAY * packet_flits);
+        let most = (flits * link_dl::flit::FLIT_LEN) as f64 / (2.0 * self.latency_ns);
         (most < self.gbps).then_some(most)
+    }
+
+    /// [`Trunk::window_limit_gbps`] for 128-byte writes in the trunk's format, as collectives send.
+    pub fn write_window_limit_gbps(&self) -> Option<f64> {
+        self.window_limit_gbps(self.format.flits_per_write() as usize)
     }
 }
 
@@ -490,6 +497,25 @@ fn distances_any(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// What a channel may have in flight is the lesser of the receive buffer (64 KiB) and the replay
+    /// buffer's 511 packets: for 128-byte writes the first, for small ones the second.
+    #[test]
+    fn long_or_fast_trunks_are_paced_by_credits_or_the_replay_buffer() {
+        let t = Topology::builtin("dgx-h100").unwrap();
+        let f = Fabric::plan(&t, &[]).unwrap();
+        let trunk = &f.trunks[0];
+        assert_eq!((trunk.gbps, trunk.latency_ns), (125.0, 100.0));
+        // 128-byte writes, 10 flits: 64 KiB per 200 ns is 327.68 GB/s, above the rate.
+        assert_eq!(trunk.write_window_limit_gbps(), None);
+        // 16-byte writes, 3 flits: 511 x 48 B per 200 ns.
+        assert!((trunk.window_limit_gbps(3).unwrap() - 511.0 * 48.0 / 200.0).abs() < 1e-9);
+        let slow = Trunk {
+            latency_ns: 1000.0,
+            ..trunk.clone()
+        };
+        assert!((slow.write_window_limit_gbps().unwrap() - 65536.0 / 2000.0).abs() < 1e-9);
+    }
 
     #[test]
     fn nvswitch_systems_gang_links_and_route_through_every_switch() {

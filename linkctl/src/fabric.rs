@@ -490,7 +490,7 @@ impl View<'_> {
                 Some((links, gbps)) => format!("  (degraded: {links} links up, {gbps:.1} GB/s)"),
                 None => String::new(),
             };
-            if let Some(most) = trunk.window_limit_gbps() {
+            if let Some(most) = trunk.write_window_limit_gbps() {
                 state += &format!("  (paced by its credits: at most {most:.1} GB/s a channel)");
             }
             println!(
@@ -607,7 +607,7 @@ impl View<'_> {
                     "format": trunk.format.name(),
                     "failed": self.failed.contains(&i),
                     "links_up": links_up,
-                    "window_limit_gbps": trunk.window_limit_gbps(),
+                    "window_limit_gbps": trunk.write_window_limit_gbps(),
                 })
             })
             .collect();

@@ -998,7 +998,7 @@ fn trunks_paced_by_their_credits_are_named() {
     ];
     let out = String::from_utf8(sim(&args).stdout).unwrap();
     assert!(
-        out.contains("# Note: trunk g0 - sw (100.0 GB/s, 1000 ns): a round trip holds more than the 64 KiB a channel's credits allow in flight, so it carries at most about 32.8 GB/s\n"),
+        out.contains("# Note: trunk g0 - sw (100.0 GB/s, 1000 ns): a round trip holds more than a channel's credits and replay buffer allow in flight, so it carries at most about 32.8 GB/s\n"),
         "{out}"
     );
     assert_eq!(out.matches("# Note: trunk").count(), 1, "{out}");

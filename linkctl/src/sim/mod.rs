@@ -279,14 +279,17 @@ impl Drop for PlotFile {
 }
 
 /// The trunks of `topology` whose latency holds more in a round trip than a data link may have in flight
-/// on a channel, as the JSON of `sim` and `sim traffic` lists them (`window_limited`): their ends, rate,
-/// latency and the most they can carry.
-pub fn window_limited(topology: &Topology) -> serde_json::Value {
+/// on a channel, with packets of `payload_bytes` (128 for collectives), as the JSON of `sim` and `sim
+/// traffic` lists them (`window_limited`): their ends, rate, latency and the most they can carry.
+pub fn window_limited(topology: &Topology, payload_bytes: usize) -> serde_json::Value {
     let (trunks, _) = fabric_sim::manager::gang(topology);
     let name = |x: usize| topology.nodes[x].name.as_str();
+    // A header flit, NVLink's address-extension flit if the fabric's packets carry one, and the data.
+    let flits =
+        1 + usize::from(topology.address_extension()) + payload_bytes.div_ceil(link_dl::flit::FLIT_LEN);
     (trunks.iter())
         .filter_map(|t| {
-            let most = t.window_limit_gbps()?;
+            let most = t.window_limit_gbps(flits)?;
             Some(json!({
                 "a": name(t.a.0),
                 "b": name(t.b.0),
@@ -304,13 +307,12 @@ pub fn window_notes(limited: &serde_json::Value) -> Vec<String> {
     let mut notes: Vec<String> = (all.iter().take(4))
         .map(|t| {
             format!(
-                "# Note: trunk {} - {} ({:.1} GB/s, {:.0} ns): a round trip holds more than the {} KiB a channel's \
-                 credits allow in flight, so it carries at most about {:.1} GB/s",
+                "# Note: trunk {} - {} ({:.1} GB/s, {:.0} ns): a round trip holds more than a channel's credits \
+                 and replay buffer allow in flight, so it carries at most about {:.1} GB/s",
                 t["a"].as_str().unwrap_or_default(),
                 t["b"].as_str().unwrap_or_default(),
                 t["gbps"].as_f64().unwrap_or_default(),
                 t["latency_ns"].as_f64().unwrap_or_default(),
-                fabric_sim::net::RX_FLITS * link_dl::flit::FLIT_LEN / 1024,
                 t["most_gbps"].as_f64().unwrap_or_default()
             )
         })
@@ -858,7 +860,7 @@ fn print_table(sweep: &Sweep, r: &Report) {
         );
     }
     println!("# {}", sweep.topology.source);
-    for note in window_notes(&window_limited(&sweep.topology)) {
+    for note in window_notes(&window_limited(&sweep.topology, 128)) {
         println!("{note}");
     }
     println!("#");
@@ -992,7 +994,7 @@ fn print_json(sweep: &Sweep, r: &Report) -> anyhow::Result<()> {
     let out = json!({
         "collective": kind_name(sweep.kind),
         "topology": sweep.topology.name,
-        "window_limited": window_limited(&sweep.topology),
+        "window_limited": window_limited(&sweep.topology, 128),
         "gpus": r.gpus,
         "collective_gpus": collective_gpus(sweep).map(|numbers| gpu_names(&sweep.topology, &numbers)),
         "algorithm": sweep.algo.name(),

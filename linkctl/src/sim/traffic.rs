@@ -140,7 +140,7 @@ pub fn run(args: TrafficArgs) -> anyhow::Result<ExitCode> {
         .collect();
     let summary = json!({
         "topology": topology.name,
-        "window_limited": window_limited(&topology),
+        "window_limited": window_limited(&topology, args.bytes),
         "pattern": pattern.name(),
         "spread": spread.name(),
         "hotspot": match pattern {
