@@ -238,6 +238,8 @@ pub struct TrafficReport {
     pub links: LinkTotals,
     /// What failover did, if faults were scheduled.
     pub failover: FailoverStats,
+    /// The faults due after the run had ended, which did not happen.
+    pub faults_after_end: usize,
     /// What the pcap trace holds and left out, if one was written.
     pub trace: Option<TraceSummary>,
     /// Value changes written to the waveforms and left out, if they were written.
@@ -352,6 +354,11 @@ pub fn run_traffic(topology: &Topology, spec: &TrafficSpec) -> Result<TrafficRep
         load: spec.load,
         warmup,
         failover: net.failover_stats(),
+        faults_after_end: spec
+            .faults
+            .iter()
+            .filter(|f| Instant(f.at().as_ps()) > net.now())
+            .count(),
         measured: app.measured(offered, spec.measure, finished, net.fatal()),
         simulated: net.now().saturating_since(Instant::ZERO),
         links: net.link_totals(),

@@ -115,6 +115,34 @@ fn a_failed_link_is_planned_around() {
     assert_eq!(v["probe"]["same_partition_delivered"], 56);
 }
 
+/// What is wrong with a --partition is said in words that fit it.
+#[test]
+fn partition_errors_say_what_is_wrong() {
+    for (args, says) in [
+        (
+            &["--partition", "1:gpu4", "--partition", "1:gpu4"][..],
+            "--partition names gpu4 twice in partition 1",
+        ),
+        (
+            &["--partition", "1:gpu4", "--partition", "2:gpu4"],
+            "--partition names gpu4 in partitions 1 and 2",
+        ),
+        (
+            &["--partition", "1:gpu4,gpu4"],
+            "--partition: gpu4 is named twice",
+        ),
+        (
+            &["--partition", "1:gpu6..gpu4"],
+            "--partition: gpu6..gpu4 runs backwards",
+        ),
+    ] {
+        let out = common::linkctl(&["fabric"], args);
+        let err = String::from_utf8(out.stderr).unwrap();
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {err}");
+        assert!(err.contains(says), "{args:?}: {err}");
+    }
+}
+
 /// A partition takes runs of GPUs as `--gpus` does.
 #[test]
 fn a_partition_takes_runs_of_gpus() {

@@ -559,6 +559,26 @@ fn fat_trees_of_any_size_in_whole_leaves_verify() {
     }
 }
 
+/// Errors in the words that fit them: a count of GPUs on a fabric of two, a load of 0.
+#[test]
+fn errors_say_what_is_allowed() {
+    for (args, says) in [
+        (
+            &["allreduce", "--topology", "mesh2", "--gpus", "3"][..],
+            "--gpus 3: expected 2 (mesh2 has 2 GPUs)",
+        ),
+        (
+            &["allreduce", "--background", "uniform:0"],
+            "above 0 and at most 1, not 0",
+        ),
+    ] {
+        let out = sim(args);
+        let err = String::from_utf8(out.stderr).unwrap();
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {err}");
+        assert!(err.contains(says), "{args:?}: {err}");
+    }
+}
+
 /// A fault due after the sweep has ended is said not to have happened, not left to look as if it had.
 #[test]
 fn faults_due_after_the_sweep_are_said_not_to_have_happened() {

@@ -308,3 +308,26 @@ fn plots_of_latency_and_of_bus_bandwidth_stay_on_their_canvas() {
     assert_on_canvas(&svg);
     common::assert_refused(CMD, &["--plot", "/nonexistent-dir/x.svg"]);
 }
+
+/// A fault due after a load's run has ended is said not to have happened.
+#[test]
+fn faults_due_after_a_run_are_said_not_to_have_happened() {
+    let args = [
+        "--load",
+        "0.1",
+        "--measure",
+        "1us",
+        "--fail-link",
+        "gpu0:nvswitch1@1s",
+    ];
+    let out = common::linkctl(CMD, &args);
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(out.status.success(), "{text}");
+    assert!(
+        text.contains(": 1 of the faults were due after that and did not happen\n"),
+        "{text}"
+    );
+    let v = common::json(CMD, &args);
+    assert_eq!(v["points"][0]["faults_after_end"], 1);
+    assert_eq!(v["points"][0]["failover"]["links_failed"], 0);
+}

@@ -108,7 +108,12 @@ pub fn run(args: TrafficArgs) -> anyhow::Result<ExitCode> {
     let show_progress = std::io::stderr().is_terminal() && !args.json;
     for (k, &load) in args.load.iter().enumerate() {
         if show_progress {
-            eprint!("\r# load {load:.2}: run {} of {}\x1b[K", k + 1, args.load.len());
+            eprint!(
+                "\r# load {}: run {} of {}\x1b[K",
+                load_text(load),
+                k + 1,
+                args.load.len()
+            );
             let _ = std::io::stderr().flush();
         }
         let spec = TrafficSpec {
@@ -268,6 +273,7 @@ fn point(r: &TrafficReport, saturated: bool) -> Value {
         &r.measured,
         json!({
             "load": r.load,
+            "faults_after_end": r.faults_after_end,
             "saturated": saturated,
             "replays": r.links.dl.replays,
             "failover": failover_json(&r.failover),
@@ -325,6 +331,14 @@ fn print_table(s: &Value, reports: &[TrafficReport], windows: &[Window]) {
         }
         if r.failover.links_failed + r.failover.links_degraded > 0 {
             println!("#   {}", failover_line(&r.failover).trim_start_matches("# "));
+        }
+        if r.faults_after_end > 0 {
+            println!(
+                "#   the run ended {:.3} us after its start: {} of the faults were due after that and did not \
+                 happen",
+                r.simulated.as_ps() as f64 / 1e6,
+                r.faults_after_end
+            );
         }
         for line in trace_lines(r.trace, r.waves) {
             println!("#   {}", line.trim_start_matches("# "));
