@@ -1306,14 +1306,16 @@ impl Net {
         } else {
             (1u64 << ports) - 1
         };
-        let mut first_turn = true;
         while open != 0 {
             for port in 0..ports {
                 if open & (1 << port) == 0 {
                     continue;
                 }
-                let resent = first_turn && self.resend_from_gpu(node, port);
-                // The last port open has no one to take turns with.
+                // Packets to send again first, those an offer of an earlier turn handed back included.
+                let resent = self.resend_from_gpu(node, port);
+                // The last port open has no one to take turns with. A trunk that lost some of its links
+                // keeps its turn, as NVLink's interleaving of addresses over the links does (its data
+                // link, slower, refuses sooner).
                 let turn = if open & (open - 1) == 0 {
                     usize::MAX
                 } else {
@@ -1342,7 +1344,6 @@ impl Net {
                     self.kick(t, end);
                 }
             }
-            first_turn = false;
         }
         // Only failures take links for good (they are down a while as the fabric comes up).
         if self.failover.is_some() && self.fabric.ports[node].iter().all(|&(t, _)| !self.dirs[t][0].up) {
