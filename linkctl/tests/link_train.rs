@@ -124,3 +124,24 @@ fn a_limit_out_of_range_is_refused() {
         assert_refused(&["link", "train"], &["--limit-ms", limit]);
     }
 }
+
+/// A dead or stuck lane is one pair of wires, named at port A: with the wiring reversed the link falls
+/// back to the same width as with it straight. Both channels had been given the lane at their own
+/// transmitter's number, which under reversal broke two different lanes (x2 instead of x4, or no link).
+#[test]
+fn a_broken_lane_is_one_lane_however_the_wiring_runs() {
+    for lanes in [["--lanes", "8"], ["--lanes", "4"], ["--lanes", "2"]] {
+        let n: usize = lanes[1].parse().unwrap();
+        for bad in ["--dead-lane", "--stuck-lane"] {
+            for lane in [0, n / 2 - 1, n - 1] {
+                let lane = lane.to_string();
+                let base = [&lanes[..], &["--timing", "fast", bad, &lane]].concat();
+                let (status, straight) = train(&base);
+                let (reversed_status, reversed) = train(&[&base[..], &["--reversed"]].concat());
+                assert_eq!((status, reversed_status), (Some(0), Some(0)), "{base:?}");
+                assert_eq!(straight["width"], n / 2, "{base:?}");
+                assert_eq!(reversed["width"], n / 2, "{base:?} --reversed");
+            }
+        }
+    }
+}

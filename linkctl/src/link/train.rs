@@ -25,13 +25,16 @@ pub struct ChannelArgs {
     /// Random bit error rate on every lane, e.g. 1e-6
     #[arg(long, default_value_t = 0.0)]
     pub ber: f64,
-    /// A lane with a broken wire (no receiver detected); may be repeated
+    /// A lane with a broken wire (no receiver detected), numbered at port A (the downstream port), both
+    /// directions of it; may be repeated
     #[arg(long = "dead-lane", value_name = "LANE")]
     pub dead_lanes: Vec<usize>,
-    /// A lane stuck at a constant level (detected, but carries nothing); may be repeated
+    /// A lane stuck at a constant level (detected, but carries nothing), numbered at port A, both
+    /// directions; may be repeated
     #[arg(long = "stuck-lane", value_name = "LANE")]
     pub stuck_lanes: Vec<usize>,
-    /// A lane whose differential pair is swapped (polarity inverted); may be repeated
+    /// A lane whose differential pairs are swapped (polarity inverted), numbered at port A, both
+    /// directions; may be repeated
     #[arg(long = "invert-lane", value_name = "LANE")]
     pub inverted_lanes: Vec<usize>,
     /// Wire the lanes reversed (lane 0 of one port to the last lane of the other)
@@ -115,13 +118,30 @@ impl ChannelArgs {
             health[l] = LaneHealth::Dead;
         }
         let max_skew = Duration::from_ps((self.skew * Rate::Gen1.slot_time().as_ps() as f64).round() as u64);
+        // A channel's lanes are its transmitter's: A's for the channel from A (salt 0), B's for the
+        // other, where A's lane l arrives on B's lane lanes - 1 - l when the wiring is reversed. A lane
+        // named at A is one pair of wires, so the channel from B has it at B's number for it.
+        let at_transmitter = |l: usize, salt: u64| {
+            if salt == 1 && self.reversed {
+                self.lanes - 1 - l
+            } else {
+                l
+            }
+        };
         let channel = |salt: u64| {
             let seed = self.seed.wrapping_mul(2).wrapping_add(salt);
             let mut c = ChannelConfig::clean(self.lanes);
             c.skew = ChannelConfig::random_skew(self.lanes, max_skew, seed);
             c.ber = self.ber;
-            c.health = health.clone();
-            c.inverted = self.inverted_lanes.clone();
+            c.health = vec![LaneHealth::Good; self.lanes];
+            for (l, &h) in health.iter().enumerate() {
+                c.health[at_transmitter(l, salt)] = h;
+            }
+            c.inverted = self
+                .inverted_lanes
+                .iter()
+                .map(|&l| at_transmitter(l, salt))
+                .collect();
             c.reversed = self.reversed;
             c.seed = seed;
             c
