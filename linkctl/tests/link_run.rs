@@ -179,6 +179,10 @@ fn bad_input_is_a_clear_error_not_a_panic() {
         &["--packets", "0"],
         &["--ber", "1.5"],
         &["--drop", "-0.1"],
+        // Near 1 a run would take hours: each unit lost sends the data link back over its window.
+        &["--drop", "0.9"],
+        &["--duplicate", "0.11"],
+        &["--corrupt", "0.5"],
         &["--replay", "7"],
         &["--vcs", "posted,bulk"],
         &["--retrain-at", "-3"],
