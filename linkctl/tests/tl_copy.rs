@@ -81,14 +81,31 @@ fn error(args: &[&str]) -> String {
     stderr
 }
 
+/// A copy that fails is reported as a run that did not succeed (exit status 3, as `link run` and
+/// `coherence` give), says why in words, and with `--json` still prints its object, `verified` false.
 #[test]
 fn a_failed_copy_says_why_in_words() {
     // Half the units hit: the completion of the fence read never comes.
-    let e = error(&["--size", "1K", "--ber", "0.005"]);
+    let args = ["--size", "1K", "--ber", "0.005"];
+    let out = tl_copy(&args);
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert_eq!(out.status.code(), Some(3), "{text}");
     assert!(
-        e.contains("the copy failed: completion timeout for the request at offset"),
-        "{e}"
+        text.starts_with("copy FAILED (posted writes, endpoint 0 to endpoint 1): completion timeout for the request at offset"),
+        "{text}"
     );
+    let out = tl_copy(&[&args[..], &["--json"]].concat());
+    assert_eq!(out.status.code(), Some(3));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        (v["verified"].as_bool(), v["bytes_moved"].as_u64()),
+        (Some(false), Some(0))
+    );
+    assert!(
+        v["failure"].as_str().unwrap().starts_with("completion timeout"),
+        "{v}"
+    );
+    assert!(json(&["--size", "1K"])["failure"].is_null());
 }
 
 #[test]
