@@ -1,4 +1,5 @@
-//! `linkctl dl crc`: the packet CRC of stdin, or the CRC's parameters as JSON.
+//! `linkctl dl crc`: the packet CRC of the bytes on stdin (a packet without its CRC field, bytes 12 to 15
+//! of the header flit), or the CRC's parameters as JSON.
 
 use std::io::{self, Read, Write};
 

@@ -9,7 +9,9 @@ mod decode;
 
 #[derive(Subcommand, Debug)]
 pub enum DlCommand {
-    /// Print the packet CRC (CRC-32C) of stdin as 8 hex digits, or describe the CRC with --describe
+    /// Print the packet CRC (CRC-32C) of the bytes on stdin as 8 hex digits, or describe the CRC with
+    /// --describe. A packet's CRC covers all of it but the CRC field: give it without bytes 12 to 15 of
+    /// its header flit
     Crc(crc::CrcArgs),
     /// Decode a stream of 16-byte units as a receiver reads them (packets, control and identity flits,
     /// idle, and what it discards after an error until a control flit checks) from hex arguments or
