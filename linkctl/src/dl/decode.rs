@@ -10,7 +10,8 @@ use anyhow::{bail, ensure};
 use link_dl::flit::{
     check_packet_crc, is_ident, kind, ControlFlit, Flit, FlitKind, IdentFlit, PacketHeader, FLIT_LEN,
 };
-use link_tl::header::Header;
+use link_dl::Vc;
+use link_tl::header::{Extension, Header};
 use link_tl::packet::Tlp;
 use serde_json::{json, Value};
 
@@ -341,7 +342,7 @@ fn packet(at: usize, units: &[Flit], header: PacketHeader, sim_header: bool) -> 
         error
     } else {
         if let Ok(h) = Header::parse(header.tl) {
-            item["transaction"] = transaction(&h);
+            item["transaction"] = transaction(&h, packet.get(1));
         }
         Tlp::parse(header.vc, header.tl, &packet[1..])
             .err()
@@ -413,13 +414,27 @@ fn simulated(tl: u64) -> (Value, Option<String>) {
 /// destination (for a completion, the requester), then a request's address, in hex as the other hex
 /// fields are (lower case, the field's full width: 47 bits), a message's code and index, or a
 /// completion's completer, tag, status, and the offset and length of its data.
-fn transaction(header: &Header) -> Value {
+fn transaction(header: &Header, extension: Option<&Flit>) -> Value {
     match *header {
-        Header::Request { opcode, dest, addr } => json!({
-            "opcode": format!("{opcode:?}"),
-            "dest": dest,
-            "address": format!("{addr:012x}"),
-        }),
+        // A non-posted request's extension flit gives address bits 3:0, its requester, tag and length.
+        Header::Request { opcode, dest, addr } => match extension
+            .filter(|_| opcode.vc() == Vc::Request)
+            .and_then(|flit| Extension::parse(flit).ok())
+        {
+            Some(x) => json!({
+                "opcode": format!("{opcode:?}"),
+                "dest": dest,
+                "address": format!("{:012x}", addr | u64::from(x.first_byte)),
+                "requester": x.requester,
+                "tag": x.tag,
+                "length": x.len,
+            }),
+            None => json!({
+                "opcode": format!("{opcode:?}"),
+                "dest": dest,
+                "address": format!("{addr:012x}"),
+            }),
+        },
         Header::Message { dest, code, index } => json!({
             "opcode": "Message",
             "dest": dest,
@@ -459,12 +474,19 @@ fn transaction_text(t: &Value) -> String {
         _ => {
             let address = s("address");
             let digits = address.trim_start_matches('0');
-            format!(
+            let mut line = format!(
                 "{} to endpoint {}, address {}h",
                 s("opcode"),
                 t["dest"],
                 if digits.is_empty() { "0" } else { digits }
-            )
+            );
+            if t.get("length").is_some() {
+                line += &format!(
+                    ", {} bytes for endpoint {}, tag {}",
+                    t["length"], t["requester"], t["tag"]
+                );
+            }
+            line
         }
     }
 }
@@ -811,5 +833,54 @@ mod tests {
                 decode_with(&bytes, 7, false).len()
             );
         }
+    }
+
+    /// A non-posted request's address includes bits 3:0 from its extension flit, and the text gives its
+    /// length, requester and tag (the header alone gave 1070h for a read at 1075h).
+    #[test]
+    fn a_requests_address_takes_its_low_bits_from_the_extension() {
+        use link_tl::header::Opcode;
+        let tl = Header::Request {
+            opcode: Opcode::Read,
+            dest: 2,
+            addr: 0x1070,
+        }
+        .emit()
+        .unwrap();
+        let extension = Extension {
+            requester: 9,
+            tag: 4,
+            first_byte: 5,
+            len: 8,
+            value: 0,
+        }
+        .emit()
+        .unwrap();
+        let mut packet = vec![0u8; 2 * FLIT_LEN];
+        let header = PacketHeader {
+            payload_flits: 1,
+            vc: Vc::Request,
+            seq: Seq::new(1),
+            ack: Seq::new(0),
+            credit_vc: Vc::Request,
+            credit: 0,
+            tl,
+        };
+        header
+            .emit((&mut packet[..FLIT_LEN]).try_into().unwrap())
+            .unwrap();
+        packet[FLIT_LEN..].copy_from_slice(&extension);
+        seal_packet(&mut packet);
+        let items = decode_in_pieces(&packet, 16);
+        assert_eq!(
+            items[0]["transaction"]["address"], "000000001075",
+            "{:?}",
+            items[0]
+        );
+        assert!(
+            text(&items[0]).ends_with(": Read to endpoint 2, address 1075h, 8 bytes for endpoint 9, tag 4"),
+            "{}",
+            text(&items[0])
+        );
     }
 }
