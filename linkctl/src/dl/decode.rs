@@ -744,12 +744,12 @@ mod tests {
         assert!(units.finish().unwrap_err().to_string().contains("20 bytes"));
     }
 
-    /// A sealed packet with transaction-layer header `tl` and one data flit.
-    fn packet_with(tl: u64) -> Vec<u8> {
+    /// A sealed packet on `vc` with transaction-layer header `tl` and one flit after it, `flit`.
+    fn packet_with(vc: Vc, tl: u64, flit: Flit) -> Vec<u8> {
         let mut packet = vec![0u8; 2 * FLIT_LEN];
         let header = PacketHeader {
             payload_flits: 1,
-            vc: Vc::Posted,
+            vc,
             seq: Seq::new(7),
             ack: Seq::new(6),
             credit_vc: Vc::Request,
@@ -759,6 +759,7 @@ mod tests {
         header
             .emit((&mut packet[..FLIT_LEN]).try_into().unwrap())
             .unwrap();
+        packet[FLIT_LEN..].copy_from_slice(&flit);
         seal_packet(&mut packet);
         packet
     }
@@ -815,7 +816,7 @@ mod tests {
             ),
         ];
         for (tl, words, ok) in cases {
-            let items = decode_with(&packet_with(tl), 5, true);
+            let items = decode_with(&packet_with(Vc::Posted, tl, [0; FLIT_LEN]), 5, true);
             assert_eq!(items.len(), 1, "{items:?}");
             let line = text(&items[0]);
             assert!(line.ends_with(&format!(": {words}")), "{line}");
@@ -856,22 +857,7 @@ mod tests {
         }
         .emit()
         .unwrap();
-        let mut packet = vec![0u8; 2 * FLIT_LEN];
-        let header = PacketHeader {
-            payload_flits: 1,
-            vc: Vc::Request,
-            seq: Seq::new(1),
-            ack: Seq::new(0),
-            credit_vc: Vc::Request,
-            credit: 0,
-            tl,
-        };
-        header
-            .emit((&mut packet[..FLIT_LEN]).try_into().unwrap())
-            .unwrap();
-        packet[FLIT_LEN..].copy_from_slice(&extension);
-        seal_packet(&mut packet);
-        let items = decode_in_pieces(&packet, 16);
+        let items = decode_in_pieces(&packet_with(Vc::Request, tl, extension), 16);
         assert_eq!(
             items[0]["transaction"]["address"], "000000001075",
             "{:?}",
