@@ -145,3 +145,15 @@ fn a_broken_lane_is_one_lane_however_the_wiring_runs() {
         }
     }
 }
+
+/// A receiver absorbs 64 symbol times of lane-to-lane skew, as spec section 1.5 says, and not 65 (its
+/// deskew FIFOs had held 64 symbols, a lane's marker among them, so 64 of skew had failed).
+#[test]
+fn sixty_four_symbol_times_of_skew_are_absorbed() {
+    for seed in ["1", "2"] {
+        let (status, v) = train(&["--skew", "64", "--timing", "fast", "--seed", seed]);
+        assert_eq!((status, v["width"].as_u64()), (Some(0), Some(8)), "{v}");
+        let (status, v) = train(&["--skew", "65", "--timing", "fast", "--seed", seed]);
+        assert_eq!((status, v["state"].as_str()), (Some(3), Some("Failed")), "{v}");
+    }
+}

@@ -14,6 +14,8 @@ use crate::serial::{LaneSignal, Slot};
 use crate::symbol::Symbol;
 use crate::time::Instant;
 
+/// Symbol times of lane-to-lane skew a receiver absorbs at 8b/10b (docs/spec.md section 1.5).
+pub const DESKEW_SYMBOLS: usize = 64;
 /// Symbol times between SKP ordered sets at 8b/10b (PCIe: 1180 to 1538).
 const SKP_INTERVAL_SYMBOLS: u32 = 1180;
 /// Blocks between SKP ordered sets at 128b/130b (PCIe: 370 to 375).
@@ -88,7 +90,9 @@ pub struct Port {
     tx: [LaneTx; MAX_LANES],
     rx: [LaneRx; MAX_LANES],
     track: [LaneTrack; MAX_LANES],
-    deskew_symbols: Deskew<SymbolItem, 64>,
+    /// A lane's FIFO holds its marker and the symbols after it until the latest lane's marker comes: one
+    /// more than the skew absorbed.
+    deskew_symbols: Deskew<SymbolItem, { DESKEW_SYMBOLS + 1 }>,
     deskew_blocks: Deskew<BlockItem, 32>,
 
     next_tx: Instant,
