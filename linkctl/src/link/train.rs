@@ -285,11 +285,12 @@ pub fn run(args: TrainArgs) -> anyhow::Result<ExitCode> {
 
 fn print_text(c: &ChannelArgs, pair: &LinkPair, report: &Value) {
     println!(
-        "two x{} ports, max {} GT/s, skew up to {} symbol times, BER {:e}, dead lanes {:?}, stuck {:?}, inverted {:?}{}, seed {}",
+        "two x{} ports, max {} GT/s, skew up to {} symbol times, BER {}, dead lanes {:?}, stuck {:?}, inverted {:?}{}, seed {}",
         c.lanes,
         c.max_rate,
         c.skew,
-        c.ber,
+        // 0, not 0e0; others as 1e-6.
+        if c.ber == 0.0 { "0".to_owned() } else { format!("{:e}", c.ber) },
         c.dead_lanes,
         c.stuck_lanes,
         c.inverted_lanes,
