@@ -55,11 +55,6 @@ impl Trunk {
         let most = (flits * link_dl::flit::FLIT_LEN) as f64 / (2.0 * self.latency_ns);
         (most < self.gbps).then_some(most)
     }
-
-    /// [`Trunk::window_limit_gbps`] for 128-byte writes in the trunk's format, as collectives send.
-    pub fn write_window_limit_gbps(&self) -> Option<f64> {
-        self.window_limit_gbps(self.format.flits_per_write() as usize)
-    }
 }
 
 /// The channel dependency graph of a fabric's routes ([`Fabric::dependencies`]).
@@ -507,14 +502,14 @@ mod tests {
         let trunk = &f.trunks[0];
         assert_eq!((trunk.gbps, trunk.latency_ns), (125.0, 100.0));
         // 128-byte writes, 10 flits: 64 KiB per 200 ns is 327.68 GB/s, above the rate.
-        assert_eq!(trunk.write_window_limit_gbps(), None);
+        assert_eq!(trunk.window_limit_gbps(10), None);
         // 16-byte writes, 3 flits: 511 x 48 B per 200 ns.
         assert!((trunk.window_limit_gbps(3).unwrap() - 511.0 * 48.0 / 200.0).abs() < 1e-9);
         let slow = Trunk {
             latency_ns: 1000.0,
             ..trunk.clone()
         };
-        assert!((slow.write_window_limit_gbps().unwrap() - 65536.0 / 2000.0).abs() < 1e-9);
+        assert!((slow.window_limit_gbps(10).unwrap() - 65536.0 / 2000.0).abs() < 1e-9);
     }
 
     #[test]

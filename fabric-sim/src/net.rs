@@ -1258,7 +1258,7 @@ impl Net {
                 // are noted (a copy a failure strands is then known for one), but a repeat is delivered
                 // all the same, as without failures (the receiver keeps the largest count).
                 let copy = !wire::is_engine_traffic(p.tl) && !f.seen[gpu].first_time(p.tl);
-                if copy && !wire::repeats_headers(p.tl) {
+                if copy && wire::opcode(p.tl) != crate::collective::tree::OP_CREDIT {
                     f.stats.duplicates_dropped += 1;
                     continue;
                 }

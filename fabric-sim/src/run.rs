@@ -154,6 +154,11 @@ pub enum FaultSpec {
     },
 }
 
+/// How many of `faults` are due after `end`: they did not happen in a run that ended then.
+pub(crate) fn faults_due_after(faults: &[FaultSpec], end: Instant) -> usize {
+    faults.iter().filter(|f| Instant(f.at().as_ps()) > end).count()
+}
+
 impl FaultSpec {
     /// When it happens, from the start of the sweep.
     pub fn at(&self) -> link_phy::time::Duration {
@@ -862,12 +867,13 @@ fn run_with(
         };
         let check = app.check();
         app_failure = app.failure();
-        if !done && net.fatal().is_none() && app_failure.is_none() {
+        let failed = net.fatal().is_some() || app_failure.is_some();
+        if !done && !failed {
             // Out of time, or out of events before it (nothing left to happen: a stall).
             let stalled = net.idle().then(|| net.now().saturating_since(start));
             timed_out = Some((size, stalled));
         }
-        let done = done && net.fatal().is_none() && app_failure.is_none();
+        let done = done && !failed;
         let time_us = (net.completed_at().as_ps() - start.as_ps()) as f64 / 1e6;
         // A size that did not finish has no bandwidth.
         let algbw = if done && time_us > 0.0 {
@@ -947,11 +953,7 @@ fn run_with(
         waves: net.finish_waves()?,
         failure,
         background,
-        faults_after_end: sweep
-            .faults
-            .iter()
-            .filter(|f| Instant(f.at().as_ps()) > net.now())
-            .count(),
+        faults_after_end: faults_due_after(&sweep.faults, net.now()),
         simulated: net.now().saturating_since(Instant::ZERO),
     })
 }

@@ -143,6 +143,12 @@ impl Topology {
         self.links.iter().any(|l| l.format == LinkFormat::NvlinkAe)
     }
 
+    /// Flits a write of `payload_bytes` takes on its links: the header, the address-extension flit if
+    /// packets carry one, and the data.
+    pub fn flits_per_packet(&self, payload_bytes: usize) -> usize {
+        1 + usize::from(self.address_extension()) + payload_bytes.div_ceil(link_dl::flit::FLIT_LEN)
+    }
+
     /// How many partitions its GPUs are in.
     pub fn partition_count(&self) -> usize {
         self.partitions_of(0..self.gpus().len())

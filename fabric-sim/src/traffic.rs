@@ -270,8 +270,7 @@ pub fn injection(net: &Net, topology: &Topology, members: &[u16], payload_bytes:
                 .sum()
         })
         .collect();
-    let flits = 1 + usize::from(topology.address_extension()) + payload_bytes.div_ceil(FLIT_LEN);
-    (bandwidth, flits * FLIT_LEN)
+    (bandwidth, topology.flits_per_packet(payload_bytes) * FLIT_LEN)
 }
 
 /// The warm-up a fabric gets unless told otherwise: 1 us, plus four times the wire latency of the longest
@@ -354,11 +353,7 @@ pub fn run_traffic(topology: &Topology, spec: &TrafficSpec) -> Result<TrafficRep
         load: spec.load,
         warmup,
         failover: net.failover_stats(),
-        faults_after_end: spec
-            .faults
-            .iter()
-            .filter(|f| Instant(f.at().as_ps()) > net.now())
-            .count(),
+        faults_after_end: crate::run::faults_due_after(&spec.faults, net.now()),
         measured: app.measured(offered, spec.measure, finished, net.fatal()),
         simulated: net.now().saturating_since(Instant::ZERO),
         links: net.link_totals(),

@@ -54,13 +54,6 @@ pub const fn is_engine_traffic(tl: u64) -> bool {
     (tl >> 32) & 1 == 1 || (op >= OP_REDUCE_READ && op <= OP_REDUCE_DATA)
 }
 
-/// Whether packets may repeat this header on purpose, so that a destination cannot tell a copy by it:
-/// the collective engines' packets (work done again on another switch) and the tree's credits (a count
-/// of chunks freed that only grows, sent again unchanged, of which the receiver keeps the largest).
-pub const fn repeats_headers(tl: u64) -> bool {
-    is_engine_traffic(tl) || opcode(tl) == crate::collective::tree::OP_CREDIT
-}
-
 /// A header: `opcode`, destination (endpoint, or group when `multicast`), source, and a 32-bit offset.
 pub const fn header(opcode: u64, dest: u16, source: u16, multicast: bool, offset: u32) -> u64 {
     (opcode & 0x1F) << 53

@@ -7,6 +7,7 @@ use std::process::ExitCode;
 
 use anyhow::{bail, Context};
 use clap::Args;
+use fabric_sim::collective::PACKET_BYTES;
 use fabric_sim::discover::{check, discover, node_id, Check, Discovery, FoundNode, NodeType, Wiring};
 use fabric_sim::manager::{gang, Dependencies, Fabric, Trunk};
 use fabric_sim::probe::{probe, ProbeReport, PROBE_TIME};
@@ -484,13 +485,14 @@ impl View<'_> {
             "#\n# {:>5} {:<26} {:<26} {:>5} {:>8} {:>10} {:>8} format",
             "trunk", "end a", "end b", "links", "GB/s", "latency_ns", "BER"
         );
+        let write_flits = t.flits_per_packet(PACKET_BYTES);
         for (i, trunk) in f.trunks.iter().enumerate() {
             let mut state = match self.degraded(i) {
                 _ if self.failed.contains(&i) => "  (failed)".to_string(),
                 Some((links, gbps)) => format!("  (degraded: {links} links up, {gbps:.1} GB/s)"),
                 None => String::new(),
             };
-            if let Some(most) = trunk.write_window_limit_gbps() {
+            if let Some(most) = trunk.window_limit_gbps(write_flits) {
                 state += &format!("  (paced by its credits: at most {most:.1} GB/s a channel)");
             }
             println!(
@@ -586,6 +588,7 @@ impl View<'_> {
             })
             .collect();
         let end = |(x, p): (usize, usize)| json!({ "node": self.name(x), "port": p });
+        let write_flits = t.flits_per_packet(PACKET_BYTES);
         let trunks: Vec<_> = f
             .trunks
             .iter()
@@ -607,7 +610,7 @@ impl View<'_> {
                     "format": trunk.format.name(),
                     "failed": self.failed.contains(&i),
                     "links_up": links_up,
-                    "window_limit_gbps": trunk.write_window_limit_gbps(),
+                    "window_limit_gbps": trunk.window_limit_gbps(write_flits),
                 })
             })
             .collect();

@@ -5,7 +5,7 @@ use std::process::ExitCode;
 
 use anyhow::{bail, ensure, Context};
 use clap::{Args, Subcommand};
-use fabric_sim::collective::{Kind, CHANNEL_BUFFER_BYTES};
+use fabric_sim::collective::{Kind, CHANNEL_BUFFER_BYTES, PACKET_BYTES};
 use fabric_sim::run::{self, Algo, FaultSpec, Report, Sweep};
 use fabric_sim::topology::Topology;
 use fabric_sim::traffic::{Background, BackgroundReport, Pattern, Spread, HOTSPOT_SHARE, PAYLOAD_BYTES};
@@ -284,9 +284,7 @@ impl Drop for PlotFile {
 pub fn window_limited(topology: &Topology, payload_bytes: usize) -> serde_json::Value {
     let (trunks, _) = fabric_sim::manager::gang(topology);
     let name = |x: usize| topology.nodes[x].name.as_str();
-    // A header flit, NVLink's address-extension flit if the fabric's packets carry one, and the data.
-    let flits =
-        1 + usize::from(topology.address_extension()) + payload_bytes.div_ceil(link_dl::flit::FLIT_LEN);
+    let flits = topology.flits_per_packet(payload_bytes);
     (trunks.iter())
         .filter_map(|t| {
             let most = t.window_limit_gbps(flits)?;
@@ -321,6 +319,15 @@ pub fn window_notes(limited: &serde_json::Value) -> Vec<String> {
         notes.push(format!("# Note: and {} more trunks like them", all.len() - 4));
     }
     notes
+}
+
+/// That `count` faults were due after `run` had ended, `simulated` after its start, and did not happen.
+pub fn late_faults(run: &str, simulated: Duration, count: usize) -> String {
+    format!(
+        "{run} ended {:.3} us after its start (links training included): {count} of the faults were due after \
+         that and did not happen",
+        simulated.as_ps() as f64 / 1e6
+    )
 }
 
 /// What failover did, as the JSON of `sim` and `sim traffic` reports it.
@@ -860,7 +867,7 @@ fn print_table(sweep: &Sweep, r: &Report) {
         );
     }
     println!("# {}", sweep.topology.source);
-    for note in window_notes(&window_limited(&sweep.topology, 128)) {
+    for note in window_notes(&window_limited(&sweep.topology, PACKET_BYTES)) {
         println!("{note}");
     }
     println!("#");
@@ -905,10 +912,8 @@ fn print_table(sweep: &Sweep, r: &Report) {
         }
         if r.faults_after_end > 0 {
             println!(
-                "# Note: the sweep ended {:.3} us after its start (links training included): {} of the faults \
-                 were due after that and did not happen",
-                r.simulated.as_ps() as f64 / 1e6,
-                r.faults_after_end
+                "# Note: {}",
+                late_faults("the sweep", r.simulated, r.faults_after_end)
             );
         }
     }
@@ -994,7 +999,7 @@ fn print_json(sweep: &Sweep, r: &Report) -> anyhow::Result<()> {
     let out = json!({
         "collective": kind_name(sweep.kind),
         "topology": sweep.topology.name,
-        "window_limited": window_limited(&sweep.topology, 128),
+        "window_limited": window_limited(&sweep.topology, PACKET_BYTES),
         "gpus": r.gpus,
         "collective_gpus": collective_gpus(sweep).map(|numbers| gpu_names(&sweep.topology, &numbers)),
         "algorithm": sweep.algo.name(),

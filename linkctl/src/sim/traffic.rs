@@ -14,8 +14,8 @@ use link_phy::time::Duration;
 use serde_json::{json, Value};
 
 use super::{
-    failover_json, failover_line, parse_time, plot, some_gpus, trace_json, trace_lines, window_limited,
-    window_notes, FaultArgs, PlotFile, TopologyArg, TraceArgs, EXIT_WRONG,
+    failover_json, failover_line, late_faults, parse_time, plot, some_gpus, trace_json, trace_lines,
+    window_limited, window_notes, FaultArgs, PlotFile, TopologyArg, TraceArgs, EXIT_WRONG,
 };
 
 #[derive(Args, Debug)]
@@ -333,12 +333,7 @@ fn print_table(s: &Value, reports: &[TrafficReport], windows: &[Window]) {
             println!("#   {}", failover_line(&r.failover).trim_start_matches("# "));
         }
         if r.faults_after_end > 0 {
-            println!(
-                "#   the run ended {:.3} us after its start: {} of the faults were due after that and did not \
-                 happen",
-                r.simulated.as_ps() as f64 / 1e6,
-                r.faults_after_end
-            );
+            println!("#   {}", late_faults("the run", r.simulated, r.faults_after_end));
         }
         for line in trace_lines(r.trace, r.waves) {
             println!("#   {}", line.trim_start_matches("# "));
