@@ -11,13 +11,16 @@ use link_dl::flit::{
     check_packet_crc, is_ident, kind, ControlFlit, Flit, FlitKind, IdentFlit, PacketHeader, FLIT_LEN,
 };
 use link_dl::Vc;
+use link_tl::coherence::message::Message;
+use link_tl::coherence::wire::{self as coherence_wire, Envelope};
 use link_tl::header::{Extension, Header};
 use link_tl::packet::Tlp;
 use serde_json::{json, Value};
 
 #[derive(clap::Args, Debug)]
 pub struct DecodeArgs {
-    /// The units in hex (spaces, colons and commas between digits are ignored); stdin when none are given
+    /// The units in hex (spaces, colons and commas between digits are ignored, and a 0x before a byte);
+    /// stdin when none are given
     hex: Vec<String>,
     /// Read raw bytes from stdin instead of hex
     #[arg(long, conflicts_with = "hex")]
@@ -73,8 +76,11 @@ pub fn decode(args: DecodeArgs) -> anyhow::Result<ExitCode> {
         if args.hex.is_empty() {
             read_chunks(&mut io::stdin().lock(), take_hex)
         } else {
-            // Words are joined: a byte's two digits may be split between two.
-            args.hex.iter().try_for_each(|word| take_hex(word.as_bytes()))
+            // Words are joined (a byte's two digits may be split between two), each a word of its own for
+            // its `0x` prefix.
+            args.hex
+                .iter()
+                .try_for_each(|word| take_hex(word.as_bytes()).and_then(|()| take_hex(b" ")))
         }
         .and_then(|()| hex.finish())
     };
@@ -104,20 +110,32 @@ fn read_chunks(
 }
 
 /// Hex text to bytes, a piece at a time: whitespace (any Unicode whitespace), colons and commas between
-/// digits are ignored.
+/// digits are ignored, and so is a `0x` prefix at the start of a word that starts a byte.
 #[derive(Default)]
 struct Hex {
     /// The first digit of a byte whose second is still to come.
     high: Option<u8>,
     /// The first bytes of a character beyond ASCII whose last are still to come.
     wide: Vec<u8>,
+    /// Whether the last character was part of a word (not a separator).
+    in_word: bool,
+    /// A `0` that starts a word and a byte, kept until the next character says whether it starts `0x`.
+    zero: bool,
 }
 
 impl Hex {
     /// Append the bytes of `text` to `bytes`; on an error, those before it are there.
     fn bytes(&mut self, text: &[u8], bytes: &mut Vec<u8>) -> anyhow::Result<()> {
         for &c in text {
+            if self.zero {
+                self.zero = false;
+                if matches!(c, b'x' | b'X') {
+                    continue;
+                }
+                self.high = Some(0);
+            }
             if !self.wide.is_empty() || !c.is_ascii() {
+                self.in_word = false;
                 self.wide.push(c);
                 match std::str::from_utf8(&self.wide) {
                     Ok(wide) => {
@@ -132,8 +150,15 @@ impl Hex {
                 continue;
             }
             if char::from(c).is_whitespace() || matches!(c, b':' | b',') {
+                self.in_word = false;
                 continue;
             }
+            if c == b'0' && !self.in_word && self.high.is_none() {
+                self.in_word = true;
+                self.zero = true;
+                continue;
+            }
+            self.in_word = true;
             let Some(digit) = char::from(c).to_digit(16) else {
                 bail!("{:?} is not a hex digit", char::from(c));
             };
@@ -147,7 +172,7 @@ impl Hex {
 
     fn finish(&self) -> anyhow::Result<()> {
         ensure!(self.wide.is_empty(), "the input ends within a character");
-        ensure!(self.high.is_none(), "an odd number of hex digits");
+        ensure!(self.high.is_none() && !self.zero, "an odd number of hex digits");
         Ok(())
     }
 }
@@ -340,6 +365,14 @@ fn packet(at: usize, units: &[Flit], header: PacketHeader, sim_header: bool) -> 
         let (simulated, error) = simulated(header.tl);
         item["simulated"] = simulated;
         error
+    } else if coherence_wire::is_coherence(header.tl) {
+        match coherence_wire::decode::<{ coherence_wire::LINE_BYTES }>(header.vc, header.tl, &packet[1..]) {
+            Ok(envelope) => {
+                item["coherence"] = coherence(&envelope);
+                None
+            }
+            Err(e) => Some(e.to_string()),
+        }
     } else {
         if let Ok(h) = Header::parse(header.tl) {
             item["transaction"] = transaction(&h, packet.get(1));
@@ -453,6 +486,52 @@ fn transaction(header: &Header, extension: Option<&Flit>) -> Value {
     }
 }
 
+/// A coherence message's fields (`docs/spec.md` section 3.9): its name (a request's, snoop's or
+/// response's kind, `GO-S` for a GO granting Shared), whether it carries the line's data, its endpoints,
+/// its line in hex (the field's 29 bits) and a snoop's phase.
+fn coherence(envelope: &Envelope<{ coherence_wire::LINE_BYTES }>) -> Value {
+    let message = envelope.message;
+    let (name, data) = match message {
+        Message::Request { kind, .. } => (format!("{kind:?}"), false),
+        Message::Snoop { kind, .. } => (format!("{kind:?}"), false),
+        Message::SnoopResponse { kind, .. } => (format!("{kind:?}"), false),
+        Message::SnoopResponseData { kind, .. } => (format!("{kind:?}"), true),
+        Message::Go { state, .. } => (format!("GO-{}", state.letter()), false),
+        Message::GoData { state, .. } => (format!("GO-{}", state.letter()), true),
+        Message::GoWritePull { .. } => ("GO_WritePull".to_owned(), false),
+        Message::WriteBack { .. } => ("WriteBack".to_owned(), true),
+    };
+    let mut fields = json!({
+        "opcode": format!("{:02x}", message.opcode()),
+        "message": name,
+        "data": data,
+        "source": envelope.source,
+        "dest": envelope.dest,
+        "line": format!("{:08x}", message.line()),
+    });
+    if let Message::Snoop { phase, .. } = message {
+        fields["phase"] = json!(u8::from(phase));
+    }
+    fields
+}
+
+/// A coherence message in words: `RdOwn from endpoint 3 to endpoint 1, line 2Ah`.
+fn coherence_text(c: &Value) -> String {
+    let s = |key: &str| c[key].as_str().unwrap_or_default().to_owned();
+    let line = u32::from_str_radix(&s("line"), 16).unwrap_or_default();
+    let mut text = format!(
+        "{}{} from endpoint {} to endpoint {}, line {line:X}h",
+        s("message"),
+        if c["data"] == true { " with data" } else { "" },
+        c["source"],
+        c["dest"]
+    );
+    if let Some(phase) = c.get("phase") {
+        text += &format!(", phase {phase}");
+    }
+    text
+}
+
 /// A transaction in words, addresses in hex as the spec writes them (`12345680h`).
 fn transaction_text(t: &Value) -> String {
     let s = |key: &str| t[key].as_str().unwrap_or_default().to_owned();
@@ -554,6 +633,9 @@ fn text(item: &Value) -> String {
             }
             if let Some(transaction) = item.get("transaction") {
                 line += &format!(": {}", transaction_text(transaction));
+            }
+            if let Some(coherence) = item.get("coherence") {
+                line += &format!(": {}", coherence_text(coherence));
             }
             if let Some(simulated) = item.get("simulated") {
                 line += &format!(": {}", simulated_text(simulated));
@@ -739,6 +821,20 @@ mod tests {
             (vec![0x0b], Ok(()))
         );
         hex.finish().unwrap();
+        // A 0x prefix starts a word and a byte; a 0 that is not one is a digit.
+        let mut hex = Hex::default();
+        assert_eq!(converted(&mut hex, b"0x85 0X1 1 0"), (vec![0x85, 0x11], Ok(())));
+        assert_eq!(converted(&mut hex, b"0 00,0x"), (vec![0x00, 0x00], Ok(())));
+        assert_eq!(converted(&mut hex, b"ff"), (vec![0xff], Ok(())));
+        hex.finish().unwrap();
+        assert!(
+            converted(&mut Hex::default(), b"10x1").1.is_err(),
+            "a prefix only starts a word"
+        );
+        assert!(converted(&mut Hex::default(), b"1 0x1").1.is_err(), "or a byte");
+        let mut hex = Hex::default();
+        assert_eq!(converted(&mut hex, b"0"), (vec![], Ok(())));
+        assert!(hex.finish().is_err(), "a lone 0 is one digit");
         let mut units = Units::default();
         assert_eq!(units.add(&[1; 20]).len(), 1);
         assert!(units.finish().unwrap_err().to_string().contains("20 bytes"));
@@ -746,9 +842,14 @@ mod tests {
 
     /// A sealed packet on `vc` with transaction-layer header `tl` and one flit after it, `flit`.
     fn packet_with(vc: Vc, tl: u64, flit: Flit) -> Vec<u8> {
-        let mut packet = vec![0u8; 2 * FLIT_LEN];
+        sealed(vc, tl, &[flit])
+    }
+
+    /// A sealed packet on `vc` with transaction-layer header `tl` and `flits` after it.
+    fn sealed(vc: Vc, tl: u64, flits: &[Flit]) -> Vec<u8> {
+        let mut packet = vec![0u8; (1 + flits.len()) * FLIT_LEN];
         let header = PacketHeader {
-            payload_flits: 1,
+            payload_flits: flits.len() as u8,
             vc,
             seq: Seq::new(7),
             ack: Seq::new(6),
@@ -759,9 +860,90 @@ mod tests {
         header
             .emit((&mut packet[..FLIT_LEN]).try_into().unwrap())
             .unwrap();
-        packet[FLIT_LEN..].copy_from_slice(&flit);
+        packet[FLIT_LEN..].copy_from_slice(flits.as_flattened());
         seal_packet(&mut packet);
         packet
+    }
+
+    /// Coherence messages are named as spec section 3.9 names them, with their endpoints, line and a
+    /// snoop's phase; one on the wrong channel is refused.
+    #[test]
+    fn coherence_messages_are_read_as_section_3_9_writes_them() {
+        use link_tl::coherence::{encode, CacheState, RequestKind, SnoopKind};
+        let envelope = |source, dest, message| Envelope::<{ coherence_wire::LINE_BYTES }> {
+            source,
+            dest,
+            message,
+        };
+        let cases = [
+            (
+                envelope(
+                    3,
+                    1,
+                    Message::Request {
+                        line: 0x2a,
+                        kind: RequestKind::RdOwn,
+                    },
+                ),
+                "RdOwn from endpoint 3 to endpoint 1, line 2Ah",
+            ),
+            (
+                envelope(
+                    1,
+                    3,
+                    Message::Snoop {
+                        line: 0x2a,
+                        kind: SnoopKind::SnpInv,
+                        phase: true,
+                    },
+                ),
+                "SnpInv from endpoint 1 to endpoint 3, line 2Ah, phase 1",
+            ),
+            (
+                envelope(
+                    1,
+                    3,
+                    Message::GoData {
+                        line: 0x1fff_ffff,
+                        state: CacheState::Modified,
+                        data: [7; 64],
+                    },
+                ),
+                "GO-M with data from endpoint 1 to endpoint 3, line 1FFFFFFFh",
+            ),
+            (
+                envelope(1, 2, Message::GoWritePull { line: 5 }),
+                "GO_WritePull from endpoint 1 to endpoint 2, line 5h",
+            ),
+        ];
+        for (envelope, words) in cases {
+            let packet = encode(&envelope).unwrap();
+            let items = decode_in_pieces(&sealed(packet.vc(), packet.tl(), packet.payload()), 16);
+            assert_eq!(items.len(), 1, "{items:?}");
+            let line = text(&items[0]);
+            assert!(line.ends_with(&format!(": {words}")), "{line}");
+            assert_eq!(items[0]["ok"], true, "{line}");
+        }
+        // The spec's worked example: H = 0300_0B00_0000_002Ah.
+        let items = decode_in_pieces(
+            &sealed(
+                Vc::Request,
+                0x0300_0B00_0000_002A,
+                &[encode(&cases[0].0).unwrap().payload()[0]],
+            ),
+            16,
+        );
+        assert_eq!(items[0]["coherence"]["message"], "RdOwn");
+        assert_eq!(items[0]["coherence"]["line"], "0000002a");
+        // A request on the snoop channel is refused, as a receiver would.
+        let request = encode(&cases[0].0).unwrap();
+        let items = decode_in_pieces(&sealed(Vc::Snoop, request.tl(), request.payload()), 16);
+        assert_eq!(items[0]["ok"], false);
+        assert!(
+            items[0]["tl_error"].as_str().unwrap().contains("snoop channel"),
+            "{:?}",
+            items[0]
+        );
     }
 
     #[test]
