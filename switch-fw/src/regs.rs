@@ -13,8 +13,9 @@
 //! | `0x0003_0008 + 16g` | reduction group `g`: bits 15:0 result multicast group, bits 17:16 element (0 none, 1 u32, 2 f32); writing it commits the group |
 //! | `0x0004_0000` to `0x0005_FFFC` | read only: the node's identity and its ports' peers ([`crate::identity`]) |
 //!
-//! Route and group masks take effect as each half is written (write the half that removes ports first
-//! when changing a live route).
+//! Route and multicast masks take effect as each half is written (write the half that removes ports
+//! first when changing a live route). A reduction group's contributor masks are staged: they read back
+//! as written and take effect, together, when the control word commits the group.
 
 use crate::portset::PortSet;
 use crate::reduce::{Element, ReductionGroup};
@@ -75,26 +76,36 @@ impl<const PORTS: usize, const SLOTS: usize, const REDUCE: usize> Switch<PORTS, 
             }
             a if a < PORT_COUNT => {
                 let group = u16::try_from((a - REDUCTION) / 16).map_err(|_| bad)?;
-                let field = (a - REDUCTION) % 16;
-                let staged = self.staged_reduction(group);
-                let next = match field {
-                    0 | 4 => ReductionGroup {
-                        contributors: set_half(staged.contributors, field == 4, value),
-                        ..staged
-                    },
-                    8 => ReductionGroup {
-                        result_group: value as u16,
-                        element: match (value >> 16) & 3 {
-                            1 => Element::U32,
-                            2 => Element::F32,
-                            0 => return self.reducer.set(group, None).map_err(|_| bad),
+                let index = usize::from(group);
+                if index >= crate::reduce::REDUCTION_GROUPS {
+                    return Err(bad);
+                }
+                let contributors = self.contributors(group);
+                match (a - REDUCTION) % 16 {
+                    field @ (0 | 4) => {
+                        self.staged_contributors[index] = Some(set_half(contributors, field == 4, value));
+                        Ok(())
+                    }
+                    8 => {
+                        let config = match (value >> 16) & 3 {
+                            1 => Some(Element::U32),
+                            2 => Some(Element::F32),
+                            0 => None,
                             _ => return Err(bad),
-                        },
-                        ..staged
-                    },
-                    _ => return Err(bad),
-                };
-                self.stage_reduction(group, next).map_err(|_| bad)
+                        }
+                        .map(|element| ReductionGroup {
+                            contributors,
+                            result_group: value as u16,
+                            element,
+                        });
+                        // A group with no contributors, or a result group out of range, is refused and
+                        // changes nothing, what is staged included.
+                        self.reducer.set(group, config).map_err(|_| bad)?;
+                        self.staged_contributors[index] = None;
+                        Ok(())
+                    }
+                    _ => Err(bad),
+                }
             }
             _ => Err(bad),
         }
@@ -133,16 +144,20 @@ impl<const PORTS: usize, const SLOTS: usize, const REDUCE: usize> Switch<PORTS, 
                 if usize::from(group) >= crate::reduce::REDUCTION_GROUPS {
                     return Err(bad);
                 }
-                let g = self.staged_reduction(group);
+                let live = self.reducer.get(group);
                 match (a - REDUCTION) % 16 {
-                    0 => Ok(half(g.contributors, false)),
-                    4 => Ok(half(g.contributors, true)),
-                    8 => Ok(u32::from(g.result_group)
-                        | match self.reducer.get(group).map(|c| c.element) {
-                            None => 0,
-                            Some(Element::U32) => 1 << 16,
-                            Some(Element::F32) => 2 << 16,
-                        }),
+                    0 => Ok(half(self.contributors(group), false)),
+                    4 => Ok(half(self.contributors(group), true)),
+                    8 => Ok(match live {
+                        None => 0,
+                        Some(g) => {
+                            u32::from(g.result_group)
+                                | match g.element {
+                                    Element::U32 => 1 << 16,
+                                    Element::F32 => 2 << 16,
+                                }
+                        }
+                    }),
                     _ => Err(bad),
                 }
             }
@@ -150,21 +165,12 @@ impl<const PORTS: usize, const SLOTS: usize, const REDUCE: usize> Switch<PORTS, 
         }
     }
 
-    fn staged_reduction(&self, group: u16) -> ReductionGroup {
-        self.reducer.get(group).unwrap_or(ReductionGroup {
-            contributors: PortSet::EMPTY,
-            result_group: 0,
-            element: Element::U32,
-        })
-    }
-
-    fn stage_reduction(&mut self, group: u16, config: ReductionGroup) -> Result<(), SwitchError> {
-        // A group only exists once it has contributors; until then the halves are held by leaving the
-        // group unset and retrying the commit when the control word is written.
-        if config.contributors.is_empty() {
-            return Ok(());
-        }
-        self.reducer.set(group, Some(config))
+    /// A reduction group's contributors as its registers read: those staged since its last commit, or
+    /// else the live group's (none if there is no group).
+    fn contributors(&self, group: u16) -> PortSet {
+        self.staged_contributors[usize::from(group)]
+            .or_else(|| self.reducer.get(group).map(|g| g.contributors))
+            .unwrap_or(PortSet::EMPTY)
     }
 }
 
@@ -220,5 +226,52 @@ mod tests {
             );
         }
         assert!(s.write_register(REDUCTION + 8, 3 << 16).is_err());
+    }
+
+    /// Contributor masks are staged: they read back as written, change nothing until the control word
+    /// commits them, and may move a group's contributors from one half to the other. A commit that is
+    /// refused changes nothing.
+    #[test]
+    fn reduction_masks_take_effect_when_committed() {
+        let mut s: Switch<64, 16> = Switch::new();
+        let (low, high, control) = (REDUCTION + 16 * 3, REDUCTION + 16 * 3 + 4, REDUCTION + 16 * 3 + 8);
+        s.write_register(low, 0xF).unwrap();
+        assert_eq!(s.reducer.get(3), None, "not before the commit");
+        assert_eq!((s.read_register(low), s.read_register(control)), (Ok(0xF), Ok(0)));
+        s.write_register(control, 1 | 1 << 16).unwrap();
+        assert_eq!(s.reducer.get(3).unwrap().contributors, PortSet(0xF));
+        // Ports 0-3 to ports 32-35: the low half cleared, then the high half set, then the commit.
+        s.write_register(low, 0).unwrap();
+        assert_eq!(s.reducer.get(3).unwrap().contributors, PortSet(0xF), "still live");
+        s.write_register(high, 0xF).unwrap();
+        assert_eq!((s.read_register(low), s.read_register(high)), (Ok(0), Ok(0xF)));
+        s.write_register(control, 2 | 2 << 16).unwrap();
+        let g = s.reducer.get(3).unwrap();
+        assert_eq!(
+            (g.contributors, g.result_group, g.element),
+            (PortSet(0xF << 32), 2, Element::F32)
+        );
+        assert_eq!(s.read_register(control), Ok(2 | 2 << 16));
+        // Refused: a result group out of range, and a group with no contributors.
+        s.write_register(low, 1).unwrap();
+        let refused = Err(SwitchError::BadRegister { address: control });
+        assert_eq!(s.write_register(control, 100 | 1 << 16), refused);
+        assert_eq!(s.reducer.get(3).unwrap().contributors, PortSet(0xF << 32));
+        assert_eq!(s.read_register(low), Ok(1), "still staged");
+        let empty = REDUCTION + 16 * 4;
+        assert_eq!(
+            s.write_register(empty + 8, 1 | 1 << 16),
+            Err(SwitchError::BadRegister { address: empty + 8 })
+        );
+        assert_eq!(
+            s.write_register(empty + 8, 100 | 1 << 16),
+            Err(SwitchError::BadRegister { address: empty + 8 })
+        );
+        // Element 0 removes the group and what was staged for it.
+        s.write_register(control, 0).unwrap();
+        assert_eq!(
+            (s.reducer.get(3), s.read_register(low), s.read_register(control)),
+            (None, Ok(0), Ok(0))
+        );
     }
 }

@@ -134,6 +134,9 @@ pub struct Switch<const PORTS: usize, const SLOTS: usize, const REDUCE: usize = 
     pub multicast: Multicast,
     /// In-switch reduction.
     pub reducer: Reducer<REDUCE>,
+    /// Reduction groups' contributor masks written through the registers since their last commit
+    /// (`docs/spec.md` section 5): they take effect when the group's control word is written.
+    pub(crate) staged_contributors: [Option<PortSet>; crate::reduce::REDUCTION_GROUPS],
     /// Virtual output queues; input `PORTS` is the reduction engine.
     queues: Voqs<PORTS, SLOTS>,
     /// Per output: requesters with a packet queued for it; and the outputs with any.
@@ -172,6 +175,7 @@ impl<const PORTS: usize, const SLOTS: usize, const REDUCE: usize> Switch<PORTS, 
             partitions: Partitions::default(),
             multicast: Multicast::default(),
             reducer: Reducer::default(),
+            staged_contributors: [None; crate::reduce::REDUCTION_GROUPS],
             queues: Voqs::default(),
             waiting: [[0; WORDS]; PORTS],
             waiting_outputs: 0,
