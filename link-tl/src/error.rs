@@ -7,7 +7,8 @@ use link_dl::{DlError, Vc};
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 #[non_exhaustive]
 pub enum TlError {
-    /// An opcode this layer does not implement (reserved, or coherence, which is not implemented yet).
+    /// An opcode this layer does not implement: a reserved one, or where the decoder is not
+    /// [`crate::coherence::wire::decode`], a coherence opcode.
     UnknownOpcode {
         /// The 5-bit opcode.
         opcode: u8,
@@ -44,6 +45,12 @@ pub enum TlError {
     BadLength {
         /// The length.
         len: usize,
+    },
+    /// A completion that carries data with a status other than Successful Completion: only a successful
+    /// one may.
+    DataOnFailure {
+        /// The status.
+        status: crate::header::Status,
     },
     /// A posted partial write whose byte enables select no byte.
     NoBytesEnabled,
@@ -194,6 +201,12 @@ impl core::fmt::Display for TlError {
                 write!(f, "{needed} bytes asked of data flits that hold {room}")
             }
             TlError::BadLength { len } => write!(f, "length {len} is out of range"),
+            TlError::DataOnFailure { status } => {
+                write!(
+                    f,
+                    "a completion with status {status:?} carries data, which only a successful one may"
+                )
+            }
             TlError::NoBytesEnabled => write!(f, "byte enables select no byte"),
             TlError::CrossesBoundary { addr, len } => {
                 write!(

@@ -287,10 +287,7 @@ impl CompletionHeader {
         }
         let status = Status::from_bits(get(tl, field::CPL_STATUS) as u8);
         if has_data && status != Status::Success {
-            // Only a successful completion carries data.
-            return Err(TlError::BadLength {
-                len: usize::from(len_field) + 1,
-            });
+            return Err(TlError::DataOnFailure { status });
         }
         Ok(CompletionHeader {
             requester: destination(tl),
@@ -398,7 +395,10 @@ impl Header {
                 put(&mut tl, field::MSG_INDEX, u64::from(index));
             }
             Header::Completion(c) => {
-                if usize::from(c.len) > MAX_DATA || (c.len > 0 && c.status != Status::Success) {
+                if c.len > 0 && c.status != Status::Success {
+                    return Err(TlError::DataOnFailure { status: c.status });
+                }
+                if usize::from(c.len) > MAX_DATA {
                     return Err(TlError::BadLength {
                         len: usize::from(c.len),
                     });

@@ -662,10 +662,15 @@ fn request_extension(id: RequestId, addr: u64, len: u16) -> Result<Flit, TlError
 }
 
 fn split_extension(opcode: Opcode, payload: &[Flit]) -> Result<(Extension, &[Flit]), TlError> {
-    match payload.split_first() {
-        Some((ext, rest)) => Ok((Extension::parse(ext)?, rest)),
-        None => Err(flit_count_error(opcode, 0)),
+    let Some((ext, rest)) = payload.split_first() else {
+        return Err(flit_count_error(opcode, 0));
+    };
+    let ext = Extension::parse(ext)?;
+    // The value is a message's; in a request it is 0.
+    if opcode != Opcode::Message && ext.value != 0 {
+        return Err(TlError::ReservedBits);
     }
+    Ok((ext, rest))
 }
 
 fn check_enables(mask: u128, room: usize) -> Result<(), TlError> {

@@ -355,6 +355,17 @@ fn malformed_atomics_and_reserved_bits_are_typed_errors() {
         Tlp::parse(Vc::Request, fetch_add, &[reserved, [0; 16]]),
         Err(TlError::ReservedBits)
     );
+    // The extension's value is a message's: 0 in every request.
+    let read = tl_of(Header::Request {
+        opcode: Opcode::Read,
+        dest: 1,
+        addr: 0x100,
+    });
+    let mut valued = ext(8, 0);
+    valued[15] = 0xff;
+    for (tl, payload) in [(fetch_add, &[valued, [0; 16]][..]), (read, &[valued][..])] {
+        assert_eq!(Tlp::parse(Vc::Request, tl, payload), Err(TlError::ReservedBits));
+    }
     // A completion without data must have no length and offset 0; its reserved bit must be 0.
     let cpl = CompletionHeader {
         requester: 1,
@@ -374,10 +385,13 @@ fn malformed_atomics_and_reserved_bits_are_typed_errors() {
         ..cpl
     };
     let with_data = Header::Completion(failed).emit().unwrap() | 1 << 8 | 3 << 1;
-    assert_eq!(Header::parse(with_data), Err(TlError::BadLength { len: 4 }));
+    let data_on_failure = TlError::DataOnFailure {
+        status: Status::Poisoned,
+    };
+    assert_eq!(Header::parse(with_data), Err(data_on_failure));
     assert_eq!(
         Header::Completion(CompletionHeader { len: 4, ..failed }).emit(),
-        Err(TlError::BadLength { len: 4 })
+        Err(data_on_failure)
     );
     // Messages: unknown code, reserved bits.
     let msg = tl_of(Header::Message {

@@ -180,7 +180,8 @@ impl Timing {
         }
     }
 
-    /// Every timeout divided by 100 (Polling still sends 1024 TS1): for sweeps that exercise failures.
+    /// Every timeout of milliseconds divided by 100 (Polling still sends 1024 TS1, and the waits of a
+    /// microsecond or less stay): for sweeps that exercise failures.
     pub const fn fast() -> Self {
         let p = Timing::pcie();
         Timing {

@@ -865,6 +865,27 @@ mod tests {
         packet
     }
 
+    /// The worked example of spec section 2.2 reads as the spec says.
+    #[test]
+    fn the_packet_of_spec_section_2_2_reads_as_the_spec_says() {
+        let spec = include_str!("../../../docs/spec.md");
+        let (flit, words) = (
+            "61 01 40 38 48 20 10 00 00 00 12 30 e0 82 6a c8",
+            "PostedWrite to endpoint 2, address 12300h",
+        );
+        assert!(spec.contains(flit) && spec.contains(&format!("`{words}`")));
+        let mut bytes = Vec::new();
+        Hex::default().bytes(flit.as_bytes(), &mut bytes).unwrap();
+        bytes.extend(0u8..128);
+        let items = decode_in_pieces(&bytes, 16);
+        assert_eq!((items.len(), &items[0]["ok"]), (1, &json!(true)), "{items:?}");
+        assert!(
+            text(&items[0]).ends_with(&format!("ok: {words}")),
+            "{}",
+            text(&items[0])
+        );
+    }
+
     /// Coherence messages are named as spec section 3.9 names them, with their endpoints, line and a
     /// snoop's phase; one on the wrong channel is refused.
     #[test]
