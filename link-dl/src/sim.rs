@@ -210,6 +210,8 @@ pub struct Report {
     pub down_at: Option<Duration>,
     /// Whether the run stopped at its time limit with packets not delivered.
     pub limit_reached: bool,
+    /// Retrains asked for ([`Traffic::retrain_at`]) that were not done: the run had ended first.
+    pub retrains_not_done: usize,
 }
 
 /// The contents of payload flit `i` of packet `k` on `vc`.
@@ -380,6 +382,7 @@ pub fn run<const REPLAY: usize>(mut pair: LinkPair<SimEndpoint<REPLAY>>, traffic
         report.down_at = Some(last_up.0.saturating_since(Instant::ZERO));
     }
     report.limit_reached = pair.now() > limit && report.packets_delivered < total;
+    report.retrains_not_done = retrains.len();
     report.width = width;
     report.rate_gts = rate.gts();
     report.code = code.name();

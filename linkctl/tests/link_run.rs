@@ -95,7 +95,16 @@ fn eight_b_ten_b_caps_the_rate() {
 #[test]
 fn a_link_that_never_comes_up_says_where_training_ended() {
     // One lane, and it is dead: training ends in Failed at 48 ms, and nothing is sent.
-    let args = ["--lanes", "1", "--dead-lane", "0", "--packets", "10"];
+    let args = [
+        "--lanes",
+        "1",
+        "--dead-lane",
+        "0",
+        "--packets",
+        "10",
+        "--code",
+        "128b130b",
+    ];
     let out = common::linkctl(&["link", "run"], &[&args[..], &["--json"]].concat());
     assert_eq!(out.status.code(), Some(3));
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
@@ -108,7 +117,11 @@ fn a_link_that_never_comes_up_says_where_training_ended() {
         (Some(false), Some("Failed"), Some(false)),
         "{v}"
     );
-    assert!(v["time_to_active_us"].is_null() && v["lanes"].is_null(), "{v}");
+    // No width, rate or code: not those training stopped at (2.5 GT/s, 8b/10b), as if the link had run.
+    for field in ["time_to_active_us", "lanes", "rate_gts", "code"] {
+        assert!(v[field].is_null(), "{field}: {v}");
+    }
+    assert_eq!(v["code_requested"], "128b130b");
     assert_eq!(
         (v["packets_sent"].as_u64(), v["complete"].as_bool()),
         (Some(0), Some(false))
@@ -124,6 +137,31 @@ fn a_link_that_never_comes_up_says_where_training_ended() {
     for claim in ["up after", "time limit", "delivered", "goodput"] {
         assert!(!text.contains(claim), "{claim:?} in {text}");
     }
+}
+
+/// A `--retrain-at` time after the last delivery is said not to have been done, not silently ignored.
+#[test]
+fn a_retrain_after_the_run_is_reported_not_done() {
+    let args = ["--packets", "100", "--retrain-at", "1", "--retrain-at", "1000000"];
+    let v = json(&args);
+    assert_intact(&v, 100, 128);
+    let early_only = json(&args[..4]);
+    assert_eq!(
+        (
+            v["retrains_not_done"].as_u64(),
+            early_only["retrains_not_done"].as_u64()
+        ),
+        (Some(1), Some(0)),
+        "{v}"
+    );
+    assert_eq!(v["retrains"], early_only["retrains"]);
+    let out = common::linkctl(&["link", "run"], &args);
+    assert_eq!(out.status.code(), Some(0));
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        text.contains("note: 1 of the --retrain-at times came after the run had ended"),
+        "{text}"
+    );
 }
 
 /// A link that comes up and then goes down for good (here its retraining fails at a high bit error rate)

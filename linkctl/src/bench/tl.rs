@@ -22,7 +22,9 @@ const BASE_LOCAL: u64 = 3;
 pub fn rows(plan: &Plan) -> anyhow::Result<Vec<Row>> {
     let n = plan.bytes;
     let s = plan.samples;
-    let data = crate::noise::noise(0, n);
+    // The reads start BASE_LOCAL bytes in, and read `n` bytes as the writes do.
+    let data = crate::noise::noise(0, n + BASE_LOCAL as usize);
+    let writes_data = &data[..n];
     let mut map = AddressMap::<1>::new();
     map.insert(Window::flat(ENDPOINT, 1 << 40))
         .context("address map")?;
@@ -31,7 +33,7 @@ pub fn rows(plan: &Plan) -> anyhow::Result<Vec<Row>> {
 
     for offset in [0u64, 3] {
         let mut flits = 0;
-        let mut writes = PostedWrites::new(&map, BASE + offset, &data);
+        let mut writes = PostedWrites::new(&map, BASE + offset, writes_data);
         while let Some(r) = writes.next_into(&mut packet) {
             r.context("posted write")?;
             flits += packet.flits();
@@ -44,7 +46,7 @@ pub fn rows(plan: &Plan) -> anyhow::Result<Vec<Row>> {
         }
         let name = format!("packetize posted writes, +{offset}");
         rows.push(row(&name, n, s, || {
-            let mut writes = PostedWrites::new(&map, BASE + offset, black_box(&data));
+            let mut writes = PostedWrites::new(&map, BASE + offset, black_box(writes_data));
             while let Some(Ok(())) = writes.next_into(&mut packet) {
                 black_box(&packet);
             }
@@ -52,9 +54,9 @@ pub fn rows(plan: &Plan) -> anyhow::Result<Vec<Row>> {
     }
 
     // Reads of the buffer at an unaligned address, 4 KiB per request.
-    let len = n as u64 - 3;
+    let len = n as u64;
     let mut reads: Vec<Read> = Vec::new();
-    for (i, piece) in Pieces::reads(&map, BASE + 3, len).enumerate() {
+    for (i, piece) in Pieces::reads(&map, BASE + BASE_LOCAL, len).enumerate() {
         let piece = piece.context("read piece")?;
         let id = RequestId {
             requester: 1,
@@ -67,10 +69,7 @@ pub fn rows(plan: &Plan) -> anyhow::Result<Vec<Row>> {
             id,
         });
     }
-    let bytes_of = |read: &Read| {
-        let at = (read.addr - 3) as usize;
-        &data[at + 3..at + 3 + usize::from(read.len)]
-    };
+    let bytes_of = |read: &Read| &data[read.addr as usize..][..usize::from(read.len)];
     rows.push(row("packetize read completions", len as usize, s, || {
         for read in &reads {
             if let Ok(mut completions) = ReadCompletions::new(*read, ENDPOINT, bytes_of(read)) {
@@ -84,8 +83,9 @@ pub fn rows(plan: &Plan) -> anyhow::Result<Vec<Row>> {
     // Read back as a requester with 64 tags: the answers of each round are recorded once, then replayed.
     let mut rounds = Vec::new();
     let mut dst = vec![0u8; len as usize];
-    read_back(&map, len, &mut dst, &mut rounds, Some(&data[3..])).context("reassembly")?;
-    anyhow::ensure!(dst == data[3..], "reassembled data differs from the source");
+    let source = &data[BASE_LOCAL as usize..];
+    read_back(&map, len, &mut dst, &mut rounds, Some(source)).context("reassembly")?;
+    anyhow::ensure!(dst == source, "reassembled data differs from the source");
     rows.push(row("reassemble read completions", len as usize, s, || {
         let _ = read_back(&map, len, black_box(&mut dst), &mut rounds, None);
     }));
@@ -104,7 +104,7 @@ fn read_back(
     source: Option<&[u8]>,
 ) -> anyhow::Result<()> {
     let mut table = Outstanding::<64>::new(Duration::from_ms(1));
-    let mut requests = Requests::reads(map, BASE + 3, len, 1);
+    let mut requests = Requests::reads(map, BASE + BASE_LOCAL, len, 1);
     let mut reassembler = Reassembler::new(dst);
     let mut packet = Packet::new();
     let mut round = 0;

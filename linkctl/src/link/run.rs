@@ -214,13 +214,14 @@ fn to_json(r: &Report, args: &RunArgs, wall_seconds: f64, code: LineCode, limit:
         "flits_duplicated": r.flit_faults[1],
         "flits_corrupted": r.flit_faults[2],
         "lanes": r.active.then_some(r.width),
-        "rate_gts": r.rate_gts,
-        "code": r.code,
+        "rate_gts": r.active.then_some(r.rate_gts),
+        "code": r.active.then_some(r.code),
         "code_requested": code.name(),
         "payload": args.payload,
         "replay_buffer": args.replay,
         "time_to_active_us": r.active.then(|| r.time_to_active.as_ps() as f64 / 1e6),
         "down_at_us": r.down_at.map(|t| t.as_ps() as f64 / 1e6),
+        "retrains_not_done": r.retrains_not_done,
         "elapsed_us": r.elapsed.as_ps() as f64 / 1e6,
         "goodput_gbps": r.goodput_gbps,
         "efficiency": r.efficiency,
@@ -268,6 +269,13 @@ fn print_text(r: &Report, v: &Value) {
         }
     );
     print_errors(r, v);
+    if r.retrains_not_done > 0 {
+        println!(
+            "note: {} of the --retrain-at times came after the run had ended ({:.1} us after the link came up): not done",
+            r.retrains_not_done,
+            r.elapsed.as_ps() as f64 / 1e6
+        );
+    }
     println!(
         "goodput: {:.3} GB/s of simulated link time, {:.1}% of the line rate after encoding ({:.1}% of the raw rate); {:.2} s of wall time",
         r.goodput_gbps,
