@@ -1,11 +1,13 @@
 //! `linkctl tl`: the transaction layer between two endpoints.
 
+use std::ops::Range;
 use std::process::ExitCode;
 use std::time::Instant as WallClock;
 
 use anyhow::{bail, ensure, Context};
 use clap::Subcommand;
 use link_tl::endpoint::pair::{Pair, Side};
+use link_tl::endpoint::{in_range, Memory, MemoryError};
 use link_tl::endpoint::{Direction, Done, Event};
 use link_tl::{AddressMap, Window};
 use serde_json::json;
@@ -76,15 +78,21 @@ fn copy(args: CopyArgs) -> anyhow::Result<ExitCode> {
     ensure_unit_wire_ber(args.ber)?;
     ensure_below("--drop", args.drop, 0.5)?;
     ensure_below("--duplicate", args.duplicate, 0.5)?;
-    // Memories rounded up to the address map's window granule.
+    // Memories rounded up to the address map's window granule, of which each holds the copy's range and a
+    // granule either side.
     let granule = link_tl::address::WINDOW_ALIGN;
     let len = (offset + size).div_ceil(granule) * granule;
-    let mut source = crate::noise::noise(args.seed, len as usize);
-    let mut target = vec![0u8; len as usize];
+    let held = offset.saturating_sub(granule)..(offset + size + granule).min(len);
+    let source = Span::new(
+        len,
+        held.clone(),
+        crate::noise::noise(args.seed, held.clone().count()),
+    );
+    let target = Span::new(len, held.clone(), vec![0; held.clone().count()]);
     let mut map = AddressMap::<2>::new();
     map.insert(Window::flat(0, len)).context("address map")?;
     map.insert(Window::flat(1, len)).context("address map")?;
-    let Some(mut pair) = Pair::new(&mut source[..], &mut target[..], &map, args.ber, args.seed) else {
+    let Some(mut pair) = Pair::new(source, target, &map, args.ber, args.seed) else {
         bail!("the data links did not come up");
     };
     pair.losses.drop = args.drop;
@@ -123,10 +131,14 @@ fn copy(args: CopyArgs) -> anyhow::Result<ExitCode> {
         Some(Err(failure)) => (0, Some(failure.to_string())),
         None => (0, Some(format!("it did not finish in {limit} unit times"))),
     };
-    let range = offset as usize..(offset + size) as usize;
-    let (a, b) = (pair.a.memory(), pair.b.memory());
-    let verified = failure.is_none() && a[range.clone()] == b[range.clone()];
-    let untouched = b[..range.start].iter().chain(&b[range.end..]).all(|&v| v == 0);
+    let range = (offset - held.start) as usize..(offset + size - held.start) as usize;
+    let (a, b) = (&pair.a.memory().bytes, pair.b.memory());
+    let verified = failure.is_none() && a[range.clone()] == b.bytes[range.clone()];
+    let untouched = b.stray_write.is_none()
+        && b.bytes[..range.start]
+            .iter()
+            .chain(&b.bytes[range.end..])
+            .all(|&v| v == 0);
     let (ca, cb) = (pair.a.counters(), pair.b.counters());
     let (la, lb) = (pair.link.a.counters(), pair.link.b.counters());
     let gbps = moved as f64 / elapsed_ps * 1e3;
@@ -188,4 +200,97 @@ fn copy(args: CopyArgs) -> anyhow::Result<ExitCode> {
     } else {
         ExitCode::from(3)
     })
+}
+
+/// A memory of `size` bytes of which only `held` is kept (so that a small copy at a large offset does not
+/// take memory for every byte below it): the rest reads as 0, and the first write to it is recorded, as a
+/// copy must not write outside its range.
+struct Span {
+    size: u64,
+    held: Range<u64>,
+    bytes: Vec<u8>,
+    /// The local address of the first write outside `held`.
+    stray_write: Option<u64>,
+}
+
+impl Span {
+    fn new(size: u64, held: Range<u64>, bytes: Vec<u8>) -> Span {
+        debug_assert_eq!(held.clone().count(), bytes.len());
+        Span {
+            size,
+            held,
+            bytes,
+            stray_write: None,
+        }
+    }
+
+    /// Where `len` bytes at `addr` are in `bytes`, if they are all held.
+    fn held(&self, addr: u64, len: usize) -> Option<Range<usize>> {
+        let end = addr + len as u64;
+        (self.held.start <= addr && end <= self.held.end)
+            .then(|| (addr - self.held.start) as usize..(end - self.held.start) as usize)
+    }
+}
+
+impl Memory for Span {
+    fn size(&self) -> u64 {
+        self.size
+    }
+
+    fn read(&mut self, addr: u64, out: &mut [u8]) -> Result<(), MemoryError> {
+        in_range(self.size, addr, out.len())?;
+        match self.held(addr, out.len()) {
+            Some(at) => out.copy_from_slice(&self.bytes[at]),
+            None => {
+                for (a, byte) in (addr..).zip(out.iter_mut()) {
+                    *byte = self.held(a, 1).map_or(0, |at| self.bytes[at.start]);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn write(&mut self, addr: u64, data: &[u8]) -> Result<(), MemoryError> {
+        in_range(self.size, addr, data.len())?;
+        match self.held(addr, data.len()) {
+            Some(at) => self.bytes[at].copy_from_slice(data),
+            None => {
+                for (a, &byte) in (addr..).zip(data) {
+                    match self.held(a, 1) {
+                        Some(at) => self.bytes[at.start] = byte,
+                        None => {
+                            self.stray_write.get_or_insert(a);
+                        }
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Only the held range takes memory: the rest reads as 0 and a write to it is recorded, whether the
+    /// access lies wholly outside or straddles the edge; accesses beyond the size are refused.
+    #[test]
+    fn a_span_holds_its_range_and_records_writes_outside_it() {
+        let mut span = Span::new(1 << 30, 4096..8192, vec![7; 4096]);
+        let mut out = [1u8; 8];
+        span.read(4092, &mut out).unwrap();
+        assert_eq!(out, [0, 0, 0, 0, 7, 7, 7, 7]);
+        span.write(4096, &[9; 16]).unwrap();
+        assert_eq!(
+            (span.bytes[..17].to_vec(), span.stray_write),
+            ([[9; 16].as_slice(), &[7]].concat(), None)
+        );
+        span.write(8190, &[5; 4]).unwrap();
+        assert_eq!((&span.bytes[4094..], span.stray_write), (&[5, 5][..], Some(8192)));
+        span.write(100, &[5]).unwrap();
+        assert_eq!(span.stray_write, Some(8192), "the first is kept");
+        assert!(span.read((1 << 30) - 4, &mut out).is_err());
+        assert!(span.write(u64::MAX, &[1]).is_err());
+    }
 }

@@ -116,6 +116,13 @@ fn the_offset_takes_the_suffixes_of_the_size() {
         (Some(3072), Some(true)),
         "{v}"
     );
+    // Near the top, a small copy holds only its own range (it had held a gigabyte twice over), read back
+    // too.
+    let near_the_top = ["--size", "1K", "--offset", "1023M"];
+    for pull in [&[][..], &["--pull"]] {
+        let v = json(&[&near_the_top[..], pull].concat());
+        assert_eq!(v["verified"], true, "{v}");
+    }
     for (args, expected) in [
         (
             &["--offset", "1G"][..],
