@@ -17,10 +17,11 @@ use std::collections::VecDeque;
 use link_dl::flit::{Flit, IdentFlit, FLIT_LEN, MAX_PACKET_FLITS, MAX_PAYLOAD_FLITS};
 use link_dl::link::{DataLink, DlConfig, DlEvent};
 use link_dl::{Received, Vc};
+use link_phy::channel::geometric;
 use link_phy::lanes::LinkWidth;
 use link_phy::rate::Rate;
 use link_phy::time::{Duration, Instant};
-use rand_core::{Rng, SeedableRng};
+use rand_core::SeedableRng;
 use rand_xoshiro::Xoshiro256PlusPlus;
 use switch_fw::identity::Identity;
 use switch_fw::switch::{Arrival, Destination, Forward, Switch};
@@ -250,7 +251,7 @@ struct Errors {
 impl Errors {
     fn new(ber: f64, seed: u64) -> Self {
         let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed);
-        let next = gap(&mut rng, ber);
+        let next = geometric(&mut rng, ber);
         Errors {
             ber,
             rng,
@@ -267,19 +268,11 @@ impl Errors {
             let bit = (self.next - self.position) as usize;
             units[bit / 128][bit % 128 / 8] ^= 1 << (bit % 8);
             flipped += 1;
-            self.next += 1 + gap(&mut self.rng, self.ber);
+            self.next += 1 + geometric(&mut self.rng, self.ber);
         }
         self.position = end;
         flipped
     }
-}
-
-fn gap(rng: &mut Xoshiro256PlusPlus, p: f64) -> u64 {
-    if p <= 0.0 {
-        return u64::MAX / 2;
-    }
-    let u = ((rng.next_u64() >> 11) + 1) as f64 / (1u64 << 53) as f64;
-    (u.ln() / (1.0 - p).ln()).floor().min((u64::MAX / 4) as f64) as u64
 }
 
 /// One direction of a trunk.

@@ -377,8 +377,9 @@ fn noise(rng: &mut Xoshiro256PlusPlus, len: u32) -> SlotBits {
     bits
 }
 
-/// The number of good bits before the next error when each bit fails with probability `p`.
-fn geometric(rng: &mut Xoshiro256PlusPlus, p: f64) -> u64 {
+/// The number of good bits before the next error when each bit fails with probability `p` (at most
+/// `u64::MAX / 4`; `u64::MAX / 2` for `p` 0): a geometric draw, exact however small `p` is.
+pub fn geometric(rng: &mut Xoshiro256PlusPlus, p: f64) -> u64 {
     if p <= 0.0 {
         return u64::MAX / 2;
     }
@@ -387,7 +388,8 @@ fn geometric(rng: &mut Xoshiro256PlusPlus, p: f64) -> u64 {
     }
     // U in (0, 1]: 53 random bits, never zero.
     let u = ((rng.next_u64() >> 11) + 1) as f64 / (1u64 << 53) as f64;
-    let gap = (u.ln() / (1.0 - p).ln()).floor();
+    // ln(1 - p) as ln_1p(-p): 1 - p rounds to 1 below p = 2^-54, which made every gap 0.
+    let gap = (u.ln() / (-p).ln_1p()).floor();
     if gap >= (u64::MAX / 4) as f64 {
         u64::MAX / 4
     } else {
@@ -473,6 +475,26 @@ mod tests {
             LaneSignal::Bits(b) => Some(b.get(0, 64)),
             LaneSignal::Idle => None,
         }
+    }
+
+    /// Gaps between errors average 1/p - 1 bits, however small p is: below 2^-54, 1 - p rounds to 1 and
+    /// every gap had been 0 (every bit an error).
+    #[test]
+    fn error_gaps_are_geometric_for_every_rate() {
+        let mut rng = Xoshiro256PlusPlus::seed_from_u64(3);
+        for p in [1e-3, 1e-9, 1e-16, 1e-17, 1e-20, 1e-300] {
+            let draws = 20_000;
+            let mean = (0..draws).map(|_| geometric(&mut rng, p) as f64).sum::<f64>() / draws as f64;
+            let expected = (1.0 / p - 1.0).min((u64::MAX / 4) as f64);
+            assert!(
+                (mean / expected - 1.0).abs() < 0.05,
+                "p {p}: mean {mean}, expected {expected}"
+            );
+        }
+        assert_eq!(
+            (geometric(&mut rng, 0.0), geometric(&mut rng, 1.0)),
+            (u64::MAX / 2, 0)
+        );
     }
 
     #[test]
