@@ -170,11 +170,12 @@ impl<W: Write> Waves<W> {
         if self.values[signal] == value {
             return Ok(());
         }
+        // The value is kept past the limit too, so that only changes are counted as left out.
+        self.values[signal] = value;
         if self.changes >= self.limit {
             self.dropped += 1;
             return Ok(());
         }
-        self.values[signal] = value;
         if self.written_at != Some(at) {
             writeln!(self.out, "#{}", at.as_ps())?;
             self.written_at = Some(at);

@@ -530,6 +530,29 @@ fn waveforms_are_written_and_counted() {
     let changes = v["waves"]["changes"].as_u64().unwrap();
     assert!(changes > 10, "{v}");
     assert_eq!(v["waves"]["dropped"], 0);
+    // A limit writes that many and counts the rest: the changes left out, not every sample after it.
+    for limit in [0, 5, changes - 1] {
+        let limited = json(&[
+            "allreduce",
+            "--topology",
+            "mesh2",
+            "--max",
+            "16K",
+            "--vcd",
+            path.to_str().unwrap(),
+            "--vcd-limit",
+            &limit.to_string(),
+        ]);
+        std::fs::remove_file(&path).unwrap();
+        assert_eq!(
+            (
+                limited["waves"]["changes"].as_u64(),
+                limited["waves"]["dropped"].as_u64()
+            ),
+            (Some(limit), Some(changes - limit)),
+            "--vcd-limit {limit}"
+        );
+    }
     let bad = sim(&[
         "allreduce",
         "--topology",
