@@ -619,15 +619,18 @@ fn run_with(
     let sizes = sizes(sweep.kind, gpus, sweep.min, sweep.max);
     let largest = sizes.last().copied().unwrap_or(0);
     if sizes.is_empty() {
+        // The sweep doubles from --min: its largest try is the last doubling within --max.
+        let mut largest_try = sweep.min.max(1);
+        while largest_try.saturating_mul(2) <= sweep.max {
+            largest_try *= 2;
+        }
         let least = match sweep.kind.bytes_per_count(gpus) {
-            4 => "sizes start at 4 bytes (one 32-bit element)".to_string(),
-            unit => format!(
-                "this collective gives each of its {gpus} GPUs a block of whole 32-bit elements, so sizes \
-                 start at {unit} bytes"
-            ),
+            4 => "4 bytes, one 32-bit element".to_string(),
+            unit => format!("{unit} bytes, a block of whole 32-bit elements for each of its {gpus} GPUs"),
         };
         return Err(format!(
-            "no message size from {} to {} bytes: {least}",
+            "no message size from {} to {} bytes: the sweep doubles from --min, and its largest size, \
+             {largest_try} bytes, is below the least this collective moves, {least}",
             sweep.min, sweep.max
         ));
     }

@@ -787,12 +787,17 @@ fn a_bad_fault_is_refused_with_an_example_that_is_taken() {
 fn refusals_name_the_range_without_contradicting_it() {
     for (args, expected) in [
         (
-            &["allreduce", "--ber", "0.01"][..],
-            "--ber must be at least 0 and below 0.01, not 0.01",
+            &["allreduce", "--ber", "0.002"][..],
+            "--ber must be from 0 to 0.001, not 0.002",
         ),
         (
             &["allreduce", "--min", "0"],
             "bad size \"0\": must be at least 1 byte",
+        ),
+        // 32 lies between the two, but the sweep tries 31 only (it had said sizes start at 32).
+        (
+            &["allgather", "--min", "31", "--max", "33"],
+            "its largest size, 31 bytes, is below the least this collective moves, 32 bytes",
         ),
     ] {
         let out = sim(args);

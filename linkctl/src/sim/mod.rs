@@ -12,8 +12,6 @@ use fabric_sim::traffic::{Background, BackgroundReport, Pattern, Spread, HOTSPOT
 use link_phy::time::Duration;
 use serde_json::json;
 
-use crate::check::ensure_below;
-
 mod plot;
 mod traffic;
 
@@ -373,7 +371,7 @@ pub fn failover_line(f: &fabric_sim::net::FailoverStats) -> String {
 /// Bit errors and failures, as `sim` and `sim traffic` take them.
 #[derive(Args, Debug)]
 pub struct FaultArgs {
-    /// Random bit error rate on every link (the data links replay what it corrupts)
+    /// Random bit error rate on every link, 0 to 1e-3 (the data links replay what it corrupts)
     #[arg(long)]
     pub ber: Option<f64>,
     /// Fail the link (all ganged links) between two nodes at a simulated time, e.g.
@@ -398,7 +396,12 @@ impl FaultArgs {
     /// `--ber`, checked.
     pub fn ber(&self) -> anyhow::Result<Option<f64>> {
         if let Some(ber) = self.ber {
-            ensure_below("--ber", ber, 0.01)?;
+            let most = fabric_sim::topology::MAX_BER;
+            ensure!(
+                (0.0..=most).contains(&ber),
+                "--ber must be from 0 to {most}, not {ber}: above it most packets are hit and replays make a \
+                 run's time grow exponentially"
+            );
         }
         Ok(self.ber)
     }
