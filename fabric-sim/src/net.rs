@@ -47,8 +47,8 @@ pub const REPLAY: usize = 511;
 /// the fastest trunks.
 pub const RX_FLITS: usize = 4096;
 /// Most memory the fabric's data links, switches and wires may take (the replay and receive buffers are
-/// fixed per link; a wire holds its rate times its latency): a topology that needs more is refused
-/// rather than left to exhaust the machine.
+/// fixed per link; a wire holds the bursts its latency has in flight: `Direction::wire_bytes`): a topology
+/// that needs more is refused rather than left to exhaust the machine.
 pub const MAX_STATE_BYTES: u64 = 16 << 30;
 /// Packets a switch input can hold.
 pub const SWITCH_SLOTS: usize = 8192;
@@ -301,8 +301,23 @@ struct Direction {
 impl Direction {
     /// Carry `gbps`: a unit every `16 / gbps` ns, in bursts of [`BURST_TIME`].
     fn set_rate(&mut self, gbps: f64) {
-        self.unit_ps = ((FLIT_LEN as f64) * 1000.0 / gbps).round().max(1.0) as u64;
-        self.burst = ((BURST_TIME.as_ps() / self.unit_ps) as usize).clamp(MAX_PACKET_FLITS, BURST_MAX);
+        (self.unit_ps, self.burst) = Direction::timing(gbps);
+    }
+
+    /// Picoseconds per unit and units per burst at `gbps`.
+    fn timing(gbps: f64) -> (u64, usize) {
+        let unit_ps = ((FLIT_LEN as f64) * 1000.0 / gbps).round().max(1.0) as u64;
+        let burst = ((BURST_TIME.as_ps() / unit_ps) as usize).clamp(MAX_PACKET_FLITS, BURST_MAX);
+        (unit_ps, burst)
+    }
+
+    /// The most memory a direction's wire takes at `gbps` and `latency_ns`: the bursts in flight, each in a
+    /// buffer of [`BURST_MAX`] units however many it carries (below 64 GB/s a burst carries fewer, so a
+    /// wire takes more than its rate times its latency: 6.4 times as much at 1 GB/s).
+    fn wire_bytes(gbps: f64, latency_ns: f64) -> f64 {
+        let (unit_ps, burst) = Direction::timing(gbps);
+        let in_flight = (latency_ns * 1000.0 / (burst as u64 * unit_ps) as f64).ceil() + 1.0;
+        in_flight * (std::mem::size_of::<[Flit; BURST_MAX]>() + std::mem::size_of::<Burst>()) as f64
     }
 }
 
@@ -563,8 +578,11 @@ impl Net {
             .iter()
             .filter(|x| x.kind == NodeKind::Switch)
             .count();
-        // A wire holds what its rate times its latency puts on it (GB/s x ns = bytes), each way.
-        let on_wires: f64 = fabric.trunks.iter().map(|t| 2.0 * t.gbps * t.latency_ns).sum();
+        let on_wires: f64 = fabric
+            .trunks
+            .iter()
+            .map(|t| 2.0 * Direction::wire_bytes(t.gbps, t.latency_ns))
+            .sum();
         let link_bytes = PortLink::MEMORY_BYTES;
         // A switch holds each packet in its slots for as long as a copy of it waits to leave, and one
         // per port and channel that it cannot take yet.

@@ -226,8 +226,11 @@ pub struct Report {
     pub gpus: usize,
     /// Packets delivered to GPUs, all sizes, background traffic's included.
     pub packets: u64,
-    /// Wall-clock seconds the simulation took.
+    /// Wall-clock seconds the simulation of the sizes took.
     pub wall_seconds: f64,
+    /// Wall-clock seconds before it: building the fabric and bringing its links up (long on links of
+    /// long latency, which take many round trips to initialise).
+    pub setup_wall_seconds: f64,
     /// Packets simulated per wall-clock second.
     pub packets_per_s: f64,
     /// Whether every result buffer checked out.
@@ -668,6 +671,7 @@ fn run_with(
             ));
         }
     }
+    let setup_started = WallClock::now();
     let mut net = Net::new(&topology, &[], DlConfig::default(), sweep.seed)?;
     let extension = topology.address_extension();
     let fabric_gpus = net.fabric().gpus.len();
@@ -780,6 +784,7 @@ fn run_with(
         background.start_at(net.now());
     }
     let started = WallClock::now();
+    let setup_wall_seconds = started.duration_since(setup_started).as_secs_f64();
     let mut rows = Vec::new();
     let mut app_failure = None;
     // The size that ran out of simulated time, if one did.
@@ -946,6 +951,7 @@ fn run_with(
         gpus,
         packets,
         wall_seconds,
+        setup_wall_seconds,
         packets_per_s: packets as f64 / wall_seconds.max(1e-9),
         verified,
         avg_busbw,

@@ -391,17 +391,22 @@ impl Topology {
             if !(MIN_GBPS..=MAX_TRUNK_GBPS).contains(&l.gbps) {
                 return Err(format!(
                     "{link}: rate {} GB/s, not {MIN_GBPS} to {MAX_TRUNK_GBPS}",
-                    l.gbps
+                    number_text(l.gbps)
                 ));
             }
             if !(0.0..=MAX_LATENCY_NS).contains(&l.latency_ns) {
                 return Err(format!(
-                    "{link}: latency {} ns, not 0 to {MAX_LATENCY_NS}",
-                    l.latency_ns
+                    "{link}: latency {} ns, not 0 to {}",
+                    number_text(l.latency_ns),
+                    number_text(MAX_LATENCY_NS)
                 ));
             }
             if !(0.0..=MAX_BER).contains(&l.ber) {
-                return Err(format!("{link}: bit error rate {}, not 0 to {MAX_BER}", l.ber));
+                return Err(format!(
+                    "{link}: bit error rate {}, not 0 to {}",
+                    number_text(l.ber),
+                    number_text(MAX_BER)
+                ));
             }
         }
         // Parallel links are ganged into one trunk, which frames packets one way and moves a 16-byte unit
@@ -589,6 +594,16 @@ pub const MAX_TRUNK_LINKS: usize = 64;
 pub const MAX_TRUNK_GBPS: f64 = 16_000.0;
 /// Longest link latency, ns (one second).
 pub const MAX_LATENCY_NS: f64 = 1e9;
+
+/// A number as messages print it: as usual from 0.001 to 10^6, in scientific notation beyond (1e300, not
+/// a 301-digit number; 1e-9, not 0.000000001), and 0 as 0.
+pub fn number_text(x: f64) -> String {
+    if x == 0.0 || !x.is_finite() || (1e-3..1e6).contains(&x.abs()) {
+        format!("{x}")
+    } else {
+        format!("{x:e}")
+    }
+}
 
 /// Highest random bit error rate of a link. Above it most packets are hit (a 144-byte packet gets through
 /// a link at 1e-3 one time in three) and go-back-N replays make a run's time grow exponentially with it: a

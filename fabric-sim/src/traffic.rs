@@ -121,6 +121,14 @@ impl Spread {
             Spread::Links => "links",
         }
     }
+
+    /// What it does, in a few words for a title.
+    pub fn words(self) -> &'static str {
+        match self {
+            Spread::Flow => "one path per flow",
+            Spread::Links => "spread over the links",
+        }
+    }
 }
 
 /// One run of synthetic traffic.

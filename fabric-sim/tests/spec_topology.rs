@@ -57,7 +57,7 @@ fn mistakes_are_named() {
         ),
         (
             base.replace("gbps = 25.0\nlatency_ns", "gbps = -1.0\nlatency_ns"),
-            "bad rate",
+            "rate -1 GB/s, not 0.001 to 16000",
         ),
         (
             base.replace("name = \"gpu1\"", "name = \"gpu0\""),
@@ -87,15 +87,15 @@ fn mistakes_are_named() {
         ),
         (
             base.replace("latency_ns = 150.0", "latency_ns = 1e300"),
-            "latency 0 to",
+            "latency 1e300 ns, not 0 to 1e9",
         ),
         (
             base.replace("gbps = 25.0\nlatency_ns", "gbps = 1e-9\nlatency_ns"),
-            "rate 0.001 to",
+            "rate 1e-9 GB/s, not 0.001 to",
         ),
         (
             base.replace("gbps = 25.0\nlatency_ns", "gbps = nan\nlatency_ns"),
-            "bad rate",
+            "rate NaN GB/s",
         ),
         (
             base.replace(

@@ -211,17 +211,16 @@ fn run_stress(args: &CoherenceArgs) -> anyhow::Result<ExitCode> {
         println!("{}", serde_json::to_string_pretty(&value)?);
     } else {
         println!(
-            "{}, {}, seed {}, bit error rate {:e} on every link: {} operations ({} reads, {} \
-             writes, {} evictions; {} hits)",
+            "{}, {}, seed {}, bit error rate {} on every link: {} ({}, {}, {}; {})",
             plural(agents, "agent"),
             plural(lines, "line"),
             seed,
-            ber,
-            r.ops,
-            r.reads,
-            r.writes,
-            r.evictions,
-            r.hits
+            fabric_sim::topology::number_text(ber),
+            plural(r.ops as usize, "operation"),
+            plural(r.reads as usize, "read"),
+            plural(r.writes as usize, "write"),
+            plural(r.evictions as usize, "eviction"),
+            plural(r.hits as usize, "hit")
         );
         println!(
             "home: {} requests, {} snoops, {} invalidations, {} write-backs, {} requests parked on busy lines",

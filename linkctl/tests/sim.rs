@@ -618,7 +618,7 @@ fn faults_due_after_the_sweep_are_said_not_to_have_happened() {
     assert!(out.status.success(), "{text}");
     assert!(text.contains("1 ganged link(s) lost"), "{text}");
     assert!(
-        text.contains("): 1 of the faults were due after that and did not happen"),
+        text.contains("): 1 of the faults was due after that and did not happen"),
         "{text}"
     );
     let v = json(&[&args[..], &["gpu0:nvswitch0@100ns"]].concat());

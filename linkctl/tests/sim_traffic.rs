@@ -94,7 +94,7 @@ fn the_table_names_the_run_and_marks_saturation() {
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let text = String::from_utf8(out.stdout).unwrap();
     assert!(
-        text.starts_with("# hotspot traffic on dgx-h100, spread over links: 8 GPUs"),
+        text.starts_with("# hotspot traffic on dgx-h100, spread over the links: 8 GPUs"),
         "{text}"
     );
     assert!(text.contains("# saturated from load 0.80"), "{text}");
@@ -324,7 +324,7 @@ fn faults_due_after_a_run_are_said_not_to_have_happened() {
     let text = String::from_utf8(out.stdout).unwrap();
     assert!(out.status.success(), "{text}");
     assert!(
-        text.contains(": 1 of the faults were due after that and did not happen\n"),
+        text.contains(": 1 of the faults was due after that and did not happen\n"),
         "{text}"
     );
     let v = common::json(CMD, &args);

@@ -290,7 +290,7 @@ fn print_text(c: &ChannelArgs, pair: &LinkPair, report: &Value) {
         c.max_rate,
         c.skew,
         // 0, not 0e0; others as 1e-6.
-        if c.ber == 0.0 { "0".to_owned() } else { format!("{:e}", c.ber) },
+        fabric_sim::topology::number_text(c.ber),
         c.dead_lanes,
         c.stuck_lanes,
         c.inverted_lanes,

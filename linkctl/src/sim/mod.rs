@@ -322,9 +322,10 @@ pub fn window_notes(limited: &serde_json::Value) -> Vec<String> {
 /// That `count` faults were due after `run` had ended, `simulated` after its start, and did not happen.
 pub fn late_faults(run: &str, simulated: Duration, count: usize) -> String {
     format!(
-        "{run} ended {:.3} us after its start (links training included): {count} of the faults were due after \
+        "{run} ended {:.3} us after its start (links training included): {count} of the faults {} due after \
          that and did not happen",
-        simulated.as_ps() as f64 / 1e6
+        simulated.as_ps() as f64 / 1e6,
+        if count == 1 { "was" } else { "were" }
     )
 }
 
@@ -959,8 +960,17 @@ fn print_table(sweep: &Sweep, r: &Report) {
     if let Some(why) = &r.failure {
         println!("# Stopped: {why}");
     }
+    // Setting up takes milliseconds on the built-in fabrics, and can take most of the run on slow ones.
+    let setup = if r.setup_wall_seconds >= 0.1 {
+        format!(
+            " (after {:.2} s building the fabric and bringing its links up)",
+            r.setup_wall_seconds
+        )
+    } else {
+        String::new()
+    };
     println!(
-        "# {} packets simulated in {:.2} s of wall time: {:.2} M packets/s on one core; results {}",
+        "# {} packets simulated in {:.2} s of wall time{setup}: {:.2} M packets/s on one core; results {}",
         r.packets,
         r.wall_seconds,
         r.packets_per_s / 1e6,
@@ -1013,6 +1023,7 @@ fn print_json(sweep: &Sweep, r: &Report) -> anyhow::Result<()> {
         "avg_busbw": r.avg_busbw,
         "packets": r.packets,
         "wall_seconds": r.wall_seconds,
+        "setup_wall_seconds": r.setup_wall_seconds,
         "packets_per_s": r.packets_per_s,
         "verified": r.verified,
         "collective_verified": collective_verified(r),

@@ -176,10 +176,10 @@ pub fn run(args: TrafficArgs) -> anyhow::Result<ExitCode> {
     }
     if let Some(file) = plot_file {
         let title = format!(
-            "{} traffic on {} (spread over {}), latency",
+            "{} traffic on {} ({}), latency",
             pattern.name(),
             topology.name,
-            spread.name()
+            spread.words()
         );
         // A load with no packet measured has no latency to plot.
         let points: Vec<_> = reports
@@ -287,11 +287,10 @@ fn point(r: &TrafficReport, saturated: bool) -> Value {
 
 fn print_table(s: &Value, reports: &[TrafficReport], windows: &[Window]) {
     println!(
-        "# {} traffic on {}, spread over {}: {} GPUs, {}-byte posted writes; warm-up {} us, measured over \
-         {} us",
+        "# {} traffic on {}, {}: {} GPUs, {}-byte posted writes; warm-up {} us, measured over {} us",
         s["pattern"].as_str().unwrap_or_default(),
         s["topology"].as_str().unwrap_or_default(),
-        s["spread"].as_str().unwrap_or_default(),
+        Spread::parse(s["spread"].as_str().unwrap_or_default()).map_or("", Spread::words),
         s["gpus"],
         s["payload_bytes"],
         s["warmup_us"],
@@ -300,17 +299,20 @@ fn print_table(s: &Value, reports: &[TrafficReport], windows: &[Window]) {
     for note in window_notes(&s["window_limited"]) {
         println!("{note}");
     }
-    println!("# load: share of each GPU's injection bandwidth offered; GB/s: payload per GPU");
     println!(
-        "#{:>6} {:>10} {:>10}  {:>9} {:>7} {:>7} {:>7} {:>10} {:>9}",
-        "load", "offered", "accepted", "mean ns", "p50", "p99", "max", "packets", "src full"
+        "# load: share of each GPU's injection bandwidth offered; GB/s: payload per GPU; measured: packets \
+         born in the window, whose latency is given; delivered: all the run's"
+    );
+    println!(
+        "#{:>6} {:>10} {:>10}  {:>9} {:>7} {:>7} {:>7} {:>9} {:>10} {:>9}",
+        "load", "offered", "accepted", "mean ns", "p50", "p99", "max", "measured", "delivered", "src full"
     );
     for r in reports {
         let l = &r.measured.latency;
         // No packet measured has no latency: dashes, not zeros.
         let ns = |x: String| if l.packets > 0 { x } else { "-".to_owned() };
         println!(
-            " {:>6} {:>10.1} {:>10.1}  {:>9} {:>7} {:>7} {:>7} {:>10} {:>9}{}",
+            " {:>6} {:>10.1} {:>10.1}  {:>9} {:>7} {:>7} {:>7} {:>9} {:>10} {:>9}{}",
             load_text(r.load),
             r.measured.offered_gbps,
             r.measured.accepted_gbps,
@@ -318,6 +320,7 @@ fn print_table(s: &Value, reports: &[TrafficReport], windows: &[Window]) {
             ns(l.p50_ns.to_string()),
             ns(l.p99_ns.to_string()),
             ns(l.max_ns.to_string()),
+            l.packets,
             r.measured.delivered,
             r.measured.source_full,
             match (r.measured.verified, &r.measured.problem) {
