@@ -809,19 +809,28 @@ fn refusals_name_the_range_without_contradicting_it() {
 
 #[test]
 fn a_fabric_that_would_need_more_than_16_gib_is_refused() {
-    // 16 TB/s for a second of latency: each direction's wire would hold 16 TB.
+    // 16 TB/s for a second of latency: each direction's wire would hold 16 TB. At 8 GB/s, a second holds
+    // 8 GB, but in bursts of 10 units in buffers of 64: about 100 GB (its rate times its latency had let
+    // it through).
     let path = std::env::temp_dir().join(format!("linkctl-sim-huge-{}.toml", std::process::id()));
-    std::fs::write(
-        &path,
-        "[[node]]\nname = \"a\"\nkind = \"gpu\"\n[[node]]\nname = \"b\"\nkind = \"gpu\"\n\
-         [[link]]\na = \"a\"\nb = \"b\"\ngbps = 16000.0\nlatency_ns = 1e9\n",
-    )
-    .unwrap();
-    let topology = path.to_str().unwrap();
-    common::assert_refused(&["sim"], &["allreduce", "--topology", topology]);
-    let out = sim(&["allreduce", "--topology", topology]);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(stderr.contains("16 GiB"), "{stderr}");
+    for (gbps, needs) in [("16000.0", "30500.8 GiB"), ("8.0", "97.6 GiB")] {
+        std::fs::write(
+            &path,
+            format!(
+                "[[node]]\nname = \"a\"\nkind = \"gpu\"\n[[node]]\nname = \"b\"\nkind = \"gpu\"\n\
+                 [[link]]\na = \"a\"\nb = \"b\"\ngbps = {gbps}\nlatency_ns = 1e9\n"
+            ),
+        )
+        .unwrap();
+        let topology = path.to_str().unwrap();
+        common::assert_refused(&["sim"], &["allreduce", "--topology", topology]);
+        let out = sim(&["allreduce", "--topology", topology]);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            stderr.contains(&format!("would need {needs}")) && stderr.contains("16 GiB"),
+            "{stderr}"
+        );
+    }
     let _ = std::fs::remove_file(&path);
 }
 
