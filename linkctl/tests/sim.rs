@@ -256,6 +256,33 @@ fn a_failed_link_is_reported_and_the_data_still_verifies() {
     assert_eq!(v["failure"], serde_json::Value::Null);
 }
 
+/// A fault that finds its link already down is counted, not silently ignored: a second failure of the
+/// same link, and more lost links than a trunk has (gpu0 has 4 to nvswitch1: three lose one each, the
+/// fourth takes the trunk down, the fifth finds it down).
+#[test]
+fn faults_that_find_their_link_down_are_counted() {
+    let mut args = vec!["allreduce", "--min", "1M", "--max", "1M"];
+    args.extend(["--degrade-link", "gpu0:nvswitch1@2us"].repeat(5));
+    args.extend(["--fail-link", "gpu0:nvswitch1@3us"]);
+    let v = json(&args);
+    let f = &v["failover"];
+    assert_eq!(
+        (
+            &f["links_degraded"],
+            &f["links_failed"],
+            &f["faults_without_effect"]
+        ),
+        (&json!(3), &json!(1), &json!(2)),
+        "{f}"
+    );
+    assert_eq!(v["verified"], true);
+    let text = String::from_utf8(sim(&args).stdout).unwrap();
+    assert!(
+        text.contains("; 2 fault(s) without effect, their link already down"),
+        "{text}"
+    );
+}
+
 #[test]
 fn traffic_beside_a_collective_is_reported_in_the_json_and_the_table() {
     let args = [

@@ -89,6 +89,9 @@ pub struct FailoverStats {
     /// deliver nor return them, and of which no other copy was on its way: lost (NVLink has no
     /// end-to-end retry). Traffic goes on without them; a collective cannot, and the run stops.
     pub packets_lost: u64,
+    /// Faults that found nothing left to fail: their trunk (or the trunk at their port) had failed
+    /// already, by an earlier fault or by as many lost links as it had.
+    pub faults_without_effect: u64,
     /// Jobs that failures split (no route joins some of their GPUs any more) and that went on: synthetic
     /// traffic, whose packets between the parts are lost or not sent ([`super::Job::goes_on_split`]).
     pub jobs_split: u64,
@@ -379,15 +382,16 @@ impl Net {
             return;
         };
         let trunk = match fault {
-            Fault::LinkDown { trunk, .. } => trunk,
-            Fault::LinkLost { trunk, .. } => {
-                if !self.lose_a_link(trunk) {
-                    return;
-                }
-                trunk
-            }
+            Fault::LinkDown { trunk, .. } | Fault::LinkLost { trunk, .. } => trunk,
             Fault::PortDown { node, port, .. } => self.fabric.ports[node][port].0,
         };
+        if let Some(f) = self.failover.as_mut().filter(|f| f.failed.contains(&trunk)) {
+            f.stats.faults_without_effect += 1;
+            return;
+        }
+        if matches!(fault, Fault::LinkLost { .. }) && !self.lose_a_link(trunk) {
+            return;
+        }
         self.fail_trunk(trunk, app);
         self.record_link(trunk, 0);
         self.record_link(trunk, 1);

@@ -345,6 +345,7 @@ pub fn failover_json(f: &fabric_sim::net::FailoverStats) -> serde_json::Value {
         "engine_packets_dropped": f.engine_packets_dropped,
         "packets_lost": f.packets_lost,
         "jobs_split": f.jobs_split,
+        "faults_without_effect": f.faults_without_effect,
     })
 }
 
@@ -354,7 +355,7 @@ pub fn failover_line(f: &fabric_sim::net::FailoverStats) -> String {
         "# Failover: {} link(s) failed, {} ganged link(s) lost; {} units lost on the wire; {} packets taken back \
          from data links, {} from switch queues; {} sent again by another path, {} returned to their source; \
          {} held by switches until the new routes; {} duplicates dropped; {} lost (no way on); {} job(s) \
-         split that went on",
+         split that went on{}",
         f.links_failed,
         f.links_degraded,
         f.units_lost,
@@ -365,7 +366,11 @@ pub fn failover_line(f: &fabric_sim::net::FailoverStats) -> String {
         f.packets_parked,
         f.duplicates_dropped,
         f.packets_lost,
-        f.jobs_split
+        f.jobs_split,
+        match f.faults_without_effect {
+            0 => String::new(),
+            n => format!("; {n} fault(s) without effect, their link already down"),
+        }
     )
 }
 
