@@ -238,6 +238,9 @@ pub struct TrafficReport {
     pub load: f64,
     /// The warm-up used.
     pub warmup: Duration,
+    /// The warm-up the fabric gets unless told otherwise ([`auto_warmup`]): a shorter one may measure
+    /// before the queues have filled.
+    pub default_warmup: Duration,
     /// Throughput, latency and delivery.
     pub measured: Measured,
     /// Simulated time the run took, drain included.
@@ -343,7 +346,8 @@ pub fn run_traffic(topology: &Topology, spec: &TrafficSpec) -> Result<TrafficRep
     let members: Vec<u16> = (0..gpus as u16).collect();
     let (bandwidth, wire_bytes) = injection(&net, topology, &members, spec.payload_bytes);
     let extension = topology.address_extension();
-    let warmup = spec.warmup.unwrap_or_else(|| auto_warmup(&net));
+    let default_warmup = auto_warmup(&net);
+    let warmup = spec.warmup.unwrap_or(default_warmup);
     let stop = Instant::ZERO + warmup + spec.measure;
     let mut app = Traffic::new(
         spec,
@@ -360,6 +364,7 @@ pub fn run_traffic(topology: &Topology, spec: &TrafficSpec) -> Result<TrafficRep
     Ok(TrafficReport {
         load: spec.load,
         warmup,
+        default_warmup,
         failover: net.failover_stats(),
         faults_after_end: crate::run::faults_due_after(&spec.faults, net.now()),
         measured: app.measured(offered, spec.measure, finished, net.fatal()),

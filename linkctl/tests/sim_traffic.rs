@@ -99,6 +99,10 @@ fn the_table_names_the_run_and_marks_saturation() {
     );
     assert!(text.contains("# saturated from load 0.80"), "{text}");
     assert!(
+        !text.contains("warm-up, "),
+        "the default warm-up is not noted: {text}"
+    );
+    assert!(
         text.contains("every packet delivered once, with its data"),
         "{text}"
     );
@@ -330,4 +334,21 @@ fn faults_due_after_a_run_are_said_not_to_have_happened() {
     let v = common::json(CMD, &args);
     assert_eq!(v["points"][0]["faults_after_end"], 1);
     assert_eq!(v["points"][0]["failover"]["links_failed"], 0);
+}
+
+/// A warm-up shorter than the fabric's default is noted: the window opens before the fabric has filled
+/// (at 0 ns, a load of 0.1 reads as saturated).
+#[test]
+fn a_short_warm_up_is_noted() {
+    let out = common::linkctl(CMD, &["--load", "0.1", "--warmup", "0ns", "--measure", "1us"]);
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        text.contains("# the warm-up, 0 us, is shorter than this fabric's default, 2.6 us"),
+        "{text}"
+    );
+    let v = common::json(CMD, &["--load", "0.1", "--warmup", "0ns", "--measure", "1us"]);
+    assert_eq!(
+        (v["warmup_us"].as_f64(), v["default_warmup_us"].as_f64()),
+        (Some(0.0), Some(2.6))
+    );
 }

@@ -155,6 +155,7 @@ pub fn run(args: TrafficArgs) -> anyhow::Result<ExitCode> {
         "gpus": gpus,
         "payload_bytes": args.bytes,
         "warmup_us": reports.first().map(|r| r.warmup.as_ps() as f64 / 1e6),
+        "default_warmup_us": reports.first().map(|r| r.default_warmup.as_ps() as f64 / 1e6),
         "measure_us": measure.as_ps() as f64 / 1e6,
         "seed": args.seed,
         "ber": ber,
@@ -350,6 +351,14 @@ fn print_table(s: &Value, reports: &[TrafficReport], windows: &[Window]) {
              much (a longer --measure)",
             load_text(r.load),
             w.packets
+        );
+    }
+    if let Some(r) = reports.first().filter(|r| r.warmup < r.default_warmup) {
+        println!(
+            "# the warm-up, {} us, is shorter than this fabric's default, {} us: the window may open before \
+             the first packets have arrived and the queues filled, and read a load as saturated that is not",
+            r.warmup.as_ps() as f64 / 1e6,
+            r.default_warmup.as_ps() as f64 / 1e6
         );
     }
     if let Some((r, _)) = loads.find(|(_, w)| w.saturated) {
