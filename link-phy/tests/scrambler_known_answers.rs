@@ -2,6 +2,7 @@
 //! specification's figures, independent of the table-driven code under test.
 
 use link_phy::code128b130b::ordered_set::{skp_tail, SKP_END};
+use link_phy::code128b130b::{LaneEncoder, OrderedSetBlock};
 use link_phy::scrambler::{lane_seed, Gen1Scrambler, Gen3Scrambler, LANE_SEEDS};
 use link_phy::Symbol;
 use proptest::prelude::*;
@@ -187,6 +188,13 @@ fn skp_tail_at_the_lane_0_seed() {
     let seed = lane_seed(0);
     let tail = skp_tail(seed, seed >> 22 == 0);
     assert_eq!([SKP_END, tail[0], tail[1], tail[2]], [0xE1, 0x9D, 0xBF, 0xBC]);
+    // The same from lane 0's encoder, a SKP ordered set right after an EIEOS (spec section 1.3.3).
+    let mut encoder = LaneEncoder::new(0);
+    encoder.encode_block(&OrderedSetBlock::Eieos.to_block());
+    let (first, last) = encoder.encode_block(&OrderedSetBlock::skp().to_block());
+    // The wire's first 2 bits are the sync header; the 16 symbols follow, least significant bit first.
+    let symbols = ((first >> 2) | u128::from(last) << 126).to_le_bytes();
+    assert_eq!(symbols[12..], [0xE1, 0x9D, 0xBF, 0xBC]);
 }
 
 proptest! {
