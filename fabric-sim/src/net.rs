@@ -321,6 +321,17 @@ impl Direction {
     }
 }
 
+/// What in a data link decides what its node can send: whether it is active, what it has received (a
+/// packet the app answers), what is unacknowledged and its credits. Receiving only ever adds packets and
+/// credits and takes acknowledged packets away, so one sum moves whenever any of them does.
+fn sending_state(link: &PortLink) -> (bool, u64) {
+    let credits: u64 = Vc::ALL.iter().map(|&vc| u64::from(link.credit(vc))).sum();
+    (
+        link.is_active(),
+        (link.counters().packets_received + credits).wrapping_sub(link.unacknowledged() as u64),
+    )
+}
+
 /// Units sent in one go, on a wire.
 #[derive(Clone, Copy, Debug)]
 struct Burst {
@@ -1211,6 +1222,9 @@ impl Net {
     fn arrive(&mut self, t: usize, d: usize, app: &mut dyn App) {
         let now = self.now;
         let (node, port) = self.dirs[t][d].to;
+        let before = self.gpu_of_node[node]
+            .is_some()
+            .then(|| sending_state(&self.links[node][port]));
         let dir = &mut self.dirs[t][d];
         while let Some(burst) = dir.bursts.front() {
             if burst.arrival > now {
@@ -1236,10 +1250,13 @@ impl Net {
             NodeState::Gpu => self.gpu_received(node, port, app),
             NodeState::Switch { .. } => self.switch_received(node, port),
         }
-        if self.gpu_of_node[node].is_some() {
-            self.fill_gpu(node, app);
-        } else {
-            self.switch_forward(node);
+        match before {
+            // A GPU's offer can only go otherwise than its last if the units changed what its link lets
+            // it send or brought it a packet: control flits that repeat the last acknowledgement and
+            // credits (an idle link's periodic updates) change nothing.
+            Some(before) if before == sending_state(&self.links[node][port]) => {}
+            Some(_) => self.fill_gpu(node, app),
+            None => self.switch_forward(node),
         }
         // Only now, with the received packets taken and their buffers freed, does the receiver know all the
         // acknowledgements and credits it owes back.
