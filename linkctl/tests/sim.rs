@@ -542,7 +542,7 @@ fn the_plot_is_an_svg() {
 #[test]
 fn waveforms_are_written_and_counted() {
     let path = std::env::temp_dir().join(format!("linkctl-sim-waves-{}.vcd", std::process::id()));
-    let v = json(&[
+    let run = [
         "allreduce",
         "--topology",
         "mesh2",
@@ -550,7 +550,8 @@ fn waveforms_are_written_and_counted() {
         "16K",
         "--vcd",
         path.to_str().unwrap(),
-    ]);
+    ];
+    let v = json(&run);
     let vcd = std::fs::read_to_string(&path).unwrap();
     std::fs::remove_file(&path).unwrap();
     assert!(vcd.contains("$enddefinitions $end"));
@@ -559,17 +560,7 @@ fn waveforms_are_written_and_counted() {
     assert_eq!(v["waves"]["dropped"], 0);
     // A limit writes that many and counts the rest: the changes left out, not every sample after it.
     for limit in [0, 5, changes - 1] {
-        let limited = json(&[
-            "allreduce",
-            "--topology",
-            "mesh2",
-            "--max",
-            "16K",
-            "--vcd",
-            path.to_str().unwrap(),
-            "--vcd-limit",
-            &limit.to_string(),
-        ]);
+        let limited = json(&[&run[..], &["--vcd-limit", &limit.to_string()]].concat());
         std::fs::remove_file(&path).unwrap();
         assert_eq!(
             (
