@@ -312,11 +312,15 @@ impl Direction {
     }
 
     /// The most memory a direction's wire takes at `gbps` and `latency_ns`: the bursts in flight, each in a
-    /// buffer of [`BURST_MAX`] units however many it carries (below 64 GB/s a burst carries fewer, so a
-    /// wire takes more than its rate times its latency: 6.4 times as much at 1 GB/s).
-    fn wire_bytes(gbps: f64, latency_ns: f64) -> f64 {
+    /// buffer of [`BURST_MAX`] units however many it carries. Loaded, a burst goes out every burst time
+    /// (below 64 GB/s a burst carries fewer than 64 units, so a wire takes more than its rate times its
+    /// latency: 6.4 times as much at 1 GB/s); idle, a link sends an Update alone every `update_interval`,
+    /// or every unit time if that is longer, which on very slow links is the more often of the two.
+    fn wire_bytes(gbps: f64, latency_ns: f64, update_interval: Duration) -> f64 {
         let (unit_ps, burst) = Direction::timing(gbps);
-        let in_flight = (latency_ns * 1000.0 / (burst as u64 * unit_ps) as f64).ceil() + 1.0;
+        let loaded = burst as u64 * unit_ps;
+        let idle = unit_ps.max(update_interval.as_ps());
+        let in_flight = (latency_ns * 1000.0 / loaded.min(idle) as f64).ceil() + 1.0;
         in_flight * (std::mem::size_of::<[Flit; BURST_MAX]>() + std::mem::size_of::<Burst>()) as f64
     }
 }
@@ -592,7 +596,7 @@ impl Net {
         let on_wires: f64 = fabric
             .trunks
             .iter()
-            .map(|t| 2.0 * Direction::wire_bytes(t.gbps, t.latency_ns))
+            .map(|t| 2.0 * Direction::wire_bytes(t.gbps, t.latency_ns, dl.update_interval))
             .sum();
         let link_bytes = PortLink::MEMORY_BYTES;
         // A switch holds each packet in its slots for as long as a copy of it waits to leave, and one

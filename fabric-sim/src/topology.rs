@@ -110,7 +110,7 @@ fn check_node_name(name: &str) -> Result<(), String> {
         ));
     }
     // `--gpus 4` is a count and `--background-gpus rest` the GPUs not in the job: neither names a node.
-    if name.chars().all(|c| c.is_ascii_digit()) || name == "rest" {
+    if name.parse::<usize>().is_ok() || name == "rest" {
         return Err(format!(
             "node name {name:?}: a name is not a number or \"rest\" (the command line reads those as a count \
              of GPUs and as the GPUs left over)"
@@ -1018,7 +1018,7 @@ mod tests {
             let err = Topology::from_toml(&pair(link)).unwrap_err();
             assert!(err.starts_with(expected), "{link}: {err}");
         }
-        for name in ["9", "rest"] {
+        for name in ["9", "+4", "rest"] {
             let err = Topology::from_toml(
                 &pair("a = \"a\"\nb = \"b\"\ngbps = 1").replace("\"b\"", &format!("{name:?}")),
             )

@@ -118,7 +118,13 @@ fn a_link_that_never_comes_up_says_where_training_ended() {
         "{v}"
     );
     // No width, rate or code: not those training stopped at (2.5 GT/s, 8b/10b), as if the link had run.
-    for field in ["time_to_active_us", "lanes", "rate_gts", "code"] {
+    for field in [
+        "time_to_active_us",
+        "lanes",
+        "rate_gts",
+        "code",
+        "retrains_not_done",
+    ] {
         assert!(v[field].is_null(), "{field}: {v}");
     }
     assert_eq!(v["code_requested"], "128b130b");

@@ -849,6 +849,19 @@ fn a_fabric_that_would_need_more_than_16_gib_is_refused() {
             "{stderr}"
         );
     }
+    // Slower still, an idle link's Updates go out one to a burst, a microsecond apart: nine links of
+    // 0.016 GB/s and a second take 17.6 GiB (counted by the burst, 1.8 GiB had let them through).
+    let mut star = String::from("[[node]]\nname = \"sw\"\nkind = \"switch\"\n");
+    for g in 0..9 {
+        star += &format!("[[node]]\nname = \"g{g}\"\nkind = \"gpu\"\n");
+    }
+    for g in 0..9 {
+        star += &format!("[[link]]\na = \"g{g}\"\nb = \"sw\"\ngbps = 0.016\nlatency_ns = 1e9\n");
+    }
+    std::fs::write(&path, star).unwrap();
+    let out = sim(&["allreduce", "--topology", path.to_str().unwrap()]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("would need 17.6 GiB"), "{stderr}");
     let _ = std::fs::remove_file(&path);
 }
 

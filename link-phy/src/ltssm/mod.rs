@@ -132,7 +132,8 @@ impl LtssmState {
 }
 
 /// The timeouts and counts of training. [`Timing::pcie`] holds the values of the PCI Express
-/// specification; [`Timing::fast`] divides every timeout by 100 for simulations that sweep failures.
+/// specification; [`Timing::fast`] divides the timeouts of milliseconds by 100 for simulations that sweep
+/// failures.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Timing {
     /// Detect.Quiet: 12 ms.
@@ -180,8 +181,8 @@ impl Timing {
         }
     }
 
-    /// Every timeout of milliseconds divided by 100 (Polling still sends 1024 TS1, and the waits of a
-    /// microsecond or less stay): for sweeps that exercise failures.
+    /// Every timeout of milliseconds divided by 100 (Polling still sends 1024 TS1, and Detect.Active's 1 us,
+    /// the 2 us lane settle and the 800 ns speed-change idle stay): for sweeps that exercise failures.
     pub const fn fast() -> Self {
         let p = Timing::pcie();
         Timing {

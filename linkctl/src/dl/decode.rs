@@ -121,6 +121,8 @@ struct Hex {
     in_word: bool,
     /// A `0` that starts a word and a byte, kept until the next character says whether it starts `0x`.
     zero: bool,
+    /// A `0x` prefix read, which a digit must follow.
+    prefix: bool,
 }
 
 impl Hex {
@@ -130,6 +132,7 @@ impl Hex {
             if self.zero {
                 self.zero = false;
                 if matches!(c, b'x' | b'X') {
+                    self.prefix = true;
                     continue;
                 }
                 self.high = Some(0);
@@ -141,6 +144,7 @@ impl Hex {
                     Ok(wide) => {
                         let ch = wide.chars().next().unwrap_or_default();
                         ensure!(ch.is_whitespace(), "{ch:?} is not a hex digit");
+                        ensure!(!self.prefix, "0x with no hex digit after it");
                         self.wide.clear();
                     }
                     // A character is at most four bytes long.
@@ -150,6 +154,7 @@ impl Hex {
                 continue;
             }
             if char::from(c).is_whitespace() || matches!(c, b':' | b',') {
+                ensure!(!self.prefix, "0x with no hex digit after it");
                 self.in_word = false;
                 continue;
             }
@@ -162,6 +167,7 @@ impl Hex {
             let Some(digit) = char::from(c).to_digit(16) else {
                 bail!("{:?} is not a hex digit", char::from(c));
             };
+            self.prefix = false;
             match self.high.take() {
                 Some(high) => bytes.push(high << 4 | digit as u8),
                 None => self.high = Some(digit as u8),
@@ -172,6 +178,7 @@ impl Hex {
 
     fn finish(&self) -> anyhow::Result<()> {
         ensure!(self.wide.is_empty(), "the input ends within a character");
+        ensure!(!self.prefix, "0x with no hex digit after it");
         ensure!(self.high.is_none() && !self.zero, "an odd number of hex digits");
         Ok(())
     }
@@ -832,6 +839,13 @@ mod tests {
             "a prefix only starts a word"
         );
         assert!(converted(&mut Hex::default(), b"1 0x1").1.is_err(), "or a byte");
+        assert!(
+            converted(&mut Hex::default(), b"0x 12").1.is_err(),
+            "a digit follows"
+        );
+        let mut hex = Hex::default();
+        assert_eq!(converted(&mut hex, b"0x"), (vec![], Ok(())));
+        assert!(hex.finish().is_err(), "0x alone is not a byte");
         let mut hex = Hex::default();
         assert_eq!(converted(&mut hex, b"0"), (vec![], Ok(())));
         assert!(hex.finish().is_err(), "a lone 0 is one digit");

@@ -221,7 +221,7 @@ fn to_json(r: &Report, args: &RunArgs, wall_seconds: f64, code: LineCode, limit:
         "replay_buffer": args.replay,
         "time_to_active_us": r.active.then(|| r.time_to_active.as_ps() as f64 / 1e6),
         "down_at_us": r.down_at.map(|t| t.as_ps() as f64 / 1e6),
-        "retrains_not_done": r.retrains_not_done,
+        "retrains_not_done": r.active.then_some(r.retrains_not_done),
         "elapsed_us": r.elapsed.as_ps() as f64 / 1e6,
         "goodput_gbps": r.goodput_gbps,
         "efficiency": r.efficiency,
