@@ -263,15 +263,18 @@ pub struct Report {
 /// A size with no element per GPU is left out, and so is a size rounded down onto the one before.
 pub fn sizes(kind: Kind, gpus: usize, min: u64, max: u64) -> Vec<u64> {
     let mut v: Vec<u64> = Vec::new();
-    let mut s = min.max(1);
-    while s <= max {
+    for s in tried_sizes(min, max) {
         let (moved, _) = kind.size_and_count(s, gpus);
         if moved > 0 && v.last() != Some(&moved) {
             v.push(moved);
         }
-        s = s.saturating_mul(2);
     }
     v
+}
+
+/// The sizes a sweep tries before rounding: `min` (at least 1), doubling, up to `max`.
+fn tried_sizes(min: u64, max: u64) -> impl Iterator<Item = u64> {
+    std::iter::successors(Some(min.max(1)), |s| s.checked_mul(2)).take_while(move |&s| s <= max)
 }
 
 /// Have `net` write a pcap trace of its links to `pcap` and waveforms of their states to `vcd` (each a
@@ -622,11 +625,7 @@ fn run_with(
     let sizes = sizes(sweep.kind, gpus, sweep.min, sweep.max);
     let largest = sizes.last().copied().unwrap_or(0);
     if sizes.is_empty() {
-        // The sweep doubles from --min: its largest try is the last doubling within --max.
-        let mut largest_try = sweep.min.max(1);
-        while largest_try.saturating_mul(2) <= sweep.max {
-            largest_try *= 2;
-        }
+        let largest_try = tried_sizes(sweep.min, sweep.max).last().unwrap_or(sweep.min);
         let least = match sweep.kind.bytes_per_count(gpus) {
             4 => "4 bytes, one 32-bit element".to_string(),
             unit => format!("{unit} bytes, a block of whole 32-bit elements for each of its {gpus} GPUs"),

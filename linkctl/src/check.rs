@@ -12,6 +12,15 @@ pub fn ensure_below(flag: &str, value: f64, bound: f64) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Refuses `value` for `flag` unless it is from 0 to `most`, both included.
+pub fn ensure_within(flag: &str, value: f64, most: f64) -> anyhow::Result<()> {
+    ensure!(
+        (0.0..=most).contains(&value),
+        "{flag} must be from 0 to {most}, not {value}"
+    );
+    Ok(())
+}
+
 /// Refuses a `--ber` that the wire between two data links back to back (`tl copy`, the coherence stress)
 /// does not model: it flips at most one bit per unit, so from 1/128 up every unit is hit and nothing gets
 /// through.

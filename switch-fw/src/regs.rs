@@ -40,6 +40,13 @@ fn set_half(mask: PortSet, high: bool, value: u32) -> PortSet {
     }
 }
 
+/// The reduction group and the offset within its 16 bytes that register `a` (at or above [`REDUCTION`])
+/// addresses, if there is such a group.
+fn reduction_register(a: u32) -> Option<(u16, u32)> {
+    let group = u16::try_from((a - REDUCTION) / 16).ok()?;
+    (usize::from(group) < crate::reduce::REDUCTION_GROUPS).then_some((group, (a - REDUCTION) % 16))
+}
+
 fn half(mask: PortSet, high: bool) -> u32 {
     if high {
         (mask.0 >> 32) as u32
@@ -75,13 +82,10 @@ impl<const PORTS: usize, const SLOTS: usize, const REDUCE: usize> Switch<PORTS, 
                     .map_err(|_| bad)
             }
             a if a < PORT_COUNT => {
-                let group = u16::try_from((a - REDUCTION) / 16).map_err(|_| bad)?;
+                let (group, field) = reduction_register(a).ok_or(bad)?;
                 let index = usize::from(group);
-                if index >= crate::reduce::REDUCTION_GROUPS {
-                    return Err(bad);
-                }
                 let contributors = self.contributors(group);
-                match (a - REDUCTION) % 16 {
+                match field {
                     field @ (0 | 4) => {
                         self.staged_contributors[index] = Some(set_half(contributors, field == 4, value));
                         Ok(())
@@ -140,12 +144,9 @@ impl<const PORTS: usize, const SLOTS: usize, const REDUCE: usize> Switch<PORTS, 
                 ))
             }
             a if a < PORT_COUNT => {
-                let group = u16::try_from((a - REDUCTION) / 16).map_err(|_| bad)?;
-                if usize::from(group) >= crate::reduce::REDUCTION_GROUPS {
-                    return Err(bad);
-                }
+                let (group, field) = reduction_register(a).ok_or(bad)?;
                 let live = self.reducer.get(group);
-                match (a - REDUCTION) % 16 {
+                match field {
                     0 => Ok(half(self.contributors(group), false)),
                     4 => Ok(half(self.contributors(group), true)),
                     8 => Ok(match live {

@@ -397,15 +397,12 @@ impl Net {
         self.record_link(trunk, 1);
     }
 
-    /// One of trunk `t`'s links is gone (see [`Fault::LinkLost`]). Returns true if it was the last one,
-    /// so the trunk itself fails.
+    /// One of trunk `t`'s links, which has not failed, is gone (see [`Fault::LinkLost`]). Returns true if
+    /// it was the last one, so the trunk itself fails.
     fn lose_a_link(&mut self, t: usize) -> bool {
         let Some(f) = self.failover.as_mut() else {
             return false;
         };
-        if f.failed.contains(&t) {
-            return false;
-        }
         let links = f.links_left[t];
         if links <= 1 {
             return true;

@@ -457,24 +457,23 @@ fn simulated(tl: u64) -> (Value, Option<String>) {
 fn transaction(header: &Header, extension: Option<&Flit>) -> Value {
     match *header {
         // A non-posted request's extension flit gives address bits 3:0, its requester, tag and length.
-        Header::Request { opcode, dest, addr } => match extension
-            .filter(|_| opcode.vc() == Vc::Request)
-            .and_then(|flit| Extension::parse(flit).ok())
-        {
-            Some(x) => json!({
+        Header::Request { opcode, dest, addr } => {
+            let extension = extension
+                .filter(|_| opcode.vc() == Vc::Request)
+                .and_then(|flit| Extension::parse(flit).ok());
+            let first_byte = extension.map_or(0, |x| u64::from(x.first_byte));
+            let mut fields = json!({
                 "opcode": format!("{opcode:?}"),
                 "dest": dest,
-                "address": format!("{:012x}", addr | u64::from(x.first_byte)),
-                "requester": x.requester,
-                "tag": x.tag,
-                "length": x.len,
-            }),
-            None => json!({
-                "opcode": format!("{opcode:?}"),
-                "dest": dest,
-                "address": format!("{addr:012x}"),
-            }),
-        },
+                "address": format!("{:012x}", addr | first_byte),
+            });
+            if let Some(x) = extension {
+                fields["requester"] = json!(x.requester);
+                fields["tag"] = json!(x.tag);
+                fields["length"] = json!(x.len);
+            }
+            fields
+        }
         Header::Message { dest, code, index } => json!({
             "opcode": "Message",
             "dest": dest,

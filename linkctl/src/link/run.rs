@@ -12,7 +12,7 @@ use link_phy::time::Duration;
 use serde_json::{json, Value};
 
 use super::train::{parse_rate, ChannelArgs};
-use crate::check::ensure_below;
+use crate::check::{ensure_below, ensure_within};
 
 /// Exit status when the traffic did not all arrive intact: distinct from usage errors.
 pub const EXIT_UNDELIVERED: u8 = 3;
@@ -91,10 +91,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         ("--duplicate", args.duplicate),
         ("--corrupt", args.corrupt),
     ] {
-        anyhow::ensure!(
-            (0.0..=MAX_UNIT_FAULT_RATE).contains(&rate),
-            "{flag} must be from 0 to {MAX_UNIT_FAULT_RATE}, not {rate}"
-        );
+        ensure_within(flag, rate, MAX_UNIT_FAULT_RATE)?;
     }
     let mut channel = args.channel.clone();
     let max_rate = parse_rate(&channel.max_rate)?;

@@ -12,6 +12,8 @@ use fabric_sim::traffic::{Background, BackgroundReport, Pattern, Spread, HOTSPOT
 use link_phy::time::Duration;
 use serde_json::json;
 
+use crate::check::ensure_within;
+
 mod plot;
 mod traffic;
 
@@ -402,12 +404,11 @@ impl FaultArgs {
     /// `--ber`, checked.
     pub fn ber(&self) -> anyhow::Result<Option<f64>> {
         if let Some(ber) = self.ber {
-            let most = fabric_sim::topology::MAX_BER;
-            ensure!(
-                (0.0..=most).contains(&ber),
-                "--ber must be from 0 to {most}, not {ber}: above it most packets are hit and replays make a \
-                 run's time grow exponentially"
-            );
+            ensure_within("--ber", ber, fabric_sim::topology::MAX_BER).map_err(|e| {
+                anyhow::anyhow!(
+                    "{e}: above it most packets are hit and replays make a run's time grow exponentially"
+                )
+            })?;
         }
         Ok(self.ber)
     }

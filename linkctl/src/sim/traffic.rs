@@ -173,7 +173,7 @@ pub fn run(args: TrafficArgs) -> anyhow::Result<ExitCode> {
     if args.json {
         println!("{}", serde_json::to_string_pretty(&summary)?);
     } else {
-        print_table(&summary, &reports, &windows);
+        print_table(&summary, spread, &reports, &windows);
     }
     if let Some(file) = plot_file {
         let title = format!(
@@ -286,12 +286,12 @@ fn point(r: &TrafficReport, saturated: bool) -> Value {
     )
 }
 
-fn print_table(s: &Value, reports: &[TrafficReport], windows: &[Window]) {
+fn print_table(s: &Value, spread: Spread, reports: &[TrafficReport], windows: &[Window]) {
     println!(
         "# {} traffic on {}, {}: {} GPUs, {}-byte posted writes; warm-up {} us, measured over {} us",
         s["pattern"].as_str().unwrap_or_default(),
         s["topology"].as_str().unwrap_or_default(),
-        Spread::parse(s["spread"].as_str().unwrap_or_default()).map_or("", Spread::words),
+        spread.words(),
         s["gpus"],
         s["payload_bytes"],
         s["warmup_us"],
