@@ -8,8 +8,9 @@
 //! - **Partitions.** Every switch learns the partition of every GPU not in partition 0, and drops a
 //!   packet whose source and destination GPUs are in different ones (NVLink partitions); GPUs joined
 //!   directly, without a switch between them, are not isolated.
-//! - **Routes: up*/down*.** Levels come from a breadth-first search from a root switch (the one with the
-//!   most trunks to other switches) over switch-to-switch trunks, and a part of the fabric those trunks
+//! - **Routes: up*/down*.** Levels come from a breadth-first search from a root switch (of those with
+//!   GPUs, the one with the most trunks to other switches: a leaf of a fat tree, never a spine, which
+//!   would put the other spines below the leaves) over switch-to-switch trunks, and a part of the fabric those trunks
 //!   do not join to it gets a root of its own if it has several switches. A trunk is *up* in the
 //!   direction of the node nearer the root (lower level, then lower index). A packet may climb and then
 //!   descend, never climb after descending; with routes restricted so, the channel dependency graph has
@@ -155,8 +156,8 @@ pub struct Fabric {
     pub routes: Vec<Vec<PortSet>>,
     /// Node index of each endpoint ID.
     pub gpus: Vec<usize>,
-    /// The up*/down* roots: first the switch with the most trunks to other switches (the first switch
-    /// when none has any), then one for each other part of several switches that switch-to-switch trunks
+    /// The up*/down* roots: first, of the switches with a GPU (all, when none has one), the one with the
+    /// most trunks to other switches (the first on a tie), then one for each other part of several switches that switch-to-switch trunks
     /// join (chosen by the same rule within it); none without switches. A lone switch needs no root: it
     /// only ever takes packets up from a GPU and down to another.
     pub roots: Vec<usize>,
@@ -191,6 +192,7 @@ impl Fabric {
             .collect();
         let is_switch = |x: usize| topology.nodes[x].kind == NodeKind::Switch;
         let switch_neighbours = |x: usize| neighbours[x].iter().filter(|&&(y, _)| is_switch(y)).count();
+        let has_gpus = |x: usize| neighbours[x].iter().any(|&(y, _)| !is_switch(y));
         // Levels: breadth-first from a root over switch-to-switch trunks. GPUs are leaves below every
         // switch: a trunk from a GPU always climbs, one into a GPU always descends. A part of the fabric
         // that no switch-to-switch trunk joins to the root's (a failure cut it off, or it never was) gets a
@@ -201,7 +203,7 @@ impl Fabric {
             .filter(|&x| {
                 is_switch(x) && level[x] == usize::MAX && (roots.is_empty() || switch_neighbours(x) > 0)
             })
-            .max_by_key(|&x| (switch_neighbours(x), usize::MAX - x))
+            .max_by_key(|&x| (has_gpus(x), switch_neighbours(x), usize::MAX - x))
         {
             roots.push(root);
             level[root] = 0;
@@ -562,6 +564,21 @@ mod tests {
         }
         // Intra-node traffic stays on NVLink.
         assert_eq!(f.path(0, 7).unwrap().len(), 3);
+    }
+
+    #[test]
+    fn every_spine_of_a_fat_tree_carries_traffic_between_leaves() {
+        // From 272 GPUs a spine has more trunks to switches than a leaf. Were it the root, every other
+        // spine would sit below the leaves, and a climb to it a descent from the root: all traffic
+        // between leaves would cross the root spine.
+        for gpus in [256, 272, 1024] {
+            let t = Topology::builtin(&format!("fat-tree-{gpus}")).unwrap();
+            let f = Fabric::plan(&t, &[]).unwrap();
+            let node = |name: &str| t.nodes.iter().position(|n| n.name == name).unwrap();
+            assert!(t.nodes[f.roots[0]].name.starts_with("leaf"), "{gpus}");
+            // GPU 32 hangs from leaf2, and leaf1 reaches it through each of the 16 spines.
+            assert_eq!(f.routes[node("leaf1")][32].len(), 16, "{gpus}");
+        }
     }
 
     #[test]

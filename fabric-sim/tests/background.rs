@@ -365,9 +365,9 @@ fn a_gpu_a_failure_cuts_off_loses_what_it_queued_and_generates_nothing_more() {
     }
 }
 
-/// Leaves L0 (a0, a1) and L1 (a2, a3) joined through spines S0 and S1; leaf L2 (b0, b1) only through S0,
-/// the root, which carries packets between the leaves, its trunk to L1 slow (a file `linkctl`'s tests use
-/// too).
+/// Leaves L0 (a0, a1) and L1 (a2, a3) joined through spines S0 and S1; leaf L2 (b0) only through S0,
+/// which b1 hangs from: the root, which carries packets between the leaves, its trunk to L1 slow (a file
+/// `linkctl`'s tests use too).
 const STRANDED: &str = include_str!("topologies/strand.toml");
 
 /// A 1 MiB ring all-reduce on the GPUs `collective` of [`STRANDED`], with uniform traffic at 0.3 on

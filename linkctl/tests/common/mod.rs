@@ -53,8 +53,8 @@ pub fn assert_refused(command: &[&str], args: &[&str]) {
     assert!(!stderr.contains("panicked"), "{args:?}: {stderr}");
 }
 
-/// A topology file of GPUs a0-a3 on leaves joined through spines S0 and S1, and b0, b1 on a leaf joined
-/// only through S0: [`CUT_S0`] leaves S0 holding packets between a0-a3 that it can neither deliver nor
+/// A topology file of GPUs a0-a3 on leaves joined through spines S0 and S1, b0 on a leaf joined only
+/// through S0, and b1 on S0, the up*/down* root: [`CUT_S0`] leaves S0 holding packets between a0-a3 that it can neither deliver nor
 /// return.
 pub const STRAND: &str = concat!(
     env!("CARGO_MANIFEST_DIR"),
