@@ -381,6 +381,37 @@ fn the_manager_takes_its_delay_to_replan_and_nothing_is_lost_meanwhile() {
     );
 }
 
+#[test]
+fn the_gpus_retire_a_switch_plane_only_when_the_manager_tells_them() {
+    // nvswitch1 loses gpu0 at 20 us and abandons its sums at once; the other GPUs learn of it only from
+    // the fabric manager, with its new routes. 16 MiB takes about 75 us with the failure: the other
+    // planes finish their shares first, then wait until the manager, 100 us after the failure, tells
+    // the GPUs to ask them for nvswitch1's.
+    let all_reduce = |delay_us: u64| {
+        let mut s = sweep(
+            "dgx-h100",
+            Kind::AllReduce,
+            Algo::SwitchReduce,
+            16 << 20,
+            16 << 20,
+        );
+        s.faults = vec![link("gpu0", "nvswitch1", 20_000)];
+        s.replan_delay = Duration::from_us(delay_us);
+        run_ok(&s)
+    };
+    let (at_once, later) = (all_reduce(0), all_reduce(100));
+    assert_eq!(at_once.failover.engines_offline, 1, "{:?}", at_once.failover);
+    assert!(at_once.rows[0].time_us < 100.0, "{:?}", at_once.rows);
+    assert!(later.rows[0].time_us > 120.0, "{:?}", later.rows);
+    // Meanwhile their requests to it were refused.
+    assert!(
+        later.failover.engine_packets_dropped > at_once.failover.engine_packets_dropped,
+        "{:?} against {:?}",
+        later.failover,
+        at_once.failover
+    );
+}
+
 /// A switch reduction on DGX H100 from 256 KiB to 2 MiB with bit errors, the link gpu0 - nvswitch1
 /// failing at 3 us and nvswitch2's port to gpu5 at `port_at_ns`.
 fn switch_reduce_losing_a_link_and_a_port(port_at_ns: u64) -> Sweep {

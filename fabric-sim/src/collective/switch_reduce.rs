@@ -17,7 +17,8 @@ use crate::wire;
 /// which the switch copies to every other GPU.
 ///
 /// **Failures.** A switch that loses a port to a GPU can no longer sum for anyone: it takes its engine
-/// offline and the GPUs learn it from their offers ([`Offer::engines_offline`]). Each GPU then retires
+/// offline, and the GPUs learn it from their offers ([`Offer::engines_offline`]): the one on the failed
+/// link at once, the others when the fabric manager replans. Each GPU then retires
 /// that plane: everything it ever asked of it, and everything it still would have, is asked again of
 /// the planes left, in their weighted round robin; sums the dead plane returned are kept but not
 /// multicast (the redo multicasts them). A GPU may so receive a sum twice: it keeps a bitmap of the

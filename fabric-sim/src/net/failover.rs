@@ -233,6 +233,9 @@ pub(super) struct Failover {
     pub(super) links_left: Vec<usize>,
     /// Per node (GPUs only): [`super::Offer::engines_offline`].
     pub(super) engines_offline: Vec<u64>,
+    /// Switch ports failures took whose multicast and reduction groups the fabric manager has yet to
+    /// reprogram (with its new routes), telling the GPUs of an engine gone offline.
+    pub(super) ports_to_clear: Vec<(usize, usize)>,
 }
 
 /// Keep a packet taken back after a failure to send it again, unless it belongs to a collective engine
@@ -353,6 +356,7 @@ impl Net {
                 lost: Vec::new(),
                 links_left: self.fabric.trunks.iter().map(|t| t.links).collect(),
                 engines_offline: vec![0; n],
+                ports_to_clear: Vec::new(),
             })
         });
         f.replan_delay = replan_delay;
@@ -647,6 +651,7 @@ impl Net {
                 self.switch_forward(node);
             }
         }
+        self.clear_failed_ports();
         if self.failover.as_ref().is_some_and(|f| f.stats.jobs_split > 0) {
             for node in 0..self.nodes.len() {
                 if self.gpu_of_node[node].is_some() {
@@ -662,17 +667,38 @@ impl Net {
         }
     }
 
-    /// A trunk failed between `ends`: a switch end drops the port from its multicast groups and, if it
-    /// reduced for the GPUs behind its ports, takes its collective engine offline, as a fabric manager
-    /// would (its reductions wait on a GPU that is gone: they are abandoned, and the GPUs told).
+    /// A trunk failed between `ends`. A GPU end knows its port's switch plane is gone. A switch end
+    /// that reduced for the GPU behind the port can no longer complete a sum: its engine abandons the
+    /// sums in progress and refuses requests from now on. The fabric manager reprograms its groups
+    /// and tells the engine's other GPUs with its new routes ([`Net::clear_failed_ports`]), so that
+    /// until then they go on asking it.
     fn take_engines_offline(&mut self, ends: [(usize, usize); 2]) {
-        use switch_fw::regs::{MULTICAST, REDUCTION};
         let Some(f) = self.failover.as_mut() else { return };
         for (node, port) in ends {
             if self.gpu_of_node[node].is_some() {
                 f.engines_offline[node] |= 1 << port;
                 continue;
             }
+            let NodeState::Switch { nvls, .. } = &mut self.nodes[node] else {
+                continue;
+            };
+            f.ports_to_clear.push((node, port));
+            if !nvls.offline && nvls.gpu_ports.iter().any(|&(p, _)| p == port) {
+                nvls.offline = true;
+                nvls.pending.clear();
+                nvls.active = 0;
+                f.stats.engines_offline += 1;
+            }
+        }
+    }
+
+    /// The fabric manager's new routes are in: it takes every failed port out of its switch's multicast
+    /// groups and, where the switch's engine went offline, clears its reduction groups and tells the GPUs
+    /// behind it, which then ask the planes left.
+    fn clear_failed_ports(&mut self) {
+        use switch_fw::regs::{MULTICAST, REDUCTION};
+        let Some(f) = self.failover.as_mut() else { return };
+        for (node, port) in f.ports_to_clear.drain(..) {
             let NodeState::Switch { core, nvls, .. } = &mut self.nodes[node] else {
                 continue;
             };
@@ -686,16 +712,9 @@ impl Net {
                     }
                 }
             }
-            let engine_lost_a_gpu = !nvls.offline && nvls.gpu_ports.iter().any(|&(p, _)| p == port);
-            if engine_lost_a_gpu {
-                nvls.offline = true;
-                nvls.pending.clear();
-                nvls.active = 0;
-                for &(_, gpu) in &nvls.gpu_ports {
+            if nvls.offline {
+                for &(p, gpu) in &nvls.gpu_ports {
                     writes.push((REDUCTION + 16 * u32::from(gpu) + 8, 0));
-                }
-                f.stats.engines_offline += 1;
-                for &(p, _) in &nvls.gpu_ports {
                     let (gpu_node, gpu_port) = self.fabric.peer(node, p);
                     f.engines_offline[gpu_node] |= 1 << gpu_port;
                 }
