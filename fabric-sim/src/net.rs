@@ -27,6 +27,7 @@ use switch_fw::identity::Identity;
 use switch_fw::switch::{Arrival, Destination, Forward, Switch};
 
 mod failover;
+mod idle;
 mod nvls;
 
 use failover::{send_again, Failover};
@@ -582,6 +583,12 @@ pub struct Net {
     /// fabric no live trunk joins may each hold jobs of their own. Every partition's GPUs until
     /// [`Net::set_jobs`] says otherwise.
     jobs: Vec<Job>,
+    /// The links' update interval: an idle link sends an Update this often.
+    links_interval: Duration,
+    /// Whether idle stretches are skipped ([`Net::set_skip_idle`]).
+    skip_idle_enabled: bool,
+    /// Simulated time let pass at once while the fabric was idle.
+    idle_skipped: Duration,
 }
 
 impl Net {
@@ -714,6 +721,9 @@ impl Net {
             waves_error: None,
             state_bytes,
             jobs: Vec::new(),
+            links_interval: dl.update_interval,
+            skip_idle_enabled: true,
+            idle_skipped: Duration::ZERO,
         };
         net.jobs = (topology.partition_groups().into_iter())
             .map(|(p, gpus)| Job {
@@ -893,6 +903,17 @@ impl Net {
         );
     }
 
+    /// Whether to let idle stretches pass at once (the default): the run is the same either way, only
+    /// faster (the switch is for the tests that check so).
+    pub fn set_skip_idle(&mut self, skip: bool) {
+        self.skip_idle_enabled = skip;
+    }
+
+    /// Simulated time let pass at once while the fabric was idle.
+    pub fn idle_skipped(&self) -> Duration {
+        self.idle_skipped
+    }
+
     /// Whether nothing is left to happen: no event is scheduled.
     pub fn idle(&self) -> bool {
         self.queue.is_empty()
@@ -914,6 +935,9 @@ impl Net {
             }
             if self.stats.events % TICK_EVENTS == 0 {
                 tick(self.stats.packets_delivered);
+            }
+            if self.stats.events % idle::IDLE_CHECK_EVENTS == 0 {
+                self.skip_idle(limit);
             }
         }
         self.completed = self.now;

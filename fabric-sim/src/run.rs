@@ -94,6 +94,9 @@ pub struct Sweep {
     /// If set, the collective runs on the fabric's first this many GPUs only, and the others carry
     /// only the background traffic (another job's GPUs; [`Topology::with_jobs`] numbers a fabric so).
     pub collective_gpus: Option<usize>,
+    /// Let idle stretches pass at once ([`Net::set_skip_idle`]; the default): the run is the same
+    /// either way, only faster. Off only for the tests that check so.
+    pub skip_idle: bool,
 }
 
 impl Sweep {
@@ -117,6 +120,7 @@ impl Sweep {
             buffer_bytes: crate::collective::CHANNEL_BUFFER_BYTES,
             background: None,
             collective_gpus: None,
+            skip_idle: true,
         }
     }
 }
@@ -255,6 +259,8 @@ pub struct Report {
     pub faults_after_end: usize,
     /// Simulated time from the start of the sweep (links training included) to its end.
     pub simulated: link_phy::time::Duration,
+    /// Of that, the idle stretches let pass at once ([`Net::set_skip_idle`]).
+    pub idle_skipped: link_phy::time::Duration,
 }
 
 /// The sizes of a sweep of `kind` on `gpus` GPUs: `min`, doubling, up to `max`, each rounded down to what
@@ -672,6 +678,7 @@ fn run_with(
     }
     let setup_started = WallClock::now();
     let mut net = Net::new(&topology, &[], DlConfig::default(), sweep.seed)?;
+    net.set_skip_idle(sweep.skip_idle);
     let extension = topology.address_extension();
     let fabric_gpus = net.fabric().gpus.len();
     let gpus = sweep.collective_gpus.unwrap_or(fabric_gpus);
@@ -963,6 +970,7 @@ fn run_with(
         background,
         faults_after_end: faults_due_after(&sweep.faults, net.now()),
         simulated: net.now().saturating_since(Instant::ZERO),
+        idle_skipped: net.idle_skipped(),
     })
 }
 

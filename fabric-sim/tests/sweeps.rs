@@ -5,6 +5,7 @@ use fabric_sim::collective::Kind;
 use fabric_sim::net::Net;
 use fabric_sim::run::{run, Algo, FaultSpec, Report, Sweep};
 use fabric_sim::topology::Topology;
+use fabric_sim::traffic::{Background, Pattern, Spread, PAYLOAD_BYTES};
 use link_phy::time::Duration;
 use rand_core::{Rng, SeedableRng};
 use rand_xoshiro::Xoshiro256PlusPlus;
@@ -875,4 +876,54 @@ fn a_size_out_of_time_is_named() {
             .as_str()
         )
     );
+}
+
+/// `s` run twice, letting idle stretches pass at once and simulating every Update of them: the two
+/// must agree on everything but wall time. Returns the time let pass at once.
+fn skipping_changes_nothing(s: &Sweep) -> Duration {
+    let mut every_update = s.clone();
+    every_update.skip_idle = false;
+    let (mut skipped, mut simulated) = (run_ok(s), run_ok(&every_update));
+    let idle = skipped.idle_skipped;
+    assert_eq!(simulated.idle_skipped, Duration::ZERO);
+    for r in [&mut skipped, &mut simulated] {
+        (r.wall_seconds, r.setup_wall_seconds, r.packets_per_s) = (0.0, 0.0, 0.0);
+        r.idle_skipped = Duration::ZERO;
+    }
+    assert_eq!(skipped, simulated, "{} {:?}", s.topology.name, s.algo);
+    idle
+}
+
+#[test]
+fn idle_stretches_let_pass_at_once_change_nothing() {
+    // The ring waits for the fabric manager's new routes (2 ms after the failure), bit errors and all:
+    // nearly all of the wait passes at once.
+    let mut s = sweep("dgx-h100", Kind::AllReduce, Algo::Ring, 1 << 20, 2 << 20);
+    s.ber = Some(1e-7);
+    s.faults = vec![link("gpu0", "nvswitch1", 5_000)];
+    s.replan_delay = Duration::from_ms(2);
+    let idle = skipping_changes_nothing(&s);
+    assert!(idle > Duration::from_us(1_500), "{idle:?}");
+    // Other waits, with switch reductions, a tree, traffic beside the ring and a fat tree's spine.
+    let mut switch_reduce = s.clone();
+    switch_reduce.algo = Algo::SwitchReduce;
+    switch_reduce.ber = None;
+    let mut tree = s.clone();
+    tree.algo = Algo::Tree;
+    tree.replan_delay = Duration::from_us(500);
+    let mut traffic = s.clone();
+    traffic.background = Some(Background {
+        pattern: Pattern::Uniform,
+        spread: Spread::Links,
+        load: 0.2,
+        payload_bytes: PAYLOAD_BYTES,
+        gpus: None,
+    });
+    traffic.replan_delay = Duration::from_us(300);
+    let mut fat_tree = sweep("fat-tree-32", Kind::AllReduce, Algo::Ring, 256 << 10, 256 << 10);
+    fat_tree.faults = vec![link("leaf0", "spine0", 3_000)];
+    fat_tree.replan_delay = Duration::from_us(500);
+    for s in [switch_reduce, tree, traffic, fat_tree] {
+        skipping_changes_nothing(&s);
+    }
 }

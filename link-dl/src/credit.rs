@@ -54,6 +54,11 @@ impl TxCredits {
         }
     }
 
+    /// The partner's freed-flits counter for `vc` as last reported.
+    pub fn freed(&self, vc: Vc) -> u16 {
+        self.freed[vc.index()]
+    }
+
     /// The low 8 bits of the partner's freed-flits counter for `vc`, from a packet header.
     pub fn report_low(&mut self, vc: Vc, low: u8) {
         let delta = low.wrapping_sub(self.freed[vc.index()] as u8);
@@ -94,6 +99,11 @@ impl RxCredits {
             .unwrap_or(Vc::Request);
         self.reported[vc.index()] = self.freed[vc.index()];
         (vc, self.freed[vc.index()] as u8)
+    }
+
+    /// The freed-flits counter of every channel, as [`RxCredits::report_all`] would give it (unmarked).
+    pub fn freed_all(&self) -> [u16; VC_COUNT] {
+        self.freed
     }
 
     /// Flits freed on `vc` that the partner has not been told of.

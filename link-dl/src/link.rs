@@ -789,6 +789,54 @@ impl<const REPLAY: usize, const RX_FLITS: usize> DataLink<REPLAY, RX_FLITS> {
         }
     }
 
+    /// The Update this end sends every `update_interval` when it has settled into doing nothing else,
+    /// or `None` if it has not: it is active and not retraining, has nothing to send, replay or
+    /// report (every credit and acknowledgement it owes went out in its last Update), and nothing
+    /// received waiting or half received. Settled, it only repeats this flit, and a partner that has
+    /// heard it once ([`DataLink::has_heard`]) takes nothing from the repeats: a simulator may let
+    /// whole periods of them pass at once ([`DataLink::skip_idle_updates`]).
+    pub fn idle_update(&self) -> Option<ControlFlit> {
+        let settled = self.state == DlState::Active
+            && !self.retraining
+            && !self.retrain_request
+            && !self.config.fec
+            && self.tx_pos >= self.tx_flits
+            && !self.nak_pending
+            && !self.update_pending
+            && self.acks_owed == 0
+            && self.ack_deadline.is_none()
+            && self.replay.is_empty()
+            && self.replay_deadline.is_none()
+            && Vc::ALL.into_iter().all(|vc| self.rx_credits.unreported(vc) == 0)
+            && self.rx_packets == [0; VC_COUNT]
+            && matches!(self.framer, Framer::Header)
+            && self.events.is_empty();
+        settled.then(|| ControlFlit {
+            kind: ControlKind::Update,
+            ack: self.expected.prev(),
+            credits: self.rx_credits.freed_all(),
+        })
+    }
+
+    /// Whether `update`, from the partner, would change nothing here: it acknowledges what is already
+    /// acknowledged and reports the credit already known.
+    pub fn has_heard(&self, update: &ControlFlit) -> bool {
+        self.state == DlState::Active
+            && update.kind == ControlKind::Update
+            && update.ack == self.acked
+            && Vc::ALL
+                .into_iter()
+                .all(|vc| self.tx_credits.freed(vc) == update.credits[vc.index()])
+    }
+
+    /// Let `periods` update intervals pass at once on a link settled in idle ([`DataLink::idle_update`]),
+    /// as if it had sent its Update in each: its timer and its counters move on as they would have.
+    pub fn skip_idle_updates(&mut self, periods: u64) {
+        self.next_update += Duration::from_ps(self.config.update_interval.as_ps() * periods);
+        self.counters.control_sent += periods;
+        self.counters.flits_transmitted += periods;
+    }
+
     /// Let timers fire.
     pub fn handle_timeout(&mut self, now: Instant) {
         if self.retraining || self.state == DlState::Down {

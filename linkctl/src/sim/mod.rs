@@ -446,26 +446,6 @@ impl FaultArgs {
     }
 }
 
-/// Events below which a replan delay's cost goes unremarked: a few seconds of wall time.
-const QUIET_WAIT_EVENTS: f64 = 50e6;
-
-/// Say on stderr what waiting out `delay` after a failure costs on `topology`, when it is long: the
-/// simulator keeps every link's periodic Updates going (one every microsecond each way, a transmission
-/// and an arrival), idle or not, so a wait of seconds is billions of events.
-pub fn note_what_the_replan_delay_costs(topology: &Topology, delay: Duration) {
-    let directions = 2 * fabric_sim::manager::gang(topology).0.len();
-    let events = 2.0 * directions as f64 * delay.as_ps() as f64 / 1e6;
-    if events >= QUIET_WAIT_EVENTS {
-        eprintln!(
-            "note: --replan-delay of {} s: while the fabric manager waits, each of the fabric's {directions} link \
-             directions sends an Update every microsecond, up to {:.1} M events to simulate per wait (a \
-             100 ms delay adds about 2 s of wall time on DGX H100; README: --replan-delay)",
-            delay.as_ps() as f64 / 1e12,
-            events / 1e6
-        );
-    }
-}
-
 /// Whether `algo` keeps a buffer per connection (`--buffsize`): the ring and the tree do; switch
 /// reductions and all-to-all do not.
 fn keeps_connection_buffers(algo: Algo) -> bool {
@@ -804,7 +784,6 @@ pub fn run(cmd: SimCommand) -> anyhow::Result<ExitCode> {
             sweep.limit_per_size.as_ps() as f64 / 1e12
         );
     }
-    note_what_the_replan_delay_costs(&sweep.topology, sweep.replan_delay);
     args.traces.check_files(args.plot.as_deref())?;
     let plot_file = PlotFile::create(args.plot.as_deref())?;
     let show_progress = std::io::stderr().is_terminal() && !args.json;
@@ -996,6 +975,13 @@ fn print_table(sweep: &Sweep, r: &Report) {
     } else {
         String::new()
     };
+    if r.idle_skipped > Duration::ZERO {
+        println!(
+            "# {:.1} us of simulated time the fabric sat idle (links only repeating their Updates), let \
+             pass at once",
+            r.idle_skipped.as_ps() as f64 / 1e6
+        );
+    }
     println!(
         "# {} packets simulated in {:.2} s of wall time{setup}: {:.2} M packets/s on one core; results {}",
         r.packets,
@@ -1052,6 +1038,7 @@ fn print_json(sweep: &Sweep, r: &Report) -> anyhow::Result<()> {
         "wall_seconds": r.wall_seconds,
         "setup_wall_seconds": r.setup_wall_seconds,
         "packets_per_s": r.packets_per_s,
+        "idle_skipped_us": r.idle_skipped.as_ps() as f64 / 1e6,
         "verified": r.verified,
         "collective_verified": collective_verified(r),
         "trace": trace,

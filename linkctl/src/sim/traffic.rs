@@ -89,7 +89,6 @@ pub fn run(args: TrafficArgs) -> anyhow::Result<ExitCode> {
     }
     let (ber, faults) = (args.faults.ber()?, args.faults.faults()?);
     let replan_delay = args.faults.replan_delay()?;
-    super::note_what_the_replan_delay_costs(&topology, replan_delay);
     if args.traces.any() && args.load.len() != 1 {
         bail!(
             "--pcap and --vcd record one run: give one --load, not {}",
