@@ -717,7 +717,8 @@ fn in_switch_reduction_beats_the_ring_on_dgx_h100() {
 /// 2026-11-26, a GPU's ports take turns (by their links) instead of each being offered until it refuses:
 /// the ring's timeline and failover (its failing trunk now carries its share when it fails) and the tree
 /// (whose GPUs had loaded their first port before the others) changed; switch reduction and the
-/// all-gather did not.
+/// all-gather did not. 2026-11-26, the tree sends no credit that its sender cannot use (at 256 KiB none:
+/// 4 chunks per tree fit its 8 slots), 104 packets fewer, and ends 2.56 ns later.
 /// Per size: bytes, simulated microseconds, packets delivered.
 type Timeline = [(u64, f64, u64)];
 
@@ -747,7 +748,7 @@ fn the_simulated_timeline_is_pinned() {
         ),
         (
             sweep("dgx-a100", Kind::AllReduce, Algo::Tree, 256 * 1024, 256 * 1024),
-            &[(262144, 3.90896, 28776)],
+            &[(262144, 3.91152, 28672)],
         ),
         (
             sweep("dgx1-hcm", Kind::AllGather, Algo::Ring, 256 * 1024, 256 * 1024),

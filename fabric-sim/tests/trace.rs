@@ -337,11 +337,12 @@ fn tshark_names_every_collective_opcode_of_the_simulators_header() {
         b: "nvswitch2".into(),
         at: Duration::from_ns(300),
     }];
-    let sweeps = [
-        dgx(Kind::AllReduce, Algo::Tree, 64 * 1024),
-        dgx(Kind::AllReduce, Algo::SwitchReduce, 4096),
-        failing,
-    ];
+    // A small buffer: the tree's chunks outnumber its slots, so it sends credits.
+    let tree = Sweep {
+        buffer_bytes: 4096,
+        ..dgx(Kind::AllReduce, Algo::Tree, 64 * 1024)
+    };
+    let sweeps = [tree, dgx(Kind::AllReduce, Algo::SwitchReduce, 4096), failing];
     let names = [
         (wire::OP_WRITE, "data"),
         (OP_PARTIAL, "partial sum"),

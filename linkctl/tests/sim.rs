@@ -235,6 +235,32 @@ fn every_collective_and_algorithm_verifies() {
 }
 
 #[test]
+fn nothing_is_left_on_the_links_when_a_clean_sweep_ends() {
+    // The tree once sent credits after its senders' last chunks, still on the links at the end (and taken
+    // by the next size's tree for its own); with a 4 KiB buffer its chunks are single packets and need
+    // credits, with the default they need none.
+    for args in [
+        &["allreduce", "--algo", "tree"][..],
+        &["allreduce", "--algo", "tree", "--buffsize", "4K"],
+        &["allreduce", "--algo", "tree", "--topology", "mesh4"],
+        &["allreduce"],
+        &["allreduce", "--buffsize", "1K"],
+        &["allreduce", "--algo", "switch-reduce"],
+        &["allgather"],
+        &["alltoall"],
+    ] {
+        let v = json(&[args, &["--min", "1K", "--max", "1M"]].concat());
+        let links = &v["links"];
+        assert_eq!(v["verified"], true, "{args:?}");
+        assert_eq!(
+            (&links["packets_transmitted"], &links["packets_received"]),
+            (&links["packets_sent"], &links["packets_sent"]),
+            "{args:?}: {links}"
+        );
+    }
+}
+
+#[test]
 fn a_failed_link_is_reported_and_the_data_still_verifies() {
     let v = json(&[
         "allreduce",

@@ -28,6 +28,9 @@
 //! sender with a small write (NCCL's `head` counter), [`OP_CREDIT`], carrying how many chunks it has
 //! freed. A reduction slot is freed when the partial sum has gone up (the root: when the result has gone
 //! down to every child), a result slot when the chunk has gone down to every child (a leaf: at once).
+//! Unlike NCCL, whose counters carry over to the next operation, a receiver stops telling once its sender
+//! may send its last chunk: each size starts afresh, so a later credit would serve nothing and would
+//! still be on its way when the size ends (the next size's tree would take it for its own).
 //!
 //! **Data.** Every rank checks every packet it receives against the closed form: a child's partial sum
 //! against the sum over the child's subtree, a result against the sum over all ranks, and adds the
@@ -370,6 +373,13 @@ impl Tree {
         self.chunk_count[t]
     }
 
+    /// Whether a connection of tree `t` whose sender has been told of `told` freed chunks needs to hear
+    /// of more: with `told` at `chunks - STEPS` it may send its last chunk. A credit past that would
+    /// still be on its way when the all-reduce ends, and the next size's tree would take it for its own.
+    fn credit_wanted(&self, t: usize, told: u64) -> bool {
+        told < self.chunks(t).saturating_sub(STEPS)
+    }
+
     /// Packets `[start, end)` of chunk `k` of tree `t`.
     fn chunk_range(&self, t: usize, k: u64) -> (u64, u64) {
         let (start, end) = self.range[t];
@@ -484,7 +494,10 @@ impl Tree {
                 return;
             }
             role.reduce[(chunk % STEPS) as usize].chunk = FREE;
-            let children = role.children.clone();
+            if !self.credit_wanted(t, chunk) {
+                return;
+            }
+            let children = self.roles[t][g].children.clone();
             for c in children {
                 let credit = self.credit(g, c, t, UP, chunk + 1);
                 self.credits[g].push_back(credit);
@@ -509,7 +522,11 @@ impl Tree {
         for freed in role.down_freed..all {
             slots[(freed % STEPS) as usize].chunk = FREE;
         }
-        role.down_freed = all;
+        let told = std::mem::replace(&mut role.down_freed, all);
+        if !self.credit_wanted(t, told) {
+            return;
+        }
+        let role = &self.roles[t][g];
         // The root's reduction slots hold the result, so its children learn they can send more partial
         // sums; any other rank tells its parent it can send more of the result.
         let (targets, direction) = if root {
@@ -701,8 +718,8 @@ impl Tree {
         for freed in role.down_freed..role.have {
             role.result[(freed % STEPS) as usize].chunk = FREE;
         }
-        role.down_freed = role.have;
-        if let Some(parent) = role.parent {
+        let told = std::mem::replace(&mut role.down_freed, role.have);
+        if let Some(parent) = role.parent.filter(|_| self.credit_wanted(t, told)) {
             let credit = self.credit(g, parent, t, DOWN, self.roles[t][g].have);
             self.credits[g].push_back(credit);
         }
