@@ -1074,6 +1074,58 @@ fn traffic_can_run_on_other_gpus_than_the_collective_as_another_job() {
 /// Background traffic too light to send a packet in the run has no latency, not one of 0 ns, and its
 /// load is shown, not rounded to 0.00.
 #[test]
+fn the_jobs_gpus_are_always_listed_by_name() {
+    let four = ["gpu0", "gpu1", "gpu2", "gpu3"];
+    let eight = ["gpu0", "gpu1", "gpu2", "gpu3", "gpu4", "gpu5", "gpu6", "gpu7"];
+    // A script need not know the fabric to learn whose GPUs ran: the lists are never null.
+    for (args, collective, traffic) in [
+        (&["--gpus", "gpu0..gpu3"][..], &four[..], Some(&four[..])),
+        (&["--background-gpus", "gpu0..gpu3"], &eight, Some(&four)),
+        (
+            &["--gpus", "4", "--background-gpus", "gpu0..gpu3"],
+            &four,
+            Some(&four),
+        ),
+        (&[], &eight, None),
+    ] {
+        let background = [&["--background", "uniform:0.1"][..], args].concat();
+        let v = json(
+            &[
+                &["allreduce", "--max", "4K"][..],
+                if traffic.is_some() { &background } else { args },
+            ]
+            .concat(),
+        );
+        assert_eq!(v["collective_gpus"], json!(collective), "{args:?}");
+        if let Some(traffic) = traffic {
+            assert_eq!(v["background"]["gpus"], json!(traffic), "{args:?}");
+        }
+    }
+    // The table names the collective's GPUs only when they are some of the fabric's, and counts them
+    // past eight.
+    let header = |args: &[&str]| {
+        let out = sim(&[
+            &["allreduce", "--max", "4K", "--background", "uniform:0.01"][..],
+            args,
+        ]
+        .concat());
+        let text = String::from_utf8(out.stdout).unwrap();
+        text.lines().next().unwrap_or_default().to_string()
+    };
+    let all = header(&["--background-gpus", "gpu0..gpu3"]);
+    assert!(all.contains("(8 GPUs)"), "{all}");
+    let many = header(&[
+        "--topology",
+        "fat-tree-32",
+        "--gpus",
+        "9",
+        "--background-gpus",
+        "rest",
+    ]);
+    assert!(many.contains("(9 of its 32 GPUs)"), "{many}");
+}
+
+#[test]
 fn background_traffic_that_sends_nothing_has_no_latency() {
     let args = ["allreduce", "--max", "4K", "--background", "uniform:1e-9"];
     let text = String::from_utf8(sim(&args).stdout).unwrap();

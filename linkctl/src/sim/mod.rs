@@ -551,7 +551,8 @@ fn background_line(b: &BackgroundReport, topology: &Topology) -> String {
 }
 
 /// What the background traffic measured, as the JSON's `background`.
-fn background_json(b: &BackgroundReport, topology: &Topology) -> serde_json::Value {
+fn background_json(b: &BackgroundReport, sweep: &Sweep) -> serde_json::Value {
+    let gpus = b.background.members(collective_gpus(sweep).len());
     traffic::measured_json(
         &b.measured,
         json!({
@@ -559,7 +560,7 @@ fn background_json(b: &BackgroundReport, topology: &Topology) -> serde_json::Val
             "spread": b.background.spread.name(),
             "load": b.background.load,
             "payload_bytes": b.background.payload_bytes,
-            "gpus": b.background.gpus.as_ref().map(|numbers| gpu_names(topology, numbers)),
+            "gpus": gpu_names(&sweep.topology, &gpus),
         }),
     )
 }
@@ -850,23 +851,26 @@ fn kind_name(kind: Kind) -> &'static str {
     }
 }
 
-/// The collective's GPU numbers when it runs beside another job on some of the fabric's GPUs (the
-/// fabric's first ones).
-fn collective_gpus(sweep: &Sweep) -> Option<Vec<u16>> {
-    Some((0..sweep.collective_gpus? as u16).collect())
+/// The collective's GPU numbers: the fabric's first ones when it runs beside another job on GPUs of
+/// its own, else all of them.
+fn collective_gpus(sweep: &Sweep) -> Vec<u16> {
+    let n = sweep.collective_gpus.unwrap_or(sweep.topology.gpus().len());
+    (0..n as u16).collect()
 }
 
 fn print_table(sweep: &Sweep, r: &Report) {
-    let which = match collective_gpus(sweep) {
-        Some(numbers) => few_gpu_names(&sweep.topology, &numbers)
-            .map_or_else(|| " of its GPUs".to_string(), |names| format!(": {names}")),
-        None => String::new(),
+    // Named when the collective runs on some of the fabric's GPUs beside another job: the fabric's name
+    // does not say which.
+    let fabric_gpus = sweep.topology.gpus().len();
+    let gpus = match few_gpu_names(&sweep.topology, &collective_gpus(sweep)) {
+        _ if r.gpus >= fabric_gpus => format!("{} GPUs", r.gpus),
+        Some(names) => format!("{} GPUs: {names}", r.gpus),
+        None => format!("{} of its {fabric_gpus} GPUs", r.gpus),
     };
     println!(
-        "# {} on {} ({} GPUs{which}), algorithm {}, seed {}",
+        "# {} on {} ({gpus}), algorithm {}, seed {}",
         kind_name(sweep.kind),
         sweep.topology.name,
-        r.gpus,
         sweep.algo.name(),
         sweep.seed
     );
@@ -1027,7 +1031,7 @@ fn print_json(sweep: &Sweep, r: &Report) -> anyhow::Result<()> {
         "topology": sweep.topology.name,
         "window_limited": window_limited(&sweep.topology, PACKET_BYTES),
         "gpus": r.gpus,
-        "collective_gpus": collective_gpus(sweep).map(|numbers| gpu_names(&sweep.topology, &numbers)),
+        "collective_gpus": gpu_names(&sweep.topology, &collective_gpus(sweep)),
         "algorithm": sweep.algo.name(),
         "seed": sweep.seed,
         "buffsize": keeps_connection_buffers(sweep.algo).then_some(sweep.buffer_bytes),
@@ -1045,7 +1049,7 @@ fn print_json(sweep: &Sweep, r: &Report) -> anyhow::Result<()> {
         "waves": waves,
         "failover": failover_json(&r.failover),
         "faults_after_end": r.faults_after_end,
-        "background": r.background.as_ref().map(|b| background_json(b, &sweep.topology)),
+        "background": r.background.as_ref().map(|b| background_json(b, sweep)),
         "links": links_json(r),
         "switches": {
             "arrived": r.switches.arrived,
