@@ -61,6 +61,14 @@ fn node_type(kind: NodeKind) -> NodeType {
     }
 }
 
+/// A node of `kind` in words, for messages (the register's type names are not the user's).
+fn a_kind(kind: NodeType) -> &'static str {
+    match kind {
+        NodeType::Endpoint => "a GPU",
+        NodeType::Switch => "a switch",
+    }
+}
+
 /// A trunk's rate as its port reports it: MB/s.
 fn mbps(trunk: &Trunk) -> u32 {
     (trunk.gbps * 1000.0).round() as u32
@@ -456,8 +464,10 @@ pub fn check(found: &Discovery, expected: &Topology) -> Check {
                 }
             }
             Some(i) if found.nodes[i].kind != want => out.differences.push(format!(
-                "{} is a {:?}, the topology says {:?}",
-                n.name, found.nodes[i].kind, want
+                "{} is {}, the topology says {}",
+                n.name,
+                a_kind(found.nodes[i].kind),
+                a_kind(want)
             )),
             Some(_) => {}
         }

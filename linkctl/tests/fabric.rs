@@ -143,6 +143,23 @@ fn partition_errors_say_what_is_wrong() {
     }
 }
 
+/// A node that answers as another kind than the topology says is told in words, not register names.
+#[test]
+fn a_node_of_another_kind_is_a_difference_in_words() {
+    let expected = star("star-with-switch.toml", ["gpu0", "gpu1", "gpu2"]);
+    let all_gpus = std::fs::read_to_string(&expected)
+        .unwrap()
+        .replace("kind = \"switch\"", "kind = \"gpu\"");
+    let cabled = topology_file("star-of-gpus.toml", &all_gpus);
+    let out = linkctl(&["fabric"], &["--topology", &expected, "--hardware", &cabled]);
+    assert_eq!(out.status.code(), Some(3));
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        text.contains("differs: sw is a GPU, the topology says a switch"),
+        "{text}"
+    );
+}
+
 /// A partition takes runs of GPUs as `--gpus` does.
 #[test]
 fn a_partition_takes_runs_of_gpus() {
