@@ -171,8 +171,22 @@ impl FaultSpec {
         }
     }
 
-    /// The simulator's fault, with names resolved on `net`'s fabric.
+    /// The `linkctl sim` option that gives it, for messages.
+    pub const fn option(&self) -> &'static str {
+        match self {
+            FaultSpec::Link { .. } => "--fail-link",
+            FaultSpec::OneLink { .. } => "--degrade-link",
+            FaultSpec::Port { .. } => "--fail-port",
+        }
+    }
+
+    /// The simulator's fault, with names resolved on `net`'s fabric; an error names the option.
     pub(crate) fn resolve(&self, topology: &Topology, net: &Net) -> Result<Fault, String> {
+        self.resolve_names(topology, net)
+            .map_err(|e| format!("{}: {e}", self.option()))
+    }
+
+    fn resolve_names(&self, topology: &Topology, net: &Net) -> Result<Fault, String> {
         let node = |name: &str| topology.node_named(name);
         let fabric = net.fabric();
         let port_towards = |x: usize, y: usize| fabric.port_towards(topology, x, y);

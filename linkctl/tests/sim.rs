@@ -638,6 +638,37 @@ fn errors_say_what_is_allowed() {
             &["allreduce", "--background", "uniform:0"],
             "above 0 and at most 1, not 0",
         ),
+        // A bad node's error names the option it came from.
+        (
+            &["allreduce", "--gpus", "gpu0,gpu9"],
+            "--gpus: dgx-h100 has no node \"gpu9\"",
+        ),
+        (
+            &[
+                "allreduce",
+                "--background",
+                "uniform:0.1",
+                "--background-gpus",
+                "gpu9,gpu0",
+            ],
+            "--background-gpus: dgx-h100 has no node \"gpu9\"",
+        ),
+        (
+            &["allreduce", "--fail-link", "gpu9:nvswitch0@1us"],
+            "--fail-link: dgx-h100 has no node \"gpu9\"",
+        ),
+        (
+            &["allreduce", "--degrade-link", "gpu0:gpu1@1us"],
+            "--degrade-link: dgx-h100 has no link between gpu0 and gpu1",
+        ),
+        (
+            &["allreduce", "--fail-port", "gpu0:nvswitch0@1us"],
+            "--fail-port: gpu0 is not a switch",
+        ),
+        (
+            &["traffic", "--fail-link", "gpu0:nvswitch9@1us"],
+            "--fail-link: dgx-h100 has no node \"nvswitch9\"",
+        ),
     ] {
         let out = sim(args);
         let err = String::from_utf8(out.stderr).unwrap();

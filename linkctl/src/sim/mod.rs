@@ -630,7 +630,9 @@ fn gpu_list(topology: &Topology, list: &str, flag: &str) -> anyhow::Result<Vec<u
 pub(crate) fn named_gpus(topology: &Topology, list: &str, flag: &str) -> anyhow::Result<Vec<usize>> {
     let gpus = topology.gpus();
     let number = |name: &str| -> anyhow::Result<usize> {
-        let x = topology.node_named(name).map_err(anyhow::Error::msg)?;
+        let x = topology
+            .node_named(name)
+            .map_err(|e| anyhow::anyhow!("{flag}: {e}"))?;
         gpus.iter()
             .position(|&g| g == x)
             .with_context(|| format!("{flag}: {name} is not a GPU"))
