@@ -30,7 +30,8 @@ pub struct FabricArgs {
     #[arg(long, value_name = "P:GPU,GPU,...")]
     pub partition: Vec<String>,
     /// What is really cabled, if not what --topology says (a name or TOML file, as --topology): the
-    /// manager discovers it and reports every difference, and programs nothing if there is any
+    /// manager discovers it and reports every difference, and programs nothing if there is any (its
+    /// partitions, if it has any, must be the topology's: the manager programs those)
     #[arg(long, value_name = "TOPOLOGY")]
     pub hardware: Option<String>,
     /// Take the link (all ganged links) between two nodes of the hardware down, e.g. `gpu0:nvswitch1`:
@@ -58,9 +59,9 @@ pub struct FabricArgs {
     /// report what arrived, within and across partitions
     #[arg(long)]
     pub probe: bool,
-    /// Seed of the probe's simulation
-    #[arg(long, default_value_t = 1)]
-    pub seed: u64,
+    /// Seed of the probe's simulation (default 1; only with --probe)
+    #[arg(long)]
+    pub seed: Option<u64>,
     /// Print one JSON object instead of the tables
     #[arg(long)]
     pub json: bool,
@@ -80,7 +81,19 @@ fn parse_partition(s: &str) -> anyhow::Result<(u8, &str)> {
 }
 
 pub fn run(args: FabricArgs) -> anyhow::Result<ExitCode> {
+    // Nothing else is random: a seed without the probe would be ignored.
+    if args.seed.is_some() && !args.probe {
+        bail!("--seed is the probe's: give --probe too");
+    }
     let mut topology = args.topology.load()?;
+    let hardware = match &args.hardware {
+        Some(file) => {
+            let hardware = load_topology(file)?;
+            check_no_partitions(&hardware, &topology, file)?;
+            hardware
+        }
+        None => topology.clone(),
+    };
     // A GPU put in two partitions (or twice in one) is a mistake, not a case for the last to win.
     let mut placed: std::collections::BTreeMap<usize, u8> = std::collections::BTreeMap::new();
     for spec in &args.partition {
@@ -95,31 +108,7 @@ pub fn run(args: FabricArgs) -> anyhow::Result<ExitCode> {
             topology.set_partition(&name, p).map_err(anyhow::Error::msg)?;
         }
     }
-    let hardware = match &args.hardware {
-        Some(name) => load_topology(name)?,
-        None => topology.clone(),
-    };
-    let pair = |spec: &str, flag: &str| -> anyhow::Result<(usize, usize)> {
-        let usage = || format!("bad {flag} {spec:?}: expected NODE:NODE, e.g. gpu0:nvswitch1");
-        let (a, b) = spec.split_once(':').with_context(usage)?;
-        if b.contains('@') {
-            bail!("bad {flag} {spec:?}: this is the state from the start, so give no time (NODE:NODE)");
-        }
-        Ok((
-            hardware.node_named(a).map_err(anyhow::Error::msg)?,
-            hardware.node_named(b).map_err(anyhow::Error::msg)?,
-        ))
-    };
-    let down = args
-        .fail_link
-        .iter()
-        .map(|s| pair(s, "--fail-link"))
-        .collect::<anyhow::Result<Vec<_>>>()?;
-    let lost = args
-        .degrade_link
-        .iter()
-        .map(|s| pair(s, "--degrade-link"))
-        .collect::<anyhow::Result<Vec<_>>>()?;
+    let (down, lost) = hardware_faults(&hardware, &args)?;
     // What the manager finds, and what it makes of it: it plans only a fabric wired as the topology says,
     // leaving out the trunks it found down.
     let mut wiring = Wiring::new(&hardware, &down, &lost).map_err(anyhow::Error::msg)?;
@@ -153,7 +142,7 @@ pub fn run(args: FabricArgs) -> anyhow::Result<ExitCode> {
         .collect();
     let dependencies = fabric.dependencies();
     let report = if args.probe {
-        Some(probe(&topology, &failed, args.seed, PROBE_TIME).map_err(anyhow::Error::msg)?)
+        Some(probe(&topology, &failed, args.seed.unwrap_or(1), PROBE_TIME).map_err(anyhow::Error::msg)?)
     } else {
         None
     };
@@ -178,6 +167,84 @@ pub fn run(args: FabricArgs) -> anyhow::Result<ExitCode> {
     } else {
         ExitCode::SUCCESS
     })
+}
+
+/// The manager programs the partitions of the topology and `--partition`: a hardware file's would be
+/// ignored, so they must be the topology's (as they are when one file is given for both).
+fn check_no_partitions(hardware: &Topology, topology: &Topology, file: &str) -> anyhow::Result<()> {
+    for n in hardware.nodes.iter().filter(|n| n.kind == NodeKind::Gpu) {
+        let expected = topology
+            .node_named(&n.name)
+            .map_or(0, |x| topology.nodes[x].partition);
+        if n.partition != expected {
+            bail!(
+                "--hardware {file}: {} is in partition {} there and in {expected} in the topology; \
+                 partitions are not cabling but what the manager programs, from --topology and \
+                 --partition only (leave node.partition out of the hardware's file)",
+                n.name,
+                n.partition
+            );
+        }
+    }
+    Ok(())
+}
+
+/// Pairs of nodes, each joined by a trunk.
+type Pairs = Vec<(usize, usize)>;
+
+/// The hardware's trunks that `--fail-link` takes down, and those that `--degrade-link` takes a link of
+/// (once per time given), each as the pair of nodes it joins. A fault that would change nothing (given
+/// twice, on a trunk already down, or more often than it has links) is refused: the user meant something.
+fn hardware_faults(hardware: &Topology, args: &FabricArgs) -> anyhow::Result<(Pairs, Pairs)> {
+    let (trunks, _) = gang(hardware);
+    let ends = |t: &Trunk| (t.a.0, t.b.0);
+    let names = |t: &Trunk| format!("{}:{}", hardware.node_name(t.a.0), hardware.node_name(t.b.0));
+    let trunk = |spec: &str, flag: &str| -> anyhow::Result<usize> {
+        let usage = || format!("bad {flag} {spec:?}: expected NODE:NODE, e.g. gpu0:nvswitch1");
+        let (a, b) = spec.split_once(':').with_context(usage)?;
+        if b.contains('@') {
+            bail!("bad {flag} {spec:?}: this is the state from the start, so give no time (NODE:NODE)");
+        }
+        let node = |name: &str| {
+            hardware
+                .node_named(name)
+                .map_err(|e| anyhow::anyhow!("{flag}: {e}"))
+        };
+        let (x, y) = (node(a)?, node(b)?);
+        trunks
+            .iter()
+            .position(|t| ends(t) == (x.min(y), x.max(y)))
+            .with_context(|| format!("{flag}: {} has no link between {a} and {b}", hardware.name))
+    };
+    let mut down = Vec::new();
+    for spec in &args.fail_link {
+        let t = trunk(spec, "--fail-link")?;
+        if down.contains(&t) {
+            bail!("--fail-link names {} twice", names(&trunks[t]));
+        }
+        down.push(t);
+    }
+    let mut lost = Vec::new();
+    for spec in &args.degrade_link {
+        let t = trunk(spec, "--degrade-link")?;
+        if down.contains(&t) {
+            bail!(
+                "--degrade-link {spec}: --fail-link takes all the links of {} down already",
+                names(&trunks[t])
+            );
+        }
+        lost.push(t);
+        let times = lost.iter().filter(|&&l| l == t).count();
+        if times > trunks[t].links {
+            bail!(
+                "--degrade-link names {} {times} times, and {} links join them (the last taking the trunk down)",
+                names(&trunks[t]),
+                trunks[t].links
+            );
+        }
+    }
+    let pairs = |list: Vec<usize>| list.into_iter().map(|t| ends(&trunks[t])).collect();
+    Ok((pairs(down), pairs(lost)))
 }
 
 /// What discovery found, with the names to report it by.

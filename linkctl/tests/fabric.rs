@@ -143,6 +143,76 @@ fn partition_errors_say_what_is_wrong() {
     }
 }
 
+/// A bad node names the option it came from; faults that would change nothing, a seed without the
+/// probe that alone takes it, and a hardware file's partitions, which the manager would not read, are
+/// refused rather than ignored.
+#[test]
+fn what_would_be_ignored_is_refused_and_errors_name_their_option() {
+    let twice = |flag: &'static str, times: usize| {
+        std::iter::repeat_n([flag, "gpu0:nvswitch1"], times)
+            .flatten()
+            .collect::<Vec<_>>()
+    };
+    let expected = two_stars("stars-unpartitioned.toml", 2, 1, 0);
+    let partitioned = two_stars("stars-partitioned.toml", 2, 1, 1);
+    for (args, says) in [
+        (
+            vec!["--fail-link", "gpu0:gpu9"],
+            "--fail-link: dgx-h100 has no node \"gpu9\"",
+        ),
+        (
+            vec!["--degrade-link", "gpu9:gpu0"],
+            "--degrade-link: dgx-h100 has no node \"gpu9\"",
+        ),
+        (
+            vec!["--degrade-link", "gpu0:gpu1"],
+            "--degrade-link: dgx-h100 has no link between gpu0 and gpu1",
+        ),
+        (
+            vec!["--partition", "1:gpu9"],
+            "--partition: dgx-h100 has no node \"gpu9\"",
+        ),
+        (
+            vec!["--fail-link", "gpu0:nvswitch1", "--fail-link", "nvswitch1:gpu0"],
+            "--fail-link names gpu0:nvswitch1 twice",
+        ),
+        (
+            [twice("--fail-link", 1), twice("--degrade-link", 1)].concat(),
+            "--fail-link takes all the links of gpu0:nvswitch1 down already",
+        ),
+        (
+            twice("--degrade-link", 5),
+            "--degrade-link names gpu0:nvswitch1 5 times, and 4 links join them",
+        ),
+        (vec!["--seed", "2"], "--seed is the probe's: give --probe too"),
+        (
+            vec!["--topology", &expected, "--hardware", &partitioned],
+            "b0 is in partition 1 there and in 0 in the topology",
+        ),
+    ] {
+        let out = common::linkctl(&["fabric"], &args);
+        let err = String::from_utf8(out.stderr).unwrap();
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {err}");
+        assert!(err.contains(says), "{args:?}: {err}");
+    }
+    // What is not ignored is taken: a trunk degraded as often as it has links goes down, the probe takes
+    // a seed, and a hardware file may have the topology's partitions.
+    let v = json(&["fabric"], &twice("--degrade-link", 4));
+    assert_eq!(
+        v["discovery"]["down"].as_array().map(Vec::len),
+        Some(1),
+        "{}",
+        v["discovery"]
+    );
+    let v = json(&["fabric"], &["--probe", "--seed", "2"]);
+    assert_eq!(v["probe"]["isolated"], true);
+    let v = json(
+        &["fabric"],
+        &["--topology", &partitioned, "--hardware", &partitioned],
+    );
+    assert_eq!(v["discovery"]["matches"], true);
+}
+
 /// A node that answers as another kind than the topology says is told in words, not register names.
 #[test]
 fn a_node_of_another_kind_is_a_difference_in_words() {
