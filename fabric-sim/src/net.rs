@@ -1528,7 +1528,9 @@ impl Net {
                         match (e, self.failover.as_mut()) {
                             // Routed here before a failure took the way on: return it to its source.
                             (switch_fw::SwitchError::NoRoute { .. }, Some(f)) => {
-                                send_again(&mut f.resend[node], &mut f.stats, entry.packet);
+                                let kept = send_again(&mut f.resend[node], &mut f.stats, entry.packet);
+                                // An engine's packet is not sent again: dropped for want of a route.
+                                core.counters_mut().route_drops += u64::from(!kept);
                             }
                             // Every port its route has is down: held until the new routes.
                             (switch_fw::SwitchError::PortDown { .. }, Some(f)) => f.park(node, entry.packet),

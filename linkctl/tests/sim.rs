@@ -180,6 +180,40 @@ fn the_switches_counters_are_in_the_json_and_the_table() {
     );
 }
 
+/// Of a unicast run's switch counters, what went out against what came in: every packet taken in is
+/// forwarded once or dropped, and one that a failed link handed back (`taken_back`) once more.
+fn assert_switches_balance(s: &Value) {
+    let n = |key: &str| s[key].as_u64().unwrap();
+    assert_eq!(n("multicast_copies") + n("reductions"), 0, "unicast only: {s}");
+    assert_eq!(
+        n("forwarded") + n("partition_drops") + n("route_drops"),
+        n("arrived") + n("taken_back"),
+        "{s}"
+    );
+}
+
+#[test]
+fn a_packet_returned_to_its_source_is_forwarded_not_dropped() {
+    // After gpu0:nvswitch1 fails, nvswitch1 has no route to gpu0 and returns what it gets for it. It
+    // had been counted in route_drops (16 here), and forwarded besides.
+    let v = json(&[
+        "allreduce",
+        "--min",
+        "1M",
+        "--max",
+        "4M",
+        "--fail-link",
+        "gpu0:nvswitch1@20us",
+    ]);
+    assert_eq!(v["verified"], true);
+    let (s, failover) = (&v["switches"], &v["failover"]);
+    assert!(failover["packets_bounced"].as_u64().unwrap() > 0, "{failover}");
+    assert_eq!(s["route_drops"], 0, "{s}");
+    // nvswitch1's link had forwarded some that gpu0 never acknowledged: forwarded again.
+    assert!(s["taken_back"].as_u64().unwrap() > 0, "{s}");
+    assert_switches_balance(s);
+}
+
 #[test]
 fn bit_errors_show_in_the_link_totals_of_the_json_and_the_table() {
     let args = [
@@ -489,6 +523,13 @@ fn the_other_jobs_lost_packets_fail_that_job_only() {
     let b = &v["background"];
     let lost = b["lost"].as_u64().unwrap();
     assert!(lost > 0 && v["failover"]["packets_lost"] == lost, "{b}");
+    // S0 drops what it can neither deliver nor return: the lost, and copies of packets sent again.
+    assert!(
+        v["switches"]["route_drops"].as_u64().unwrap() >= lost,
+        "{}",
+        v["switches"]
+    );
+    assert_switches_balance(&v["switches"]);
     assert_eq!(
         b["delivered"].as_u64().unwrap() + lost,
         b["generated"].as_u64().unwrap()

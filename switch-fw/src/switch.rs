@@ -75,7 +75,9 @@ pub struct SwitchCounters {
     /// Packets taken in at a port: queued, or dropped for a partition or a missing route. An offer
     /// refused for want of room is counted once it is taken (see `refused_full`).
     pub arrived: u64,
-    /// Packets (copies) forwarded.
+    /// Packets (copies) forwarded. Besides multicast copies and what the switch's engine originates, a
+    /// copy that a failed link handed back is forwarded again (`taken_back`), so this can exceed
+    /// `arrived`.
     pub forwarded: u64,
     /// Of those, forwarded cut-through.
     pub cut_through: u64,
@@ -83,7 +85,8 @@ pub struct SwitchCounters {
     pub multicast_copies: u64,
     /// Packets dropped because they would cross a partition.
     pub partition_drops: u64,
-    /// Packets dropped for lack of a route or group.
+    /// Packets dropped for lack of a route or group. A packet the caller keeps to send another way
+    /// ([`Switch::keeps_unroutable`]: returned to its source after a failure) is not dropped.
     pub route_drops: u64,
     /// Offers refused because the input had no room for every copy ([`SwitchError::BufferFull`]): nothing
     /// is dropped, the caller keeps the packet and offers it again (a multicast needs room for all its
@@ -93,6 +96,10 @@ pub struct SwitchCounters {
     pub reductions: u64,
     /// Packets (copies) taken out of the queues of a failed output.
     pub evicted: u64,
+    /// Copies forwarded over a link that failed before the partner acknowledged them, which the link
+    /// handed back for the switch to route again: each is forwarded twice. Counted by the caller, which
+    /// owns the links ([`Switch::counters_mut`]).
+    pub taken_back: u64,
 }
 
 /// Counters of several switches added up (a fabric's, say).
@@ -109,6 +116,7 @@ impl core::ops::AddAssign<&SwitchCounters> for SwitchCounters {
             refused_full,
             reductions,
             evicted,
+            taken_back,
         } = *other;
         self.arrived += arrived;
         self.forwarded += forwarded;
@@ -119,6 +127,7 @@ impl core::ops::AddAssign<&SwitchCounters> for SwitchCounters {
         self.refused_full += refused_full;
         self.reductions += reductions;
         self.evicted += evicted;
+        self.taken_back += taken_back;
     }
 }
 
@@ -151,6 +160,11 @@ pub struct Switch<const PORTS: usize, const SLOTS: usize, const REDUCE: usize = 
     arbiter: Islip<PORTS>,
     /// iSLIP rounds per cycle.
     pub iterations: usize,
+    /// Whether a unicast packet with no route is the caller's to keep: refused
+    /// ([`SwitchError::NoRoute`]) without counting a drop, as [`SwitchError::PortDown`] is. A fabric that
+    /// fails over sends such a packet back to its source, and counts in `route_drops` (through
+    /// [`Switch::counters_mut`]) only those it discards after all.
+    pub keeps_unroutable: bool,
     cycle: u32,
     counters: SwitchCounters,
     /// Who the switch is and who is at each port: what its firmware learned as links came up.
@@ -184,6 +198,7 @@ impl<const PORTS: usize, const SLOTS: usize, const REDUCE: usize> Switch<PORTS, 
             down: 0,
             arbiter: Islip::default(),
             iterations: 2,
+            keeps_unroutable: false,
             cycle: 0,
             counters: SwitchCounters::default(),
             identity: Identity::new(0, NodeType::Switch),
@@ -193,6 +208,12 @@ impl<const PORTS: usize, const SLOTS: usize, const REDUCE: usize> Switch<PORTS, 
     /// Counters.
     pub fn counters(&self) -> &SwitchCounters {
         &self.counters
+    }
+
+    /// Counters, for the caller to count what only it sees: packets a failed link handed back
+    /// (`taken_back`), or dropped after the switch refused them ([`Switch::keeps_unroutable`]).
+    pub fn counters_mut(&mut self) -> &mut SwitchCounters {
+        &mut self.counters
     }
 
     /// Packets queued at `input` (`PORTS` for the reduction engine).
@@ -289,6 +310,8 @@ impl<const PORTS: usize, const SLOTS: usize, const REDUCE: usize> Switch<PORTS, 
                     SwitchError::CrossPartition { .. } => self.counters.partition_drops += 1,
                     // Not dropped: the caller holds it until the routes change.
                     SwitchError::PortDown { .. } => {}
+                    // Not dropped: the caller sends it another way.
+                    SwitchError::NoRoute { .. } if self.keeps_unroutable => {}
                     _ => self.counters.route_drops += 1,
                 }
                 return Err(e);

@@ -198,6 +198,14 @@ fn unroutable_packets_are_dropped_and_counted() {
         Err(SwitchError::NoSuchPort { port: 9 })
     );
     assert_eq!(s.counters().route_drops, 1);
+    // A switch whose caller returns such packets to their source refuses them alike, undropped.
+    s.keeps_unroutable = true;
+    assert_eq!(
+        s.ingress(0, unicast(2, 0, 300)),
+        Err(SwitchError::NoRoute { endpoint: 300 })
+    );
+    assert_eq!((s.counters().route_drops, s.counters().arrived), (1, 2));
+    assert!(s.is_idle());
 }
 
 #[test]

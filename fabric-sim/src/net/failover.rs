@@ -239,12 +239,14 @@ pub(super) struct Failover {
 }
 
 /// Keep a packet taken back after a failure to send it again, unless it belongs to a collective engine
-/// (dropped: the collective does that work again).
-pub(super) fn send_again(resend: &mut VecDeque<Received>, stats: &mut FailoverStats, p: Received) {
+/// (dropped: the collective does that work again). Returns whether it was kept.
+pub(super) fn send_again(resend: &mut VecDeque<Received>, stats: &mut FailoverStats, p: Received) -> bool {
     if wire::is_engine_traffic(p.tl) {
         stats.engine_packets_dropped += 1;
+        false
     } else {
         resend.push_back(p);
+        true
     }
 }
 
@@ -253,17 +255,18 @@ impl Failover {
     /// again, but for a finished collective's packets (the link sent the first `size_started` before the
     /// collective now running started): delivered, and the next size reuses their headers.
     /// `partner_expected` is the partner's next expected sequence number: what was sent before it, the
-    /// partner had.
+    /// partner had. Returns how many it keeps to send again.
     fn take_back(
         &mut self,
         node: usize,
         link: &mut super::PortLink,
         size_started: u64,
         partner_expected: link_dl::seq::Seq,
-    ) {
+    ) -> u64 {
         let (resend, stats, seen) = (&mut self.resend[node], &mut self.stats, &mut self.seen);
         // The first taken back, counted from the link's first packet.
         let mut index = link.counters().packets_sent - link.unacknowledged() as u64;
+        let mut kept = 0;
         link.take_unacknowledged(|seq, p| {
             stats.packets_taken_back += 1;
             let earlier = index < size_started;
@@ -280,8 +283,9 @@ impl Failover {
                     seen.pin(original);
                 }
             }
-            send_again(resend, stats, p);
+            kept += u64::from(send_again(resend, stats, p));
         });
+        kept
     }
 
     /// A copy of the packet whose original header is `tl` can go no further, for the reason `why`: the
@@ -360,6 +364,12 @@ impl Net {
             })
         });
         f.replan_delay = replan_delay;
+        // What a switch has no route for, it returns to its source (or routes on under new routes).
+        for node in &mut self.nodes {
+            if let NodeState::Switch { core, .. } = node {
+                core.keeps_unroutable = true;
+            }
+        }
         let mut events = Vec::new();
         for &fault in faults {
             events.push((fault.at(), f.faults.len() as u32));
@@ -508,16 +518,24 @@ impl Net {
         for (k, (node, port)) in ends.into_iter().enumerate() {
             let (resend, stats) = (&mut f.resend[node], &mut f.stats);
             // A switch whose buffer share was full left received (and acknowledged) packets in the
-            // link's queues: they are the switch's to route.
+            // link's queues: they are the switch's to route, taken in now.
+            let mut received = 0;
             while let Some(p) = self.links[node][port].recv() {
                 send_again(resend, stats, p);
+                received += 1;
             }
-            f.take_back(
+            let kept = f.take_back(
                 node,
                 &mut self.links[node][port],
                 f.size_started[node][port],
                 expected[1 - k],
             );
+            if let NodeState::Switch { core, .. } = &mut self.nodes[node] {
+                let counters = core.counters_mut();
+                counters.arrived += received;
+                // Forwarded once already: what it forwards of them again is counted apart.
+                counters.taken_back += kept;
+            }
             self.links[node][port].phy_down();
         }
         // A switch's firmware takes the port out of its routes' use and gives back what it had queued
@@ -782,6 +800,7 @@ impl Net {
                         );
                         f.strand(wire::original(p.tl), message);
                         f.resend[node].pop_front();
+                        core.counters_mut().route_drops += 1;
                         continue;
                     }
                 }

@@ -953,7 +953,8 @@ fn print_table(sweep: &Sweep, r: &Report) {
         println!(
             "# Switches: {} packets arrived, {} forwarded, {} of them cut-through ({:.1}%), {} multicast \
              copies, {} reductions; {} dropped between partitions, {} without a route, {} taken off failed \
-             ports; {} offers refused for room and made again",
+             ports, {} handed back by failed links and forwarded again; {} offers refused for room and made \
+             again",
             s.arrived,
             s.forwarded,
             s.cut_through,
@@ -963,6 +964,7 @@ fn print_table(sweep: &Sweep, r: &Report) {
             s.partition_drops,
             s.route_drops,
             s.evicted,
+            s.taken_back,
             s.refused_full
         );
     }
@@ -1062,6 +1064,7 @@ fn print_json(sweep: &Sweep, r: &Report) -> anyhow::Result<()> {
             "partition_drops": r.switches.partition_drops,
             "route_drops": r.switches.route_drops,
             "evicted": r.switches.evicted,
+            "taken_back": r.switches.taken_back,
             "refused_full": r.switches.refused_full,
         },
         "failure": r.failure,
