@@ -402,8 +402,11 @@ pub fn discover(m: &mut impl Management) -> Result<Discovery, String> {
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Check {
     /// The topology's trunks (indices into [`gang`]'s, which are [`crate::manager::Fabric::plan`]'s) that
-    /// are down at both ends: the routes must avoid them.
+    /// are down at both ends, as an end discovery reached reports: the routes must avoid them.
     pub down: Vec<usize>,
+    /// The topology's trunks neither of whose ends discovery reached: nothing says whether they are up.
+    /// The routes leave them out too ([`Check::left_out`]); no GPU reaches them anyway.
+    pub unseen: Vec<usize>,
     /// The topology's nodes discovery did not reach: switches no GPU reaches through live trunks, and
     /// GPUs that are not there (each also a difference).
     pub unreached: Vec<usize>,
@@ -429,6 +432,13 @@ impl Check {
     /// Whether the fabric is as the topology says, but for trunks that are down or have lost links.
     pub fn matches(&self) -> bool {
         self.differences.is_empty()
+    }
+
+    /// The trunks the routes leave out: those found down and those not seen, in index order.
+    pub fn left_out(&self) -> Vec<usize> {
+        let mut out = [&self.down[..], &self.unseen[..]].concat();
+        out.sort_unstable();
+        out
     }
 }
 
@@ -534,6 +544,8 @@ pub fn check(found: &Discovery, expected: &Topology) -> Check {
                     ));
                 }
             }
+            // Down is what an end discovery reached says; of a trunk with neither end reached, nothing.
+            None if ends.iter().all(|&(_, _, i)| i.is_none()) => out.unseen.push(t),
             None if ends.iter().all(|&e| peer_at(e).is_none()) => out.down.push(t),
             None => {
                 for (e, other) in [(ends[0], ends[1]), (ends[1], ends[0])] {
@@ -649,6 +661,23 @@ mod tests {
             &s,
         );
         assert_eq!((c.down, c.unreached), (vec![0, 1, 2], vec![sw]));
+
+        // Two switches hanging from sw, cut off from it: their trunk to each other is not seen, not down.
+        let chain = format!(
+            "[[node]]\nname = \"sw1\"\nkind = \"switch\"\n[[node]]\nname = \"sw2\"\nkind = \"switch\"\n\
+             [[link]]\na = \"gpu0\"\nb = \"sw\"\n{LINK}[[link]]\na = \"sw\"\nb = \"sw1\"\n{LINK}\
+             [[link]]\na = \"sw1\"\nb = \"sw2\"\n{LINK}"
+        );
+        let t = toml(&chain);
+        let (sw1, sw2) = (t.node_named("sw1").unwrap(), t.node_named("sw2").unwrap());
+        let c = check(
+            &discover(&mut Wiring::new(&t, &[(sw, sw1)], &[]).unwrap()).unwrap(),
+            &t,
+        );
+        assert!(c.matches(), "{c:?}");
+        assert_eq!((&c.down, &c.unseen), (&vec![1], &vec![2]));
+        assert_eq!(c.left_out(), vec![1, 2]);
+        assert_eq!(c.unreached, vec![sw1, sw2]);
     }
 
     /// Two fabrics that no trunk joins (or that a failure cut apart) are found whole: the second from its

@@ -279,14 +279,6 @@ impl Fabric {
         })
     }
 
-    /// Of the register writes in [`Fabric::program`], those that set partitions.
-    pub fn partition_writes(&self) -> usize {
-        self.program
-            .iter()
-            .filter(|&&(_, address, _)| (regs::PARTITIONS..regs::MULTICAST).contains(&address))
-            .count()
-    }
-
     /// The name in `topology` of GPU `id` (an endpoint ID), for messages ("?" if there is none).
     pub fn gpu_name<'a>(&self, topology: &'a Topology, id: usize) -> &'a str {
         topology.node_name(self.gpus.get(id).copied().unwrap_or(usize::MAX))
@@ -432,6 +424,11 @@ impl Fabric {
         }
         Some(path)
     }
+}
+
+/// Whether a register write to `address` sets an endpoint's partition (else a route).
+pub fn sets_partition(address: u32) -> bool {
+    (regs::PARTITIONS..regs::MULTICAST).contains(&address)
 }
 
 /// Hops from every node to `dest` over steps allowed by `ok(from, to)`, through switches only.

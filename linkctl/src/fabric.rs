@@ -9,7 +9,7 @@ use anyhow::{bail, Context};
 use clap::Args;
 use fabric_sim::collective::PACKET_BYTES;
 use fabric_sim::discover::{check, discover, node_id, Check, Discovery, FoundNode, NodeType, Wiring};
-use fabric_sim::manager::{gang, Dependencies, Fabric, Trunk};
+use fabric_sim::manager::{gang, sets_partition, Dependencies, Fabric, Trunk};
 use fabric_sim::probe::{probe, ProbeReport, PROBE_TIME};
 use fabric_sim::topology::{NodeKind, Topology};
 use serde_json::json;
@@ -134,7 +134,7 @@ pub fn run(args: FabricArgs) -> anyhow::Result<ExitCode> {
         }
         return Ok(ExitCode::from(EXIT_WRONG));
     }
-    let failed = found.down.clone();
+    let failed = found.left_out();
     let fabric = Fabric::plan(&topology, &failed).map_err(anyhow::Error::msg)?;
     // Partitions with GPUs that no route joins: a failure, or the cabling, split them.
     let split: Vec<(u8, (usize, usize))> = (topology.partition_groups().into_iter())
@@ -314,7 +314,7 @@ impl Discovered<'_> {
         let also = self.also_from();
         println!(
             "# discovery from {}{}: {} nodes and {} trunks up, in {} register reads; {} trunk(s) of the \
-             topology down, {} node(s) not reached; {}",
+             topology down{}, {} node(s) not reached; {}",
             self.home,
             if also.is_empty() {
                 String::new()
@@ -328,6 +328,10 @@ impl Discovered<'_> {
             d.trunks.len(),
             d.reads,
             c.down.len(),
+            match c.unseen.len() {
+                0 => String::new(),
+                n => format!(" and {n} unreachable (neither end reached: up or down, unknown)"),
+            },
             c.unreached.len(),
             if c.matches() {
                 "otherwise as the topology says"
@@ -386,6 +390,7 @@ impl Discovered<'_> {
             "trunks": d.trunks.len(),
             "reads": d.reads,
             "down": c.down,
+            "unreachable": c.unseen,
             "degraded": c
                 .degraded
                 .iter()
@@ -450,9 +455,29 @@ impl View<'_> {
         (0..self.topology.nodes.len()).filter(|&x| self.topology.nodes[x].kind == NodeKind::Switch)
     }
 
-    /// Register writes: all of them, and those that set partitions.
-    fn writes(&self) -> (usize, usize) {
-        (self.fabric.program.len(), self.fabric.partition_writes())
+    /// Whether trunk `i` was left out of the routes because discovery reached neither end.
+    fn unseen(&self, i: usize) -> bool {
+        self.discovered.check.unseen.contains(&i)
+    }
+
+    /// The register writes the manager can send: those to switches discovery reached (it has no directed
+    /// route to the others).
+    fn sent(&self) -> impl Iterator<Item = &(usize, u32, u32)> + '_ {
+        let unreached = &self.discovered.check.unreached;
+        self.fabric
+            .program
+            .iter()
+            .filter(|(x, _, _)| !unreached.contains(x))
+    }
+
+    /// Register writes it sends, of them those that set partitions, and the writes the plan has for
+    /// switches it cannot reach (not sent).
+    fn writes(&self) -> (usize, usize, usize) {
+        let sent = self.sent().count();
+        let partition_writes = (self.sent())
+            .filter(|&&(_, address, _)| sets_partition(address))
+            .count();
+        (sent, partition_writes, self.fabric.program.len() - sent)
     }
 
     /// A switch's routes: (destination endpoint, ports).
@@ -467,7 +492,7 @@ impl View<'_> {
         let (t, f, d) = (self.topology, self.fabric, self.dependencies);
         let switches = self.switches().count();
         let links: usize = f.trunks.iter().map(|t| t.links).sum();
-        let (writes, partition_writes) = self.writes();
+        let (writes, partition_writes, unsent) = self.writes();
         println!(
             "# fabric {}: {} nodes, {} GPUs (endpoints 0 to {}) in {} partition(s), {switches} switch(es)",
             t.name,
@@ -480,10 +505,10 @@ impl View<'_> {
         println!(
             "# {} trunks ganging {links} links{}; {}",
             f.trunks.len(),
-            if self.failed.is_empty() {
-                String::new()
-            } else {
-                format!(" ({} found down and left out)", self.failed.len())
+            match (self.failed.len(), self.discovered.check.unseen.len()) {
+                (0, _) => String::new(),
+                (n, 0) => format!(" ({n} found down and left out)"),
+                (n, unseen) => format!(" ({} found down and {unseen} unreachable, left out)", n - unseen),
             },
             match f.roots.as_slice() {
                 [] => "no switch, so no up*/down* root".to_string(),
@@ -497,8 +522,16 @@ impl View<'_> {
         );
         println!(
             "# switch programming: {writes} register writes ({} for routes, {partition_writes} for \
-             partitions)",
-            writes - partition_writes
+             partitions){}",
+            writes - partition_writes,
+            if unsent > 0 {
+                format!(
+                    "; not the {unsent} for switches discovery did not reach, which no directed route \
+                     leads to"
+                )
+            } else {
+                String::new()
+            }
         );
         for &(p, (a, b)) in self.split {
             println!(
@@ -555,6 +588,7 @@ impl View<'_> {
         let write_flits = t.flits_per_packet(PACKET_BYTES);
         for (i, trunk) in f.trunks.iter().enumerate() {
             let mut state = match self.degraded(i) {
+                _ if self.unseen(i) => "  (unreachable: neither end reached, left out)".to_string(),
                 _ if self.failed.contains(&i) => "  (failed)".to_string(),
                 Some((links, gbps)) => format!("  (degraded: {links} links up, {gbps:.1} GB/s)"),
                 None => String::new(),
@@ -575,7 +609,7 @@ impl View<'_> {
         }
         if args.registers {
             println!("#\n# register writes: switch, address, value");
-            for &(x, address, value) in &f.program {
+            for &(x, address, value) in self.sent() {
                 println!("  {:<22} {address:#010x} {value:#010x}", self.name(x));
             }
         }
@@ -637,7 +671,7 @@ impl View<'_> {
 
     fn json(&self, args: &FabricArgs) -> serde_json::Value {
         let (t, f, d) = (self.topology, self.fabric, self.dependencies);
-        let (writes, partition_writes) = self.writes();
+        let (writes, partition_writes, unsent) = self.writes();
         let nodes: Vec<_> = t
             .nodes
             .iter()
@@ -661,10 +695,12 @@ impl View<'_> {
             .iter()
             .enumerate()
             .map(|(i, trunk)| {
+                // Unknown for a trunk discovery did not see.
                 let links_up = match self.degraded(i) {
-                    _ if self.failed.contains(&i) => 0,
-                    Some((links, _)) => usize::from(links),
-                    None => trunk.links,
+                    _ if self.unseen(i) => None,
+                    _ if self.failed.contains(&i) => Some(0),
+                    Some((links, _)) => Some(usize::from(links)),
+                    None => Some(trunk.links),
                 };
                 json!({
                     "index": i,
@@ -675,7 +711,8 @@ impl View<'_> {
                     "latency_ns": trunk.latency_ns,
                     "ber": trunk.ber,
                     "format": trunk.format.name(),
-                    "failed": self.failed.contains(&i),
+                    "failed": self.failed.contains(&i) && !self.unseen(i),
+                    "unreachable": self.unseen(i),
                     "links_up": links_up,
                     "window_limit_gbps": trunk.window_limit_gbps(write_flits),
                 })
@@ -692,6 +729,7 @@ impl View<'_> {
             "trunks": trunks,
             "register_writes": writes,
             "partition_writes": partition_writes,
+            "unsent_writes": unsent,
             "split": self.split.iter().map(|&(p, (a, b))| json!({
                 "partition": p,
                 "from": self.name(f.gpus[a]),
@@ -705,9 +743,8 @@ impl View<'_> {
             },
         });
         if args.registers {
-            out["registers"] = f
-                .program
-                .iter()
+            out["registers"] = self
+                .sent()
                 .map(|&(x, address, value)| {
                     json!({ "switch": self.name(x), "address": address, "value": value })
                 })

@@ -417,6 +417,65 @@ fn a_gpu_the_hardware_lacks_is_a_difference() {
     );
 }
 
+#[test]
+fn trunks_and_switches_discovery_cannot_reach_are_not_called_failed_nor_programmed() {
+    // sw1 and sw2 hang from sw0, with no GPU: cut from sw0, no directed route reaches them.
+    let island = topology_file(
+        "island.toml",
+        "name = \"island\"\n\
+         node = [{ name = \"gpu0\", kind = \"gpu\" }, { name = \"gpu1\", kind = \"gpu\" },\n\
+         { name = \"sw0\", kind = \"switch\" }, { name = \"sw1\", kind = \"switch\" },\n\
+         { name = \"sw2\", kind = \"switch\" }]\n\
+         link = [{ a = \"gpu0\", b = \"sw0\", gbps = 25.0 }, { a = \"gpu1\", b = \"sw0\", gbps = 25.0 },\n\
+         { a = \"sw0\", b = \"sw1\", gbps = 25.0 }, { a = \"sw1\", b = \"sw2\", gbps = 25.0 }]\n",
+    );
+    let args = ["--topology", &island, "--fail-link", "sw0:sw1", "--registers"];
+    let v = json(&["fabric"], &args);
+    let d = &v["discovery"];
+    assert_eq!(d["unreached"], serde_json::json!(["sw1", "sw2"]));
+    // sw0 reports its trunk to sw1 down; nothing reports on sw1 - sw2, which had been called failed.
+    assert_eq!(
+        (&d["down"], &d["unreachable"]),
+        (&serde_json::json!([2]), &serde_json::json!([3]))
+    );
+    let trunk = |i: usize| {
+        let t = &v["trunks"][i];
+        (
+            t["failed"].as_bool(),
+            t["unreachable"].as_bool(),
+            t["links_up"].as_u64(),
+        )
+    };
+    assert_eq!(trunk(2), (Some(true), Some(false), Some(0)));
+    assert_eq!(trunk(3), (Some(false), Some(true), None));
+    // Two route registers per GPU to sw0 only: the 8 for sw1 and sw2 had been counted as written.
+    assert_eq!(
+        (&v["register_writes"], &v["unsent_writes"]),
+        (&4.into(), &8.into())
+    );
+    let registers = v["registers"].as_array().unwrap();
+    assert!(
+        registers.len() == 4 && registers.iter().all(|r| r["switch"] == "sw0"),
+        "{registers:?}"
+    );
+    let text = String::from_utf8(linkctl(&["fabric"], &args).stdout).unwrap();
+    let row = |trunk: &str| text.lines().find(|l| l.starts_with(trunk)).unwrap_or_default();
+    assert!(
+        text.contains("1 trunk(s) of the topology down and 1 unreachable")
+            && text.contains("(1 found down and 1 unreachable, left out)")
+            && text.contains("4 register writes (4 for routes, 0 for partitions); not the 8 for switches")
+            && row("      2 sw0:2").ends_with("  (failed)")
+            && row("      3 sw1:1").ends_with("  (unreachable: neither end reached, left out)"),
+        "{text}"
+    );
+    let (_, registers) = text.split_once("# register writes").unwrap();
+    assert_eq!(registers.matches("\n  sw0 ").count(), 4, "{registers}");
+    assert!(
+        !registers.contains("sw1") && !registers.contains("sw2"),
+        "{registers}"
+    );
+}
+
 /// A star of three GPUs on one switch, its cables in the order given.
 fn star(file: &str, order: [&str; 3]) -> String {
     let mut text = String::from("name = \"star\"\n");

@@ -607,7 +607,7 @@ impl Net {
         let replanned = discover(self).and_then(|found| {
             let c = check(&found, &self.topology);
             match c.differences.first() {
-                None => Fabric::plan(&self.topology, &c.down),
+                None => Fabric::plan(&self.topology, &c.left_out()),
                 Some(d) => Err(format!("discovery finds the fabric changed: {d}")),
             }
         });
