@@ -51,10 +51,21 @@ impl Trunk {
     /// packets its replay buffer holds, whichever is less: for 128-byte writes the receive buffer, 64
     /// KiB; for small writes the replay buffer's packets. A trunk of long latency is paced by them: at
     /// 1 us, 64 KiB per 2 us round trip is about 33 GB/s, whatever its links carry.
+    ///
+    /// A trunk that lost links has less rate, not fewer credits: ask [`Trunk::with_links`]'s trunk.
     pub fn window_limit_gbps(&self, packet_flits: usize) -> Option<f64> {
         let flits = crate::net::RX_FLITS.min(crate::net::REPLAY * packet_flits);
         let most = (flits * link_dl::flit::FLIT_LEN) as f64 / (2.0 * self.latency_ns);
         (most < self.gbps).then_some(most)
+    }
+
+    /// This trunk with only `links` of its links up, at their share of its rate.
+    pub fn with_links(&self, links: usize) -> Trunk {
+        Trunk {
+            links,
+            gbps: self.gbps / self.links as f64 * links as f64,
+            ..self.clone()
+        }
     }
 }
 
@@ -509,6 +520,10 @@ mod tests {
             ..trunk.clone()
         };
         assert!((slow.window_limit_gbps(10).unwrap() - 65536.0 / 2000.0).abs() < 1e-9);
+        // With 1 of its 5 links up, 25 GB/s: its 32.8 GB/s window no longer holds it back.
+        assert_eq!(slow.with_links(1).gbps, 25.0);
+        assert_eq!(slow.with_links(1).window_limit_gbps(10), None);
+        assert!((slow.with_links(2).window_limit_gbps(10).unwrap() - 65536.0 / 2000.0).abs() < 1e-9);
     }
 
     #[test]

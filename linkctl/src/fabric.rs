@@ -442,6 +442,20 @@ impl View<'_> {
             .map(|d| (d.links, d.mbps as f64 / 1000.0))
     }
 
+    /// The most a channel of trunk `i` carries, if its credits hold it below its rate: at the rate of the
+    /// links it has up (a degraded trunk's lower rate may be below its window's), and none for a trunk
+    /// that carries nothing (failed, or unreachable).
+    fn window_limit(&self, i: usize, packet_flits: usize) -> Option<f64> {
+        let trunk = &self.fabric.trunks[i];
+        match self.degraded(i) {
+            _ if self.failed.contains(&i) => None,
+            Some((links, _)) => trunk
+                .with_links(usize::from(links))
+                .window_limit_gbps(packet_flits),
+            None => trunk.window_limit_gbps(packet_flits),
+        }
+    }
+
     /// `node:port`.
     fn end(&self, (x, p): (usize, usize)) -> String {
         format!("{}:{p}", self.name(x))
@@ -593,7 +607,7 @@ impl View<'_> {
                 Some((links, gbps)) => format!("  (degraded: {links} links up, {gbps:.1} GB/s)"),
                 None => String::new(),
             };
-            if let Some(most) = trunk.window_limit_gbps(write_flits) {
+            if let Some(most) = self.window_limit(i, write_flits) {
                 state += &format!("  (paced by its credits: at most {most:.1} GB/s a channel)");
             }
             println!(
@@ -714,7 +728,7 @@ impl View<'_> {
                     "failed": self.failed.contains(&i) && !self.unseen(i),
                     "unreachable": self.unseen(i),
                     "links_up": links_up,
-                    "window_limit_gbps": trunk.window_limit_gbps(write_flits),
+                    "window_limit_gbps": self.window_limit(i, write_flits),
                 })
             })
             .collect();

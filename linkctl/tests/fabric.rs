@@ -639,3 +639,31 @@ fn a_trunk_paced_by_its_credits_is_marked() {
         .iter()
         .all(|t| t["window_limit_gbps"].is_null()));
 }
+
+/// A trunk that lost links is paced by its credits only if its window holds less than the links it has
+/// left carry: 2 x 25 GB/s at 1 us, 32.8 GB/s a channel, is paced; with one link left it is not (it had
+/// been marked paced at 32.8 GB/s on its 25).
+#[test]
+fn a_degraded_trunk_is_paced_by_what_its_links_left_carry() {
+    let path = topology_file(
+        "slow-pair.toml",
+        "node = [{ name = \"g0\", kind = \"gpu\" }, { name = \"g1\", kind = \"gpu\" }]\n\
+         link = [{ a = \"g0\", b = \"g1\", count = 2, gbps = 25.0, latency_ns = 1000 }]\n",
+    );
+    let whole = json(&["fabric"], &["--topology", &path]);
+    assert!((whole["trunks"][0]["window_limit_gbps"].as_f64().unwrap() - 32.768).abs() < 1e-9);
+    let args = ["--topology", &path, "--degrade-link", "g0:g1"];
+    let v = json(&["fabric"], &args);
+    assert_eq!(v["trunks"][0]["links_up"], 1);
+    assert!(
+        v["trunks"][0]["window_limit_gbps"].is_null(),
+        "{}",
+        v["trunks"][0]
+    );
+    let text = String::from_utf8(linkctl(&["fabric"], &args).stdout).unwrap();
+    assert!(
+        text.contains("(degraded: 1 links up, 25.0 GB/s)") && !text.contains("paced"),
+        "{text}"
+    );
+    std::fs::remove_file(path).unwrap();
+}

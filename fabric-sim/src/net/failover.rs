@@ -478,12 +478,7 @@ impl Net {
     /// Trunk `t` as it is now: with the links it has left and their rate.
     fn trunk_now(&self, t: usize) -> Trunk {
         let trunk = &self.fabric.trunks[t];
-        let links = self.failover.as_ref().map_or(trunk.links, |f| f.links_left[t]);
-        Trunk {
-            links,
-            gbps: trunk.gbps / trunk.links as f64 * links as f64,
-            ..trunk.clone()
-        }
+        trunk.with_links(self.failover.as_ref().map_or(trunk.links, |f| f.links_left[t]))
     }
 
     /// Trunk `t` is gone: drop what is on its wires, take in what its ends received, take back what they
