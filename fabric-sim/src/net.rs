@@ -936,7 +936,8 @@ impl Net {
             if self.stats.events % TICK_EVENTS == 0 {
                 tick(self.stats.packets_delivered);
             }
-            if self.stats.events % idle::IDLE_CHECK_EVENTS == 0 {
+            // Not once the app is done: the run ends here, and the time let pass would be its end.
+            if self.stats.events % idle::IDLE_CHECK_EVENTS == 0 && !app.done() {
                 self.skip_idle(limit);
             }
         }

@@ -97,7 +97,9 @@ impl Net {
         }
         let interval = self.links_interval.as_ps();
         let mut periods = u64::MAX;
+        let mut links_up = false;
         for dir in self.dirs.iter().flatten().filter(|d| d.up) {
+            links_up = true;
             let (from, to) = (dir.from, dir.to);
             let update = self.links[from.0][from.1].idle_update()?;
             if !self.links[to.0][to.1].has_heard(&update) || dir.unit_ps >= interval {
@@ -130,6 +132,8 @@ impl Net {
             .failover
             .as_ref()
             .is_none_or(|f| f.resend.iter().all(|q| q.is_empty()) && f.lost.is_empty());
-        (nodes_idle && nothing_to_resend).then_some(periods)
+        // Without a live link there are no Updates to let pass: the next event comes at once anyway,
+        // and a run that ends for want of one must end where its last event left it.
+        (links_up && nodes_idle && nothing_to_resend).then_some(periods)
     }
 }
