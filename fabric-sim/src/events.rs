@@ -95,6 +95,31 @@ impl<T> EventQueue<T> {
         self.settle().then_some(Instant(self.last))
     }
 
+    /// Every event waiting, with its time, in no particular order.
+    pub fn iter(&self) -> impl Iterator<Item = (Instant, &T)> {
+        let current = self.current.iter().map(|item| (Instant(self.last), item));
+        current.chain(
+            self.buckets
+                .iter()
+                .flatten()
+                .map(|(at, item)| (Instant(*at), item)),
+        )
+    }
+
+    /// Move the events that `moves` picks `by` later, keeping the order of every event that is not
+    /// moved past another. The events come out and go back in their order, so ties keep theirs.
+    pub fn shift(&mut self, by: link_phy::time::Duration, moves: impl Fn(&T) -> bool) {
+        let mut events = Vec::with_capacity(self.len());
+        while let Some(e) = self.pop() {
+            events.push(e);
+        }
+        *self = EventQueue::default();
+        for (at, item) in events {
+            let at = if moves(&item) { at + by } else { at };
+            self.push(at, item);
+        }
+    }
+
     /// Take out the next event, with its time.
     pub fn pop(&mut self) -> Option<(Instant, T)> {
         if !self.settle() {

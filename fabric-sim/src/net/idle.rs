@@ -10,7 +10,6 @@
 use link_phy::time::{Duration, Instant};
 
 use super::{Event, Net, NodeState};
-use crate::events::EventQueue;
 
 /// Events between two looks at whether the fabric is idle: looking costs a pass over the links, which
 /// stops at the first busy one.
@@ -27,50 +26,29 @@ impl Net {
         let Some(periods) = self.idle_periods() else {
             return;
         };
-        // The events: links' transmissions and arrivals move on by the skip, the others stay. A link's
-        // event must not move onto or past another's: they would then come out in another order.
-        let mut events = Vec::new();
-        while let Some(e) = self.queue.pop() {
-            events.push(e);
-        }
+        // Links' transmissions and arrivals move on by the skip, the other events stay. A link's event
+        // must not move onto or past another's: they would then come out in another order.
         let is_links = |e: &Event| matches!(e, Event::Transmit { .. } | Event::Arrive { .. });
-        let next_other = events
-            .iter()
-            .filter(|(_, e)| !is_links(e))
-            .map(|&(at, _)| at)
-            .min()
-            .unwrap_or(limit)
-            .min(limit);
-        let last_links = events
-            .iter()
-            .filter(|(_, e)| is_links(e))
-            .map(|&(at, _)| at)
-            .max()
-            .unwrap_or(self.now);
-        let interval = self.links_interval.as_ps();
-        // A run without a limit nor anything else to come: nothing to skip to.
-        let periods = if next_other.as_ps() >= u64::MAX / 2 {
-            0
-        } else {
-            periods
-        };
-        let room = next_other
-            .as_ps()
-            .saturating_sub(last_links.as_ps().max(self.now.as_ps()));
-        let periods = periods.min(room.saturating_sub(1) / interval);
-        let shift = Duration::from_ps(interval * periods);
-        self.queue = EventQueue::default();
-        for (at, event) in events {
-            let at = if periods >= MIN_SKIP_PERIODS && is_links(&event) {
-                at + shift
+        let (mut next_other, mut last_links) = (limit, self.now);
+        for (at, event) in self.queue.iter() {
+            if is_links(event) {
+                last_links = last_links.max(at);
             } else {
-                at
-            };
-            self.queue.push(at, event);
+                next_other = next_other.min(at);
+            }
         }
+        // A run without a limit nor anything else to come: nothing to skip to.
+        if next_other.as_ps() >= u64::MAX / 2 {
+            return;
+        }
+        let interval = self.links_interval.as_ps();
+        let room = next_other.as_ps().saturating_sub(last_links.as_ps());
+        let periods = periods.min(room.saturating_sub(1) / interval);
         if periods < MIN_SKIP_PERIODS {
             return;
         }
+        let shift = Duration::from_ps(interval * periods);
+        self.queue.shift(shift, is_links);
         self.now += shift;
         for dir in self.dirs.iter_mut().flatten().filter(|d| d.up) {
             dir.scheduled = dir.scheduled.map(|at| at + shift);
