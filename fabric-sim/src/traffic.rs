@@ -162,6 +162,9 @@ pub struct TrafficSpec {
     pub pcap: Option<(std::path::PathBuf, u64)>,
     /// Where to write waveforms of the links' states, and the most value changes they hold.
     pub vcd: Option<(std::path::PathBuf, u64)>,
+    /// Let idle stretches pass at once ([`Net::set_skip_idle`]; the CLI always does): the run is the
+    /// same either way, only faster at light loads.
+    pub skip_idle: bool,
 }
 
 /// Latencies of the packets generated in the measurement window, in nanoseconds.
@@ -247,6 +250,11 @@ pub struct TrafficReport {
     pub simulated: Duration,
     /// What the links did.
     pub links: LinkTotals,
+    /// What the switches did, added up.
+    pub switches: switch_fw::switch::SwitchCounters,
+    /// Of the simulated time, the idle stretches let pass at once ([`Net::set_skip_idle`]): at light
+    /// loads, the waits between births, and the drain's wait for the last Updates.
+    pub idle_skipped: Duration,
     /// What failover did, if faults were scheduled.
     pub failover: FailoverStats,
     /// The faults due after the run had ended, which did not happen.
@@ -324,6 +332,7 @@ pub fn run_traffic(topology: &Topology, spec: &TrafficSpec) -> Result<TrafficRep
     }
     let topology = &topology;
     let mut net = Net::new(topology, &[], DlConfig::default(), spec.seed)?;
+    net.set_skip_idle(spec.skip_idle);
     let gpus = net.fabric().gpus.len();
     if gpus < 2 {
         return Err(format!("{} has fewer than two GPUs", topology.name));
@@ -370,6 +379,8 @@ pub fn run_traffic(topology: &Topology, spec: &TrafficSpec) -> Result<TrafficRep
         measured: app.measured(offered, spec.measure, finished, net.fatal()),
         simulated: net.now().saturating_since(Instant::ZERO),
         links: net.link_totals(),
+        switches: net.switch_totals(),
+        idle_skipped: net.idle_skipped(),
         trace: net.finish_trace()?,
         waves: net.finish_waves()?,
     })
@@ -985,6 +996,7 @@ mod tests {
             payload_bytes: PAYLOAD_BYTES,
             pcap: None,
             vcd: None,
+            skip_idle: true,
         }
     }
 

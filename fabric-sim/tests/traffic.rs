@@ -24,6 +24,7 @@ fn spec(pattern: Pattern, spread: Spread, load: f64) -> TrafficSpec {
         payload_bytes: PAYLOAD_BYTES,
         pcap: None,
         vcd: None,
+        skip_idle: true,
     }
 }
 
@@ -250,7 +251,7 @@ fn a_copy_held_while_the_manager_replans_is_still_caught_as_a_duplicate() {
             at: Duration::from_us(3),
         }],
         replan_delay: Duration::from_us(60),
-        measure: Duration::from_us(100),
+        measure: Duration::from_us(1000),
         ..spec(Pattern::Uniform, Spread::Links, 0.5)
     };
     let r = run("dgx-h100", &s);
@@ -260,4 +261,48 @@ fn a_copy_held_while_the_manager_replans_is_still_caught_as_a_duplicate() {
         "{:?}",
         r.failover
     );
+}
+
+#[test]
+fn light_traffic_lets_its_idle_waits_pass_at_once_and_changes_nothing() {
+    use fabric_sim::run::FaultSpec;
+    // Births tens of microseconds apart leave the fabric idle between them: with bit errors, a link
+    // failing and the manager's replan after it, a hot spot, and a fat tree.
+    let dgx = TrafficSpec {
+        measure: Duration::from_us(400),
+        ber: Some(1e-7),
+        faults: vec![FaultSpec::Link {
+            a: "gpu0".into(),
+            b: "nvswitch1".into(),
+            at: Duration::from_us(150),
+        }],
+        replan_delay: Duration::from_us(60),
+        ..spec(Pattern::Uniform, Spread::Links, 2e-6)
+    };
+    let mesh = TrafficSpec {
+        measure: Duration::from_us(2000),
+        ..spec(Pattern::Hotspot(0.5), Spread::Flow, 1e-6)
+    };
+    let tree = TrafficSpec {
+        measure: Duration::from_us(1000),
+        ..spec(Pattern::Permutation, Spread::Links, 1e-8)
+    };
+    for (topology, s) in [("dgx-h100", dgx), ("mesh4", mesh), ("fat-tree-256", tree)] {
+        let skipped = run(topology, &s);
+        let mut every = run(
+            topology,
+            &TrafficSpec {
+                skip_idle: false,
+                ..s
+            },
+        );
+        assert!(
+            skipped.idle_skipped > Duration::from_us(20),
+            "{topology}: {:?}",
+            skipped.idle_skipped
+        );
+        assert_eq!(every.idle_skipped, Duration::ZERO);
+        every.idle_skipped = skipped.idle_skipped;
+        assert_eq!(format!("{skipped:?}"), format!("{every:?}"), "{topology}");
+    }
 }

@@ -352,3 +352,32 @@ fn a_short_warm_up_is_noted() {
         (Some(0.0), Some(2.6))
     );
 }
+
+#[test]
+fn json_says_what_the_switches_did_and_how_much_idle_time_passed_at_once() {
+    // Through DGX H100's NVSwitches every packet crosses one switch; births far enough apart
+    // (tens of microseconds) leave the fabric idle between them.
+    let v = common::json(
+        CMD,
+        &[
+            "--topology",
+            "dgx-h100",
+            "--load",
+            "1e-6,0.05",
+            "--measure",
+            "1ms",
+        ],
+    );
+    let points = v["points"].as_array().unwrap();
+    for p in points {
+        let s = &p["switches"];
+        assert!(p["delivered"].as_u64().unwrap() > 0, "{p}");
+        assert_eq!(s["arrived"], p["delivered"], "{p}");
+        assert_eq!(s["forwarded"], p["delivered"], "{p}");
+        assert_eq!(s["route_drops"], 0);
+    }
+    let idle = |p: &serde_json::Value| p["idle_skipped_us"].as_f64().unwrap();
+    assert!(idle(&points[0]) > 100.0, "{}", points[0]);
+    assert!(idle(&points[0]) < points[0]["simulated_us"].as_f64().unwrap());
+    assert_eq!(idle(&points[1]), 0.0);
+}

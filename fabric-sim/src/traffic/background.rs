@@ -105,6 +105,8 @@ impl Running {
             payload_bytes: background.payload_bytes,
             pcap: None,
             vcd: None,
+            // The collective's run decides that.
+            skip_idle: true,
         };
         let mut traffic = Traffic::new(
             &spec,

@@ -11,6 +11,7 @@ use fabric_sim::topology::Topology;
 use fabric_sim::traffic::{Background, BackgroundReport, Pattern, Spread, HOTSPOT_SHARE, PAYLOAD_BYTES};
 use link_phy::time::Duration;
 use serde_json::json;
+use switch_fw::switch::SwitchCounters;
 
 use crate::check::ensure_within;
 
@@ -1055,22 +1056,27 @@ fn print_json(sweep: &Sweep, r: &Report) -> anyhow::Result<()> {
         "faults_after_end": r.faults_after_end,
         "background": r.background.as_ref().map(|b| background_json(b, sweep)),
         "links": links_json(r),
-        "switches": {
-            "arrived": r.switches.arrived,
-            "forwarded": r.switches.forwarded,
-            "cut_through": r.switches.cut_through,
-            "multicast_copies": r.switches.multicast_copies,
-            "reductions": r.switches.reductions,
-            "partition_drops": r.switches.partition_drops,
-            "route_drops": r.switches.route_drops,
-            "evicted": r.switches.evicted,
-            "taken_back": r.switches.taken_back,
-            "refused_full": r.switches.refused_full,
-        },
+        "switches": switches_json(&r.switches),
         "failure": r.failure,
     });
     println!("{}", serde_json::to_string_pretty(&out)?);
     Ok(())
+}
+
+/// What the switches did, added up over all of them.
+pub fn switches_json(s: &SwitchCounters) -> serde_json::Value {
+    json!({
+        "arrived": s.arrived,
+        "forwarded": s.forwarded,
+        "cut_through": s.cut_through,
+        "multicast_copies": s.multicast_copies,
+        "reductions": s.reductions,
+        "partition_drops": s.partition_drops,
+        "route_drops": s.route_drops,
+        "evicted": s.evicted,
+        "taken_back": s.taken_back,
+        "refused_full": s.refused_full,
+    })
 }
 
 /// What the fabric's data links did, added up over all of them.

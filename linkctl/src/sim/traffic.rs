@@ -14,8 +14,8 @@ use link_phy::time::Duration;
 use serde_json::{json, Value};
 
 use super::{
-    failover_json, failover_line, late_faults, parse_time, plot, some_gpus, trace_json, trace_lines,
-    window_limited, window_notes, FaultArgs, PlotFile, TopologyArg, TraceArgs, EXIT_WRONG,
+    failover_json, failover_line, late_faults, parse_time, plot, some_gpus, switches_json, trace_json,
+    trace_lines, window_limited, window_notes, FaultArgs, PlotFile, TopologyArg, TraceArgs, EXIT_WRONG,
 };
 
 #[derive(Args, Debug)]
@@ -129,6 +129,7 @@ pub fn run(args: TrafficArgs) -> anyhow::Result<ExitCode> {
             payload_bytes: args.bytes,
             pcap: args.traces.pcap(),
             vcd: args.traces.vcd(),
+            skip_idle: true,
         };
         let report = run_traffic(&topology, &spec);
         if show_progress {
@@ -279,7 +280,9 @@ fn point(r: &TrafficReport, saturated: bool) -> Value {
             "replays": r.links.dl.replays,
             "failover": failover_json(&r.failover),
             "bits_flipped": r.links.bits_flipped,
+            "switches": switches_json(&r.switches),
             "simulated_us": r.simulated.as_ps() as f64 / 1e6,
+            "idle_skipped_us": r.idle_skipped.as_ps() as f64 / 1e6,
             "trace": trace,
             "waves": waves,
         }),
@@ -341,6 +344,14 @@ fn print_table(s: &Value, spread: Spread, reports: &[TrafficReport], windows: &[
         }
         for line in trace_lines(r.trace, r.waves) {
             println!("#   {}", line.trim_start_matches("# "));
+        }
+        if r.idle_skipped > Duration::ZERO {
+            println!(
+                "#   {:.1} us of the {:.1} simulated the fabric sat idle (links only repeating their Updates), \
+                 let pass at once",
+                r.idle_skipped.as_ps() as f64 / 1e6,
+                r.simulated.as_ps() as f64 / 1e6
+            );
         }
     }
     // A load whose packets failures lost, or left without a route, says so on its own lines.
