@@ -1203,6 +1203,10 @@ impl Net {
         let buffer = self.pool.take();
         let units = &mut self.pool.buffers[buffer as usize];
         let sent = link.poll_units(now, &mut units[..burst]);
+        // The wires here are timed channels with no training to redo: a request to retrain (after
+        // replays that got nothing through) is counted by the link and goes no further. Left standing,
+        // it would keep the link from ever counting as idle again.
+        link.take_retrain_request();
         let units = &mut units[..sent];
         let dir = &mut self.dirs[t][d];
         if let Some(tracer) = self.trace.as_mut() {

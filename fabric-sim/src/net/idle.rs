@@ -115,3 +115,54 @@ impl Net {
         (links_up && nodes_idle && nothing_to_resend).then_some(periods)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use link_dl::{DlConfig, Received, Vc};
+
+    use super::*;
+    use crate::net::{App, Offer};
+    use crate::topology::Topology;
+
+    /// Sends nothing and waits for ever.
+    struct Wait;
+
+    impl App for Wait {
+        fn next(&mut self, _now: Instant, _gpu: usize, _offer: &mut Offer) -> bool {
+            false
+        }
+        fn receive(&mut self, _now: Instant, _gpu: usize, _port: usize, _packet: &Received) {}
+        fn take_woken(&mut self) -> Option<usize> {
+            None
+        }
+        fn done(&self) -> bool {
+            false
+        }
+    }
+
+    #[test]
+    fn a_link_that_asked_to_retrain_settles_again() {
+        let t = Topology::builtin("mesh2").unwrap();
+        let mut net = Net::new(&t, &[], DlConfig::default(), 1).unwrap();
+        assert!(net.bring_up(Instant::ZERO + Duration::from_ms(1)));
+        // A packet whose replays get nothing through, as under heavy bit errors: the data link asks the
+        // physical layer to retrain, which the simulator's wires do not model.
+        let now = net.now();
+        let link = &mut net.links[0][0];
+        link.send(Vc::Posted, 0, &[[0; 16]]).unwrap();
+        let timeout = link.replay_timeout().as_ps();
+        let mut lost = [[0; 16]; 64];
+        for k in 0..=5 {
+            link.poll_units(now + Duration::from_ps(k * timeout), &mut lost);
+        }
+        assert_eq!(link.counters().retrain_requests, 1);
+        // The packet gets through at last, and the fabric settles into its Updates: idle.
+        net.run(&mut Wait, now + Duration::from_ms(5));
+        assert_eq!(net.links[1][0].counters().packets_received, 1);
+        assert!(
+            net.idle_skipped() > Duration::from_ms(3),
+            "{:?}",
+            net.idle_skipped()
+        );
+    }
+}
