@@ -23,6 +23,7 @@ extern crate std;
 
 pub mod arbiter;
 mod error;
+pub mod fuzz;
 pub mod identity;
 pub mod multicast;
 pub mod partition;

@@ -62,11 +62,20 @@ impl<const PORTS: usize, const SLOTS: usize, const REDUCE: usize> Switch<PORTS, 
         if address % 4 != 0 {
             return Err(bad);
         }
+        // A mask naming a port the switch does not have: a route there would queue packets nowhere, a
+        // reduction wait for ever for a contributor.
+        let ports = |mask: PortSet| {
+            if mask.0 & !Self::PORT_MASK == 0 {
+                Ok(mask)
+            } else {
+                Err(bad)
+            }
+        };
         match address {
             a if a < PARTITIONS => {
                 let endpoint = u16::try_from((a - ROUTES) / 8).map_err(|_| bad)?;
                 let high = (a - ROUTES) % 8 == 4;
-                let mask = set_half(self.routes.get(endpoint), high, value);
+                let mask = ports(set_half(self.routes.get(endpoint), high, value))?;
                 self.routes.set(endpoint, mask).map_err(|_| bad)
             }
             a if a < MULTICAST => {
@@ -77,9 +86,8 @@ impl<const PORTS: usize, const SLOTS: usize, const REDUCE: usize> Switch<PORTS, 
                 let group = u16::try_from((a - MULTICAST) / 8).map_err(|_| bad)?;
                 let high = (a - MULTICAST) % 8 == 4;
                 let current = self.multicast.get(group).unwrap_or_default();
-                self.multicast
-                    .set(group, set_half(current, high, value))
-                    .map_err(|_| bad)
+                let mask = ports(set_half(current, high, value))?;
+                self.multicast.set(group, mask).map_err(|_| bad)
             }
             a if a < PORT_COUNT => {
                 let (group, field) = reduction_register(a).ok_or(bad)?;
@@ -87,7 +95,8 @@ impl<const PORTS: usize, const SLOTS: usize, const REDUCE: usize> Switch<PORTS, 
                 let contributors = self.contributors(group);
                 match field {
                     field @ (0 | 4) => {
-                        self.staged_contributors[index] = Some(set_half(contributors, field == 4, value));
+                        self.staged_contributors[index] =
+                            Some(ports(set_half(contributors, field == 4, value))?);
                         Ok(())
                     }
                     8 => {

@@ -180,6 +180,13 @@ impl<const PORTS: usize, const SLOTS: usize, const REDUCE: usize> Default for Sw
 impl<const PORTS: usize, const SLOTS: usize, const REDUCE: usize> Switch<PORTS, SLOTS, REDUCE> {
     const VALID: () = assert!(PORTS > 0 && PORTS <= crate::MAX_PORTS, "1 to 64 ports");
 
+    /// The ports the switch has, as a mask.
+    pub(crate) const PORT_MASK: u64 = if PORTS >= 64 {
+        u64::MAX
+    } else {
+        (1u64 << PORTS) - 1
+    };
+
     /// An empty switch: no routes, everything in partition 0, no groups.
     pub fn new() -> Self {
         #[allow(clippy::let_unit_value)]
@@ -322,14 +329,7 @@ impl<const PORTS: usize, const SLOTS: usize, const REDUCE: usize> Switch<PORTS, 
             flits: packet.flits,
             arrived: self.cycle,
         };
-        let outputs = PortSet(
-            outputs.0
-                & if PORTS >= 64 {
-                    u64::MAX
-                } else {
-                    (1u64 << PORTS) - 1
-                },
-        );
+        let outputs = PortSet(outputs.0 & Self::PORT_MASK);
         // All copies or none: a multicast half queued would leave the caller unsure what it still owns.
         if self.queues.room(input, vc) < outputs.len() as usize {
             self.counters.refused_full += 1;
@@ -361,11 +361,16 @@ impl<const PORTS: usize, const SLOTS: usize, const REDUCE: usize> Switch<PORTS, 
                     destination,
                     vc: packet.vc,
                 };
-                let port = self.routes.select(flow)?;
-                if self.down & (1 << port) == 0 {
-                    return Ok(PortSet::single(port));
+                let mut port = self.routes.select(flow)?;
+                if self.down & (1 << port) != 0 {
+                    port = self.fail_over(flow, port)?;
                 }
-                self.fail_over(flow, port)
+                // A route set through `routes` itself (the registers refuse it) may name a port the
+                // switch does not have: a drop, counted, not a packet queued nowhere.
+                if port >= PORTS {
+                    return Err(SwitchError::NoSuchPort { port });
+                }
+                Ok(PortSet::single(port))
             }
             // A multicast copy never goes back out of the port it came in on, nor out of a failed one.
             Destination::Multicast(group) => {
@@ -384,11 +389,9 @@ impl<const PORTS: usize, const SLOTS: usize, const REDUCE: usize> Switch<PORTS, 
     /// failure and the fabric manager's new routes.
     #[cold]
     #[inline(never)]
-    fn fail_over(&self, flow: Flow, port: usize) -> Result<PortSet, SwitchError> {
+    fn fail_over(&self, flow: Flow, port: usize) -> Result<usize, SwitchError> {
         let live = PortSet(self.routes.get(flow.destination).0 & !self.down);
-        flow.pick(live)
-            .map(PortSet::single)
-            .ok_or(SwitchError::PortDown { port })
+        flow.pick(live).ok_or(SwitchError::PortDown { port })
     }
 
     /// Decide what leaves now. `credit(output, vc)` says whether the link at `output` can take a packet

@@ -422,3 +422,25 @@ fn a_multicast_refused_for_room_is_counted_as_refused_and_arrives_once_taken() {
     let c = *s.counters();
     assert_eq!((c.arrived, c.refused_full), (share as u64 - 3, 1));
 }
+
+#[test]
+fn a_route_to_a_port_the_switch_lacks_is_refused_not_a_packet_queued_nowhere() {
+    use switch_fw::regs::{MULTICAST, REDUCTION, ROUTES};
+    let mut s = switch();
+    // The registers refuse it, and nothing changes.
+    let bad = |address| Err(SwitchError::BadRegister { address });
+    assert_eq!(s.write_register(ROUTES + 8 * 5, 1 << 20), bad(ROUTES + 8 * 5));
+    assert_eq!(s.write_register(ROUTES + 8 * 5 + 4, 1), bad(ROUTES + 8 * 5 + 4));
+    assert_eq!(s.routes.get(5), PortSet::single(5));
+    assert_eq!(s.write_register(MULTICAST + 8, 0x1_0001), bad(MULTICAST + 8));
+    assert_eq!(s.write_register(REDUCTION + 4, 1), bad(REDUCTION + 4));
+    assert_eq!(s.read_register(REDUCTION + 4), Ok(0));
+    // Set directly, it drops the packet, counted: it does not take it and queue no copy.
+    s.routes.set(5, PortSet::single(20)).unwrap();
+    assert_eq!(
+        s.ingress(0, unicast(1, 0, 5)),
+        Err(SwitchError::NoSuchPort { port: 20 })
+    );
+    assert_eq!((s.counters().arrived, s.counters().route_drops), (1, 1));
+    assert!(s.is_idle());
+}
