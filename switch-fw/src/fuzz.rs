@@ -165,6 +165,8 @@ pub fn switch_core(data: &[u8]) {
                 let port = usize::from(input.u8() % (PORTS as u8 + 2));
                 let packet = arrival(&mut input, ledger.packets as u32);
                 let (before, arrived) = (total_queued(&s), s.counters().arrived);
+                let dropped = |s: &Core| s.counters().partition_drops + s.counters().route_drops;
+                let drops = dropped(&s);
                 let result = if op == 2 {
                     s.ingress(port, packet)
                 } else {
@@ -182,9 +184,20 @@ pub fn switch_core(data: &[u8]) {
                     }
                     Err(_) => assert_eq!(total_queued(&s), before, "{result:?} left copies queued"),
                 }
-                let counted =
-                    op == 2 && port < PORTS && !matches!(result, Err(SwitchError::BufferFull { .. }));
-                assert_eq!(s.counters().arrived, arrived + u64::from(counted), "{result:?}");
+                // Offered at a port and on a channel there are (the engine's input always is), and not
+                // refused for room: the packet was taken, counted as arrived if it came in at a port.
+                let taken = (op == 3 || port < PORTS)
+                    && packet.vc < 4
+                    && !matches!(result, Err(SwitchError::BufferFull { .. }));
+                assert_eq!(
+                    s.counters().arrived,
+                    arrived + u64::from(op == 2 && taken),
+                    "{result:?}"
+                );
+                // A packet taken and not queued is dropped, and counted so, unless the caller keeps it.
+                let kept = matches!(result, Err(SwitchError::PortDown { .. }));
+                let lost = taken && result.is_err() && !kept;
+                assert_eq!(dropped(&s), drops + u64::from(lost), "{result:?}");
             }
             4 => {
                 let credits = input.u32();

@@ -73,7 +73,8 @@ pub struct Forward {
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub struct SwitchCounters {
     /// Packets taken in at a port: queued, or dropped for a partition or a missing route. An offer
-    /// refused for want of room is counted once it is taken (see `refused_full`).
+    /// refused for want of room is counted once it is taken (see `refused_full`); one at a port or on a
+    /// virtual channel the switch does not have is refused, not taken.
     pub arrived: u64,
     /// Packets (copies) forwarded. Besides multicast copies and what the switch's engine originates, a
     /// copy that a failed link handed back is forwarded again (`taken_back`), so this can exceed
@@ -263,6 +264,12 @@ impl<const PORTS: usize, const SLOTS: usize, const REDUCE: usize> Switch<PORTS, 
     pub fn ingress(&mut self, port: usize, packet: Arrival) -> Result<usize, SwitchError> {
         if port >= PORTS {
             return Err(SwitchError::NoSuchPort { port });
+        }
+        // Nor is a packet on a channel there is not taken: it would be neither queued nor dropped.
+        if usize::from(packet.vc) >= VCS {
+            return Err(SwitchError::NoSuchVc {
+                vc: usize::from(packet.vc),
+            });
         }
         let queued = self.enqueue(port, packet);
         if !matches!(queued, Err(SwitchError::BufferFull { .. })) {

@@ -443,4 +443,14 @@ fn a_route_to_a_port_the_switch_lacks_is_refused_not_a_packet_queued_nowhere() {
     );
     assert_eq!((s.counters().arrived, s.counters().route_drops), (1, 1));
     assert!(s.is_idle());
+    // A packet on a channel there is not is refused before it is taken, as one at a port there is not.
+    assert_eq!(
+        s.ingress(0, unicast(2, 4, 1)),
+        Err(SwitchError::NoSuchVc { vc: 4 })
+    );
+    assert_eq!(
+        s.ingress(9, unicast(3, 0, 1)),
+        Err(SwitchError::NoSuchPort { port: 9 })
+    );
+    assert_eq!((s.counters().arrived, s.counters().route_drops), (1, 1));
 }
