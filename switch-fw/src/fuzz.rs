@@ -244,7 +244,7 @@ pub fn switch_core(data: &[u8]) {
                 let len = usize::from(input.u8() % 140);
                 let data = input.bytes(len);
                 if let Ok(Some(reduced)) = s.reducer.contribute(port, group, chunk, data) {
-                    assert_eq!(usize::from(reduced.len), len);
+                    assert_eq!(usize::from(reduced.len), data.len());
                     if ledger.packets < PACKETS {
                         let before = total_queued(&s);
                         if let Ok(copies) = s.inject_reduced(&reduced, ledger.packets as u32, 0, 9) {

@@ -118,27 +118,11 @@ impl Net {
 
 #[cfg(test)]
 mod tests {
-    use link_dl::{DlConfig, Received, Vc};
+    use link_dl::{DlConfig, Vc};
 
     use super::*;
-    use crate::net::{App, Offer};
+    use crate::net::NoTraffic;
     use crate::topology::Topology;
-
-    /// Sends nothing and waits for ever.
-    struct Wait;
-
-    impl App for Wait {
-        fn next(&mut self, _now: Instant, _gpu: usize, _offer: &mut Offer) -> bool {
-            false
-        }
-        fn receive(&mut self, _now: Instant, _gpu: usize, _port: usize, _packet: &Received) {}
-        fn take_woken(&mut self) -> Option<usize> {
-            None
-        }
-        fn done(&self) -> bool {
-            false
-        }
-    }
 
     #[test]
     fn a_link_that_asked_to_retrain_settles_again() {
@@ -157,7 +141,7 @@ mod tests {
         }
         assert_eq!(link.counters().retrain_requests, 1);
         // The packet gets through at last, and the fabric settles into its Updates: idle.
-        net.run(&mut Wait, now + Duration::from_ms(5));
+        net.run(&mut NoTraffic { done: false }, now + Duration::from_ms(5));
         assert_eq!(net.links[1][0].counters().packets_received, 1);
         assert!(
             net.idle_skipped() > Duration::from_ms(3),
