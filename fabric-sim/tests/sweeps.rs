@@ -928,3 +928,86 @@ fn idle_stretches_let_pass_at_once_change_nothing() {
         skipping_changes_nothing(&s);
     }
 }
+
+#[test]
+fn random_runs_verify_or_say_why_and_skipping_idle_time_changes_none() {
+    // Seeded: every collective and algorithm on the small built-in fabrics, with bit errors, links and
+    // switch ports failing or losing one of their links at random times, and replan delays. A run the
+    // fabric cannot finish (a cut) must say why; every other must verify; and each is the same with and
+    // without idle stretches let pass at once.
+    use fabric_sim::topology::NodeKind;
+    let mut rng = Xoshiro256PlusPlus::seed_from_u64(0x1319_8A2E_0370_7344);
+    let mut draw = |n: u64| rng.next_u64() % n;
+    let kinds = [
+        Kind::AllReduce,
+        Kind::AllGather,
+        Kind::ReduceScatter,
+        Kind::Broadcast,
+        Kind::AllToAll,
+    ];
+    let (mut ran, mut stopped, mut skipping) = (0, 0, 0);
+    for case in 0..80 {
+        let topology = [
+            "mesh4",
+            "dgx1-hcm",
+            "dgx-a100",
+            "dgx-h100",
+            "pcie8",
+            "fat-tree-32",
+        ][draw(6) as usize];
+        let kind = kinds[draw(5) as usize];
+        let algo = match kind {
+            Kind::AllReduce => [Algo::Ring, Algo::Tree, Algo::SwitchReduce][draw(3) as usize],
+            Kind::AllToAll => Algo::P2p,
+            _ => Algo::Ring,
+        };
+        let mut s = sweep(topology, kind, algo, 16 << 10, 64 << 10);
+        s.ber = [None, Some(1e-7), Some(1e-6)][draw(3) as usize];
+        s.replan_delay = Duration::from_ns([0, 2_000, 30_000, 300_000][draw(4) as usize]);
+        let t = &s.topology;
+        for _ in 0..draw(3) {
+            let link = &t.links[draw(t.links.len() as u64) as usize];
+            let (a, b) = (t.node_name(link.a).to_string(), t.node_name(link.b).to_string());
+            let at = Duration::from_ns(draw(6_000));
+            let fault = match draw(3) {
+                0 => FaultSpec::Link { a, b, at },
+                1 => FaultSpec::OneLink { a, b, at },
+                _ if t.nodes[link.a].kind == NodeKind::Switch => FaultSpec::Port {
+                    switch: a,
+                    peer: b,
+                    at,
+                },
+                _ => FaultSpec::Link { a, b, at },
+            };
+            s.faults.push(fault);
+        }
+        // Refused up front (an algorithm the fabric cannot run, a fault it cannot simulate): nothing to
+        // check.
+        let Ok(mut skipped) = run(&s, &mut |_| {}) else {
+            continue;
+        };
+        ran += 1;
+        let what = format!(
+            "case {case}: {topology} {kind:?} {algo:?} {:?} {:?}",
+            s.ber, s.faults
+        );
+        match &skipped.failure {
+            Some(_) => stopped += 1,
+            None => assert!(skipped.verified, "{what}: {:?}", skipped.rows),
+        }
+        skipping += usize::from(skipped.idle_skipped > Duration::ZERO);
+        let mut every_update = s.clone();
+        every_update.skip_idle = false;
+        let mut simulated = run(&every_update, &mut |_| {}).unwrap();
+        for r in [&mut skipped, &mut simulated] {
+            (r.wall_seconds, r.setup_wall_seconds, r.packets_per_s) = (0.0, 0.0, 0.0);
+            r.idle_skipped = Duration::ZERO;
+        }
+        assert_eq!(skipped, simulated, "{what}");
+    }
+    // Most ran, most of those finished, and some waited long enough to let idle time pass.
+    assert!(
+        ran >= 60 && stopped * 4 <= ran && skipping >= 3,
+        "{ran} ran, {stopped} stopped, {skipping} skipped"
+    );
+}
