@@ -932,7 +932,8 @@ fn idle_stretches_let_pass_at_once_change_nothing() {
 #[test]
 fn random_runs_verify_or_say_why_and_skipping_idle_time_changes_none() {
     // Seeded: every collective and algorithm on the small built-in fabrics, with bit errors, links and
-    // switch ports failing or losing one of their links at random times, and replan delays. A run the
+    // switch ports failing or losing one of their links at random times, replan delays, and traffic
+    // beside the collective. A run the
     // fabric cannot finish (a cut) must say why; every other must verify; and each is the same with and
     // without idle stretches let pass at once.
     use fabric_sim::topology::NodeKind;
@@ -964,6 +965,16 @@ fn random_runs_verify_or_say_why_and_skipping_idle_time_changes_none() {
         let mut s = sweep(topology, kind, algo, 16 << 10, 64 << 10);
         s.ber = [None, Some(1e-7), Some(1e-6)][draw(3) as usize];
         s.replan_delay = Duration::from_ns([0, 2_000, 30_000, 300_000][draw(4) as usize]);
+        // Not on the fat tree, whose many GPUs make traffic beside the collective slow to simulate.
+        if draw(4) == 0 && topology != "fat-tree-32" {
+            s.background = Some(Background {
+                pattern: [Pattern::Uniform, Pattern::Permutation, Pattern::Hotspot(0.3)][draw(3) as usize],
+                spread: [Spread::Links, Spread::Flow][draw(2) as usize],
+                load: 0.05,
+                payload_bytes: PAYLOAD_BYTES,
+                gpus: None,
+            });
+        }
         let t = &s.topology;
         for _ in 0..draw(3) {
             let link = &t.links[draw(t.links.len() as u64) as usize];
@@ -991,9 +1002,16 @@ fn random_runs_verify_or_say_why_and_skipping_idle_time_changes_none() {
             "case {case}: {topology} {kind:?} {algo:?} {:?} {:?}",
             s.ber, s.faults
         );
+        // Traffic beside the collective may lose packets to failures, and says so.
+        let traffic_lost = (skipped.background.as_ref()).is_some_and(|b| b.measured.loss().is_some());
         match &skipped.failure {
             Some(_) => stopped += 1,
-            None => assert!(skipped.verified, "{what}: {:?}", skipped.rows),
+            None => assert!(
+                skipped.verified || traffic_lost,
+                "{what}: {:?} {:?}",
+                skipped.rows,
+                skipped.background
+            ),
         }
         skipping += usize::from(skipped.idle_skipped > Duration::ZERO);
         let mut every_update = s.clone();
@@ -1005,9 +1023,9 @@ fn random_runs_verify_or_say_why_and_skipping_idle_time_changes_none() {
         }
         assert_eq!(skipped, simulated, "{what}");
     }
-    // Most ran, most of those finished, and some waited long enough to let idle time pass.
+    // Most ran, most of those finished (the others cut the fabric), and some waited long enough to let idle time pass.
     assert!(
-        ran >= 60 && stopped * 4 <= ran && skipping >= 3,
+        ran >= 60 && stopped * 3 <= ran && skipping >= 3,
         "{ran} ran, {stopped} stopped, {skipping} skipped"
     );
 }
