@@ -185,13 +185,26 @@ fn escape(text: &str) -> String {
         .replace('>', "&gt;")
 }
 
+/// A size as a tick label: whole units as `4K`, other sizes (all-gather, reduce-scatter and all-to-all
+/// round sizes down to a whole block per GPU, so 3 GPUs make 4092 of 4096) to three figures, `4.00K`:
+/// cutting them down to whole units labelled 4092 bytes `3K`.
 fn human(bytes: u64) -> String {
-    match bytes {
-        b if b >= 1 << 30 => format!("{}G", b >> 30),
-        b if b >= 1 << 20 => format!("{}M", b >> 20),
-        b if b >= 1 << 10 => format!("{}K", b >> 10),
-        b => b.to_string(),
+    const UNITS: [(u32, &str); 3] = [(30, "G"), (20, "M"), (10, "K")];
+    if let Some((shift, unit)) = UNITS
+        .iter()
+        .find(|&&(shift, _)| bytes >= 1 << shift && bytes % (1 << shift) == 0)
+    {
+        return format!("{}{unit}", bytes >> shift);
     }
+    if bytes < 1 << 10 {
+        return bytes.to_string();
+    }
+    // The largest unit the size reads at least 1.00 of, rounded to two decimals.
+    let (shift, unit) = UNITS
+        .iter()
+        .find(|&&(shift, _)| bytes as f64 / f64::from(1u32 << shift) >= 0.995)
+        .unwrap_or(&UNITS[2]);
+    format!("{:.2}{unit}", bytes as f64 / f64::from(1u32 << shift))
 }
 
 /// An axis from 0 to `steps` steps of `step`, a round number (1, 2 or 5 times a power of ten), so that
@@ -261,6 +274,20 @@ mod tests {
         assert_eq!(labels(2.68), ["0", "1", "2", "3"]);
         assert_eq!(labels(0.7), ["0.0", "0.2", "0.4", "0.6", "0.8"]);
         assert_eq!(labels(506.0), ["0", "200", "400", "600"]);
+    }
+
+    /// Sizes rounded down to whole blocks per GPU are labelled by their value, not cut down to whole
+    /// units (4092 bytes, a 3-GPU all-gather's 4 KiB, had been labelled `3K`).
+    #[test]
+    fn size_labels_round_to_the_nearest_not_down() {
+        let labels: Vec<String> = [1020, 1024, 1536, 2040, 4092, 8184, 1_048_572, 1 << 20, 3 << 30]
+            .into_iter()
+            .map(human)
+            .collect();
+        assert_eq!(
+            labels,
+            ["1020", "1K", "1.50K", "1.99K", "4.00K", "7.99K", "1.00M", "1M", "3G"]
+        );
     }
 
     #[test]
