@@ -1256,3 +1256,50 @@ fn trunks_paced_by_their_credits_are_named() {
         assert_eq!(v["window_limited"], json!([]), "{topology}");
     }
 }
+
+/// A trace's pseudo-headers number the nodes of the fabric the run simulates, which `--gpus` makes anew
+/// (gpu4 and gpu6 of DGX H100 become nodes 0 and 1): the report names them in that order, so that the
+/// indices can be read (spec section 7). Nothing had said which node an index was.
+#[test]
+fn a_trace_names_the_nodes_its_pseudo_headers_number() {
+    let path = std::env::temp_dir().join(format!("linkctl-trace-nodes-{}.pcap", std::process::id()));
+    let file = path.to_str().unwrap();
+    let args = [
+        "allgather",
+        "--gpus",
+        "gpu4,gpu6",
+        "--min",
+        "1K",
+        "--max",
+        "1K",
+        "--pcap",
+        file,
+    ];
+    let v = json(&args);
+    let expected = ["gpu4", "gpu6", "nvswitch0", "nvswitch1", "nvswitch2", "nvswitch3"];
+    assert_eq!(v["trace"]["nodes"], json!(expected));
+    // Each Ident flit comes from the node its pseudo-header names as the sender.
+    let data = std::fs::read(&path).unwrap();
+    let mut at = 24;
+    let mut idents = 0;
+    while at < data.len() {
+        let len = u32::from_le_bytes(data[at + 8..at + 12].try_into().unwrap()) as usize;
+        let record = &data[at + 16..at + 16 + len];
+        let flit: [u8; 16] = record[12..].try_into().unwrap_or([0; 16]);
+        if let Ok(ident) = link_dl::flit::IdentFlit::parse(&flit) {
+            let sender = usize::from(u16::from_be_bytes([record[4], record[5]]));
+            assert_eq!(ident.node, fabric_sim::discover::node_id(expected[sender]));
+            idents += 1;
+        }
+        at += 16 + len;
+    }
+    assert_eq!(idents, 2 * 8, "one per direction of 8 trunks");
+    let text = String::from_utf8(sim(&args).stdout).unwrap();
+    assert!(
+        text.contains(
+            "\n# Trace nodes: 0 gpu4, 1 gpu6, 2 nvswitch0, 3 nvswitch1, 4 nvswitch2, 5 nvswitch3\n"
+        ),
+        "{text}"
+    );
+    std::fs::remove_file(&path).unwrap();
+}

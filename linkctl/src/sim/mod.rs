@@ -191,8 +191,14 @@ impl TraceArgs {
     }
 }
 
-/// What a trace and waveforms hold, as lines of the tables of `sim` and `sim traffic`.
-pub fn trace_lines(trace: Option<fabric_sim::trace::TraceSummary>, waves: Option<(u64, u64)>) -> Vec<String> {
+/// What a trace and waveforms hold, as lines of the tables of `sim` and `sim traffic`. A trace's
+/// pseudo-headers number the nodes of `topology`, the fabric the run simulated (which `--gpus` and
+/// `--background-gpus` make anew, numbering what they keep afresh), so the lines list them.
+pub fn trace_lines(
+    trace: Option<fabric_sim::trace::TraceSummary>,
+    waves: Option<(u64, u64)>,
+    topology: &Topology,
+) -> Vec<String> {
     let mut lines = Vec::new();
     if let Some(t) = trace {
         lines.push(format!(
@@ -200,6 +206,10 @@ pub fn trace_lines(trace: Option<fabric_sim::trace::TraceSummary>, waves: Option
              counted, not recorded",
             t.records, t.dropped, t.init_repeats
         ));
+        let nodes: Vec<String> = (topology.nodes.iter().enumerate())
+            .map(|(x, n)| format!("{x} {}", n.name))
+            .collect();
+        lines.push(format!("# Trace nodes: {}", nodes.join(", ")));
     }
     if let Some((changes, dropped)) = waves {
         lines.push(format!(
@@ -209,16 +219,20 @@ pub fn trace_lines(trace: Option<fabric_sim::trace::TraceSummary>, waves: Option
     lines
 }
 
-/// What a trace and waveforms hold, as the JSON of `sim` and `sim traffic` reports it.
+/// What a trace and waveforms hold, as the JSON of `sim` and `sim traffic` reports it: with the names
+/// of the nodes the trace's pseudo-headers number (see [`trace_lines`]).
 pub fn trace_json(
     trace: Option<fabric_sim::trace::TraceSummary>,
     waves: Option<(u64, u64)>,
+    topology: &Topology,
 ) -> (serde_json::Value, serde_json::Value) {
+    let nodes: Vec<&str> = topology.nodes.iter().map(|n| n.name.as_str()).collect();
     (
         json!(trace.map(|t| json!({
             "records": t.records,
             "dropped": t.dropped,
             "init_repeats": t.init_repeats,
+            "nodes": nodes,
         }))),
         json!(waves.map(|(changes, dropped)| json!({"changes": changes, "dropped": dropped}))),
     )
@@ -969,7 +983,7 @@ fn print_table(sweep: &Sweep, r: &Report) {
             s.refused_full
         );
     }
-    for line in trace_lines(r.trace, r.waves) {
+    for line in trace_lines(r.trace, r.waves, &sweep.topology) {
         println!("{line}");
     }
     if let Some(why) = &r.failure {
@@ -1030,7 +1044,7 @@ fn print_json(sweep: &Sweep, r: &Report) -> anyhow::Result<()> {
             })
         })
         .collect();
-    let (trace, waves) = trace_json(r.trace, r.waves);
+    let (trace, waves) = trace_json(r.trace, r.waves, &sweep.topology);
     let out = json!({
         "collective": kind_name(sweep.kind),
         "topology": sweep.topology.name,

@@ -7,6 +7,7 @@ use std::time::Instant as WallClock;
 
 use anyhow::{bail, Context};
 use clap::Args;
+use fabric_sim::topology::Topology;
 use fabric_sim::traffic::{
     run_traffic, Measured, Pattern, Spread, TrafficReport, TrafficSpec, HOTSPOT_SHARE, PAYLOAD_BYTES,
 };
@@ -164,7 +165,7 @@ pub fn run(args: TrafficArgs) -> anyhow::Result<ExitCode> {
         "points": reports
             .iter()
             .zip(&windows)
-            .map(|(r, w)| point(r, w.saturated))
+            .map(|(r, w)| point(r, w.saturated, &topology))
             .collect::<Vec<_>>(),
         "packets": packets,
         "wall_seconds": wall,
@@ -174,7 +175,7 @@ pub fn run(args: TrafficArgs) -> anyhow::Result<ExitCode> {
     if args.json {
         println!("{}", serde_json::to_string_pretty(&summary)?);
     } else {
-        print_table(&summary, spread, &reports, &windows);
+        print_table(&summary, spread, &reports, &windows, &topology);
     }
     if let Some(file) = plot_file {
         let title = format!(
@@ -269,8 +270,8 @@ impl Window {
     }
 }
 
-fn point(r: &TrafficReport, saturated: bool) -> Value {
-    let (trace, waves) = trace_json(r.trace, r.waves);
+fn point(r: &TrafficReport, saturated: bool, topology: &Topology) -> Value {
+    let (trace, waves) = trace_json(r.trace, r.waves, topology);
     measured_json(
         &r.measured,
         json!({
@@ -289,7 +290,13 @@ fn point(r: &TrafficReport, saturated: bool) -> Value {
     )
 }
 
-fn print_table(s: &Value, spread: Spread, reports: &[TrafficReport], windows: &[Window]) {
+fn print_table(
+    s: &Value,
+    spread: Spread,
+    reports: &[TrafficReport],
+    windows: &[Window],
+    topology: &Topology,
+) {
     println!(
         "# {} traffic on {}, {}: {} GPUs, {}-byte posted writes; warm-up {} us, measured over {} us",
         s["pattern"].as_str().unwrap_or_default(),
@@ -342,7 +349,7 @@ fn print_table(s: &Value, spread: Spread, reports: &[TrafficReport], windows: &[
         if r.faults_after_end > 0 {
             println!("#   {}", late_faults("the run", r.simulated, r.faults_after_end));
         }
-        for line in trace_lines(r.trace, r.waves) {
+        for line in trace_lines(r.trace, r.waves, topology) {
             println!("#   {}", line.trim_start_matches("# "));
         }
         if r.idle_skipped > Duration::ZERO {
