@@ -1303,3 +1303,36 @@ fn a_trace_names_the_nodes_its_pseudo_headers_number() {
     );
     std::fs::remove_file(&path).unwrap();
 }
+
+/// The JSON's rows have every column of the table: a broadcast's root and each collective's reduction
+/// had been in the text only.
+#[test]
+fn json_rows_have_the_tables_redop_and_root() {
+    for (collective, redop, root) in [
+        ("allreduce", "sum", -1),
+        ("reducescatter", "sum", -1),
+        ("allgather", "none", -1),
+        ("alltoall", "none", -1),
+        ("broadcast", "none", 0),
+    ] {
+        let args = [collective, "--topology", "mesh4", "--min", "1K", "--max", "2K"];
+        let v = json(&args);
+        let rows = v["rows"].as_array().unwrap();
+        assert_eq!(rows.len(), 2, "{collective}");
+        for row in rows {
+            assert_eq!(
+                (&row["redop"], &row["root"]),
+                (&json!(redop), &json!(root)),
+                "{collective}"
+            );
+        }
+        let text = String::from_utf8(sim(&args).stdout).unwrap();
+        let first = text.lines().find(|l| !l.starts_with('#')).unwrap();
+        let columns: Vec<&str> = first.split_whitespace().collect();
+        assert_eq!(
+            columns[3..5],
+            [redop, &root.to_string()[..]],
+            "{collective}: {first}"
+        );
+    }
+}

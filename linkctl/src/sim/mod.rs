@@ -910,11 +910,7 @@ fn print_table(sweep: &Sweep, r: &Report) {
         "# {:>12} {:>12} {:>7} {:>6} {:>6} {:>10} {:>8} {:>8} {:>6}",
         "(B)", "(elements)", "", "", "", "(us)", "(GB/s)", "(GB/s)", ""
     );
-    let (redop, root) = match sweep.kind {
-        Kind::AllReduce | Kind::ReduceScatter => ("sum", -1),
-        Kind::AllGather | Kind::AllToAll => ("none", -1),
-        Kind::Broadcast => ("none", 0),
-    };
+    let (redop, root) = redop_and_root(sweep.kind);
     for row in &r.rows {
         println!(
             "  {:>12} {:>12} {:>7} {:>6} {:>6} {:>10.2} {:>8.2} {:>8.2} {:>6}",
@@ -1033,14 +1029,26 @@ fn collective_verified(r: &Report) -> bool {
     !r.rows.is_empty() && r.rows.iter().all(|row| row.wrong == 0)
 }
 
+/// The redop and root columns of nccl-tests' table for `kind` (root -1: none).
+fn redop_and_root(kind: Kind) -> (&'static str, i32) {
+    match kind {
+        Kind::AllReduce | Kind::ReduceScatter => ("sum", -1),
+        Kind::AllGather | Kind::AllToAll => ("none", -1),
+        Kind::Broadcast => ("none", 0),
+    }
+}
+
 fn print_json(sweep: &Sweep, r: &Report) -> anyhow::Result<()> {
+    // Every column of the table: the redop and root too (a broadcast's root had been in the text only).
+    let (redop, root) = redop_and_root(sweep.kind);
     let rows: Vec<_> = r
         .rows
         .iter()
         .map(|x| {
             json!({
-                "size": x.bytes, "count": x.count, "type": "int32", "time_us": x.time_us,
-                "algbw": x.algbw, "busbw": x.busbw, "wrong": x.wrong, "packets": x.packets,
+                "size": x.bytes, "count": x.count, "type": "int32", "redop": redop, "root": root,
+                "time_us": x.time_us, "algbw": x.algbw, "busbw": x.busbw, "wrong": x.wrong,
+                "packets": x.packets,
             })
         })
         .collect();
