@@ -136,7 +136,8 @@ pub struct Traffic {
     pub both_ways: bool,
     /// Seed of the packet contents.
     pub seed: u64,
-    /// Ask port A's physical layer to retrain at these times (after the link is first up).
+    /// Ask port A's physical layer to retrain at these times (after the link is first up); one that
+    /// falls due while the port is not in L0 (retraining already) waits until it is.
     pub retrain_at: Vec<Duration>,
     /// Give up after this much simulated time.
     pub limit: Duration,
@@ -294,7 +295,9 @@ pub fn run<const REPLAY: usize>(mut pair: LinkPair<SimEndpoint<REPLAY>>, traffic
         if up(&pair) {
             last_up = (pair.now(), phy_now(&pair.a.ep.phy));
         }
-        if retrains.first().is_some_and(|&t| pair.now() >= t) {
+        // A port retrains only from L0 (it ignores a request elsewhere), so a request that falls due
+        // while it is not there waits for it: else it would be neither done nor counted as not done.
+        if pair.a.ep.phy.is_up() && retrains.first().is_some_and(|&t| pair.now() >= t) {
             retrains.remove(0);
             pair.a.ep.phy.request_retrain();
         }

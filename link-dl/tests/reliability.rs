@@ -210,6 +210,26 @@ fn retrains_in_the_middle_of_traffic_lose_nothing() {
 }
 
 #[test]
+fn every_retrain_asked_for_is_done_or_counted_as_not_done() {
+    // Two requests at one time, and one while the link is still in Recovery from them: each is a
+    // retrain of its own (both ports enter Recovery), none is lost in the one before it.
+    let s = Setup::new(8, Rate::Gen3, 7);
+    let traffic = Traffic {
+        retrain_at: vec![
+            Duration::from_us(10),
+            Duration::from_us(10),
+            Duration::from_ns(10_100),
+        ],
+        ..all_vcs_both_ways(4_000, 7)
+    };
+    let r = s.run(&traffic);
+    assert_exact(&r, "retrains asked for together");
+    assert_eq!(r.retrains_not_done, 0);
+    // Two Recovery entries at bring-up (the speed change), two per retrain.
+    assert_eq!(r.retrains, 2 + 2 * 3, "{r:#?}");
+}
+
+#[test]
 fn small_replay_buffers_still_deliver_exactly_once() {
     let mut s = Setup::new(2, Rate::Gen3, 8);
     s.ber = 1e-5;
