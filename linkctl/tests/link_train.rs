@@ -157,3 +157,22 @@ fn sixty_four_symbol_times_of_skew_are_absorbed() {
         assert_eq!((status, v["state"].as_str()), (Some(3), Some("Failed")), "{v}");
     }
 }
+
+/// A lane is dead or stuck, not both, and naming one twice says nothing more: both had been taken
+/// silently, `--stuck-lane 0 --dead-lane 0` training as if only `--dead-lane 0` had been given.
+#[test]
+fn a_lane_given_twice_or_both_dead_and_stuck_is_refused() {
+    for args in [
+        &["--lanes", "2", "--stuck-lane", "0", "--dead-lane", "0"][..],
+        &["--lanes", "2", "--dead-lane", "1", "--dead-lane", "1"],
+        &["--lanes", "2", "--stuck-lane", "1", "--stuck-lane", "1"],
+        &["--lanes", "4", "--invert-lane", "2", "--invert-lane", "2"],
+    ] {
+        let fast = ["--timing", "fast", "--limit-ms", "5"];
+        assert_refused(&["link", "train"], &[args, &fast].concat());
+        assert_refused(
+            &["link", "run"],
+            &[args, &fast[..2], &["--packets", "10"]].concat(),
+        );
+    }
+}

@@ -104,6 +104,18 @@ impl ChannelArgs {
             if let Some(bad) = lanes.iter().find(|&&l| l >= self.lanes) {
                 bail!("{flag} {bad}: the ports have lanes 0 to {}", self.lanes - 1);
             }
+            // A second mention would be taken silently and change nothing.
+            if let Some(l) = lanes
+                .iter()
+                .enumerate()
+                .find_map(|(i, l)| lanes[..i].contains(l).then_some(l))
+            {
+                bail!("{flag} {l} is given twice");
+            }
+        }
+        // A lane is broken one way: the later option had silently overridden the other.
+        if let Some(l) = self.dead_lanes.iter().find(|l| self.stuck_lanes.contains(l)) {
+            bail!("lane {l} is given as both --dead-lane and --stuck-lane: it is one or the other");
         }
         let timing = match self.timing.as_str() {
             "pcie" => Timing::pcie(),
