@@ -150,6 +150,9 @@ fn decode_refuses_malformed_input_clearly() {
         (b"400", "wider than 10 bits"),
         (b"17c 12345", "wider than 10 bits"),
         (b"\xff\xfe", "not text"),
+        // The group a byte that is not text is in, as for any other bad group: the message had said
+        // only "invalid utf-8 sequence of 1 bytes from index 0", an index within the group.
+        (b"17c \xff\xfe 2aa", "code group 1: not text"),
     ] {
         let o = linkctl(&["phy", "decode", "--code", "8b10b"], input);
         assert!(!o.status.success(), "{input:?}");

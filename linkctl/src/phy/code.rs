@@ -218,7 +218,10 @@ impl Groups {
 
 /// Code group number `position`, written `token`: hex (an optional 0x prefix), at most 10 bits.
 fn code_group(position: usize, token: &[u8]) -> anyhow::Result<u16> {
-    let token = std::str::from_utf8(token).context("input is not text (expected hex code groups)")?;
+    // Named by its group, as every other bad group is: the UTF-8 error's index is within the group.
+    let Ok(token) = std::str::from_utf8(token) else {
+        bail!("code group {position}: not text (expected hex code groups)");
+    };
     let digits = token
         .strip_prefix("0x")
         .or_else(|| token.strip_prefix("0X"))
