@@ -50,7 +50,8 @@ pub const SOURCE_QUEUE: usize = 1024;
 /// Latencies below this many nanoseconds are counted in 1 ns bins; longer ones (a saturated fabric's)
 /// are kept one by one.
 const LATENCY_BINS: usize = 1 << 18;
-/// Simulated time the fabric has to drain after generation stops.
+/// Simulated time the fabric has to drain after generation stops, beyond its routes' wire latency
+/// ([`drain_limit`]).
 const DRAIN_LIMIT: Duration = Duration::from_ms(10);
 /// The birth time of a GPU that sends nothing.
 const NEVER: Instant = Instant(u64::MAX);
@@ -297,6 +298,19 @@ pub fn injection(net: &Net, topology: &Topology, members: &[u16], payload_bytes:
 /// the slowest), so that the first packets have long arrived and the queues filled to their steady
 /// state before measuring starts.
 pub fn auto_warmup(net: &Net) -> Duration {
+    Duration::from_us(1) + route_wait(net)
+}
+
+/// How long the fabric has to deliver what was generated once generation stops: [`DRAIN_LIMIT`] plus
+/// four times the longest route's wire latency, so that a fabric of slow wires (a topology file's link
+/// may take up to a second) is not reported as losing the packets still on them.
+pub(crate) fn drain_limit(net: &Net) -> Duration {
+    DRAIN_LIMIT + route_wait(net)
+}
+
+/// Four times the wire latency of the longest route up*/down* routing allows (up to the highest switch
+/// level and down again, every trunk as slow as the slowest).
+fn route_wait(net: &Net) -> Duration {
     let fabric = net.fabric();
     let top = fabric
         .level
@@ -307,7 +321,7 @@ pub fn auto_warmup(net: &Net) -> Duration {
         .unwrap_or(0);
     let hops = 2 * (top as u64 + 2);
     let slowest = fabric.trunks.iter().map(|t| t.latency_ns).fold(0.0, f64::max);
-    Duration::from_us(1) + Duration::from_ps((4.0 * hops as f64 * slowest * 1000.0) as u64)
+    Duration::from_ps((4.0 * hops as f64 * slowest * 1000.0) as u64)
 }
 
 /// Run `spec` on `topology` (a fresh fabric, every link up).
@@ -367,8 +381,8 @@ pub fn run_traffic(topology: &Topology, spec: &TrafficSpec) -> Result<TrafficRep
         wire_bytes,
         extension,
     );
-    let limit = stop + DRAIN_LIMIT;
-    let finished = net.run(&mut app, limit);
+    let drain = drain_limit(&net);
+    let finished = net.run(&mut app, stop + drain);
     let offered = offered_gbps(&bandwidth, spec.load, spec.payload_bytes, wire_bytes);
     Ok(TrafficReport {
         load: spec.load,
@@ -376,7 +390,7 @@ pub fn run_traffic(topology: &Topology, spec: &TrafficSpec) -> Result<TrafficRep
         default_warmup,
         failover: net.failover_stats(),
         faults_after_end: crate::run::faults_due_after(&spec.faults, net.now()),
-        measured: app.measured(offered, spec.measure, finished, net.fatal()),
+        measured: app.measured(offered, spec.measure, finished, drain, net.fatal()),
         simulated: net.now().saturating_since(Instant::ZERO),
         links: net.link_totals(),
         switches: net.switch_totals(),
@@ -708,12 +722,14 @@ impl Traffic {
     }
 
     /// What the traffic measured, offering `offered_gbps` per GPU, over a window of `window`; `drained`
-    /// says whether the fabric delivered everything in time, `fatal` why it could not go on.
+    /// says whether the fabric delivered everything within `drain` of stopping, `fatal` why it could
+    /// not go on.
     fn measured(
         &mut self,
         offered_gbps: f64,
         window: Duration,
         drained: bool,
+        drain: Duration,
         fatal: Option<&str>,
     ) -> Measured {
         let mut problem =
@@ -723,7 +739,7 @@ impl Traffic {
                 "{} of {} packets still undelivered {} us after generation stopped",
                 self.generated - self.delivered - self.lost,
                 self.generated,
-                DRAIN_LIMIT.as_ps() / 1_000_000
+                drain.as_ps() / 1_000_000
             ));
         }
 

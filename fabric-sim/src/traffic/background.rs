@@ -8,7 +8,7 @@
 
 use link_phy::time::{Duration, Instant};
 
-use super::DRAIN_LIMIT;
+use super::drain_limit;
 use super::{check_load_and_bytes, injection, offered_gbps, Measured, Pattern, Spread, Traffic, TrafficSpec};
 use crate::net::{App, Net, NoTraffic, Offer};
 use crate::topology::Topology;
@@ -151,7 +151,7 @@ impl Running {
         self.traffic.delivered
     }
 
-    /// Stop generating now, let the fabric deliver what was generated (for at most [`DRAIN_LIMIT`] of
+    /// Stop generating now, let the fabric deliver what was generated (for at most [`drain_limit`] of
     /// simulated time, unless it cannot go on), and say what the traffic measured.
     pub(crate) fn finish(mut self, net: &mut Net) -> BackgroundReport {
         let fatal = net.fatal().is_some();
@@ -159,13 +159,14 @@ impl Running {
         let elapsed = net.now().saturating_since(t.start);
         t.stop = net.now();
         // Beside a finished collective: anything of its still arriving is ignored.
+        let drain = drain_limit(net);
         let drained = !fatal && {
-            let limit = net.now() + DRAIN_LIMIT;
+            let limit = net.now() + drain;
             net.run(&mut Beside::new(&mut NoTraffic { done: true }, 0, t, true), limit)
         };
         BackgroundReport {
             background: self.background,
-            measured: t.measured(self.offered_gbps, elapsed, drained, net.fatal()),
+            measured: t.measured(self.offered_gbps, elapsed, drained, drain, net.fatal()),
         }
     }
 }
