@@ -568,6 +568,8 @@ fn the_plot_is_an_svg() {
         &svg[..svg.len().min(80)]
     );
     assert!(svg.contains("</svg>"));
+    // Titled with the collective's name as the table's header gives it (nccl-tests').
+    assert!(svg.contains("all_reduce on mesh4 (ring)"), "{svg}");
     // A path that cannot be written is refused before the run: nothing on standard output.
     let bad = sim(&["allreduce", "--plot", "/nonexistent-dir/x.svg"]);
     assert!(!bad.status.success() && bad.stdout.is_empty());

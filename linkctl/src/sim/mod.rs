@@ -858,7 +858,7 @@ pub fn run(cmd: SimCommand) -> anyhow::Result<ExitCode> {
     })
 }
 
-fn kind_name(kind: Kind) -> &'static str {
+pub(crate) fn kind_name(kind: Kind) -> &'static str {
     match kind {
         Kind::AllReduce => "all_reduce",
         Kind::AllGather => "all_gather",

@@ -129,8 +129,8 @@ pub fn svg(sweep: &Sweep, r: &Report) -> String {
     let x = |bytes: u64| (bytes as f64).log2();
     Chart {
         title: format!(
-            "{:?} on {} ({}), bus bandwidth",
-            sweep.kind,
+            "{} on {} ({}), bus bandwidth",
+            super::kind_name(sweep.kind),
             sweep.topology.name,
             sweep.algo.name()
         ),
