@@ -1210,6 +1210,10 @@ impl Net {
         let units = &mut units[..sent];
         let dir = &mut self.dirs[t][d];
         if let Some(tracer) = self.trace.as_mut() {
+            // Nothing sent from now on is earlier than now: what other directions sent before is written.
+            if let Err(e) = tracer.advance(now) {
+                self.trace_error.get_or_insert(e.to_string());
+            }
             let hop = Hop {
                 trunk: t as u16,
                 from: (dir.from.0 as u16, dir.from.1 as u8),

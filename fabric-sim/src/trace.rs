@@ -6,8 +6,11 @@
 //! link and direction carried it. Idle units are not recorded; a replayed packet is recorded each time it
 //! is sent. A link initialising sends InitFC and identity flits in turn until its partner answers
 //! (hundreds per direction, most of a short trace): one identical to either of the two units before it on
-//! its direction is counted, not recorded.
+//! its direction is counted, not recorded. Records are written in time order across all directions
+//! (each direction sends a burst of units ahead, so they are held until no earlier one can come).
 
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
 use std::io::{self, Write};
 
 use link_dl::flit::{
@@ -61,6 +64,16 @@ struct Pending {
     at: Instant,
 }
 
+/// A record held until it can be written in time order.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+struct Held {
+    /// Its time (ps), then the order records were made in, for records of one instant.
+    at: u64,
+    made: u64,
+    pseudo_header: [u8; PSEUDO_HEADER_LEN],
+    bytes: Vec<u8>,
+}
+
 /// What a trace holds.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct TraceSummary {
@@ -81,6 +94,9 @@ pub struct Tracer<W: Write> {
     /// Per direction: the last two initialisation flits sent (the older first), while nothing else has
     /// been sent since (a link initialising sends two in turn).
     last_init: Vec<[Option<Flit>; 2]>,
+    /// Records not yet written, earliest first: a burst's units are sent ahead of the bursts other
+    /// directions start meanwhile.
+    held: BinaryHeap<Reverse<Held>>,
     /// What was written and left out so far.
     pub summary: TraceSummary,
     limit: u64,
@@ -109,12 +125,25 @@ impl<W: Write> Tracer<W> {
             out,
             pending: vec![None; directions],
             last_init: vec![[None; 2]; directions],
+            held: BinaryHeap::new(),
             summary: TraceSummary::default(),
             limit,
         })
     }
 
-    /// A unit a transmitter sent at `at` on direction `direction` (trunk * 2 + d) of `hop`.
+    /// Every unit from now on is sent at `now` or later: write what was sent before.
+    pub fn advance(&mut self, now: Instant) -> io::Result<()> {
+        while self.held.peek().is_some_and(|h| h.0.at <= now.as_ps()) {
+            if let Some(Reverse(h)) = self.held.pop() {
+                self.write(&h)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// A unit a transmitter sent at `at` on direction `direction` (trunk * 2 + d) of `hop`: recorded once
+    /// its packet is whole, and written once [`Tracer::advance`] passes its time (or at
+    /// [`Tracer::flush`]).
     pub fn unit(&mut self, direction: usize, hop: Hop, at: Instant, unit: &[u8; FLIT_LEN]) -> io::Result<()> {
         let Some(slot) = self.pending.get_mut(direction) else {
             return Ok(());
@@ -174,21 +203,41 @@ impl<W: Write> Tracer<W> {
             self.summary.dropped += 1;
             return Ok(());
         }
+        self.held.push(Reverse(Held {
+            at: at.as_ps(),
+            made: self.summary.records,
+            pseudo_header: pseudo_header(record, hop),
+            bytes: bytes.to_vec(),
+        }));
         self.summary.records += 1;
-        let ns = at.as_ps() / 1000;
-        let len = (PSEUDO_HEADER_LEN + bytes.len()) as u32;
+        Ok(())
+    }
+
+    fn write(&mut self, h: &Held) -> io::Result<()> {
+        let ns = h.at / 1000;
+        let len = (PSEUDO_HEADER_LEN + h.bytes.len()) as u32;
         let mut head = [0u8; 16];
         head[0..4].copy_from_slice(&((ns / 1_000_000_000) as u32).to_le_bytes());
         head[4..8].copy_from_slice(&((ns % 1_000_000_000) as u32).to_le_bytes());
         head[8..12].copy_from_slice(&len.to_le_bytes());
         head[12..16].copy_from_slice(&len.to_le_bytes());
         self.out.write_all(&head)?;
-        self.out.write_all(&pseudo_header(record, hop))?;
-        self.out.write_all(bytes)
+        self.out.write_all(&h.pseudo_header)?;
+        self.out.write_all(&h.bytes)
     }
 
-    /// Flush what is buffered.
+    /// Write every record held, and flush what is buffered.
     pub fn flush(&mut self) -> io::Result<()> {
+        while let Some(Reverse(h)) = self.held.pop() {
+            self.write(&h)?;
+        }
         self.out.flush()
+    }
+}
+
+impl<W: Write> Drop for Tracer<W> {
+    /// Whatever is held is written (errors are for [`Tracer::flush`] to report).
+    fn drop(&mut self) {
+        let _ = self.flush();
     }
 }

@@ -70,6 +70,9 @@ fn every_record_is_a_packet_or_control_flit_that_checks() {
     std::fs::remove_file(&path).unwrap();
     let summary = report.trace.unwrap();
     assert_eq!((summary.records, summary.dropped), (records.len() as u64, 0));
+    // In time order across the directions, though each sends its bursts ahead.
+    let late = records.windows(2).position(|w| w[1].ns < w[0].ns);
+    assert_eq!(late, None, "a record earlier than the one before it");
     // Each link direction initialises once: one InitFc1, one InitFc2 and one Ident recorded, the repeats
     // counted.
     let directions = 2 * 6;
