@@ -474,12 +474,21 @@ fn transaction(header: &Header, extension: Option<&Flit>) -> Value {
             }
             fields
         }
-        Header::Message { dest, code, index } => json!({
-            "opcode": "Message",
-            "dest": dest,
-            "code": format!("{code:?}"),
-            "index": index,
-        }),
+        // Its extension flit gives its source, its value and the length of any data after it.
+        Header::Message { dest, code, index } => {
+            let mut fields = json!({
+                "opcode": "Message",
+                "dest": dest,
+                "code": format!("{code:?}"),
+                "index": index,
+            });
+            if let Some(x) = extension.and_then(|flit| Extension::parse(flit).ok()) {
+                fields["source"] = json!(x.requester);
+                fields["value"] = json!(format!("{:016x}", x.value));
+                fields["length"] = json!(x.len);
+            }
+            fields
+        }
         Header::Completion(c) => json!({
             "opcode": "Completion",
             "dest": c.requester,
@@ -542,7 +551,20 @@ fn coherence_text(c: &Value) -> String {
 fn transaction_text(t: &Value) -> String {
     let s = |key: &str| t[key].as_str().unwrap_or_default().to_owned();
     match t["opcode"].as_str() {
-        Some("Message") => format!("Message {} {} to endpoint {}", s("code"), t["index"], t["dest"]),
+        Some("Message") => {
+            let mut line = format!("Message {} {} to endpoint {}", s("code"), t["index"], t["dest"]);
+            if t.get("source").is_some() {
+                line += &format!(
+                    ", from endpoint {}, value {}h",
+                    t["source"],
+                    s("value").to_uppercase()
+                );
+                if t["length"] != 0 {
+                    line += &format!(", {} bytes", t["length"]);
+                }
+            }
+            line
+        }
         Some("Completion") => {
             let mut line = format!(
                 "Completion to endpoint {} from endpoint {}, tag {}, {}",
@@ -876,6 +898,30 @@ mod tests {
         packet[FLIT_LEN..].copy_from_slice(flits.as_flattened());
         seal_packet(&mut packet);
         packet
+    }
+
+    /// The doorbell of spec section 3.8 reads with its source and value.
+    #[test]
+    fn the_doorbell_of_spec_section_3_8_names_its_source_and_value() {
+        let spec = include_str!("../../../docs/spec.md");
+        let extension = "00 40 00 00 00 00 00 00 11 22 33 44 55 66 77 88";
+        assert!(spec.contains("`H = 0060_4808_0018_0000h`") && spec.contains(extension));
+        let mut flit = Vec::new();
+        Hex::default().bytes(extension.as_bytes(), &mut flit).unwrap();
+        let packet = packet_with(Vc::Posted, 0x0060_4808_0018_0000, flit.try_into().unwrap());
+        let items = decode_in_pieces(&packet, 16);
+        assert_eq!((items.len(), &items[0]["ok"]), (1, &json!(true)), "{items:?}");
+        let t = &items[0]["transaction"];
+        assert_eq!(
+            (&t["source"], &t["value"]),
+            (&json!(1), &json!("1122334455667788"))
+        );
+        assert!(
+            text(&items[0])
+                .ends_with("ok: Message Doorbell 3 to endpoint 9, from endpoint 1, value 1122334455667788h"),
+            "{}",
+            text(&items[0])
+        );
     }
 
     /// The worked example of spec section 2.2 reads as the spec says.
