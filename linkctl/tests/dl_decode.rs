@@ -161,10 +161,14 @@ fn the_transactions_of_section_3_8_decode_to_their_fields() {
     assert_eq!(code, Some(0), "{items:?}");
     assert_eq!(
         items[0]["transaction"],
-        serde_json::json!({"opcode": "Message", "dest": 9, "code": "Doorbell", "index": 3})
+        serde_json::json!({"opcode": "Message", "dest": 9, "code": "Doorbell", "index": 3, "source": 1,
+                           "value": "1122334455667788", "length": 0})
     );
     let text = String::from_utf8(decode(&[&doorbell], b"").stdout).unwrap();
-    assert!(text.ends_with(": Message Doorbell 3 to endpoint 9\n"), "{text}");
+    assert!(
+        text.ends_with(": Message Doorbell 3 to endpoint 9, from endpoint 1, value 1122334455667788h\n"),
+        "{text}"
+    );
     // The second completion of the read of 300 bytes: 128 bytes at offset 16, to endpoint 1 from 1023.
     let data = [[0u8; FLIT_LEN]; 8];
     let completion = hex(&spec_packet(Vc::Response, 0x0200_0FFE_1500_21FE, &data));

@@ -900,30 +900,6 @@ mod tests {
         packet
     }
 
-    /// The doorbell of spec section 3.8 reads with its source and value.
-    #[test]
-    fn the_doorbell_of_spec_section_3_8_names_its_source_and_value() {
-        let spec = include_str!("../../../docs/spec.md");
-        let extension = "00 40 00 00 00 00 00 00 11 22 33 44 55 66 77 88";
-        assert!(spec.contains("`H = 0060_4808_0018_0000h`") && spec.contains(extension));
-        let mut flit = Vec::new();
-        Hex::default().bytes(extension.as_bytes(), &mut flit).unwrap();
-        let packet = packet_with(Vc::Posted, 0x0060_4808_0018_0000, flit.try_into().unwrap());
-        let items = decode_in_pieces(&packet, 16);
-        assert_eq!((items.len(), &items[0]["ok"]), (1, &json!(true)), "{items:?}");
-        let t = &items[0]["transaction"];
-        assert_eq!(
-            (&t["source"], &t["value"]),
-            (&json!(1), &json!("1122334455667788"))
-        );
-        assert!(
-            text(&items[0])
-                .ends_with("ok: Message Doorbell 3 to endpoint 9, from endpoint 1, value 1122334455667788h"),
-            "{}",
-            text(&items[0])
-        );
-    }
-
     /// The worked example of spec section 2.2 reads as the spec says.
     #[test]
     fn the_packet_of_spec_section_2_2_reads_as_the_spec_says() {
