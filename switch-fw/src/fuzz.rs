@@ -52,10 +52,14 @@ impl Input<'_> {
     }
 }
 
-/// What the harness knows the switch holds: the copies of each packet still queued, and the outputs
-/// sending.
+/// What the harness knows the switch holds: the copies of each packet still queued, where each may
+/// leave, and the outputs sending.
 struct Ledger {
     copies: [u8; PACKETS],
+    /// Each packet's input, virtual channel and flits, and the outputs its copies may still leave by
+    /// (a unicast's route, a multicast's group less its input and failed ports): a copy is no more
+    /// than its count.
+    packet: [(usize, u8, u8, u64); PACKETS],
     packets: usize,
     busy: u64,
 }
@@ -65,7 +69,15 @@ impl Ledger {
         self.copies.iter().map(|&c| usize::from(c)).sum()
     }
 
-    /// A copy came out (forwarded or evicted): it must be one the switch holds.
+    /// The switch queued `copies` of `packet`, taken at `input`, for some of `outputs`.
+    fn queue(&mut self, copies: usize, input: usize, packet: &Arrival, outputs: u64) {
+        self.copies[self.packets] = copies as u8;
+        self.packet[self.packets] = (input, packet.vc, packet.flits, outputs);
+        self.packets += 1;
+    }
+
+    /// A copy came out (forwarded or evicted): it must be one the switch holds, as it was taken, and
+    /// by an output it may leave by that no other copy of it took.
     fn out(&mut self, f: &Forward) {
         let copies = self
             .copies
@@ -74,6 +86,32 @@ impl Ledger {
         assert!(*copies > 0, "a copy out twice, or never queued: {f:?}");
         *copies -= 1;
         assert!(f.output < PORTS && f.input <= PORTS, "{f:?}");
+        let (input, vc, flits, outputs) = &mut self.packet[f.handle as usize];
+        assert_eq!(
+            (f.input, f.vc, f.flits),
+            (*input, *vc, *flits),
+            "not as taken: {f:?}"
+        );
+        assert!(
+            *outputs & (1 << f.output) != 0,
+            "an output not its own, or twice: {f:?}"
+        );
+        *outputs &= !(1 << f.output);
+    }
+}
+
+/// The outputs a packet offered at `input` may leave by, as the switch's tables stand: a unicast's
+/// route (any of it: failover may pick another of its ports), a multicast group's ports less the input
+/// and those failed (all of them: one copy each).
+fn outputs(s: &Core, input: usize, packet: &Arrival) -> u64 {
+    let all_ports = (1u64 << PORTS) - 1;
+    match packet.destination {
+        Destination::Unicast(e) => s.routes.get(e).0 & all_ports,
+        Destination::Multicast(g) => {
+            let group = s.multicast.get(g).map_or(0, |p| p.0);
+            let back = if input < PORTS { 1 << input } else { 0 };
+            group & all_ports & !s.ports_down().0 & !back
+        }
     }
 }
 
@@ -107,14 +145,17 @@ fn arrival(input: &mut Input, handle: u32) -> Arrival {
 /// and from its engine, reduction contributions, arbitration under any credits, outputs freed, failed and
 /// evicted. Checks that a register written reads back as written, that no table the registers accept
 /// names a port the switch does not have, that a packet taken is queued (a unicast once) and one refused
-/// leaves nothing queued, that the counters count every packet offered at a port once, that every copy
-/// queued comes out exactly once (forwarded or evicted) and only on an output that is free, and that the
+/// leaves nothing queued, that the counters count every packet offered at a port once, that a multicast
+/// packet is copied to every port of its group but its input and the failed ones, that every copy queued
+/// comes out exactly once (forwarded or evicted), as it was taken (input, channel, flits), by an output
+/// its route or group has and no other copy of it took, only while that output is free, and that the
 /// switch, given every credit, empties.
 pub fn switch_core(data: &[u8]) {
     let mut input = Input(data);
     let mut s = Core::new();
     let mut ledger = Ledger {
         copies: [0; PACKETS],
+        packet: [(0, 0, 0, 0); PACKETS],
         packets: 0,
         busy: 0,
     };
@@ -167,6 +208,8 @@ pub fn switch_core(data: &[u8]) {
                 let (before, arrived) = (total_queued(&s), s.counters().arrived);
                 let dropped = |s: &Core| s.counters().partition_drops + s.counters().route_drops;
                 let drops = dropped(&s);
+                let from = if op == 2 { port } else { PORTS };
+                let may = outputs(&s, from, &packet);
                 let result = if op == 2 {
                     s.ingress(port, packet)
                 } else {
@@ -178,8 +221,11 @@ pub fn switch_core(data: &[u8]) {
                             assert_eq!(copies, 1, "{packet:?}");
                         }
                         assert!(copies <= PORTS);
-                        ledger.copies[ledger.packets] = copies as u8;
-                        ledger.packets += 1;
+                        // A multicast copy for each port of its group it may leave by, no fewer.
+                        if matches!(packet.destination, Destination::Multicast(_)) {
+                            assert_eq!(copies, may.count_ones() as usize, "{packet:?}");
+                        }
+                        ledger.queue(copies, from, &packet, may);
                         assert_eq!(total_queued(&s), before + copies);
                     }
                     Err(_) => assert_eq!(total_queued(&s), before, "{result:?} left copies queued"),
@@ -247,9 +293,18 @@ pub fn switch_core(data: &[u8]) {
                     assert_eq!(usize::from(reduced.len), data.len());
                     if ledger.packets < PACKETS {
                         let before = total_queued(&s);
-                        if let Ok(copies) = s.inject_reduced(&reduced, ledger.packets as u32, 0, 9) {
-                            ledger.copies[ledger.packets] = copies as u8;
-                            ledger.packets += 1;
+                        let handle = ledger.packets as u32;
+                        let packet = Arrival {
+                            handle,
+                            vc: 0,
+                            flits: 9,
+                            destination: Destination::Multicast(reduced.result_group),
+                            source: None,
+                        };
+                        let may = outputs(&s, PORTS, &packet);
+                        if let Ok(copies) = s.inject_reduced(&reduced, handle, 0, 9) {
+                            assert_eq!(copies, may.count_ones() as usize, "{reduced:?}");
+                            ledger.queue(copies, PORTS, &packet, may);
                             assert_eq!(total_queued(&s), before + copies);
                         }
                     }
