@@ -3,7 +3,12 @@
 
 /// `n` bytes from a xorshift generator seeded by `seed` (the same seed gives the same bytes).
 pub fn noise(seed: u64, n: usize) -> Vec<u8> {
-    let mut x = seed ^ 0x9E37_79B9_7F4A_7C15;
+    // Xorshift stays at 0 once there: the one seed that would start it there (every byte 0, so that a
+    // copy of it into zeroed memory verifies whether it moved anything or not) starts from another state.
+    let mut x = match seed ^ 0x9E37_79B9_7F4A_7C15 {
+        0 => 1,
+        state => state,
+    };
     (0..n)
         .map(|_| {
             x ^= x << 13;
@@ -12,4 +17,22 @@ pub fn noise(seed: u64, n: usize) -> Vec<u8> {
             x as u8
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::noise;
+
+    #[test]
+    fn every_seed_gives_bytes_other_than_zeros() {
+        // This seed is the constant mixed into seeds: it would make the generator's state 0.
+        for seed in [0, 1, 0x9E37_79B9_7F4A_7C15, u64::MAX] {
+            let bytes = noise(seed, 64);
+            assert!(
+                bytes.iter().filter(|&&b| b != 0).count() > 32,
+                "{seed:#x}: {bytes:?}"
+            );
+        }
+        assert_eq!(noise(7, 64), noise(7, 64));
+    }
 }
