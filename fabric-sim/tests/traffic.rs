@@ -251,7 +251,7 @@ fn a_copy_held_while_the_manager_replans_is_still_caught_as_a_duplicate() {
             at: Duration::from_us(3),
         }],
         replan_delay: Duration::from_us(60),
-        measure: Duration::from_us(1000),
+        measure: Duration::from_us(100),
         ..spec(Pattern::Uniform, Spread::Links, 0.5)
     };
     let r = run("dgx-h100", &s);
