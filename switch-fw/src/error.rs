@@ -60,6 +60,14 @@ pub enum SwitchError {
         /// The group.
         group: u16,
     },
+    /// The destination's route names an output port the switch does not have (a route set directly, not
+    /// through the registers, which refuse it): the packet was taken and dropped.
+    RouteToNoPort {
+        /// The destination endpoint.
+        endpoint: u16,
+        /// The port its route names.
+        port: usize,
+    },
     /// A register address that maps to nothing.
     BadRegister {
         /// The address.
@@ -86,6 +94,12 @@ impl core::fmt::Display for SwitchError {
                 write!(f, "bad reduction contribution to group {group} from port {port}")
             }
             SwitchError::ReductionFull { group } => write!(f, "no free accumulator for group {group}"),
+            SwitchError::RouteToNoPort { endpoint, port } => {
+                write!(
+                    f,
+                    "the route to endpoint {endpoint} names port {port}, which the switch lacks"
+                )
+            }
             SwitchError::BadRegister { address } => write!(f, "no register at {address:#010x}"),
         }
     }

@@ -375,7 +375,10 @@ impl<const PORTS: usize, const SLOTS: usize, const REDUCE: usize> Switch<PORTS, 
                 // A route set through `routes` itself (the registers refuse it) may name a port the
                 // switch does not have: a drop, counted, not a packet queued nowhere.
                 if port >= PORTS {
-                    return Err(SwitchError::NoSuchPort { port });
+                    return Err(SwitchError::RouteToNoPort {
+                        endpoint: destination,
+                        port,
+                    });
                 }
                 Ok(PortSet::single(port))
             }

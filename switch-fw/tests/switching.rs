@@ -439,7 +439,10 @@ fn a_route_to_a_port_the_switch_lacks_is_refused_not_a_packet_queued_nowhere() {
     s.routes.set(5, PortSet::single(20)).unwrap();
     assert_eq!(
         s.ingress(0, unicast(1, 0, 5)),
-        Err(SwitchError::NoSuchPort { port: 20 })
+        Err(SwitchError::RouteToNoPort {
+            endpoint: 5,
+            port: 20
+        })
     );
     assert_eq!((s.counters().arrived, s.counters().route_drops), (1, 1));
     assert!(s.is_idle());
