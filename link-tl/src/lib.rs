@@ -29,6 +29,7 @@ pub mod ordering;
 pub mod packet;
 pub mod packetize;
 pub mod tags;
+pub mod xorshift;
 
 #[cfg(feature = "std")]
 pub mod fuzz;

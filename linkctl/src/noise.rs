@@ -3,20 +3,10 @@
 
 /// `n` bytes from a xorshift generator seeded by `seed` (the same seed gives the same bytes).
 pub fn noise(seed: u64, n: usize) -> Vec<u8> {
-    // Xorshift stays at 0 once there: the one seed that would start it there (every byte 0, so that a
-    // copy of it into zeroed memory verifies whether it moved anything or not) starts from another state.
-    let mut x = match seed ^ 0x9E37_79B9_7F4A_7C15 {
-        0 => 1,
-        state => state,
-    };
-    (0..n)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x as u8
-        })
-        .collect()
+    // Never all zeros (`Xorshift::seeded`): a copy of them into zeroed memory would verify whether it
+    // moved anything or not.
+    let mut rng = link_tl::xorshift::Xorshift::seeded(seed);
+    (0..n).map(|_| rng.next_u64() as u8).collect()
 }
 
 #[cfg(test)]

@@ -198,18 +198,8 @@ fn run_with(config: &StressConfig, prepare: impl FnOnce(&mut Home, &mut [Agent])
         seen: (0..n).map(|_| std::vec![0; config.lines]).collect(),
         report: StressReport::default(),
     };
-    // Xorshift stays at 0 once there: the one seed that would start it there (every operation a load
-    // of line 0, nothing stored) starts from another state instead.
-    let mut rng = match config.seed ^ 0x9E37_79B9_7F4A_7C15 {
-        0 => 1,
-        state => state,
-    };
-    let mut next = move || {
-        rng ^= rng << 13;
-        rng ^= rng >> 7;
-        rng ^= rng << 17;
-        rng
-    };
+    let mut rng = crate::xorshift::Xorshift::seeded(config.seed);
+    let mut next = move || rng.next_u64();
     let (mut submitted, mut stores) = (0u64, 0u64);
     // Steps since an operation last completed, and the packets the links delivered in them.
     let (mut idle_steps, mut delivered) = (0u64, 0u64);

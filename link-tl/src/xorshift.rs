@@ -1,0 +1,27 @@
+//! A small seeded generator (xorshift64) for the stress tests and the tools' payloads: fast, no_std,
+//! and the same numbers for the same seed everywhere.
+
+/// Xorshift64, its seed mixed with a constant so that small seeds do not start it on few bits.
+#[derive(Clone, Copy, Debug)]
+pub struct Xorshift(u64);
+
+impl Xorshift {
+    /// The generator for `seed`. Xorshift stays at 0 once there: the one seed the mixing would start
+    /// there (every number 0) starts from another state instead.
+    pub fn seeded(seed: u64) -> Self {
+        match seed ^ 0x9E37_79B9_7F4A_7C15 {
+            0 => Xorshift(1),
+            state => Xorshift(state),
+        }
+    }
+
+    /// The next number.
+    pub fn next_u64(&mut self) -> u64 {
+        let mut x = self.0;
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        self.0 = x;
+        x
+    }
+}
