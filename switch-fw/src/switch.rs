@@ -265,14 +265,13 @@ impl<const PORTS: usize, const SLOTS: usize, const REDUCE: usize> Switch<PORTS, 
         if port >= PORTS {
             return Err(SwitchError::NoSuchPort { port });
         }
-        // Nor is a packet on a channel there is not taken: it would be neither queued nor dropped.
-        if usize::from(packet.vc) >= VCS {
-            return Err(SwitchError::NoSuchVc {
-                vc: usize::from(packet.vc),
-            });
-        }
         let queued = self.enqueue(port, packet);
-        if !matches!(queued, Err(SwitchError::BufferFull { .. })) {
+        // Counted once taken: not one refused for room (it is offered again), nor one on a channel there
+        // is not (neither queued nor dropped).
+        if !matches!(
+            queued,
+            Err(SwitchError::BufferFull { .. } | SwitchError::NoSuchVc { .. })
+        ) {
             self.counters.arrived += 1;
         }
         queued
