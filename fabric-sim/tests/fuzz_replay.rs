@@ -48,15 +48,7 @@ const ALPHABET: &[&[u8]] = &[
     b"partition = 255",
 ];
 
-#[test]
-fn every_target_has_a_cargo_fuzz_wrapper_and_a_corpus() {
-    fuzz_replay::check_wrappers_and_corpora(TARGETS);
-}
-
-#[test]
-fn corpora_replay_without_failures() {
-    fuzz_replay::replay_corpora(TARGETS);
-}
+fuzz_replay::replay_tests!(TARGETS);
 
 /// One seeded mutation of `input`: a number replaced by an awkward one (most often), a name by another,
 /// or a character sequence that matters to the format written over, inserted or deleted.

@@ -96,6 +96,32 @@ pub fn replay_mutations(
     }
 }
 
+/// The tests every crate with fuzz targets runs, in its `tests/fuzz_replay.rs`: each target has a
+/// cargo-fuzz wrapper and a corpus, the corpora replay without failures, and (given a seed, a count and
+/// a largest length) so do that many seeded random inputs.
+#[macro_export]
+macro_rules! replay_tests {
+    ($targets:expr) => {
+        #[test]
+        fn every_target_has_a_cargo_fuzz_wrapper_and_a_corpus() {
+            $crate::check_wrappers_and_corpora($targets);
+        }
+
+        #[test]
+        fn corpora_replay_without_failures() {
+            $crate::replay_corpora($targets);
+        }
+    };
+    ($targets:expr, seed: $seed:expr, inputs: $inputs:expr, max_len: $max_len:expr) => {
+        $crate::replay_tests!($targets);
+
+        #[test]
+        fn random_inputs_replay_without_failures() {
+            $crate::replay_random($targets, $seed, $inputs, $max_len);
+        }
+    };
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

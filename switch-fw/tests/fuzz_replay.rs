@@ -9,17 +9,4 @@ use switch_fw::fuzz::TARGETS;
 const RANDOM_INPUTS: usize = 20_000;
 const MAX_RANDOM_LEN: usize = 1_500;
 
-#[test]
-fn every_target_has_a_cargo_fuzz_wrapper_and_a_corpus() {
-    fuzz_replay::check_wrappers_and_corpora(TARGETS);
-}
-
-#[test]
-fn corpora_replay_without_failures() {
-    fuzz_replay::replay_corpora(TARGETS);
-}
-
-#[test]
-fn random_inputs_replay_without_failures() {
-    fuzz_replay::replay_random(TARGETS, 0x5e_17c4_0000, RANDOM_INPUTS, MAX_RANDOM_LEN);
-}
+fuzz_replay::replay_tests!(TARGETS, seed: 0x5e_17c4_0000, inputs: RANDOM_INPUTS, max_len: MAX_RANDOM_LEN);
