@@ -788,6 +788,11 @@ impl Net {
         self.stats
     }
 
+    /// Whether the fabric manager has a replan to come (its delay after a failure not yet over).
+    pub(crate) fn replan_pending(&self) -> bool {
+        self.queue.iter().any(|(_, e)| matches!(e, Event::Replan))
+    }
+
     /// What the links did so far, added up over all of them.
     pub fn link_totals(&self) -> LinkTotals {
         let mut dl = link_dl::DlCounters::default();

@@ -53,6 +53,8 @@ const LATENCY_BINS: usize = 1 << 18;
 /// Simulated time the fabric has to drain after generation stops, beyond its routes' wire latency
 /// ([`drain_limit`]).
 const DRAIN_LIMIT: Duration = Duration::from_ms(10);
+/// Drains a fabric still delivering at the end of one gets after the first ([`run_draining`]).
+const MORE_DRAINS: u32 = 100;
 /// The birth time of a GPU that sends nothing.
 const NEVER: Instant = Instant(u64::MAX);
 
@@ -205,14 +207,31 @@ pub struct Measured {
     pub unroutable: u64,
     /// Packets not generated because the source queue of their port was full.
     pub source_full: u64,
+    /// Packets still on their way when the run ended: the fabric did not drain ([`Measured::undrained`]).
+    pub undelivered: u64,
+    /// Simulated time from the end of generation to the end of the run.
+    pub drained_for: Duration,
     /// Whether every packet generated arrived once, intact (in order per source and destination where
-    /// flows keep one path), and the fabric drained in time: none lost.
+    /// flows keep one path), and the fabric drained in time: none lost, none undelivered.
     pub verified: bool,
-    /// The first thing that was wrong, if any (a packet the fabric lost is not: see [`Measured::loss`]).
+    /// The first thing that was wrong, if any (a packet the fabric lost is not: see [`Measured::loss`];
+    /// nor is one still on its way: [`Measured::undrained`]).
     pub problem: Option<String>,
 }
 
 impl Measured {
+    /// What the fabric had not delivered when the run ended, in words, if anything.
+    pub fn undrained(&self) -> Option<String> {
+        (self.undelivered > 0).then(|| {
+            format!(
+                "{} of {} packets still undelivered {} us after generation stopped",
+                self.undelivered,
+                self.generated,
+                self.drained_for.as_ps() / 1_000_000
+            )
+        })
+    }
+
     /// What failures lost, in words, if anything.
     pub fn loss(&self) -> Option<String> {
         let lost = (self.lost > 0).then(|| {
@@ -308,6 +327,28 @@ pub(crate) fn drain_limit(net: &Net) -> Duration {
     DRAIN_LIMIT + route_wait(net)
 }
 
+/// Run `app` on `net` until it is done or `end` (the end of a drain of `drain`) passes; then, while it
+/// is not done, for one more `drain` at a time (at most [`MORE_DRAINS`]) as long as the last delivered
+/// a packet or the fabric manager has new routes to come: a slow wire's backlog, or packets held for a
+/// replan delay longer than the drain, are on their way, not lost. Returns whether the app finished.
+pub(crate) fn run_draining(net: &mut Net, app: &mut dyn App, end: Instant, drain: Duration) -> bool {
+    let mut end = end;
+    // The first drain's deliveries are not told apart from the run's before it: a fabric that
+    // delivered nothing in it gets one more drain at most.
+    let mut delivered = net.stats().packets_delivered;
+    let mut finished = net.run(app, end);
+    for _ in 0..MORE_DRAINS {
+        let moved = net.stats().packets_delivered > delivered;
+        if finished || net.fatal().is_some() || !(moved || net.replan_pending()) {
+            break;
+        }
+        delivered = net.stats().packets_delivered;
+        end += drain;
+        finished = net.run(app, end);
+    }
+    finished
+}
+
 /// Four times the wire latency of the longest route up*/down* routing allows (up to the highest switch
 /// level and down again, every trunk as slow as the slowest).
 fn route_wait(net: &Net) -> Duration {
@@ -382,7 +423,7 @@ pub fn run_traffic(topology: &Topology, spec: &TrafficSpec) -> Result<TrafficRep
         extension,
     );
     let drain = drain_limit(&net);
-    let finished = net.run(&mut app, stop + drain);
+    let finished = run_draining(&mut net, &mut app, stop + drain, drain);
     let offered = offered_gbps(&bandwidth, spec.load, spec.payload_bytes, wire_bytes);
     Ok(TrafficReport {
         load: spec.load,
@@ -390,7 +431,13 @@ pub fn run_traffic(topology: &Topology, spec: &TrafficSpec) -> Result<TrafficRep
         default_warmup,
         failover: net.failover_stats(),
         faults_after_end: crate::run::faults_due_after(&spec.faults, net.now()),
-        measured: app.measured(offered, spec.measure, finished, drain, net.fatal()),
+        measured: app.measured(
+            offered,
+            spec.measure,
+            finished,
+            net.now().saturating_since(stop),
+            net.fatal(),
+        ),
         simulated: net.now().saturating_since(Instant::ZERO),
         links: net.link_totals(),
         switches: net.switch_totals(),
@@ -722,26 +769,23 @@ impl Traffic {
     }
 
     /// What the traffic measured, offering `offered_gbps` per GPU, over a window of `window`; `drained`
-    /// says whether the fabric delivered everything within `drain` of stopping, `fatal` why it could
-    /// not go on.
+    /// says whether the fabric delivered everything in the `drained_for` since stopping, `fatal` why it
+    /// could not go on.
     fn measured(
         &mut self,
         offered_gbps: f64,
         window: Duration,
         drained: bool,
-        drain: Duration,
+        drained_for: Duration,
         fatal: Option<&str>,
     ) -> Measured {
-        let mut problem =
-            (self.problem.take()).or_else(|| fatal.map(|why| format!("the run stopped: {why}")));
-        if !drained && problem.is_none() {
-            problem = Some(format!(
-                "{} of {} packets still undelivered {} us after generation stopped",
-                self.generated - self.delivered - self.lost,
-                self.generated,
-                drain.as_ps() / 1_000_000
-            ));
-        }
+        let problem = (self.problem.take()).or_else(|| fatal.map(|why| format!("the run stopped: {why}")));
+        // A run that stopped has no undelivered packets to speak of: it says why it stopped.
+        let undelivered = if drained || problem.is_some() {
+            0
+        } else {
+            self.generated.saturating_sub(self.delivered + self.lost)
+        };
 
         let window_ns = (window.as_ps() as f64 / 1000.0).max(1.0);
         Measured {
@@ -753,7 +797,9 @@ impl Traffic {
             lost: self.lost,
             unroutable: self.unroutable,
             source_full: self.source_full,
-            verified: problem.is_none() && self.lost == 0 && self.unroutable == 0,
+            undelivered,
+            drained_for,
+            verified: drained && problem.is_none() && self.lost == 0 && self.unroutable == 0,
             problem,
         }
     }

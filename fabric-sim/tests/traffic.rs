@@ -327,3 +327,42 @@ fn slow_wires_drain_before_the_verdict() {
     assert!(r.measured.generated > 0);
     assert_eq!(r.measured.generated, r.measured.delivered);
 }
+
+#[test]
+fn a_slow_links_backlog_drains_for_as_long_as_it_keeps_delivering() {
+    // 1 MB/s into g1: a packet takes about 160 us to cross, and the 10 ms drain ends with most of the
+    // window's packets still queued for that link, on their way and not lost.
+    let t = Topology::from_toml(
+        r#"
+        node = [{ name = "g0", kind = "gpu" }, { name = "g1", kind = "gpu" }, { name = "s", kind = "switch" }]
+        link = [{ a = "g0", b = "s", gbps = 25.0 }, { a = "g1", b = "s", gbps = 0.001 }]
+        "#,
+    )
+    .unwrap();
+    let s = TrafficSpec {
+        measure: Duration::from_us(3),
+        ..spec(Pattern::Uniform, Spread::Links, 0.1)
+    };
+    let r = run_traffic(&t, &s).unwrap();
+    assert!(r.measured.verified, "{:?}", r.measured);
+    assert_eq!(r.measured.generated, r.measured.delivered);
+    assert!(r.simulated > Duration::from_ms(12), "{:?}", r.simulated);
+}
+
+#[test]
+fn packets_held_for_a_replan_longer_than_the_drain_are_waited_for() {
+    use fabric_sim::run::FaultSpec;
+    let s = TrafficSpec {
+        faults: vec![FaultSpec::Link {
+            a: "gpu0".into(),
+            b: "nvswitch1".into(),
+            at: Duration::from_us(2),
+        }],
+        replan_delay: Duration::from_ms(30),
+        measure: Duration::from_us(2),
+        ..spec(Pattern::Uniform, Spread::Links, 0.3)
+    };
+    let r = run("dgx-h100", &s);
+    assert!(r.failover.packets_parked > 0, "{:?}", r.failover);
+    assert!(r.simulated > Duration::from_ms(30), "{:?}", r.simulated);
+}

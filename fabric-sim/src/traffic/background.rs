@@ -8,8 +8,8 @@
 
 use link_phy::time::{Duration, Instant};
 
-use super::drain_limit;
 use super::{check_load_and_bytes, injection, offered_gbps, Measured, Pattern, Spread, Traffic, TrafficSpec};
+use super::{drain_limit, run_draining};
 use crate::net::{App, Net, NoTraffic, Offer};
 use crate::topology::Topology;
 use crate::wire;
@@ -151,8 +151,8 @@ impl Running {
         self.traffic.delivered
     }
 
-    /// Stop generating now, let the fabric deliver what was generated (for at most [`drain_limit`] of
-    /// simulated time, unless it cannot go on), and say what the traffic measured.
+    /// Stop generating now, let the fabric deliver what was generated (for [`drain_limit`] of simulated
+    /// time, and longer while it keeps delivering: [`run_draining`]), and say what the traffic measured.
     pub(crate) fn finish(mut self, net: &mut Net) -> BackgroundReport {
         let fatal = net.fatal().is_some();
         let t = &mut self.traffic;
@@ -161,12 +161,18 @@ impl Running {
         // Beside a finished collective: anything of its still arriving is ignored.
         let drain = drain_limit(net);
         let drained = !fatal && {
-            let limit = net.now() + drain;
-            net.run(&mut Beside::new(&mut NoTraffic { done: true }, 0, t, true), limit)
+            let end = t.stop + drain;
+            run_draining(
+                net,
+                &mut Beside::new(&mut NoTraffic { done: true }, 0, t, true),
+                end,
+                drain,
+            )
         };
+        let drained_for = net.now().saturating_since(t.stop);
         BackgroundReport {
             background: self.background,
-            measured: t.measured(self.offered_gbps, elapsed, drained, drain, net.fatal()),
+            measured: t.measured(self.offered_gbps, elapsed, drained, drained_for, net.fatal()),
         }
     }
 }

@@ -556,11 +556,17 @@ fn background_line(b: &BackgroundReport, topology: &Topology) -> String {
         b.measured.accepted_gbps,
         b.measured.offered_gbps,
         b.measured.source_full,
-        match (&b.measured.problem, b.measured.loss()) {
-            (Some(problem), None) => format!("WRONG: {problem}"),
-            (Some(problem), Some(loss)) => format!("WRONG: {problem}; LOST: {loss}"),
-            (None, Some(loss)) => format!("LOST: {loss}; every other packet delivered once, with its data"),
-            (None, None) => "every packet delivered once, with its data".to_string(),
+        match (&b.measured.problem, b.measured.loss(), b.measured.undrained()) {
+            (Some(problem), None, _) => format!("WRONG: {problem}"),
+            (Some(problem), Some(loss), _) => format!("WRONG: {problem}; LOST: {loss}"),
+            (None, Some(loss), None) =>
+                format!("LOST: {loss}; every other packet delivered once, with its data"),
+            (None, Some(loss), Some(undrained)) => format!(
+                "LOST: {loss}; UNDRAINED: {undrained}; every other packet delivered once, with its data"
+            ),
+            (None, None, Some(undrained)) =>
+                format!("UNDRAINED: {undrained}; every other packet delivered once, with its data"),
+            (None, None, None) => "every packet delivered once, with its data".to_string(),
         }
     )
 }
@@ -1012,14 +1018,25 @@ fn print_table(sweep: &Sweep, r: &Report) {
 
 /// The run's verdict, for its last line.
 fn results(r: &Report) -> &'static str {
-    let lost = r.background.as_ref().is_some_and(|b| b.measured.loss().is_some());
-    if r.verified {
-        "verified"
-    } else if lost && r.failure.is_none() && collective_verified(r) {
-        // The collective's results checked out; the other job lost packets to a failure.
-        "verified but for the background traffic's losses to failures"
-    } else {
-        "WRONG"
+    // What the other job's traffic did not deliver, if nothing of it arrived wrong.
+    let short = r
+        .background
+        .as_ref()
+        .map(|b| &b.measured)
+        .filter(|m| m.problem.is_none())
+        .and_then(|m| match (m.loss().is_some(), m.undrained().is_some()) {
+            (true, false) => Some("verified but for the background traffic's losses to failures"),
+            (false, true) => Some("verified but for the background traffic's packets still undelivered"),
+            (true, true) => Some(
+                "verified but for the background traffic's losses to failures and packets still undelivered",
+            ),
+            (false, false) => None,
+        });
+    match short {
+        _ if r.verified => "verified",
+        // The collective's results checked out; the other job's packets did not all arrive.
+        Some(short) if r.failure.is_none() && collective_verified(r) => short,
+        _ => "WRONG",
     }
 }
 

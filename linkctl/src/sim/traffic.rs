@@ -235,6 +235,7 @@ pub fn measured_json(m: &Measured, rest: Value) -> Value {
         "lost": m.lost,
         "unroutable": m.unroutable,
         "source_full": m.source_full,
+        "undelivered": m.undelivered,
         "verified": m.verified,
         "problem": m.problem,
     });
@@ -334,13 +335,10 @@ fn print_table(
             l.packets,
             r.measured.delivered,
             r.measured.source_full,
-            match (r.measured.verified, &r.measured.problem) {
-                (true, _) => "",
-                (false, Some(_)) => "  WRONG",
-                (false, None) => "  LOST",
-            }
+            verdict_mark(&r.measured)
         );
-        for what in r.measured.problem.iter().cloned().chain(r.measured.loss()) {
+        let m = &r.measured;
+        for what in m.problem.iter().cloned().chain(m.loss()).chain(m.undrained()) {
             println!("#   {what}");
         }
         if r.failover.links_failed + r.failover.links_degraded > 0 {
@@ -395,9 +393,77 @@ fn print_table(
         if s["verified"] == true {
             "every packet delivered once, with its data"
         } else if reports.iter().all(|r| r.measured.problem.is_none()) {
-            "every packet delivered once, with its data, but failures LOST some or left some without a route"
+            let lost = reports
+                .iter()
+                .any(|r| r.measured.lost + r.measured.unroutable > 0);
+            let undrained = reports.iter().any(|r| r.measured.undelivered > 0);
+            match (lost, undrained) {
+                (true, false) => {
+                    "every packet delivered once, with its data, but failures LOST some or left some without \
+                     a route"
+                }
+                (false, true) => {
+                    "every packet delivered once, with its data, but some were still UNDELIVERED when the \
+                     run ended"
+                }
+                _ => {
+                    "every packet delivered once, with its data, but failures LOST some or left some without \
+                     a route, and some were still UNDELIVERED when the run ended"
+                }
+            }
         } else {
             "SOME PACKETS WRONG"
         }
     );
+}
+
+/// The mark at the end of a load's row when not everything checked out: `WRONG` if something arrived
+/// wrong (or the run stopped), `LOST` if failures lost packets or left some without a route, and
+/// `UNDRAINED` if all that could arrive did, right, but some were still on their way at the end.
+fn verdict_mark(m: &Measured) -> &'static str {
+    if m.verified {
+        ""
+    } else if m.problem.is_some() {
+        "  WRONG"
+    } else if m.lost + m.unroutable > 0 {
+        "  LOST"
+    } else {
+        "  UNDRAINED"
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn measured(undelivered: u64, lost: u64, problem: Option<&str>) -> Measured {
+        Measured {
+            offered_gbps: 1.0,
+            accepted_gbps: 1.0,
+            latency: Default::default(),
+            generated: 100,
+            delivered: 100 - undelivered - lost,
+            lost,
+            unroutable: 0,
+            source_full: 0,
+            undelivered,
+            drained_for: Duration::from_us(1010),
+            verified: undelivered + lost == 0 && problem.is_none(),
+            problem: problem.map(str::to_owned),
+        }
+    }
+
+    #[test]
+    fn packets_still_on_their_way_are_marked_undrained_not_wrong() {
+        let m = measured(7, 0, None);
+        assert_eq!(verdict_mark(&m), "  UNDRAINED");
+        assert_eq!(
+            m.undrained().as_deref(),
+            Some("7 of 100 packets still undelivered 1010 us after generation stopped")
+        );
+        assert_eq!(verdict_mark(&measured(7, 3, None)), "  LOST");
+        assert_eq!(verdict_mark(&measured(0, 0, Some("repeated"))), "  WRONG");
+        assert_eq!(verdict_mark(&measured(0, 0, None)), "");
+        assert_eq!(measured(0, 0, None).undrained(), None);
+    }
 }
