@@ -799,7 +799,7 @@ impl Traffic {
             source_full: self.source_full,
             undelivered,
             drained_for,
-            verified: drained && problem.is_none() && self.lost == 0 && self.unroutable == 0,
+            verified: problem.is_none() && self.lost + self.unroutable + undelivered == 0,
             problem,
         }
     }

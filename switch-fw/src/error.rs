@@ -68,6 +68,14 @@ pub enum SwitchError {
         /// The port its route names.
         port: usize,
     },
+    /// The multicast group names an output port the switch does not have (set directly, not through the
+    /// registers, which refuse it): the packet was taken and dropped, no copy sent.
+    GroupToNoPort {
+        /// The multicast group.
+        group: u16,
+        /// The lowest such port it names.
+        port: usize,
+    },
     /// A register address that maps to nothing.
     BadRegister {
         /// The address.
@@ -98,6 +106,12 @@ impl core::fmt::Display for SwitchError {
                 write!(
                     f,
                     "the route to endpoint {endpoint} names port {port}, which the switch lacks"
+                )
+            }
+            SwitchError::GroupToNoPort { group, port } => {
+                write!(
+                    f,
+                    "multicast group {group} names port {port}, which the switch lacks"
                 )
             }
             SwitchError::BadRegister { address } => write!(f, "no register at {address:#010x}"),

@@ -383,7 +383,17 @@ impl<const PORTS: usize, const SLOTS: usize, const REDUCE: usize> Switch<PORTS, 
             }
             // A multicast copy never goes back out of the port it came in on, nor out of a failed one.
             Destination::Multicast(group) => {
-                let ports = PortSet(self.multicast.get(group)?.0 & !self.down);
+                let group_ports = self.multicast.get(group)?;
+                // As a unicast route naming a port the switch lacks: a drop, counted, not copies to
+                // ports there are not left out unsaid.
+                let absent = group_ports.0 & !Self::PORT_MASK;
+                if absent != 0 {
+                    return Err(SwitchError::GroupToNoPort {
+                        group,
+                        port: absent.trailing_zeros() as usize,
+                    });
+                }
+                let ports = PortSet(group_ports.0 & !self.down);
                 Ok(if input < PORTS {
                     PortSet(ports.0 & !PortSet::single(input).0)
                 } else {

@@ -446,6 +446,16 @@ fn a_route_to_a_port_the_switch_lacks_is_refused_not_a_packet_queued_nowhere() {
     );
     assert_eq!((s.counters().arrived, s.counters().route_drops), (1, 1));
     assert!(s.is_idle());
+    // So does a multicast group naming such a port, even beside ports the switch has.
+    s.multicast.set(1, PortSet(1 << 2 | 1 << 20 | 1 << 30)).unwrap();
+    let mut copy = unicast(4, 0, 5);
+    copy.destination = Destination::Multicast(1);
+    assert_eq!(
+        s.ingress(0, copy),
+        Err(SwitchError::GroupToNoPort { group: 1, port: 20 })
+    );
+    assert_eq!((s.counters().arrived, s.counters().route_drops), (2, 2));
+    assert!(s.is_idle());
     // A packet on a channel there is not is refused before it is taken, as one at a port there is not.
     assert_eq!(
         s.ingress(0, unicast(2, 4, 1)),
@@ -455,5 +465,5 @@ fn a_route_to_a_port_the_switch_lacks_is_refused_not_a_packet_queued_nowhere() {
         s.ingress(9, unicast(3, 0, 1)),
         Err(SwitchError::NoSuchPort { port: 9 })
     );
-    assert_eq!((s.counters().arrived, s.counters().route_drops), (1, 1));
+    assert_eq!((s.counters().arrived, s.counters().route_drops), (2, 2));
 }
