@@ -96,7 +96,8 @@ pub struct End {
 }
 
 /// A node name must be one the command line can take back: `--fail-link A:B@TIME`, `--gpus A,B` and
-/// `--gpus A..B` split names at `:`, `@`, `,` and `..`.
+/// `--gpus A..B` split names at `:`, `@`, `,` and `..`; and one a VCD trace can hold as a scope name, a
+/// token that does not start with `$` (its keywords, `$end` among them, do).
 fn check_node_name(name: &str) -> Result<(), String> {
     let bad = name.is_empty()
         || name.contains("..")
@@ -107,6 +108,12 @@ fn check_node_name(name: &str) -> Result<(), String> {
         return Err(format!(
             "node name {name:?}: a name is not empty and has no ':', '@', ',', '..' or white space (the \
              command line splits names at those)"
+        ));
+    }
+    if name.starts_with('$') {
+        return Err(format!(
+            "node name {name:?}: a name does not start with '$' (a VCD trace of the links would read it as \
+             one of its keywords, such as $end)"
         ));
     }
     // `--gpus 4` is a count and `--background-gpus rest` the GPUs not in the job: neither names a node.
@@ -1028,6 +1035,21 @@ mod tests {
                 "{err}"
             );
         }
+        for name in ["$end", "$var"] {
+            let err = Topology::from_toml(
+                &pair("a = \"a\"\nb = \"b\"\ngbps = 1").replace("\"b\"", &format!("{name:?}")),
+            )
+            .unwrap_err();
+            assert!(
+                err.contains(&format!("node name {name:?}: a name does not start with '$'")),
+                "{err}"
+            );
+        }
+        // Elsewhere in a name, '$' is no keyword.
+        assert!(
+            Topology::from_toml(&pair("a = \"a\"\nb = \"b\"\ngbps = 1").replace("\"b\"", "\"b$end\""))
+                .is_ok()
+        );
     }
 
     /// A star of `gpus` GPUs on one switch, each joined to it by `entries` entries of `count` links.
