@@ -136,3 +136,58 @@ fn usage_error(e: clap::Error) -> ExitCode {
     eprintln!("linkctl: error: {message} (--help says what it takes)");
     ExitCode::FAILURE
 }
+
+#[cfg(test)]
+mod tests {
+    use super::Cli;
+    use clap::Parser;
+
+    /// Every `linkctl` command the README shows, in its examples block (a line's commands after `|` and
+    /// between `;`) and in running text (a code span), with its redirections, pipes and comments cut off;
+    /// spans that stand for a family (`...`, `<...>`, `phy|dl|tl`) are left out.
+    fn readme_commands() -> Vec<String> {
+        let readme = include_str!("../../README.md");
+        let mut commands = Vec::new();
+        let mut in_block = false;
+        for line in readme.lines() {
+            if line.starts_with("```") {
+                in_block = line == "```sh";
+                continue;
+            }
+            if in_block {
+                let line = line.split(" #").next().unwrap_or_default();
+                for part in line.split(';') {
+                    // `cargo run -p linkctl -- ARGS` is `linkctl ARGS`.
+                    if let Some(at) = part.find("linkctl ") {
+                        commands.push(part[at..].replacen("linkctl -- ", "linkctl ", 1));
+                    }
+                }
+            }
+        }
+        let text = readme.replace('\n', " ");
+        for span in text.split('`').skip(1).step_by(2) {
+            if span.starts_with("linkctl ")
+                && !span.contains("...")
+                && !span.contains('<')
+                && !span.contains('|')
+            {
+                commands.push(span.to_owned());
+            }
+        }
+        commands
+            .into_iter()
+            .map(|c| c.split(['<', '|']).next().unwrap_or_default().trim().to_owned())
+            .collect()
+    }
+
+    #[test]
+    fn every_command_the_readme_shows_parses() {
+        let commands = readme_commands();
+        assert!(commands.len() > 40, "{commands:?}");
+        for command in commands {
+            if let Err(e) = Cli::try_parse_from(command.split_whitespace()) {
+                panic!("README: `{command}`: {e}");
+            }
+        }
+    }
+}
