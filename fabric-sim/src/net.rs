@@ -28,10 +28,12 @@ use switch_fw::switch::{Arrival, Destination, Forward, Switch};
 
 mod failover;
 mod idle;
+mod load;
 mod nvls;
 
 use failover::{send_again, Failover};
 pub use failover::{FailoverStats, Fault};
+pub use load::{DirectionLoad, TrunkLoad};
 use nvls::Nvls;
 
 use crate::discover::{follow, identity_of, node_id, Management};

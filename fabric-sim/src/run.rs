@@ -275,6 +275,10 @@ pub struct Report {
     pub simulated: link_phy::time::Duration,
     /// Of that, the idle stretches let pass at once ([`Net::set_skip_idle`]).
     pub idle_skipped: link_phy::time::Duration,
+    /// What each trunk carried from the start of the first size (the links up) to the end of the sweep.
+    pub trunks: Vec<crate::net::TrunkLoad>,
+    /// The simulated time that covers.
+    pub trunks_over: link_phy::time::Duration,
 }
 
 /// The sizes of a sweep of `kind` on `gpus` GPUs: `min`, doubling, up to `max`, each rounded down to what
@@ -803,6 +807,7 @@ fn run_with(
     if let Some(background) = background.as_mut() {
         background.start_at(net.now());
     }
+    let (trunks_at_start, sizes_start) = (net.trunk_loads(), net.now());
     let started = WallClock::now();
     let setup_wall_seconds = started.duration_since(setup_started).as_secs_f64();
     let mut rows = Vec::new();
@@ -985,6 +990,13 @@ fn run_with(
         faults_after_end: faults_due_after(&sweep.faults, net.now()),
         simulated: net.now().saturating_since(Instant::ZERO),
         idle_skipped: net.idle_skipped(),
+        trunks: net
+            .trunk_loads()
+            .iter()
+            .zip(&trunks_at_start)
+            .map(|(now, start)| now.since(start))
+            .collect(),
+        trunks_over: net.now().saturating_since(sizes_start),
     })
 }
 

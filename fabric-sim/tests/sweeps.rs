@@ -1037,3 +1037,26 @@ fn random_runs_verify_or_say_why_and_skipping_idle_time_changes_none() {
         "{ran} ran, {stopped} stopped, {skipping} skipped"
     );
 }
+
+#[test]
+fn trunk_loads_add_up_to_the_links_counters_and_show_a_ring_keeping_its_links_busy() {
+    let r = run_ok(&sweep("dgx-h100", Kind::AllReduce, Algo::Ring, 4 << 20, 4 << 20));
+    // Every GPU to every NVSwitch: 8 x 4 trunks, all up.
+    assert_eq!(r.trunks.len(), 32);
+    assert!(r.trunks.iter().all(|t| t.up));
+    let ways = || r.trunks.iter().flat_map(|t| &t.directions);
+    // Every packet crosses two trunks (GPU to switch, switch to GPU); bringing the links up sent none.
+    let packets: u64 = ways().map(|d| d.packets).sum();
+    assert_eq!(packets, r.links.dl.packets_transmitted);
+    assert_eq!(packets, 2 * r.rows[0].packets);
+    // A 128-byte write is 10 flits on NVLink4 (header, address extension, 8 of data).
+    assert!(ways().all(|d| d.packet_flits == 10 * d.packets && d.packets > 0));
+    // The ring keeps every link busy, and none can be busier than its rate.
+    for t in &r.trunks {
+        for d in 0..2 {
+            let u = t.utilization(d, r.trunks_over);
+            assert!(u > 0.7 && u <= 1.0, "{t:?}: {u}");
+        }
+    }
+    assert!((r.trunks_over.as_ps() as f64 / 1e6 - r.rows[0].time_us).abs() < 1.0);
+}

@@ -1338,3 +1338,66 @@ fn json_rows_have_the_tables_redop_and_root() {
         );
     }
 }
+
+#[test]
+fn trunks_shows_the_busiest_each_way_and_a_failed_one_down() {
+    let args = ["allreduce", "--min", "1M", "--max", "1M", "--trunks", "3"];
+    let out = sim(&args);
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(out.status.success(), "{text}");
+    let header = text
+        .lines()
+        .position(|l| l.starts_with("# Trunks, the busiest 3 of 32 (each way"))
+        .unwrap_or_else(|| panic!("{text}"));
+    let rows: Vec<&str> = text
+        .lines()
+        .skip(header + 1)
+        .take_while(|l| l.starts_with("#   "))
+        .collect();
+    assert_eq!(rows.len(), 3, "{text}");
+    assert!(
+        rows.iter().all(|r| r.contains("->nvswitch") && r.contains("% (")),
+        "{rows:?}"
+    );
+
+    let v = json(&args);
+    let busiest = v["trunks"]["busiest"].as_array().unwrap();
+    assert_eq!((busiest.len(), v["trunks"]["of"].as_u64()), (3, Some(32)));
+    let busier = |t: &Value| {
+        let d = t["directions"].as_array().unwrap();
+        d[0]["utilization"]
+            .as_f64()
+            .unwrap()
+            .max(d[1]["utilization"].as_f64().unwrap())
+    };
+    assert!(
+        busiest.windows(2).all(|w| busier(&w[0]) >= busier(&w[1])),
+        "{busiest:?}"
+    );
+    assert!(
+        busiest.iter().all(|t| busier(t) > 0.0 && busier(t) <= 1.0),
+        "{busiest:?}"
+    );
+    assert_eq!(json(&["allreduce", "--max", "64K"])["trunks"], Value::Null);
+
+    // A trunk that failed is shown down, and a failed trunk carries less than a live one.
+    let failed = sim(&[
+        "allreduce",
+        "--min",
+        "1M",
+        "--max",
+        "1M",
+        "--trunks",
+        "32",
+        "--fail-link",
+        "gpu0:nvswitch1@2us",
+    ]);
+    let text = String::from_utf8(failed.stdout).unwrap();
+    let down: Vec<&str> = text.lines().filter(|l| l.ends_with(", down")).collect();
+    assert_eq!(down.len(), 1, "{text}");
+    assert!(
+        down[0].contains("gpu0->nvswitch1") && down[0].contains("nvswitch1->gpu0"),
+        "{text}"
+    );
+    common::assert_refused(&["sim", "allreduce"], &["--trunks", "-1"]);
+}

@@ -17,6 +17,9 @@ use crate::check::ensure_within;
 
 mod plot;
 mod traffic;
+mod trunks;
+
+use trunks::{trunk_lines, trunks_json};
 
 /// Exit status when a result did not check out.
 const EXIT_WRONG: u8 = 3;
@@ -101,6 +104,10 @@ pub struct SimArgs {
     /// Print one JSON object instead of the table
     #[arg(long)]
     pub json: bool,
+    /// Show the N busiest trunks, each way: the share of its rate that packets took from the first
+    /// size's start to the end, replays, sends stalled for credit (JSON `trunks`)
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    pub trunks: usize,
     /// Write a plot of bus bandwidth against message size (SVG)
     #[arg(long, value_name = "FILE")]
     pub plot: Option<std::path::PathBuf>,
@@ -850,9 +857,9 @@ pub fn run(cmd: SimCommand) -> anyhow::Result<ExitCode> {
     }
     let report = report.map_err(anyhow::Error::msg)?;
     if args.json {
-        print_json(&sweep, &report)?;
+        print_json(&sweep, &report, args.trunks)?;
     } else {
-        print_table(&sweep, &report);
+        print_table(&sweep, &report, args.trunks);
     }
     if let Some(file) = plot_file {
         file.write(&plot::svg(&sweep, &report))?;
@@ -881,7 +888,7 @@ fn collective_gpus(sweep: &Sweep) -> Vec<u16> {
     (0..n as u16).collect()
 }
 
-fn print_table(sweep: &Sweep, r: &Report) {
+fn print_table(sweep: &Sweep, r: &Report, trunks: usize) {
     // Named when the collective runs on some of the fabric's GPUs beside another job: the fabric's name
     // does not say which.
     let fabric_gpus = sweep.topology.gpus().len();
@@ -988,6 +995,9 @@ fn print_table(sweep: &Sweep, r: &Report) {
     for line in trace_lines(r.trace, r.waves, &sweep.topology) {
         println!("{line}");
     }
+    for line in trunk_lines(&r.trunks, r.trunks_over, trunks, &sweep.topology) {
+        println!("{line}");
+    }
     if let Some(why) = &r.failure {
         println!("# Stopped: {why}");
     }
@@ -1055,7 +1065,7 @@ fn redop_and_root(kind: Kind) -> (&'static str, i32) {
     }
 }
 
-fn print_json(sweep: &Sweep, r: &Report) -> anyhow::Result<()> {
+fn print_json(sweep: &Sweep, r: &Report, trunks: usize) -> anyhow::Result<()> {
     // Every column of the table: the redop and root too (a broadcast's root had been in the text only).
     let (redop, root) = redop_and_root(sweep.kind);
     let rows: Vec<_> = r
@@ -1096,6 +1106,7 @@ fn print_json(sweep: &Sweep, r: &Report) -> anyhow::Result<()> {
         "background": r.background.as_ref().map(|b| background_json(b, sweep)),
         "links": links_json(r),
         "switches": switches_json(&r.switches),
+        "trunks": (trunks > 0).then(|| trunks_json(&r.trunks, r.trunks_over, trunks, &sweep.topology)),
         "failure": r.failure,
     });
     println!("{}", serde_json::to_string_pretty(&out)?);

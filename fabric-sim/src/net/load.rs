@@ -1,0 +1,100 @@
+//! What each trunk carried, direction by direction: the packets and flits its sending data link put on
+//! the wire. A fabric's hot links (the uplinks a collective crowds, the trunk a hot spot saturates) show
+//! here; the counters are the data links' own, so reading them costs the event loop nothing.
+
+use link_dl::flit::FLIT_LEN;
+use link_phy::time::Duration;
+
+use super::Net;
+
+/// What one direction of a trunk carried.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct DirectionLoad {
+    /// The sending node and port.
+    pub from: (usize, usize),
+    /// Packet transmissions, replays included.
+    pub packets: u64,
+    /// The flits of those packets (header flits included).
+    pub packet_flits: u64,
+    /// Control flits: acknowledgements, credit Updates, link initialisation.
+    pub control_flits: u64,
+    /// Replays of everything unacknowledged.
+    pub replays: u64,
+    /// Sends refused for want of the receiver's credit (a packet refused again counts again).
+    pub credit_stalls: u64,
+}
+
+/// What one trunk carried, each way.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TrunkLoad {
+    /// The trunk's index in [`crate::manager::Fabric::trunks`].
+    pub trunk: usize,
+    /// Links ganged in it.
+    pub links: usize,
+    /// Its rate each way, GB/s, as built (a link lost to a degrade does not lower it).
+    pub gbps: f64,
+    /// Whether it is up now.
+    pub up: bool,
+    /// From its end `a` to `b`, and back.
+    pub directions: [DirectionLoad; 2],
+}
+
+impl TrunkLoad {
+    /// What the trunk carried after `earlier` (the same trunk's load, read before): each count less
+    /// `earlier`'s.
+    pub fn since(&self, earlier: &TrunkLoad) -> TrunkLoad {
+        let mut load = self.clone();
+        for (d, e) in load.directions.iter_mut().zip(&earlier.directions) {
+            d.packets -= e.packets;
+            d.packet_flits -= e.packet_flits;
+            d.control_flits -= e.control_flits;
+            d.replays -= e.replays;
+            d.credit_stalls -= e.credit_stalls;
+        }
+        load
+    }
+
+    /// The share of direction `d`'s rate its packets' flits took over `over` of simulated time (0 over no
+    /// time).
+    pub fn utilization(&self, d: usize, over: Duration) -> f64 {
+        let ns = over.as_ps() as f64 / 1000.0;
+        if ns <= 0.0 {
+            return 0.0;
+        }
+        (self.directions[d].packet_flits * FLIT_LEN as u64) as f64 / (self.gbps * ns)
+    }
+
+    /// The higher of the two directions' utilizations over `over`.
+    pub fn busier(&self, over: Duration) -> f64 {
+        self.utilization(0, over).max(self.utilization(1, over))
+    }
+}
+
+impl Net {
+    /// What every trunk carried so far, in the order of [`crate::manager::Fabric::trunks`].
+    pub fn trunk_loads(&self) -> Vec<TrunkLoad> {
+        self.fabric
+            .trunks
+            .iter()
+            .zip(&self.dirs)
+            .enumerate()
+            .map(|(t, (trunk, dirs))| TrunkLoad {
+                trunk: t,
+                links: trunk.links,
+                gbps: trunk.gbps,
+                up: dirs[0].up,
+                directions: dirs.each_ref().map(|dir| {
+                    let c = self.links[dir.from.0][dir.from.1].counters();
+                    DirectionLoad {
+                        from: dir.from,
+                        packets: c.packets_transmitted,
+                        packet_flits: c.flits_transmitted - c.control_sent,
+                        control_flits: c.control_sent,
+                        replays: c.replays,
+                        credit_stalls: c.credit_stalls,
+                    }
+                }),
+            })
+            .collect()
+    }
+}
