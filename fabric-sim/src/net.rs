@@ -241,6 +241,8 @@ enum Event {
     Alarm { gpu: u32 },
     /// The fabric manager's delay after a failure is over: it may replan.
     Replan,
+    /// Note what every trunk has carried so far ([`Net::mark_trunks_at`]).
+    Mark,
 }
 
 /// Bit errors at a rate, drawn from the seed.
@@ -591,6 +593,8 @@ pub struct Net {
     skip_idle_enabled: bool,
     /// Simulated time let pass at once while the fabric was idle.
     idle_skipped: Duration,
+    /// What every trunk had carried at each instant [`Net::mark_trunks_at`] asked for.
+    trunk_marks: Vec<(Instant, Vec<TrunkLoad>)>,
 }
 
 impl Net {
@@ -726,6 +730,7 @@ impl Net {
             links_interval: dl.update_interval,
             skip_idle_enabled: true,
             idle_skipped: Duration::ZERO,
+            trunk_marks: Vec::new(),
         };
         net.jobs = (topology.partition_groups().into_iter())
             .map(|(p, gpus)| Job {
@@ -788,6 +793,17 @@ impl Net {
     /// Counters.
     pub fn stats(&self) -> NetStats {
         self.stats
+    }
+
+    /// Note what every trunk has carried at `at` (in [`Net::trunk_marks`]), to tell what they carried
+    /// between two instants. Nothing else changes: the same events happen in the same order.
+    pub fn mark_trunks_at(&mut self, at: Instant) {
+        self.schedule(at.max(self.now), Event::Mark);
+    }
+
+    /// What every trunk had carried at each instant [`Net::mark_trunks_at`] asked for that has passed.
+    pub fn trunk_marks(&self) -> &[(Instant, Vec<TrunkLoad>)] {
+        &self.trunk_marks
     }
 
     /// Whether the fabric manager has a replan to come (its delay after a failure not yet over).
@@ -1120,6 +1136,13 @@ impl Net {
             Event::Arrive { trunk, dir } => self.arrive(trunk as usize, dir as usize, app),
             Event::Fault { index } => self.fault(index as usize, app),
             Event::Replan => self.replan_when_up(app),
+            Event::Mark => {
+                // Not one of the fabric's events: counted, it would move the idle checks (every so many
+                // events) and so what is let pass.
+                self.stats.events -= 1;
+                let loads = self.trunk_loads();
+                self.trunk_marks.push((self.now, loads));
+            }
             Event::Alarm { gpu } => {
                 if let Some(&node) = self.fabric.gpus.get(gpu as usize) {
                     self.fill_gpu(node, app);

@@ -168,6 +168,8 @@ pub struct TrafficSpec {
     /// Let idle stretches pass at once ([`Net::set_skip_idle`]; the CLI always does): the run is the
     /// same either way, only faster at light loads.
     pub skip_idle: bool,
+    /// Whether to note what every trunk carries over the measurement window ([`TrafficReport::trunks`]).
+    pub trunks: bool,
 }
 
 /// Latencies of the packets generated in the measurement window, in nanoseconds.
@@ -283,6 +285,8 @@ pub struct TrafficReport {
     pub trace: Option<TraceSummary>,
     /// Value changes written to the waveforms and left out, if they were written.
     pub waves: Option<(u64, u64)>,
+    /// What every trunk carried over the measurement window, if [`TrafficSpec::trunks`] asked.
+    pub trunks: Option<Vec<crate::net::TrunkLoad>>,
 }
 
 /// Each GPU's injection bandwidth for traffic among the GPUs `members` (the sum of the rates of its
@@ -422,8 +426,16 @@ pub fn run_traffic(topology: &Topology, spec: &TrafficSpec) -> Result<TrafficRep
         wire_bytes,
         extension,
     );
+    if spec.trunks {
+        net.mark_trunks_at(Instant::ZERO + warmup);
+        net.mark_trunks_at(stop);
+    }
     let drain = drain_limit(&net);
     let finished = run_draining(&mut net, &mut app, stop + drain, drain);
+    let trunks = match net.trunk_marks() {
+        [(_, start), (_, end), ..] => Some(end.iter().zip(start).map(|(e, s)| e.since(s)).collect()),
+        _ => None,
+    };
     let offered = offered_gbps(&bandwidth, spec.load, spec.payload_bytes, wire_bytes);
     Ok(TrafficReport {
         load: spec.load,
@@ -444,6 +456,7 @@ pub fn run_traffic(topology: &Topology, spec: &TrafficSpec) -> Result<TrafficRep
         idle_skipped: net.idle_skipped(),
         trace: net.finish_trace()?,
         waves: net.finish_waves()?,
+        trunks,
     })
 }
 
@@ -1059,6 +1072,7 @@ mod tests {
             pcap: None,
             vcd: None,
             skip_idle: true,
+            trunks: false,
         }
     }
 

@@ -25,6 +25,7 @@ fn spec(pattern: Pattern, spread: Spread, load: f64) -> TrafficSpec {
         pcap: None,
         vcd: None,
         skip_idle: true,
+        trunks: false,
     }
 }
 
@@ -293,6 +294,7 @@ fn light_traffic_lets_its_idle_waits_pass_at_once_and_changes_nothing() {
             topology,
             &TrafficSpec {
                 skip_idle: false,
+                trunks: false,
                 ..s
             },
         );
@@ -365,4 +367,44 @@ fn packets_held_for_a_replan_longer_than_the_drain_are_waited_for() {
     let r = run("dgx-h100", &s);
     assert!(r.failover.packets_parked > 0, "{:?}", r.failover);
     assert!(r.simulated > Duration::from_ms(30), "{:?}", r.simulated);
+}
+
+#[test]
+fn trunk_loads_over_the_window_match_the_offered_load_and_change_nothing_else() {
+    // Uniform traffic at half the injection bandwidth keeps every trunk about half busy each way.
+    let plain = spec(Pattern::Uniform, Spread::Links, 0.5);
+    let marked = TrafficSpec {
+        trunks: true,
+        ..plain.clone()
+    };
+    let (without, mut with) = (run("dgx-h100", &plain), run("dgx-h100", &marked));
+    assert!(without.trunks.is_none());
+    let loads = with.trunks.take().unwrap();
+    assert_eq!(
+        format!("{with:?}"),
+        format!("{without:?}"),
+        "marking the window changed the run"
+    );
+    assert_eq!(loads.len(), 32);
+    for t in &loads {
+        for d in 0..2 {
+            let u = t.utilization(d, plain.measure);
+            assert!((u - 0.5).abs() < 0.1, "{t:?}: {u}");
+        }
+    }
+    // A hot spot saturates the trunks into GPU 0, and only those.
+    let hot = TrafficSpec {
+        trunks: true,
+        ..spec(Pattern::Hotspot(0.5), Spread::Links, 0.5)
+    };
+    let r = run_traffic(&Topology::builtin("dgx-h100").unwrap(), &hot).unwrap();
+    for t in r.trunks.unwrap() {
+        // Direction 1 is from the switch to the GPU.
+        let into = t.utilization(1, hot.measure);
+        if t.directions[1].from.0 != 0 && t.directions[0].from.0 == 0 {
+            assert!(into > 0.95, "{t:?}: {into}");
+        } else {
+            assert!(into < 0.8, "{t:?}: {into}");
+        }
+    }
 }

@@ -381,3 +381,38 @@ fn json_says_what_the_switches_did_and_how_much_idle_time_passed_at_once() {
     assert!(idle(&points[0]) < points[0]["simulated_us"].as_f64().unwrap());
     assert_eq!(idle(&points[1]), 0.0);
 }
+
+#[test]
+fn trunks_shows_each_loads_busiest_over_the_window() {
+    let args = [
+        "--pattern",
+        "hotspot",
+        "--load",
+        "0.1,0.5",
+        "--measure",
+        "3us",
+        "--trunks",
+        "2",
+    ];
+    let out = common::linkctl(CMD, &args);
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(out.status.success(), "{text}");
+    let headers: Vec<&str> = text
+        .lines()
+        .filter(|l| {
+            l.starts_with("#   Trunks, the busiest 2 of 32")
+                && l.contains("3.00 us of the measurement window")
+        })
+        .collect();
+    assert_eq!(headers.len(), 2, "{text}");
+    // At half load the hot spot saturates the trunks into gpu0: they are the busiest.
+    let last = text.lines().rev().find(|l| l.starts_with("#     ")).unwrap();
+    assert!(last.contains("->gpu0 9") || last.contains("->gpu0 100"), "{text}");
+    let v = common::json(CMD, &args);
+    for p in v["points"].as_array().unwrap() {
+        assert_eq!(p["trunks"]["busiest"].as_array().map(Vec::len), Some(2), "{p}");
+        assert_eq!(p["trunks"]["over_us"], 3.0);
+    }
+    let plain = common::json(CMD, &["--load", "0.1", "--measure", "1us"]);
+    assert_eq!(plain["points"][0]["trunks"], serde_json::Value::Null);
+}

@@ -107,6 +107,7 @@ impl Running {
             vcd: None,
             // The collective's run decides that.
             skip_idle: true,
+            trunks: false,
         };
         let mut traffic = Traffic::new(
             &spec,

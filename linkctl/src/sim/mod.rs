@@ -995,7 +995,8 @@ fn print_table(sweep: &Sweep, r: &Report, trunks: usize) {
     for line in trace_lines(r.trace, r.waves, &sweep.topology) {
         println!("{line}");
     }
-    for line in trunk_lines(&r.trunks, r.trunks_over, trunks, &sweep.topology) {
+    let period = "from the first size's start to the end";
+    for line in trunk_lines(&r.trunks, r.trunks_over, period, trunks, &sweep.topology) {
         println!("{line}");
     }
     if let Some(why) = &r.failure {

@@ -16,7 +16,8 @@ use serde_json::{json, Value};
 
 use super::{
     failover_json, failover_line, late_faults, parse_time, plot, some_gpus, switches_json, trace_json,
-    trace_lines, window_limited, window_notes, FaultArgs, PlotFile, TopologyArg, TraceArgs, EXIT_WRONG,
+    trace_lines, trunk_lines, trunks_json, window_limited, window_notes, FaultArgs, PlotFile, TopologyArg,
+    TraceArgs, EXIT_WRONG,
 };
 
 #[derive(Args, Debug)]
@@ -66,6 +67,10 @@ pub struct TrafficArgs {
     /// Print one JSON object instead of the table
     #[arg(long)]
     pub json: bool,
+    /// Show, for each load, the N busiest trunks over the measurement window, each way: the share of its
+    /// rate that packets took, replays, sends stalled for credit (JSON `trunks` in each point)
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    pub trunks: usize,
     /// Write a plot of latency (mean and 99th percentile) against offered load (SVG)
     #[arg(long, value_name = "FILE")]
     pub plot: Option<std::path::PathBuf>,
@@ -131,6 +136,7 @@ pub fn run(args: TrafficArgs) -> anyhow::Result<ExitCode> {
             pcap: args.traces.pcap(),
             vcd: args.traces.vcd(),
             skip_idle: true,
+            trunks: args.trunks > 0,
         };
         let report = run_traffic(&topology, &spec);
         if show_progress {
@@ -165,7 +171,7 @@ pub fn run(args: TrafficArgs) -> anyhow::Result<ExitCode> {
         "points": reports
             .iter()
             .zip(&windows)
-            .map(|(r, w)| point(r, w.saturated, &topology))
+            .map(|(r, w)| point(r, w.saturated, &topology, measure, args.trunks))
             .collect::<Vec<_>>(),
         "packets": packets,
         "wall_seconds": wall,
@@ -175,7 +181,14 @@ pub fn run(args: TrafficArgs) -> anyhow::Result<ExitCode> {
     if args.json {
         println!("{}", serde_json::to_string_pretty(&summary)?);
     } else {
-        print_table(&summary, spread, &reports, &windows, &topology);
+        print_table(
+            &summary,
+            spread,
+            &reports,
+            &windows,
+            &topology,
+            (args.trunks, measure),
+        );
     }
     if let Some(file) = plot_file {
         let title = format!(
@@ -271,7 +284,7 @@ impl Window {
     }
 }
 
-fn point(r: &TrafficReport, saturated: bool, topology: &Topology) -> Value {
+fn point(r: &TrafficReport, saturated: bool, topology: &Topology, measure: Duration, trunks: usize) -> Value {
     let (trace, waves) = trace_json(r.trace, r.waves, topology);
     measured_json(
         &r.measured,
@@ -287,6 +300,7 @@ fn point(r: &TrafficReport, saturated: bool, topology: &Topology) -> Value {
             "idle_skipped_us": r.idle_skipped.as_ps() as f64 / 1e6,
             "trace": trace,
             "waves": waves,
+            "trunks": r.trunks.as_ref().map(|loads| trunks_json(loads, measure, trunks, topology)),
         }),
     )
 }
@@ -297,6 +311,7 @@ fn print_table(
     reports: &[TrafficReport],
     windows: &[Window],
     topology: &Topology,
+    (trunks, measure): (usize, Duration),
 ) {
     println!(
         "# {} traffic on {}, {}: {} GPUs, {}-byte posted writes; warm-up {} us, measured over {} us",
@@ -349,6 +364,11 @@ fn print_table(
         }
         for line in trace_lines(r.trace, r.waves, topology) {
             println!("#   {}", line.trim_start_matches("# "));
+        }
+        if let Some(loads) = &r.trunks {
+            for line in trunk_lines(loads, measure, "of the measurement window", trunks, topology) {
+                println!("#   {}", line.trim_start_matches("# "));
+            }
         }
         if r.idle_skipped > Duration::ZERO {
             println!(

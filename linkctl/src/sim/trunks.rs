@@ -16,14 +16,21 @@ fn busiest(loads: &[TrunkLoad], over: Duration, n: usize) -> Vec<&TrunkLoad> {
     order
 }
 
-/// The text's lines for the `n` busiest trunks (none for `n` 0).
-pub fn trunk_lines(loads: &[TrunkLoad], over: Duration, n: usize, topology: &Topology) -> Vec<String> {
+/// The text's lines for the `n` busiest trunks (none for `n` 0) over `over`, which `period` names
+/// ("from the first size's start to the end").
+pub fn trunk_lines(
+    loads: &[TrunkLoad],
+    over: Duration,
+    period: &str,
+    n: usize,
+    topology: &Topology,
+) -> Vec<String> {
     if n == 0 {
         return Vec::new();
     }
     let mut lines = vec![format!(
         "# Trunks, the busiest {} of {} (each way: the share of its rate that packets took over the {:.2} us \
-         from the first size's start to the end; packets, replays, sends stalled for credit):",
+         {period}; packets, replays, sends stalled for credit):",
         n.min(loads.len()),
         loads.len(),
         over.as_ps() as f64 / 1e6
