@@ -6,9 +6,12 @@
 //! it was issued for. When a request ends without all its completions having arrived (it timed out, or a
 //! read ended with an error status while pieces were still owed), its slot is *quarantined* for one more
 //! timeout: completions for it in that time are counted as late and dropped. When the slot is freed its
-//! generation advances, so its next tag differs from the old one (when `N` < 1024), and a completion still
-//! later than the quarantine finds no request with its tag: counted as unknown, dropped. Either way it is
-//! never delivered to the wrong request.
+//! generation advances, through every tag `generation * N + slot` below 1024, so its next tag differs
+//! from the old one (in every slot when `N` <= 512; above that, in the slots below `1024 - N`), and a
+//! completion still later than the quarantine finds no request with its tag: counted as unknown, dropped.
+//! Either way it is not delivered to the wrong request; only in a slot whose tag cannot change (`N` =
+//! 1024, or a slot from `1024 - N` up when `N` > 512) does a completion later than the quarantine
+//! match the slot's next request.
 //!
 //! A read's completions arrive in pieces, one per 128-byte block of the range (spec section 3.5), in any
 //! order; the table keeps one bit per piece and rejects duplicates and pieces that do not fit.
@@ -140,8 +143,6 @@ pub struct Outstanding<const N: usize> {
 
 impl<const N: usize> Outstanding<N> {
     const VALID: () = assert!(N >= 1 && N <= MAX_TAGS, "a table holds 1 to 1024 requests");
-    /// Generations a slot cycles through (its tags are `generation * N + slot`).
-    const GENERATIONS: u16 = (MAX_TAGS / N) as u16;
 
     /// An empty table whose requests time out `timeout` after they are issued.
     pub fn new(timeout: Duration) -> Self {
@@ -331,7 +332,10 @@ impl<const N: usize> Outstanding<N> {
 
     fn release(&mut self, i: usize) {
         self.slots[i] = Slot::Free;
-        self.generation[i] = (self.generation[i] + 1) % Self::GENERATIONS;
+        // Slot `i` cycles through every tag `generation * N + i` below 1024, not only the generations
+        // every slot has (1024 / N): for N above 512 that is one, and the slot's next tag would repeat.
+        let generations = ((MAX_TAGS - 1 - i) / N + 1) as u16;
+        self.generation[i] = (self.generation[i] + 1) % generations;
         let _ = self.free.push(i as u16);
     }
 }

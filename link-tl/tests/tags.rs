@@ -291,3 +291,25 @@ fn completions_from_the_wrong_endpoint_or_for_unknown_tags_are_rejected() {
         Some(Status::Success)
     );
 }
+
+/// With more than 512 slots not every slot has a second generation, but those below `1024 - N` do: their
+/// next tag must differ, so a completion later than the quarantine is unknown rather than taken for the
+/// slot's next request (a table of 1000 slots used to hand slot 0 tag 0 again).
+#[test]
+fn a_large_table_still_changes_the_tag_of_a_reused_slot_where_it_can() {
+    let mut table = Outstanding::<1000>::new(TIMEOUT);
+    let first = table.allocate(at(0), read(4, 1)).unwrap();
+    assert_eq!(first, 0);
+    assert!(table.expire(at(10)).is_some());
+    assert_eq!(table.expire(at(20)), None);
+    let second = table.allocate(at(20), read(4, 2)).unwrap();
+    assert_eq!(second, 1000, "slot 0's second generation");
+    assert_eq!(
+        table.complete(at(21), &data(first, 0, 4)),
+        Err(TlError::UnknownTag { tag: first })
+    );
+    assert_eq!(table.get(second).map(|r| r.cookie), Some(2));
+    // And back to the first generation after that: tags stay below 1024.
+    table.complete(at(21), &data(second, 0, 4)).unwrap();
+    assert_eq!(table.allocate(at(21), read(4, 3)), Ok(0));
+}
