@@ -9,10 +9,7 @@ impl Xorshift {
     /// The generator for `seed`. Xorshift stays at 0 once there: the one seed the mixing would start
     /// there (every number 0) starts from another state instead.
     pub fn seeded(seed: u64) -> Self {
-        match seed ^ 0x9E37_79B9_7F4A_7C15 {
-            0 => Xorshift(1),
-            state => Xorshift(state),
-        }
+        Xorshift(state(seed))
     }
 
     /// The next number.
@@ -23,5 +20,15 @@ impl Xorshift {
         x ^= x << 17;
         self.0 = x;
         x
+    }
+}
+
+/// A non-zero starting state for `seed`, for any xorshift: the seed mixed with a constant (so that small
+/// seeds do not start it on few bits), except the one seed the mixing would start at 0, where xorshift
+/// would stay. Distinct seeds give distinct states (but for that one).
+pub const fn state(seed: u64) -> u64 {
+    match seed ^ 0x9E37_79B9_7F4A_7C15 {
+        0 => 1,
+        state => state,
     }
 }

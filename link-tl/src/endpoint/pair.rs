@@ -46,7 +46,9 @@ impl BitErrors {
     pub fn new(ber: f64, seed: u64) -> Self {
         BitErrors {
             unit_error: (ber * (FLIT_LEN * 8) as f64).clamp(0.0, 1.0),
-            rng: seed | 1,
+            // Not `seed | 1`, which gave seeds 2k and 2k + 1 the same errors (and the coherence stress's
+            // agents 2k and 2k + 1, seeded `31 * seed + agent`, the same errors on their links).
+            rng: crate::xorshift::state(seed),
             units: 0,
             bits_flipped: 0,
         }
@@ -179,5 +181,28 @@ impl<'m, A: Memory, B: Memory> Pair<'m, A, B> {
         while let Some(e) = self.b.poll_event() {
             event(Side::B, e);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::BitErrors;
+
+    /// Neighbouring seeds draw different errors (`seed | 1` as the state gave seeds 2 and 3 the same).
+    #[test]
+    fn neighbouring_seeds_flip_different_bits() {
+        let flips = |seed| {
+            // At the highest rate every unit has a bit flipped: which one is the stream.
+            let mut errors = BitErrors::new(BitErrors::MAX_BER, seed);
+            core::array::from_fn::<_, 64, _>(|_| {
+                let mut unit = [0u8; 16];
+                errors.apply(&mut unit);
+                unit
+            })
+        };
+        for seed in [0, 2, 62] {
+            assert!(flips(seed) != flips(seed + 1), "seeds {seed} and {}", seed + 1);
+        }
+        assert!(flips(7) == flips(7));
     }
 }
