@@ -785,18 +785,21 @@ pub fn explore_observed<const A: usize, const L: usize>(
     frontier.push_back((0, 0, Some(Box::new(initial.clone()))));
     let mut steps = Vec::new();
     let mut found: Option<(u32, Option<Step>, Failure)> = None;
+    let mut bounded = false;
     'search: while let Some((id, depth, held)) = frontier.pop_front() {
         let world = match held {
             Some(world) => *world,
             None => rebuild(&initial, &parents, id, tracked),
         };
         let depth = depth as usize;
-        report.states += 1;
-        report.depth = report.depth.max(depth);
-        if report.states > config.max_states {
-            report.states -= 1;
+        if report.states >= config.max_states {
+            // This state is not examined (nor counted in the depth): the search is not complete, even
+            // when it was the last state left.
+            bounded = true;
             break;
         }
+        report.states += 1;
+        report.depth = report.depth.max(depth);
         if report.states % OBSERVE_EVERY == 0 {
             report.seconds = started.elapsed().as_secs_f64();
             observe(&report);
@@ -837,7 +840,7 @@ pub fn explore_observed<const A: usize, const L: usize>(
             }
         }
     }
-    report.complete = found.is_none() && frontier.is_empty();
+    report.complete = found.is_none() && !bounded && frontier.is_empty();
     if let Some((id, last, failure)) = found {
         let mut path = path_to(&parents, id);
         path.extend(last);
@@ -908,6 +911,27 @@ mod tests {
         });
         assert_eq!(r.violation, None);
         assert_eq!(r.states, 150_000);
+    }
+
+    /// A bound that stops the search before its last state leaves that state unexamined: not complete
+    /// (it used to say complete, having only never found more states to queue), and a state not examined
+    /// does not count in the depth.
+    #[test]
+    fn a_search_stopped_one_state_short_is_not_complete() {
+        let all = explore::<2, 1>(&Config::default());
+        assert!(all.complete, "{all:?}");
+        let bounded = |max_states| {
+            explore::<2, 1>(&Config {
+                max_states,
+                ..Config::default()
+            })
+        };
+        let exact = bounded(all.states);
+        assert!(exact.complete && exact.states == all.states, "{exact:?}");
+        let short = bounded(all.states - 1);
+        assert!(!short.complete && short.states == all.states - 1, "{short:?}");
+        let first = bounded(1);
+        assert_eq!((first.complete, first.states, first.depth), (false, 1, 0));
     }
 
     #[test]
