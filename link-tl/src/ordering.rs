@@ -54,7 +54,8 @@ pub struct EgressCounters {
     pub sent: u64,
     /// Pushes refused because the channel's queue was full.
     pub queue_full: u64,
-    /// Times a packet the link had credit for was held back by rule 2 or 3.
+    /// Times a packet the link had credit for was held back by rule 2 or 3: once per channel per
+    /// [`Egress::pump`], however many packets of other channels went ahead of it in that call.
     pub held_for_order: u64,
 }
 
@@ -145,6 +146,14 @@ impl<const DEPTH: usize> Egress<DEPTH> {
 
     /// Hand the link every packet the rules and its credit allow, oldest first; returns how many.
     pub fn pump<L: LinkTx>(&mut self, link: &mut L) -> usize {
+        let mut held = 0u8;
+        let sent = self.pump_noting_held(link, &mut held);
+        self.counters.held_for_order += u64::from(held.count_ones());
+        sent
+    }
+
+    /// [`Egress::pump`], setting bit `vc` of `held` for each channel whose head was held for order.
+    fn pump_noting_held<L: LinkTx>(&mut self, link: &mut L, held: &mut u8) -> usize {
         let mut sent = 0;
         loop {
             let mut pick: Option<(u64, Vc)> = None;
@@ -156,7 +165,7 @@ impl<const DEPTH: usize> Egress<DEPTH> {
                     continue;
                 }
                 if !self.may_send(vc) {
-                    self.counters.held_for_order += 1;
+                    *held |= 1 << vc.index();
                     continue;
                 }
                 if pick.is_none_or(|(order, _)| head.order < order) {

@@ -212,3 +212,19 @@ fn a_full_queue_is_back_pressure() {
     assert_eq!(q.pump(&mut link), 3);
     assert_eq!(q.counters().sent, 3);
 }
+
+#[test]
+fn a_read_held_behind_several_writes_is_counted_held_once_per_pump() {
+    let mut q = Egress::<8>::new();
+    for i in 0..3 {
+        q.push(write(1, 0x80 * i)).unwrap();
+    }
+    q.push(read(1, 0)).unwrap();
+    let mut link = Link {
+        open: [true; 4],
+        ..Link::default()
+    };
+    // The read waits while the three writes go, in one call: held once, not once per write.
+    assert_eq!(q.pump(&mut link), 4);
+    assert_eq!(q.counters().held_for_order, 1);
+}
