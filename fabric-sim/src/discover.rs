@@ -286,6 +286,8 @@ pub fn discover(m: &mut impl Management) -> Result<Discovery, String> {
     let mut index: HashMap<u64, usize> = HashMap::new();
     // IDs with a route queued, so that a node seen from several ports is visited once.
     let mut queued: HashSet<u64> = HashSet::new();
+    // IDs a port reported past the last hop a directed route can take: not reached from there.
+    let mut beyond: HashSet<u64> = HashSet::new();
     let mut faults = Vec::new();
     // Routes to visit from a home, each with the node ID the port before it reported (none for a home).
     let mut queue: Vec<(usize, Vec<u8>, Option<u64>)> = vec![(0, Vec::new(), None)];
@@ -331,7 +333,9 @@ pub fn discover(m: &mut impl Management) -> Result<Discovery, String> {
             }
             let peer = PortPeer::from_registers(regs);
             if let Some(peer) = peer {
-                if route.len() < MAX_HOPS && queued.insert(peer.node) {
+                if route.len() == MAX_HOPS {
+                    beyond.insert(peer.node);
+                } else if queued.insert(peer.node) {
                     let mut onward = route.clone();
                     onward.push(p as u8);
                     queue.push((home, onward, Some(peer.node)));
@@ -358,6 +362,10 @@ pub fn discover(m: &mut impl Management) -> Result<Discovery, String> {
         for (p, peer) in node.peers.iter().enumerate() {
             let Some(peer) = peer else { continue };
             let Some(&y) = index.get(&peer.node) else {
+                // Out of directed routes' reach is not a fault: `check` leaves such a trunk out.
+                if beyond.contains(&peer.node) {
+                    continue;
+                }
                 faults.push(format!(
                     "{:016x}:{p} reports node {:016x}, never reached",
                     node.id, peer.node
@@ -405,7 +413,9 @@ pub struct Check {
     /// are down at both ends, as an end discovery reached reports: the routes must avoid them.
     pub down: Vec<usize>,
     /// The topology's trunks neither of whose ends discovery reached: nothing says whether they are up.
-    /// The routes leave them out too ([`Check::left_out`]); no GPU reaches them anyway.
+    /// Also a trunk one end of which reports the other as the topology says, a node past the
+    /// [`MAX_HOPS`] of every directed route: the manager can program nothing there. The routes leave them
+    /// out too ([`Check::left_out`]).
     pub unseen: Vec<usize>,
     /// The topology's nodes discovery did not reach: switches no GPU reaches through live trunks, and
     /// GPUs that are not there (each also a difference).
@@ -546,6 +556,20 @@ pub fn check(found: &Discovery, expected: &Topology) -> Check {
             }
             // Down is what an end discovery reached says; of a trunk with neither end reached, nothing.
             None if ends.iter().all(|&(_, _, i)| i.is_none()) => out.unseen.push(t),
+            // One end reports the other as the topology says, but no directed route reaches that node (it
+            // lies past their last hop): the manager cannot program it, so this trunk is left out too.
+            None if [(ends[0], ends[1]), (ends[1], ends[0])]
+                .into_iter()
+                .any(|(e, other)| {
+                    other.2.is_none()
+                        && peer_at(e).is_some_and(|peer| {
+                            (peer.node, usize::from(peer.port))
+                                == (node_id(&expected.nodes[other.0].name), other.1)
+                        })
+                }) =>
+            {
+                out.unseen.push(t)
+            }
             None if ends.iter().all(|&e| peer_at(e).is_none()) => out.down.push(t),
             None => {
                 for (e, other) in [(ends[0], ends[1]), (ends[1], ends[0])] {
@@ -678,6 +702,38 @@ mod tests {
         assert_eq!((&c.down, &c.unseen), (&vec![1], &vec![2]));
         assert_eq!(c.left_out(), vec![1, 2]);
         assert_eq!(c.unreached, vec![sw1, sw2]);
+    }
+
+    /// Switches past the last hop of every directed route are not reached, and the trunks to them are left
+    /// out; a fabric so cabled is as its topology says, not miswired.
+    #[test]
+    fn switches_past_the_hop_limit_are_unreached_not_miswired() {
+        // gpu0 - sw - s0 - s1 - ... - s69: the last switches lie more than MAX_HOPS hops from any GPU.
+        let mut links = format!("[[link]]\na = \"gpu0\"\nb = \"sw\"\n{LINK}");
+        links += &format!("[[link]]\na = \"gpu1\"\nb = \"sw\"\n{LINK}");
+        links += &format!("[[link]]\na = \"gpu2\"\nb = \"sw\"\n{LINK}");
+        for k in 0..70 {
+            links += &format!("[[node]]\nname = \"s{k}\"\nkind = \"switch\"\n");
+        }
+        for k in 0..70 {
+            let before = if k == 0 {
+                "sw".to_string()
+            } else {
+                format!("s{}", k - 1)
+            };
+            links += &format!("[[link]]\na = \"{before}\"\nb = \"s{k}\"\n{LINK}");
+        }
+        let t = toml(&links);
+        let found = discover(&mut Wiring::new(&t, &[], &[]).unwrap()).unwrap();
+        assert!(found.faults.is_empty(), "{:?}", found.faults);
+        let c = check(&found, &t);
+        assert!(c.matches(), "{c:?}");
+        // sw is 1 hop from gpu0, s{k} k + 2: s62 is the last within 64.
+        let names: Vec<&str> = c.unreached.iter().map(|&x| t.nodes[x].name.as_str()).collect();
+        assert_eq!(names, (63..70).map(|k| format!("s{k}")).collect::<Vec<_>>());
+        // The trunks s62 - s63 to s68 - s69 (trunks 3 + k for s{k-1} - s{k}).
+        assert_eq!(c.unseen, (66..73).collect::<Vec<_>>());
+        assert!(c.down.is_empty());
     }
 
     /// Two fabrics that no trunk joins (or that a failure cut apart) are found whole: the second from its

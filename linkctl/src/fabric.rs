@@ -330,7 +330,7 @@ impl Discovered<'_> {
             c.down.len(),
             match c.unseen.len() {
                 0 => String::new(),
-                n => format!(" and {n} unreachable (neither end reached: up or down, unknown)"),
+                n => format!(" and {n} unreachable (an end not reached: left out)"),
             },
             c.unreached.len(),
             if c.matches() {
@@ -469,7 +469,7 @@ impl View<'_> {
         (0..self.topology.nodes.len()).filter(|&x| self.topology.nodes[x].kind == NodeKind::Switch)
     }
 
-    /// Whether trunk `i` was left out of the routes because discovery reached neither end.
+    /// Whether trunk `i` was left out of the routes because discovery did not reach both ends.
     fn unseen(&self, i: usize) -> bool {
         self.discovered.check.unseen.contains(&i)
     }
@@ -602,7 +602,7 @@ impl View<'_> {
         let write_flits = t.flits_per_packet(PACKET_BYTES);
         for (i, trunk) in f.trunks.iter().enumerate() {
             let mut state = match self.degraded(i) {
-                _ if self.unseen(i) => "  (unreachable: neither end reached, left out)".to_string(),
+                _ if self.unseen(i) => "  (unreachable: an end not reached, left out)".to_string(),
                 _ if self.failed.contains(&i) => "  (failed)".to_string(),
                 Some((links, gbps)) => format!("  (degraded: {links} links up, {gbps:.1} GB/s)"),
                 None => String::new(),

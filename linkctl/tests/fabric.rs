@@ -465,7 +465,7 @@ fn trunks_and_switches_discovery_cannot_reach_are_not_called_failed_nor_programm
             && text.contains("(1 found down and 1 unreachable, left out)")
             && text.contains("4 register writes (4 for routes, 0 for partitions); not the 8 for switches")
             && row("      2 sw0:2").ends_with("  (failed)")
-            && row("      3 sw1:1").ends_with("  (unreachable: neither end reached, left out)"),
+            && row("      3 sw1:1").ends_with("  (unreachable: an end not reached, left out)"),
         "{text}"
     );
     let (_, registers) = text.split_once("# register writes").unwrap();
