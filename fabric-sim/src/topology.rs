@@ -99,15 +99,18 @@ pub struct End {
 /// `--gpus A..B` split names at `:`, `@`, `,` and `..`; and one a VCD trace can hold as a scope name, a
 /// token that does not start with `$` (its keywords, `$end` among them, do).
 fn check_node_name(name: &str) -> Result<(), String> {
+    // A '.' at either end would make a run ambiguous: `a...b` is `a.`..`b` or `a`..`.b`.
     let bad = name.is_empty()
         || name.contains("..")
+        || name.starts_with('.')
+        || name.ends_with('.')
         || name
             .chars()
             .any(|c| matches!(c, ':' | '@' | ',') || c.is_whitespace() || c.is_control());
     if bad {
         return Err(format!(
-            "node name {name:?}: a name is not empty and has no ':', '@', ',', '..' or white space (the \
-             command line splits names at those)"
+            "node name {name:?}: a name is not empty, does not start or end with '.', and has no ':', '@', \
+             ',', '..' or white space (the command line splits names at those)"
         ));
     }
     if name.starts_with('$') {
@@ -1024,6 +1027,19 @@ mod tests {
         ] {
             let err = Topology::from_toml(&pair(link)).unwrap_err();
             assert!(err.starts_with(expected), "{link}: {err}");
+        }
+        // `--gpus a...b` would not say which of these it runs between.
+        for name in ["a.", ".b"] {
+            let err = Topology::from_toml(
+                &pair("a = \"a\"\nb = \"b\"\ngbps = 1").replace("\"b\"", &format!("{name:?}")),
+            )
+            .unwrap_err();
+            assert!(
+                err.contains(&format!(
+                    "node name {name:?}: a name is not empty, does not start or end"
+                )),
+                "{err}"
+            );
         }
         for name in ["9", "+4", "rest"] {
             let err = Topology::from_toml(
