@@ -176,3 +176,40 @@ fn a_lane_given_twice_or_both_dead_and_stuck_is_refused() {
         );
     }
 }
+
+#[test]
+fn inverted_lanes_are_lane_numbers_and_receiver_errors_add_up() {
+    // Lane 2 inverted at A arrives on B's lane 13 when the wiring is reversed; polarity detection costs
+    // receiver errors, which the counters listed must account for.
+    let (code, r) = train(&[
+        "--lanes",
+        "16",
+        "--invert-lane",
+        "2",
+        "--reversed",
+        "--timing",
+        "fast",
+    ]);
+    assert_eq!(code, Some(0), "{r}");
+    assert_eq!(
+        r["inverted_lanes"],
+        serde_json::json!({ "A": [2], "B": [13] }),
+        "{r}"
+    );
+    for side in ["A", "B"] {
+        let c = &r["counters"][side];
+        let parts: u64 = [
+            "code_violations",
+            "disparity_errors",
+            "block_errors",
+            "malformed_ordered_sets",
+            "unexpected_symbols",
+            "lost_signal",
+            "deskew_errors",
+        ]
+        .iter()
+        .map(|k| c[k].as_u64().unwrap_or_else(|| panic!("{side} {k}: {c}")))
+        .sum();
+        assert_eq!(c["receiver_errors"].as_u64(), Some(parts), "{side}: {c}");
+    }
+}

@@ -183,19 +183,28 @@ fn counters_json(c: &PhyCounters) -> Value {
         "disparity_errors": c.disparity_errors,
         "block_errors": c.block_errors,
         "malformed_ordered_sets": c.malformed_ordered_sets,
+        // Part of receiver_errors too: without it the parts did not add up to the total.
+        "unexpected_symbols": c.unexpected_symbols,
         "lost_signal": c.lost_signal,
         "deskew_errors": c.deskew_errors,
         "polarity_inversions": c.polarity_inversions,
         "ts_sent": c.ts_sent,
         "ts_received": c.ts_received,
         "skp_sent": c.skp_sent,
+        "skp_received": c.skp_received,
         "retrains": c.retrains,
+        "retrain_requests": c.retrain_requests,
         "error_retrains": c.error_retrains,
         "speed_changes": c.speed_changes,
         "speed_change_failures": c.speed_change_failures,
         "training_attempts": c.training_attempts,
         "link_ups": c.link_ups,
     })
+}
+
+/// The lanes set in a mask of physical lanes, in increasing order.
+fn lane_list(mask: u32) -> Vec<u32> {
+    (0..u32::BITS).filter(|l| mask >> l & 1 == 1).collect()
 }
 
 /// The one state a pair of ports (by name) is reported in: Failed if either failed, else A's unless A is
@@ -258,7 +267,8 @@ pub fn report(pair: &LinkPair) -> Value {
         "rate_gts": a.rate().gts(),
         "time_to_l0_us": last_l0.map(us),
         "time_to_first_l0_us": first_l0.map(us),
-        "inverted_lanes": { "A": a.inverted_lanes(), "B": pair.b.inverted_lanes() },
+        // Lane numbers, as --invert-lane takes them (each port's own physical numbering), not the mask.
+        "inverted_lanes": { "A": lane_list(a.inverted_lanes()), "B": lane_list(pair.b.inverted_lanes()) },
         "history": history,
         "counters": { "A": counters_json(a.counters()), "B": counters_json(pair.b.counters()) },
         "channel": {
