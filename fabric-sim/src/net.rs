@@ -302,12 +302,25 @@ struct Direction {
     units_received: u64,
     errors: Errors,
     up: bool,
+    /// Units the wire had time for before `rate_since`, at the rates it had then.
+    room_before: u64,
+    /// When it took its present rate.
+    rate_since: Instant,
 }
 
 impl Direction {
-    /// Carry `gbps`: a unit every `16 / gbps` ns, in bursts of [`BURST_TIME`].
-    fn set_rate(&mut self, gbps: f64) {
+    /// Carry `gbps` from `now` on: a unit every `16 / gbps` ns, in bursts of [`BURST_TIME`].
+    fn set_rate(&mut self, gbps: f64, now: Instant) {
+        self.room_before = self.room(now);
+        self.rate_since = now;
         (self.unit_ps, self.burst) = Direction::timing(gbps);
+    }
+
+    /// Units the wire had time for up to `now`, at the rates it had (a degrade lowers it from then on):
+    /// what its load is a share of.
+    fn room(&self, now: Instant) -> u64 {
+        let at_rate = now.saturating_since(self.rate_since).as_ps() / self.unit_ps.max(1);
+        self.room_before + at_rate
     }
 
     /// Picoseconds per unit and units per burst at `gbps`.
@@ -670,8 +683,10 @@ impl Net {
                     units_received: 0,
                     errors: Errors::new(trunk.ber, seed ^ (t as u64) << 8 ^ salt),
                     up,
+                    room_before: 0,
+                    rate_since: Instant::ZERO,
                 };
-                dir.set_rate(trunk.gbps);
+                dir.set_rate(trunk.gbps, Instant::ZERO);
                 dir
             };
             dirs.push([dir(trunk.a, trunk.b, 1), dir(trunk.b, trunk.a, 2)]);

@@ -1054,7 +1054,7 @@ fn trunk_loads_add_up_to_the_links_counters_and_show_a_ring_keeping_its_links_bu
     // The ring keeps every link busy, and none can be busier than its rate.
     for t in &r.trunks {
         for d in 0..2 {
-            let u = t.utilization(d, r.trunks_over);
+            let u = t.utilization(d);
             assert!(u > 0.7 && u <= 1.0, "{t:?}: {u}");
         }
     }

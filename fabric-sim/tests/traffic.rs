@@ -388,7 +388,7 @@ fn trunk_loads_over_the_window_match_the_offered_load_and_change_nothing_else() 
     assert_eq!(loads.len(), 32);
     for t in &loads {
         for d in 0..2 {
-            let u = t.utilization(d, plain.measure);
+            let u = t.utilization(d);
             assert!((u - 0.5).abs() < 0.1, "{t:?}: {u}");
         }
     }
@@ -400,11 +400,36 @@ fn trunk_loads_over_the_window_match_the_offered_load_and_change_nothing_else() 
     let r = run_traffic(&Topology::builtin("dgx-h100").unwrap(), &hot).unwrap();
     for t in r.trunks.unwrap() {
         // Direction 1 is from the switch to the GPU.
-        let into = t.utilization(1, hot.measure);
+        let into = t.utilization(1);
         if t.directions[1].from.0 != 0 && t.directions[0].from.0 == 0 {
             assert!(into > 0.95, "{t:?}: {into}");
         } else {
             assert!(into < 0.8, "{t:?}: {into}");
         }
     }
+}
+
+#[test]
+fn a_trunk_a_degrade_slowed_shows_as_busy_as_it_is() {
+    use fabric_sim::run::FaultSpec;
+    // A hot spot saturates the trunks into GPU 0; one of them lost a link of its 5 before the window, so
+    // it carries 4/5 of its rate as built, and is still saturated at that.
+    let hot = TrafficSpec {
+        trunks: true,
+        faults: vec![FaultSpec::OneLink {
+            a: "gpu0".into(),
+            b: "nvswitch0".into(),
+            at: Duration::ZERO,
+        }],
+        ..spec(Pattern::Hotspot(0.5), Spread::Links, 0.5)
+    };
+    let r = run_traffic(&Topology::builtin("dgx-h100").unwrap(), &hot).unwrap();
+    assert_eq!(r.failover.links_degraded, 1, "{:?}", r.failover);
+    let loads = r.trunks.unwrap();
+    let degraded = loads
+        .iter()
+        .find(|t| t.directions[0].from.0 == 0 && t.links == 5)
+        .unwrap();
+    let into = degraded.utilization(1);
+    assert!(into > 0.95 && into <= 1.0, "{degraded:?}: {into}");
 }

@@ -444,7 +444,7 @@ impl Net {
                 f.stats.units_lost += (burst.units - kept) as u64;
                 burst.units = kept;
             }
-            dir.set_rate(gbps);
+            dir.set_rate(gbps, self.now);
         }
         // The nodes at its ends see the trunk retrain with a link fewer.
         for (x, p) in [self.fabric.trunks[t].a, self.fabric.trunks[t].b] {

@@ -2,9 +2,6 @@
 //! the wire. A fabric's hot links (the uplinks a collective crowds, the trunk a hot spot saturates) show
 //! here; the counters are the data links' own, so reading them costs the event loop nothing.
 
-use link_dl::flit::FLIT_LEN;
-use link_phy::time::Duration;
-
 use super::Net;
 
 /// What one direction of a trunk carried.
@@ -22,6 +19,8 @@ pub struct DirectionLoad {
     pub replays: u64,
     /// Sends refused for want of the receiver's credit (a packet refused again counts again).
     pub credit_stalls: u64,
+    /// Units (flits) the wire had time for, at the rate it had at each instant: a degrade lowers it.
+    pub room: u64,
 }
 
 /// What one trunk carried, each way.
@@ -31,7 +30,8 @@ pub struct TrunkLoad {
     pub trunk: usize,
     /// Links ganged in it.
     pub links: usize,
-    /// Its rate each way, GB/s, as built (a link lost to a degrade does not lower it).
+    /// Its rate each way, GB/s, as built (a link lost to a degrade does not lower it; the utilization is
+    /// of the rate it had: [`DirectionLoad::room`]).
     pub gbps: f64,
     /// Whether it is up now.
     pub up: bool,
@@ -50,23 +50,25 @@ impl TrunkLoad {
             d.control_flits -= e.control_flits;
             d.replays -= e.replays;
             d.credit_stalls -= e.credit_stalls;
+            d.room -= e.room;
         }
         load
     }
 
-    /// The share of direction `d`'s rate its packets' flits took over `over` of simulated time (0 over no
-    /// time).
-    pub fn utilization(&self, d: usize, over: Duration) -> f64 {
-        let ns = over.as_ps() as f64 / 1000.0;
-        if ns <= 0.0 {
+    /// The share of direction `d`'s wire its packets' flits took (0 over no time): of the units it had
+    /// time for at the rate it had ([`DirectionLoad::room`]), so that a trunk a degrade slowed is not shown
+    /// less busy than it is.
+    pub fn utilization(&self, d: usize) -> f64 {
+        let d = &self.directions[d];
+        if d.room == 0 {
             return 0.0;
         }
-        (self.directions[d].packet_flits * FLIT_LEN as u64) as f64 / (self.gbps * ns)
+        d.packet_flits as f64 / d.room as f64
     }
 
-    /// The higher of the two directions' utilizations over `over`.
-    pub fn busier(&self, over: Duration) -> f64 {
-        self.utilization(0, over).max(self.utilization(1, over))
+    /// The higher of the two directions' utilizations.
+    pub fn busier(&self) -> f64 {
+        self.utilization(0).max(self.utilization(1))
     }
 }
 
@@ -92,6 +94,7 @@ impl Net {
                         control_flits: c.control_sent,
                         replays: c.replays,
                         credit_stalls: c.credit_stalls,
+                        room: dir.room(self.now),
                     }
                 }),
             })

@@ -7,11 +7,11 @@ use fabric_sim::topology::Topology;
 use link_phy::time::Duration;
 use serde_json::{json, Value};
 
-/// The `n` trunks of `loads` whose busier direction was busier over `over`, busiest first (ties in the
-/// fabric's order).
-fn busiest(loads: &[TrunkLoad], over: Duration, n: usize) -> Vec<&TrunkLoad> {
+/// The `n` trunks of `loads` whose busier direction was busier, busiest first (ties in the fabric's
+/// order).
+fn busiest(loads: &[TrunkLoad], n: usize) -> Vec<&TrunkLoad> {
     let mut order: Vec<&TrunkLoad> = loads.iter().collect();
-    order.sort_by(|x, y| y.busier(over).total_cmp(&x.busier(over)));
+    order.sort_by(|x, y| y.busier().total_cmp(&x.busier()));
     order.truncate(n);
     order
 }
@@ -35,13 +35,13 @@ pub fn trunk_lines(
         loads.len(),
         over.as_ps() as f64 / 1e6
     )];
-    for t in busiest(loads, over, n) {
+    for t in busiest(loads, n) {
         let way = |d: usize| {
             let l = &t.directions[d];
             format!(
                 "{} {:.1}% ({} packets, {} replays, {} credit stalls)",
                 direction_name(t, d, topology),
-                100.0 * t.utilization(d, over),
+                100.0 * t.utilization(d),
                 l.packets,
                 l.replays,
                 l.credit_stalls
@@ -72,7 +72,7 @@ pub fn trunks_json(loads: &[TrunkLoad], over: Duration, n: usize, topology: &Top
         json!({
             "from": topology.node_name(l.from.0),
             "to": topology.node_name(t.directions[1 - d].from.0),
-            "utilization": t.utilization(d, over),
+            "utilization": t.utilization(d),
             "packets": l.packets,
             "packet_flits": l.packet_flits,
             "control_flits": l.control_flits,
@@ -83,7 +83,7 @@ pub fn trunks_json(loads: &[TrunkLoad], over: Duration, n: usize, topology: &Top
     json!({
         "over_us": over.as_ps() as f64 / 1e6,
         "of": loads.len(),
-        "busiest": busiest(loads, over, n)
+        "busiest": busiest(loads, n)
             .into_iter()
             .map(|t| json!({
                 "links": t.links,
