@@ -433,3 +433,22 @@ fn a_trunk_a_degrade_slowed_shows_as_busy_as_it_is() {
     let into = degraded.utilization(1);
     assert!(into > 0.95 && into <= 1.0, "{degraded:?}: {into}");
 }
+
+#[test]
+fn links_training_in_the_window_do_not_show_as_busy_with_packets() {
+    // A window from the start holds the links' initialisation: those flits are no packet's.
+    let light = TrafficSpec {
+        trunks: true,
+        warmup: Some(Duration::ZERO),
+        ..spec(Pattern::Uniform, Spread::Links, 0.001)
+    };
+    let loads = run("dgx-h100", &light).trunks.unwrap();
+    assert!(
+        loads
+            .iter()
+            .flat_map(|t| &t.directions)
+            .all(|d| d.packet_flits == 10 * d.packets),
+        "{loads:?}"
+    );
+    assert!(loads.iter().all(|t| t.busier() < 0.01), "{loads:?}");
+}

@@ -133,6 +133,8 @@ pub struct DlCounters {
     pub credit_overruns: u64,
     /// Control flits sent.
     pub control_sent: u64,
+    /// Initialisation flits sent (identity and InitFc), counted in `flits_transmitted` as the others.
+    pub init_sent: u64,
     /// FEC blocks decoded.
     pub fec_blocks: u64,
     /// Bytes corrected by FEC.
@@ -164,6 +166,7 @@ impl core::ops::AddAssign<&DlCounters> for DlCounters {
             replay_stalls,
             credit_overruns,
             control_sent,
+            init_sent,
             fec_blocks,
             fec_corrections,
             fec_uncorrectable,
@@ -186,6 +189,7 @@ impl core::ops::AddAssign<&DlCounters> for DlCounters {
         self.replay_stalls += replay_stalls;
         self.credit_overruns += credit_overruns;
         self.control_sent += control_sent;
+        self.init_sent += init_sent;
         self.fec_blocks += fec_blocks;
         self.fec_corrections += fec_corrections;
         self.fec_uncorrectable += fec_uncorrectable;
@@ -923,6 +927,7 @@ impl<const REPLAY: usize, const RX_FLITS: usize> DataLink<REPLAY, RX_FLITS> {
             }
             self.ident_turn ^= out.len() % 2 == 1;
             self.counters.flits_transmitted += out.len() as u64;
+            self.counters.init_sent += out.len() as u64;
             return out.len();
         }
         while n < out.len() {
@@ -955,6 +960,7 @@ impl<const REPLAY: usize, const RX_FLITS: usize> DataLink<REPLAY, RX_FLITS> {
             DlState::InitFc1 | DlState::InitFc2 => {
                 *flit = self.init_flit(self.ident_turn);
                 self.ident_turn = !self.ident_turn;
+                self.counters.init_sent += 1;
             }
             DlState::Active => {
                 if !self.next_active_flit(now, flit) {

@@ -90,8 +90,9 @@ impl Net {
                     DirectionLoad {
                         from: dir.from,
                         packets: c.packets_transmitted,
-                        packet_flits: c.flits_transmitted - c.control_sent,
-                        control_flits: c.control_sent,
+                        // Initialisation flits are no packet's: a link training in the window is not busy.
+                        packet_flits: c.flits_transmitted - c.control_sent - c.init_sent,
+                        control_flits: c.control_sent + c.init_sent,
                         replays: c.replays,
                         credit_stalls: c.credit_stalls,
                         room: dir.room(self.now),
