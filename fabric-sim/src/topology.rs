@@ -1028,44 +1028,22 @@ mod tests {
             let err = Topology::from_toml(&pair(link)).unwrap_err();
             assert!(err.starts_with(expected), "{link}: {err}");
         }
-        // `--gpus a...b` would not say which of these it runs between.
-        for name in ["a.", ".b"] {
-            let err = Topology::from_toml(
-                &pair("a = \"a\"\nb = \"b\"\ngbps = 1").replace("\"b\"", &format!("{name:?}")),
-            )
-            .unwrap_err();
-            assert!(
-                err.contains(&format!(
-                    "node name {name:?}: a name is not empty, does not start or end"
-                )),
-                "{err}"
-            );
-        }
-        for name in ["9", "+4", "rest"] {
-            let err = Topology::from_toml(
-                &pair("a = \"a\"\nb = \"b\"\ngbps = 1").replace("\"b\"", &format!("{name:?}")),
-            )
-            .unwrap_err();
-            assert!(
-                err.contains(&format!("node name {name:?}: a name is not a number or")),
-                "{err}"
-            );
-        }
-        for name in ["$end", "$var"] {
-            let err = Topology::from_toml(
-                &pair("a = \"a\"\nb = \"b\"\ngbps = 1").replace("\"b\"", &format!("{name:?}")),
-            )
-            .unwrap_err();
-            assert!(
-                err.contains(&format!("node name {name:?}: a name does not start with '$'")),
-                "{err}"
-            );
+        // GPU b renamed: each name refused, and why.
+        let renamed =
+            |name: &str| pair("a = \"a\"\nb = \"b\"\ngbps = 1").replace("\"b\"", &format!("{name:?}"));
+        for (names, why) in [
+            // `--gpus a...b` would not say which of these it runs between.
+            (&["a.", ".b"][..], "a name is not empty, does not start or end"),
+            (&["9", "+4", "rest"], "a name is not a number or"),
+            (&["$end", "$var"], "a name does not start with '$'"),
+        ] {
+            for name in names {
+                let err = Topology::from_toml(&renamed(name)).unwrap_err();
+                assert!(err.contains(&format!("node name {name:?}: {why}")), "{err}");
+            }
         }
         // Elsewhere in a name, '$' is no keyword.
-        assert!(
-            Topology::from_toml(&pair("a = \"a\"\nb = \"b\"\ngbps = 1").replace("\"b\"", "\"b$end\""))
-                .is_ok()
-        );
+        assert!(Topology::from_toml(&renamed("b$end")).is_ok());
     }
 
     /// A star of `gpus` GPUs on one switch, each joined to it by `entries` entries of `count` links.
