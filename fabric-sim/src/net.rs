@@ -33,7 +33,8 @@ mod nvls;
 
 use failover::{send_again, Failover};
 pub use failover::{FailoverStats, Fault};
-pub use load::{DirectionLoad, TrunkLoad};
+use load::WireRoom;
+pub use load::{loads_between, DirectionLoad, TrunkLoad};
 use nvls::Nvls;
 
 use crate::discover::{follow, identity_of, node_id, Management};
@@ -302,25 +303,12 @@ struct Direction {
     units_received: u64,
     errors: Errors,
     up: bool,
-    /// Units the wire had time for before `rate_since`, at the rates it had then.
-    room_before: u64,
-    /// When it took its present rate.
-    rate_since: Instant,
 }
 
 impl Direction {
-    /// Carry `gbps` from `now` on: a unit every `16 / gbps` ns, in bursts of [`BURST_TIME`].
-    fn set_rate(&mut self, gbps: f64, now: Instant) {
-        self.room_before = self.room(now);
-        self.rate_since = now;
+    /// Carry `gbps`: a unit every `16 / gbps` ns, in bursts of [`BURST_TIME`].
+    fn set_rate(&mut self, gbps: f64) {
         (self.unit_ps, self.burst) = Direction::timing(gbps);
-    }
-
-    /// Units the wire had time for up to `now`, at the rates it had (a degrade lowers it from then on):
-    /// what its load is a share of.
-    fn room(&self, now: Instant) -> u64 {
-        let at_rate = now.saturating_since(self.rate_since).as_ps() / self.unit_ps.max(1);
-        self.room_before + at_rate
     }
 
     /// Picoseconds per unit and units per burst at `gbps`.
@@ -608,6 +596,9 @@ pub struct Net {
     idle_skipped: Duration,
     /// What every trunk had carried at each instant [`Net::mark_trunks_at`] asked for.
     trunk_marks: Vec<(Instant, Vec<TrunkLoad>)>,
+    /// Per trunk direction, the units its wire had time for before its last change of rate: beside
+    /// `dirs`, not in them, as only a degrade writes it and only [`Net::trunk_loads`] reads it.
+    wire_room: Vec<[WireRoom; 2]>,
 }
 
 impl Net {
@@ -683,10 +674,8 @@ impl Net {
                     units_received: 0,
                     errors: Errors::new(trunk.ber, seed ^ (t as u64) << 8 ^ salt),
                     up,
-                    room_before: 0,
-                    rate_since: Instant::ZERO,
                 };
-                dir.set_rate(trunk.gbps, Instant::ZERO);
+                dir.set_rate(trunk.gbps);
                 dir
             };
             dirs.push([dir(trunk.a, trunk.b, 1), dir(trunk.b, trunk.a, 2)]);
@@ -746,7 +735,9 @@ impl Net {
             skip_idle_enabled: true,
             idle_skipped: Duration::ZERO,
             trunk_marks: Vec::new(),
+            wire_room: Vec::new(),
         };
+        net.wire_room = vec![[WireRoom::default(); 2]; net.dirs.len()];
         net.jobs = (topology.partition_groups().into_iter())
             .map(|(p, gpus)| Job {
                 name: format!("partition {p}"),

@@ -990,12 +990,7 @@ fn run_with(
         faults_after_end: faults_due_after(&sweep.faults, net.now()),
         simulated: net.now().saturating_since(Instant::ZERO),
         idle_skipped: net.idle_skipped(),
-        trunks: net
-            .trunk_loads()
-            .iter()
-            .zip(&trunks_at_start)
-            .map(|(now, start)| now.since(start))
-            .collect(),
+        trunks: crate::net::loads_between(&trunks_at_start, &net.trunk_loads()),
         trunks_over: net.now().saturating_since(sizes_start),
     })
 }

@@ -433,7 +433,7 @@ pub fn run_traffic(topology: &Topology, spec: &TrafficSpec) -> Result<TrafficRep
     let drain = drain_limit(&net);
     let finished = run_draining(&mut net, &mut app, stop + drain, drain);
     let trunks = match net.trunk_marks() {
-        [(_, start), (_, end), ..] => Some(end.iter().zip(start).map(|(e, s)| e.since(s)).collect()),
+        [(_, start), (_, end), ..] => Some(crate::net::loads_between(start, end)),
         _ => None,
     };
     let offered = offered_gbps(&bandwidth, spec.load, spec.payload_bytes, wire_bytes);

@@ -427,7 +427,7 @@ impl Net {
         let Some(f) = self.failover.as_mut() else {
             return false;
         };
-        for dir in &mut self.dirs[t] {
+        for (d, dir) in self.dirs[t].iter_mut().enumerate() {
             // Units went out over the links in turn: the failed one carried the `links`-th, the
             // `2 * links`-th, ... unit on the wire, counted from 1.
             let mut k = 0;
@@ -444,7 +444,8 @@ impl Net {
                 f.stats.units_lost += (burst.units - kept) as u64;
                 burst.units = kept;
             }
-            dir.set_rate(gbps, self.now);
+            self.wire_room[t][d].rate_changes(self.now, dir.unit_ps);
+            dir.set_rate(gbps);
         }
         // The nodes at its ends see the trunk retrain with a link fewer.
         for (x, p) in [self.fabric.trunks[t].a, self.fabric.trunks[t].b] {

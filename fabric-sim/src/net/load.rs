@@ -2,6 +2,8 @@
 //! the wire. A fabric's hot links (the uplinks a collective crowds, the trunk a hot spot saturates) show
 //! here; the counters are the data links' own, so reading them costs the event loop nothing.
 
+use link_phy::time::Instant;
+
 use super::Net;
 
 /// What one direction of a trunk carried.
@@ -72,6 +74,30 @@ impl TrunkLoad {
     }
 }
 
+/// The units a wire direction had time for before its last change of rate, and when that was.
+#[derive(Clone, Copy, Debug, Default)]
+pub(super) struct WireRoom {
+    before: u64,
+    since: Instant,
+}
+
+impl WireRoom {
+    /// Units the wire had time for up to `now`, `unit_ps` being its unit time since the last change.
+    pub(super) fn at(&self, now: Instant, unit_ps: u64) -> u64 {
+        self.before + now.saturating_since(self.since).as_ps() / unit_ps.max(1)
+    }
+
+    /// The wire, whose unit time was `unit_ps`, takes another rate at `now`.
+    pub(super) fn rate_changes(&mut self, now: Instant, unit_ps: u64) {
+        (self.before, self.since) = (self.at(now, unit_ps), now);
+    }
+}
+
+/// What each trunk carried between `start` and `end`, two readings of [`Net::trunk_loads`].
+pub fn loads_between(start: &[TrunkLoad], end: &[TrunkLoad]) -> Vec<TrunkLoad> {
+    end.iter().zip(start).map(|(e, s)| e.since(s)).collect()
+}
+
 impl Net {
     /// What every trunk carried so far, in the order of [`crate::manager::Fabric::trunks`].
     pub fn trunk_loads(&self) -> Vec<TrunkLoad> {
@@ -85,7 +111,8 @@ impl Net {
                 links: trunk.links,
                 gbps: trunk.gbps,
                 up: dirs[0].up,
-                directions: dirs.each_ref().map(|dir| {
+                directions: [0, 1].map(|d| {
+                    let dir = &dirs[d];
                     let c = self.links[dir.from.0][dir.from.1].counters();
                     DirectionLoad {
                         from: dir.from,
@@ -95,7 +122,7 @@ impl Net {
                         control_flits: c.control_sent + c.init_sent,
                         replays: c.replays,
                         credit_stalls: c.credit_stalls,
-                        room: dir.room(self.now),
+                        room: self.wire_room[t][d].at(self.now, dir.unit_ps),
                     }
                 }),
             })
