@@ -285,6 +285,12 @@ impl CompletionHeader {
         if get(tl, field::CPL_RESERVED) != 0 || (!has_data && (len_field != 0 || offset != 0)) {
             return Err(TlError::ReservedBits);
         }
+        // A piece of a request of at most 4096 bytes ends within it.
+        if has_data && offset as usize + usize::from(len_field) + 1 > MAX_READ {
+            return Err(TlError::BadLength {
+                len: offset as usize + usize::from(len_field) + 1,
+            });
+        }
         let status = Status::from_bits(get(tl, field::CPL_STATUS) as u8);
         if has_data && status != Status::Success {
             return Err(TlError::DataOnFailure { status });
@@ -326,7 +332,8 @@ pub enum Header {
     Completion(CompletionHeader),
 }
 
-fn check_endpoint(endpoint: EndpointId) -> Result<u64, TlError> {
+/// `endpoint` as a header field, or [`TlError::EndpointOutOfRange`].
+pub(crate) fn check_endpoint(endpoint: EndpointId) -> Result<u64, TlError> {
     if usize::from(endpoint) < MAX_ENDPOINTS {
         Ok(u64::from(endpoint))
     } else {
@@ -403,9 +410,9 @@ impl Header {
                         len: usize::from(c.len),
                     });
                 }
-                if usize::from(c.offset) >= MAX_READ || (c.len == 0 && c.offset != 0) {
+                if usize::from(c.offset) + usize::from(c.len) > MAX_READ || (c.len == 0 && c.offset != 0) {
                     return Err(TlError::BadLength {
-                        len: usize::from(c.offset),
+                        len: usize::from(c.offset) + usize::from(c.len),
                     });
                 }
                 put(&mut tl, field::OPCODE, u64::from(Opcode::Completion.bits()));

@@ -13,7 +13,7 @@ use link_dl::flit::FLIT_LEN;
 
 use crate::address::{AddressMap, Span};
 use crate::error::TlError;
-use crate::header::{CompletionHeader, EndpointId, Status, MAX_DATA, MAX_READ};
+use crate::header::{check_endpoint, CompletionHeader, EndpointId, Status, MAX_DATA, MAX_READ};
 use crate::packet::{Completion, Packet, Read, RequestId, Tlp, Write};
 use crate::tags::{Delivery, Outstanding, Request, RequestKind};
 use link_phy::time::Instant;
@@ -214,6 +214,10 @@ impl<'a, 'm, const W: usize> Requests<'a, 'm, W> {
             kind,
             cookie: piece.offset,
         };
+        // A request its header cannot carry must not take a tag it would hold until it timed out.
+        if let Err(e) = check_endpoint(self.requester) {
+            return Some(Err(e));
+        }
         let tag = match table.allocate(now, request) {
             Ok(tag) => tag,
             Err(e) => {

@@ -372,3 +372,20 @@ fn copies_survive_lost_and_repeated_units_on_the_wire() {
             .all(|&v| v == 0));
     }
 }
+
+/// An endpoint whose own ID no header can carry (1024 and up) is refused each atomic with a typed error,
+/// and the atomic takes no tag: one taken would be held until the completion timeout.
+#[test]
+fn an_atomic_from_an_endpoint_id_beyond_1023_takes_no_tag() {
+    let map = map(MEMORY);
+    let mut memory = [0u8; 64];
+    let mut endpoint: link_tl::endpoint::pair::PairEndpoint<'_, &mut [u8]> =
+        link_tl::endpoint::Endpoint::new(1024, &mut memory[..], &map, link_phy::time::Duration::from_ms(1));
+    let base = Window::flat(1, MEMORY).base;
+    assert_eq!(
+        endpoint.atomic(link_phy::time::Instant::ZERO, AtomicOp::FetchAdd, base, 8, 1, 0),
+        Err(link_tl::TlError::EndpointOutOfRange { endpoint: 1024 })
+    );
+    assert_eq!(endpoint.requester().outstanding(), 0);
+    assert_eq!(endpoint.poll_timeout(), None);
+}

@@ -68,9 +68,10 @@ proptest! {
         requester in endpoint(), completer in endpoint(), tag in 0u16..1024, status in status(),
         offset in 0u16..4096, len in 0u8..=128,
     ) {
-        // Only a successful completion has data; one without data has offset 0.
+        // Only a successful completion has data; one without data has offset 0; data ends within 4096 bytes.
         let len = if status == Status::Success { len } else { 0 };
-        let c = CompletionHeader { requester, completer, tag, status, offset: if len == 0 { 0 } else { offset }, len };
+        let offset = if len == 0 { 0 } else { offset.min(4096 - u16::from(len)) };
+        let c = CompletionHeader { requester, completer, tag, status, offset, len };
         let tl = Header::Completion(c).emit().unwrap();
         prop_assert_eq!(tl >> 58, 0);
         prop_assert_eq!(Header::parse(tl), Ok(Header::Completion(c)));
@@ -130,7 +131,8 @@ proptest! {
         data in prop::collection::vec(any::<u8>(), 0..=128), status in status(),
     ) {
         let data: &[u8] = if status == Status::Success { &data } else { &[] };
-        let offset = if data.is_empty() { 0 } else { offset };
+        // A piece ends within the 4096 bytes of the largest request.
+        let offset = if data.is_empty() { 0 } else { offset.min(4096 - data.len() as u16) };
         let header = CompletionHeader { requester, completer, tag, status, offset, len: data.len() as u8 };
         round_trip(Tlp::Completion(Completion { header, data }));
     }
@@ -392,6 +394,25 @@ fn malformed_atomics_and_reserved_bits_are_typed_errors() {
     assert_eq!(
         Header::Completion(CompletionHeader { len: 4, ..failed }).emit(),
         Err(data_on_failure)
+    );
+    // A piece of data that would end beyond the largest request (4096 bytes): refused both ways.
+    let last = CompletionHeader {
+        offset: 4095 - 127,
+        len: 128,
+        ..cpl
+    };
+    let tl = tl_of(Header::Completion(last));
+    assert_eq!(Header::parse(tl), Ok(Header::Completion(last)));
+    let past_end = tl + (1 << 9); // offset 3969 with 128 bytes ends at 4097
+    assert_eq!(Header::parse(past_end), Err(TlError::BadLength { len: 4097 }));
+    assert_eq!(
+        Header::Completion(CompletionHeader {
+            offset: 4095,
+            len: 2,
+            ..cpl
+        })
+        .emit(),
+        Err(TlError::BadLength { len: 4097 })
     );
     // Messages: unknown code, reserved bits.
     let msg = tl_of(Header::Message {

@@ -299,3 +299,19 @@ fn one_byte_and_unmapped_transfers() {
         Some(TlError::BufferTooSmall { needed: 10, got: 9 })
     );
 }
+
+/// A requester whose own ID no header can carry (1024 and up) gets a typed error for each request, and
+/// the request takes no tag: one taken would be held until the completion timeout.
+#[test]
+fn a_requester_id_beyond_1023_takes_no_tag() {
+    let map = map();
+    let mut table = Outstanding::<4>::new(Duration::from_ms(1));
+    let mut requests = Requests::reads(&map, START, 64, 1024);
+    let mut out = Packet::new();
+    assert_eq!(
+        requests.next_into(&mut table, Instant::ZERO, &mut out),
+        Some(Err(TlError::EndpointOutOfRange { endpoint: 1024 }))
+    );
+    assert_eq!(table.outstanding(), 0);
+    assert_eq!(table.available(), 4);
+}

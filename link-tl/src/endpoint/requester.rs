@@ -21,7 +21,7 @@ use link_phy::time::Instant;
 use super::memory::{Access, Memory, MemoryError};
 use crate::address::AddressMap;
 use crate::error::TlError;
-use crate::header::{EndpointId, Extension, MessageCode, Status, Tag, MAX_DATA, MAX_TAGS};
+use crate::header::{check_endpoint, EndpointId, Extension, MessageCode, Status, Tag, MAX_DATA, MAX_TAGS};
 use crate::ordering::Egress;
 use crate::packet::{Atomic, AtomicOp, Completion, Message, Packet, RequestId, Tlp};
 use crate::packetize::{Pieces, Requests};
@@ -319,6 +319,8 @@ impl<'m, const W: usize, const N: usize, const T: usize> Requester<'m, W, N, T> 
             kind: RequestKind::Atomic { size },
             cookie: 0,
         };
+        // A request its header cannot carry must not take a tag it would hold until it timed out.
+        check_endpoint(self.id)?;
         let tag = self.table.allocate(now, request)?;
         let handle = self.handle();
         let mut packet = Packet::new();
