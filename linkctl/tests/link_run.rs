@@ -90,6 +90,15 @@ fn eight_b_ten_b_caps_the_rate() {
     assert_intact(&v, 1000, 128);
     assert_eq!(v["code"], "8b10b");
     assert!(v["rate_gts"].as_f64().unwrap() <= 5.0);
+    // Without --code, a rate below 8 GT/s runs in the code it has: 8b/10b.
+    for rate in ["2.5", "5"] {
+        let v = json(&["--max-rate", rate, "--packets", "100", "--lanes", "1"]);
+        assert_intact(&v, 100, 128);
+        assert_eq!(
+            (v["code"].as_str(), v["rate_gts"].as_f64()),
+            (Some("8b10b"), rate.parse().ok())
+        );
+    }
 }
 
 #[test]

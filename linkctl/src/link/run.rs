@@ -21,9 +21,10 @@ pub const EXIT_UNDELIVERED: u8 = 3;
 pub struct RunArgs {
     #[command(flatten)]
     pub channel: ChannelArgs,
-    /// Line code to run in: `8b10b` (caps the rate at 5 GT/s) or `128b130b` (8 GT/s or more)
-    #[arg(long, default_value = "128b130b")]
-    pub code: String,
+    /// Line code to run in: `8b10b` (caps the rate at 5 GT/s) or `128b130b` (8 GT/s or more); by
+    /// default, the one `--max-rate` runs in
+    #[arg(long)]
+    pub code: Option<String>,
     /// Packets to send
     #[arg(long, default_value_t = 1_000_000)]
     pub packets: u64,
@@ -95,7 +96,12 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     }
     let mut channel = args.channel.clone();
     let max_rate = parse_rate(&channel.max_rate)?;
-    let code = match args.code.as_str() {
+    let default_code = if max_rate < Rate::Gen3 {
+        "8b10b"
+    } else {
+        "128b130b"
+    };
+    let code = match args.code.as_deref().unwrap_or(default_code) {
         "8b10b" => {
             if max_rate > Rate::Gen2 {
                 channel.max_rate = "5".into();
