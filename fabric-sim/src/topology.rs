@@ -537,6 +537,15 @@ impl Topology {
                 e.message().trim_end().replace('\n', "; ")
             )
         })?;
+        // The name heads every report, one line each.
+        if let Some(name) = &file.name {
+            if name.trim().is_empty() || name.chars().any(char::is_control) {
+                return Err(format!(
+                    "topology name {name:?}: a name is not empty and has no control characters (such as a \
+                     line break)"
+                ));
+            }
+        }
         let mut index = BTreeMap::new();
         let mut nodes = Vec::new();
         for n in file.node {
@@ -1044,6 +1053,18 @@ mod tests {
         }
         // Elsewhere in a name, '$' is no keyword.
         assert!(Topology::from_toml(&renamed("b$end")).is_ok());
+        // The topology's own name heads the reports.
+        for name in ["", " ", "two\nlines"] {
+            let err = Topology::from_toml(&format!(
+                "name = {name:?}\n{}",
+                pair("a = \"a\"\nb = \"b\"\ngbps = 1")
+            ))
+            .unwrap_err();
+            assert!(
+                err.starts_with(&format!("topology name {name:?}: a name is not empty")),
+                "{err}"
+            );
+        }
     }
 
     /// A star of `gpus` GPUs on one switch, each joined to it by `entries` entries of `count` links.
