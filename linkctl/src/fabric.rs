@@ -8,7 +8,9 @@ use std::process::ExitCode;
 use anyhow::{bail, Context};
 use clap::Args;
 use fabric_sim::collective::PACKET_BYTES;
-use fabric_sim::discover::{check, discover, node_id, Check, Discovery, FoundNode, NodeType, Wiring};
+use fabric_sim::discover::{
+    check, discover, node_id, Check, Discovery, FoundNode, NodeType, Wiring, MAX_HOPS,
+};
 use fabric_sim::manager::{gang, sets_partition, Dependencies, Fabric, Trunk};
 use fabric_sim::probe::{probe, ProbeReport, PROBE_TIME};
 use fabric_sim::topology::{NodeKind, Topology};
@@ -547,9 +549,17 @@ impl View<'_> {
                 String::new()
             }
         );
+        // A path may exist, through switches the manager cannot program.
+        let unreached = match self.discovered.check.unreached.len() {
+            0 => String::new(),
+            n => format!(
+                " that discovery reached ({n} not reached: cut off by trunks down, or more than {MAX_HOPS} \
+                 hops from every GPU)"
+            ),
+        };
         for &(p, (a, b)) in self.split {
             println!(
-                "# PARTITION {p} SPLIT: no route from {} to {}: no path of live links through switches \
+                "# PARTITION {p} SPLIT: no route from {} to {}: no path of live links through switches{unreached} \
                  joins them (GPUs do not forward)",
                 self.name(f.gpus[a]),
                 self.name(f.gpus[b])

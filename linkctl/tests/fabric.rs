@@ -667,3 +667,32 @@ fn a_degraded_trunk_is_paced_by_what_its_links_left_carry() {
     );
     std::fs::remove_file(path).unwrap();
 }
+
+/// A path that exists, through switches discovery cannot reach (more than 64 hops from every GPU): the
+/// split names them instead of saying that no live links join the GPUs.
+#[test]
+fn a_split_behind_switches_discovery_did_not_reach_says_so() {
+    // gpu0 - s0 - s1 - ... - s139 - gpu1: s64 to s75 lie more than 64 hops from both GPUs.
+    let mut text = String::from("name = \"chain\"\n");
+    let mut links = vec!["{ a = \"gpu0\", b = \"s0\", gbps = 25.0 }".to_string()];
+    for s in 0..139 {
+        links.push(format!("{{ a = \"s{s}\", b = \"s{}\", gbps = 25.0 }}", s + 1));
+    }
+    links.push("{ a = \"s139\", b = \"gpu1\", gbps = 25.0 }".into());
+    text += &format!("link = [{}]\n", links.join(", "));
+    text += "[[node]]\nname = \"gpu0\"\nkind = \"gpu\"\n[[node]]\nname = \"gpu1\"\nkind = \"gpu\"\n";
+    for s in 0..140 {
+        text += &format!("[[node]]\nname = \"s{s}\"\nkind = \"switch\"\n");
+    }
+    let path = common::topology_file("chain-past-the-hop-limit.toml", &text);
+    let out = common::linkctl(&["fabric"], &["--topology", &path]);
+    assert_eq!(out.status.code(), Some(3));
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        text.contains(
+            "PARTITION 0 SPLIT: no route from gpu0 to gpu1: no path of live links through switches that \
+             discovery reached (12 not reached: cut off by trunks down, or more than 64 hops from every GPU)"
+        ),
+        "{text}"
+    );
+}
