@@ -13,6 +13,7 @@ use link_tl::coherence::stress::{self, StressConfig, MAX_AGENTS, MAX_LINES};
 use serde_json::json;
 
 use crate::check::ensure_unit_wire_ber;
+use crate::words::plural;
 
 /// Exit status when an invariant was violated or the search found a counterexample.
 const EXIT_VIOLATION: u8 = 3;
@@ -212,15 +213,15 @@ fn run_stress(args: &CoherenceArgs) -> anyhow::Result<ExitCode> {
     } else {
         println!(
             "{}, {}, seed {}, bit error rate {} on every link: {} ({}, {}, {}; {})",
-            plural(agents, "agent"),
-            plural(lines, "line"),
+            plural(agents as u64, "agent"),
+            plural(lines as u64, "line"),
             seed,
             fabric_sim::topology::number_text(ber),
-            plural(r.ops as usize, "operation"),
-            plural(r.reads as usize, "read"),
-            plural(r.writes as usize, "write"),
-            plural(r.evictions as usize, "eviction"),
-            plural(r.hits as usize, "hit")
+            plural(r.ops as u64, "operation"),
+            plural(r.reads as u64, "read"),
+            plural(r.writes as u64, "write"),
+            plural(r.evictions as u64, "eviction"),
+            plural(r.hits as u64, "hit")
         );
         println!(
             "home: {} requests, {} snoops, {} invalidations, {} write-backs, {} requests parked on busy lines",
@@ -288,8 +289,8 @@ fn run_explore(args: &CoherenceArgs) -> anyhow::Result<ExitCode> {
         (3, 2) => explore_observed(World::<3, 2>::new(), &config, &mut progress),
         (a, l) => bail!(
             "exploration runs 1 to 3 agents on 1 or 2 lines, not {} on {}",
-            plural(a, "agent"),
-            plural(l, "line")
+            plural(a as u64, "agent"),
+            plural(l as u64, "line")
         ),
     };
     if show_progress && r.states >= OBSERVE_EVERY {
@@ -327,8 +328,8 @@ fn run_explore(args: &CoherenceArgs) -> anyhow::Result<ExitCode> {
         println!(
             "{}, {}, values 1 to {}, {} operation(s) in progress per agent, {}: {} states, {} \
              transitions, depth {}, {} quiescent; {:.1} s",
-            plural(agents, "agent"),
-            plural(lines, "line"),
+            plural(agents as u64, "agent"),
+            plural(lines as u64, "line"),
             values,
             outstanding,
             match reorder {
@@ -364,12 +365,4 @@ fn run_explore(args: &CoherenceArgs) -> anyhow::Result<ExitCode> {
     } else {
         ExitCode::from(EXIT_VIOLATION)
     })
-}
-
-/// `n` `thing`s, in words: "1 line", "64 lines".
-fn plural(n: usize, thing: &str) -> String {
-    match n {
-        1 => format!("1 {thing}"),
-        n => format!("{n} {thing}s"),
-    }
 }

@@ -18,6 +18,7 @@ mod noise;
 mod phy;
 mod sim;
 mod tl;
+mod words;
 
 #[derive(Parser, Debug)]
 #[command(

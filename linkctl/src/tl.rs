@@ -12,6 +12,8 @@ use link_tl::endpoint::{Direction, Done, Event};
 use link_tl::{AddressMap, Window};
 use serde_json::json;
 
+use crate::words::plural;
+
 use crate::check::{ensure_below, ensure_unit_wire_ber};
 use crate::sim::parse_bytes;
 
@@ -173,7 +175,8 @@ fn copy(args: CopyArgs) -> anyhow::Result<ExitCode> {
         match &failure {
             Some(failure) => println!("copy FAILED ({how}, endpoint 0 to endpoint 1): {failure}"),
             None => println!(
-                "copied {moved} bytes ({how}) from endpoint 0 to endpoint 1: {}",
+                "copied {} ({how}) from endpoint 0 to endpoint 1: {}",
+                plural(moved, "byte"),
                 if verified && untouched {
                     "verified byte for byte"
                 } else {

@@ -34,6 +34,17 @@ fn a_copy_with_bit_errors_arrives_verified_at_the_format_rate() {
 }
 
 #[test]
+fn the_text_report_counts_bytes_in_words() {
+    for (size, copied) in [
+        ("1", "copied 1 byte (posted writes)"),
+        ("2", "copied 2 bytes (posted writes)"),
+    ] {
+        let out = String::from_utf8(tl_copy(&["--size", size]).stdout).unwrap();
+        assert!(out.starts_with(copied), "{out}");
+    }
+}
+
+#[test]
 fn bad_input_is_a_clear_error_not_a_panic() {
     for args in [
         &["--size", "0"][..],
