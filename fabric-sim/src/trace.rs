@@ -10,7 +10,7 @@
 //! (each direction sends a burst of units ahead, so they are held until no earlier one can come).
 
 use std::cmp::Reverse;
-use std::collections::BinaryHeap;
+use std::collections::{BTreeSet, BinaryHeap};
 use std::io::{self, Write};
 
 use link_dl::flit::{
@@ -91,6 +91,9 @@ pub struct Tracer<W: Write> {
     out: W,
     /// Per direction (trunk * 2 + direction): the packet being collected.
     pending: Vec<Option<Pending>>,
+    /// When each packet being collected started (ps), with its direction: a packet can straddle two
+    /// bursts, and nothing later than its start may be written before it is whole.
+    pending_starts: BTreeSet<(u64, usize)>,
     /// Per direction: the last two initialisation flits sent (the older first), while nothing else has
     /// been sent since (a link initialising sends two in turn).
     last_init: Vec<[Option<Flit>; 2]>,
@@ -124,6 +127,7 @@ impl<W: Write> Tracer<W> {
         Ok(Tracer {
             out,
             pending: vec![None; directions],
+            pending_starts: BTreeSet::new(),
             last_init: vec![[None; 2]; directions],
             held: BinaryHeap::new(),
             summary: TraceSummary::default(),
@@ -131,9 +135,14 @@ impl<W: Write> Tracer<W> {
         })
     }
 
-    /// Every unit from now on is sent at `now` or later: write what was sent before.
+    /// Every unit from now on is sent at `now` or later: write what was sent before, except what is later
+    /// than the start of a packet still being collected (its record will carry that start).
     pub fn advance(&mut self, now: Instant) -> io::Result<()> {
-        while self.held.peek().is_some_and(|h| h.0.at <= now.as_ps()) {
+        let mut until = now.as_ps();
+        if let Some(&(start, _)) = self.pending_starts.first() {
+            until = until.min(start);
+        }
+        while self.held.peek().is_some_and(|h| h.0.at <= until) {
             if let Some(Reverse(h)) = self.held.pop() {
                 self.write(&h)?;
             }
@@ -155,6 +164,7 @@ impl<W: Write> Tracer<W> {
             if p.need == 0 {
                 let (bytes, len, at) = (p.bytes, p.len, p.at);
                 *slot = None;
+                self.pending_starts.remove(&(at.as_ps(), direction));
                 return self.record(RECORD_PACKET, hop, at, &bytes[..len]);
             }
             return Ok(());
@@ -191,10 +201,18 @@ impl<W: Write> Tracer<W> {
                     need,
                     at,
                 });
+                self.pending_starts.insert((at.as_ps(), direction));
                 Ok(())
             }
             Ok(FlitKind::Control) => self.record(RECORD_CONTROL, hop, at, unit),
             Ok(FlitKind::Idle) | Err(_) => Ok(()),
+        }
+    }
+
+    /// Direction `direction` failed: a packet it had started will never be whole, and is not recorded.
+    pub fn cut(&mut self, direction: usize) {
+        if let Some(p) = self.pending.get_mut(direction).and_then(Option::take) {
+            self.pending_starts.remove(&(p.at.as_ps(), direction));
         }
     }
 

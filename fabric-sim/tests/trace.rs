@@ -423,3 +423,108 @@ fn tshark_names_every_collective_opcode_of_the_simulators_header() {
         "opcodes seen in the traces"
     );
 }
+
+/// A header flit of a packet with `payload_flits` more flits after it.
+fn header_flit(payload_flits: u8) -> [u8; FLIT_LEN] {
+    let mut flit = [0u8; FLIT_LEN];
+    PacketHeader {
+        payload_flits,
+        vc: link_dl::vc::Vc::Posted,
+        seq: Seq::new(1),
+        ack: Seq::new(0),
+        credit_vc: link_dl::vc::Vc::Request,
+        credit: 0,
+        tl: 0x1234,
+    }
+    .emit(&mut flit)
+    .unwrap();
+    flit
+}
+
+fn update_flit() -> [u8; FLIT_LEN] {
+    ControlFlit {
+        kind: ControlKind::Update,
+        ack: Seq::new(5),
+        credits: [64, 64, 128, 64],
+    }
+    .emit()
+}
+
+const HOP: Hop = Hop {
+    trunk: 0,
+    from: (0, 0),
+    to: (1, 0),
+};
+
+#[test]
+fn a_packet_that_straddles_two_bursts_keeps_the_records_in_time_order() {
+    let ns = |n: u64| Instant(n * 1000);
+    let mut out = Vec::new();
+    let mut tracer = Tracer::new(&mut out, 4, 100).unwrap();
+    // Direction 0's burst ends after the header flit of a 2-flit packet; direction 2 sends a control
+    // flit meanwhile; direction 0's next burst, at 10 ns, carries the packet's last flit.
+    tracer.advance(ns(0)).unwrap();
+    tracer.unit(0, HOP, ns(0), &header_flit(1)).unwrap();
+    tracer.advance(ns(5)).unwrap();
+    tracer.unit(2, HOP, ns(5), &update_flit()).unwrap();
+    tracer.advance(ns(10)).unwrap();
+    tracer.unit(0, HOP, ns(10), &[0xAB; FLIT_LEN]).unwrap();
+    tracer.flush().unwrap();
+    drop(tracer);
+    let path = temp("straddle.pcap");
+    std::fs::write(&path, &out).unwrap();
+    let records = read_pcap(&path);
+    std::fs::remove_file(&path).unwrap();
+    let order: Vec<(u64, u8)> = records.iter().map(|r| (r.ns, r.pseudo[1])).collect();
+    assert_eq!(order, [(0, RECORD_PACKET), (5, RECORD_CONTROL)]);
+}
+
+#[test]
+fn a_trace_of_large_messages_is_in_time_order() {
+    // 64 KiB messages on mesh4 fill bursts back to back, so packets straddle them.
+    let path = temp("large.pcap");
+    let sweep = Sweep {
+        limit_per_size: Duration::from_ms(10),
+        pcap: Some((path.clone(), u64::MAX)),
+        ..Sweep::new(
+            Topology::builtin("mesh4").unwrap(),
+            Kind::AllReduce,
+            Algo::Ring,
+            65_536,
+            65_536,
+        )
+    };
+    assert!(run(&sweep, &mut |_| {}).unwrap().verified);
+    let records = read_pcap(&path);
+    std::fs::remove_file(&path).unwrap();
+    let late = records.windows(2).position(|w| w[1].ns < w[0].ns);
+    assert_eq!(late, None, "a record earlier than the one before it");
+}
+
+/// A file whose bytes a test can read while a tracer writes it.
+#[derive(Clone, Default)]
+struct Shared(std::rc::Rc<std::cell::RefCell<Vec<u8>>>);
+
+impl std::io::Write for Shared {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.borrow_mut().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+#[test]
+fn a_packet_cut_by_a_failure_holds_nothing_back() {
+    let ns = |n: u64| Instant(n * 1000);
+    let out = Shared::default();
+    let mut tracer = Tracer::new(out.clone(), 4, 100).unwrap();
+    tracer.unit(0, HOP, ns(0), &header_flit(1)).unwrap();
+    tracer.cut(0);
+    tracer.unit(2, HOP, ns(5), &update_flit()).unwrap();
+    tracer.advance(ns(10)).unwrap();
+    // The control flit is written at once: the packet that will never be whole does not hold it.
+    assert_eq!(out.0.borrow().len(), 24 + 16 + 12 + FLIT_LEN);
+    drop(tracer);
+}

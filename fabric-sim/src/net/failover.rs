@@ -491,6 +491,11 @@ impl Net {
         }
         f.failed.push(t);
         f.stats.links_failed += 1;
+        if let Some(tracer) = self.trace.as_mut() {
+            // A packet whose first units went out before the failure will never be whole.
+            tracer.cut(t * 2);
+            tracer.cut(t * 2 + 1);
+        }
         for dir in &mut self.dirs[t] {
             dir.up = false;
             dir.scheduled = None;
