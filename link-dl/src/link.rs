@@ -314,6 +314,9 @@ pub struct DataLink<const REPLAY: usize = 64, const RX_FLITS: usize = 64> {
     acked: Seq,
     /// Index in `replay` of the next packet to transmit.
     cursor: usize,
+    /// Packets at the front of `replay` that have been put on the wire at least once: the partner can
+    /// acknowledge no more of them (after a replay, `cursor` alone no longer says how far that is).
+    transmitted: usize,
     /// The packet in flight: its flits, of which `tx_pos` have gone, are sealed in place in its replay
     /// slot at this index, or in `tx_buf` (`None`) once an acknowledgement freed that slot mid-packet.
     tx_slot: Option<usize>,
@@ -400,6 +403,7 @@ impl<const REPLAY: usize, const RX_FLITS: usize> DataLink<REPLAY, RX_FLITS> {
             acked: Seq::new(0).prev(),
             replay: Ring::with_items(Buffer::new()),
             cursor: 0,
+            transmitted: 0,
             tx_slot: None,
             tx_buf: [[0; FLIT_LEN]; MAX_PACKET_FLITS],
             tx_flits: 0,
@@ -577,6 +581,7 @@ impl<const REPLAY: usize, const RX_FLITS: usize> DataLink<REPLAY, RX_FLITS> {
             );
         }
         self.cursor = 0;
+        self.transmitted = 0;
     }
 
     /// The sequence number of the next packet expected from the partner: every packet sent before it was
@@ -598,6 +603,7 @@ impl<const REPLAY: usize, const RX_FLITS: usize> DataLink<REPLAY, RX_FLITS> {
         self.acked = Seq::new(0).prev();
         self.replay.clear();
         self.cursor = 0;
+        self.transmitted = 0;
         self.tx_slot = None;
         self.tx_flits = 0;
         self.tx_pos = 0;
@@ -1059,6 +1065,7 @@ impl<const REPLAY: usize, const RX_FLITS: usize> DataLink<REPLAY, RX_FLITS> {
         PacketHeader::restamp(&mut stored.flits[0], self.expected.prev(), credit_vc, credit);
         seal_packet(&mut stored.flits.as_flattened_mut()[..len * FLIT_LEN]);
         self.tx_slot = Some(index);
+        self.transmitted = self.transmitted.max(index + 1);
         self.tx_flits = stored.len;
         self.tx_pos = 0;
         self.acks_owed = 0;
@@ -1403,13 +1410,15 @@ impl<const REPLAY: usize, const RX_FLITS: usize> DataLink<REPLAY, RX_FLITS> {
     /// The partner has received everything up to and including `ack`.
     fn acknowledged(&mut self, now: Instant, ack: Seq) {
         let progress = usize::from(ack.distance_from(self.acked));
-        if progress == 0 || progress > self.replay.len() {
-            // Nothing new, or stale (older than what we know).
+        if progress == 0 || progress > self.transmitted {
+            // Nothing new, stale (older than what we know), or beyond every packet transmitted: the
+            // partner cannot have received those, and dropping them would lose them unsent.
             return;
         }
         self.release_replay_front(progress);
         self.replay.drop_front(progress);
         self.cursor = self.cursor.saturating_sub(progress);
+        self.transmitted -= progress;
         self.acked = ack;
         self.replay_num = 0;
         self.replay_deadline = if self.replay.is_empty() {
