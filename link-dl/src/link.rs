@@ -1300,8 +1300,14 @@ impl<const REPLAY: usize, const RX_FLITS: usize> DataLink<REPLAY, RX_FLITS> {
             return;
         }
         let mut head = self.rx_buf[0];
-        if self.state == DlState::InitFc2 {
-            self.become_active(now);
+        match self.state {
+            // The partner sends packets only once Active, which it becomes on our InitFc2 or what
+            // follows it: not sent in this session, this is one from before this end was reset. Taking
+            // it would deliver it into the new session (a second time, perhaps) and return credit for
+            // it that the partner never consumed; its acknowledgement and credit fields are stale too.
+            DlState::InitFc1 | DlState::Down => return,
+            DlState::InitFc2 => self.become_active(now),
+            DlState::Active => {}
         }
         self.acknowledged(now, header.ack);
         self.tx_credits.report_low(header.credit_vc, header.credit);

@@ -3,10 +3,14 @@
 
 mod common;
 
-use common::Joined;
-use link_dl::flit::{ControlFlit, ControlKind, FLIT_LEN};
+use common::{Joined, Link};
+use link_dl::flit::{seal_packet, ControlFlit, ControlKind, Flit, PacketHeader, FLIT_LEN};
+use link_dl::link::DlConfig;
 use link_dl::seq::Seq;
 use link_dl::Vc;
+use link_phy::lanes::LinkWidth;
+use link_phy::rate::Rate;
+use link_phy::time::Instant;
 
 /// An acknowledgement of sequence numbers that were accepted by `send` but never put on the wire cannot
 /// have come from the partner: it must not free them from the replay buffer, or they are never sent.
@@ -37,4 +41,56 @@ fn an_ack_for_packets_never_transmitted_frees_nothing() {
         got.push(p.tl);
     }
     assert_eq!(got, [0x100, 0x101, 0x102]);
+}
+
+/// The header flit and payload of a packet as a partner would send it, sealed.
+fn packet(seq: u16, tl: u64, payload: &[Flit]) -> Vec<Flit> {
+    let mut head = [0u8; FLIT_LEN];
+    PacketHeader {
+        payload_flits: payload.len() as u8,
+        vc: Vc::Posted,
+        seq: Seq::new(seq),
+        ack: Seq::new(1023),
+        credit_vc: Vc::Request,
+        credit: 0,
+        tl,
+    }
+    .emit(&mut head)
+    .unwrap();
+    let mut flits = vec![head];
+    flits.extend_from_slice(payload);
+    let mut bytes = flits.concat();
+    seal_packet(&mut bytes);
+    bytes
+        .chunks_exact(FLIT_LEN)
+        .map(|c| c.try_into().unwrap())
+        .collect()
+}
+
+/// A partner sends packets only once it is Active, which it becomes on this end's InitFc2: a packet that
+/// arrives while this end is in InitFc1 is the partner's from before this end was reset (its sequence
+/// number happens to be the one expected after a reset, as a replay of the first packet is). Taking it
+/// would deliver a packet of the old session in the new one (perhaps a second time), and the credit it
+/// returns when the layer above takes it was never consumed in the new session.
+#[test]
+fn a_packet_received_before_the_sizes_are_exchanged_is_not_delivered() {
+    let mut link = Link::new(DlConfig::default());
+    link.phy_up(Instant::ZERO, LinkWidth::X8, Rate::Gen5);
+    // A control flit first, so that the receiver has its framing.
+    let update = ControlFlit {
+        kind: ControlKind::Update,
+        ack: Seq::new(7),
+        credits: [0; 4],
+    }
+    .emit();
+    link.receive_unit(Instant::ZERO, &update, 0);
+    for (i, flit) in packet(0, 0x42, &[[0x5A; FLIT_LEN]]).iter().enumerate() {
+        link.receive_unit(Instant::ZERO, flit, 1 + i as u64);
+    }
+    assert!(
+        !link.received_waiting(),
+        "a packet delivered before the link initialised"
+    );
+    assert_eq!(link.counters().packets_received, 0);
+    assert_eq!(link.expected(), Seq::new(0));
 }
