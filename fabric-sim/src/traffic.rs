@@ -432,10 +432,18 @@ pub fn run_traffic(topology: &Topology, spec: &TrafficSpec) -> Result<TrafficRep
     }
     let drain = drain_limit(&net);
     let finished = run_draining(&mut net, &mut app, stop + drain, drain);
-    let trunks = match net.trunk_marks() {
-        [(_, start), (_, end), ..] => Some(crate::net::loads_between(start, end)),
-        _ => None,
-    };
+    // The run ends before the window does when the last packet arrives before it and no other is born
+    // in it (at light loads): the trunks carry nothing more, and a reading not taken is what they had
+    // carried by then, over the units their wires had time for until the window's mark.
+    let trunks = spec.trunks.then(|| {
+        let marks = net.trunk_marks();
+        let reading = |k: usize, at: Instant| {
+            marks
+                .get(k)
+                .map_or_else(|| net.trunk_loads_at(at), |(_, loads)| loads.clone())
+        };
+        crate::net::loads_between(&reading(0, Instant::ZERO + warmup), &reading(1, stop))
+    });
     let offered = offered_gbps(&bandwidth, spec.load, spec.payload_bytes, wire_bytes);
     Ok(TrafficReport {
         load: spec.load,

@@ -101,6 +101,13 @@ pub fn loads_between(start: &[TrunkLoad], end: &[TrunkLoad]) -> Vec<TrunkLoad> {
 impl Net {
     /// What every trunk carried so far, in the order of [`crate::manager::Fabric::trunks`].
     pub fn trunk_loads(&self) -> Vec<TrunkLoad> {
+        self.trunk_loads_at(self.now)
+    }
+
+    /// What every trunk had carried at `at`, now or later: what it carried so far, over the units its
+    /// wire had time for until `at` (a run that ended before `at` sends nothing more).
+    pub fn trunk_loads_at(&self, at: Instant) -> Vec<TrunkLoad> {
+        let at = at.max(self.now);
         self.fabric
             .trunks
             .iter()
@@ -122,7 +129,7 @@ impl Net {
                         control_flits: c.control_sent + c.init_sent,
                         replays: c.replays,
                         credit_stalls: c.credit_stalls,
-                        room: self.wire_room[t][d].at(self.now, dir.unit_ps),
+                        room: self.wire_room[t][d].at(at, dir.unit_ps),
                     }
                 }),
             })
