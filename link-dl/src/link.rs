@@ -778,7 +778,8 @@ impl<const REPLAY: usize, const RX_FLITS: usize> DataLink<REPLAY, RX_FLITS> {
     }
 
     /// Whether the link has something other than idle to put on the wire now: initialisation flits, a
-    /// packet in flight or waiting, a NAK, or an acknowledgement or credit report that is due. A driver
+    /// packet in flight or waiting, a NAK, an acknowledgement or credit report that is due, or the rest of
+    /// a FEC block already started (its flits reach the partner only with the block whole). A driver
     /// that only moves units while this holds (and wakes at [`DataLink::poll_timeout`]) sends no idle.
     pub fn has_pending_output(&self, now: Instant) -> bool {
         match self.state {
@@ -795,6 +796,9 @@ impl<const REPLAY: usize, const RX_FLITS: usize> DataLink<REPLAY, RX_FLITS> {
                         .rx_credits
                         .report_due(RxCredits::REPORT_BEFORE.min(RX_FLITS as u16 / 8))
                     || (self.cursor < self.replay.len() && !self.retraining)
+                    // The rest of a FEC block already started (idle flits, then its check bytes): the
+                    // partner reads none of the flits in a block before it has all of it.
+                    || (self.config.fec && self.fec_tx_unit != 0)
             }
         }
     }
