@@ -614,7 +614,10 @@ impl<const REPLAY: usize, const RX_FLITS: usize> DataLink<REPLAY, RX_FLITS> {
         self.nak_pending = false;
         self.update_pending = false;
         self.next_update = Instant::ZERO;
-        self.fec_tx_unit = 0;
+        // The FEC block positions (`fec_tx_unit`, `fec_rx_have`) are the physical layer's, counted from
+        // its last ordered set: `phy_up` starts them over. Left as they are, a reset partner's InitFc1
+        // (which takes an active link down while the physical layer carries on) does not move this
+        // end's blocks off the positions where the partner reads them.
         self.expected = Seq::new(0);
         self.nak_scheduled = false;
         self.acks_owed = 0;
@@ -625,7 +628,6 @@ impl<const REPLAY: usize, const RX_FLITS: usize> DataLink<REPLAY, RX_FLITS> {
         self.rx_queues.iter_mut().for_each(Ring::clear);
         self.arrivals = 0;
         self.rx_credits = RxCredits::default();
-        self.fec_rx_have = 0;
         self.retrain_request = false;
         self.partner = None;
         self.event(DlEvent::Down);
