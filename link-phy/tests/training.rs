@@ -255,6 +255,35 @@ fn a_channel_too_lossy_for_8gts_falls_back_to_5gts() {
     assert!(pair.a.is_up() && pair.b.is_up());
 }
 
+/// 40 symbol times of skew at 2.5 GT/s (160 ns) fit the 8b/10b deskew buffer at 2.5 GT/s but are 80 symbol
+/// times at 5 GT/s, more than it holds: every lane locks at 5 GT/s, but Recovery.Idle never sees its
+/// logical idle deskewed. The speed change fails and the link comes back up at 2.5 GT/s. It had gone back
+/// to Detect instead, forgetting the failed rate, and as each retry reached L0 at 2.5 GT/s (which clears
+/// the failed-attempt count) it tried 5 GT/s again, for ever.
+#[test]
+fn skew_too_large_for_5gts_falls_back_to_2_5gts() {
+    let mut s = Setup::new(2, 1);
+    s.skew_symbols = 40;
+    s.max_rate = (Rate::Gen2, Rate::Gen2);
+    s.timing = Timing::fast();
+    let mut pair = s.pair();
+    assert!(
+        pair.train(Instant(2_000_000_000)),
+        "{:?} / {:?}",
+        pair.a.state(),
+        pair.b.state()
+    );
+    assert_up(&pair, LinkWidth::X2, Rate::Gen1);
+    for port in [&pair.a, &pair.b] {
+        let c = port.counters();
+        assert_eq!(
+            (c.training_attempts, c.speed_changes, c.speed_change_failures),
+            (1, 0, 1),
+            "{c:?}"
+        );
+    }
+}
+
 #[test]
 fn an_unusable_channel_ends_in_failed_not_a_hang() {
     for (name, s) in [

@@ -158,6 +158,76 @@ fn sixty_four_symbol_times_of_skew_are_absorbed() {
     }
 }
 
+/// Skew is a time: 64 symbol times at 2.5 GT/s (256 ns) are 128 at 5 GT/s, twice what the 8b/10b deskew
+/// buffer holds. Every lane locks at 5 GT/s but the link cannot come up there, so the speed change fails
+/// and the link comes back up at 2.5 GT/s. It had gone back to Detect instead, forgetting the failed
+/// rate, and tried 5 GT/s again after every L0 at 2.5 GT/s: 5,337 trainings in the 500 ms limit, 14
+/// minutes of wall time, and still down.
+#[test]
+fn skew_the_top_rate_cannot_absorb_falls_back_to_a_lower_rate() {
+    let (status, v) = train(&[
+        "--lanes",
+        "16",
+        "--skew",
+        "64",
+        "--max-rate",
+        "5",
+        "--timing",
+        "fast",
+        "--limit-ms",
+        "1",
+    ]);
+    assert_eq!(status, Some(0), "{v}");
+    assert_eq!(
+        (
+            v["width"].as_u64(),
+            v["rate_gts"].as_f64(),
+            v["limit_reached"].as_bool()
+        ),
+        (Some(16), Some(2.5), Some(false)),
+        "{v}"
+    );
+    for side in ["A", "B"] {
+        let c = &v["counters"][side];
+        assert_eq!(
+            (
+                c["training_attempts"].as_u64(),
+                c["speed_change_failures"].as_u64()
+            ),
+            (Some(1), Some(1)),
+            "{v}"
+        );
+    }
+    // The most skew each rate absorbs, as README and `--help` give it (in 2.5 GT/s symbol times, 4 ns),
+    // and the rate a little more ends at: 8b/10b holds 64 symbols, 128b/130b 31 blocks.
+    for (rate, most, more, falls_to) in [
+        ("5", "32", "32.25", 2.5),
+        ("16", "62", "63", 8.0),
+        ("32", "31", "31.5", 16.0),
+    ] {
+        let args = |skew| {
+            [
+                "--lanes",
+                "4",
+                "--max-rate",
+                rate,
+                "--skew",
+                skew,
+                "--timing",
+                "fast",
+            ]
+        };
+        let (status, v) = train(&args(most));
+        assert_eq!(
+            (status, v["rate_gts"].as_f64()),
+            (Some(0), rate.parse().ok()),
+            "{v}"
+        );
+        let (status, v) = train(&args(more));
+        assert_eq!((status, v["rate_gts"].as_f64()), (Some(0), Some(falls_to)), "{v}");
+    }
+}
+
 /// A lane is dead or stuck, not both, and naming one twice says nothing more: both had been taken
 /// silently, `--stuck-lane 0 --dead-lane 0` training as if only `--dead-lane 0` had been given.
 #[test]

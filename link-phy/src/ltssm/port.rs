@@ -1065,7 +1065,7 @@ impl Port {
                     };
                     self.enter(now, next);
                 } else if timed_out {
-                    self.restart_from_detect(now);
+                    self.training_timed_out(now);
                 }
             }
             LtssmState::ConfigIdle | LtssmState::RecoveryIdle => {
@@ -1078,7 +1078,7 @@ impl Port {
                 } else if back_to_training {
                     self.enter(now, LtssmState::RecoveryRcvrLock);
                 } else if timed_out {
-                    self.restart_from_detect(now);
+                    self.training_timed_out(now);
                 }
             }
             LtssmState::L0 => self.evaluate_l0(now),
@@ -1090,16 +1090,7 @@ impl Port {
                 if ok == want && want != 0 {
                     self.enter(now, LtssmState::RecoveryRcvrCfg);
                 } else if timed_out {
-                    if self.at_new_rate {
-                        // The new rate does not work on this channel: go back and do not try it again.
-                        self.counters.speed_change_failures += 1;
-                        self.failed_rate = Some(self.rate);
-                        self.target_rate = self.previous_rate;
-                        self.speed_change = false;
-                        self.enter(now, LtssmState::RecoverySpeed);
-                    } else {
-                        self.restart_from_detect(now);
-                    }
+                    self.training_timed_out(now);
                 }
             }
             LtssmState::RecoverySpeed => {
@@ -1141,6 +1132,27 @@ impl Port {
             self.speed_change = true;
             self.target_rate = target;
             self.retrain(now);
+        }
+    }
+
+    /// A training state timed out. In Recovery at a rate just changed to (before L0 at it), the new rate
+    /// does not work on this channel: every lane may lock at it and yet the link not come up, as when
+    /// the lanes' skew, which is a time, is more symbol times than the deskew buffer holds at the faster
+    /// rate. Go back to the previous rate and do not try this one again. Anything else starts over from
+    /// Detect, which forgets the failed rate.
+    fn training_timed_out(&mut self, now: Instant) {
+        let in_recovery = matches!(
+            self.state,
+            LtssmState::RecoveryRcvrLock | LtssmState::RecoveryRcvrCfg | LtssmState::RecoveryIdle
+        );
+        if self.at_new_rate && in_recovery {
+            self.counters.speed_change_failures += 1;
+            self.failed_rate = Some(self.rate);
+            self.target_rate = self.previous_rate;
+            self.speed_change = false;
+            self.enter(now, LtssmState::RecoverySpeed);
+        } else {
+            self.restart_from_detect(now);
         }
     }
 

@@ -19,8 +19,9 @@ pub struct ChannelArgs {
     /// Physical lanes on each port: 1, 2, 4, 8 or 16
     #[arg(long, default_value_t = 8)]
     pub lanes: usize,
-    /// Largest lane-to-lane skew, in symbol times at 2.5 GT/s (4 ns each); lanes get seeded skews up to it.
-    /// A receiver absorbs 64: more fails training
+    /// Largest lane-to-lane skew, in symbol times at 2.5 GT/s (4 ns each), 0 to 1000; lanes get seeded
+    /// skews up to it. Skew is a time: a receiver absorbs 64 at 2.5 GT/s (more fails training) and 8 GT/s,
+    /// 32 at 5, 62 at 16 and 31 at 32 GT/s (more fails that speed change: the link comes up slower)
     #[arg(long, default_value_t = 0.0)]
     pub skew: f64,
     /// Random bit error rate on every lane, e.g. 1e-6
