@@ -233,6 +233,11 @@ pub struct Row {
     pub wrong: u64,
     /// Packets delivered to GPUs while it ran.
     pub packets: u64,
+    /// What each trunk carried from the size's start to the end of its run (background traffic's
+    /// packets included).
+    pub trunks: Vec<crate::net::TrunkLoad>,
+    /// That span of simulated time.
+    pub trunks_over: link_phy::time::Duration,
 }
 
 /// A whole sweep's result.
@@ -860,7 +865,7 @@ fn run_with(
             Algo::P2p => Box::new(AllToAll::new(bytes, gpus, extension, sweep.seed ^ bytes)),
         };
         let (size, count) = sweep.kind.size_and_count(bytes, gpus);
-        let start = net.now();
+        let (start, trunks_before) = (net.now(), net.trunk_loads());
         let delivered_before = net.stats().packets_delivered;
         let background_delivered =
             |b: &Option<RunningBackground>| b.as_ref().map_or(0, RunningBackground::delivered);
@@ -924,6 +929,8 @@ fn run_with(
             packets: net.stats().packets_delivered
                 - delivered_before
                 - (background_delivered(&background) - background_before),
+            trunks: crate::net::loads_between(&trunks_before, &net.trunk_loads()),
+            trunks_over: net.now().saturating_since(start),
         });
         progress(Progress {
             sizes_done: k + 1,

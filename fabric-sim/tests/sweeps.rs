@@ -1059,4 +1059,31 @@ fn trunk_loads_add_up_to_the_links_counters_and_show_a_ring_keeping_its_links_bu
         }
     }
     assert!((r.trunks_over.as_ps() as f64 / 1e6 - r.rows[0].time_us).abs() < 1.0);
+    assert_eq!(r.rows[0].trunks, r.trunks, "one size: its loads are the sweep's");
+}
+
+#[test]
+fn each_size_has_its_own_trunk_loads_and_they_add_up_to_the_sweeps() {
+    let r = run_ok(&sweep("dgx-h100", Kind::AllReduce, Algo::Ring, 64 << 10, 1 << 20));
+    assert_eq!(r.rows.len(), 5);
+    let packets = |loads: &[fabric_sim::net::TrunkLoad]| -> u64 {
+        loads.iter().flat_map(|t| &t.directions).map(|d| d.packets).sum()
+    };
+    for row in &r.rows {
+        // Every packet crosses two trunks.
+        assert_eq!(packets(&row.trunks), 2 * row.packets, "{} B", row.bytes);
+        assert!(row.trunks_over.as_ps() as f64 / 1e6 >= row.time_us - 1.0);
+    }
+    assert_eq!(
+        r.rows.iter().map(|row| packets(&row.trunks)).sum::<u64>(),
+        packets(&r.trunks)
+    );
+    // Larger sizes keep the links busier.
+    let busiest = |row: &fabric_sim::run::Row| row.trunks.iter().map(|t| t.busier()).fold(0.0, f64::max);
+    assert!(
+        busiest(&r.rows[4]) > busiest(&r.rows[0]),
+        "{} {}",
+        busiest(&r.rows[4]),
+        busiest(&r.rows[0])
+    );
 }

@@ -1379,6 +1379,12 @@ fn trunks_shows_the_busiest_each_way_and_a_failed_one_down() {
         "{busiest:?}"
     );
     assert_eq!(json(&["allreduce", "--max", "64K"])["trunks"], Value::Null);
+    // One size: its row's trunks are the sweep's; without --trunks, a row has none.
+    assert_eq!(v["rows"][0]["trunks"], v["trunks"]);
+    assert_eq!(
+        json(&["allreduce", "--max", "64K"])["rows"][0]["trunks"],
+        Value::Null
+    );
 
     // A trunk that failed is shown down, and a failed trunk carries less than a live one.
     let failed = sim(&[

@@ -105,7 +105,7 @@ pub struct SimArgs {
     #[arg(long)]
     pub json: bool,
     /// Show the N busiest trunks, each way: the share of its rate that packets took from the first
-    /// size's start to the end, replays, sends stalled for credit (JSON `trunks`)
+    /// size's start to the end, replays, sends stalled for credit (JSON `trunks`; each size's in its row)
     #[arg(long, value_name = "N", default_value_t = 0)]
     pub trunks: usize,
     /// Write a plot of bus bandwidth against message size (SVG)
@@ -1077,6 +1077,7 @@ fn print_json(sweep: &Sweep, r: &Report, trunks: usize) -> anyhow::Result<()> {
                 "size": x.bytes, "count": x.count, "type": "int32", "redop": redop, "root": root,
                 "time_us": x.time_us, "algbw": x.algbw, "busbw": x.busbw, "wrong": x.wrong,
                 "packets": x.packets,
+                "trunks": (trunks > 0).then(|| trunks_json(&x.trunks, x.trunks_over, trunks, &sweep.topology)),
             })
         })
         .collect();
