@@ -46,6 +46,21 @@ fn a_clean_link_runs_near_the_format_ceiling() {
     let efficiency = v["efficiency"].as_f64().unwrap();
     assert!((0.86..=0.889).contains(&efficiency), "{efficiency}");
     assert!(v["goodput_gbps"].as_f64().unwrap() > 6.0);
+    // Every flit sent is a packet's, a control flit or an initialisation flit.
+    for c in v["counters"].as_array().unwrap() {
+        let n = |k: &str| c[k].as_u64().unwrap_or_else(|| panic!("{k} in {c}"));
+        assert!(n("init_sent") > 0, "{c}");
+        let packet_flits = if n("packets_transmitted") > 0 {
+            9 * n("packets_transmitted")
+        } else {
+            0
+        };
+        assert_eq!(
+            n("flits_transmitted"),
+            packet_flits + n("control_sent") + n("init_sent"),
+            "{c}"
+        );
+    }
 }
 
 #[test]

@@ -34,6 +34,7 @@ pub(crate) fn dl_counters_json(c: &link_dl::DlCounters) -> Value {
         "packets_received": c.packets_received,
         "flits_transmitted": c.flits_transmitted,
         "control_sent": c.control_sent,
+        "init_sent": c.init_sent,
         "crc_errors": c.crc_errors,
         "malformed": c.malformed,
         "resync_discards": c.resync_discards,
