@@ -762,7 +762,6 @@ fn run_with(
             .collect::<Result<Vec<_>, _>>()?;
         net.schedule_faults(&faults, sweep.replan_delay)?;
     }
-    record_links(&mut net, &topology, &sweep.pcap, &sweep.vcd)?;
     let mut background = sweep
         .background
         .clone()
@@ -800,6 +799,9 @@ fn run_with(
             MAX_STATE_BYTES >> 30
         ));
     }
+    // Made once nothing can refuse the sweep, so that a refused one leaves the files that were at their
+    // paths as they were; nothing has happened on the links yet (they come up next).
+    record_links(&mut net, &topology, &sweep.pcap, &sweep.vcd)?;
     // A fault during bring-up that stops the fabric is reported as the first size's failure, as it would
     // be a moment later.
     if !net.bring_up(Instant::ZERO + sweep.limit_per_size) && net.fatal().is_none() {

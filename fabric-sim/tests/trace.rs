@@ -528,3 +528,30 @@ fn a_packet_cut_by_a_failure_holds_nothing_back() {
     assert_eq!(out.0.borrow().len(), 24 + 16 + 12 + FLIT_LEN);
     drop(tracer);
 }
+
+#[test]
+fn a_refused_sweep_leaves_the_files_at_its_trace_paths_as_they_were() {
+    // The tree cannot count the chunks of 16 GiB with 1 KiB buffers: refused before anything runs.
+    let (pcap, vcd) = (temp("refused.pcap"), temp("refused.vcd"));
+    std::fs::write(&pcap, "an older trace").unwrap();
+    let sweep = Sweep {
+        buffer_bytes: 1024,
+        pcap: Some((pcap.clone(), 10)),
+        vcd: Some((vcd.clone(), 10)),
+        ..Sweep::new(
+            Topology::builtin("mesh4").unwrap(),
+            Kind::AllReduce,
+            Algo::Tree,
+            16 << 30,
+            16 << 30,
+        )
+    };
+    let err = run(&sweep, &mut |_| {}).unwrap_err();
+    assert!(err.contains("give a larger --buffsize"), "{err}");
+    let older = std::fs::read(&pcap).unwrap();
+    std::fs::remove_file(&pcap).unwrap();
+    let begun = vcd.exists();
+    let _ = std::fs::remove_file(&vcd);
+    assert_eq!(older, b"an older trace", "the trace's file was overwritten");
+    assert!(!begun, "waveforms were begun at {}", vcd.display());
+}
