@@ -206,6 +206,11 @@ pub trait App {
     /// generates on a clock may count what it queued as lost, and what it would generate now as having
     /// no route; it asks for alarms as it did ([`App::take_alarm`]), and is told again at each.
     fn isolated(&mut self, _now: Instant, _gpu: usize) {}
+    /// Packets delivered so far to another job the app runs beside (traffic beside a collective), which
+    /// a report of the app's own progress leaves out.
+    fn others_delivered(&self) -> u64 {
+        0
+    }
 }
 
 /// An application that sends nothing and ignores what arrives: with `done: true`, what runs after the
@@ -954,8 +959,9 @@ impl Net {
         self.run_ticking(app, limit, &mut |_| {})
     }
 
-    /// [`Net::run`], calling `tick` with the packets delivered so far (as [`NetStats::packets_delivered`])
-    /// every [`TICK_EVENTS`] events: often enough for a progress bar, too seldom to cost anything.
+    /// [`Net::run`], calling `tick` with the app's packets delivered so far (as
+    /// [`NetStats::packets_delivered`], less [`App::others_delivered`]) every [`TICK_EVENTS`] events:
+    /// often enough for a progress bar, too seldom to cost anything.
     pub fn run_ticking(&mut self, app: &mut dyn App, limit: Instant, tick: &mut dyn FnMut(u64)) -> bool {
         self.fill_all(app);
         while !app.done() {
@@ -963,7 +969,11 @@ impl Net {
                 break;
             }
             if self.stats.events % TICK_EVENTS == 0 {
-                tick(self.stats.packets_delivered);
+                tick(
+                    self.stats
+                        .packets_delivered
+                        .saturating_sub(app.others_delivered()),
+                );
             }
             // Not once the app is done: the run ends here, and the time let pass would be its end.
             if self.stats.events % idle::IDLE_CHECK_EVENTS == 0 && !app.done() {

@@ -603,6 +603,10 @@ impl App for Corrupting<'_> {
         self.app.done()
     }
 
+    fn others_delivered(&self) -> u64 {
+        self.app.others_delivered()
+    }
+
     fn takes_stragglers(&self) -> bool {
         self.app.takes_stragglers()
     }
@@ -872,10 +876,12 @@ fn run_with(
         let background_delivered =
             |b: &Option<RunningBackground>| b.as_ref().map_or(0, RunningBackground::delivered);
         let background_before = background_delivered(&background);
+        // The collective's own deliveries, as the ticks count them (the background's left out).
+        let progress_before = delivered_before.saturating_sub(background_before);
         let limit = Instant(start.as_ps() + sweep.limit_per_size.as_ps());
         let work_before = work[..k].iter().sum::<u64>();
         let mut tick = |delivered: u64| {
-            let this_size = (delivered - delivered_before).min(work[k] - 1);
+            let this_size = delivered.saturating_sub(progress_before).min(work[k] - 1);
             progress(Progress {
                 sizes_done: k,
                 sizes: sizes.len(),

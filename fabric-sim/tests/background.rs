@@ -556,3 +556,31 @@ fn two_jobs_placed_at_random_with_failures_lose_nothing() {
         );
     }
 }
+
+#[test]
+fn the_progress_counts_the_collectives_packets_not_the_backgrounds() {
+    // One size, with background traffic at most of the links' rate: its packets had moved the bar as
+    // the collective's, near the end of the size as soon as it started.
+    let s = Sweep {
+        background: uniform(0.9, Spread::Links),
+        ..Sweep::new(
+            Topology::builtin("mesh4").unwrap(),
+            Kind::AllReduce,
+            Algo::Ring,
+            8 << 20,
+            8 << 20,
+        )
+    };
+    let mut fractions = Vec::new();
+    let r = run(&s, &mut |p| {
+        if p.sizes_done == 0 {
+            fractions.push(p.fraction);
+        }
+    })
+    .unwrap();
+    assert!(r.verified);
+    assert!(fractions.len() >= 3, "{fractions:?}");
+    // The collective's packets arrive at a steady pace: halfway through the ticks, about half done.
+    let middle = fractions[fractions.len() / 2];
+    assert!((0.25..0.75).contains(&middle), "{fractions:?}");
+}

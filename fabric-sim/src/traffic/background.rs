@@ -241,6 +241,10 @@ impl App for Beside<'_> {
         self.traffic.take_alarm()
     }
 
+    fn others_delivered(&self) -> u64 {
+        self.traffic.delivered
+    }
+
     fn done(&self) -> bool {
         if self.until_traffic_done {
             self.traffic.done()
