@@ -877,6 +877,14 @@ impl<const REPLAY: usize, const RX_FLITS: usize> DataLink<REPLAY, RX_FLITS> {
             self.replay_deadline = None;
             return;
         }
+        // A control flit first, so that a receiver that lost its packet framing finds it again.
+        self.update_pending = true;
+        if self.transmitted == 0 {
+            // Nothing the partner can have missed has gone out: no replay, and none toward a retrain; the
+            // timer starts again when a packet goes.
+            self.replay_deadline = None;
+            return;
+        }
         self.counters.replays += 1;
         self.replay_num += 1;
         if self.replay_num > self.config.replays_before_retrain {
@@ -886,8 +894,6 @@ impl<const REPLAY: usize, const RX_FLITS: usize> DataLink<REPLAY, RX_FLITS> {
             self.counters.retrain_requests += 1;
         }
         self.cursor = 0;
-        // A control flit first, so that a receiver that lost its packet framing finds it again.
-        self.update_pending = true;
         self.replay_deadline = Some(now + self.replay_timeout);
     }
 
@@ -1433,7 +1439,9 @@ impl<const REPLAY: usize, const RX_FLITS: usize> DataLink<REPLAY, RX_FLITS> {
         self.transmitted -= progress;
         self.acked = ack;
         self.replay_num = 0;
-        self.replay_deadline = if self.replay.is_empty() {
+        // The timer runs while a packet the partner has not acknowledged is out (it starts again when
+        // one that is waiting goes).
+        self.replay_deadline = if self.transmitted == 0 {
             None
         } else {
             Some(now + self.replay_timeout)

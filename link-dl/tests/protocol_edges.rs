@@ -94,3 +94,79 @@ fn a_packet_received_before_the_sizes_are_exchanged_is_not_delivered() {
     assert_eq!(link.counters().packets_received, 0);
     assert_eq!(link.expected(), Seq::new(0));
 }
+
+/// A NAK while every packet queued is still unsent asks for nothing the partner can have missed: it is
+/// no replay, and NAKs like it do not add up to a retrain request.
+#[test]
+fn a_nak_with_only_unsent_packets_queued_is_no_replay() {
+    let mut j = Joined::active();
+    j.wire(50);
+    let before = *j.a.counters();
+    for i in 0..3u64 {
+        j.a.send(Vc::Posted, 0x100 + i, &[[i as u8; FLIT_LEN]]).unwrap();
+    }
+    // The last acknowledgement A had, again, as NAKs: nothing after it was transmitted yet.
+    for _ in 0..20 {
+        let nak = ControlFlit {
+            kind: ControlKind::Nak,
+            ack: Seq::new(0).prev(),
+            credits: [0; 4],
+        }
+        .emit();
+        j.a.receive_unit(j.now, &nak, j.units[1]);
+        j.units[1] += 1;
+    }
+    let c = j.a.counters();
+    assert_eq!(c.naks_received - before.naks_received, 20);
+    assert_eq!(
+        (
+            c.replays - before.replays,
+            c.retrain_requests - before.retrain_requests
+        ),
+        (0, 0),
+        "{c:?}"
+    );
+    j.wire(200);
+    let mut got = Vec::new();
+    while let Some(p) = j.b.recv() {
+        got.push(p.tl);
+    }
+    assert_eq!(got, [0x100, 0x101, 0x102]);
+}
+
+/// The replay timer runs while a transmitted packet awaits its acknowledgement: one acknowledged with
+/// the rest still waiting for the wire leaves nothing to time out (it starts again when they go).
+#[test]
+fn the_replay_timer_waits_for_a_packet_to_go_out() {
+    let mut j = Joined::active();
+    j.wire(50);
+    let before = *j.a.counters();
+    j.a.send(Vc::Posted, 0x100, &[[1; FLIT_LEN]]).unwrap();
+    // A puts it on the wire (the partner never hears it: this test plays the partner).
+    let mut unit = [0u8; FLIT_LEN];
+    while j.a.counters().packets_transmitted == before.packets_transmitted {
+        j.a.poll_unit(j.now, &mut unit);
+        j.now += link_phy::time::Duration::from_ps(640);
+    }
+    for i in 1..3u64 {
+        j.a.send(Vc::Posted, 0x100 + i, &[[1; FLIT_LEN]]).unwrap();
+    }
+    let ack = ControlFlit {
+        kind: ControlKind::Update,
+        ack: Seq::new(0),
+        credits: [0; 4],
+    }
+    .emit();
+    j.a.receive_unit(j.now, &ack, j.units[1]);
+    assert_eq!(j.a.unacknowledged(), 2);
+    j.a.handle_timeout(j.now + link_phy::time::Duration::from_ms(1));
+    let c = j.a.counters();
+    assert_eq!(
+        (
+            c.replay_timeouts - before.replay_timeouts,
+            c.replays - before.replays
+        ),
+        (0, 0),
+        "{c:?}"
+    );
+}
