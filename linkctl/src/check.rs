@@ -7,7 +7,7 @@ use link_tl::endpoint::pair::BitErrors;
 pub fn ensure_below(flag: &str, value: f64, bound: f64) -> anyhow::Result<()> {
     ensure!(
         (0.0..bound).contains(&value),
-        "{flag} must be at least 0 and below {bound}, not {value}"
+        "{flag} must be at least 0 and below {bound}, not {value:?}"
     );
     Ok(())
 }
@@ -16,7 +16,7 @@ pub fn ensure_below(flag: &str, value: f64, bound: f64) -> anyhow::Result<()> {
 pub fn ensure_within(flag: &str, value: f64, most: f64) -> anyhow::Result<()> {
     ensure!(
         (0.0..=most).contains(&value),
-        "{flag} must be from 0 to {most}, not {value}"
+        "{flag} must be from 0 to {most}, not {value:?}"
     );
     Ok(())
 }
@@ -27,7 +27,7 @@ pub fn ensure_within(flag: &str, value: f64, most: f64) -> anyhow::Result<()> {
 pub fn ensure_unit_wire_ber(ber: f64) -> anyhow::Result<()> {
     ensure!(
         (0.0..BitErrors::MAX_BER).contains(&ber),
-        "--ber must be at least 0 and below 1/128 = {}, not {ber}: the wire model flips at most one bit \
+        "--ber must be at least 0 and below 1/128 = {}, not {ber:?}: the wire model flips at most one bit \
          per 128-bit unit",
         BitErrors::MAX_BER
     );

@@ -123,6 +123,28 @@ fn a_limit_out_of_range_is_refused() {
     for limit in ["0", "-1", "60001", "NaN"] {
         assert_refused(&["link", "train"], &["--limit-ms", limit]);
     }
+    // A huge value is named as it was given, not in its 301 digits.
+    for (flag, expected) in [
+        (
+            "--skew",
+            "--skew must be between 0 and 1000 symbol times, not 1e300",
+        ),
+        (
+            "--limit-ms",
+            "--limit-ms must be above 0 and at most 60000, not 1e300",
+        ),
+        ("--ber", "--ber must be between 0 and 1, not 1e300"),
+    ] {
+        let out = linkctl(&["link", "train"], &[flag, "1e300"]);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(stderr.contains(expected), "{stderr}");
+    }
+    let out = linkctl(&["link", "run"], &["--drop", "1e300"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("--drop must be from 0 to 0.1, not 1e300"),
+        "{stderr}"
+    );
 }
 
 /// A dead or stuck lane is one pair of wires, named at port A: with the wiring reversed the link falls

@@ -89,11 +89,11 @@ impl ChannelArgs {
         LinkWidth::from_lanes(self.lanes)
             .map_err(|_| anyhow::anyhow!("--lanes must be 1, 2, 4, 8 or 16, not {}", self.lanes))?;
         if !(0.0..=1.0).contains(&self.ber) {
-            bail!("--ber must be between 0 and 1, not {}", self.ber);
+            bail!("--ber must be between 0 and 1, not {:?}", self.ber);
         }
         if !(0.0..=1000.0).contains(&self.skew) {
             bail!(
-                "--skew must be between 0 and 1000 symbol times, not {}",
+                "--skew must be between 0 and 1000 symbol times, not {:?}",
                 self.skew
             );
         }
@@ -283,7 +283,7 @@ pub fn report(pair: &LinkPair) -> Value {
 pub fn run(args: TrainArgs) -> anyhow::Result<ExitCode> {
     if !(args.limit_ms > 0.0 && args.limit_ms <= 60_000.0) {
         bail!(
-            "--limit-ms must be above 0 and at most 60000, not {}",
+            "--limit-ms must be above 0 and at most 60000, not {:?}",
             args.limit_ms
         );
     }
