@@ -40,7 +40,8 @@ const FEC_UNITS: u8 = (fec::BLOCK_LEN / FLIT_LEN) as u8;
 pub struct DlConfig {
     /// Forward error correction: every 16 units are a FEC block (both ends must agree).
     pub fec: bool,
-    /// Packets received before an acknowledgement is sent on its own (when no packet carries one).
+    /// Packets received before an acknowledgement is sent on its own (when no packet carries one); 0 is
+    /// taken as 1 (it would owe one with nothing received, and send nothing but Updates).
     pub ack_coalesce: u16,
     /// Longest an acknowledgement waits for a packet to carry it.
     pub ack_delay: Duration,
@@ -394,6 +395,10 @@ impl<const REPLAY: usize, const RX_FLITS: usize> DataLink<REPLAY, RX_FLITS> {
     pub fn new(config: DlConfig) -> Self {
         #[allow(clippy::let_unit_value)]
         let () = Self::VALID;
+        let config = DlConfig {
+            ack_coalesce: config.ack_coalesce.max(1),
+            ..config
+        };
         DataLink {
             config,
             state: DlState::Down,

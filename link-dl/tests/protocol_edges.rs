@@ -170,3 +170,27 @@ fn the_replay_timer_waits_for_a_packet_to_go_out() {
         "{c:?}"
     );
 }
+
+/// An `ack_coalesce` of 0 would have a link owe an acknowledgement with nothing received and send
+/// nothing but Updates: it is taken as 1, and packets get through.
+#[test]
+fn an_ack_coalesce_of_zero_is_taken_as_one() {
+    let config = DlConfig {
+        ack_coalesce: 0,
+        ..DlConfig::default()
+    };
+    let mut j = Joined::initialising();
+    j.a = Link::new(config);
+    j.a.phy_up(j.now, LinkWidth::X8, Rate::Gen5);
+    assert_eq!(j.a.config().ack_coalesce, 1);
+    j.wire(50);
+    for i in 0..3u64 {
+        j.a.send(Vc::Posted, 0x100 + i, &[[1; FLIT_LEN]]).unwrap();
+    }
+    j.wire(100);
+    let mut got = Vec::new();
+    while let Some(p) = j.b.recv() {
+        got.push(p.tl);
+    }
+    assert_eq!(got, [0x100, 0x101, 0x102]);
+}
