@@ -45,7 +45,8 @@ pub struct DlConfig {
     pub ack_coalesce: u16,
     /// Longest an acknowledgement waits for a packet to carry it.
     pub ack_delay: Duration,
-    /// A control flit with acknowledgement and credits goes out at least this often.
+    /// A control flit with acknowledgement and credits goes out at least this often; at least two unit
+    /// times of the link's speed are taken (Updates due in every slot would leave no slot for a packet).
     pub update_interval: Duration,
     /// The replay timer, or `None` to derive it from the link's speed when it comes up.
     pub replay_timeout: Option<Duration>,
@@ -331,6 +332,8 @@ pub struct DataLink<const REPLAY: usize = 64, const RX_FLITS: usize = 64> {
     nak_pending: bool,
     update_pending: bool,
     next_update: Instant,
+    /// `config.update_interval`, or two unit times at the link's speed if that is longer.
+    update_interval: Duration,
     fec_tx_unit: u8,
 
     // Receive.
@@ -420,6 +423,7 @@ impl<const REPLAY: usize, const RX_FLITS: usize> DataLink<REPLAY, RX_FLITS> {
             nak_pending: false,
             update_pending: false,
             next_update: Instant::ZERO,
+            update_interval: config.update_interval,
             fec_tx: [0; fec::BLOCK_LEN],
             fec_tx_unit: 0,
             expected: Seq::new(0),
@@ -531,6 +535,10 @@ impl<const REPLAY: usize, const RX_FLITS: usize> DataLink<REPLAY, RX_FLITS> {
         if self.config.replay_timeout.is_none() {
             self.replay_timeout = derived_replay_timeout(width, rate);
         }
+        self.update_interval = self
+            .config
+            .update_interval
+            .max(unit_time(width, rate).saturating_mul(2));
         self.fec_tx_unit = 0;
         self.fec_rx_have = 0;
         self.framer = Framer::Resync;
@@ -853,7 +861,7 @@ impl<const REPLAY: usize, const RX_FLITS: usize> DataLink<REPLAY, RX_FLITS> {
     /// Let `periods` update intervals pass at once on a link settled in idle ([`DataLink::idle_update`]),
     /// as if it had sent its Update in each: its timer and its counters move on as they would have.
     pub fn skip_idle_updates(&mut self, periods: u64) {
-        self.next_update += Duration::from_ps(self.config.update_interval.as_ps() * periods);
+        self.next_update += Duration::from_ps(self.update_interval.as_ps() * periods);
         self.counters.control_sent += periods;
         self.counters.flits_transmitted += periods;
     }
@@ -873,7 +881,7 @@ impl<const REPLAY: usize, const RX_FLITS: usize> DataLink<REPLAY, RX_FLITS> {
         }
         if self.state == DlState::Active && now >= self.next_update {
             self.update_pending = true;
-            self.next_update = now + self.config.update_interval;
+            self.next_update = now + self.update_interval;
         }
     }
 
@@ -1043,7 +1051,7 @@ impl<const REPLAY: usize, const RX_FLITS: usize> DataLink<REPLAY, RX_FLITS> {
             self.update_pending = false;
             self.acks_owed = 0;
             self.ack_deadline = None;
-            self.next_update = now + self.config.update_interval;
+            self.next_update = now + self.update_interval;
             self.counters.control_sent += 1;
             return true;
         }

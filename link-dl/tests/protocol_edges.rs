@@ -194,3 +194,26 @@ fn an_ack_coalesce_of_zero_is_taken_as_one() {
     }
     assert_eq!(got, [0x100, 0x101, 0x102]);
 }
+
+/// An `update_interval` shorter than a unit time would have an Update due in every slot, and Updates go
+/// before packets: at least two unit times are taken, and packets get through.
+#[test]
+fn an_update_interval_of_zero_leaves_room_for_packets() {
+    let config = DlConfig {
+        update_interval: link_phy::time::Duration::ZERO,
+        ..DlConfig::default()
+    };
+    let mut j = Joined::initialising();
+    j.a = Link::new(config);
+    j.a.phy_up(j.now, LinkWidth::X8, Rate::Gen5);
+    j.wire(50);
+    for i in 0..3u64 {
+        j.a.send(Vc::Posted, 0x100 + i, &[[1; FLIT_LEN]]).unwrap();
+    }
+    j.wire(100);
+    let mut got = Vec::new();
+    while let Some(p) = j.b.recv() {
+        got.push(p.tl);
+    }
+    assert_eq!(got, [0x100, 0x101, 0x102]);
+}
