@@ -305,20 +305,19 @@ fn check_and_add(
 }
 
 widest_lanes! {
-    /// Check the partial sum of `elements` elements from packet `packet` (weight `w` over `count` GPUs,
-    /// `partial`) that `payload` carries and, if right, add GPU `g`'s own elements to it in place: one
-    /// hash per element for both jobs. Whether it was right.
+    /// Check the partial sum of `elements` elements from element `first` on (weight `w` over `count`
+    /// GPUs, `partial`) that `payload` carries and, if right, add GPU `g`'s own elements to it in place:
+    /// one hash per element for both jobs. Whether it was right.
     fn verify_and_add(
         seed: u64,
         extension: bool,
         elements: usize,
         payload: &mut [Flit],
-        packet: u64,
+        first: u64,
         partial: (u32, u32),
         g: u32,
     ) -> bool {
         let (w, count) = partial;
-        let first = packet * PER_PACKET as u64;
         let (coef_a, coef_b) = block_of(seed, first);
         let skip = usize::from(extension);
         if payload.len() != skip + (elements * 4).div_ceil(FLIT_LEN) {
@@ -358,6 +357,21 @@ pub struct Check {
     pub packets_sent: u64,
 }
 
+/// The buffer of an all-gather or a reduce-scatter over `n` GPUs cut into packets block by block, as
+/// each GPU's block (its input for all-gather, its output for reduce-scatter) is its own: packet `j` of
+/// block `c` is packet number `c * per_block + j`, and a block's last packet may be short. A ring moves
+/// packets `from .. to` of every block.
+#[derive(Clone, Copy, Debug)]
+struct Blocks {
+    /// Elements per block.
+    elements: u64,
+    /// How a block is cut into packets.
+    packets: Packets,
+    /// The packets of each block this ring moves.
+    from: u64,
+    to: u64,
+}
+
 /// A ring collective (all-reduce, all-gather, reduce-scatter, broadcast) over GPUs `0..n` in `order`.
 #[derive(Debug)]
 pub struct Ring {
@@ -370,6 +384,9 @@ pub struct Ring {
     /// The packets this ring moves, `[first, end)` (all of them unless it is one of several rings).
     first: u64,
     end: u64,
+    /// For all-gather and reduce-scatter, whose chunks are the GPUs' blocks: how the buffer is cut
+    /// instead, block by block (`packets`, `first` and `end` then unused).
+    blocks: Option<Blocks>,
     /// Ring order: position -> GPU, and GPU -> position.
     order: Vec<usize>,
     position: Vec<usize>,
@@ -423,7 +440,24 @@ impl Ring {
         let split = Packets::of(elements);
         let parts = parts.max(1);
         let (first, end) = (split.count * part / parts, split.count * (part + 1) / parts);
-        let packets = end - first;
+        // All-gather and reduce-scatter: chunk `c` must be exactly position `c`'s block, however the
+        // block falls on packets (cut by packets alone, a block smaller than a packet left some GPUs
+        // sending or receiving nothing at all).
+        let blocks =
+            (matches!(kind, Kind::AllGather | Kind::ReduceScatter) && n > 0 && elements % n as u64 == 0)
+                .then(|| {
+                    let packets = Packets::of(elements / n as u64);
+                    Blocks {
+                        elements: elements / n as u64,
+                        packets,
+                        from: packets.count * part / parts,
+                        to: packets.count * (part + 1) / parts,
+                    }
+                });
+        let packets = match blocks {
+            Some(b) => n as u64 * (b.to - b.from),
+            None => end - first,
+        };
         let mut position = vec![0; n];
         for (p, &g) in order.iter().enumerate() {
             position[g] = p;
@@ -436,6 +470,7 @@ impl Ring {
             packets: split,
             first,
             end,
+            blocks,
             order,
             position,
             own_next: vec![0; n],
@@ -501,6 +536,10 @@ impl Ring {
 
     /// Packets `[start, end)` of chunk `c` of the ring's range (positions own chunks).
     fn chunk(&self, c: usize) -> (u64, u64) {
+        if let Some(b) = self.blocks {
+            let start = c as u64 * b.packets.count;
+            return (start + b.from, start + b.to);
+        }
         let n = self.n as u64;
         let len = self.end - self.first;
         (
@@ -548,7 +587,7 @@ impl Ring {
         if self.own_next[pos] < self.own_end[pos] {
             let packet = self.own_next[pos];
             // Ask before computing the payload: most offers are refused while the link is busy.
-            let payload_flits = self.packets.payload_flits(packet, self.extension);
+            let payload_flits = self.payload_flits(packet);
             if !offer.fits(Vc::Posted, payload_flits) {
                 return false;
             }
@@ -609,13 +648,46 @@ impl Ring {
 
     /// Whether `packet` is one this ring moves.
     fn moves(&self, packet: u64) -> bool {
-        (self.first..self.end).contains(&packet)
+        match self.blocks {
+            Some(b) => {
+                packet / b.packets.count < self.n as u64
+                    && (b.from..b.to).contains(&(packet % b.packets.count))
+            }
+            None => (self.first..self.end).contains(&packet),
+        }
+    }
+
+    /// Elements in packet `packet`.
+    fn elements(&self, packet: u64) -> usize {
+        match self.blocks {
+            Some(b) => b.packets.elements(packet % b.packets.count),
+            None => self.packets.elements(packet),
+        }
+    }
+
+    /// The buffer's element that packet `packet` starts with.
+    fn first_element(&self, packet: u64) -> u64 {
+        match self.blocks {
+            Some(b) => {
+                let (c, j) = (packet / b.packets.count, packet % b.packets.count);
+                c * b.elements + j * PER_PACKET as u64
+            }
+            None => packet * PER_PACKET as u64,
+        }
+    }
+
+    /// Flits after the header of packet `packet` ([`Packets::payload_flits`]).
+    fn payload_flits(&self, packet: u64) -> usize {
+        usize::from(self.extension) + (self.elements(packet) * 4).div_ceil(FLIT_LEN)
     }
 
     /// The chunk `packet` (one this ring moves) belongs to: the last one that starts at or before it.
     fn chunk_of(&self, packet: u64) -> usize {
         // Chunks start at `first + len * c / n`, increasing with `c`; searched rather than divided for,
         // since every packet received asks.
+        if let Some(b) = self.blocks {
+            return (packet / b.packets.count) as usize;
+        }
         let c = self.chunk_starts.partition_point(|&start| start <= packet);
         c.saturating_sub(1)
     }
@@ -628,7 +700,7 @@ impl Ring {
             dest: to,
             vc: Vc::Posted,
             tl: wire::header(opcode, to, from, false, packet as u32),
-            payload: payload_of(words, self.packets.elements(packet), self.extension),
+            payload: payload_of(words, self.elements(packet), self.extension),
             multicast: None,
         }
     }
@@ -662,7 +734,7 @@ impl Ring {
     /// What position `pos` sends first from its own input: a partial sum (its own data) for reductions,
     /// its input as a final value for all-gather and broadcast.
     fn own_packet(&self, pos: usize, packet: u64) -> Outgoing {
-        let first = packet * PER_PACKET as u64;
+        let first = self.first_element(packet);
         let own = sums_of(self.seed, first, self.order[pos] as u32 + 1, 1);
         let opcode = match self.kind {
             Kind::AllReduce | Kind::ReduceScatter => OP_PARTIAL,
@@ -684,7 +756,7 @@ impl Ring {
 
     /// Check that packet `packet` carries `expected`, in exactly the flits it needs.
     fn verify(&mut self, p: &Received, packet: u64, expected: &[u32; PER_PACKET]) -> bool {
-        let ok = carries(p, self.extension, self.packets.elements(packet), expected);
+        let ok = carries(p, self.extension, self.elements(packet), expected);
         self.tally(ok)
     }
 }
@@ -728,7 +800,8 @@ impl Ring {
                 // Partial sum of chunk c over positions c .. pos - 1; add this GPU's own data.
                 let partial = self.weight_range(c, (pos + n - 1) % n);
                 let g = self.order[pos] as u32 + 1;
-                let (extension, elements) = (self.extension, self.packets.elements(packet));
+                let (extension, elements) = (self.extension, self.elements(packet));
+                let first = self.first_element(packet);
                 let owner = (c + n - 1) % n;
                 let passed_on = if pos != owner {
                     Some(OP_PARTIAL)
@@ -741,7 +814,7 @@ impl Ring {
                         // Checked and added to where it waits to be sent on; taken back if wrong.
                         let out = self.queue_forward(pos, opcode, packet, &p.payload);
                         let ok =
-                            verify_and_add(seed, extension, elements, &mut out.payload, packet, partial, g);
+                            verify_and_add(seed, extension, elements, &mut out.payload, first, partial, g);
                         if !ok {
                             self.queue[pos].pop_back();
                         }
@@ -749,7 +822,7 @@ impl Ring {
                     }
                     None => {
                         let mut sum = p.payload.clone();
-                        let ok = verify_and_add(seed, extension, elements, &mut sum, packet, partial, g);
+                        let ok = verify_and_add(seed, extension, elements, &mut sum, first, partial, g);
                         (ok, false)
                     }
                 };
@@ -765,7 +838,7 @@ impl Ring {
                     Kind::AllGather => (c, self.order[c] as u32 + 1, 1),
                     Kind::Broadcast | Kind::AllToAll => (0, self.order[0] as u32 + 1, 1),
                 };
-                let sums = sums_of(seed, packet * PER_PACKET as u64, w, count);
+                let sums = sums_of(seed, self.first_element(packet), w, count);
                 if !self.verify(p, packet, &sums) {
                     return false;
                 }
@@ -981,6 +1054,56 @@ mod tests {
                             "n {n} packets {packets} part {part}"
                         );
                         assert!((c + 1..n).all(|later| r.chunk(later).0 > packet));
+                    }
+                }
+            }
+        }
+    }
+
+    /// All-gather's and reduce-scatter's chunks are the GPUs' blocks exactly, whatever the block's size
+    /// against a packet's: every position has its own block to send (all-gather: its input) and a block
+    /// to end with, and the packets of each cover its elements and no other's, over one ring or several.
+    #[test]
+    fn all_gather_and_reduce_scatter_chunks_are_the_gpus_blocks() {
+        for kind in [Kind::AllGather, Kind::ReduceScatter] {
+            for n in 2..=9usize {
+                for block in [1u64, 3, 31, 32, 33, 64, 100] {
+                    for parts in [1u64, 2, 3] {
+                        let mut covered = vec![0u32; n * block as usize];
+                        for part in 0..parts {
+                            let r = Ring::part(
+                                kind,
+                                4 * block * n as u64,
+                                (0..n).collect(),
+                                vec![vec![true]; n],
+                                false,
+                                1,
+                                part,
+                                parts,
+                            );
+                            for c in 0..n {
+                                let (start, end) = r.chunk(c);
+                                for packet in start..end {
+                                    assert!(r.moves(packet) && r.chunk_of(packet) == c);
+                                    let first = r.first_element(packet);
+                                    for e in first..first + r.elements(packet) as u64 {
+                                        assert_eq!(e / block, c as u64, "{kind:?} n {n} block {block}");
+                                        covered[e as usize] += 1;
+                                    }
+                                }
+                            }
+                            if parts == 1 {
+                                assert!(
+                                    (0..n).all(|pos| r.own_next[pos] < r.own_end[pos]),
+                                    "{kind:?} n {n}"
+                                );
+                                assert!((0..n).all(|pos| r.finals_needed[pos] > 0), "{kind:?} n {n}");
+                            }
+                        }
+                        assert!(
+                            covered.iter().all(|&k| k == 1),
+                            "{kind:?} n {n} block {block} parts {parts}"
+                        );
                     }
                 }
             }

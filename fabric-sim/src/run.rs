@@ -529,6 +529,11 @@ pub fn deliveries(kind: Kind, algo: Algo, bytes: u64, gpus: usize) -> u64 {
         }
         // Up and down both trees, each with half of the data.
         (Algo::Tree, _) | (Algo::Ring, Kind::AllReduce) => 2 * n.saturating_sub(1) * packets,
+        // Every GPU's block, cut into packets block by block, to each of the others.
+        (Algo::Ring, Kind::AllGather | Kind::ReduceScatter) if n > 0 && (bytes / 4) % n == 0 => {
+            let block = (bytes / 4 / n * 4).div_ceil(PACKET_BYTES as u64).max(1);
+            n.saturating_sub(1) * n * block
+        }
         (Algo::Ring, _) => n.saturating_sub(1) * packets,
     }
 }

@@ -752,7 +752,7 @@ fn the_simulated_timeline_is_pinned() {
         ),
         (
             sweep("dgx1-hcm", Kind::AllGather, Algo::Ring, 256 * 1024, 256 * 1024),
-            &[(262144, 2.02064, 14336)],
+            &[(262144, 2.02768, 14336)],
         ),
     ];
     for (case, expected) in &cases {
