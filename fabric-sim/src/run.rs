@@ -538,6 +538,19 @@ pub fn deliveries(kind: Kind, algo: Algo, bytes: u64, gpus: usize) -> u64 {
     }
 }
 
+/// The packets a `kind` of `bytes` on `gpus` GPUs by `algo` numbers, the headers' offsets `0 ..` this:
+/// the buffer's packets, or for the ring's all-gather and reduce-scatter, which cut it block by block,
+/// up to a packet more per GPU.
+pub fn packets_numbered(kind: Kind, algo: Algo, bytes: u64, gpus: usize) -> u64 {
+    let n = gpus as u64;
+    match (algo, kind) {
+        (Algo::Ring, Kind::AllGather | Kind::ReduceScatter) if n > 0 && (bytes / 4) % n == 0 => {
+            n * (bytes / 4 / n * 4).div_ceil(PACKET_BYTES as u64).max(1)
+        }
+        _ => bytes.div_ceil(PACKET_BYTES as u64).max(1),
+    }
+}
+
 /// Run the sweep. `progress` is called as it goes (about ten times a second) and after each size.
 pub fn run(sweep: &Sweep, progress: &mut dyn FnMut(Progress)) -> Result<Report, String> {
     run_with(sweep, progress, None)
@@ -674,7 +687,8 @@ fn run_with(
             sweep.min, sweep.max
         ));
     }
-    if largest > MAX_MESSAGE_BYTES {
+    let numbered = packets_numbered(sweep.kind, sweep.algo, largest, gpus);
+    if largest > MAX_MESSAGE_BYTES || numbered > MAX_MESSAGE_BYTES / PACKET_BYTES as u64 {
         return Err(format!(
             "messages go up to {} GiB (2^32 packets of {PACKET_BYTES} B: a packet's number within a GPU's \
              buffer is the 32-bit offset of its header), and the sweep's largest is {largest} B",
@@ -759,7 +773,8 @@ fn run_with(
         net.configure_nvls(extension)?;
     }
     if !sweep.faults.is_empty() {
-        if largest / PACKET_BYTES as u64 >= u64::from(crate::wire::BOUNCE_OFFSET_LIMIT) {
+        let limit = u64::from(crate::wire::BOUNCE_OFFSET_LIMIT);
+        if largest / PACKET_BYTES as u64 >= limit || numbered > limit {
             return Err(
                 "with faults, messages are limited to 16 GiB (packet numbers must fit a bounce)".into(),
             );

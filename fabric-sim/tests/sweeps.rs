@@ -1087,3 +1087,38 @@ fn each_size_has_its_own_trunk_loads_and_they_add_up_to_the_sweeps() {
         busiest(&r.rows[0])
     );
 }
+
+/// The ring's all-gather and reduce-scatter number their packets block by block, up to a packet more
+/// per GPU than the buffer has: the limits on packet numbers (a header's 32-bit offset, a bounce's 27
+/// bits with faults) count those, so that a size just under 16 GiB whose blocks end in short packets is
+/// refused with faults instead of numbering packets past what a bounce carries.
+#[test]
+fn packet_number_limits_count_the_blocks_short_last_packets() {
+    use fabric_sim::run::packets_numbered;
+    // 8 blocks of 2^29 - 1 elements: 2^24 packets each, as the buffer's bytes make.
+    let bytes = 8 * 4 * ((1u64 << 29) - 1);
+    assert_eq!(
+        packets_numbered(Kind::ReduceScatter, Algo::Ring, bytes, 8),
+        1 << 27
+    );
+    assert_eq!(packets_numbered(Kind::AllReduce, Algo::Ring, bytes, 8), 1 << 27);
+    assert_eq!(packets_numbered(Kind::AllGather, Algo::Ring, 8 * 4, 8), 8);
+    assert_eq!(packets_numbered(Kind::AllReduce, Algo::Ring, 8 * 4, 8), 1);
+    assert_eq!(packets_numbered(Kind::AllReduce, Algo::Tree, 8 * 4, 8), 1);
+    // 7 blocks of 613,566,753 elements: 7 x 19,173,962 = 2^27 + 6 packets numbered, where the bytes
+    // make 2^27 - 1 whole packets and a part.
+    let bytes = 7 * 4 * 613_566_753u64;
+    assert_eq!(bytes / 128, (1 << 27) - 1);
+    for kind in [Kind::ReduceScatter, Kind::AllGather] {
+        assert_eq!(packets_numbered(kind, Algo::Ring, bytes, 7), (1 << 27) + 6);
+    }
+    let whole = Topology::builtin("dgx-h100").unwrap();
+    let seven = whole.with_gpus(&whole.gpus()[..7]).unwrap();
+    let mut s = Sweep {
+        faults: vec![link("gpu0", "nvswitch0", 1_000)],
+        ..Sweep::new(seven, Kind::ReduceScatter, Algo::Ring, bytes, bytes)
+    };
+    s.limit_per_size = Duration::from_ms(10);
+    let e = run(&s, &mut |_| {}).expect_err("refused");
+    assert!(e.contains("16 GiB"), "{e}");
+}
