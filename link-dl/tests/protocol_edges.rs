@@ -12,15 +12,33 @@ use link_phy::lanes::LinkWidth;
 use link_phy::rate::Rate;
 use link_phy::time::Instant;
 
+/// A sends packets 0x100, 0x101 and 0x102 (their TL words), one payload flit each.
+fn send_three(j: &mut Joined) {
+    for i in 0..3u64 {
+        j.a.send(Vc::Posted, 0x100 + i, &[[i as u8; FLIT_LEN]]).unwrap();
+    }
+}
+
+/// The TL words of the packets B has delivered, in order.
+fn received(j: &mut Joined) -> Vec<u64> {
+    core::iter::from_fn(|| j.b.recv().map(|p| p.tl)).collect()
+}
+
+/// Two ends initialising, A with `config`.
+fn with_config_at_a(config: DlConfig) -> Joined {
+    let mut j = Joined::initialising();
+    j.a = Link::new(config);
+    j.a.phy_up(j.now, LinkWidth::X8, Rate::Gen5);
+    j
+}
+
 /// An acknowledgement of sequence numbers that were accepted by `send` but never put on the wire cannot
 /// have come from the partner: it must not free them from the replay buffer, or they are never sent.
 #[test]
 fn an_ack_for_packets_never_transmitted_frees_nothing() {
     let mut j = Joined::active();
     j.wire(50);
-    for i in 0..3u64 {
-        j.a.send(Vc::Posted, 0x100 + i, &[[i as u8; FLIT_LEN]]).unwrap();
-    }
+    send_three(&mut j);
     // Before A has transmitted any of them, an Update claims that seq 0 to 2 arrived.
     let bogus = ControlFlit {
         kind: ControlKind::Update,
@@ -36,11 +54,7 @@ fn an_ack_for_packets_never_transmitted_frees_nothing() {
         "nothing was transmitted, so nothing is acknowledged"
     );
     j.wire(200);
-    let mut got = Vec::new();
-    while let Some(p) = j.b.recv() {
-        got.push(p.tl);
-    }
-    assert_eq!(got, [0x100, 0x101, 0x102]);
+    assert_eq!(received(&mut j), [0x100, 0x101, 0x102]);
 }
 
 /// The header flit and payload of a packet as a partner would send it, sealed.
@@ -102,9 +116,7 @@ fn a_nak_with_only_unsent_packets_queued_is_no_replay() {
     let mut j = Joined::active();
     j.wire(50);
     let before = *j.a.counters();
-    for i in 0..3u64 {
-        j.a.send(Vc::Posted, 0x100 + i, &[[i as u8; FLIT_LEN]]).unwrap();
-    }
+    send_three(&mut j);
     // The last acknowledgement A had, again, as NAKs: nothing after it was transmitted yet.
     for _ in 0..20 {
         let nak = ControlFlit {
@@ -127,11 +139,7 @@ fn a_nak_with_only_unsent_packets_queued_is_no_replay() {
         "{c:?}"
     );
     j.wire(200);
-    let mut got = Vec::new();
-    while let Some(p) = j.b.recv() {
-        got.push(p.tl);
-    }
-    assert_eq!(got, [0x100, 0x101, 0x102]);
+    assert_eq!(received(&mut j), [0x100, 0x101, 0x102]);
 }
 
 /// The replay timer runs while a transmitted packet awaits its acknowledgement: one acknowledged with
@@ -179,20 +187,12 @@ fn an_ack_coalesce_of_zero_is_taken_as_one() {
         ack_coalesce: 0,
         ..DlConfig::default()
     };
-    let mut j = Joined::initialising();
-    j.a = Link::new(config);
-    j.a.phy_up(j.now, LinkWidth::X8, Rate::Gen5);
+    let mut j = with_config_at_a(config);
     assert_eq!(j.a.config().ack_coalesce, 1);
     j.wire(50);
-    for i in 0..3u64 {
-        j.a.send(Vc::Posted, 0x100 + i, &[[1; FLIT_LEN]]).unwrap();
-    }
+    send_three(&mut j);
     j.wire(100);
-    let mut got = Vec::new();
-    while let Some(p) = j.b.recv() {
-        got.push(p.tl);
-    }
-    assert_eq!(got, [0x100, 0x101, 0x102]);
+    assert_eq!(received(&mut j), [0x100, 0x101, 0x102]);
 }
 
 /// An `update_interval` shorter than a unit time would have an Update due in every slot, and Updates go
@@ -203,17 +203,9 @@ fn an_update_interval_of_zero_leaves_room_for_packets() {
         update_interval: link_phy::time::Duration::ZERO,
         ..DlConfig::default()
     };
-    let mut j = Joined::initialising();
-    j.a = Link::new(config);
-    j.a.phy_up(j.now, LinkWidth::X8, Rate::Gen5);
+    let mut j = with_config_at_a(config);
     j.wire(50);
-    for i in 0..3u64 {
-        j.a.send(Vc::Posted, 0x100 + i, &[[1; FLIT_LEN]]).unwrap();
-    }
+    send_three(&mut j);
     j.wire(100);
-    let mut got = Vec::new();
-    while let Some(p) = j.b.recv() {
-        got.push(p.tl);
-    }
-    assert_eq!(got, [0x100, 0x101, 0x102]);
+    assert_eq!(received(&mut j), [0x100, 0x101, 0x102]);
 }
