@@ -357,6 +357,15 @@ pub struct Check {
     pub packets_sent: u64,
 }
 
+/// How a ring `kind` over `n` GPUs cuts each GPU's block of a buffer of `elements` into packets, if it
+/// cuts the buffer block by block: all-gather and reduce-scatter do, their chunks being the GPUs' blocks
+/// ([`Blocks`]).
+pub(crate) fn block_packets(kind: Kind, elements: u64, n: usize) -> Option<Packets> {
+    let whole_blocks = n > 0 && elements % n as u64 == 0;
+    (matches!(kind, Kind::AllGather | Kind::ReduceScatter) && whole_blocks)
+        .then(|| Packets::of(elements / n as u64))
+}
+
 /// The buffer of an all-gather or a reduce-scatter over `n` GPUs cut into packets block by block, as
 /// each GPU's block (its input for all-gather, its output for reduce-scatter) is its own: packet `j` of
 /// block `c` is packet number `c * per_block + j`, and a block's last packet may be short. A ring moves
@@ -444,17 +453,12 @@ impl Ring {
         // All-gather and reduce-scatter: chunk `c` must be exactly position `c`'s block, however the
         // block falls on packets (cut by packets alone, a block smaller than a packet left some GPUs
         // sending or receiving nothing at all).
-        let blocks =
-            (matches!(kind, Kind::AllGather | Kind::ReduceScatter) && n > 0 && elements % n as u64 == 0)
-                .then(|| {
-                    let packets = Packets::of(elements / n as u64);
-                    Blocks {
-                        elements: elements / n as u64,
-                        packets,
-                        from: packets.count * part / parts,
-                        to: packets.count * (part + 1) / parts,
-                    }
-                });
+        let blocks = block_packets(kind, elements, n).map(|packets| Blocks {
+            elements: elements / n as u64,
+            packets,
+            from: packets.count * part / parts,
+            to: packets.count * (part + 1) / parts,
+        });
         let packets = match blocks {
             Some(b) => n as u64 * (b.to - b.from),
             None => end - first,
@@ -658,12 +662,18 @@ impl Ring {
         }
     }
 
+    /// How the buffer is cut into packets where packet `packet` lies, and its number in that cut.
+    fn cut(&self, packet: u64) -> (Packets, u64) {
+        match self.blocks {
+            Some(b) => (b.packets, packet % b.packets.count),
+            None => (self.packets, packet),
+        }
+    }
+
     /// Elements in packet `packet`.
     fn elements(&self, packet: u64) -> usize {
-        match self.blocks {
-            Some(b) => b.packets.elements(packet % b.packets.count),
-            None => self.packets.elements(packet),
-        }
+        let (packets, j) = self.cut(packet);
+        packets.elements(j)
     }
 
     /// The buffer's element that packet `packet` starts with.
@@ -679,7 +689,8 @@ impl Ring {
 
     /// Flits after the header of packet `packet` ([`Packets::payload_flits`]).
     fn payload_flits(&self, packet: u64) -> usize {
-        usize::from(self.extension) + (self.elements(packet) * 4).div_ceil(FLIT_LEN)
+        let (packets, j) = self.cut(packet);
+        packets.payload_flits(j, self.extension)
     }
 
     /// The chunk `packet` (one this ring moves) belongs to: the last one that starts at or before it.

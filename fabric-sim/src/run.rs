@@ -529,12 +529,8 @@ pub fn deliveries(kind: Kind, algo: Algo, bytes: u64, gpus: usize) -> u64 {
         }
         // Up and down both trees, each with half of the data.
         (Algo::Tree, _) | (Algo::Ring, Kind::AllReduce) => 2 * n.saturating_sub(1) * packets,
-        // Every GPU's block, cut into packets block by block, to each of the others.
-        (Algo::Ring, Kind::AllGather | Kind::ReduceScatter) if n > 0 && (bytes / 4) % n == 0 => {
-            let block = (bytes / 4 / n * 4).div_ceil(PACKET_BYTES as u64).max(1);
-            n.saturating_sub(1) * n * block
-        }
-        (Algo::Ring, _) => n.saturating_sub(1) * packets,
+        // Every packet once round the ring, to each GPU but the one it starts from.
+        (Algo::Ring, _) => n.saturating_sub(1) * packets_numbered(kind, algo, bytes, gpus),
     }
 }
 
@@ -542,11 +538,8 @@ pub fn deliveries(kind: Kind, algo: Algo, bytes: u64, gpus: usize) -> u64 {
 /// the buffer's packets, or for the ring's all-gather and reduce-scatter, which cut it block by block,
 /// up to a packet more per GPU.
 pub fn packets_numbered(kind: Kind, algo: Algo, bytes: u64, gpus: usize) -> u64 {
-    let n = gpus as u64;
-    match (algo, kind) {
-        (Algo::Ring, Kind::AllGather | Kind::ReduceScatter) if n > 0 && (bytes / 4) % n == 0 => {
-            n * (bytes / 4 / n * 4).div_ceil(PACKET_BYTES as u64).max(1)
-        }
+    match (algo, crate::collective::block_packets(kind, bytes / 4, gpus)) {
+        (Algo::Ring, Some(block)) => gpus as u64 * block.count,
         _ => bytes.div_ceil(PACKET_BYTES as u64).max(1),
     }
 }
@@ -838,7 +831,10 @@ fn run_with(
     if let Some(background) = background.as_mut() {
         background.start_at(net.now());
     }
+    // What the trunks had carried when the first size started, then each later one: sizes follow one
+    // another at once, so one size's end is the next one's start.
     let (trunks_at_start, sizes_start) = (net.trunk_loads(), net.now());
+    let mut trunks_before = trunks_at_start.clone();
     let started = WallClock::now();
     let setup_wall_seconds = started.duration_since(setup_started).as_secs_f64();
     let mut rows = Vec::new();
@@ -891,7 +887,7 @@ fn run_with(
             Algo::P2p => Box::new(AllToAll::new(bytes, gpus, extension, sweep.seed ^ bytes)),
         };
         let (size, count) = sweep.kind.size_and_count(bytes, gpus);
-        let (start, trunks_before) = (net.now(), net.trunk_loads());
+        let start = net.now();
         let delivered_before = net.stats().packets_delivered;
         let background_delivered =
             |b: &Option<RunningBackground>| b.as_ref().map_or(0, RunningBackground::delivered);
@@ -947,6 +943,7 @@ fn run_with(
         } else {
             0.0
         };
+        let trunks_after = net.trunk_loads();
         rows.push(Row {
             bytes: size,
             count,
@@ -957,9 +954,10 @@ fn run_with(
             packets: net.stats().packets_delivered
                 - delivered_before
                 - (background_delivered(&background) - background_before),
-            trunks: crate::net::loads_between(&trunks_before, &net.trunk_loads()),
+            trunks: crate::net::loads_between(&trunks_before, &trunks_after),
             trunks_over: net.now().saturating_since(start),
         });
+        trunks_before = trunks_after;
         progress(Progress {
             sizes_done: k + 1,
             sizes: sizes.len(),
