@@ -258,7 +258,8 @@ pub struct Report {
     pub packets_per_s: f64,
     /// Whether every result buffer checked out.
     pub verified: bool,
-    /// Mean of the rows' bus bandwidths (as nccl-tests' "Avg bus bandwidth").
+    /// Mean of the bus bandwidths of the sizes that completed (as nccl-tests' "Avg bus bandwidth"); a size
+    /// that stopped the sweep has no bandwidth and is left out.
     pub avg_busbw: f64,
     /// What failover did, if faults were injected.
     pub failover: FailoverStats,
@@ -841,6 +842,8 @@ fn run_with(
     let mut app_failure = None;
     // The size that ran out of simulated time, if one did.
     let mut timed_out = None;
+    // Whether the last row is a size that stopped the sweep (it has no bandwidth to average).
+    let mut stopped = false;
     let work: Vec<u64> = sizes
         .iter()
         .map(|&bytes| deliveries(sweep.kind, sweep.algo, bytes, gpus).max(1))
@@ -964,6 +967,7 @@ fn run_with(
             fraction: (work_before + work[k]) as f64 / all_work,
         });
         if !done {
+            stopped = true;
             break;
         }
     }
@@ -974,10 +978,11 @@ fn run_with(
     let verified = rows.len() == sizes.len()
         && rows.iter().all(|r| r.wrong == 0)
         && background.as_ref().is_none_or(|b| b.measured.verified);
-    let avg_busbw = if rows.is_empty() {
+    let completed = &rows[..rows.len() - usize::from(stopped)];
+    let avg_busbw = if completed.is_empty() {
         0.0
     } else {
-        rows.iter().map(|r| r.busbw).sum::<f64>() / rows.len() as f64
+        completed.iter().map(|r| r.busbw).sum::<f64>() / completed.len() as f64
     };
     let failure = net
         .fatal()

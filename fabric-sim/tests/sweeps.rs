@@ -859,7 +859,8 @@ fn a_failure_after_the_sweep_changes_nothing_in_it() {
     }
 }
 
-/// A size that runs out of the simulated time it is given is named, with that time.
+/// A size that runs out of the simulated time it is given is named, with that time, and left out of the
+/// average bus bandwidth (it has none).
 #[test]
 fn a_size_out_of_time_is_named() {
     let mut s = sweep("mesh4", Kind::AllReduce, Algo::Ring, 1024, 1 << 20);
@@ -867,6 +868,10 @@ fn a_size_out_of_time_is_named() {
     let report = run(&s, &mut |_| {}).unwrap();
     assert!(!report.verified);
     let last = report.rows.last().unwrap();
+    let completed = &report.rows[..report.rows.len() - 1];
+    assert!(!completed.is_empty() && last.busbw == 0.0);
+    let mean = completed.iter().map(|r| r.busbw).sum::<f64>() / completed.len() as f64;
+    assert_eq!(report.avg_busbw, mean);
     assert_eq!(
         report.failure.as_deref(),
         Some(
