@@ -696,6 +696,17 @@ fn run_with(
             topology.name
         ));
     }
+    // Each switch sums for a GPU in the reduction group numbered as the GPU (the group says where the
+    // sum goes), and a switch has 32 (spec 4).
+    let reduction_groups = switch_fw::reduce::REDUCTION_GROUPS;
+    if sweep.algo == Algo::SwitchReduce && topology.gpus().len() > reduction_groups {
+        return Err(format!(
+            "switch-reduce runs on fabrics of at most {reduction_groups} GPUs (a switch sums for each GPU in \
+             a reduction group of its own, and has {reduction_groups}), and {} has {}",
+            topology.name,
+            topology.gpus().len()
+        ));
+    }
     // Each job runs within a partition: the switches would drop every packet between two, and the
     // collective would never finish. Two jobs may be in two partitions, isolated from each other.
     let partitions = topology.partitions_of(0..sweep.collective_gpus.unwrap_or(topology.gpus().len()));

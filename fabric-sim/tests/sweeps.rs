@@ -1127,3 +1127,29 @@ fn packet_number_limits_count_the_blocks_short_last_packets() {
     let e = run(&s, &mut |_| {}).expect_err("refused");
     assert!(e.contains("16 GiB"), "{e}");
 }
+
+/// A switch sums for each GPU in a reduction group of its own, and has 32: switch-reduce runs on fabrics
+/// of up to 32 GPUs, and is refused, saying why, beyond (it had stopped at "group 32 is not programmed").
+#[test]
+fn switch_reduce_runs_on_up_to_32_gpus_and_is_refused_beyond() {
+    let star = |gpus: usize| {
+        let mut toml = format!("name = \"star{gpus}\"\n[[node]]\nname = \"sw\"\nkind = \"switch\"\n");
+        for g in 0..gpus {
+            toml += &format!("[[node]]\nname = \"g{g}\"\nkind = \"gpu\"\n");
+            toml += &format!("[[link]]\na = \"g{g}\"\nb = \"sw\"\ngbps = 25.0\n");
+        }
+        Sweep::new(
+            Topology::from_toml(&toml).unwrap(),
+            Kind::AllReduce,
+            Algo::SwitchReduce,
+            4096,
+            4096,
+        )
+    };
+    run_ok(&star(32));
+    assert_eq!(
+        run(&star(33), &mut |_| {}).unwrap_err(),
+        "switch-reduce runs on fabrics of at most 32 GPUs (a switch sums for each GPU in a reduction group \
+         of its own, and has 32), and star33 has 33"
+    );
+}
