@@ -64,8 +64,9 @@ impl<const PORTS: usize, const SLOTS: usize, const REDUCE: usize> Switch<PORTS, 
         }
         // A mask naming a port the switch does not have: a route there would queue packets nowhere, a
         // reduction wait for ever for a contributor.
+        let port_mask = self.port_mask();
         let ports = |mask: PortSet| {
-            if mask.0 & !Self::PORT_MASK == 0 {
+            if mask.0 & !port_mask == 0 {
                 Ok(mask)
             } else {
                 Err(bad)

@@ -181,12 +181,14 @@ impl<const PORTS: usize, const SLOTS: usize, const REDUCE: usize> Default for Sw
 impl<const PORTS: usize, const SLOTS: usize, const REDUCE: usize> Switch<PORTS, SLOTS, REDUCE> {
     const VALID: () = assert!(PORTS > 0 && PORTS <= crate::MAX_PORTS, "1 to 64 ports");
 
-    /// The ports the switch has, as a mask.
-    pub(crate) const PORT_MASK: u64 = if PORTS >= 64 {
-        u64::MAX
-    } else {
-        (1u64 << PORTS) - 1
-    };
+    /// The ports the switch has, as a mask: as many as its port-count register reads (the identity's
+    /// port count, which may be fewer than `PORTS` when the core is sized for more than its board wires).
+    pub(crate) fn port_mask(&self) -> u64 {
+        match self.identity.ports() {
+            n if n >= 64 => u64::MAX,
+            n => (1u64 << n) - 1,
+        }
+    }
 
     /// An empty switch: no routes, everything in partition 0, no groups.
     pub fn new() -> Self {
@@ -335,7 +337,7 @@ impl<const PORTS: usize, const SLOTS: usize, const REDUCE: usize> Switch<PORTS, 
             flits: packet.flits,
             arrived: self.cycle,
         };
-        let outputs = PortSet(outputs.0 & Self::PORT_MASK);
+        let outputs = PortSet(outputs.0 & self.port_mask());
         // All copies or none: a multicast half queued would leave the caller unsure what it still owns.
         if self.queues.room(input, vc) < outputs.len() as usize {
             self.counters.refused_full += 1;
@@ -373,7 +375,7 @@ impl<const PORTS: usize, const SLOTS: usize, const REDUCE: usize> Switch<PORTS, 
                 }
                 // A route set through `routes` itself (the registers refuse it) may name a port the
                 // switch does not have: a drop, counted, not a packet queued nowhere.
-                if port >= PORTS {
+                if port >= self.identity.ports() {
                     return Err(SwitchError::RouteToNoPort {
                         endpoint: destination,
                         port,
@@ -386,7 +388,7 @@ impl<const PORTS: usize, const SLOTS: usize, const REDUCE: usize> Switch<PORTS, 
                 let group_ports = self.multicast.get(group)?;
                 // As a unicast route naming a port the switch lacks: a drop, counted, not copies to
                 // ports there are not left out unsaid.
-                let absent = group_ports.0 & !Self::PORT_MASK;
+                let absent = group_ports.0 & !self.port_mask();
                 if absent != 0 {
                     return Err(SwitchError::GroupToNoPort {
                         group,

@@ -467,3 +467,41 @@ fn a_route_to_a_port_the_switch_lacks_is_refused_not_a_packet_queued_nowhere() {
     );
     assert_eq!((s.counters().arrived, s.counters().route_drops), (2, 2));
 }
+
+/// A switch core sized for more ports than its board wires (as the simulator's are: 64, with the
+/// identity's port count the node's) has the ports its port-count register reads, no more: the
+/// registers refuse a mask that names a port beyond them, and a packet whose table names one set
+/// directly is dropped, as on a core sized to fit.
+#[test]
+fn masks_are_held_to_the_port_count_the_registers_read() {
+    use switch_fw::identity::{Identity, NodeType, PORT_COUNT};
+    use switch_fw::regs::{MULTICAST, REDUCTION, ROUTES};
+    let mut s: Switch<64, 512> = Switch::new();
+    s.identity = Identity::new(1, NodeType::Switch).with_ports(8).unwrap();
+    assert_eq!(s.read_register(PORT_COUNT), Ok(8));
+    let bad = |address| Err(SwitchError::BadRegister { address });
+    assert_eq!(s.write_register(ROUTES + 8 * 5, 1 << 20), bad(ROUTES + 8 * 5));
+    assert_eq!(s.write_register(ROUTES + 8 * 5 + 4, 1), bad(ROUTES + 8 * 5 + 4));
+    assert_eq!(s.write_register(MULTICAST + 8, 1 << 8), bad(MULTICAST + 8));
+    assert_eq!(s.write_register(REDUCTION, 1 << 9), bad(REDUCTION));
+    assert_eq!(s.routes.get(5), PortSet::EMPTY);
+    assert_eq!(s.write_register(ROUTES + 8 * 5, 1 << 7), Ok(()));
+    // Set directly: dropped and counted, not queued for a port that is not there.
+    s.routes.set(5, PortSet::single(20)).unwrap();
+    assert_eq!(
+        s.ingress(0, unicast(1, 0, 5)),
+        Err(SwitchError::RouteToNoPort {
+            endpoint: 5,
+            port: 20
+        })
+    );
+    s.multicast.set(1, PortSet(1 << 2 | 1 << 9)).unwrap();
+    let mut copy = unicast(2, 0, 5);
+    copy.destination = Destination::Multicast(1);
+    assert_eq!(
+        s.ingress(0, copy),
+        Err(SwitchError::GroupToNoPort { group: 1, port: 9 })
+    );
+    assert_eq!(s.counters().route_drops, 2);
+    assert!(s.is_idle());
+}
