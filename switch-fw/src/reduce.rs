@@ -104,7 +104,8 @@ impl<const SLOTS: usize> Default for Reducer<SLOTS> {
 impl<const SLOTS: usize> Reducer<SLOTS> {
     /// Program (or with `None`, remove) a reduction group. Removing a group abandons its chunks in
     /// progress (a fabric manager removes the groups of a contributor port that failed: their sums can
-    /// never complete), and contributions to it are refused from then on.
+    /// never complete), and contributions to it are refused from then on. Programming it with other
+    /// contributors or another element type abandons them too: they were summed under the old ones.
     pub fn set(&mut self, group: u16, config: Option<ReductionGroup>) -> Result<(), SwitchError> {
         if let Some(c) = config {
             if usize::from(c.result_group) >= GROUPS || c.contributors.is_empty() {
@@ -113,11 +114,18 @@ impl<const SLOTS: usize> Reducer<SLOTS> {
                 });
             }
         }
-        *self
+        let slot = self
             .groups
             .get_mut(usize::from(group))
-            .ok_or(SwitchError::NoSuchGroup { group })? = config;
-        if config.is_none() {
+            .ok_or(SwitchError::NoSuchGroup { group })?;
+        // Sums begun under other contributors or another element type can never complete right.
+        let abandon = match (*slot, config) {
+            (Some(old), Some(new)) => old.contributors != new.contributors || old.element != new.element,
+            (_, None) => true,
+            (None, Some(_)) => false,
+        };
+        *slot = config;
+        if abandon {
             let mut i = 0;
             while i < SLOTS {
                 if self.keys[i] != FREE && group_of(self.keys[i]) == group {
@@ -388,6 +396,48 @@ mod tests {
             }
             assert_eq!(r.in_progress(), model.len(), "step {step}");
         }
+    }
+
+    /// A group committed again with other contributors (a manager leaving out a port that failed) or
+    /// another element type abandons its sums in progress, as removing it does: they were summed under
+    /// the old configuration, and would otherwise wait for ever for a port no longer a contributor, or
+    /// never match the new set, and hold their slots.
+    #[test]
+    fn reprogramming_a_group_abandons_its_sums_in_progress() {
+        let mut r: Reducer<4> = Reducer::default();
+        let three = ReductionGroup {
+            contributors: PortSet(0b111),
+            result_group: 1,
+            element: Element::U32,
+        };
+        r.set(0, Some(three)).unwrap();
+        assert_eq!(r.contribute(0, 0, 7, &1u32.to_le_bytes()), Ok(None));
+        assert_eq!(r.contribute(1, 0, 7, &2u32.to_le_bytes()), Ok(None));
+        assert_eq!(r.contribute(2, 0, 8, &4u32.to_le_bytes()), Ok(None));
+        // The same configuration again keeps them.
+        r.set(0, Some(three)).unwrap();
+        assert_eq!(r.in_progress(), 2);
+        let two = ReductionGroup {
+            contributors: PortSet(0b011),
+            ..three
+        };
+        r.set(0, Some(two)).unwrap();
+        assert_eq!(r.in_progress(), 0, "summed for the old contributors");
+        for chunk in [7, 8] {
+            assert_eq!(r.contribute(0, 0, chunk, &10u32.to_le_bytes()), Ok(None));
+            let done = r.contribute(1, 0, chunk, &20u32.to_le_bytes()).unwrap().unwrap();
+            assert_eq!(done.data[..4], 30u32.to_le_bytes(), "chunk {chunk}");
+        }
+        assert_eq!(r.contribute(0, 0, 9, &1.5f32.to_le_bytes()), Ok(None));
+        r.set(
+            0,
+            Some(ReductionGroup {
+                element: Element::F32,
+                ..two
+            }),
+        )
+        .unwrap();
+        assert_eq!(r.in_progress(), 0, "summed as another type");
     }
 
     #[test]
