@@ -93,7 +93,7 @@ pub struct SwitchCounters {
     /// is dropped, the caller keeps the packet and offers it again (a multicast needs room for all its
     /// copies at once, which credits for one packet do not promise).
     pub refused_full: u64,
-    /// Reductions completed.
+    /// Reductions completed: results the engine took to send (one refused for room counts once taken).
     pub reductions: u64,
     /// Packets (copies) taken out of the queues of a failed output.
     pub evicted: u64,
@@ -288,7 +288,6 @@ impl<const PORTS: usize, const SLOTS: usize, const REDUCE: usize> Switch<PORTS, 
         vc: u8,
         flits: u8,
     ) -> Result<usize, SwitchError> {
-        self.counters.reductions += 1;
         let packet = Arrival {
             handle,
             vc,
@@ -296,14 +295,26 @@ impl<const PORTS: usize, const SLOTS: usize, const REDUCE: usize> Switch<PORTS, 
             destination: Destination::Multicast(reduced.result_group),
             source: None,
         };
-        self.enqueue(PORTS, packet)
+        self.inject_reduction(packet)
     }
 
     /// Queue the result of a reduction for one endpoint instead of its group's result ports (the answer
     /// to an `ld_reduce`, which returns the sum to the endpoint that asked), counted as a reduction.
     pub fn inject_reduced_to(&mut self, packet: Arrival) -> Result<usize, SwitchError> {
-        self.counters.reductions += 1;
-        self.enqueue(PORTS, packet)
+        self.inject_reduction(packet)
+    }
+
+    /// Queue a reduction's result, counted once taken: not when refused for room (the caller offers it
+    /// again) nor on a channel there is not, as [`Switch::ingress`] counts arrivals.
+    fn inject_reduction(&mut self, packet: Arrival) -> Result<usize, SwitchError> {
+        let queued = self.enqueue(PORTS, packet);
+        if !matches!(
+            queued,
+            Err(SwitchError::BufferFull { .. } | SwitchError::NoSuchVc { .. })
+        ) {
+            self.counters.reductions += 1;
+        }
+        queued
     }
 
     /// Queue a packet that the switch itself originates (its reduction or collective engine), from the

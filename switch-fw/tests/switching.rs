@@ -505,3 +505,50 @@ fn masks_are_held_to_the_port_count_the_registers_read() {
     assert_eq!(s.counters().route_drops, 2);
     assert!(s.is_idle());
 }
+
+/// A reduction's result refused for want of room is offered again, as any packet refused so: it is
+/// one reduction, counted once, when it is taken.
+#[test]
+fn a_reduction_result_refused_for_room_is_counted_once() {
+    let mut s: Switch<8, 64> = Switch::new();
+    for e in 0..8u16 {
+        s.routes.set(e, PortSet::single(usize::from(e))).unwrap();
+    }
+    s.multicast.set(1, PortSet(0b110)).unwrap();
+    s.reducer
+        .set(
+            0,
+            Some(ReductionGroup {
+                contributors: PortSet(0b1),
+                result_group: 1,
+                element: Element::U32,
+            }),
+        )
+        .unwrap();
+    let done = s.reducer.contribute(0, 0, 3, &[1; 8]).unwrap().unwrap();
+    // The engine fills the buffer.
+    let mut h = 0;
+    while s.free_slots() > 0 {
+        s.inject(unicast(h, 0, 5)).unwrap();
+        h += 1;
+    }
+    assert_eq!(
+        s.inject_reduced(&done, 100, 0, 9),
+        Err(SwitchError::BufferFull { port: 8 })
+    );
+    assert_eq!(
+        s.inject_reduced_to(unicast(101, 0, 6)),
+        Err(SwitchError::BufferFull { port: 8 })
+    );
+    assert_eq!(s.counters().reductions, 0, "nothing taken yet");
+    while !s.is_idle() {
+        let mut out: HVec<Forward, 8> = HVec::new();
+        s.arbitrate(|_, _| true, &mut out);
+        for f in &out {
+            s.output_done(f.output);
+        }
+    }
+    assert_eq!(s.inject_reduced(&done, 100, 0, 9), Ok(2));
+    assert_eq!(s.inject_reduced_to(unicast(101, 0, 6)), Ok(1));
+    assert_eq!(s.counters().reductions, 2);
+}
