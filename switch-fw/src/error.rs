@@ -65,7 +65,7 @@ pub enum SwitchError {
     RouteToNoPort {
         /// The destination endpoint.
         endpoint: u16,
-        /// The port its route names.
+        /// The lowest such port its route names.
         port: usize,
     },
     /// The multicast group names an output port the switch does not have (set directly, not through the

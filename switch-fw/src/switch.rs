@@ -380,17 +380,22 @@ impl<const PORTS: usize, const SLOTS: usize, const REDUCE: usize> Switch<PORTS, 
                     destination,
                     vc: packet.vc,
                 };
-                let mut port = self.routes.select(flow)?;
-                if self.down & (1 << port) != 0 {
-                    port = self.fail_over(flow, port)?;
-                }
+                let route = self.routes.get(destination);
                 // A route set through `routes` itself (the registers refuse it) may name a port the
-                // switch does not have: a drop, counted, not a packet queued nowhere.
-                if port >= self.identity.ports() {
+                // switch does not have: a drop, counted, whichever port the flow hashes onto, as a
+                // multicast group's (spec 5).
+                let absent = route.0 & !self.port_mask();
+                if absent != 0 {
                     return Err(SwitchError::RouteToNoPort {
                         endpoint: destination,
-                        port,
+                        port: absent.trailing_zeros() as usize,
                     });
+                }
+                let mut port = flow.pick(route).ok_or(SwitchError::NoRoute {
+                    endpoint: destination,
+                })?;
+                if self.down & (1 << port) != 0 {
+                    port = self.fail_over(flow, port)?;
                 }
                 Ok(PortSet::single(port))
             }

@@ -552,3 +552,36 @@ fn a_reduction_result_refused_for_room_is_counted_once() {
     assert_eq!(s.inject_reduced_to(unicast(101, 0, 6)), Ok(1));
     assert_eq!(s.counters().reductions, 2);
 }
+
+/// Spec 5: a packet whose route (set directly, bypassing the registers) names a port the switch does not
+/// have is dropped and counted, as a multicast group's is, even when its flow hashes onto a port of the
+/// route that the switch has, and whichever port failover would pick.
+#[test]
+fn a_route_naming_a_port_the_switch_lacks_beside_its_own_drops_every_flow() {
+    use switch_fw::route::Flow;
+    let mut s = switch();
+    let route = PortSet(1 << 2 | 1 << 3 | 1 << 20);
+    s.routes.set(5, route).unwrap();
+    for source in 0..16u16 {
+        let flow = Flow {
+            source,
+            destination: 5,
+            vc: 0,
+        };
+        let arrival = Arrival {
+            source: Some(source),
+            ..unicast(u32::from(source), 0, 5)
+        };
+        assert_eq!(
+            s.ingress(0, arrival),
+            Err(SwitchError::RouteToNoPort {
+                endpoint: 5,
+                port: 20
+            }),
+            "flow from {source}, hashed onto port {:?}",
+            flow.pick(route)
+        );
+    }
+    assert_eq!((s.counters().arrived, s.counters().route_drops), (16, 16));
+    assert!(s.is_idle());
+}
