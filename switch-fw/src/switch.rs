@@ -431,9 +431,9 @@ impl<const PORTS: usize, const SLOTS: usize, const REDUCE: usize> Switch<PORTS, 
         flow.pick(live).ok_or(SwitchError::PortDown { port })
     }
 
-    /// Decide what leaves now. `credit(output, vc)` says whether the link at `output` can take a packet
-    /// of the longest size on `vc` (its downstream credit). Busy outputs are skipped until
-    /// [`Switch::output_done`].
+    /// Decide what leaves now, appended to `out`. `credit(output, vc)` says whether the link at `output`
+    /// can take a packet of the longest size on `vc` (its downstream credit). Busy outputs are skipped
+    /// until [`Switch::output_done`]. Pass `out` empty: once it is full, no more packets are taken.
     pub fn arbitrate(&mut self, mut credit: impl FnMut(usize, usize) -> bool, out: &mut Vec<Forward, PORTS>) {
         let mut free = 0u64;
         let mut candidates = self.waiting_outputs & !self.busy;
@@ -462,6 +462,10 @@ impl<const PORTS: usize, const SLOTS: usize, const REDUCE: usize> Switch<PORTS, 
         self.arbiter
             .arbitrate(&self.requests, free, self.iterations, &mut matches);
         for &m in matches.iter() {
+            // A decision the caller could not be told of is not taken: the packet stays queued.
+            if out.is_full() {
+                break;
+            }
             let cycle = self.cycle;
             let Some(d) = self.queues.pop(m.input, m.vc, m.output) else {
                 continue;

@@ -585,3 +585,35 @@ fn a_route_naming_a_port_the_switch_lacks_beside_its_own_drops_every_flow() {
     assert_eq!((s.counters().arrived, s.counters().route_drops), (16, 16));
     assert!(s.is_idle());
 }
+
+/// `arbitrate` appends to `out`: a decision that does not fit in it (the caller kept earlier ones there)
+/// is not taken, and its packet stays queued, rather than leaving the queue unreported, counted as
+/// forwarded and its output busy for ever.
+#[test]
+fn a_decision_that_does_not_fit_in_out_is_not_taken() {
+    let mut s = switch();
+    s.ingress(0, unicast(1, 0, 5)).unwrap();
+    s.ingress(1, unicast(2, 0, 6)).unwrap();
+    let mut out: HVec<Forward, 8> = HVec::new();
+    let earlier = Forward {
+        input: 3,
+        vc: 0,
+        output: 3,
+        handle: 0,
+        flits: 9,
+        cut_through: false,
+    };
+    while out.len() < 7 {
+        out.push(earlier).unwrap();
+    }
+    s.arbitrate(|_, _| true, &mut out);
+    assert_eq!(out.len(), 8);
+    let sent = out[7];
+    assert_eq!(s.counters().forwarded, 1);
+    assert_eq!(s.queued(0) + s.queued(1), 1, "the other packet is still queued");
+    s.output_done(sent.output);
+    let left = step(&mut s, |_, _| true);
+    assert_eq!(left.len(), 1);
+    assert_ne!(left[0].handle, sent.handle);
+    assert!(s.is_idle());
+}
