@@ -76,7 +76,7 @@ impl<const PORTS: usize, const SLOTS: usize> Voqs<PORTS, SLOTS> {
             .get(input)
             .and_then(|u| u.get(vc))
             .map_or(usize::MAX, |&n| usize::from(n));
-        self.free != NIL && (input == PORTS || used < Self::share())
+        self.free != NIL && vc < VCS && (input == PORTS || used < Self::share())
     }
 
     /// How many more packets (copies) `input` may queue on `vc`.
@@ -87,7 +87,9 @@ impl<const PORTS: usize, const SLOTS: usize> Voqs<PORTS, SLOTS> {
             .and_then(|u| u.get(vc))
             .map_or(usize::MAX, |&n| usize::from(n));
         let pool = self.free_slots();
-        if input == PORTS {
+        if vc >= VCS {
+            0
+        } else if input == PORTS {
             pool
         } else {
             Self::share().saturating_sub(used).min(pool)
@@ -184,5 +186,16 @@ mod tests {
         assert!(q.is_empty(0, 1, 2) && !q.is_empty(0, 1, 3));
         assert_eq!((q.used(0), q.used(1), q.free_slots()), (2, 1, 60 - 7));
         assert!(!q.push(0, 4, 0, d(1)) && !q.push(0, 0, 4, d(1)), "out of range");
+    }
+
+    /// A channel there is not has no room, at a port or at the engine, as `push` refuses it.
+    #[test]
+    fn a_channel_out_of_range_has_no_room_even_at_the_engine() {
+        let q: Voqs<4, 60> = Voqs::default();
+        for input in [0, 4] {
+            assert!(q.has_room(input, 0));
+            assert!(!q.has_room(input, 4), "input {input}");
+            assert_eq!(q.room(input, 4), 0, "input {input}");
+        }
     }
 }
