@@ -264,7 +264,8 @@ impl<const PORTS: usize, const SLOTS: usize, const REDUCE: usize> Switch<PORTS, 
     /// means "not now": the caller keeps the packet and offers it again once packets have left.
     #[inline(always)]
     pub fn ingress(&mut self, port: usize, packet: Arrival) -> Result<usize, SwitchError> {
-        if port >= PORTS {
+        // The ports the switch has: as many as its port-count register reads.
+        if port >= self.identity.ports() {
             return Err(SwitchError::NoSuchPort { port });
         }
         let queued = self.enqueue(port, packet);

@@ -617,3 +617,20 @@ fn a_decision_that_does_not_fit_in_out_is_not_taken() {
     assert_ne!(left[0].handle, sent.handle);
     assert!(s.is_idle());
 }
+
+/// A packet offered at a port beyond the port count the registers read (a core sized for more ports
+/// than its board wires) is refused as at a port the core lacks: not taken, not counted.
+#[test]
+fn a_packet_at_a_port_beyond_the_port_count_is_refused() {
+    use switch_fw::identity::{Identity, NodeType};
+    let mut s: Switch<64, 512> = Switch::new();
+    s.identity = Identity::new(1, NodeType::Switch).with_ports(8).unwrap();
+    s.routes.set(5, PortSet::single(1)).unwrap();
+    assert_eq!(
+        s.ingress(20, unicast(1, 0, 5)),
+        Err(SwitchError::NoSuchPort { port: 20 })
+    );
+    assert_eq!(s.counters().arrived, 0);
+    assert!(s.is_idle());
+    assert_eq!(s.ingress(7, unicast(2, 0, 5)), Ok(1));
+}
