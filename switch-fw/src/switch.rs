@@ -231,9 +231,10 @@ impl<const PORTS: usize, const SLOTS: usize, const REDUCE: usize> Switch<PORTS, 
         self.queues.used(input)
     }
 
-    /// Whether `input` has room for another packet on `vc`: what the input's link may deliver.
+    /// Whether `input` (a port the switch has, or `PORTS`, its engine) has room for another packet on
+    /// `vc`: what the input's link may deliver.
     pub fn has_room(&self, input: usize, vc: usize) -> bool {
-        input <= PORTS && self.queues.has_room(input, vc)
+        (input < self.identity.ports() || input == PORTS) && self.queues.has_room(input, vc)
     }
 
     /// Mark `port`'s link failed (or back). A unicast packet whose flow hashes onto a failed port leaves by

@@ -632,5 +632,7 @@ fn a_packet_at_a_port_beyond_the_port_count_is_refused() {
     );
     assert_eq!(s.counters().arrived, 0);
     assert!(s.is_idle());
+    assert!(!s.has_room(20, 0), "no link there to deliver anything");
+    assert!(s.has_room(7, 0) && s.has_room(64, 0), "a port, and the engine");
     assert_eq!(s.ingress(7, unicast(2, 0, 5)), Ok(1));
 }
