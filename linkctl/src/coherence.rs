@@ -224,12 +224,19 @@ fn run_stress(args: &CoherenceArgs) -> anyhow::Result<ExitCode> {
             plural(r.hits as u64, "hit")
         );
         println!(
-            "home: {} requests, {} snoops, {} invalidations, {} write-backs, {} requests parked on busy lines",
-            r.requests, r.snoops, r.invalidations, r.write_backs, r.parked
+            "home: {}, {}, {}, {}, {} parked on busy lines",
+            plural(r.requests, "request"),
+            plural(r.snoops, "snoop"),
+            plural(r.invalidations, "invalidation"),
+            plural(r.write_backs, "write-back"),
+            plural(r.parked, "request")
         );
         println!(
-            "links: {} bits flipped, {} CRC errors, {} replays; {} unit times; {wall:.2} s of wall time",
-            r.bits_flipped, r.crc_errors, r.replays, r.steps
+            "links: {} flipped, {}, {}; {}; {wall:.2} s of wall time",
+            plural(r.bits_flipped, "bit"),
+            plural(r.crc_errors, "CRC error"),
+            plural(r.replays, "replay"),
+            plural(r.steps, "unit time")
         );
         match (&r.first_violation, &r.links_stalled) {
             (None, _) if r.complete => println!("invariant violations: 0"),
@@ -326,18 +333,18 @@ fn run_explore(args: &CoherenceArgs) -> anyhow::Result<ExitCode> {
         println!("{}", serde_json::to_string_pretty(&value)?);
     } else {
         println!(
-            "{}, {}, values 1 to {}, {} operation(s) in progress per agent, {}: {} states, {} \
-             transitions, depth {}, {} quiescent; {:.1} s",
+            "{}, {}, values 1 to {}, {} in progress per agent, {}: {}, {}, depth {}, {} quiescent; \
+             {:.1} s",
             plural(agents as u64, "agent"),
             plural(lines as u64, "line"),
             values,
-            outstanding,
+            plural(outstanding as u64, "operation"),
             match reorder {
                 None => String::from("channels interleaved arbitrarily"),
                 Some(k) => format!("each message overtaking at most {k} older"),
             },
-            r.states,
-            r.transitions,
+            plural(r.states, "state"),
+            plural(r.transitions, "transition"),
             r.depth,
             r.quiescent,
             r.seconds
@@ -354,9 +361,9 @@ fn run_explore(args: &CoherenceArgs) -> anyhow::Result<ExitCode> {
                  quiescence hold in all of them"
             ),
             None => println!(
-                "no violation in the {} states explored; the search stopped at --max-states before \
-                 reaching every state",
-                r.states
+                "no violation in the {} explored; the search stopped at --max-states before reaching \
+                 every state",
+                plural(r.states, "state")
             ),
         }
     }

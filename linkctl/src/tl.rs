@@ -185,13 +185,13 @@ fn copy(args: CopyArgs) -> anyhow::Result<ExitCode> {
             ),
         }
         println!(
-            "{} packets; on the wire {} bits flipped, {} units dropped, {} duplicated; {} CRC errors, {} replays",
-            value["packets"],
-            value["bits_flipped"],
-            value["units_dropped"],
-            value["units_duplicated"],
-            value["crc_errors"],
-            value["replays"]
+            "{}; on the wire {} flipped, {} dropped, {} duplicated; {}, {}",
+            plural(la.packets_sent + lb.packets_sent, "packet"),
+            plural(pair.wire.bits_flipped, "bit"),
+            plural(pair.losses.dropped, "unit"),
+            pair.losses.duplicated,
+            plural(la.crc_errors + lb.crc_errors, "CRC error"),
+            plural(la.replays + lb.replays, "replay")
         );
         println!(
             "{:.1} us of simulated time over x8 at 8 GT/s: {gbps:.2} GB/s; {wall:.2} s of wall time",

@@ -197,3 +197,35 @@ fn the_exploration_has_defaults_of_its_own() {
         "{v}"
     );
 }
+
+/// Words counted by a number in `text` that say "1 requests" or "1 states": a count of one takes the
+/// singular.
+fn plurals_after_one(text: &str) -> Vec<String> {
+    let words: Vec<&str> = text.split_whitespace().collect();
+    words
+        .windows(2)
+        .filter(|w| {
+            w[0].trim_start_matches('(') == "1" && w[1].trim_end_matches([',', ';', ')']).ends_with('s')
+        })
+        .map(|w| w.join(" "))
+        .collect()
+}
+
+#[test]
+fn a_count_of_one_is_singular_in_every_summary() {
+    for args in [
+        // One request, no snoop.
+        &["--agents", "1", "--lines", "1", "--ops", "1", "--ber", "0"][..],
+        // This seed flips one bit, which one CRC error and one replay follow.
+        &[
+            "--agents", "1", "--lines", "1", "--ops", "2000", "--seed", "1", "--ber", "1e-6",
+        ],
+        // One state examined.
+        &["--explore", "--max-states", "1"],
+    ] {
+        let out = common::linkctl(&["coherence"], args);
+        let text = String::from_utf8(out.stdout).unwrap();
+        assert!(text.contains("1 "), "{args:?}: {text}");
+        assert_eq!(plurals_after_one(&text), Vec::<String>::new(), "{args:?}: {text}");
+    }
+}

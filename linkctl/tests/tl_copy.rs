@@ -44,6 +44,18 @@ fn the_text_report_counts_bytes_in_words() {
     }
 }
 
+/// This seed flips one bit on the wire, which one CRC error and one replay follow: each is counted in
+/// the singular ("1 bits flipped ... 1 CRC errors, 1 replays" before).
+#[test]
+fn the_text_report_counts_wire_errors_in_words() {
+    let out = String::from_utf8(tl_copy(&["--size", "64K", "--ber", "1e-6", "--seed", "5"]).stdout).unwrap();
+    let wire = out.lines().nth(1).unwrap_or_default();
+    assert_eq!(
+        wire, "514 packets; on the wire 1 bit flipped, 0 units dropped, 0 duplicated; 1 CRC error, 1 replay",
+        "{out}"
+    );
+}
+
 #[test]
 fn bad_input_is_a_clear_error_not_a_panic() {
     for args in [
