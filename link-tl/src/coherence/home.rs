@@ -32,19 +32,20 @@ pub enum Directory {
 }
 
 impl Directory {
-    /// Whether `agent` is listed.
+    /// Whether `agent` is listed (never an agent from 64 up, which a sharer bitmap cannot name).
     pub const fn holds(self, agent: usize) -> bool {
         match self {
             Directory::Invalid => false,
-            Directory::Shared(s) => s >> agent & 1 == 1,
+            Directory::Shared(s) => agent < 64 && s >> agent & 1 == 1,
             Directory::Owned(o) => o as usize == agent,
         }
     }
 
-    /// The directory without `agent`.
+    /// The directory without `agent` (unchanged for an agent from 64 up, which is in no entry).
     pub const fn without(self, agent: usize) -> Directory {
         match self {
             Directory::Owned(o) if o as usize == agent => Directory::Invalid,
+            Directory::Shared(_) if agent >= 64 => self,
             Directory::Shared(s) if s & !(1 << agent) == 0 => Directory::Invalid,
             Directory::Shared(s) => Directory::Shared(s & !(1 << agent)),
             d => d,
@@ -642,5 +643,30 @@ const fn snoop_for(kind: RequestKind) -> SnoopKind {
         RequestKind::RdCurr => SnoopKind::SnpCur,
         RequestKind::RdOwn => SnoopKind::SnpInv,
         _ => SnoopKind::SnpData,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Directory;
+
+    /// Agents are numbered below 64 (one bit each in a sharer bitmap): an agent beyond is in no entry
+    /// and taking it out changes nothing. Shifting by it overflowed: a panic in a debug build, and in a
+    /// release build agent 64 read as agent 0.
+    #[test]
+    fn an_agent_beyond_the_bitmap_is_in_no_directory_entry() {
+        for dir in [
+            Directory::Invalid,
+            Directory::Shared(1),
+            Directory::Shared(u64::MAX),
+            Directory::Owned(0),
+        ] {
+            for agent in [64, 65, 128, usize::MAX] {
+                assert!(!dir.holds(agent), "{dir:?} holds {agent}");
+                assert_eq!(dir.without(agent), dir, "{dir:?} without {agent}");
+            }
+        }
+        assert!(Directory::Shared(1 << 63).holds(63));
+        assert_eq!(Directory::Shared(1 << 63 | 1).without(63), Directory::Shared(1));
     }
 }
