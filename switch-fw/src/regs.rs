@@ -100,6 +100,10 @@ impl<const PORTS: usize, const SLOTS: usize, const REDUCE: usize> Switch<PORTS, 
                             Some(ports(set_half(contributors, field == 4, value))?);
                         Ok(())
                     }
+                    // Bits 31:18 are reserved: a write with any set means something this switch does
+                    // not know (a hostile 0004_0001h would otherwise read as element 0 and remove the
+                    // group).
+                    8 if value >> 18 != 0 => Err(bad),
                     8 => {
                         let config = match (value >> 16) & 3 {
                             1 => Some(Element::U32),

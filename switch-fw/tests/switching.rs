@@ -506,6 +506,29 @@ fn masks_are_held_to_the_port_count_the_registers_read() {
     assert!(s.is_idle());
 }
 
+/// A reduction group's third register with a reserved bit (31:18) set is refused and changes nothing:
+/// 0004_0001h had read as element 0 and removed the group.
+#[test]
+fn a_reduction_group_write_with_a_reserved_bit_is_refused() {
+    use switch_fw::regs::REDUCTION;
+    let mut s = switch();
+    assert_eq!(s.write_register(REDUCTION, 0b11), Ok(()));
+    assert_eq!(s.write_register(REDUCTION + 8, 1 << 16 | 1), Ok(()));
+    for bit in 18..32 {
+        for element in [0, 1 << 16] {
+            assert_eq!(
+                s.write_register(REDUCTION + 8, 1 << bit | element | 1),
+                Err(SwitchError::BadRegister {
+                    address: REDUCTION + 8
+                }),
+                "bit {bit}"
+            );
+        }
+    }
+    assert_eq!(s.read_register(REDUCTION + 8), Ok(1 << 16 | 1));
+    assert_eq!(s.read_register(REDUCTION), Ok(0b11));
+}
+
 /// A reduction's result refused for want of room is offered again, as any packet refused so: it is
 /// one reduction, counted once, when it is taken.
 #[test]
