@@ -8,10 +8,11 @@
 //! timeout: completions for it in that time are counted as late and dropped. When the slot is freed its
 //! generation advances, through every tag `generation * N + slot` below 1024, so its next tag differs
 //! from the old one (in every slot when `N` <= 512; above that, in the slots below `1024 - N`), and a
-//! completion still later than the quarantine finds no request with its tag: counted as unknown, dropped.
-//! Either way it is not delivered to the wrong request; only in a slot whose tag cannot change (`N` =
-//! 1024, or a slot from `1024 - N` up when `N` > 512) does a completion later than the quarantine
-//! match the slot's next request.
+//! completion still later than the quarantine finds no request with its tag (counted as unknown,
+//! dropped) until the slot's tag comes round again: after as many more requests in the slot as it has
+//! tags, `(1023 - slot) / N + 1`, or at its next request in a slot whose tag cannot change (`N` = 1024,
+//! or a slot from `1024 - N` up when `N` > 512). Only a completion that late, more than two completion
+//! timeouts in the fabric, can reach the wrong request: a 10-bit tag cannot do better.
 //!
 //! A read's completions arrive in pieces, one per 128-byte block of the range (spec section 3.5), in any
 //! order; the table keeps one bit per piece and rejects duplicates and pieces that do not fit.
