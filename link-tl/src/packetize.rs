@@ -163,6 +163,8 @@ pub struct Requests<'a, 'm, const W: usize> {
     requester: EndpointId,
     /// A piece whose request could not be issued yet (no free tag).
     held: Option<Piece>,
+    /// Added to each piece's offset to make its cookie.
+    cookie_base: u64,
 }
 
 impl<'a, 'm, const W: usize> Requests<'a, 'm, W> {
@@ -173,6 +175,15 @@ impl<'a, 'm, const W: usize> Requests<'a, 'm, W> {
             data: None,
             requester,
             held: None,
+            cookie_base: 0,
+        }
+    }
+
+    /// The same requests with cookies counted from `offset` (the range's offset in a larger transfer).
+    pub fn with_cookies_from(self, offset: u64) -> Self {
+        Requests {
+            cookie_base: offset,
+            ..self
         }
     }
 
@@ -184,6 +195,7 @@ impl<'a, 'm, const W: usize> Requests<'a, 'm, W> {
             data: Some(data),
             requester,
             held: None,
+            cookie_base: 0,
         }
     }
 
@@ -212,7 +224,7 @@ impl<'a, 'm, const W: usize> Requests<'a, 'm, W> {
             dest: piece.endpoint,
             addr: piece.local,
             kind,
-            cookie: piece.offset,
+            cookie: self.cookie_base + piece.offset,
         };
         // A request its header cannot carry must not take a tag it would hold until it timed out.
         if let Err(e) = check_endpoint(self.requester) {

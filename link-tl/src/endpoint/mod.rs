@@ -154,7 +154,7 @@ impl<
     }
 
     /// Copy `len` bytes of local memory from `local` to global address `global` (posted writes, then a
-    /// one-byte read fence). Ends with [`Done::Transfer`]. Refused if the local range is outside the
+    /// one-byte read fence of each window written). Ends with [`Done::Transfer`]. Refused if the local range is outside the
     /// memory ([`TlError::BufferTooSmall`]), `len` is 0, or `T` transfers are running
     /// ([`TlError::TransfersFull`]).
     pub fn copy_to(&mut self, local: u64, global: u64, len: u64) -> Result<Handle, TlError> {

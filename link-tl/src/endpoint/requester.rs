@@ -2,9 +2,10 @@
 //!
 //! A **copy to a peer** reads the local [`Memory`] a piece at a time ([`Pieces::data`]: never crossing a
 //! 128-byte boundary or a window end) and sends each piece as a posted write ([`Packet::posted_write`]).
-//! After the last piece it reads the last byte written back (a one-byte read *fence*): the ordering rules
-//! keep that read behind the writes, so its completion says the peer has executed them all, or its error
-//! status says why not.
+//! After the last piece it reads back the last byte it wrote to each window (a one-byte read *fence*): the
+//! ordering rules keep that read behind the writes to the same completer, so its completion says that
+//! peer has executed them all, or its error status says why not. A copy whose windows lead to several
+//! endpoints fences each: one fence orders nothing at another completer.
 //!
 //! A **copy from a peer** is a run of reads of up to 4096 bytes ([`Requests::reads`]), each under a tag from
 //! the outstanding-request table ([`Outstanding`]), which bounds the requests in flight and times them out.
@@ -167,6 +168,9 @@ struct Transfer<'m, const W: usize> {
     len: u64,
     /// Bytes sent in posted writes (copies to a peer).
     written: u64,
+    /// Bytes of those behind a fence issued (copies to a peer): a window's fence covers what was written
+    /// to it.
+    fenced: u64,
     stage: Stage<'m, W>,
     in_flight: u32,
     failure: Option<Failure>,
@@ -281,6 +285,7 @@ impl<'m, const W: usize, const N: usize, const T: usize> Requester<'m, W, N, T> 
             global,
             len,
             written: 0,
+            fenced: 0,
             stage,
             in_flight: 0,
             failure: None,
@@ -435,11 +440,17 @@ impl<'m, const W: usize, const N: usize, const T: usize> Requester<'m, W, N, T> 
                         }
                     }
                 }
-                Stage::Reading { requests, .. } => {
+                Stage::Reading {
+                    requests,
+                    fence: is_fence,
+                } => {
                     if !egress.has_room(Vc::Request) || self.table.available() == 0 {
                         return queued;
                     }
+                    let is_fence = *is_fence;
                     match requests.next_into(&mut self.table, now, &mut packet) {
+                        // A fence issued: the next window's, if the copy wrote to another.
+                        None if is_fence => t.stage = fence(self.map, t, self.id),
                         None => t.stage = Stage::Draining,
                         Some(Err(TlError::NoFreeTag)) => return queued,
                         Some(Err(e)) => t.failure = Some(unmapped(e)),
@@ -508,10 +519,8 @@ impl<'m, const W: usize, const N: usize, const T: usize> Requester<'m, W, N, T> 
                     self.owner[slot] = Owner::None;
                     t.in_flight = t.in_flight.saturating_sub(1);
                     if status != Status::Success {
-                        let offset = match t.direction {
-                            Direction::FromPeer => delivery.cookie,
-                            Direction::ToPeer => t.written.saturating_sub(1),
-                        };
+                        // A read's offset in the transfer, or the byte a fence read.
+                        let offset = delivery.cookie;
                         t.failure.get_or_insert(Failure::Status { status, offset });
                     }
                 }
@@ -552,10 +561,7 @@ impl<'m, const W: usize, const N: usize, const T: usize> Requester<'m, W, N, T> 
                 Owner::Transfer(i) => {
                     if let Some(t) = self.transfers.get_mut(usize::from(i)).and_then(Option::as_mut) {
                         t.in_flight = t.in_flight.saturating_sub(1);
-                        let offset = match t.direction {
-                            Direction::FromPeer => expired.request.cookie,
-                            Direction::ToPeer => t.written.saturating_sub(1),
-                        };
+                        let offset = expired.request.cookie;
                         t.failure.get_or_insert(Failure::Timeout { offset });
                     }
                 }
@@ -594,14 +600,24 @@ impl<'m, const W: usize, const N: usize, const T: usize> Requester<'m, W, N, T> 
     }
 }
 
-/// After the posted writes of a copy to a peer: a one-byte read of the last byte written, or nothing if
-/// nothing was written.
-fn fence<'m, const W: usize>(map: &'m AddressMap<W>, t: &Transfer<'m, W>, id: EndpointId) -> Stage<'m, W> {
-    if t.written == 0 {
+/// After the posted writes of a copy to a peer: a one-byte read of the last byte written to the first
+/// window not yet fenced (its cookie that byte's offset in the transfer), or nothing once every byte
+/// written is behind a fence.
+fn fence<'m, const W: usize>(
+    map: &'m AddressMap<W>,
+    t: &mut Transfer<'m, W>,
+    id: EndpointId,
+) -> Stage<'m, W> {
+    if t.fenced >= t.written {
         return Stage::Draining;
     }
+    // Those bytes went out through the map, so it resolves them; were it to fail, one fence of the last.
+    let end = map
+        .resolve(t.global + t.fenced)
+        .map_or(t.written, |span| t.written.min(t.fenced.saturating_add(span.len)));
+    t.fenced = end;
     Stage::Reading {
-        requests: Requests::reads(map, t.global + t.written - 1, 1, id),
+        requests: Requests::reads(map, t.global + end - 1, 1, id).with_cookies_from(end - 1),
         fence: true,
     }
 }
@@ -620,4 +636,112 @@ fn issued_tag(packet: &Packet) -> Tag {
         .first()
         .and_then(|x| Extension::parse(x).ok())
         .map_or(MAX_TAGS as Tag, |x| x.tag)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::vec::Vec as StdVec;
+
+    use link_dl::flit::Flit;
+    use link_phy::time::Duration;
+
+    use super::*;
+    use crate::address::Window;
+    use crate::header::CompletionHeader;
+    use crate::ordering::LinkTx;
+    use crate::packet::Read;
+
+    /// A data link that takes everything, and keeps it.
+    #[derive(Default)]
+    struct Sent(StdVec<(Vc, u64, StdVec<Flit>)>);
+
+    impl LinkTx for Sent {
+        fn can_send(&self, _: Vc, _: usize) -> bool {
+            true
+        }
+
+        fn send(&mut self, vc: Vc, tl: u64, payload: &[Flit]) -> Result<(), link_dl::DlError> {
+            self.0.push((vc, tl, payload.to_vec()));
+            Ok(())
+        }
+    }
+
+    fn answer<const W: usize, const N: usize, const T: usize>(
+        r: &mut Requester<'_, W, N, T>,
+        read: &Read,
+        status: Status,
+        memory: &mut [u8],
+    ) {
+        let header = CompletionHeader {
+            requester: 0,
+            completer: read.dest,
+            tag: read.id.tag,
+            status,
+            offset: 0,
+            len: if status == Status::Success { 1 } else { 0 },
+        };
+        let data: &[u8] = if status == Status::Success { &[7] } else { &[] };
+        let mut packet = Packet::new();
+        Tlp::Completion(Completion { header, data })
+            .emit(&mut packet)
+            .unwrap();
+        r.completion(Instant::ZERO, packet.tl(), packet.payload(), memory, &mut |d| {
+            panic!("{d:?} reported for a transfer's completion")
+        });
+    }
+
+    /// A copy whose windows lead to two endpoints reads back a fence from each (a read orders only the
+    /// writes to its own completer), ends only when both have answered, and a fence refused reports the
+    /// byte it read. One fence, of the last byte, had let the copy end before the first endpoint had
+    /// executed its writes.
+    #[test]
+    fn a_copy_to_two_endpoints_fences_each_and_waits_for_both() {
+        let mut map: AddressMap<2> = AddressMap::new();
+        for (base, endpoint, local_base) in [(0x1_0000, 1, 0x1000), (0x1_1000, 2, 0x2000)] {
+            map.insert(Window {
+                base,
+                len: 0x1000,
+                endpoint,
+                local_base,
+            })
+            .unwrap();
+        }
+        for first_answer in [Status::Success, Status::CompleterAbort] {
+            let mut r: Requester<'_, 2, 8, 1> =
+                Requester::new(0, &map, Outstanding::new(Duration::from_us(10)));
+            let mut memory = [7u8; 512];
+            // 128 bytes to endpoint 1 (0x1_0F80 to 0x1_0FFF), 172 to endpoint 2.
+            let handle = r.start(Direction::ToPeer, 0, 0x1_0F80, 300, &memory[..]).unwrap();
+            let mut egress: Egress<64> = Egress::new();
+            r.service(Instant::ZERO, &mut memory[..], &mut egress);
+            let mut link = Sent::default();
+            egress.pump(&mut link);
+            let fences: StdVec<Read> = link
+                .0
+                .iter()
+                .filter_map(|(vc, tl, payload)| match Tlp::parse(*vc, *tl, payload) {
+                    Ok(Tlp::Read(read)) => Some(read),
+                    _ => None,
+                })
+                .collect();
+            let asked: StdVec<_> = fences.iter().map(|f| (f.dest, f.addr, f.len)).collect();
+            assert_eq!(asked, [(1, 0x1FFF, 1), (2, 0x20AB, 1)]);
+            let mut ended = StdVec::new();
+            answer(&mut r, &fences[1], Status::Success, &mut memory);
+            r.reap(|| true, &mut |d| ended.push(d));
+            assert_eq!(ended, [], "ended with endpoint 1's writes unconfirmed");
+            answer(&mut r, &fences[0], first_answer, &mut memory);
+            r.reap(|| true, &mut |d| ended.push(d));
+            let result = match first_answer {
+                Status::Success => Ok(300),
+                status => Err(Failure::Status { status, offset: 127 }),
+            };
+            let transfer = Done::Transfer {
+                handle,
+                direction: Direction::ToPeer,
+                result,
+            };
+            assert_eq!(ended, [transfer]);
+        }
+    }
 }
