@@ -287,3 +287,26 @@ fn regression_seed_647_two_lanes_ber_1e5() {
     let r = s.run(&traffic);
     assert_exact(&r, "seed 647");
 }
+
+/// At 8 GT/s one port missed its partner's idle data in Recovery.Idle (a bit error) while the partner went
+/// on to L0. Timing out, it went back to the old rate through Recovery.Speed, whose electrical idle
+/// ordered set the partner in L0 took for low power: one port ended in Failed, the other asleep in L1.
+/// Recovery.Idle's first timeout now goes back to Recovery.RcvrLock, whose training sets bring the
+/// partner back into Recovery with it, at 8 GT/s still (one bit error does not cost the rate); and a
+/// port in L0 takes an ordered set it was not asked to expect for its partner leaving L0.
+#[test]
+fn regression_seed_791_two_lanes_ber_1e5() {
+    let mut s = Setup::new(2, Rate::Gen3, 791);
+    s.ber = 1e-5;
+    let traffic = Traffic {
+        packets: 600,
+        payload: 0,
+        vcs: vec![Vc::Snoop],
+        both_ways: false,
+        seed: 791,
+        ..Traffic::default()
+    };
+    let r = s.run(&traffic);
+    assert_exact(&r, "seed 791");
+    assert_eq!((r.width, r.rate_gts), (2, 8.0));
+}

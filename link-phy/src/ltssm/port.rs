@@ -137,6 +137,9 @@ pub struct Port {
     previous_rate: Rate,
     failed_rate: Option<Rate>,
     at_new_rate: bool,
+    /// Recovery.Idle has timed out back to Recovery.RcvrLock once since the link was last in L0 (or the
+    /// rate last changed): the next timeout there is handled as any other.
+    idle_relocked: bool,
     retrain_requested: bool,
     low_power_requested: bool,
     wake_requested: bool,
@@ -206,6 +209,7 @@ impl Port {
             previous_rate: Rate::Gen1,
             failed_rate: None,
             at_new_rate: false,
+            idle_relocked: false,
             retrain_requested: false,
             low_power_requested: false,
             wake_requested: false,
@@ -312,7 +316,10 @@ impl Port {
         }
     }
 
-    /// Ask the link to go to electrical idle (L1). Ignored unless the link is in L0.
+    /// Ask the link to go to electrical idle (L1): send an electrical idle ordered set and go quiet.
+    /// Ignored unless the link is in L0. Both ports must be asked (the data link layers' handshake): a
+    /// port in L0 takes an electrical idle ordered set it was not asked to expect for its partner leaving
+    /// L0 for Recovery.
     pub fn request_low_power(&mut self) {
         if self.state == LtssmState::L0 {
             self.low_power_requested = true;
@@ -1121,12 +1128,13 @@ impl Port {
             self.retrain(now);
         } else if partner_training {
             self.retrain(now);
-        } else if self.low_power_requested || self.eios_received {
+        } else if self.low_power_requested {
             self.low_power_requested = false;
-            if !self.eios_received {
-                self.eios_pending = true;
-            }
+            self.eios_pending = true;
             self.enter(now, LtssmState::ElectricalIdle);
+        } else if self.eios_received {
+            self.eios_received = false;
+            self.follow_partner_out_of_l0(now);
         } else if self.config.role == Role::Downstream && self.config.auto_speed_change && target > self.rate
         {
             self.speed_change = true;
@@ -1140,7 +1148,18 @@ impl Port {
     /// the lanes' skew, which is a time, is more symbol times than the deskew buffer holds at the faster
     /// rate. Go back to the previous rate and do not try this one again. Anything else starts over from
     /// Detect, which forgets the failed rate.
+    ///
+    /// Recovery.Idle's first timeout goes back to Recovery.RcvrLock instead (PCI Express's
+    /// idle_to_rlock_transitioned): the partner may have received this port's idle data and gone on to
+    /// L0 while this port missed the partner's (a bit error), and only training sets bring it back. Gone
+    /// to Recovery.Speed instead, the port would send an electrical idle ordered set, which a partner in L0
+    /// takes for low power.
     fn training_timed_out(&mut self, now: Instant) {
+        if self.state == LtssmState::RecoveryIdle && !self.idle_relocked {
+            self.idle_relocked = true;
+            self.enter(now, LtssmState::RecoveryRcvrLock);
+            return;
+        }
         let in_recovery = matches!(
             self.state,
             LtssmState::RecoveryRcvrLock | LtssmState::RecoveryRcvrCfg | LtssmState::RecoveryIdle
@@ -1153,6 +1172,23 @@ impl Port {
             self.enter(now, LtssmState::RecoverySpeed);
         } else {
             self.restart_from_detect(now);
+        }
+    }
+
+    /// An electrical idle ordered set this port was not directed to expect (its own layer directs it to
+    /// L1, as PCI Express's data link layer directs both ports after its power-management handshake):
+    /// the partner left L0 for Recovery.Speed, going back to the previous rate after a speed change that
+    /// failed on its side (it timed out in Recovery while this port reached L0). Follow it there; at the
+    /// rate training started at, retrain.
+    fn follow_partner_out_of_l0(&mut self, now: Instant) {
+        if self.previous_rate < self.rate {
+            self.counters.speed_change_failures += 1;
+            self.failed_rate = Some(self.rate);
+            self.target_rate = self.previous_rate;
+            self.speed_change = false;
+            self.enter(now, LtssmState::RecoverySpeed);
+        } else {
+            self.retrain(now);
         }
     }
 
@@ -1212,6 +1248,7 @@ impl Port {
         self.rate = self.target_rate;
         self.speed_change = false;
         self.at_new_rate = !reverting;
+        self.idle_relocked = false;
         self.reset_lanes();
         self.enter(now, LtssmState::RecoveryRcvrLock);
     }
@@ -1254,6 +1291,7 @@ impl Port {
         self.speed_change = false;
         self.failed_rate = None;
         self.at_new_rate = false;
+        self.idle_relocked = false;
         self.partner_rates = DataRates::empty();
         for rx in &mut self.rx {
             rx.inverted = false;
@@ -1326,6 +1364,7 @@ impl Port {
                 self.errors_in_window = 0;
                 self.window_start = now;
                 self.eios_received = false;
+                self.idle_relocked = false;
                 self.counters.link_ups += 1;
                 if self.at_new_rate {
                     self.at_new_rate = false;
