@@ -145,8 +145,9 @@ struct Lane {
     position: u64,
     next_error: u64,
     next_burst: u64,
-    /// Bits of a burst still to corrupt.
+    /// Bits of a burst still to corrupt, and the burst's length.
     burst_left: u32,
+    burst_len: u32,
 }
 
 /// One direction of a link. Feed it each slot a port transmits; it returns what the far port receives
@@ -183,6 +184,7 @@ impl Channel {
                     next_error,
                     next_burst,
                     burst_left: 0,
+                    burst_len: 0,
                 }
             })
             .collect();
@@ -275,7 +277,7 @@ impl Channel {
                 FaultKind::Burst { lane, bits } => {
                     if let Some(l) = self.lanes.get_mut(lane) {
                         l.burst_left = bits;
-                        l.next_burst = l.position;
+                        l.burst_len = bits;
                         self.stats.bursts += 1;
                     }
                 }
@@ -305,26 +307,31 @@ fn corrupt(lane: &mut Lane, bits: &mut SlotBits, stats: &mut ChannelStats, confi
         stats.flipped += 1;
         lane.next_error += 1 + geometric(&mut lane.rng, config.ber);
     }
-    if config.burst_rate > 0.0 {
-        while lane.next_burst < end && lane.burst_left == 0 {
+    // A burst still going on continues at the start of this slot; random ones start where drawn.
+    let mut p = start;
+    loop {
+        if lane.burst_left == 0 {
+            if config.burst_rate <= 0.0 || lane.next_burst >= end {
+                break;
+            }
+            p = p.max(lane.next_burst);
             lane.burst_left = config.burst_bits;
+            lane.burst_len = config.burst_bits;
             stats.bursts += 1;
             lane.next_burst += 1 + geometric(&mut lane.rng, config.burst_rate);
         }
-    }
-    let mut p = lane.next_burst.max(start);
-    let first = lane.burst_left;
-    while lane.burst_left > 0 && p < end {
-        // The first and last bits of a burst are in error by definition; those between at random.
-        if lane.burst_left == first || lane.burst_left == 1 || lane.rng.next_u32() & 1 == 1 {
-            bits.flip((p - start) as u32);
-            stats.flipped += 1;
+        while lane.burst_left > 0 && p < end {
+            // The first and last bits of a burst are in error by definition; those between at random.
+            if lane.burst_left == lane.burst_len || lane.burst_left == 1 || lane.rng.next_u32() & 1 == 1 {
+                bits.flip((p - start) as u32);
+                stats.flipped += 1;
+            }
+            lane.burst_left -= 1;
+            p += 1;
         }
-        lane.burst_left -= 1;
-        p += 1;
-    }
-    if lane.burst_left > 0 {
-        lane.next_burst = end;
+        if p >= end {
+            break;
+        }
     }
     lane.position = end;
 }
@@ -587,6 +594,47 @@ mod tests {
         assert!(seen[7..9].iter().all(|s| *s == Some(0)));
         assert!(seen[9..].iter().all(|s| s.is_none()));
         assert_eq!(ch.stats().bursts, 1);
+    }
+
+    /// Random bursts start at the burst rate, each where its draw puts it, and flip its first and last
+    /// bit (and no bit outside it). A burst used to be applied at the draw of the burst after it, which
+    /// pushed it into the next slot and rescheduled the following one to that slot's start: from then
+    /// on a burst started every other slot whatever the rate.
+    #[test]
+    fn random_bursts_follow_the_burst_rate() {
+        let mut cfg = ChannelConfig::clean(1);
+        cfg.burst_rate = 1e-4;
+        cfg.burst_bits = 4;
+        cfg.seed = 11;
+        let mut ch = Channel::new(cfg);
+        let mut errors = Vec::new();
+        for t in 0..100_000u64 {
+            let got = bits_of(&ch.carry(Instant(t), &slot_of(Rate::Gen1, 1, |_| 0)).lanes[0]).unwrap();
+            errors.extend((0..10).filter(|i| got >> i & 1 == 1).map(|i| t * 10 + i));
+        }
+        let s = ch.stats();
+        let expected = s.bits as f64 * 1e-4;
+        assert!(
+            (s.bursts as f64 - expected).abs() < 5.0 * expected.sqrt(),
+            "{s:?}, expected about {expected} bursts"
+        );
+        // Every burst of 4 bits shows as a first and last error 3 bits apart (bursts this rare never
+        // overlap here), with at most two more errors between them.
+        let mut i = 0;
+        let mut seen = 0;
+        while i < errors.len() {
+            let first = errors[i];
+            let last = first + 3;
+            assert!(
+                errors[i..].contains(&last),
+                "burst at bit {first} does not end at {last}"
+            );
+            while i < errors.len() && errors[i] <= last {
+                i += 1;
+            }
+            seen += 1;
+        }
+        assert_eq!(seen, s.bursts);
     }
 
     #[test]
