@@ -401,6 +401,28 @@ fn decode_data_reports_the_block_that_is_not_data() {
     );
 }
 
+/// A block count whose bits or bytes do not fit a `usize` is refused like any other count the buffers
+/// cannot hold: it had overflowed (a panic in debug builds; in release 2^63 blocks wrapped to 0 bits
+/// and 0 bytes and "decoded" with `Ok`).
+#[test]
+fn decode_data_refuses_block_counts_beyond_any_buffer() {
+    let bits = [0u8; 17];
+    let mut out = [0u8; 16];
+    for nblocks in [
+        1usize << 63,
+        usize::MAX,
+        usize::MAX / 130 + 1,
+        usize::MAX / 16 + 1,
+    ] {
+        let got = LaneDecoder::new(0).decode_data(&bits, nblocks, &mut out);
+        assert!(
+            matches!(got, Err(Error::BufferTooSmall { available: 17, .. })),
+            "{nblocks} blocks: {got:?}"
+        );
+    }
+    assert_eq!(LaneDecoder::new(0).decode_data(&bits, 0, &mut out), Ok(()));
+}
+
 #[test]
 fn bits_pushed_into_a_full_buffer_are_dropped_and_counted() {
     let mut decoder = LaneDecoder::new(0);

@@ -631,8 +631,10 @@ impl LaneDecoder {
     /// [`Error::UnexpectedOrderedSetBlock`], `position` counting blocks from the start of `bits`; the blocks
     /// before it are in `out` and the LFSR has advanced over them.
     pub fn decode_data(&mut self, bits: &[u8], nblocks: usize, out: &mut [u8]) -> Result<(), Error> {
-        check_room(bits.len(), (nblocks * BLOCK_BITS as usize).div_ceil(8))?;
-        check_room(out.len(), nblocks * BLOCK_SYMBOLS)?;
+        // A count too large for its bits or bytes to be counted needs more than any buffer holds.
+        let needed_bits = nblocks.checked_mul(BLOCK_BITS as usize);
+        check_room(bits.len(), needed_bits.map_or(usize::MAX, |b| b.div_ceil(8)))?;
+        check_room(out.len(), nblocks.saturating_mul(BLOCK_SYMBOLS))?;
         let mut parity = 0u128;
         let mut result = Ok(());
         let mut done = 0;
