@@ -271,6 +271,73 @@ fn an_undefined_sync_header_in_a_data_stream_is_counted_and_taken_as_data() {
     }
 }
 
+/// A flipped sync header bit on a SKP ordered set (of any length) or an EIEOS in a data stream: the
+/// block is still taken as what its content unmistakably is. Taken as data (as it had been), a SKP
+/// advanced the descrambler by 128 bits it never advances, and every later data block of the lane came
+/// out as garbage for the rest of the data stream; an EIEOS did not reset it.
+#[test]
+fn a_skp_or_eieos_with_an_undefined_sync_header_in_a_data_stream_keeps_the_lfsr_in_step() {
+    for header in [0b00u8, 0b11] {
+        for skps in [4u32, 12, 20] {
+            let (mut encoder, mut decoder, mut bits) = locked_pair(2);
+            bits.block(encoder.encode_block(&Block::data([1; 16])));
+            let state = encoder.scrambler().state();
+            bits.push(u128::from(header), 2);
+            for _ in 0..skps {
+                bits.push(SKP_SYMBOL.into(), 8);
+            }
+            bits.push(SKP_END.into(), 8);
+            // The tail as the encoder fills it in: the parity of the one data block since the SDS.
+            let parity = {
+                let mut probe = LaneEncoder::new(2);
+                probe.encode_block(&OrderedSetBlock::Eieos.to_block());
+                probe.encode_block(&OrderedSetBlock::Sds.to_block());
+                let (first, last) = probe.encode_block(&Block::data([1; 16]));
+                ((first >> 2).count_ones() + (last as u32).count_ones()) & 1 == 1
+            };
+            let tail = skp_tail(state, parity);
+            for t in tail {
+                bits.push(t.into(), 8);
+            }
+            bits.block(encoder.encode_block(&Block::data([2; 16])));
+            bits.block(encoder.encode_block(&Block::data([3; 16])));
+            let got = bits.feed(&mut decoder, &[64]);
+            let skp = OrderedSetBlock::Skp { tail }.to_block();
+            assert_eq!(
+                got,
+                [
+                    Ok(Block::data([1; 16])),
+                    Ok(skp),
+                    Ok(Block::data([2; 16])),
+                    Ok(Block::data([3; 16]))
+                ],
+                "header {header:02b}, {skps} SKP symbols"
+            );
+            assert_eq!(decoder.alignment(), BlockAlignment::Locked);
+            assert_eq!(decoder.counters().invalid_sync_headers, 1);
+            assert_eq!(decoder.counters().skp_lfsr_mismatches, 0);
+            assert_eq!(decoder.counters().data_parity_errors, 0);
+            assert_eq!(decoder.last_skp_symbols() as u32, skps + 4);
+        }
+        // An EIEOS ends the data stream and resets the LFSR for the training sets after it.
+        let (mut encoder, mut decoder, mut bits) = locked_pair(2);
+        bits.block(encoder.encode_block(&Block::data([1; 16])));
+        let (first, last) = encoder.encode_block(&OrderedSetBlock::Eieos.to_block());
+        bits.block(((first & !0b11) | u128::from(header), last));
+        let ts = TrainingSet::polling(DataRates::GEN1 | DataRates::GEN3, 7);
+        bits.block(encoder.encode_block(&OrderedSetBlock::Training(ts).to_block()));
+        let got = bits.feed(&mut decoder, &[64]);
+        assert_eq!(got.len(), 3);
+        assert_eq!(got[1], Ok(OrderedSetBlock::Eieos.to_block()));
+        assert_eq!(
+            OrderedSetBlock::parse(&got[2].unwrap().payload),
+            Ok(OrderedSetBlock::Training(ts))
+        );
+        assert_eq!(decoder.alignment(), BlockAlignment::Aligned);
+        assert_eq!(decoder.counters().invalid_sync_headers, 1);
+    }
+}
+
 #[test]
 fn an_undefined_sync_header_while_training_is_reported_and_unaligns() {
     for header in [0b00u8, 0b11] {

@@ -330,7 +330,8 @@ pub struct DecoderCounters {
 /// (back to Aligned). An undefined sync header (00b, 11b) is reported and sends it back to Unaligned,
 /// except when Locked: there it is counted in [`DecoderCounters::invalid_sync_headers`] and the block is
 /// taken as a data block, keeping alignment (a single bit error must not silence the lane until the next
-/// retrain; the data's own checks catch a wrong guess).
+/// retrain; the data's own checks catch a wrong guess), unless it is recognisably a SKP ordered set (its
+/// first four symbols SKP) or an EIEOS, which are taken as those so that the LFSR stays in step.
 #[derive(Clone, Debug)]
 pub struct LaneDecoder {
     bits: BitQueue,
@@ -470,13 +471,27 @@ impl LaneDecoder {
             if available < BLOCK_BITS {
                 return None;
             }
-            self.counters.invalid_sync_headers += 1;
             if self.alignment == BlockAlignment::Locked {
                 // In a data stream one flipped header bit must not cost the lane its alignment (nothing
-                // would restore it before the next retrain): the block is most likely data, and taken as
-                // such; the layer above checks its contents. The error is counted for the receiver.
-                return self.data_block(head);
+                // would restore it before the next retrain): the block is taken by its content and the
+                // error counted for the receiver. A SKP ordered set (four SKP symbols: scrambled data
+                // starts so once in 2^32 blocks) or an EIEOS (128 fixed bits) is taken as such, since
+                // taken as data it would move the LFSR as neither does and garble every later data block
+                // of the stream; anything else is most likely data, which the layer above checks.
+                let (first, last) = self.bits.block_at(head);
+                let block = if (0..4).all(|i| self.bits.symbol(head, i) == SKP_SYMBOL) {
+                    self.skp()
+                } else if from_wire(first, last).1 == u128::from_le_bytes(EIEOS) {
+                    self.ordered_set_block(head)
+                } else {
+                    self.data_block(head)
+                };
+                if block.is_some() {
+                    self.counters.invalid_sync_headers += 1;
+                }
+                return block;
             }
+            self.counters.invalid_sync_headers += 1;
             self.alignment = BlockAlignment::Unaligned;
             self.counters.blocks += 1;
             return Some(Err(Error::InvalidSyncHeader { position, header }));
@@ -490,6 +505,11 @@ impl LaneDecoder {
         if kind == SyncHeader::Data {
             return self.data_block(head);
         }
+        self.ordered_set_block(head)
+    }
+
+    /// The (fixed-length) ordered-set block at `head`, its LFSR rules applied.
+    fn ordered_set_block(&mut self, head: u32) -> Option<Result<Block, Error>> {
         let (first, last) = self.bits.block_at(head);
         let (_, wire) = from_wire(first, last);
         let payload = self.ordered_set(wire);
