@@ -93,6 +93,8 @@ pub(super) struct LaneRx {
     blocks: LaneDecoder,
     /// Whether the last symbol was part of an ordered set (or a receiver error).
     after_ordered_set: bool,
+    /// Whether the last code group could not be decoded.
+    last_unreadable: bool,
 }
 
 impl LaneRx {
@@ -107,6 +109,7 @@ impl LaneRx {
             ts_len: 0,
             blocks: LaneDecoder::new(lane),
             after_ordered_set: false,
+            last_unreadable: false,
         }
     }
 
@@ -138,13 +141,17 @@ impl LaneRx {
             };
             let emit = &mut emit;
             match self.decoder.decode(code) {
-                Ok(s) => self.symbol(s, emit),
+                Ok(s) => {
+                    self.symbol(s, emit);
+                    self.last_unreadable = false;
+                }
                 Err(e) => {
                     emit(LaneEvent::Error(match e {
                         Error::DisparityError { .. } => RxError::Disparity,
                         _ => RxError::CodeViolation,
                     }));
                     self.unreadable_symbol(emit);
+                    self.last_unreadable = true;
                 }
             }
             if saw_ordered_set {
@@ -292,6 +299,14 @@ impl LaneRx {
     fn outside_ordered_set(&mut self, s: Symbol, emit: &mut impl FnMut(LaneEvent)) {
         match s {
             Symbol::Control(control::COM) => self.start_ordered_set(emit),
+            Symbol::Control(control::SKP) if self.last_unreadable => {
+                // A SKP ordered set whose COM or an earlier SKP was lost to an error (and its running
+                // disparity with it, so possibly the next symbol too): its SKP symbols are still the
+                // deskew markers, and the LFSR is where the COM left it, since SKP holds it.
+                self.descrambler.reset();
+                self.collecting = Collecting::Skip;
+                emit(LaneEvent::Symbol(SymbolItem::Marker));
+            }
             Symbol::Data(_) => {
                 let d = self.descrambler.descramble(s);
                 emit(LaneEvent::Symbol(if self.after_ordered_set {
@@ -374,4 +389,87 @@ fn block_events(block: &Block, emit: &mut impl FnMut(LaneEvent)) {
         }
     };
     emit(LaneEvent::Block(item));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::lane_tx::LaneTx;
+    use super::*;
+    use crate::ordered_set::EIOS_8B10B;
+    use std::vec::Vec;
+
+    /// `data` bytes, a SKP ordered set, then `after` data bytes, sent by a lane transmitter behind two
+    /// EIOS (for symbol lock), with code group `hit` of the SKP ordered set (0 = COM) made invalid. Returns
+    /// the deskew items received from the first data byte on.
+    fn receive_with_hit(data: &[u8], after: &[u8], hit: usize) -> Vec<SymbolItem> {
+        let mut tx = LaneTx::new(0);
+        let mut sent: Vec<SlotBits> = Vec::new();
+        for _ in 0..2 {
+            for s in EIOS_8B10B {
+                sent.push(tx.symbol(s, true));
+            }
+        }
+        for &b in data {
+            sent.push(tx.symbol(Symbol::Data(b), false));
+        }
+        for (i, s) in crate::ordered_set::SKP_8B10B.into_iter().enumerate() {
+            let mut bits = tx.symbol(s, true);
+            if i == hit {
+                // No code group at all: ten zeros.
+                bits = SlotBits::EMPTY;
+                bits.push(0, 10);
+            }
+            sent.push(bits);
+        }
+        for &b in after {
+            sent.push(tx.symbol(Symbol::Data(b), false));
+        }
+        let mut rx = LaneRx::new(0);
+        let mut items = Vec::new();
+        for bits in &sent {
+            rx.receive_8b10b(bits, &mut |e| {
+                if let LaneEvent::Symbol(item) = e {
+                    items.push(item);
+                }
+            });
+        }
+        // The EIOS symbols (8) come first.
+        items.split_off(8)
+    }
+
+    /// One bit error in a SKP ordered set costs its own symbol only: the other SKP symbols are still deskew
+    /// markers and the data after it is descrambled right. A hit COM had left the descrambler unreset (every
+    /// data byte after it wrong up to the next COM, a whole SKP interval); a hit first SKP made the other
+    /// two unexpected symbols instead of markers, so that the deskew buffer saw markers missing on this lane
+    /// in three columns, took it for a slipped lane and realigned, one column off, on the next markers.
+    #[test]
+    fn a_hit_skp_ordered_set_keeps_its_markers_and_the_descrambler_in_step() {
+        let data = [0x11, 0x22, 0x33];
+        let after: Vec<u8> = (0..40).collect();
+        for hit in 0..4 {
+            let items = receive_with_hit(&data, &after, hit);
+            assert_eq!(items.len(), 3 + 4 + 40, "hit {hit}: {items:?}");
+            assert_eq!(
+                items[..3],
+                [
+                    SymbolItem::FirstData(0x11),
+                    SymbolItem::Data(0x22),
+                    SymbolItem::Data(0x33)
+                ]
+            );
+            // At least two of the three SKP symbols' slots are markers (a hit COM can take the first SKP
+            // with it: the running disparity it would have flipped is lost), and so is the last.
+            let markers = items[4..7].iter().filter(|&&i| i == SymbolItem::Marker).count();
+            assert!(markers >= 2, "hit {hit}: {:?}", &items[3..7]);
+            assert_eq!(
+                items[if hit == 3 { 5 } else { 6 }],
+                SymbolItem::Marker,
+                "hit {hit}"
+            );
+            assert_eq!(items[7], SymbolItem::FirstData(0), "hit {hit}");
+            let received: Vec<SymbolItem> = items[8..].to_vec();
+            let expected: Vec<SymbolItem> = after[1..].iter().map(|&b| SymbolItem::Data(b)).collect();
+            assert_eq!(received, expected, "hit {hit}");
+        }
+    }
 }
