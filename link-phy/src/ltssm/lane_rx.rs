@@ -65,13 +65,19 @@ pub(super) enum RxError {
     UnexpectedSymbol,
 }
 
+/// SKP symbols in the SKP ordered sets a transmitter sends (COM, then three SKP).
+const SKP_SENT: u8 = 3;
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Collecting {
     Nothing,
     /// COM seen; the next symbol says which ordered set this is.
     AfterCom,
     Training,
-    Skip,
+    /// A SKP ordered set, after this many SKP symbols.
+    Skip {
+        skps: u8,
+    },
     /// EIOS, FTS or EIEOS: fixed bodies; only EIOS matters to the port.
     Fixed {
         eios: bool,
@@ -188,7 +194,20 @@ impl LaneRx {
                 }
                 emit(LaneEvent::Symbol(SymbolItem::OrderedSet));
             }
-            Collecting::AfterCom | Collecting::Skip | Collecting::Fixed { .. } => {
+            Collecting::Skip { skps } if skps < SKP_SENT => {
+                // Fewer SKP symbols than every transmitter sends: this was one more (it holds the LFSR).
+                self.collecting = Collecting::Skip { skps: skps + 1 };
+                emit(LaneEvent::Symbol(SymbolItem::Marker));
+            }
+            Collecting::Skip { .. } => {
+                // After all the SKP symbols a transmitter sends: the first data symbol after them.
+                emit(LaneEvent::Skip);
+                self.collecting = Collecting::Nothing;
+                self.descrambler.advance();
+                emit(LaneEvent::Symbol(SymbolItem::FirstData(0)));
+                self.after_ordered_set = false;
+            }
+            Collecting::AfterCom | Collecting::Fixed { .. } => {
                 // Which short ordered set this was is unknown; drop it and resynchronise at the next COM.
                 self.collecting = Collecting::Nothing;
                 emit(LaneEvent::Symbol(SymbolItem::OrderedSet));
@@ -203,7 +222,7 @@ impl LaneRx {
                 self.descrambler.pass(s);
                 match s {
                     Symbol::Control(control::SKP) => {
-                        self.collecting = Collecting::Skip;
+                        self.collecting = Collecting::Skip { skps: 1 };
                         emit(LaneEvent::Symbol(SymbolItem::Marker));
                         return;
                     }
@@ -244,8 +263,11 @@ impl LaneRx {
                 }
                 emit(LaneEvent::Symbol(SymbolItem::OrderedSet));
             }
-            Collecting::Skip => {
+            Collecting::Skip { skps } => {
                 if s == Symbol::SKP {
+                    self.collecting = Collecting::Skip {
+                        skps: skps.saturating_add(1),
+                    };
                     emit(LaneEvent::Symbol(SymbolItem::Marker));
                 } else {
                     emit(LaneEvent::Skip);
@@ -304,7 +326,7 @@ impl LaneRx {
                 // disparity with it, so possibly the next symbol too): its SKP symbols are still the
                 // deskew markers, and the LFSR is where the COM left it, since SKP holds it.
                 self.descrambler.reset();
-                self.collecting = Collecting::Skip;
+                self.collecting = Collecting::Skip { skps: 1 };
                 emit(LaneEvent::Symbol(SymbolItem::Marker));
             }
             Symbol::Data(_) => {
@@ -399,7 +421,7 @@ mod tests {
     use std::vec::Vec;
 
     /// `data` bytes, a SKP ordered set, then `after` data bytes, sent by a lane transmitter behind two
-    /// EIOS (for symbol lock), with code group `hit` of the SKP ordered set (0 = COM) made invalid. Returns
+    /// EIOS (for symbol lock), with code group `hit` from the SKP ordered set on (0 = COM) made invalid. Returns
     /// the deskew items received from the first data byte on.
     fn receive_with_hit(data: &[u8], after: &[u8], hit: usize) -> Vec<SymbolItem> {
         let mut tx = LaneTx::new(0);
@@ -412,17 +434,18 @@ mod tests {
         for &b in data {
             sent.push(tx.symbol(Symbol::Data(b), false));
         }
-        for (i, s) in crate::ordered_set::SKP_8B10B.into_iter().enumerate() {
-            let mut bits = tx.symbol(s, true);
+        let skp = crate::ordered_set::SKP_8B10B.into_iter().map(|s| (s, true));
+        for (i, (s, in_ordered_set)) in skp
+            .chain(after.iter().map(|&b| (Symbol::Data(b), false)))
+            .enumerate()
+        {
+            let mut bits = tx.symbol(s, in_ordered_set);
             if i == hit {
                 // No code group at all: ten zeros.
                 bits = SlotBits::EMPTY;
                 bits.push(0, 10);
             }
             sent.push(bits);
-        }
-        for &b in after {
-            sent.push(tx.symbol(Symbol::Data(b), false));
         }
         let mut rx = LaneRx::new(0);
         let mut items = Vec::new();
@@ -442,6 +465,31 @@ mod tests {
     /// data byte after it wrong up to the next COM, a whole SKP interval); a hit first SKP made the other
     /// two unexpected symbols instead of markers, so that the deskew buffer saw markers missing on this lane
     /// in three columns, took it for a slipped lane and realigned, one column off, on the next markers.
+    /// One bit error on the first data symbol after a SKP ordered set costs that symbol only. It had been
+    /// taken for part of the ordered set: the descrambler was not advanced (every byte after it on the lane
+    /// wrong up to the next COM), and the lane's first data came a column after the other lanes', two
+    /// columns with markers missing, which the deskew buffer took for a slipped lane: it emptied its FIFOs
+    /// and dropped everything up to the next SKP ordered set.
+    #[test]
+    fn a_hit_first_data_symbol_after_a_skp_ordered_set_is_data() {
+        let after: Vec<u8> = (0..40).collect();
+        let items = receive_with_hit(&[0x11], &after, 4);
+        assert_eq!(items.len(), 1 + 4 + 40, "{items:?}");
+        assert_eq!(
+            items[1..5],
+            [
+                SymbolItem::OrderedSet,
+                SymbolItem::Marker,
+                SymbolItem::Marker,
+                SymbolItem::Marker
+            ]
+        );
+        // The hit byte reads as 0 (which here it was), then the rest as sent.
+        assert_eq!(items[5], SymbolItem::FirstData(0));
+        let expected: Vec<SymbolItem> = after[1..].iter().map(|&b| SymbolItem::Data(b)).collect();
+        assert_eq!(items[6..], expected[..]);
+    }
+
     #[test]
     fn a_hit_skp_ordered_set_keeps_its_markers_and_the_descrambler_in_step() {
         let data = [0x11, 0x22, 0x33];
