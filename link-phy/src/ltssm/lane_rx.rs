@@ -420,6 +420,10 @@ mod tests {
     use crate::ordered_set::EIOS_8B10B;
     use std::vec::Vec;
 
+    /// A code group in neither column (`abcdei fghj` = `010010 0100`), with no run longer than two, so
+    /// that it makes no comma with its neighbours.
+    const INVALID: u16 = 0x092;
+
     /// `data` bytes, a SKP ordered set, then `after` data bytes, sent by a lane transmitter behind two
     /// EIOS (for symbol lock), with code group `hit` from the SKP ordered set on (0 = COM) made invalid. Returns
     /// the deskew items received from the first data byte on.
@@ -441,11 +445,21 @@ mod tests {
         {
             let mut bits = tx.symbol(s, in_ordered_set);
             if i == hit {
-                // No code group at all: ten zeros.
                 bits = SlotBits::EMPTY;
-                bits.push(0, 10);
+                bits.push(u64::from(INVALID), 10);
             }
             sent.push(bits);
+        }
+        // The invalid group makes no comma with its neighbours, so symbol lock is not at stake here.
+        let stream: Vec<bool> = sent
+            .iter()
+            .flat_map(|b| (0..10).map(move |i| b.get(i, 1) == 1))
+            .collect();
+        for start in 0..stream.len().saturating_sub(7) {
+            let seven = &stream[start..start + 7];
+            let comma = seven == [false, false, true, true, true, true, true]
+                || seven == [true, true, false, false, false, false, false];
+            assert!(!comma || start % 10 == 0, "a comma at bit {start}");
         }
         let mut rx = LaneRx::new(0);
         let mut items = Vec::new();
@@ -470,6 +484,16 @@ mod tests {
     /// wrong up to the next COM), and the lane's first data came a column after the other lanes', two
     /// columns with markers missing, which the deskew buffer took for a slipped lane: it emptied its FIFOs
     /// and dropped everything up to the next SKP ordered set.
+    #[test]
+    fn the_invalid_code_group_is_invalid() {
+        for rd in [Disparity::Negative, Disparity::Positive] {
+            assert!(matches!(
+                crate::code8b10b::decode_code_group(rd, INVALID),
+                Err(Error::InvalidCodeGroup { .. })
+            ));
+        }
+    }
+
     #[test]
     fn a_hit_first_data_symbol_after_a_skp_ordered_set_is_data() {
         let after: Vec<u8> = (0..40).collect();
