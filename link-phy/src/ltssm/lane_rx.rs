@@ -269,6 +269,13 @@ impl LaneRx {
                         skps: skps.saturating_add(1),
                     };
                     emit(LaneEvent::Symbol(SymbolItem::Marker));
+                } else if skps < SKP_SENT && s.is_control() && s != Symbol::COM {
+                    // Another K symbol where a SKP belongs: a SKP hit into another K code (K28.0 and K28.6
+                    // differ in one bit, and both are balanced, so nothing else shows it). Taken as the SKP
+                    // it was: a marker that holds the LFSR.
+                    emit(LaneEvent::Error(RxError::UnexpectedSymbol));
+                    self.collecting = Collecting::Skip { skps: skps + 1 };
+                    emit(LaneEvent::Symbol(SymbolItem::Marker));
                 } else {
                     emit(LaneEvent::Skip);
                     self.collecting = Collecting::Nothing;
@@ -428,6 +435,11 @@ mod tests {
     /// EIOS (for symbol lock), with code group `hit` from the SKP ordered set on (0 = COM) made invalid. Returns
     /// the deskew items received from the first data byte on.
     fn receive_with_hit(data: &[u8], after: &[u8], hit: usize) -> Vec<SymbolItem> {
+        receive_with(data, after, hit, None)
+    }
+
+    /// [`receive_with_hit`], with bit `flip` of the hit code group flipped instead (if given).
+    fn receive_with(data: &[u8], after: &[u8], hit: usize, flip: Option<u32>) -> Vec<SymbolItem> {
         let mut tx = LaneTx::new(0);
         let mut sent: Vec<SlotBits> = Vec::new();
         for _ in 0..2 {
@@ -445,8 +457,12 @@ mod tests {
         {
             let mut bits = tx.symbol(s, in_ordered_set);
             if i == hit {
+                let code = match flip {
+                    Some(bit) => bits.get(0, 10) ^ 1 << bit,
+                    None => u64::from(INVALID),
+                };
                 bits = SlotBits::EMPTY;
-                bits.push(u64::from(INVALID), 10);
+                bits.push(code, 10);
             }
             sent.push(bits);
         }
@@ -512,6 +528,26 @@ mod tests {
         assert_eq!(items[5], SymbolItem::FirstData(0));
         let expected: Vec<SymbolItem> = after[1..].iter().map(|&b| SymbolItem::Data(b)).collect();
         assert_eq!(items[6..], expected[..]);
+    }
+
+    /// K28.0 (SKP) and K28.6 differ in bit `h` only, and both are balanced, so a SKP hit there decodes
+    /// cleanly as a reserved K symbol. Inside the SKP ordered set it is taken as the SKP it most likely was:
+    /// a marker that holds the LFSR. It had ended the ordered set as an unexpected symbol that advanced the
+    /// LFSR by 8 shifts, and every data byte of the lane after it was wrong up to the next COM (a whole
+    /// SKP interval).
+    #[test]
+    fn a_skp_hit_into_another_k_code_still_holds_the_lfsr() {
+        let after: Vec<u8> = (0..40).collect();
+        // The second and third SKP (the first, right after COM, is not yet known to be a SKP).
+        for hit in 2..4 {
+            let items = receive_with(&[0x11], &after, hit, Some(8));
+            assert_eq!(items.len(), 1 + 4 + 40, "hit {hit}: {items:?}");
+            assert_eq!(items[1], SymbolItem::OrderedSet);
+            assert_eq!(items[2..5], [SymbolItem::Marker; 3], "hit {hit}");
+            assert_eq!(items[5], SymbolItem::FirstData(0), "hit {hit}");
+            let expected: Vec<SymbolItem> = after[1..].iter().map(|&b| SymbolItem::Data(b)).collect();
+            assert_eq!(items[6..], expected[..], "hit {hit}");
+        }
     }
 
     #[test]
