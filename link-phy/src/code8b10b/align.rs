@@ -20,7 +20,10 @@ const K28_7: [u16; 2] = match tables::control_code_rd_minus(control::EIE) {
 ///
 /// Like a receiver with comma alignment enabled, it aligns to the first comma it sees, stays there while
 /// commas keep arriving at the same phase, and re-aligns (counted in [`CommaAligner::realignments`]) when
-/// a comma arrives at another phase. One exception keeps it locked through runs of K28.7 (the EIE symbols
+/// a comma arrives at another phase, as long as no second comma has confirmed the alignment. Once
+/// confirmed, it re-aligns only when two commas in a row arrive at the same other phase:
+/// one comma elsewhere is most likely a bit error, and following it would garble every group up to the
+/// next comma. One exception keeps it locked through runs of K28.7 (the EIE symbols
 /// of a 5 GT/s EIEOS): once a second comma has confirmed the alignment, a comma five bits into a K28.7 is
 /// the known false comma of that code group and is ignored. (Two K28.7 seen from an unconfirmed, wrong
 /// alignment are ambiguous by nature; the next comma outside a K28.7 settles it.)
@@ -41,6 +44,9 @@ pub struct CommaAligner {
     boundary: Option<u32>,
     /// Whether a comma has been seen at the current alignment after the one that set it.
     confirmed: bool,
+    /// Once confirmed: the phase (1 to 9 bits after a boundary) of a comma seen at another phase since
+    /// the last comma at the current one. A second comma there moves the alignment.
+    candidate: Option<u32>,
     queue: [u16; QUEUE_LEN],
     head: usize,
     queued: usize,
@@ -63,6 +69,7 @@ impl CommaAligner {
             scan: 0,
             boundary: None,
             confirmed: false,
+            candidate: None,
             queue: [0; QUEUE_LEN],
             head: 0,
             queued: 0,
@@ -148,14 +155,24 @@ impl CommaAligner {
         let Some(boundary) = self.boundary else {
             self.boundary = Some(p);
             self.confirmed = false;
+            self.candidate = None;
             return;
         };
-        let phase = (i64::from(p) - i64::from(boundary)).rem_euclid(i64::from(CODE_BITS));
+        let phase = (i64::from(p) - i64::from(boundary)).rem_euclid(i64::from(CODE_BITS)) as u32;
         if phase == 0 {
             self.confirmed = true;
-        } else if !(phase == 5 && self.confirmed && self.inside_k28_7(p)) {
+            self.candidate = None;
+        } else if phase == 5 && self.confirmed && self.inside_k28_7(p) {
+            // The known false comma of K28.7: not a reason to move.
+        } else if self.confirmed && self.candidate != Some(phase) {
+            // One comma at another phase of a confirmed alignment is most likely a bit error (following
+            // it would garble every group up to the next comma); a second one there means a real slip.
+            self.candidate = Some(phase);
+        } else {
+            // Unconfirmed, any comma moves the alignment; confirmed, this is the second comma at the new
+            // phase, which confirms it there.
             self.boundary = Some(p);
-            self.confirmed = false;
+            self.candidate = None;
             self.realignments = self.realignments.saturating_add(1);
         }
     }
