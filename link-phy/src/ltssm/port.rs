@@ -1165,14 +1165,20 @@ impl Port {
             LtssmState::RecoveryRcvrLock | LtssmState::RecoveryRcvrCfg | LtssmState::RecoveryIdle
         );
         if self.at_new_rate && in_recovery {
-            self.counters.speed_change_failures += 1;
-            self.failed_rate = Some(self.rate);
-            self.target_rate = self.previous_rate;
-            self.speed_change = false;
-            self.enter(now, LtssmState::RecoverySpeed);
+            self.fall_back_to_previous_rate(now);
         } else {
             self.restart_from_detect(now);
         }
+    }
+
+    /// The rate changed to does not work: back to the previous one through Recovery.Speed, never to try
+    /// this one again.
+    fn fall_back_to_previous_rate(&mut self, now: Instant) {
+        self.counters.speed_change_failures += 1;
+        self.failed_rate = Some(self.rate);
+        self.target_rate = self.previous_rate;
+        self.speed_change = false;
+        self.enter(now, LtssmState::RecoverySpeed);
     }
 
     /// An electrical idle ordered set this port was not directed to expect (its own layer directs it to
@@ -1182,11 +1188,7 @@ impl Port {
     /// rate training started at, retrain.
     fn follow_partner_out_of_l0(&mut self, now: Instant) {
         if self.previous_rate < self.rate {
-            self.counters.speed_change_failures += 1;
-            self.failed_rate = Some(self.rate);
-            self.target_rate = self.previous_rate;
-            self.speed_change = false;
-            self.enter(now, LtssmState::RecoverySpeed);
+            self.fall_back_to_previous_rate(now);
         } else {
             self.retrain(now);
         }
