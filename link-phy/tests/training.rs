@@ -318,6 +318,30 @@ fn an_unusable_channel_ends_in_failed_not_a_hang() {
     }
 }
 
+/// Both ports asked for L1, the second 100 ns after the first, when its partner's EIOS has arrived: at a
+/// rate neither changed to, that EIOS is the partner going to L1 first, and the port follows it. It had
+/// been taken for a partner leaving L0 for Recovery.Speed: the port retrained, its partner stayed in L1,
+/// and the link went down.
+#[test]
+fn a_port_asked_for_low_power_after_its_partner_follows_it_to_l1() {
+    let mut s = Setup::new(2, 1);
+    s.max_rate = (Rate::Gen1, Rate::Gen1);
+    s.timing = Timing::fast();
+    let mut pair = s.pair();
+    assert!(pair.train(LIMIT));
+    pair.a.request_low_power();
+    let until = pair.now() + Duration::from_ns(100);
+    pair.run_until(until, |_| false);
+    pair.b.request_low_power();
+    let until = pair.now() + Duration::from_us(20);
+    pair.run_until(until, |_| false);
+    assert_eq!(
+        (pair.a.state(), pair.b.state()),
+        (LtssmState::ElectricalIdle, LtssmState::ElectricalIdle)
+    );
+    assert_eq!(pair.b.counters().retrains, 0);
+}
+
 #[test]
 fn a_retrain_request_returns_to_l0() {
     let mut pair = Setup::new(4, 6).pair();

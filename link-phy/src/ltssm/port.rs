@@ -1184,13 +1184,15 @@ impl Port {
     /// An electrical idle ordered set this port was not directed to expect (its own layer directs it to
     /// L1, as PCI Express's data link layer directs both ports after its power-management handshake):
     /// the partner left L0 for Recovery.Speed, going back to the previous rate after a speed change that
-    /// failed on its side (it timed out in Recovery while this port reached L0). Follow it there; at the
-    /// rate training started at, retrain.
+    /// failed on its side (it timed out in Recovery while this port reached L0). Follow it there. At a
+    /// rate this port did not change up to (the rate training started at, or one gone back to), the
+    /// partner has no speed change to give up: it is going to L1 before this port's own layer has asked
+    /// (the two need not be asked at the same instant), and the port follows it there.
     fn follow_partner_out_of_l0(&mut self, now: Instant) {
         if self.previous_rate < self.rate {
             self.fall_back_to_previous_rate(now);
         } else {
-            self.retrain(now);
+            self.enter(now, LtssmState::ElectricalIdle);
         }
     }
 
