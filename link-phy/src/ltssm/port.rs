@@ -317,9 +317,10 @@ impl Port {
     }
 
     /// Ask the link to go to electrical idle (L1): send an electrical idle ordered set and go quiet.
-    /// Ignored unless the link is in L0. Both ports must be asked (the data link layers' handshake): a
-    /// port in L0 takes an electrical idle ordered set it was not asked to expect for its partner leaving
-    /// L0 for Recovery.
+    /// Ignored unless the link is in L0. Both ports are to be asked (the data link layers' handshake). A
+    /// port in L0 that receives its partner's electrical idle ordered set before it is asked follows the
+    /// partner to L1, except at a rate it changed up to: there the set may be the partner falling back
+    /// from a speed change that failed on its side, and the port follows it to Recovery.Speed instead.
     pub fn request_low_power(&mut self) {
         if self.state == LtssmState::L0 {
             self.low_power_requested = true;
