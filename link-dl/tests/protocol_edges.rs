@@ -24,6 +24,16 @@ fn received(j: &mut Joined) -> Vec<u64> {
     core::iter::from_fn(|| j.b.recv().map(|p| p.tl)).collect()
 }
 
+/// An Update acknowledging everything up to `ack`, with no credits.
+fn update_acking(ack: u16) -> Flit {
+    ControlFlit {
+        kind: ControlKind::Update,
+        ack: Seq::new(ack),
+        credits: [0; 4],
+    }
+    .emit()
+}
+
 /// Two ends initialising, A with `config`.
 fn with_config_at_a(config: DlConfig) -> Joined {
     let mut j = Joined::initialising();
@@ -40,12 +50,7 @@ fn an_ack_for_packets_never_transmitted_frees_nothing() {
     j.wire(50);
     send_three(&mut j);
     // Before A has transmitted any of them, an Update claims that seq 0 to 2 arrived.
-    let bogus = ControlFlit {
-        kind: ControlKind::Update,
-        ack: Seq::new(2),
-        credits: [0; 4],
-    }
-    .emit();
+    let bogus = update_acking(2);
     j.a.receive_unit(j.now, &bogus, j.units[1]);
     j.units[1] += 1;
     assert_eq!(
@@ -91,12 +96,7 @@ fn a_packet_received_before_the_sizes_are_exchanged_is_not_delivered() {
     let mut link = Link::new(DlConfig::default());
     link.phy_up(Instant::ZERO, LinkWidth::X8, Rate::Gen5);
     // A control flit first, so that the receiver has its framing.
-    let update = ControlFlit {
-        kind: ControlKind::Update,
-        ack: Seq::new(7),
-        credits: [0; 4],
-    }
-    .emit();
+    let update = update_acking(7);
     link.receive_unit(Instant::ZERO, &update, 0);
     for (i, flit) in packet(0, 0x42, &[[0x5A; FLIT_LEN]]).iter().enumerate() {
         link.receive_unit(Instant::ZERO, flit, 1 + i as u64);
@@ -159,12 +159,7 @@ fn the_replay_timer_waits_for_a_packet_to_go_out() {
     for i in 1..3u64 {
         j.a.send(Vc::Posted, 0x100 + i, &[[1; FLIT_LEN]]).unwrap();
     }
-    let ack = ControlFlit {
-        kind: ControlKind::Update,
-        ack: Seq::new(0),
-        credits: [0; 4],
-    }
-    .emit();
+    let ack = update_acking(0);
     j.a.receive_unit(j.now, &ack, j.units[1]);
     assert_eq!(j.a.unacknowledged(), 2);
     j.a.handle_timeout(j.now + link_phy::time::Duration::from_ms(1));

@@ -350,7 +350,7 @@ impl<const PORTS: usize, const SLOTS: usize, const REDUCE: usize> Switch<PORTS, 
             flits: packet.flits,
             arrived: self.cycle,
         };
-        let outputs = PortSet(outputs.0 & self.port_mask());
+        // `outputs_for` has refused any route or group naming a port the switch lacks.
         // All copies or none: a multicast half queued would leave the caller unsure what it still owns.
         if self.queues.room(input, vc) < outputs.len() as usize {
             self.counters.refused_full += 1;

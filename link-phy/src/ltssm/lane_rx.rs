@@ -200,12 +200,11 @@ impl LaneRx {
                 emit(LaneEvent::Symbol(SymbolItem::Marker));
             }
             Collecting::Skip { .. } => {
-                // After all the SKP symbols a transmitter sends: the first data symbol after them.
+                // After all the SKP symbols a transmitter sends: the first data symbol after them, as a
+                // readable one ends the ordered set in `symbol`.
                 emit(LaneEvent::Skip);
                 self.collecting = Collecting::Nothing;
-                self.descrambler.advance();
-                emit(LaneEvent::Symbol(SymbolItem::FirstData(0)));
-                self.after_ordered_set = false;
+                self.unreadable_symbol(emit);
             }
             Collecting::AfterCom | Collecting::Fixed { .. } => {
                 // Which short ordered set this was is unknown; drop it and resynchronise at the next COM.
