@@ -4,9 +4,23 @@
 //! stdout, take `--json` where a machine reads the result, and exit non-zero with a one-line message on
 //! bad input.
 
+use std::io::Write;
 use std::process::ExitCode;
+use std::sync::{Mutex, PoisonError};
 
 use clap::{Parser, Subcommand};
+
+/// `println!` for every command: standard output that refuses a line (a full disk, `> /dev/full`) fails the
+/// run with linkctl's one-line error and exit status 1 (`main`), where std's `println!` panics, and
+/// nothing more is written to it. (A reader that goes away ends linkctl by SIGPIPE, below.)
+macro_rules! println {
+    () => {
+        $crate::print_line(format_args!(""))
+    };
+    ($($arg:tt)*) => {
+        $crate::print_line(format_args!($($arg)*))
+    };
+}
 
 mod bench;
 mod check;
@@ -74,6 +88,20 @@ fn die_quietly_on_closed_pipe() {
     }
 }
 
+/// The first write to standard output that failed (`println!`).
+static STDOUT_FAILED: Mutex<Option<std::io::Error>> = Mutex::new(None);
+
+/// `line` and a newline to standard output, unless a write to it has failed; the first failure is kept
+/// for `main` to report.
+fn print_line(line: std::fmt::Arguments) {
+    let mut failed = STDOUT_FAILED.lock().unwrap_or_else(PoisonError::into_inner);
+    if failed.is_none() {
+        if let Err(e) = writeln!(std::io::stdout(), "{line}") {
+            *failed = Some(e);
+        }
+    }
+}
+
 fn main() -> ExitCode {
     #[cfg(unix)]
     die_quietly_on_closed_pipe();
@@ -91,6 +119,16 @@ fn main() -> ExitCode {
         Command::Tl(cmd) => tl::run(cmd),
         Command::Coherence(args) => coherence::run(args),
     };
+    // A report that standard output would not take fails the run, whatever else came of it (said as
+    // `phy encode`, which writes through `?`, says it).
+    if let Some(e) = STDOUT_FAILED
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .take()
+    {
+        eprintln!("linkctl: error: writing stdout: {e}");
+        return ExitCode::FAILURE;
+    }
     match result {
         Ok(code) => code,
         Err(e) => {

@@ -34,3 +34,48 @@ fn a_closed_stdout_is_not_a_panic() {
         assert_eq!(status.signal(), Some(13), "ended by SIGPIPE: {status}");
     }
 }
+
+/// Standard output that refuses what is written to it (a full disk; `/dev/full` on Linux) is an error that
+/// linkctl reports in its one line, exit status 1, as it does everywhere else: not a panic, whichever
+/// command prints.
+#[cfg(target_os = "linux")]
+#[test]
+fn a_full_stdout_is_an_error_not_a_panic() {
+    for command in [
+        &["sim", "allreduce", "--max", "4K"][..],
+        &["sim", "allreduce", "--max", "4K", "--json"],
+        &["sim", "traffic", "--load", "0.1", "--measure", "1us"],
+        &["fabric"],
+        &["link", "train", "--lanes", "1", "--timing", "fast"],
+        &[
+            "link",
+            "run",
+            "--lanes",
+            "1",
+            "--timing",
+            "fast",
+            "--packets",
+            "10",
+        ],
+        &["tl", "copy", "--size", "1K"],
+        &["coherence", "--ops", "10"],
+        &["coherence", "--explore"],
+        &["bench", "tl", "--bytes", "1K", "--samples", "1"],
+    ] {
+        let out = Command::new(env!("CARGO_BIN_EXE_linkctl"))
+            .args(command)
+            .stdout(std::fs::File::create("/dev/full").unwrap())
+            .stderr(Stdio::piped())
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(
+            (out.status.code(), stderr.trim_end()),
+            (
+                Some(1),
+                "linkctl: error: writing stdout: No space left on device (os error 28)"
+            ),
+            "{command:?}"
+        );
+    }
+}
