@@ -1407,3 +1407,44 @@ fn trunks_shows_the_busiest_each_way_and_a_failed_one_down() {
     );
     common::assert_refused(&["sim", "allreduce"], &["--trunks", "-1"]);
 }
+
+/// `s` with every number (digits, with a decimal point) as `N`, without the spaces it ends in: a line's
+/// words.
+fn words(s: &str) -> String {
+    let mut out = String::new();
+    for c in s.trim_end().chars() {
+        if c.is_ascii_digit() || (c == '.' && out.ends_with('N')) {
+            if !out.ends_with('N') {
+                out.push('N');
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// The README's example of the main job's output has the comment lines `sim allreduce` prints, in their
+/// order and words (its numbers are a 64 MiB sweep's; they are not checked here).
+#[test]
+fn the_readme_shows_the_lines_sim_prints() {
+    let readme = include_str!("../../README.md");
+    let example = readme
+        .split("```text\n# all_reduce on dgx-h100")
+        .nth(1)
+        .and_then(|rest| rest.split("```").next())
+        .expect("the README's example output");
+    let shown: Vec<String> = format!("# all_reduce on dgx-h100{example}")
+        .lines()
+        .filter(|l| l.starts_with('#'))
+        .map(words)
+        .collect();
+    let out = sim(&["allreduce", "--max", "4K"]);
+    assert!(out.status.success());
+    let printed: Vec<String> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter(|l| l.starts_with('#'))
+        .map(words)
+        .collect();
+    assert_eq!(shown, printed);
+}
