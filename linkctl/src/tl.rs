@@ -80,11 +80,7 @@ fn copy(args: CopyArgs) -> anyhow::Result<ExitCode> {
     ensure_unit_wire_ber(args.ber)?;
     ensure_below("--drop", args.drop, 0.5)?;
     ensure_below("--duplicate", args.duplicate, 0.5)?;
-    // Memories rounded up to the address map's window granule, of which each holds the copy's range and a
-    // granule either side.
-    let granule = link_tl::address::WINDOW_ALIGN;
-    let len = (offset + size).div_ceil(granule) * granule;
-    let held = offset.saturating_sub(granule)..(offset + size + granule).min(len);
+    let (len, held) = layout(offset, size);
     let source = Span::new(
         len,
         held.clone(),
@@ -205,6 +201,15 @@ fn copy(args: CopyArgs) -> anyhow::Result<ExitCode> {
     })
 }
 
+/// The size of each memory for a copy of `size` bytes at `offset`, and the part of it held (`Span`): the
+/// copy's range and the address map's window granule (4 KiB) either side of it (from address 0 at
+/// least), in whole granules, so that a write just beyond the range lands in memory that is checked.
+fn layout(offset: u64, size: u64) -> (u64, Range<u64>) {
+    let granule = link_tl::address::WINDOW_ALIGN;
+    let held = offset.saturating_sub(granule)..offset + size + granule;
+    (held.end.div_ceil(granule) * granule, held)
+}
+
 /// A memory of `size` bytes of which only `held` is kept (so that a small copy at a large offset does not
 /// take memory for every byte below it): the rest reads as 0, and the first write to it is recorded, as a
 /// copy must not write outside its range.
@@ -275,6 +280,22 @@ impl Memory for Span {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Each memory holds the copy's range and 4 KiB either side, whatever its alignment: a copy ending on a
+    /// 4 KiB boundary had held nothing after it, its memory ending there, so that a write beyond the range
+    /// was refused by the memory, not recorded.
+    #[test]
+    fn each_memory_holds_4_kib_either_side_of_the_copy() {
+        for (offset, size) in [(0, 64 << 20), (0, 1), (4096, 4096), (3, 4093), (5000, 1 << 20)] {
+            let (len, held) = layout(offset, size);
+            assert_eq!(
+                held,
+                offset.saturating_sub(4096)..offset + size + 4096,
+                "{offset} {size}"
+            );
+            assert!(held.end <= len && len % 4096 == 0, "{offset} {size}: {len}");
+        }
+    }
 
     /// Only the held range takes memory: the rest reads as 0 and a write to it is recorded, whether the
     /// access lies wholly outside or straddles the edge; accesses beyond the size are refused.
