@@ -1448,3 +1448,37 @@ fn the_readme_shows_the_lines_sim_prints() {
         .collect();
     assert_eq!(shown, printed);
 }
+
+/// A size that stopped the run has no bus bandwidth (its row says 0, `#wrong` 1, and the average leaves
+/// it out): the plot draws the sizes that completed, not a fall to 0 GB/s at the size that stopped.
+#[test]
+fn the_plot_leaves_out_a_size_that_stopped_the_run() {
+    let path = std::env::temp_dir().join(format!("linkctl-sim-stopped-{}.svg", std::process::id()));
+    let out = sim(&[
+        "allreduce",
+        "--topology",
+        "mesh2",
+        "--max",
+        "64K",
+        "--fail-link",
+        "gpu0:gpu1@1us",
+        "--plot",
+        path.to_str().unwrap(),
+    ]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(3), "{text}");
+    // 1, 2 and 4 KiB completed; 8 KiB was cut off by the failure, which left the GPUs no way to each other.
+    let rows: Vec<&str> = text.lines().filter(|l| !l.starts_with('#')).collect();
+    assert_eq!(rows.len(), 4, "{text}");
+    assert!(
+        rows[3].trim_start().starts_with("8192") && rows[3].ends_with(" 1"),
+        "{text}"
+    );
+    let svg = std::fs::read_to_string(&path).unwrap();
+    std::fs::remove_file(&path).unwrap();
+    let line = svg.split("<polyline").nth(1).unwrap();
+    let points = line.split("points=\"").nth(1).unwrap();
+    let points = &points[..points.find('"').unwrap()];
+    assert_eq!(points.split_whitespace().count(), 3, "{points}");
+    assert_eq!(svg.matches("<circle").count(), 3, "{svg}");
+}

@@ -145,7 +145,12 @@ pub fn svg(sweep: &Sweep, r: &Report) -> String {
         series: vec![Series {
             name: "busbw",
             color: "#1f77b4",
-            points: r.rows.iter().map(|row| (x(row.bytes), row.busbw)).collect(),
+            // A size that stopped the run has no bandwidth (its row's is 0, and the average leaves it out):
+            // it keeps its tick, but is not drawn as a fall to 0.
+            points: (r.rows.iter())
+                .filter(|row| row.algbw > 0.0)
+                .map(|row| (x(row.bytes), row.busbw))
+                .collect(),
         }],
     }
     .svg()
