@@ -61,6 +61,9 @@ fn a_full_stdout_is_an_error_not_a_panic() {
         &["coherence", "--ops", "10"],
         &["coherence", "--explore"],
         &["bench", "tl", "--bytes", "1K", "--samples", "1"],
+        &["dl", "decode", "00000000000000000000000000000000"],
+        &["dl", "decode", "--json", "00000000000000000000000000000000"],
+        &["dl", "crc", "--describe"],
     ] {
         let out = Command::new(env!("CARGO_BIN_EXE_linkctl"))
             .args(command)

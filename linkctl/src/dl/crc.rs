@@ -16,8 +16,8 @@ pub struct CrcArgs {
 pub fn crc(args: CrcArgs) -> anyhow::Result<()> {
     let mut out = io::stdout().lock();
     if args.describe {
-        serde_json::to_writer_pretty(&mut out, &describe()?)?;
-        writeln!(out)?;
+        serde_json::to_writer_pretty(&mut out, &describe()?).context("writing stdout")?;
+        writeln!(out).context("writing stdout")?;
         return Ok(());
     }
     let mut digest = Digest::new();
@@ -31,7 +31,7 @@ pub fn crc(args: CrcArgs) -> anyhow::Result<()> {
             Err(e) => return Err(e).context("reading stdin"),
         }
     }
-    writeln!(out, "{:08x}", digest.finalize())?;
+    writeln!(out, "{:08x}", digest.finalize()).context("writing stdout")?;
     Ok(())
 }
 

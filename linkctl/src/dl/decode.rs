@@ -6,7 +6,7 @@
 use std::io::{self, Read, Write};
 use std::process::ExitCode;
 
-use anyhow::{bail, ensure};
+use anyhow::{bail, ensure, Context};
 use link_dl::flit::{
     check_packet_crc, is_ident, kind, ControlFlit, Flit, FlitKind, IdentFlit, PacketHeader, FLIT_LEN,
 };
@@ -47,23 +47,24 @@ pub fn decode(args: DecodeArgs) -> anyhow::Result<ExitCode> {
         ..Decoder::default()
     };
     let mut bad = false;
-    let mut print = |item: Value| -> io::Result<()> {
+    let mut print = |item: Value| -> anyhow::Result<()> {
         bad |= item["ok"] == false;
         if args.json {
             writeln!(out, "{item}")
         } else {
             writeln!(out, "{}", text(&item))
         }
+        .context("writing stdout")
     };
     let mut units = Units::default();
-    let mut take = |bytes: &[u8]| -> io::Result<()> {
+    let mut take = |bytes: &[u8]| -> anyhow::Result<()> {
         for unit in units.add(bytes) {
             decoder.push(unit, &mut print)?;
         }
         Ok(())
     };
     let read = if args.binary {
-        read_chunks(&mut io::stdin().lock(), |chunk| Ok(take(chunk)?))
+        read_chunks(&mut io::stdin().lock(), take)
     } else {
         let (mut hex, mut bytes) = (Hex::default(), Vec::new());
         let mut take_hex = |text: &[u8]| -> anyhow::Result<()> {
@@ -87,7 +88,7 @@ pub fn decode(args: DecodeArgs) -> anyhow::Result<ExitCode> {
     let read = read.and_then(|()| units.finish());
     // Bad input ends the stream where it is: a run or a packet still going on there is reported too.
     decoder.finish(&mut print)?;
-    out.flush()?;
+    out.flush().context("writing stdout")?;
     read?;
     Ok(if bad { ExitCode::from(2) } else { ExitCode::SUCCESS })
 }
