@@ -137,8 +137,9 @@ pub struct Port {
     previous_rate: Rate,
     failed_rate: Option<Rate>,
     at_new_rate: bool,
-    /// Recovery.Idle has timed out back to Recovery.RcvrLock once since the link was last in L0 (or the
-    /// rate last changed): the next timeout there is handled as any other.
+    /// Configuration.Idle or Recovery.Idle has timed out back to Recovery.RcvrLock once since the link was
+    /// last in L0 (or the rate last changed, or training started over): the next timeout there is handled
+    /// as any other.
     idle_relocked: bool,
     retrain_requested: bool,
     low_power_requested: bool,
@@ -1150,13 +1151,15 @@ impl Port {
     /// rate. Go back to the previous rate and do not try this one again. Anything else starts over from
     /// Detect, which forgets the failed rate.
     ///
-    /// Recovery.Idle's first timeout goes back to Recovery.RcvrLock instead (PCI Express's
-    /// idle_to_rlock_transitioned): the partner may have received this port's idle data and gone on to
-    /// L0 while this port missed the partner's (a bit error), and only training sets bring it back. Gone
-    /// to Recovery.Speed instead, the port would send an electrical idle ordered set, which a partner in L0
-    /// takes for low power.
+    /// The first timeout of Configuration.Idle or Recovery.Idle goes back to Recovery.RcvrLock instead
+    /// (PCI Express's idle_to_rlock_transitioned): the partner may have received this port's idle data
+    /// and gone on to L0 while this port missed the partner's (a bit error), and only training sets bring
+    /// it back. Gone to Recovery.Speed instead, the port would send an electrical idle ordered set, which a
+    /// partner in L0 takes for low power; gone to Detect, it would leave the partner training alone until
+    /// Recovery.RcvrLock's 24 ms ran out.
     fn training_timed_out(&mut self, now: Instant) {
-        if self.state == LtssmState::RecoveryIdle && !self.idle_relocked {
+        let in_idle = matches!(self.state, LtssmState::ConfigIdle | LtssmState::RecoveryIdle);
+        if in_idle && !self.idle_relocked {
             self.idle_relocked = true;
             self.enter(now, LtssmState::RecoveryRcvrLock);
             return;
