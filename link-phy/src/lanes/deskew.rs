@@ -9,6 +9,11 @@
 //! (one every 1180 symbols), which lets the buffer absorb up to `DEPTH` symbols of skew. At 128b/130b the
 //! marker is the SKP or SDS ordered-set block.
 //!
+//! Markers come in runs (a SKP ordered set's three SKP symbols and the first data symbol after them), and
+//! before alignment a lane's FIFO starts only at the first marker of a run: the buffer may start, or empty
+//! after a slip, in the middle of a run, when the early lanes have received more of it than the late ones,
+//! and the next marker each lane then has is not the same one.
+//!
 //! After alignment, a column in which some lanes show a marker and others do not is most likely a bit
 //! error on one lane's marker: it is counted and passed on, and alignment kept. Two such columns in a row
 //! mean a lane slipped: the buffer empties and aligns afresh on the next marker (counted as a loss).
@@ -28,6 +33,9 @@ pub struct Deskew<T, const DEPTH: usize> {
     fifos: [Deque<T, DEPTH>; MAX_LANES],
     lanes: usize,
     is_marker: fn(&T) -> bool,
+    /// Whether each lane's last item was a marker: one more marker then continues a run of them (a SKP
+    /// ordered set's SKP symbols and the first data symbol after them) and does not start one.
+    in_run: [bool; MAX_LANES],
     aligned: bool,
     alignments: u32,
     losses: u32,
@@ -47,6 +55,7 @@ impl<T: Copy, const DEPTH: usize> Deskew<T, DEPTH> {
             fifos: core::array::from_fn(|_| Deque::new()),
             lanes,
             is_marker,
+            in_run: [false; MAX_LANES],
             aligned: false,
             alignments: 0,
             losses: 0,
@@ -99,8 +108,12 @@ impl<T: Copy, const DEPTH: usize> Deskew<T, DEPTH> {
         let fifo = self.fifos[..self.lanes]
             .get_mut(lane)
             .ok_or(Error::NoSuchLane { lane })?;
-        if !self.aligned && fifo.is_empty() && !(self.is_marker)(&item) {
-            // Before alignment nothing ahead of a lane's first marker is useful.
+        let marker = (self.is_marker)(&item);
+        let starts_run = !core::mem::replace(&mut self.in_run[lane], marker) && marker;
+        if !self.aligned && fifo.is_empty() && !starts_run {
+            // Before alignment nothing ahead of a lane's first marker is useful. Markers come in runs, and
+            // the buffer may start or empty inside one (after a slip), when the early lanes are further
+            // into it than the late ones: only the first marker of a run is the same one on every lane.
             return Ok(());
         }
         if fifo.push_back(item).is_err() {
@@ -257,6 +270,40 @@ mod tests {
         d.pop(&mut col).unwrap();
         assert_eq!(col, [7, 9]);
         assert_eq!(d.alignments(), 2);
+    }
+
+    /// A SKP ordered set is a run of markers (its SKP symbols, then the first data symbol). Two bit errors
+    /// on one lane at the start of a run look like a slip, and the buffer empties there, in the middle of
+    /// the run, when the early lane has received more of it than the late one. The buffer took each lane's
+    /// next marker as the one to line up on: one apart, it paired lane 0's data with lane 1's previous item
+    /// until the next run (and the next slip).
+    #[test]
+    fn lanes_line_up_on_the_first_marker_of_a_run() {
+        const PERIOD: usize = 40;
+        const HIT: u16 = 0x1234;
+        let item = |t: usize| match t % PERIOD {
+            0..=3 => MARK,
+            _ => t as u16,
+        };
+        // Lane 1 is one item late, and the item before the run at 120 and its first marker are hit.
+        let lane1 = |t: usize| match t {
+            119 => MARK,
+            120 => HIT,
+            _ => item(t),
+        };
+        let mut d: Deskew<u16, 16> = Deskew::new(2, |x| *x == MARK).unwrap();
+        let mut col = [0u16; 2];
+        let mut shifted = 0;
+        for now in 10..300 {
+            // A lane left alone in a run it entered overflows its FIFO: an error, and no shifted data.
+            let _ = d.push(0, item(now));
+            let _ = d.push(1, lane1(now - 1));
+            while d.pop(&mut col).is_some() {
+                shifted += usize::from(d.losses() > 0 && col[0] != col[1]);
+            }
+        }
+        assert!(d.losses() >= 1 && d.is_aligned());
+        assert_eq!(shifted, 0);
     }
 
     #[test]
