@@ -80,7 +80,8 @@ pub enum Error {
     },
     /// Lanes could not be deskewed: their skew exceeds what the deskew buffer can absorb.
     SkewTooLarge {
-        /// Symbols of skew seen between the earliest and the latest lane.
+        /// The depth of the deskew FIFO that filled, in symbols (blocks at 128b/130b): a lower bound on
+        /// the skew, since the late lanes had not shown their marker when it filled.
         symbols: usize,
     },
     /// An ordered-set block where a stream of data blocks was expected (128b/130b).
@@ -150,7 +151,7 @@ impl core::fmt::Display for Error {
             Error::UnsupportedWidth { lanes } => write!(f, "unsupported link width x{lanes}"),
             Error::NoSuchLane { lane } => write!(f, "no lane {lane}"),
             Error::SkewTooLarge { symbols } => {
-                write!(f, "lane-to-lane skew of {symbols} symbols is too large")
+                write!(f, "lane-to-lane skew of at least {symbols} symbols is too large")
             }
             Error::UnexpectedOrderedSetBlock { position } => {
                 write!(f, "block {position}: ordered-set block inside a data stream")

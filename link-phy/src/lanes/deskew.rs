@@ -226,8 +226,15 @@ mod tests {
         for i in 0..3 {
             d.push(0, i).unwrap();
         }
-        assert_eq!(d.push(0, 9), Err(Error::SkewTooLarge { symbols: 4 }));
+        let error = d.push(0, 9).unwrap_err();
+        assert_eq!(error, Error::SkewTooLarge { symbols: 4 });
         assert!(!d.is_aligned());
+        // The FIFO's depth is all the buffer knows: lane 1 may be any number of symbols later still. The
+        // message said the skew was 4 symbols.
+        assert_eq!(
+            std::format!("{error}"),
+            "lane-to-lane skew of at least 4 symbols is too large"
+        );
     }
 
     #[test]
