@@ -5,8 +5,8 @@
 //! receiver counts the flits it has freed, and reports that counter (whole in control flits, its low 8
 //! bits in packet headers). Absolute counters make every report idempotent, so a lost or repeated report
 //! can never create or destroy credit. A low-8-bit report is accepted only if it moves the counter forward
-//! by less than 128; the receiver sends a whole counter before 64 unreported flits build up, so a genuine
-//! report always passes and a stale one never does.
+//! by less than 128; the receiver sends a whole counter before 64 unreported flits build up (or an eighth of
+//! its buffer, if that is fewer), so a genuine report always passes and a stale one never does.
 
 use crate::vc::{Vc, VC_COUNT};
 
