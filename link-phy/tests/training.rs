@@ -4,7 +4,7 @@
 
 use link_phy::channel::{ChannelConfig, Fault, FaultKind, LaneHealth};
 use link_phy::lanes::{LaneMap, LinkWidth};
-use link_phy::ltssm::{LtssmState, PortConfig, Role, Timing};
+use link_phy::ltssm::{LtssmState, PhyCounters, PortConfig, Role, Timing};
 use link_phy::pair::{LinkPair, Side};
 use link_phy::rate::{LineCode, Rate};
 use link_phy::time::{Duration, Instant};
@@ -553,14 +553,10 @@ fn a_partner_that_starts_over_brings_the_other_back_to_training() {
     assert!(pair.b.counters().retrains >= 2);
 }
 
-/// A 6-bit burst on the late lane of an x2 link at 2.5 GT/s (one symbol time of skew) spoils the COM and a
-/// SKP symbol of a SKP ordered set: two columns with markers on one lane only, taken for a slip, so the
-/// deskew buffer empties in the middle of the ordered set's run of markers, when the early lane has received
-/// one more of them than the late lane. It lined the lanes up on the next marker each had, one apart, and
-/// the port delivered 291 corrupt units, lane 1's bytes shifted against lane 0's, before a later slip put it
-/// right. Now it waits for the next SKP ordered set: units are lost, none is corrupt.
-#[test]
-fn a_burst_in_a_skp_ordered_set_never_shifts_a_lane() {
+/// An x2 link at 2.5 GT/s with one symbol time of skew (seed 1) carries numbered units from A to B for 30 us
+/// after training, with a `bits`-bit burst on lane 1 `at` after it came up. Returns the units B received
+/// intact and corrupt (idle ones aside), and B's counters.
+fn units_across_a_burst_on_lane_1(at: Duration, bits: u32) -> (u64, u64, PhyCounters) {
     let mut s = Setup::new(2, 1);
     s.skew_symbols = 1;
     s.max_rate = (Rate::Gen1, Rate::Gen1);
@@ -569,8 +565,8 @@ fn a_burst_in_a_skp_ordered_set_never_shifts_a_lane() {
     assert!(pair.train(LIMIT));
     let t0 = pair.now();
     pair.ab.schedule(Fault {
-        at: t0 + Duration::from_ns(6068),
-        kind: FaultKind::Burst { lane: 1, bits: 6 },
+        at: t0 + at,
+        kind: FaultKind::Burst { lane: 1, bits },
     });
     let (mut next, mut good, mut corrupt) = (1u64, 0, 0);
     while pair.now() < t0 + Duration::from_us(30) {
@@ -598,11 +594,37 @@ fn a_burst_in_a_skp_ordered_set_never_shifts_a_lane() {
             },
         );
     }
-    let c = pair.b.counters();
+    (good, corrupt, *pair.b.counters())
+}
+
+/// A 6-bit burst on the late lane spoils the COM and a SKP symbol of a SKP ordered set: two columns with
+/// markers on one lane only, taken for a slip, so the deskew buffer empties in the middle of the ordered
+/// set's run of markers, when the early lane has received one more of them than the late lane. It lined
+/// the lanes up on the next marker each had, one apart, and the port delivered 291 corrupt units, lane 1's
+/// bytes shifted against lane 0's, before a later slip put it right. Now it waits for the next SKP ordered
+/// set: units are lost, none is corrupt.
+#[test]
+fn a_burst_in_a_skp_ordered_set_never_shifts_a_lane() {
+    let (good, corrupt, c) = units_across_a_burst_on_lane_1(Duration::from_ns(6068), 6);
     assert!(
         c.deskew_errors >= 1,
         "the burst must hit the SKP ordered set: {c:?}"
     );
     assert_eq!(corrupt, 0, "{c:?}");
     assert!(good > 600, "{good}");
+}
+
+/// A 6-bit burst on lane 1 turns a data symbol into a control symbol other than COM, outside any ordered
+/// set. The lane receiver took it for an ordered-set symbol: its column was no data, which restarted the
+/// unit count in mid-stream, and every unit up to the next SKP ordered set came a column off (144 corrupt
+/// units for one symbol error). It is a data symbol hit, costing its own unit.
+#[test]
+fn a_data_symbol_hit_into_a_control_symbol_costs_its_unit_only() {
+    let (good, corrupt, c) = units_across_a_burst_on_lane_1(Duration::from_ns(6168), 6);
+    assert_eq!(
+        c.unexpected_symbols, 1,
+        "the burst must make one control symbol: {c:?}"
+    );
+    assert!(corrupt <= 1, "{corrupt} corrupt units: {c:?}");
+    assert!(good > 900, "{good}");
 }

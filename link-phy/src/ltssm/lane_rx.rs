@@ -345,9 +345,13 @@ impl LaneRx {
                 self.after_ordered_set = false;
             }
             Symbol::Control(_) => {
-                self.descrambler.pass(s);
+                // Only COM starts an ordered set: another control symbol here is a data symbol hit into
+                // it (a data and a control code group can be a bit apart). It takes a data symbol's slot,
+                // as an unreadable one does. Taken for an ordered-set symbol, it had restarted the unit
+                // count in mid-stream (every unit up to the next ordered set a column off), or, as a SKP,
+                // held the LFSR (every byte of the lane wrong up to the next COM).
                 emit(LaneEvent::Error(RxError::UnexpectedSymbol));
-                emit(LaneEvent::Symbol(SymbolItem::OrderedSet));
+                self.unreadable_symbol(emit);
             }
         }
     }
