@@ -74,9 +74,11 @@ enum Collecting {
     /// COM seen; the next symbol says which ordered set this is.
     AfterCom,
     Training,
-    /// A SKP ordered set, after this many SKP symbols.
+    /// A SKP ordered set, after this many SKP symbols; `counted` if they are all it had so far (it began at
+    /// a COM, not at a SKP after a symbol lost to an error, which may have taken SKP symbols with it).
     Skip {
         skps: u8,
+        counted: bool,
     },
     /// EIOS, FTS or EIEOS: fixed bodies; only EIOS matters to the port.
     Fixed {
@@ -194,9 +196,12 @@ impl LaneRx {
                 }
                 emit(LaneEvent::Symbol(SymbolItem::OrderedSet));
             }
-            Collecting::Skip { skps } if skps < SKP_SENT => {
+            Collecting::Skip { skps, counted } if skps < SKP_SENT => {
                 // Fewer SKP symbols than every transmitter sends: this was one more (it holds the LFSR).
-                self.collecting = Collecting::Skip { skps: skps + 1 };
+                self.collecting = Collecting::Skip {
+                    skps: skps + 1,
+                    counted,
+                };
                 emit(LaneEvent::Symbol(SymbolItem::Marker));
             }
             Collecting::Skip { .. } => {
@@ -221,7 +226,10 @@ impl LaneRx {
                 self.descrambler.pass(s);
                 match s {
                     Symbol::Control(control::SKP) => {
-                        self.collecting = Collecting::Skip { skps: 1 };
+                        self.collecting = Collecting::Skip {
+                            skps: 1,
+                            counted: true,
+                        };
                         emit(LaneEvent::Symbol(SymbolItem::Marker));
                         return;
                     }
@@ -262,18 +270,25 @@ impl LaneRx {
                 }
                 emit(LaneEvent::Symbol(SymbolItem::OrderedSet));
             }
-            Collecting::Skip { skps } => {
+            Collecting::Skip { skps, counted } => {
                 if s == Symbol::SKP {
                     self.collecting = Collecting::Skip {
                         skps: skps.saturating_add(1),
+                        counted,
                     };
                     emit(LaneEvent::Symbol(SymbolItem::Marker));
-                } else if skps < SKP_SENT && s.is_control() && s != Symbol::COM {
-                    // Another K symbol where a SKP belongs: a SKP hit into another K code (K28.0 and K28.6
-                    // differ in one bit, and both are balanced, so nothing else shows it). Taken as the SKP
-                    // it was: a marker that holds the LFSR.
+                } else if skps < SKP_SENT && s != Symbol::COM && (s.is_control() || counted) {
+                    // Another symbol where a SKP belongs: a SKP hit into another K code (K28.0 and K28.6
+                    // differ in one bit, and both are balanced, so nothing else shows it), or, if every
+                    // SKP symbol so far was counted, into a data code group (a burst can do that). Taken as
+                    // the SKP it was: a marker that holds the LFSR. A data symbol here had ended the
+                    // ordered set and advanced the LFSR past a SKP, and every byte of the lane after it was
+                    // wrong up to the next COM, with no error counted.
                     emit(LaneEvent::Error(RxError::UnexpectedSymbol));
-                    self.collecting = Collecting::Skip { skps: skps + 1 };
+                    self.collecting = Collecting::Skip {
+                        skps: skps + 1,
+                        counted,
+                    };
                     emit(LaneEvent::Symbol(SymbolItem::Marker));
                 } else {
                     emit(LaneEvent::Skip);
@@ -332,7 +347,10 @@ impl LaneRx {
                 // disparity with it, so possibly the next symbol too): its SKP symbols are still the
                 // deskew markers, and the LFSR is where the COM left it, since SKP holds it.
                 self.descrambler.reset();
-                self.collecting = Collecting::Skip { skps: 1 };
+                self.collecting = Collecting::Skip {
+                    skps: 1,
+                    counted: false,
+                };
                 emit(LaneEvent::Symbol(SymbolItem::Marker));
             }
             Symbol::Data(_) => {
