@@ -382,6 +382,15 @@ impl Topology {
 
     /// Check that the topology is something the simulator can run.
     pub fn validate(&self) -> Result<(), String> {
+        // The manager's plan holds a route per node and GPU, and its discovery visits no more nodes.
+        if self.nodes.len() > crate::discover::MAX_NODES {
+            return Err(format!(
+                "{}: {} nodes, more than the {} the fabric manager discovers",
+                self.name,
+                self.nodes.len(),
+                crate::discover::MAX_NODES
+            ));
+        }
         if self.gpus().len() < 2 {
             return Err(format!("{}: a fabric needs at least two GPUs", self.name));
         }
@@ -1079,6 +1088,25 @@ mod tests {
             }
         }
         text
+    }
+
+    /// Nodes without a link still cost the plan a route to every GPU each: 200,000 switches alone in a
+    /// 7.5 MB file had the manager allocate gigabytes (and abort) where the file deserved an error.
+    #[test]
+    fn more_nodes_than_discovery_visits_are_refused() {
+        let most = crate::discover::MAX_NODES;
+        let text = |switches: usize| {
+            star(2, 1, 1)
+                + &(0..switches)
+                    .map(|s| format!("[[node]]\nname = \"x{s}\"\nkind = \"switch\"\n"))
+                    .collect::<String>()
+        };
+        assert!(Topology::from_toml(&text(most - 3)).is_ok());
+        let err = Topology::from_toml(&text(most - 2)).unwrap_err();
+        assert!(
+            err.contains(&format!("{} nodes, more than the {most}", most + 1)),
+            "{err}"
+        );
     }
 
     #[test]
