@@ -613,6 +613,10 @@ impl Topology {
     }
 }
 
+/// Longest topology file read, bytes (64 MiB): the largest fabric ([`crate::discover::MAX_NODES`] nodes,
+/// each linked to 64 others) takes about a quarter of it, one entry per line.
+pub const MAX_FILE_BYTES: u64 = 64 << 20;
+
 /// Slowest link rate, GB/s (a unit every 16 microseconds).
 pub const MIN_GBPS: f64 = 1e-3;
 /// Most links a trunk gangs (the links between two nodes, however many entries of a file give them).

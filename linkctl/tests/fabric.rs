@@ -267,6 +267,28 @@ fn bad_input_is_refused() {
     }
 }
 
+/// A topology file is read only as far as a topology can take: one longer (here a sparse file of zero
+/// bytes, as `/dev/zero` would go on) is refused for its length, not read whole into memory.
+#[test]
+fn a_file_longer_than_any_topology_is_refused_unread() {
+    let path = topology_file("long.toml", "");
+    let most = fabric_sim::topology::MAX_FILE_BYTES;
+    std::fs::File::options()
+        .write(true)
+        .open(&path)
+        .and_then(|file| file.set_len(most + 1))
+        .unwrap();
+    for option in ["--topology", "--hardware"] {
+        let out = linkctl(&["fabric"], &[option, &path]);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{option}: {stderr}");
+        assert!(
+            stderr.contains(&format!("long.toml: longer than {} MiB", most >> 20)),
+            "{option}: {stderr}"
+        );
+    }
+}
+
 #[test]
 fn discovery_finds_the_fabric_as_the_topology_says() {
     let v = json(&["fabric"], &[]);

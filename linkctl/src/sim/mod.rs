@@ -1,13 +1,13 @@
 //! `linkctl sim`: collectives on a simulated fabric, reported as nccl-tests reports them.
 
-use std::io::{IsTerminal, Write};
+use std::io::{IsTerminal, Read, Write};
 use std::process::ExitCode;
 
 use anyhow::{bail, ensure, Context};
 use clap::{Args, Subcommand};
 use fabric_sim::collective::{Kind, CHANNEL_BUFFER_BYTES, PACKET_BYTES};
 use fabric_sim::run::{self, Algo, FaultSpec, Report, Sweep};
-use fabric_sim::topology::Topology;
+use fabric_sim::topology::{Topology, MAX_FILE_BYTES};
 use fabric_sim::traffic::{Background, BackgroundReport, Pattern, Spread, HOTSPOT_SHARE, PAYLOAD_BYTES};
 use link_phy::time::Duration;
 use serde_json::json;
@@ -740,7 +740,17 @@ pub fn load_topology(name: &str) -> anyhow::Result<Topology> {
         return Ok(t);
     }
     if name.ends_with(".toml") || std::path::Path::new(name).exists() {
-        let text = std::fs::read_to_string(name).with_context(|| format!("cannot read topology {name}"))?;
+        // Read no more than a topology can take: `/dev/zero` or a large file by mistake is an error, not
+        // all the memory there is.
+        let mut text = String::new();
+        std::fs::File::open(name)
+            .and_then(|file| file.take(MAX_FILE_BYTES + 1).read_to_string(&mut text))
+            .with_context(|| format!("cannot read topology {name}"))?;
+        ensure!(
+            text.len() as u64 <= MAX_FILE_BYTES,
+            "topology {name}: longer than {} MiB, more than any topology file takes",
+            MAX_FILE_BYTES >> 20
+        );
         return Topology::from_toml(&text).map_err(anyhow::Error::msg);
     }
     bail!(
