@@ -8,7 +8,7 @@
 //! registers of `switch_fw::identity`: its ID, its type, its port count, and for each port whose link is
 //! up the ID and port of the node at the other end, the links ganged and their rate. [`discover`] walks the
 //! fabric breadth-first from the first GPU reading only those, and from the next GPU not yet found while
-//! there is one;
+//! there is one (or while a node lies past the last hop of the routes taken: from every GPU);
 //! [`check`] sets what it found against a topology: trunks whose links are down, and anything wired
 //! differently (a cable to the wrong port, a trunk with fewer links, a node the topology does not have).
 //!
@@ -274,7 +274,9 @@ fn directed(home: usize, route: &[u8], from: impl FnOnce() -> String) -> String 
 
 /// Walk the fabric from the manager's first home, breadth-first, reading identity registers only; then,
 /// while fewer GPUs are found than the manager has homes, from the next home (a part of the fabric no live
-/// trunk joins to what was found, unless the home was found already).
+/// trunk joins to what was found, unless the home was found already). While a port reported a node past
+/// [`MAX_HOPS`] that is not found, every home is walked from, and a node found before by a longer route
+/// is walked on from by the shorter one (and takes it as its own).
 pub fn discover(m: &mut impl Management) -> Result<Discovery, String> {
     let homes = m.homes();
     let mut reads = 0usize;
@@ -294,9 +296,11 @@ pub fn discover(m: &mut impl Management) -> Result<Discovery, String> {
     let mut next = 0;
     let mut next_home = 1;
     loop {
+        // Nodes reported past the last hop of the routes taken so far, and not found since.
+        let past_reach = |index: &HashMap<u64, usize>| beyond.iter().any(|id| !index.contains_key(id));
         if next == queue.len() {
             let gpus = nodes.iter().filter(|n| n.kind == NodeType::Endpoint).count();
-            if gpus >= homes || next_home >= homes {
+            if gpus >= homes && !past_reach(&index) || next_home >= homes {
                 break;
             }
             queue.push((next_home, Vec::new(), None));
@@ -315,7 +319,30 @@ pub fn discover(m: &mut impl Management) -> Result<Discovery, String> {
             ));
         }
         queued.insert(id);
-        if index.contains_key(&id) {
+        // Whether the walk goes on to the node `peer` a port reports: one not queued yet, or, while some
+        // node lies past the last hop of the routes taken, one found before by a longer route than this
+        // one makes (from another home: the GPU at the end of a long route has an agent beside it).
+        let reaching = past_reach(&index);
+        let walks_on = |peer: u64, queued: &mut HashSet<u64>, nodes: &[FoundNode]| {
+            queued.insert(peer)
+                || reaching
+                    && index
+                        .get(&peer)
+                        .is_some_and(|&j| nodes[j].route.len() > route.len() + 1)
+        };
+        if let Some(&i) = index.get(&id) {
+            // Found before: by a longer route, the walk goes on from it by this one, as far as it now
+            // reaches, through the ports it reported then.
+            if reaching && route.len() < nodes[i].route.len() {
+                for (p, peer) in nodes[i].peers.iter().enumerate() {
+                    if peer.is_some_and(|peer| walks_on(peer.node, &mut queued, &nodes)) {
+                        let mut onward = route.clone();
+                        onward.push(p as u8);
+                        queue.push((home, onward, peer.map(|peer| peer.node)));
+                    }
+                }
+                (nodes[i].home, nodes[i].route) = (home, route);
+            }
             continue;
         }
         let code = read(home, &route, identity::NODE_TYPE)?;
@@ -335,7 +362,7 @@ pub fn discover(m: &mut impl Management) -> Result<Discovery, String> {
             if let Some(peer) = peer {
                 if route.len() == MAX_HOPS {
                     beyond.insert(peer.node);
-                } else if queued.insert(peer.node) {
+                } else if walks_on(peer.node, &mut queued, &nodes) {
                     let mut onward = route.clone();
                     onward.push(p as u8);
                     queue.push((home, onward, Some(peer.node)));
@@ -734,6 +761,42 @@ mod tests {
         // The trunks s62 - s63 to s68 - s69 (trunks 3 + k for s{k-1} - s{k}).
         assert_eq!(c.unseen, (66..73).collect::<Vec<_>>());
         assert!(c.down.is_empty());
+    }
+
+    /// A switch past the last hop of the first GPU's routes is found from a GPU beside it, though that GPU
+    /// was found already: gA and gB lie 64 hops from g0 down chains of switches, and only switch x
+    /// joins them. Discovery had left x unreached ("more than 64 hops from every GPU") and the trunks
+    /// to it out of the routes, so that gA and gB had no route to each other.
+    #[test]
+    fn a_switch_past_the_hop_limit_is_found_from_a_gpu_beside_it() {
+        let mut text = String::from("[[node]]\nname = \"g0\"\nkind = \"gpu\"\n");
+        text += "[[node]]\nname = \"gA\"\nkind = \"gpu\"\n[[node]]\nname = \"gB\"\nkind = \"gpu\"\n";
+        text += "[[node]]\nname = \"x\"\nkind = \"switch\"\n";
+        let link = |a: &str, b: &str| format!("[[link]]\na = \"{a}\"\nb = \"{b}\"\n{LINK}");
+        for chain in ["a", "b"] {
+            let end = format!("g{}", chain.to_uppercase());
+            for k in 0..MAX_HOPS - 1 {
+                text += &format!("[[node]]\nname = \"{chain}{k}\"\nkind = \"switch\"\n");
+                let before = if k == 0 {
+                    "g0".to_string()
+                } else {
+                    format!("{chain}{}", k - 1)
+                };
+                text += &link(&before, &format!("{chain}{k}"));
+            }
+            text += &link(&format!("{chain}{}", MAX_HOPS - 2), &end);
+            text += &link(&end, "x");
+        }
+        let t = Topology::from_toml(&text).unwrap();
+        let found = discover(&mut Wiring::new(&t, &[], &[]).unwrap()).unwrap();
+        assert!(found.faults.is_empty(), "{:?}", found.faults);
+        let c = check(&found, &t);
+        assert_eq!(c, Check::default());
+        let x = &found.nodes[found.node(node_id("x")).unwrap()];
+        assert_eq!((x.home, x.route.len()), (1, 1), "from gA, the second GPU");
+        let f = crate::manager::Fabric::plan(&t, &c.left_out()).unwrap();
+        assert_eq!(f.unreachable(&[0, 1, 2]), None);
+        assert_eq!(f.path(1, 2).unwrap().len(), 3, "gA - x - gB");
     }
 
     /// Two fabrics that no trunk joins (or that a failure cut apart) are found whole: the second from its

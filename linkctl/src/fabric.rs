@@ -322,7 +322,8 @@ impl Discovered<'_> {
                 String::new()
             } else {
                 format!(
-                    " and from {} (parts no live trunk joins to those found before)",
+                    " and from {} (parts no live trunk joins to those found before, or past the last hop of \
+                     their routes)",
                     also.join(", ")
                 )
             },
