@@ -344,7 +344,7 @@ fn print_text(c: &ChannelArgs, pair: &LinkPair, report: &Value) {
                 report["code"].as_str().unwrap_or("?")
             );
             println!(
-                "time to L0: {:.3} us (first L0 at 2.5 GT/s: {:.3} us)",
+                "time to L0: {:.3} us (both ports first in L0: {:.3} us)",
                 report["time_to_l0_us"].as_f64().unwrap_or(f64::NAN),
                 report["time_to_first_l0_us"].as_f64().unwrap_or(f64::NAN)
             );
