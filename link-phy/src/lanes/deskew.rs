@@ -71,6 +71,7 @@ impl<T: Copy, const DEPTH: usize> Deskew<T, DEPTH> {
             return Err(Error::UnsupportedWidth { lanes });
         }
         self.fifos.iter_mut().for_each(Deque::clear);
+        self.in_run = [false; MAX_LANES];
         self.lanes = lanes;
         self.aligned = false;
         self.last_mismatch = None;
@@ -311,6 +312,29 @@ mod tests {
         }
         assert!(d.losses() >= 1 && d.is_aligned());
         assert_eq!(shifted, 0);
+    }
+
+    /// A reset starts every lane's stream afresh (a new rate, or a new lane map that gives a logical lane
+    /// another physical one): a marker received before it does not make the first marker after it the
+    /// middle of a run. It did, and the lane skipped the whole run it began, so that the lanes did not line
+    /// up on it: the other lane's FIFO filled, and alignment waited for the next run.
+    #[test]
+    fn a_reset_forgets_the_marker_before_it() {
+        let mut d: Deskew<u16, 16> = Deskew::new(2, |x| *x == MARK).unwrap();
+        d.push(0, MARK).unwrap();
+        d.reset(2).unwrap();
+        let mut col = [0u16; 2];
+        let mut columns = 0;
+        for item in [MARK, MARK].into_iter().chain(1..=12) {
+            for lane in 0..2 {
+                d.push(lane, item).unwrap();
+            }
+            while d.pop(&mut col).is_some() {
+                assert_eq!(col, [item; 2]);
+                columns += 1;
+            }
+        }
+        assert_eq!((columns, d.losses()), (14, 0));
     }
 
     #[test]
