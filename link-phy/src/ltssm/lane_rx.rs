@@ -74,11 +74,9 @@ enum Collecting {
     /// COM seen; the next symbol says which ordered set this is.
     AfterCom,
     Training,
-    /// A SKP ordered set, after this many SKP symbols; `counted` if they are all it had so far (it began at
-    /// a COM, not at a SKP after a symbol lost to an error, which may have taken SKP symbols with it).
+    /// A SKP ordered set, after this many SKP symbols.
     Skip {
         skps: u8,
-        counted: bool,
     },
     /// EIOS, FTS or EIEOS: fixed bodies; only EIOS matters to the port.
     Fixed {
@@ -196,12 +194,9 @@ impl LaneRx {
                 }
                 emit(LaneEvent::Symbol(SymbolItem::OrderedSet));
             }
-            Collecting::Skip { skps, counted } if skps < SKP_SENT => {
+            Collecting::Skip { skps } if skps < SKP_SENT => {
                 // Fewer SKP symbols than every transmitter sends: this was one more (it holds the LFSR).
-                self.collecting = Collecting::Skip {
-                    skps: skps + 1,
-                    counted,
-                };
+                self.collecting = Collecting::Skip { skps: skps + 1 };
                 emit(LaneEvent::Symbol(SymbolItem::Marker));
             }
             Collecting::Skip { .. } => {
@@ -226,10 +221,7 @@ impl LaneRx {
                 self.descrambler.pass(s);
                 match s {
                     Symbol::Control(control::SKP) => {
-                        self.collecting = Collecting::Skip {
-                            skps: 1,
-                            counted: true,
-                        };
+                        self.collecting = Collecting::Skip { skps: 1 };
                         emit(LaneEvent::Symbol(SymbolItem::Marker));
                         return;
                     }
@@ -270,27 +262,23 @@ impl LaneRx {
                 }
                 emit(LaneEvent::Symbol(SymbolItem::OrderedSet));
             }
-            Collecting::Skip { skps, counted } => {
+            Collecting::Skip { skps } => {
                 if s == Symbol::SKP {
                     self.collecting = Collecting::Skip {
                         skps: skps.saturating_add(1),
-                        counted,
                     };
                     emit(LaneEvent::Symbol(SymbolItem::Marker));
-                } else if skps < SKP_SENT && s != Symbol::COM && (s.is_control() || counted) {
-                    // Another symbol where a SKP belongs: a SKP hit into another K code (K28.0 and K28.6
-                    // differ in one bit, and both are balanced, so nothing else shows it), or, if every
-                    // SKP symbol so far was counted, into a data code group (a burst can do that). Taken as
-                    // the SKP it was: a marker that holds the LFSR. A data symbol here had ended the
-                    // ordered set and advanced the LFSR past a SKP, and every byte of the lane after it was
-                    // wrong up to the next COM, with no error counted.
+                } else if skps < SKP_SENT && s.is_control() && s != Symbol::COM {
+                    // Another K symbol where a SKP belongs: a SKP hit into another K code (K28.0 and K28.6
+                    // differ in one bit, and both are balanced, so nothing else shows it). Taken as the SKP
+                    // it was: a marker that holds the LFSR.
                     emit(LaneEvent::Error(RxError::UnexpectedSymbol));
-                    self.collecting = Collecting::Skip {
-                        skps: skps + 1,
-                        counted,
-                    };
+                    self.collecting = Collecting::Skip { skps: skps + 1 };
                     emit(LaneEvent::Symbol(SymbolItem::Marker));
                 } else {
+                    // A data symbol ends it, however few SKP symbols came: receivers accept 1 to 5 (spec
+                    // 1.4; clock compensation adds or removes them), so a SKP hit into a data code group
+                    // cannot be told from the first data symbol after a shorter ordered set.
                     emit(LaneEvent::Skip);
                     self.collecting = Collecting::Nothing;
                     self.outside_ordered_set(s, emit);
@@ -347,10 +335,7 @@ impl LaneRx {
                 // disparity with it, so possibly the next symbol too): its SKP symbols are still the
                 // deskew markers, and the LFSR is where the COM left it, since SKP holds it.
                 self.descrambler.reset();
-                self.collecting = Collecting::Skip {
-                    skps: 1,
-                    counted: false,
-                };
+                self.collecting = Collecting::Skip { skps: 1 };
                 emit(LaneEvent::Symbol(SymbolItem::Marker));
             }
             Symbol::Data(_) => {
@@ -445,7 +430,7 @@ fn block_events(block: &Block, emit: &mut impl FnMut(LaneEvent)) {
 mod tests {
     use super::super::lane_tx::LaneTx;
     use super::*;
-    use crate::ordered_set::EIOS_8B10B;
+    use crate::ordered_set::{EIOS_8B10B, SKP_8B10B};
     use std::vec::Vec;
 
     /// A code group in neither column (`abcdei fghj` = `010010 0100`), with no run longer than two, so
@@ -456,11 +441,18 @@ mod tests {
     /// EIOS (for symbol lock), with code group `hit` from the SKP ordered set on (0 = COM) made invalid. Returns
     /// the deskew items received from the first data byte on.
     fn receive_with_hit(data: &[u8], after: &[u8], hit: usize) -> Vec<SymbolItem> {
-        receive_with(data, after, hit, None)
+        receive_with(data, &SKP_8B10B, after, hit, None)
     }
 
-    /// [`receive_with_hit`], with bit `flip` of the hit code group flipped instead (if given).
-    fn receive_with(data: &[u8], after: &[u8], hit: usize, flip: Option<u32>) -> Vec<SymbolItem> {
+    /// [`receive_with_hit`] with `skp` for the SKP ordered set, and bit `flip` of the hit code group
+    /// flipped instead (if given; no code group is hit if `hit` is past the end).
+    fn receive_with(
+        data: &[u8],
+        skp: &[Symbol],
+        after: &[u8],
+        hit: usize,
+        flip: Option<u32>,
+    ) -> Vec<SymbolItem> {
         let mut tx = LaneTx::new(0);
         let mut sent: Vec<SlotBits> = Vec::new();
         for _ in 0..2 {
@@ -471,7 +463,7 @@ mod tests {
         for &b in data {
             sent.push(tx.symbol(Symbol::Data(b), false));
         }
-        let skp = crate::ordered_set::SKP_8B10B.into_iter().map(|s| (s, true));
+        let skp = skp.iter().map(|&s| (s, true));
         for (i, (s, in_ordered_set)) in skp
             .chain(after.iter().map(|&b| (Symbol::Data(b), false)))
             .enumerate()
@@ -561,7 +553,7 @@ mod tests {
         let after: Vec<u8> = (0..40).collect();
         // The second and third SKP (the first, right after COM, is not yet known to be a SKP).
         for hit in 2..4 {
-            let items = receive_with(&[0x11], &after, hit, Some(8));
+            let items = receive_with(&[0x11], &SKP_8B10B, &after, hit, Some(8));
             assert_eq!(items.len(), 1 + 4 + 40, "hit {hit}: {items:?}");
             assert_eq!(items[1], SymbolItem::OrderedSet);
             assert_eq!(items[2..5], [SymbolItem::Marker; 3], "hit {hit}");
@@ -599,6 +591,25 @@ mod tests {
             let received: Vec<SymbolItem> = items[8..].to_vec();
             let expected: Vec<SymbolItem> = after[1..].iter().map(|&b| SymbolItem::Data(b)).collect();
             assert_eq!(received, expected, "hit {hit}");
+        }
+    }
+
+    /// A receiver accepts a SKP ordered set of 1 to 5 SKP symbols (spec 1.4, as PCI Express: clock
+    /// compensation adds or removes them on the way): the data after one of 1 or 2 is descrambled right.
+    /// The receiver took the first data symbols after them for the SKP symbols every transmitter sends,
+    /// hit: it held the LFSR there, and every data byte after them came out wrong.
+    #[test]
+    fn a_skp_ordered_set_of_one_to_five_skp_symbols_is_accepted() {
+        let after: Vec<u8> = (0..40).collect();
+        for skps in 1..=5 {
+            let mut skp = std::vec![Symbol::COM];
+            skp.extend([Symbol::SKP].repeat(skps));
+            let items = receive_with(&[0x11], &skp, &after, usize::MAX, None);
+            let mut expected = std::vec![SymbolItem::FirstData(0x11), SymbolItem::OrderedSet];
+            expected.extend([SymbolItem::Marker].repeat(skps));
+            expected.push(SymbolItem::FirstData(0));
+            expected.extend(after[1..].iter().map(|&b| SymbolItem::Data(b)));
+            assert_eq!(items, expected, "{skps} SKP symbols");
         }
     }
 }
