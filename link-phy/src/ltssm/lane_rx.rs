@@ -99,7 +99,8 @@ pub(super) struct LaneRx {
     blocks: LaneDecoder,
     /// Whether the last symbol was part of an ordered set (or a receiver error).
     after_ordered_set: bool,
-    /// Whether the last code group could not be decoded.
+    /// Whether the last code group could not be decoded (or was a control symbol taken for a data symbol
+    /// hit into it, which is handled as one that could not be).
     last_unreadable: bool,
 }
 
@@ -148,8 +149,8 @@ impl LaneRx {
             let emit = &mut emit;
             match self.decoder.decode(code) {
                 Ok(s) => {
-                    self.symbol(s, emit);
-                    self.last_unreadable = false;
+                    let after_unreadable = core::mem::replace(&mut self.last_unreadable, false);
+                    self.symbol(s, after_unreadable, emit);
                 }
                 Err(e) => {
                     emit(LaneEvent::Error(match e {
@@ -214,9 +215,10 @@ impl LaneRx {
         }
     }
 
-    fn symbol(&mut self, s: Symbol, emit: &mut impl FnMut(LaneEvent)) {
+    /// A symbol decoded; `after_unreadable` if the code group before it could not be.
+    fn symbol(&mut self, s: Symbol, after_unreadable: bool, emit: &mut impl FnMut(LaneEvent)) {
         match self.collecting {
-            Collecting::Nothing => self.outside_ordered_set(s, emit),
+            Collecting::Nothing => self.outside_ordered_set(s, after_unreadable, emit),
             Collecting::AfterCom => {
                 self.descrambler.pass(s);
                 match s {
@@ -281,7 +283,7 @@ impl LaneRx {
                     // cannot be told from the first data symbol after a shorter ordered set.
                     emit(LaneEvent::Skip);
                     self.collecting = Collecting::Nothing;
-                    self.outside_ordered_set(s, emit);
+                    self.outside_ordered_set(s, after_unreadable, emit);
                 }
             }
             Collecting::Fixed { eios, len, total } => {
@@ -327,10 +329,10 @@ impl LaneRx {
         }
     }
 
-    fn outside_ordered_set(&mut self, s: Symbol, emit: &mut impl FnMut(LaneEvent)) {
+    fn outside_ordered_set(&mut self, s: Symbol, after_unreadable: bool, emit: &mut impl FnMut(LaneEvent)) {
         match s {
             Symbol::Control(control::COM) => self.start_ordered_set(emit),
-            Symbol::Control(control::SKP) if self.last_unreadable => {
+            Symbol::Control(control::SKP) if after_unreadable => {
                 // A SKP ordered set whose COM or an earlier SKP was lost to an error (and its running
                 // disparity with it, so possibly the next symbol too): its SKP symbols are still the
                 // deskew markers, and the LFSR is where the COM left it, since SKP holds it.
@@ -352,9 +354,11 @@ impl LaneRx {
                 // it (a data and a control code group can be a bit apart). It takes a data symbol's slot,
                 // as an unreadable one does. Taken for an ordered-set symbol, it had restarted the unit
                 // count in mid-stream (every unit up to the next ordered set a column off), or, as a SKP,
-                // held the LFSR (every byte of the lane wrong up to the next COM).
+                // held the LFSR (every byte of the lane wrong up to the next COM). A SKP right after it
+                // starts a SKP ordered set whose COM was hit into this symbol, as after an unreadable one.
                 emit(LaneEvent::Error(RxError::UnexpectedSymbol));
                 self.unreadable_symbol(emit);
+                self.last_unreadable = true;
             }
         }
     }
@@ -444,8 +448,8 @@ mod tests {
         receive_with(data, &SKP_8B10B, after, hit, None)
     }
 
-    /// [`receive_with_hit`] with `skp` for the SKP ordered set, and bit `flip` of the hit code group
-    /// flipped instead (if given; no code group is hit if `hit` is past the end).
+    /// [`receive_with_hit`] with `skp` for the SKP ordered set, and the bits of the hit code group set in
+    /// `flip` flipped instead (if given; no code group is hit if `hit` is past the end).
     fn receive_with(
         data: &[u8],
         skp: &[Symbol],
@@ -471,7 +475,7 @@ mod tests {
             let mut bits = tx.symbol(s, in_ordered_set);
             if i == hit {
                 let code = match flip {
-                    Some(bit) => bits.get(0, 10) ^ 1 << bit,
+                    Some(mask) => bits.get(0, 10) ^ u64::from(mask),
                     None => u64::from(INVALID),
                 };
                 bits = SlotBits::EMPTY;
@@ -553,7 +557,7 @@ mod tests {
         let after: Vec<u8> = (0..40).collect();
         // The second and third SKP (the first, right after COM, is not yet known to be a SKP).
         for hit in 2..4 {
-            let items = receive_with(&[0x11], &SKP_8B10B, &after, hit, Some(8));
+            let items = receive_with(&[0x11], &SKP_8B10B, &after, hit, Some(1 << 8));
             assert_eq!(items.len(), 1 + 4 + 40, "hit {hit}: {items:?}");
             assert_eq!(items[1], SymbolItem::OrderedSet);
             assert_eq!(items[2..5], [SymbolItem::Marker; 3], "hit {hit}");
@@ -610,6 +614,25 @@ mod tests {
             expected.push(SymbolItem::FirstData(0));
             expected.extend(after[1..].iter().map(|&b| SymbolItem::Data(b)));
             assert_eq!(items, expected, "{skps} SKP symbols");
+        }
+    }
+
+    /// Two bit errors can turn a SKP ordered set's COM into another K code that decodes cleanly, with the
+    /// same running disparity. It is taken for a data symbol hit into a control one, as an unreadable code
+    /// group is, and so is its SKP symbols' start: they are still markers, and the LFSR is reset as the COM
+    /// would have. The SKP symbols had been taken for three more hit data symbols, the LFSR not reset, and
+    /// every data byte of the lane after them came out wrong up to the next COM.
+    #[test]
+    fn a_com_hit_into_another_k_code_keeps_the_skp_markers_and_the_descrambler_in_step() {
+        let after: Vec<u8> = (0..40).collect();
+        // The code group's bits (as `SlotBits` holds them) that make K28.5 another K code with them.
+        for mask in [0b0011000000, 0b1001000000, 0b1100000000] {
+            let items = receive_with(&[0x11], &SKP_8B10B, &after, 0, Some(mask));
+            let mut expected = std::vec![SymbolItem::FirstData(0x11), SymbolItem::Data(0)];
+            expected.extend([SymbolItem::Marker; 3]);
+            expected.push(SymbolItem::FirstData(0));
+            expected.extend(after[1..].iter().map(|&b| SymbolItem::Data(b)));
+            assert_eq!(items, expected, "{mask:010b}");
         }
     }
 }
