@@ -151,7 +151,10 @@ impl core::fmt::Display for Error {
             Error::UnsupportedWidth { lanes } => write!(f, "unsupported link width x{lanes}"),
             Error::NoSuchLane { lane } => write!(f, "no lane {lane}"),
             Error::SkewTooLarge { symbols } => {
-                write!(f, "lane-to-lane skew of at least {symbols} symbols is too large")
+                write!(
+                    f,
+                    "lane-to-lane skew of at least {symbols} symbols (blocks at 128b/130b) is too large"
+                )
             }
             Error::UnexpectedOrderedSetBlock { position } => {
                 write!(f, "block {position}: ordered-set block inside a data stream")

@@ -234,7 +234,7 @@ mod tests {
         // message said the skew was 4 symbols.
         assert_eq!(
             std::format!("{error}"),
-            "lane-to-lane skew of at least 4 symbols is too large"
+            "lane-to-lane skew of at least 4 symbols (blocks at 128b/130b) is too large"
         );
     }
 
