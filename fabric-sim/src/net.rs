@@ -517,6 +517,20 @@ enum NodeState {
     },
 }
 
+/// Write the fabric manager's `program` (node, address, value) into the switches among `nodes`, in its
+/// order, in one pass over it. The first write a switch refuses stops it: that switch's node and error.
+fn write_program(
+    nodes: &mut [NodeState],
+    program: &[(usize, u32, u32)],
+) -> Result<(), (usize, switch_fw::SwitchError)> {
+    for &(node, address, value) in program {
+        if let NodeState::Switch { core, .. } = &mut nodes[node] {
+            core.write_register(address, value).map_err(|e| (node, e))?;
+        }
+    }
+    Ok(())
+}
+
 /// Counters of a run.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct NetStats {
@@ -692,9 +706,6 @@ impl Net {
                 NodeKind::Switch => {
                     let mut core: Box<Switch<64, SWITCH_SLOTS, REDUCTIONS>> = Box::default();
                     core.identity = identity_of(topology, x, fabric.port_count(x))?;
-                    for &(_, address, value) in fabric.program.iter().filter(|(node, _, _)| *node == x) {
-                        core.write_register(address, value).map_err(|e| e.to_string())?;
-                    }
                     let staged = (0..fabric.port_count(x)).map(|_| Default::default()).collect();
                     NodeState::Switch {
                         core,
@@ -706,6 +717,7 @@ impl Net {
                 }
             });
         }
+        write_program(&mut nodes, &fabric.program).map_err(|(_, e)| e.to_string())?;
         let mut gpu_of_node = vec![None; n];
         for (i, &g) in fabric.gpus.iter().enumerate() {
             gpu_of_node[g] = Some(i);

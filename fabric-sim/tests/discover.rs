@@ -174,3 +174,67 @@ fn the_manager_replans_once_its_delay_is_over() {
     assert_eq!(net.fabric().failed, 1, "then the manager routes around the trunk");
     assert!(net.fatal().is_none());
 }
+
+/// A ring of 6 switches, listed last first, with 40 GPUs on `s0` (its ports past 31 among them: the
+/// high halves of its routes) and one on each other switch, in partitions 0 to 2.
+fn ring_with_a_wide_switch() -> Topology {
+    let mut toml = String::new();
+    for s in (0..6).rev() {
+        toml += &format!("[[node]]\nname = \"s{s}\"\nkind = \"switch\"\n");
+    }
+    for g in 0..45 {
+        toml += &format!(
+            "[[node]]\nname = \"g{g}\"\nkind = \"gpu\"\npartition = {}\n",
+            g % 3
+        );
+    }
+    for s in 0..6 {
+        toml += &format!("[[link]]\na = \"s{s}\"\nb = \"s{}\"\ngbps = 25\n", (s + 1) % 6);
+    }
+    for g in 0..45usize {
+        let s = g.saturating_sub(39);
+        toml += &format!("[[link]]\na = \"g{g}\"\nb = \"s{s}\"\ngbps = 25\n");
+    }
+    Topology::from_toml(&toml).unwrap()
+}
+
+/// Every switch of `net` holds in its registers the routes and partitions of the manager's plan.
+fn assert_programmed_as_planned(net: &Net, t: &Topology) {
+    use switch_fw::regs::{PARTITIONS, ROUTES};
+    let f = net.fabric();
+    for x in (0..t.nodes.len()).filter(|&x| t.nodes[x].kind == NodeKind::Switch) {
+        let read = |a| net.switch_register(x, a).unwrap().unwrap();
+        for (id, &gpu) in f.gpus.iter().enumerate() {
+            let (name, e) = (&t.nodes[x].name, id as u32);
+            assert!(!f.routes[x][id].is_empty(), "{name} has a route to endpoint {id}");
+            let route = u64::from(read(ROUTES + 8 * e)) | u64::from(read(ROUTES + 8 * e + 4)) << 32;
+            assert_eq!(route, f.routes[x][id].0, "{name}: route to endpoint {id}");
+            let partition = read(PARTITIONS + 4 * e);
+            assert_eq!(
+                partition,
+                u32::from(t.nodes[gpu].partition),
+                "{name}: partition of {id}"
+            );
+        }
+    }
+}
+
+#[test]
+fn the_switches_hold_the_routes_and_partitions_the_manager_planned_before_and_after_a_replan() {
+    let t = ring_with_a_wide_switch();
+    let mut net = initialised(&t);
+    let s0 = t.node_named("s0").unwrap();
+    assert!(net.fabric().port_count(s0) > 32);
+    assert_programmed_as_planned(&net, &t);
+    let (s1, s2) = (t.node_named("s1").unwrap(), t.node_named("s2").unwrap());
+    let trunk = net.fabric().ports[s1][net.fabric().port_towards(&t, s1, s2).unwrap()].0;
+    let before = net.fabric().routes.clone();
+    let at = net.now() + Duration::from_us(1);
+    net.schedule_faults(&[Fault::LinkDown { trunk, at }], Duration::ZERO)
+        .unwrap();
+    net.run(&mut NoTraffic { done: false }, at + Duration::from_us(20));
+    assert!(net.fatal().is_none(), "{:?}", net.fatal());
+    assert_eq!(net.fabric().failed, 1, "the manager routed around the trunk");
+    assert_ne!(net.fabric().routes, before);
+    assert_programmed_as_planned(&net, &t);
+}

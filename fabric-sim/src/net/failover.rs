@@ -10,7 +10,7 @@ use link_dl::Received;
 use link_phy::time::{Duration, Instant};
 use switch_fw::switch::{Arrival, Destination};
 
-use super::{App, Event, Held, Net, NodeState, Offer};
+use super::{write_program, App, Event, Held, Net, NodeState, Offer};
 use crate::discover::{check, discover, port_peer};
 use crate::hashing::MixHash;
 use crate::manager::{Fabric, Trunk};
@@ -630,12 +630,8 @@ impl Net {
             .collect();
         match replanned {
             Ok((jobs_split, fabric)) => {
-                for &(node, address, value) in &fabric.program {
-                    if let NodeState::Switch { core, .. } = &mut self.nodes[node] {
-                        if let Err(e) = core.write_register(address, value) {
-                            f.fatal = Some(format!("reprogramming switch {node}: {e}"));
-                        }
-                    }
+                if let Err((node, e)) = write_program(&mut self.nodes, &fabric.program) {
+                    f.fatal = Some(format!("reprogramming switch {node}: {e}"));
                 }
                 self.fabric = fabric;
                 f.stats.jobs_split = jobs_split;
