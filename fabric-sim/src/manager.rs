@@ -186,6 +186,21 @@ impl Fabric {
     /// plan's `trunks`): the routes avoid them. Two GPUs that no path of live trunks through switches
     /// joins get no route between them ([`Fabric::unreachable`] finds them).
     pub fn plan(topology: &Topology, failed: &[usize]) -> Result<Fabric, String> {
+        Fabric::plan_over(topology, failed, None)
+    }
+
+    /// Plan again, as [`Fabric::plan`], for switches that hold this plan's routes: a route that changes
+    /// is written half that removes ports first (`docs/spec.md` section 5).
+    pub fn replan(&self, topology: &Topology, failed: &[usize]) -> Result<Fabric, String> {
+        Fabric::plan_over(topology, failed, Some(&self.routes))
+    }
+
+    /// Plan, with a program for switches that hold the routes `held` (none: empty switches).
+    fn plan_over(
+        topology: &Topology,
+        failed: &[usize],
+        held: Option<&[Vec<PortSet>]>,
+    ) -> Result<Fabric, String> {
         topology.validate()?;
         let n = topology.nodes.len();
         let (trunks, ports) = gang(topology);
@@ -263,13 +278,19 @@ impl Fabric {
             }
         }
         // Program every switch through its registers: routes, then the partitions of the GPUs not in
-        // partition 0 (where a switch starts every endpoint).
+        // partition 0 (where a switch starts every endpoint). A switch takes a route's halves as they
+        // are written: the half that removes ports goes first, so that in between the route names no
+        // port it leaves (unless both halves remove ports, which no order avoids).
         let mut program = Vec::new();
         for x in (0..n).filter(|&x| is_switch(x)) {
             for (id, set) in routes[x].iter().enumerate() {
                 let base = regs::ROUTES + 8 * id as u32;
-                program.push((x, base, set.0 as u32));
-                program.push((x, base + 4, (set.0 >> 32) as u32));
+                let mut halves = [(base, set.0 as u32), (base + 4, (set.0 >> 32) as u32)];
+                let removed = held.map_or(0, |held| held[x][id].0 & !set.0);
+                if removed as u32 == 0 && removed >> 32 != 0 {
+                    halves.swap(0, 1);
+                }
+                program.extend(halves.map(|(address, value)| (x, address, value)));
             }
             for (id, &gpu) in gpus.iter().enumerate() {
                 let partition = topology.nodes[gpu].partition;
@@ -715,5 +736,86 @@ mod tests {
             cycle.iter().all(|&(x, _)| x >= 4),
             "switch-to-switch channels: {cycle:?}"
         );
+    }
+
+    /// A replan reprograms live switches: after each single write of its program, no route names a port
+    /// that the new plan takes out of it (`docs/spec.md` section 5: the half that removes ports first).
+    #[test]
+    fn a_replan_never_leaves_a_route_naming_a_port_it_removes() {
+        use switch_fw::switch::Switch;
+        // Six switches in a ring. sw0 has its trunk to sw5 on port 0, 40 GPUs on ports 1 to 40 and its
+        // trunk to sw1 on port 41; sw1 to sw5 have a GPU each. sw0, the root, reaches gpu40 on sw1 over
+        // port 41, and with that trunk failed round the ring over port 0: a route from the high half to
+        // the low one.
+        let mut text = String::new();
+        for k in 0..6 {
+            text += &format!("[[node]]\nname = \"sw{k}\"\nkind = \"switch\"\n");
+        }
+        for g in 0..45 {
+            text += &format!("[[node]]\nname = \"gpu{g}\"\nkind = \"gpu\"\n");
+        }
+        let mut link =
+            |a: String, b: String| text += &format!("[[link]]\na = \"{a}\"\nb = \"{b}\"\ngbps = 25.0\n");
+        link("sw5".into(), "sw0".into());
+        for g in 0..40 {
+            link(format!("gpu{g}"), "sw0".into());
+        }
+        for k in 0..5 {
+            link(format!("sw{k}"), format!("sw{}", k + 1));
+        }
+        for g in 40..45 {
+            link(format!("gpu{g}"), format!("sw{}", g - 39));
+        }
+        let t = Topology::from_toml(&text).unwrap();
+        let f = Fabric::plan(&t, &[]).unwrap();
+        let (sw0, sw1) = (t.node_named("sw0").unwrap(), t.node_named("sw1").unwrap());
+        assert_eq!(f.peer(sw0, 41).0, sw1);
+        let g = f.replan(&t, &[f.ports[sw0][41].0]).unwrap();
+        assert_eq!(
+            (f.routes[sw0][40], g.routes[sw0][40]),
+            (PortSet::single(41), PortSet::single(0))
+        );
+        // Every switch, programmed with the first plan, takes the second's writes one by one.
+        let mut switches: Vec<Option<Box<Switch<64, 16, 1>>>> = (0..t.nodes.len())
+            .map(|x| {
+                (t.nodes[x].kind == NodeKind::Switch).then(|| {
+                    let mut core = Box::<Switch<64, 16, 1>>::default();
+                    core.identity = crate::discover::identity_of(&t, x, f.port_count(x)).unwrap();
+                    core
+                })
+            })
+            .collect();
+        for &(x, address, value) in &f.program {
+            switches[x]
+                .as_mut()
+                .unwrap()
+                .write_register(address, value)
+                .unwrap();
+        }
+        let mut moved = 0;
+        for &(x, address, value) in &g.program {
+            let core = switches[x].as_mut().unwrap();
+            core.write_register(address, value).unwrap();
+            if address < regs::PARTITIONS {
+                let id = (address / 8) as usize;
+                let leaving = f.routes[x][id].0 & !g.routes[x][id].0;
+                let route = core.routes.get(id as u16);
+                assert_eq!(
+                    route.0 & leaving,
+                    0,
+                    "after writing {address:#x}, {}'s route to {id} is {route:?}, leaving {leaving:#x}",
+                    t.nodes[x].name
+                );
+                moved += usize::from(leaving != 0 && address % 8 == 0);
+            }
+        }
+        assert!(moved > 0, "routes changed");
+        for (x, core) in switches.iter().enumerate() {
+            if let Some(core) = core {
+                for id in 0..g.gpus.len() {
+                    assert_eq!(core.routes.get(id as u16), g.routes[x][id], "{}", t.nodes[x].name);
+                }
+            }
+        }
     }
 }

@@ -176,7 +176,8 @@ fn the_manager_replans_once_its_delay_is_over() {
 }
 
 /// A ring of 6 switches, listed last first, with 40 GPUs on `s0` (its ports past 31 among them: the
-/// high halves of its routes) and one on each other switch, in partitions 0 to 2.
+/// high halves of its routes) and one on each other switch, in partitions 0 to 2. `s0`'s trunk to `s5`
+/// is its port 0, to `s1` its port 41.
 fn ring_with_a_wide_switch() -> Topology {
     let mut toml = String::new();
     for s in (0..6).rev() {
@@ -188,13 +189,14 @@ fn ring_with_a_wide_switch() -> Topology {
             g % 3
         );
     }
-    for s in 0..6 {
-        toml += &format!("[[link]]\na = \"s{s}\"\nb = \"s{}\"\ngbps = 25\n", (s + 1) % 6);
+    let link = |a: String, b: String| format!("[[link]]\na = \"{a}\"\nb = \"{b}\"\ngbps = 25\n");
+    for s in 1..6 {
+        toml += &link(format!("s{s}"), format!("s{}", (s + 1) % 6));
     }
     for g in 0..45usize {
-        let s = g.saturating_sub(39);
-        toml += &format!("[[link]]\na = \"g{g}\"\nb = \"s{s}\"\ngbps = 25\n");
+        toml += &link(format!("g{g}"), format!("s{}", g.saturating_sub(39)));
     }
+    toml += &link("s0".into(), "s1".into());
     Topology::from_toml(&toml).unwrap()
 }
 
@@ -226,15 +228,21 @@ fn the_switches_hold_the_routes_and_partitions_the_manager_planned_before_and_af
     let s0 = t.node_named("s0").unwrap();
     assert!(net.fabric().port_count(s0) > 32);
     assert_programmed_as_planned(&net, &t);
-    let (s1, s2) = (t.node_named("s1").unwrap(), t.node_named("s2").unwrap());
-    let trunk = net.fabric().ports[s1][net.fabric().port_towards(&t, s1, s2).unwrap()].0;
-    let before = net.fabric().routes.clone();
+    let trunk = net.fabric().ports[s0][41].0;
+    assert_eq!(net.fabric().peer(s0, 41).0, t.node_named("s1").unwrap());
+    let before = net.fabric().clone();
     let at = net.now() + Duration::from_us(1);
     net.schedule_faults(&[Fault::LinkDown { trunk, at }], Duration::ZERO)
         .unwrap();
     net.run(&mut NoTraffic { done: false }, at + Duration::from_us(20));
     assert!(net.fatal().is_none(), "{:?}", net.fatal());
     assert_eq!(net.fabric().failed, 1, "the manager routed around the trunk");
-    assert_ne!(net.fabric().routes, before);
+    assert_ne!(net.fabric().routes, before.routes);
     assert_programmed_as_planned(&net, &t);
+    // It wrote the new routes over the old ones, each removing ports before it adds any.
+    let over_the_old = before.replan(&t, &[trunk]).unwrap();
+    assert!(
+        net.fabric().program == over_the_old.program,
+        "the manager wrote a program for empty switches"
+    );
 }

@@ -13,7 +13,7 @@ use switch_fw::switch::{Arrival, Destination};
 use super::{write_program, App, Event, Held, Net, NodeState, Offer};
 use crate::discover::{check, discover, port_peer};
 use crate::hashing::MixHash;
-use crate::manager::{Fabric, Trunk};
+use crate::manager::Trunk;
 use crate::wire;
 
 /// A fault to inject while the fabric runs.
@@ -608,7 +608,7 @@ impl Net {
         let replanned = discover(self).and_then(|found| {
             let c = check(&found, &self.topology);
             match c.differences.first() {
-                None => Fabric::plan(&self.topology, &c.left_out()),
+                None => self.fabric.replan(&self.topology, &c.left_out()),
                 Some(d) => Err(format!("discovery finds the fabric changed: {d}")),
             }
         });
