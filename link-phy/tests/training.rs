@@ -628,3 +628,22 @@ fn a_data_symbol_hit_into_a_control_symbol_costs_its_unit_only() {
     assert!(corrupt <= 1, "{corrupt} corrupt units: {c:?}");
     assert!(good > 900, "{good}");
 }
+
+/// A 4-bit burst on lane 1 turns the COM of a SKP ordered set into a data symbol that decodes cleanly, so
+/// the SKP symbols after it came outside any ordered set: only an unreadable symbol before them opened the
+/// SKP ordered set, so each was taken for a hit data symbol and the LFSR was not reset. A slipped lane to
+/// the deskew buffer (markers missing on lane 1 in three columns): it realigned at the next SKP ordered
+/// set, and the 147 units between were lost. The second SKP symbol, after one that cannot be where it is,
+/// opens the ordered set now: one column with a marker missing, and no unit lost.
+#[test]
+fn a_com_hit_into_a_readable_symbol_still_opens_its_skp_ordered_set() {
+    let (good, corrupt, c) = units_across_a_burst_on_lane_1(Duration::from_ns(6064), 4);
+    assert_eq!(
+        (c.code_violations, c.disparity_errors),
+        (0, 0),
+        "the burst must make no unreadable symbol: {c:?}"
+    );
+    assert_eq!(c.deskew_errors, 0, "{c:?}");
+    assert_eq!(corrupt, 0, "{c:?}");
+    assert!(good > 900, "{good}");
+}

@@ -567,6 +567,23 @@ mod tests {
         }
     }
 
+    /// A COM hit into a readable symbol (FTS, K28.6, or a data symbol with the COM's running disparity):
+    /// the SKP symbols after it still open the SKP ordered set and reset the LFSR.
+    #[test]
+    fn a_com_hit_into_a_readable_symbol_still_resets_the_lfsr() {
+        let data = [0x11, 0x22, 0x33];
+        let after: Vec<u8> = (0..40).collect();
+        for (mask, markers) in [(0b11 << 8, 3), (0b11 << 6, 3), (0b1001, 2)] {
+            let items = receive_with(&data, &SKP_8B10B, &after, 0, Some(mask));
+            assert_eq!(items.len(), 3 + 4 + 40, "mask {mask:#x}: {items:?}");
+            let skps = items[4..7].iter().filter(|&&i| i == SymbolItem::Marker).count();
+            assert_eq!(skps, markers, "mask {mask:#x}: {items:?}");
+            assert_eq!(items[7], SymbolItem::FirstData(0), "mask {mask:#x}: {items:?}");
+            let expected: Vec<SymbolItem> = after[1..].iter().map(|&b| SymbolItem::Data(b)).collect();
+            assert_eq!(items[8..], expected[..], "mask {mask:#x}");
+        }
+    }
+
     #[test]
     fn a_hit_skp_ordered_set_keeps_its_markers_and_the_descrambler_in_step() {
         let data = [0x11, 0x22, 0x33];
