@@ -172,22 +172,6 @@ impl TrainingSet {
         };
         Ok((set, polarity))
     }
-
-    /// Whether `prefix`, the first symbols received of a set (COM first), can still be a training set
-    /// that [`TrainingSet::from_symbols`] accepts: what a receiver knows before the whole set is in.
-    pub fn could_start(prefix: &[Symbol]) -> bool {
-        let mut s = TrainingSet::polling(DataRates::GEN1, 0).to_symbols();
-        let Some(head) = s.get_mut(..prefix.len()) else {
-            return false;
-        };
-        head.copy_from_slice(prefix);
-        // The rest as a valid set has it: the identifiers not yet received repeat the first one.
-        if prefix.len() > 6 {
-            let identifier = s[6];
-            s[prefix.len()..].fill(identifier);
-        }
-        TrainingSet::from_symbols(&s).is_ok()
-    }
 }
 
 /// The electrical idle ordered set at 8b/10b: COM then three IDL.
@@ -207,22 +191,6 @@ pub const EIEOS_8B10B: [Symbol; 16] = {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// A prefix is refused at the first symbol no training set has there, and never before.
-    #[test]
-    fn a_prefix_could_start_a_training_set_until_a_symbol_rules_it_out() {
-        let ts = TrainingSet::polling(DataRates::GEN1, 8).to_symbols();
-        assert!((1..=TS_LEN).all(|n| TrainingSet::could_start(&ts[..n])));
-        let mut bad = ts;
-        bad[9] = Symbol::Data(TS2_IDENTIFIER);
-        assert!(TrainingSet::could_start(&bad[..9]));
-        assert!(!TrainingSet::could_start(&bad[..10]));
-        bad[2] = Symbol::Data(32);
-        assert!(!TrainingSet::could_start(&bad[..3]));
-        assert!(!TrainingSet::could_start(&[Symbol::COM, Symbol::COM]));
-        assert!(!TrainingSet::could_start(&[Symbol::Data(0)]));
-        assert!(!TrainingSet::could_start(&[Symbol::COM; TS_LEN + 1]));
-    }
 
     #[test]
     fn ts1_layout_matches_pcie_table_4_5() {

@@ -597,16 +597,15 @@ fn units_across_a_burst_on_lane_1(at: Duration, bits: u32) -> (u64, u64, PhyCoun
     (good, corrupt, *pair.b.counters())
 }
 
-/// An 11-bit burst on the late lane spoils the COM and a SKP symbol of a SKP ordered set: two columns with
+/// A 6-bit burst on the late lane spoils the COM and a SKP symbol of a SKP ordered set: two columns with
 /// markers on one lane only, taken for a slip, so the deskew buffer empties in the middle of the ordered
 /// set's run of markers, when the early lane has received one more of them than the late lane. It lined
-/// the lanes up on the next marker each had, one apart, and the port delivered 146 corrupt units, lane 1's
-/// bytes shifted against lane 0's, before a later slip put it right (a 6-bit burst at t0+6068 ns did it,
-/// 291 corrupt units, until the lane receiver took the set it makes for the SKP ordered set it is). Now it
-/// waits for the next SKP ordered set: units are lost, none is corrupt.
+/// the lanes up on the next marker each had, one apart, and the port delivered 291 corrupt units, lane 1's
+/// bytes shifted against lane 0's, before a later slip put it right. Now it waits for the next SKP ordered
+/// set: units are lost, none is corrupt.
 #[test]
 fn a_burst_in_a_skp_ordered_set_never_shifts_a_lane() {
-    let (good, corrupt, c) = units_across_a_burst_on_lane_1(Duration::from_ns(6064), 11);
+    let (good, corrupt, c) = units_across_a_burst_on_lane_1(Duration::from_ns(6068), 6);
     assert!(
         c.deskew_errors >= 1,
         "the burst must hit the SKP ordered set: {c:?}"
@@ -647,36 +646,4 @@ fn a_com_hit_into_a_readable_symbol_still_opens_its_skp_ordered_set() {
     assert_eq!(c.deskew_errors, 0, "{c:?}");
     assert_eq!(corrupt, 0, "{c:?}");
     assert!(good > 900, "{good}");
-}
-
-/// A burst on lane 1 turns a data symbol into COM: 6 bits at t0+6212 ns, or 25 bits at t0+7076 ns (which
-/// also spoil the next symbol's running disparity). The lane receiver took the next 15 symbols for a
-/// training set (a malformed one), and the COM reset the LFSR: the units came a column off (the set's
-/// columns were no data) and lane 1's bytes were wrong up to the next SKP ordered set (140 and 113 corrupt
-/// units). A COM in the data stream now starts an ordered set only once the symbols after it can be one:
-/// here they cannot, so the COM is a hit data symbol and the symbols after it data, descrambled from the
-/// LFSR as it was before the COM; the hit costs the unit it is in.
-#[test]
-fn a_data_symbol_hit_into_com_costs_its_unit_only() {
-    for (at, bits) in [(6212, 6), (7076, 25)] {
-        let (good, corrupt, c) = units_across_a_burst_on_lane_1(Duration::from_ns(at), bits);
-        assert!(corrupt <= 1, "{at} ns: {corrupt} corrupt units: {c:?}");
-        assert!(good > 900, "{at} ns: {good}");
-        assert_eq!(c.unexpected_symbols, 1, "the hit COM is counted: {c:?}");
-        assert_eq!((c.malformed_ordered_sets, c.deskew_errors), (0, 0), "{c:?}");
-    }
-}
-
-/// A 4-bit burst on lane 1 turns the first SKP symbol of a SKP ordered set into a data symbol: COM, a data
-/// symbol, SKP, SKP. The lane receiver took them and the 12 data symbols after them for a training set (a
-/// malformed one), and the deskew buffer, seeing lane 1's markers missing, took it for a slip: the 147
-/// units up to the next SKP ordered set were lost. No training set has SKP as its third symbol, and a SKP
-/// ordered set hit once does: it is taken as that, its hit symbol a marker, and no unit is lost.
-#[test]
-fn a_skp_ordered_set_whose_first_skp_is_hit_into_data_is_one() {
-    let (good, corrupt, c) = units_across_a_burst_on_lane_1(Duration::from_ns(6068), 4);
-    assert!(good > 900, "{good}: {c:?}");
-    assert_eq!(corrupt, 0, "{c:?}");
-    assert_eq!(c.unexpected_symbols, 1, "{c:?}");
-    assert_eq!((c.malformed_ordered_sets, c.deskew_errors), (0, 0), "{c:?}");
 }

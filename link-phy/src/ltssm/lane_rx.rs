@@ -68,10 +68,6 @@ pub(super) enum RxError {
 /// SKP symbols in the SKP ordered sets a transmitter sends (COM, then three SKP).
 const SKP_SENT: u8 = 3;
 
-/// The most events one code group makes: a set held back (see `LaneRx::held`) taken for data, each of
-/// its symbols an error and a data item, then the code group's own error and symbol.
-pub(super) const MAX_EVENTS_PER_CODE_GROUP: usize = 2 * TS_LEN + 2;
-
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Collecting {
     Nothing,
@@ -106,10 +102,6 @@ pub(super) struct LaneRx {
     /// Whether the last code group could not be decoded (or was a control symbol taken for a data symbol
     /// hit into it, which is handled as one that could not be).
     last_unreadable: bool,
-    /// The LFSR from before the COM of a set that began in the data stream and has not yet shown it is an
-    /// ordered set: a data symbol hit into COM looks like the start of a training set. Its symbols (in
-    /// `ts`) are held back until it has shown that, or has been taken for data.
-    held: Option<Gen1Scrambler>,
 }
 
 impl LaneRx {
@@ -125,7 +117,6 @@ impl LaneRx {
             blocks: LaneDecoder::new(lane),
             after_ordered_set: false,
             last_unreadable: false,
-            held: None,
         }
     }
 
@@ -191,11 +182,6 @@ impl LaneRx {
                 }));
                 self.after_ordered_set = false;
             }
-            Collecting::Training if self.held.is_some() => {
-                // Not a training set, so data: the symbols held, then this one.
-                self.take_held_for_data(emit);
-                self.unreadable_symbol(emit);
-            }
             Collecting::Training => {
                 self.descrambler.advance();
                 // A COM after position 0 never validates, so the set is reported malformed.
@@ -223,7 +209,6 @@ impl LaneRx {
             }
             Collecting::AfterCom | Collecting::Fixed { .. } => {
                 // Which short ordered set this was is unknown; drop it and resynchronise at the next COM.
-                self.release_held(emit);
                 self.collecting = Collecting::Nothing;
                 emit(LaneEvent::Symbol(SymbolItem::OrderedSet));
             }
@@ -235,10 +220,6 @@ impl LaneRx {
         match self.collecting {
             Collecting::Nothing => self.outside_ordered_set(s, after_unreadable, emit),
             Collecting::AfterCom => {
-                if !matches!(s, Symbol::Data(_) | Symbol::PAD) {
-                    // An ordered set other than a training set (or a hit one): the COM was one.
-                    self.release_held(emit);
-                }
                 self.descrambler.pass(s);
                 match s {
                     Symbol::Control(control::SKP) => {
@@ -281,9 +262,7 @@ impl LaneRx {
                         emit(LaneEvent::Error(RxError::MalformedOrderedSet));
                     }
                 }
-                if self.held.is_none() {
-                    emit(LaneEvent::Symbol(SymbolItem::OrderedSet));
-                }
+                emit(LaneEvent::Symbol(SymbolItem::OrderedSet));
             }
             Collecting::Skip { skps } => {
                 if s == Symbol::SKP {
@@ -326,7 +305,6 @@ impl LaneRx {
                 }
                 emit(LaneEvent::Symbol(SymbolItem::OrderedSet));
             }
-            Collecting::Training if self.held.is_some() => self.held_training_symbol(s, emit),
             Collecting::Training => {
                 self.descrambler.pass(s);
                 if s == Symbol::COM {
@@ -353,13 +331,7 @@ impl LaneRx {
 
     fn outside_ordered_set(&mut self, s: Symbol, after_unreadable: bool, emit: &mut impl FnMut(LaneEvent)) {
         match s {
-            Symbol::Control(control::COM) => {
-                if !self.after_ordered_set {
-                    // In the data stream it may be a data symbol hit into COM (see `held`).
-                    self.held = Some(self.descrambler);
-                }
-                self.start_ordered_set(emit);
-            }
+            Symbol::Control(control::COM) => self.start_ordered_set(emit),
             Symbol::Control(control::SKP) if after_unreadable => {
                 // A SKP ordered set whose COM or an earlier SKP was lost to an error (and its running
                 // disparity with it, so possibly the next symbol too): its SKP symbols are still the
@@ -396,71 +368,7 @@ impl LaneRx {
         self.ts[0] = Symbol::COM;
         self.ts_len = 1;
         self.collecting = Collecting::AfterCom;
-        if self.held.is_none() {
-            emit(LaneEvent::Symbol(SymbolItem::OrderedSet));
-        }
-    }
-
-    /// A symbol of a set held back (see `held`) that has had COM and a data symbol or PAD so far.
-    fn held_training_symbol(&mut self, s: Symbol, emit: &mut impl FnMut(LaneEvent)) {
-        if s == Symbol::SKP && self.ts_len == 2 {
-            // COM, a data symbol or PAD, SKP: a SKP ordered set whose first SKP was hit (a data symbol
-            // hit into COM and the next but one into SKP would be two errors). The COM reset the LFSR,
-            // and SKP symbols hold it.
-            self.held = None;
-            self.descrambler.reset();
-            emit(LaneEvent::Symbol(SymbolItem::OrderedSet));
-            emit(LaneEvent::Error(RxError::UnexpectedSymbol));
-            emit(LaneEvent::Symbol(SymbolItem::Marker));
-            emit(LaneEvent::Symbol(SymbolItem::Marker));
-            self.collecting = Collecting::Skip { skps: 2 };
-            return;
-        }
-        let len = self.ts_len + 1;
-        if let Some(slot) = self.ts.get_mut(self.ts_len) {
-            *slot = s;
-        }
-        if !TrainingSet::could_start(self.ts.get(..len).unwrap_or_default()) {
-            // Not a training set, so data: the symbols held, then this one.
-            self.take_held_for_data(emit);
-            let after_unreadable = core::mem::take(&mut self.last_unreadable);
-            self.symbol(s, after_unreadable, emit);
-        } else if len < TS_LEN {
-            self.descrambler.pass(s);
-            self.ts_len = len;
-        } else {
-            // A training set: passed on as one, as if it had not been held.
-            self.release_held(emit);
-            self.symbol(s, false, emit);
-        }
-    }
-
-    /// Pass on the symbols held back (see `held`) as the ordered set they were.
-    fn release_held(&mut self, emit: &mut impl FnMut(LaneEvent)) {
-        if self.held.take().is_some() {
-            for _ in 0..self.ts_len {
-                emit(LaneEvent::Symbol(SymbolItem::OrderedSet));
-            }
-        }
-    }
-
-    /// The symbols held back (see `held`) were no ordered set: the COM was a data symbol hit into it, and
-    /// the data symbols and PADs after it are received again as what they are outside an ordered set,
-    /// from the LFSR as it was before the COM.
-    fn take_held_for_data(&mut self, emit: &mut impl FnMut(LaneEvent)) {
-        let Some(lfsr) = self.held.take() else {
-            return;
-        };
-        self.descrambler = lfsr;
-        self.collecting = Collecting::Nothing;
-        emit(LaneEvent::Error(RxError::UnexpectedSymbol));
-        self.unreadable_symbol(emit);
-        self.last_unreadable = true;
-        let held = self.ts;
-        for &s in held.get(1..self.ts_len).unwrap_or_default() {
-            let after_unreadable = core::mem::take(&mut self.last_unreadable);
-            self.symbol(s, after_unreadable, emit);
-        }
+        emit(LaneEvent::Symbol(SymbolItem::OrderedSet));
     }
 
     /// Bits received during one 128b/130b slot.

@@ -2,7 +2,7 @@
 
 use heapless::Deque;
 
-use super::lane_rx::{BlockItem, LaneEvent, LaneRx, RxError, SymbolItem, MAX_EVENTS_PER_CODE_GROUP};
+use super::lane_rx::{BlockItem, LaneEvent, LaneRx, RxError, SymbolItem};
 use super::lane_tx::LaneTx;
 use super::{LtssmState, PhyCounters, PhyEvent, PortConfig, Role, UNIT_BYTES};
 use crate::code128b130b::{Block, OrderedSetBlock, SyncHeader};
@@ -679,10 +679,9 @@ impl Port {
                         continue;
                     }
                 };
-                let mut events: heapless::Vec<LaneEvent, { 2 * MAX_EVENTS_PER_CODE_GROUP }> =
-                    heapless::Vec::new();
+                let mut events: heapless::Vec<LaneEvent, 16> = heapless::Vec::new();
                 let mut push = |e| {
-                    // A slot holds at most two code groups or blocks (a block makes far fewer events).
+                    // A slot holds at most two code groups or blocks: far fewer events than the capacity.
                     let _ = events.push(e);
                 };
                 match self.line_code() {
