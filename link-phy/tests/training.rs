@@ -647,3 +647,20 @@ fn a_com_hit_into_a_readable_symbol_still_opens_its_skp_ordered_set() {
     assert_eq!(corrupt, 0, "{c:?}");
     assert!(good > 900, "{good}");
 }
+
+/// Up to 64 symbol times of skew are absorbed without a deskew error, through the speed change too: the
+/// first training set of Recovery after L0 follows data on every lane, and anything that holds it back on
+/// the late lane (as a receiver that waited to see whether a COM in the data stream was a hit data symbol
+/// did, by up to 15 symbol times) overflows the early lanes' deskew FIFOs from 50 symbol times of skew on.
+#[test]
+fn sixty_symbol_times_of_skew_train_to_8gts_without_a_deskew_error() {
+    let mut s = Setup::new(8, 1);
+    s.skew_symbols = 60;
+    s.timing = Timing::fast();
+    let mut pair = s.pair();
+    assert!(pair.train(LIMIT));
+    assert_up(&pair, LinkWidth::X8, Rate::Gen3);
+    for port in [&pair.a, &pair.b] {
+        assert_eq!(port.counters().deskew_errors, 0, "{:?}", port.counters());
+    }
+}
