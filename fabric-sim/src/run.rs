@@ -240,6 +240,13 @@ pub struct Row {
     pub trunks_over: link_phy::time::Duration,
 }
 
+impl Row {
+    /// Whether the size finished: one that did not (it stopped the sweep) has no bandwidth.
+    pub fn finished(&self) -> bool {
+        self.algbw > 0.0
+    }
+}
+
 /// A whole sweep's result.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Report {
@@ -853,8 +860,6 @@ fn run_with(
     let mut app_failure = None;
     // The size that ran out of simulated time, if one did.
     let mut timed_out = None;
-    // Whether the last row is a size that stopped the sweep (it has no bandwidth to average).
-    let mut stopped = false;
     let work: Vec<u64> = sizes
         .iter()
         .map(|&bytes| deliveries(sweep.kind, sweep.algo, bytes, gpus).max(1))
@@ -978,7 +983,6 @@ fn run_with(
             fraction: (work_before + work[k]) as f64 / all_work,
         });
         if !done {
-            stopped = true;
             break;
         }
     }
@@ -989,11 +993,12 @@ fn run_with(
     let verified = rows.len() == sizes.len()
         && rows.iter().all(|r| r.wrong == 0)
         && background.as_ref().is_none_or(|b| b.measured.verified);
-    let completed = &rows[..rows.len() - usize::from(stopped)];
-    let avg_busbw = if completed.is_empty() {
+    let (sum, finished) =
+        (rows.iter().filter(|r| r.finished())).fold((0.0, 0), |(sum, n), r| (sum + r.busbw, n + 1));
+    let avg_busbw = if finished == 0 {
         0.0
     } else {
-        completed.iter().map(|r| r.busbw).sum::<f64>() / completed.len() as f64
+        sum / f64::from(finished)
     };
     let failure = net
         .fatal()

@@ -448,6 +448,11 @@ mod tests {
         receive_with(data, &SKP_8B10B, after, hit, None)
     }
 
+    /// The deskew items of data bytes `bytes` after the first of a stream.
+    fn data_items(bytes: &[u8]) -> impl Iterator<Item = SymbolItem> + '_ {
+        bytes.iter().map(|&b| SymbolItem::Data(b))
+    }
+
     /// [`receive_with_hit`] with `skp` for the SKP ordered set, and the bits of the hit code group set in
     /// `flip` flipped instead (if given; no code group is hit if `hit` is past the end).
     fn receive_with(
@@ -543,7 +548,7 @@ mod tests {
         );
         // The hit byte reads as 0 (which here it was), then the rest as sent.
         assert_eq!(items[5], SymbolItem::FirstData(0));
-        let expected: Vec<SymbolItem> = after[1..].iter().map(|&b| SymbolItem::Data(b)).collect();
+        let expected: Vec<SymbolItem> = data_items(&after[1..]).collect();
         assert_eq!(items[6..], expected[..]);
     }
 
@@ -562,7 +567,7 @@ mod tests {
             assert_eq!(items[1], SymbolItem::OrderedSet);
             assert_eq!(items[2..5], [SymbolItem::Marker; 3], "hit {hit}");
             assert_eq!(items[5], SymbolItem::FirstData(0), "hit {hit}");
-            let expected: Vec<SymbolItem> = after[1..].iter().map(|&b| SymbolItem::Data(b)).collect();
+            let expected: Vec<SymbolItem> = data_items(&after[1..]).collect();
             assert_eq!(items[6..], expected[..], "hit {hit}");
         }
     }
@@ -579,7 +584,7 @@ mod tests {
             let skps = items[4..7].iter().filter(|&&i| i == SymbolItem::Marker).count();
             assert_eq!(skps, markers, "mask {mask:#x}: {items:?}");
             assert_eq!(items[7], SymbolItem::FirstData(0), "mask {mask:#x}: {items:?}");
-            let expected: Vec<SymbolItem> = after[1..].iter().map(|&b| SymbolItem::Data(b)).collect();
+            let expected: Vec<SymbolItem> = data_items(&after[1..]).collect();
             assert_eq!(items[8..], expected[..], "mask {mask:#x}");
         }
     }
@@ -610,7 +615,7 @@ mod tests {
             );
             assert_eq!(items[7], SymbolItem::FirstData(0), "hit {hit}");
             let received: Vec<SymbolItem> = items[8..].to_vec();
-            let expected: Vec<SymbolItem> = after[1..].iter().map(|&b| SymbolItem::Data(b)).collect();
+            let expected: Vec<SymbolItem> = data_items(&after[1..]).collect();
             assert_eq!(received, expected, "hit {hit}");
         }
     }
@@ -629,7 +634,7 @@ mod tests {
             let mut expected = std::vec![SymbolItem::FirstData(0x11), SymbolItem::OrderedSet];
             expected.extend([SymbolItem::Marker].repeat(skps));
             expected.push(SymbolItem::FirstData(0));
-            expected.extend(after[1..].iter().map(|&b| SymbolItem::Data(b)));
+            expected.extend(data_items(&after[1..]));
             assert_eq!(items, expected, "{skps} SKP symbols");
         }
     }
@@ -648,7 +653,7 @@ mod tests {
             let mut expected = std::vec![SymbolItem::FirstData(0x11), SymbolItem::Data(0)];
             expected.extend([SymbolItem::Marker; 3]);
             expected.push(SymbolItem::FirstData(0));
-            expected.extend(after[1..].iter().map(|&b| SymbolItem::Data(b)));
+            expected.extend(data_items(&after[1..]));
             assert_eq!(items, expected, "{mask:010b}");
         }
     }

@@ -145,10 +145,10 @@ pub fn svg(sweep: &Sweep, r: &Report) -> String {
         series: vec![Series {
             name: "busbw",
             color: "#1f77b4",
-            // A size that stopped the run has no bandwidth (its row's is 0, and the average leaves it out):
-            // it keeps its tick, but is not drawn as a fall to 0.
+            // A size that stopped the run has no bandwidth (the average leaves it out too): it keeps its
+            // tick, but is not drawn as a fall to 0.
             points: (r.rows.iter())
-                .filter(|row| row.algbw > 0.0)
+                .filter(|row| row.finished())
                 .map(|row| (x(row.bytes), row.busbw))
                 .collect(),
         }],
