@@ -587,6 +587,10 @@ pub struct Net {
     links: Vec<Vec<PortLink>>,
     nodes: Vec<NodeState>,
     gpu_of_node: Vec<Option<usize>>,
+    /// Per node: the port an offer starts at, the first the app had nothing for in the last offer. Were
+    /// every offer to start at port 0, a GPU with less to send than one turn of all its ports (a packet
+    /// or two as data arrives, the usual case) would send it all on its first ports.
+    offer_start: Vec<u8>,
     /// Per GPU, who it is and who is at each of its ports (what a fabric manager discovers it by; kept
     /// apart from `nodes`, which the event loop reads on every arrival).
     gpu_identity: Vec<Identity<64>>,
@@ -736,6 +740,7 @@ impl Net {
             links,
             nodes,
             gpu_of_node,
+            offer_start: vec![0; n],
             gpu_identity,
             stats: NetStats::default(),
             failover: None,
@@ -1430,8 +1435,16 @@ impl Net {
         } else {
             (1u64 << ports) - 1
         };
+        let start = usize::from(self.offer_start[node]) % ports.max(1);
+        // The first port the app had nothing for: where the next offer starts.
+        let mut dry = None;
         while open != 0 {
-            for port in 0..ports {
+            for k in 0..ports {
+                let port = if start + k >= ports {
+                    start + k - ports
+                } else {
+                    start + k
+                };
                 if open & (1 << port) == 0 {
                     continue;
                 }
@@ -1456,7 +1469,11 @@ impl Net {
                     to_link: false,
                 };
                 let mut taken = 0;
-                while taken < turn && offer.link.is_active() && app.next(self.now, gpu, &mut offer) {
+                while taken < turn && offer.link.is_active() {
+                    if !app.next(self.now, gpu, &mut offer) {
+                        dry.get_or_insert(port);
+                        break;
+                    }
                     taken += 1;
                 }
                 if taken < turn {
@@ -1468,6 +1485,9 @@ impl Net {
                     self.kick(t, end);
                 }
             }
+        }
+        if let Some(port) = dry {
+            self.offer_start[node] = port as u8;
         }
         // Only failures take links for good (they are down a while as the fabric comes up).
         if self.failover.is_some() && self.fabric.ports[node].iter().all(|&(t, _)| !self.dirs[t][0].up) {
