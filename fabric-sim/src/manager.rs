@@ -18,7 +18,7 @@
 //!   whenever a down-only path to the destination exists, and up only otherwise, so a packet that arrived
 //!   descending always keeps descending. GPUs never forward.
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 
 use switch_fw::regs;
 use switch_fw::PortSet;
@@ -336,6 +336,54 @@ impl Fabric {
                     .collect()
             })
             .collect()
+    }
+
+    /// Of node `x`'s ports whose routes lead to GPU `gpu`, those by which a packet reaches it soonest (the
+    /// least wire latency along the routes), as a ring's hop takes them: NCCL sends between the GPUs of a
+    /// node over NVLink, not out into the network and back, though on a fat tree both are two hops.
+    pub fn soonest_ports(&self, x: usize, gpu: usize) -> Vec<bool> {
+        let mut reached = HashMap::new();
+        let latency: Vec<f64> = (0..self.port_count(x))
+            .map(|p| match self.routes[x][gpu].contains(p) {
+                true => self.latency_via(x, p, gpu, &mut reached, 0),
+                false => f64::INFINITY,
+            })
+            .collect();
+        let least = latency.iter().copied().fold(f64::INFINITY, f64::min);
+        // Within a picosecond: sums over different paths of the same latencies.
+        latency
+            .iter()
+            .map(|&l| l.is_finite() && l <= least + 1e-3)
+            .collect()
+    }
+
+    /// Wire latency from node `x` out of port `p` to GPU `gpu` along the routes (infinite if they lead
+    /// through another GPU, which does not forward, or loop); `reached` holds it from the nodes seen.
+    fn latency_via(
+        &self,
+        x: usize,
+        p: usize,
+        gpu: usize,
+        reached: &mut HashMap<usize, f64>,
+        hops: usize,
+    ) -> f64 {
+        let (y, _) = self.peer(x, p);
+        let wire = self.trunk_at(x, p).latency_ns;
+        if y == self.gpus[gpu] {
+            return wire;
+        }
+        if hops >= crate::discover::MAX_HOPS || self.gpus.contains(&y) {
+            return f64::INFINITY;
+        }
+        if let Some(&rest) = reached.get(&y) {
+            return wire + rest;
+        }
+        let rest = (0..self.port_count(y))
+            .filter(|&q| self.routes[y][gpu].contains(q))
+            .map(|q| self.latency_via(y, q, gpu, reached, hops + 1))
+            .fold(f64::INFINITY, f64::min);
+        reached.insert(y, rest);
+        wire + rest
     }
 
     /// The trunks joining node `x` directly to node `y`.

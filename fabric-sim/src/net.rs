@@ -587,10 +587,11 @@ pub struct Net {
     links: Vec<Vec<PortLink>>,
     nodes: Vec<NodeState>,
     gpu_of_node: Vec<Option<usize>>,
-    /// Per node: the port an offer starts at, the first the app had nothing for in the last offer. Were
-    /// every offer to start at port 0, a GPU with less to send than one turn of all its ports (a packet
-    /// or two as data arrives, the usual case) would send it all on its first ports.
-    offer_start: Vec<u8>,
+    /// Per node: the port whose turn the last packet a GPU sent was in, and how many packets of that turn
+    /// were taken; the next offer carries on from there. Were every offer to start at port 0, a GPU with
+    /// less to send than one turn of all its ports (a packet or two as data arrives, the usual case)
+    /// would send it all on its first ports.
+    offer_turn: Vec<(u8, u32)>,
     /// Per GPU, who it is and who is at each of its ports (what a fabric manager discovers it by; kept
     /// apart from `nodes`, which the event loop reads on every arrival).
     gpu_identity: Vec<Identity<64>>,
@@ -740,7 +741,7 @@ impl Net {
             links,
             nodes,
             gpu_of_node,
-            offer_start: vec![0; n],
+            offer_turn: vec![(0, 0); n],
             gpu_identity,
             stats: NetStats::default(),
             failover: None,
@@ -1435,9 +1436,12 @@ impl Net {
         } else {
             (1u64 << ports) - 1
         };
-        let start = usize::from(self.offer_start[node]) % ports.max(1);
-        // The first port the app had nothing for: where the next offer starts.
-        let mut dry = None;
+        // An offer carries on the turn the GPU's last packet was sent in: the ports take turns across
+        // offers as within one.
+        let (start, mut used) = self.offer_turn[node];
+        let start = usize::from(start) % ports.max(1);
+        // The port and turn of the last packet taken: where the next offer carries on.
+        let mut last = None;
         while open != 0 {
             for k in 0..ports {
                 let port = if start + k >= ports {
@@ -1453,10 +1457,13 @@ impl Net {
                 // The last port open has no one to take turns with. A trunk that lost some of its links
                 // keeps its turn, as NVLink's interleaving of addresses over the links does (its data
                 // link, slower, refuses sooner).
+                let links = self.fabric.trunk_at(node, port).links.max(1);
+                // What an earlier offer took of this turn (the first port only).
+                let already = core::mem::take(&mut used) as usize;
                 let turn = if open & (open - 1) == 0 {
                     usize::MAX
                 } else {
-                    self.fabric.trunk_at(node, port).links.max(1)
+                    links.saturating_sub(already)
                 };
                 let mut offer = Offer {
                     port,
@@ -1469,12 +1476,11 @@ impl Net {
                     to_link: false,
                 };
                 let mut taken = 0;
-                while taken < turn && offer.link.is_active() {
-                    if !app.next(self.now, gpu, &mut offer) {
-                        dry.get_or_insert(port);
-                        break;
-                    }
+                while taken < turn && offer.link.is_active() && app.next(self.now, gpu, &mut offer) {
                     taken += 1;
+                }
+                if taken > 0 {
+                    last = Some((port, already + taken, links));
                 }
                 if taken < turn {
                     open &= !(1 << port);
@@ -1486,8 +1492,12 @@ impl Net {
                 }
             }
         }
-        if let Some(port) = dry {
-            self.offer_start[node] = port as u8;
+        if let Some((port, taken, links)) = last {
+            self.offer_turn[node] = if taken >= links {
+                (((port + 1) % ports) as u8, 0)
+            } else {
+                (port as u8, taken as u32)
+            };
         }
         // Only failures take links for good (they are down a while as the fabric comes up).
         if self.failover.is_some() && self.fabric.ports[node].iter().all(|&(t, _)| !self.dirs[t][0].up) {
