@@ -22,6 +22,24 @@ macro_rules! println {
     };
 }
 
+/// `eprint!` for every command: standard error that refuses a write (`2>/dev/full`) makes the run's exit
+/// status 1 (`main`), where std's `eprint!` panics, and nothing more is written to it.
+macro_rules! eprint {
+    ($($arg:tt)*) => {
+        $crate::write_to(&mut std::io::stderr(), &$crate::STDERR_FAILED, format_args!($($arg)*))
+    };
+}
+
+/// `eprintln!` through linkctl's `eprint!`.
+macro_rules! eprintln {
+    () => {
+        eprint!("\n")
+    };
+    ($($arg:tt)*) => {
+        eprint!("{}\n", format_args!($($arg)*))
+    };
+}
+
 mod bench;
 mod check;
 mod coherence;
@@ -91,12 +109,21 @@ fn die_quietly_on_closed_pipe() {
 /// The first write to standard output that failed (`println!`).
 static STDOUT_FAILED: Mutex<Option<std::io::Error>> = Mutex::new(None);
 
+/// The first write to standard error that failed (`eprint!`): there is nowhere to say it, but it fails the
+/// run.
+static STDERR_FAILED: Mutex<Option<std::io::Error>> = Mutex::new(None);
+
 /// `line` and a newline to standard output, unless a write to it has failed; the first failure is kept
 /// for `main` to report.
 fn print_line(line: std::fmt::Arguments) {
-    let mut failed = STDOUT_FAILED.lock().unwrap_or_else(PoisonError::into_inner);
+    write_to(&mut std::io::stdout(), &STDOUT_FAILED, format_args!("{line}\n"));
+}
+
+/// `text` to `out`, unless a write to it has failed (`failed`); the first failure is kept in `failed`.
+fn write_to(out: &mut dyn Write, failed: &Mutex<Option<std::io::Error>>, text: std::fmt::Arguments) {
+    let mut failed = failed.lock().unwrap_or_else(PoisonError::into_inner);
     if failed.is_none() {
-        if let Err(e) = writeln!(std::io::stdout(), "{line}") {
+        if let Err(e) = out.write_fmt(text) {
             *failed = Some(e);
         }
     }
@@ -129,13 +156,22 @@ fn main() -> ExitCode {
         eprintln!("linkctl: error: writing stdout: {e}");
         return ExitCode::FAILURE;
     }
-    match result {
+    let code = match result {
         Ok(code) => code,
         Err(e) => {
             eprintln!("linkctl: error: {e:#}");
             ExitCode::FAILURE
         }
+    };
+    // Progress or an error that standard error would not take fails the run too.
+    if STDERR_FAILED
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .is_some()
+    {
+        return ExitCode::FAILURE;
     }
+    code
 }
 
 /// A command line clap cannot take: its first line, as every error the tool prints, and exit status 1

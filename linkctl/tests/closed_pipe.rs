@@ -82,3 +82,29 @@ fn a_full_stdout_is_an_error_not_a_panic() {
         );
     }
 }
+
+/// Standard error that refuses what is written to it (`2>/dev/full`) is no panic either: a command that
+/// fails, or a command line clap cannot take, still exits with status 1 (a panic is 101), and a command
+/// whose only output to standard error is its error message fails the same way.
+#[cfg(target_os = "linux")]
+#[test]
+fn a_full_stderr_is_not_a_panic() {
+    for (command, stdout) in [
+        (
+            &["sim", "allreduce", "--max", "4K", "--gpus", "99"][..],
+            "/dev/null",
+        ),
+        (&["sim", "traffic", "--load", "2"], "/dev/null"),
+        (&["dl", "decode", "zz"], "/dev/null"),
+        (&["--no-such-option"], "/dev/null"),
+        (&["sim", "allreduce", "--max", "4K"], "/dev/full"),
+    ] {
+        let out = Command::new(env!("CARGO_BIN_EXE_linkctl"))
+            .args(command)
+            .stdout(std::fs::File::create(stdout).unwrap())
+            .stderr(std::fs::File::create("/dev/full").unwrap())
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(1), "{command:?} > {stdout}");
+    }
+}
