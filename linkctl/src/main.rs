@@ -185,7 +185,11 @@ fn usage_error(e: clap::Error) -> ExitCode {
             | ErrorKind::DisplayVersion
             | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand
     ) {
-        let _ = e.print();
+        if let Err(err) = e.print() {
+            let stream = if e.use_stderr() { "stderr" } else { "stdout" };
+            eprintln!("linkctl: error: writing {stream}: {err}");
+            return ExitCode::FAILURE;
+        }
         return if e.use_stderr() {
             ExitCode::FAILURE
         } else {

@@ -64,6 +64,9 @@ fn a_full_stdout_is_an_error_not_a_panic() {
         &["dl", "decode", "00000000000000000000000000000000"],
         &["dl", "decode", "--json", "00000000000000000000000000000000"],
         &["dl", "crc", "--describe"],
+        &["--help"],
+        &["sim", "--help"],
+        &["--version"],
     ] {
         let out = Command::new(env!("CARGO_BIN_EXE_linkctl"))
             .args(command)
