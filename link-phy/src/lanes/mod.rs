@@ -77,7 +77,7 @@ pub struct LaneMap {
 impl LaneMap {
     /// A map of `width` lanes over a port of `port_lanes`, checked.
     pub const fn new(port_lanes: usize, width: LinkWidth, reversed: bool) -> Result<LaneMap, Error> {
-        if port_lanes > MAX_LANES || width.lanes() > port_lanes {
+        if !fits(port_lanes, width) {
             return Err(Error::UnsupportedWidth { lanes: width.lanes() });
         }
         Ok(LaneMap {
@@ -87,22 +87,28 @@ impl LaneMap {
         })
     }
 
-    /// The physical lane carrying logical lane `logical`.
-    pub const fn physical(&self, logical: usize) -> usize {
-        if self.reversed {
-            self.port_lanes as usize - 1 - logical
+    /// The physical lane carrying logical lane `logical`, if it is part of the link (and the map is one
+    /// [`LaneMap::new`] would make: its fields are public).
+    pub const fn physical(&self, logical: usize) -> Option<usize> {
+        let port_lanes = self.port_lanes as usize;
+        if !fits(port_lanes, self.width) || logical >= self.width.lanes() {
+            None
+        } else if self.reversed {
+            Some(port_lanes - 1 - logical)
         } else {
-            logical
+            Some(logical)
         }
     }
 
-    /// The logical lane a physical lane carries, if it is part of the link.
+    /// The logical lane a physical lane carries, if it is part of the link (and the map is one
+    /// [`LaneMap::new`] would make).
     pub const fn logical(&self, physical: usize) -> Option<usize> {
+        let port_lanes = self.port_lanes as usize;
+        if !fits(port_lanes, self.width) || physical >= port_lanes {
+            return None;
+        }
         let logical = if self.reversed {
-            match (self.port_lanes as usize - 1).checked_sub(physical) {
-                Some(l) => l,
-                None => return None,
-            }
+            port_lanes - 1 - physical
         } else {
             physical
         };
@@ -118,7 +124,9 @@ impl LaneMap {
         let mut mask = 0;
         let mut l = 0;
         while l < self.width.lanes() {
-            mask |= 1 << self.physical(l);
+            if let Some(physical) = self.physical(l) {
+                mask |= 1 << physical;
+            }
             l += 1;
         }
         mask
@@ -138,6 +146,11 @@ impl LaneMap {
         }
         None
     }
+}
+
+/// Whether a link of `width` fits on a port of `port_lanes`.
+const fn fits(port_lanes: usize, width: LinkWidth) -> bool {
+    port_lanes <= MAX_LANES && width.lanes() <= port_lanes
 }
 
 /// Invert every bit of a lane's serial stream: what a receiver does once it knows the lane's differential
@@ -160,7 +173,7 @@ mod tests {
         let good = 0xFF & !(1 << 3);
         let map = LaneMap::widest(8, good).unwrap();
         assert_eq!((map.width, map.reversed), (LinkWidth::X4, true));
-        assert_eq!([0, 1, 2, 3].map(|l| map.physical(l)), [7, 6, 5, 4]);
+        assert_eq!([0, 1, 2, 3].map(|l| map.physical(l)), [7, 6, 5, 4].map(Some));
         assert_eq!(map.logical(4), Some(3));
         assert_eq!(map.logical(3), None);
     }
@@ -173,6 +186,33 @@ mod tests {
             LaneMap::widest(8, 0b1000_0000).map(|m| (m.width, m.reversed)),
             Some((LinkWidth::X1, true))
         );
+    }
+
+    /// A logical lane beyond the link, or a map whose public fields say what `new` refuses (no lanes, a
+    /// link wider than its port, a port wider than any), maps to no lane: no underflow, no lane off the
+    /// port, no shift past the mask's bits.
+    #[test]
+    fn lanes_outside_the_link_or_odd_maps_map_to_none() {
+        for reversed in [false, true] {
+            let map = LaneMap::new(8, LinkWidth::X4, reversed).unwrap();
+            assert_eq!([4, 8, 9, usize::MAX].map(|l| map.physical(l)), [None; 4]);
+            assert_eq!([8, 9, usize::MAX].map(|l| map.logical(l)), [None; 3]);
+            for (port_lanes, width) in [
+                (0, LinkWidth::X1),
+                (2, LinkWidth::X4),
+                (40, LinkWidth::X16),
+                (u8::MAX, LinkWidth::X1),
+            ] {
+                let odd = LaneMap {
+                    port_lanes,
+                    width,
+                    reversed,
+                };
+                assert_eq!([0, 1, 3].map(|l| odd.physical(l)), [None; 3], "{odd:?}");
+                assert_eq!([0, 1, 39].map(|l| odd.logical(l)), [None; 3], "{odd:?}");
+                assert_eq!(odd.physical_mask(), 0, "{odd:?}");
+            }
+        }
     }
 
     #[test]

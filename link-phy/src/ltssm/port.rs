@@ -550,7 +550,9 @@ impl Port {
             self.idle_sent_after_rx += 1;
         }
         for logical in 0..width {
-            let lane = map.physical(logical);
+            let Some(lane) = map.physical(logical) else {
+                continue;
+            };
             let byte = self.tx_unit.get(start + logical).copied().unwrap_or(0);
             slot.lanes[lane] = LaneSignal::Bits(self.tx[lane].symbol(Symbol::Data(byte), false));
         }
@@ -629,7 +631,9 @@ impl Port {
         // The stream is a whole number of rows of `width` bytes, so striping cannot fail.
         if stripe::stripe(stream, map.width, &mut lanes_data).is_ok() {
             for logical in 0..width {
-                let lane = map.physical(logical);
+                let Some(lane) = map.physical(logical) else {
+                    continue;
+                };
                 let mut payload = [0u8; 16];
                 payload.copy_from_slice(&lanes_data[logical * 16..logical * 16 + 16]);
                 let block = Block {
