@@ -6,8 +6,11 @@
 //! bits in packet headers). Absolute counters make every report idempotent, so a lost or repeated report
 //! can never create or destroy credit. A low-8-bit report is accepted only if it moves the counter forward
 //! by less than 128; the receiver sends a whole counter before 64 unreported flits build up (or an eighth of
-//! its buffer, if that is fewer), so a genuine report always passes and a stale one never does.
+//! its buffer, if that is fewer), so a genuine report always passes and a stale one never does. A report
+//! that frees more flits than the sender has sent and not yet seen freed cannot be genuine: it is refused
+//! ([`DlError::ImpossibleCredit`]), so credit never exceeds the partner's buffer.
 
+use crate::error::DlError;
 use crate::vc::{Vc, VC_COUNT};
 
 /// The sender's view of the partner's receive buffers.
@@ -46,12 +49,30 @@ impl TxCredits {
         true
     }
 
-    /// The partner's whole freed-flits counter for `vc`, from a control flit.
-    pub fn report(&mut self, vc: Vc, freed: u16) {
+    /// The partner's whole freed-flits counter for `vc`, from a control flit. A stale one changes nothing;
+    /// one that frees more than was sent is refused.
+    pub fn report(&mut self, vc: Vc, freed: u16) -> Result<(), DlError> {
         let delta = freed.wrapping_sub(self.freed[vc.index()]);
         if delta < 0x8000 {
-            self.freed[vc.index()] = freed;
+            self.advance(vc, delta)
+        } else {
+            Ok(())
         }
+    }
+
+    /// `delta` more flits of `vc` freed, unless more than were sent and not yet reported freed.
+    fn advance(&mut self, vc: Vc, delta: u16) -> Result<(), DlError> {
+        let i = vc.index();
+        let outstanding = self.consumed[i].wrapping_sub(self.freed[i]);
+        if delta > outstanding {
+            return Err(DlError::ImpossibleCredit {
+                vc,
+                freed: delta,
+                outstanding,
+            });
+        }
+        self.freed[i] = self.freed[i].wrapping_add(delta);
+        Ok(())
     }
 
     /// The partner's freed-flits counter for `vc` as last reported.
@@ -59,11 +80,14 @@ impl TxCredits {
         self.freed[vc.index()]
     }
 
-    /// The low 8 bits of the partner's freed-flits counter for `vc`, from a packet header.
-    pub fn report_low(&mut self, vc: Vc, low: u8) {
+    /// The low 8 bits of the partner's freed-flits counter for `vc`, from a packet header. A stale one
+    /// changes nothing; one that frees more than was sent is refused.
+    pub fn report_low(&mut self, vc: Vc, low: u8) -> Result<(), DlError> {
         let delta = low.wrapping_sub(self.freed[vc.index()] as u8);
         if delta < 128 {
-            self.freed[vc.index()] = self.freed[vc.index()].wrapping_add(u16::from(delta));
+            self.advance(vc, u16::from(delta))
+        } else {
+            Ok(())
         }
     }
 }
@@ -127,15 +151,45 @@ mod tests {
         assert!(tx.take(Vc::Posted, 10));
         assert!(!tx.take(Vc::Posted, 7));
         assert_eq!(tx.available(Vc::Posted), 6);
-        tx.report_low(Vc::Posted, 10);
+        tx.report_low(Vc::Posted, 10).unwrap();
         assert_eq!(tx.available(Vc::Posted), 16);
         // The same report again, or an older one, changes nothing.
-        tx.report_low(Vc::Posted, 10);
-        tx.report_low(Vc::Posted, 3);
-        tx.report(Vc::Posted, 4);
+        tx.report_low(Vc::Posted, 10).unwrap();
+        tx.report_low(Vc::Posted, 3).unwrap();
+        tx.report(Vc::Posted, 4).unwrap();
         assert_eq!(tx.available(Vc::Posted), 16);
-        tx.report(Vc::Posted, 300);
-        assert_eq!(tx.available(Vc::Posted), 306);
+        assert!(tx.take(Vc::Posted, 16));
+        tx.report(Vc::Posted, 26).unwrap();
+        assert_eq!(tx.available(Vc::Posted), 16);
+    }
+
+    /// The receiver cannot free flits it was never sent: a report beyond them is refused whole and
+    /// changes nothing, whole or low 8 bits, so credit never exceeds the buffer advertised.
+    #[test]
+    fn a_report_freeing_more_than_was_sent_is_refused() {
+        let mut tx = TxCredits::init([16, 16, 16, 16]);
+        assert!(tx.take(Vc::Posted, 10));
+        let refused = Err(DlError::ImpossibleCredit {
+            vc: Vc::Posted,
+            freed: 300,
+            outstanding: 10,
+        });
+        assert_eq!(tx.report(Vc::Posted, 300), refused);
+        assert_eq!(tx.available(Vc::Posted), 6);
+        assert_eq!(
+            tx.report_low(Vc::Posted, 11),
+            Err(DlError::ImpossibleCredit {
+                vc: Vc::Posted,
+                freed: 11,
+                outstanding: 10,
+            })
+        );
+        assert_eq!(tx.report(Vc::Request, 1).map_err(|_| ()), Err(()));
+        assert_eq!(tx.available(Vc::Posted), 6);
+        assert_eq!(tx.available(Vc::Request), 16);
+        // All that was sent, freed at once, is genuine.
+        tx.report(Vc::Posted, 10).unwrap();
+        assert_eq!(tx.available(Vc::Posted), 16);
     }
 
     #[test]
@@ -143,7 +197,8 @@ mod tests {
         let mut tx = TxCredits::init([8, 0, 0, 0]);
         for round in 0..20_000u32 {
             assert!(tx.take(Vc::Request, 8), "round {round}");
-            tx.report_low(Vc::Request, (round.wrapping_add(1) * 8) as u8);
+            tx.report_low(Vc::Request, (round.wrapping_add(1) * 8) as u8)
+                .unwrap();
         }
         let mut rx = RxCredits::default();
         rx.free(Vc::Snoop, 70);

@@ -58,6 +58,16 @@ pub enum DlError {
     },
     /// A transaction-layer header wider than its 58-bit field.
     HeaderTooWide,
+    /// A credit report (a freed-flits counter from the partner) that frees more flits than were sent on
+    /// the channel and not yet reported freed: a flow-control protocol error, refused.
+    ImpossibleCredit {
+        /// The channel.
+        vc: Vc,
+        /// Flits the report would free.
+        freed: u16,
+        /// Flits sent on the channel whose freeing was not yet reported: the most a report may free.
+        outstanding: u16,
+    },
 }
 
 impl core::fmt::Display for DlError {
@@ -90,6 +100,14 @@ impl core::fmt::Display for DlError {
             DlError::ReplayFull => write!(f, "the replay buffer is full"),
             DlError::PayloadTooLong { flits } => write!(f, "{flits} payload flits (at most 9)"),
             DlError::HeaderTooWide => write!(f, "transaction-layer header wider than 58 bits"),
+            DlError::ImpossibleCredit {
+                vc,
+                freed,
+                outstanding,
+            } => write!(
+                f,
+                "credit report on {vc:?} frees {freed} flits, {outstanding} outstanding"
+            ),
         }
     }
 }

@@ -133,6 +133,9 @@ pub struct DlCounters {
     pub replay_stalls: u64,
     /// Received packets the partner sent without credit (a protocol violation; not delivered, replayed).
     pub credit_overruns: u64,
+    /// Credit reports received, per channel, that freed more flits than were sent on it (a protocol
+    /// violation, `DlError::ImpossibleCredit`; refused, the credit is unchanged).
+    pub credit_protocol_errors: u64,
     /// Control flits sent.
     pub control_sent: u64,
     /// Initialisation flits sent (identity and InitFc), counted in `flits_transmitted` as the others.
@@ -167,6 +170,7 @@ impl core::ops::AddAssign<&DlCounters> for DlCounters {
             credit_stalls,
             replay_stalls,
             credit_overruns,
+            credit_protocol_errors,
             control_sent,
             init_sent,
             fec_blocks,
@@ -190,6 +194,7 @@ impl core::ops::AddAssign<&DlCounters> for DlCounters {
         self.credit_stalls += credit_stalls;
         self.replay_stalls += replay_stalls;
         self.credit_overruns += credit_overruns;
+        self.credit_protocol_errors += credit_protocol_errors;
         self.control_sent += control_sent;
         self.init_sent += init_sent;
         self.fec_blocks += fec_blocks;
@@ -1335,7 +1340,13 @@ impl<const REPLAY: usize, const RX_FLITS: usize> DataLink<REPLAY, RX_FLITS> {
             DlState::Active => {}
         }
         self.acknowledged(now, header.ack);
-        self.tx_credits.report_low(header.credit_vc, header.credit);
+        if self
+            .tx_credits
+            .report_low(header.credit_vc, header.credit)
+            .is_err()
+        {
+            self.counters.credit_protocol_errors += 1;
+        }
         if header.seq == self.expected {
             let queue = &mut self.rx_queues[header.vc.index()];
             if queue.room() < len {
@@ -1422,7 +1433,9 @@ impl<const REPLAY: usize, const RX_FLITS: usize> DataLink<REPLAY, RX_FLITS> {
                 }
                 self.acknowledged(now, c.ack);
                 for vc in Vc::ALL {
-                    self.tx_credits.report(vc, c.credits[vc.index()]);
+                    if self.tx_credits.report(vc, c.credits[vc.index()]).is_err() {
+                        self.counters.credit_protocol_errors += 1;
+                    }
                 }
                 if c.kind == ControlKind::Nak {
                     self.counters.naks_received += 1;

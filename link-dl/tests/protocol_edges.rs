@@ -204,3 +204,36 @@ fn an_update_interval_of_zero_leaves_room_for_packets() {
     j.wire(100);
     assert_eq!(received(&mut j), [0x100, 0x101, 0x102]);
 }
+
+/// A receiver cannot have freed flits it was never sent: an Update whose freed-flits counter runs ahead of
+/// what this end has sent (a forged or corrupted one whose CRC checks) is a flow-control protocol error. It
+/// is counted and changes nothing, so the credit stays the partner's buffer size, and packets still cross.
+#[test]
+fn an_update_claiming_more_credit_than_was_sent_is_refused_and_counted() {
+    let mut j = Joined::active();
+    j.wire(50);
+    let sizes = Vc::ALL.map(|vc| j.a.credit(vc));
+    for claim in [1, 100, 0x7fff] {
+        let forged = ControlFlit {
+            kind: ControlKind::Update,
+            ack: Seq::new(0).prev(),
+            credits: [claim; 4],
+        }
+        .emit();
+        j.a.receive_unit(j.now, &forged, j.units[1]);
+        j.units[1] += 1;
+    }
+    assert_eq!(
+        Vc::ALL.map(|vc| j.a.credit(vc)),
+        sizes,
+        "credit beyond the buffer"
+    );
+    assert_eq!(j.a.counters().credit_protocol_errors, 3 * 4, "per channel");
+    send_three(&mut j);
+    j.wire(200);
+    assert_eq!(received(&mut j), [0x100, 0x101, 0x102]);
+    // Their credit comes back with B's next Update (at least every microsecond).
+    j.wire(2_000);
+    assert_eq!(Vc::ALL.map(|vc| j.a.credit(vc)), sizes);
+    assert_eq!(j.a.counters().credit_protocol_errors, 3 * 4);
+}

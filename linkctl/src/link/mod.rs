@@ -48,6 +48,7 @@ pub(crate) fn dl_counters_json(c: &link_dl::DlCounters) -> Value {
         "credit_stalls": c.credit_stalls,
         "replay_stalls": c.replay_stalls,
         "credit_overruns": c.credit_overruns,
+        "credit_protocol_errors": c.credit_protocol_errors,
         "fec_blocks": c.fec_blocks,
         "fec_corrections": c.fec_corrections,
         "fec_uncorrectable": c.fec_uncorrectable,
