@@ -338,9 +338,11 @@ impl Fabric {
             .collect()
     }
 
-    /// Of node `x`'s ports whose routes lead to GPU `gpu`, those by which a packet reaches it soonest (the
-    /// least wire latency along the routes), as a ring's hop takes them: NCCL sends between the GPUs of a
-    /// node over NVLink, not out into the network and back, though on a fat tree both are two hops.
+    /// Of node `x`'s ports whose routes lead to GPU `gpu`, those by which a packet reaches it soonest (less
+    /// than twice the least wire latency along the routes), as a ring's hop takes them: NCCL sends between
+    /// the GPUs of a node over NVLink, not out into the network and back, though on a fat tree both are two
+    /// hops (200 against 1,000 ns). Paths of one kind differ by their cables only: a hop that kept only
+    /// the switch planes a few nanoseconds nearer would lose the others' links.
     pub fn soonest_ports(&self, x: usize, gpu: usize) -> Vec<bool> {
         let mut reached = HashMap::new();
         let latency: Vec<f64> = (0..self.port_count(x))
@@ -350,10 +352,10 @@ impl Fabric {
             })
             .collect();
         let least = latency.iter().copied().fold(f64::INFINITY, f64::min);
-        // Within a picosecond: sums over different paths of the same latencies.
+        // Within a picosecond of the least: sums over different paths of the same latencies (and of none).
         latency
             .iter()
-            .map(|&l| l.is_finite() && l <= least + 1e-3)
+            .map(|&l| l.is_finite() && (l < 2.0 * least || l <= least + 1e-3))
             .collect()
     }
 

@@ -648,6 +648,35 @@ fn a_ring_hop_within_a_node_stays_on_nvlink_and_one_between_nodes_takes_the_netw
 }
 
 #[test]
+fn a_ring_hop_keeps_every_switch_plane_whose_cables_are_a_little_longer() {
+    use fabric_sim::net::Net;
+    // DGX H100 with the cables to two of its four NVSwitches 5 ns longer: every plane is NVLink, and a
+    // ring that left two of them for 5 ns would lose half its links (16 MiB: 178 against 346 GB/s).
+    let mut text = String::new();
+    for g in 0..8 {
+        text += &format!("[[node]]\nname = \"gpu{g}\"\nkind = \"gpu\"\n");
+    }
+    for s in 0..4 {
+        text += &format!("[[node]]\nname = \"nvswitch{s}\"\nkind = \"switch\"\n");
+    }
+    for g in 0..8 {
+        for (s, (count, latency)) in [(5, 100), (4, 100), (4, 105), (5, 105)].into_iter().enumerate() {
+            text += &format!(
+                "[[link]]\na = \"gpu{g}\"\nb = \"nvswitch{s}\"\ncount = {count}\ngbps = 25\nlatency_ns = \
+                 {latency}\n"
+            );
+        }
+    }
+    let topology = Topology::from_toml(&text).unwrap();
+    let net = Net::new(&topology, &[], link_dl::DlConfig::default(), 1).unwrap();
+    let f = net.fabric();
+    for g in 0..8 {
+        let next = (g + 1) % 8;
+        assert_eq!(f.soonest_ports(f.gpus[g], next), [true; 4], "gpu{g} to gpu{next}");
+    }
+}
+
+#[test]
 fn the_dgx1_ring_takes_the_doubled_nvlinks() {
     use fabric_sim::net::Net;
     // In DGX-1's hybrid cube-mesh some GPU pairs have two NVLinks: a ring exists on those alone, and its
