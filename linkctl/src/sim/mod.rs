@@ -987,7 +987,7 @@ fn print_table(sweep: &Sweep, r: &Report, trunks: usize) {
         println!(
             "# Switches: {} packets arrived, {} forwarded, {} of them cut-through ({:.1}%), {} multicast \
              copies, {} reductions; {} dropped between partitions, {} without a route, {} taken off failed \
-             ports, {} handed back by failed links and forwarded again; {} offers refused for room and made \
+             ports, {} handed back by failed links to be forwarded again; {} offers refused for room and made \
              again",
             s.arrived,
             s.forwarded,
