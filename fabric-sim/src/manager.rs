@@ -346,13 +346,16 @@ impl Fabric {
     pub fn soonest_ports(&self, x: usize, gpu: usize) -> Vec<bool> {
         let mut reached = HashMap::new();
         let latency: Vec<f64> = (0..self.port_count(x))
-            .map(|p| match self.routes[x][gpu].contains(p) {
-                true => self.latency_via(x, p, gpu, &mut reached, 0),
-                false => f64::INFINITY,
+            .map(|p| {
+                if self.routes[x][gpu].contains(p) {
+                    self.latency_via(x, p, gpu, &mut reached, 0)
+                } else {
+                    f64::INFINITY
+                }
             })
             .collect();
         let least = latency.iter().copied().fold(f64::INFINITY, f64::min);
-        // Within a picosecond of the least: sums over different paths of the same latencies (and of none).
+        // Under twice the least; or within a picosecond of it, for paths of no latency.
         latency
             .iter()
             .map(|&l| l.is_finite() && (l < 2.0 * least || l <= least + 1e-3))

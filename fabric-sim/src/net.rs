@@ -1443,12 +1443,7 @@ impl Net {
         // The port and turn of the last packet taken: where the next offer carries on.
         let mut last = None;
         while open != 0 {
-            for k in 0..ports {
-                let port = if start + k >= ports {
-                    start + k - ports
-                } else {
-                    start + k
-                };
+            for port in (start..ports).chain(0..start) {
                 if open & (1 << port) == 0 {
                     continue;
                 }
