@@ -18,7 +18,7 @@
 //!   whenever a down-only path to the destination exists, and up only otherwise, so a packet that arrived
 //!   descending always keeps descending. GPUs never forward.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 
 use switch_fw::regs;
 use switch_fw::PortSet;
@@ -276,6 +276,13 @@ impl Fabric {
                 }
                 routes[x][id] = set;
             }
+            keep_soonest_gpu_ports(dest, &mut routes, id, &trunks, &ports, &is_switch, |x| {
+                if down[x] != usize::MAX {
+                    down[x]
+                } else {
+                    any[x]
+                }
+            });
         }
         // Program every switch through its registers: routes, then the partitions of the GPUs not in
         // partition 0 (where a switch starts every endpoint). A switch takes a route's halves as they
@@ -338,57 +345,11 @@ impl Fabric {
             .collect()
     }
 
-    /// Of node `x`'s ports whose routes lead to GPU `gpu`, those by which a packet reaches it soonest (less
-    /// than twice the least wire latency along the routes), as a ring's hop takes them: NCCL sends between
-    /// the GPUs of a node over NVLink, not out into the network and back, though on a fat tree both are two
-    /// hops (200 against 1,000 ns). Paths of one kind differ by their cables only: a hop that kept only
-    /// the switch planes a few nanoseconds nearer would lose the others' links.
-    pub fn soonest_ports(&self, x: usize, gpu: usize) -> Vec<bool> {
-        let mut reached = HashMap::new();
-        let latency: Vec<f64> = (0..self.port_count(x))
-            .map(|p| {
-                if self.routes[x][gpu].contains(p) {
-                    self.latency_via(x, p, gpu, &mut reached, 0)
-                } else {
-                    f64::INFINITY
-                }
-            })
-            .collect();
-        let least = latency.iter().copied().fold(f64::INFINITY, f64::min);
-        // Under twice the least; or within a picosecond of it, for paths of no latency.
-        latency
-            .iter()
-            .map(|&l| l.is_finite() && (l < 2.0 * least || l <= least + 1e-3))
+    /// Which of node `x`'s ports its routes to GPU `gpu` take (a GPU's, those that reach it soonest).
+    pub fn route_ports(&self, x: usize, gpu: usize) -> Vec<bool> {
+        (0..self.port_count(x))
+            .map(|p| self.routes[x][gpu].contains(p))
             .collect()
-    }
-
-    /// Wire latency from node `x` out of port `p` to GPU `gpu` along the routes (infinite if they lead
-    /// through another GPU, which does not forward, or loop); `reached` holds it from the nodes seen.
-    fn latency_via(
-        &self,
-        x: usize,
-        p: usize,
-        gpu: usize,
-        reached: &mut HashMap<usize, f64>,
-        hops: usize,
-    ) -> f64 {
-        let (y, _) = self.peer(x, p);
-        let wire = self.trunk_at(x, p).latency_ns;
-        if y == self.gpus[gpu] {
-            return wire;
-        }
-        if hops >= crate::discover::MAX_HOPS || self.gpus.contains(&y) {
-            return f64::INFINITY;
-        }
-        if let Some(&rest) = reached.get(&y) {
-            return wire + rest;
-        }
-        let rest = (0..self.port_count(y))
-            .filter(|&q| self.routes[y][gpu].contains(q))
-            .map(|q| self.latency_via(y, q, gpu, reached, hops + 1))
-            .fold(f64::INFINITY, f64::min);
-        reached.insert(y, rest);
-        wire + rest
     }
 
     /// The trunks joining node `x` directly to node `y`.
@@ -539,6 +500,57 @@ fn distances(
         }
     }
     d
+}
+
+/// Keep, of every GPU's ports towards GPU `id` (node `dest`), those by which a packet reaches it soonest:
+/// less than twice the least wire latency along the routes, or within a picosecond of it (paths of no
+/// latency). NCCL sends between the GPUs of a node over NVLink, not out into the network and back, though
+/// on a fat tree both are two hops (200 against 1,000 ns). Paths of one kind differ by their cables only:
+/// a route that kept only the switch planes a few nanoseconds nearer would lose the others' links.
+/// `hops` is a node's distance to `dest` along the routes, which every step lowers by one.
+fn keep_soonest_gpu_ports(
+    dest: usize,
+    routes: &mut [Vec<PortSet>],
+    id: usize,
+    trunks: &[Trunk],
+    ports: &[Vec<(usize, usize)>],
+    is_switch: &impl Fn(usize) -> bool,
+    hops: impl Fn(usize) -> usize,
+) {
+    let peer = |x: usize, p: usize| {
+        let (t, end) = ports[x][p];
+        let far = if end == 0 { trunks[t].b.0 } else { trunks[t].a.0 };
+        (far, trunks[t].latency_ns)
+    };
+    // Least latency to `dest` from every switch, nearest first: each step leads to a node one hop nearer.
+    let mut by_hops: Vec<usize> = (0..routes.len())
+        .filter(|&x| is_switch(x) && hops(x) != usize::MAX)
+        .collect();
+    by_hops.sort_by_key(|&x| hops(x));
+    let mut latency = vec![f64::INFINITY; routes.len()];
+    latency[dest] = 0.0;
+    let via = |latency: &[f64], x: usize, p: usize| {
+        let (y, wire) = peer(x, p);
+        wire + latency[y]
+    };
+    for x in by_hops {
+        latency[x] = (0..ports[x].len())
+            .filter(|&p| routes[x][id].contains(p))
+            .map(|p| via(&latency, x, p))
+            .fold(f64::INFINITY, f64::min);
+    }
+    for x in (0..routes.len()).filter(|&x| x != dest && !is_switch(x)) {
+        let set = routes[x][id];
+        let through = |p: usize| set.contains(p).then(|| via(&latency, x, p));
+        let least = (0..ports[x].len())
+            .filter_map(through)
+            .fold(f64::INFINITY, f64::min);
+        if least.is_finite() {
+            routes[x][id] = (0..ports[x].len())
+                .filter(|&p| through(p).is_some_and(|l| l < 2.0 * least || l <= least + 1e-3))
+                .fold(PortSet::EMPTY, PortSet::with);
+        }
+    }
 }
 
 /// Hops of the shortest legal (up*, then down*) path from every node to `dest`, given the down-only

@@ -876,7 +876,7 @@ fn run_with(
                         for (i, &g) in order.iter().enumerate() {
                             next[g] = order[(i + 1) % gpus];
                         }
-                        let ports = (0..gpus).map(|g| f.soonest_ports(f.gpus[g], next[g])).collect();
+                        let ports = (0..gpus).map(|g| f.route_ports(f.gpus[g], next[g])).collect();
                         (order.clone(), ports)
                     })
                     .collect();

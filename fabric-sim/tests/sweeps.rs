@@ -615,10 +615,11 @@ fn faults_are_refused_where_they_cannot_be_simulated() {
 }
 
 #[test]
-fn a_ring_hop_within_a_node_stays_on_nvlink_and_one_between_nodes_takes_the_network() {
+fn a_gpus_routes_within_a_node_stay_on_nvlink_and_those_between_nodes_take_the_network() {
     use fabric_sim::net::Net;
     // On a fat tree, gpu0 reaches gpu1 in two hops through any of its node's NVSwitches or through its
-    // leaf switch: the ring takes the NVSwitches (100 ns), not the network (500 ns), as NCCL does.
+    // leaf switch: its routes (the ring's hop, all-to-all's and synthetic traffic's packets alike) take
+    // the NVSwitches (100 ns), not the network (500 ns), as NCCL does.
     let topology = Topology::builtin("fat-tree-64").unwrap();
     let net = Net::new(&topology, &[], link_dl::DlConfig::default(), 1).unwrap();
     let f = net.fabric();
@@ -630,7 +631,7 @@ fn a_ring_hop_within_a_node_stays_on_nvlink_and_one_between_nodes_takes_the_netw
     };
     let kinds = |from: &str, to: &str| -> Vec<String> {
         let x = f.gpus[id(from)];
-        let ports = f.soonest_ports(x, id(to));
+        let ports = f.route_ports(x, id(to));
         assert_eq!(ports.len(), f.port_count(x));
         (0..ports.len())
             .filter(|&p| ports[p])
@@ -648,7 +649,7 @@ fn a_ring_hop_within_a_node_stays_on_nvlink_and_one_between_nodes_takes_the_netw
 }
 
 #[test]
-fn a_ring_hop_keeps_every_switch_plane_whose_cables_are_a_little_longer() {
+fn a_gpus_routes_keep_every_switch_plane_whose_cables_are_a_little_longer() {
     use fabric_sim::net::Net;
     // DGX H100 with the cables to two of its four NVSwitches 5 ns longer: every plane is NVLink, and a
     // ring that left two of them for 5 ns would lose half its links (16 MiB: 178 against 346 GB/s).
@@ -663,7 +664,7 @@ fn a_ring_hop_keeps_every_switch_plane_whose_cables_are_a_little_longer() {
     let f = net.fabric();
     for g in 0..8 {
         let next = (g + 1) % 8;
-        assert_eq!(f.soonest_ports(f.gpus[g], next), [true; 4], "gpu{g} to gpu{next}");
+        assert_eq!(f.route_ports(f.gpus[g], next), [true; 4], "gpu{g} to gpu{next}");
     }
 }
 
