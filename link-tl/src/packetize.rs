@@ -200,13 +200,19 @@ impl<'a, 'm, const W: usize> Requests<'a, 'm, W> {
     }
 
     /// The next request, under a tag from `table`, written into `out`; `None` when all are issued.
-    /// [`TlError::NoFreeTag`] leaves the piece for the next call.
+    /// [`TlError::NoFreeTag`] leaves the piece for the next call; a requester ID no header can carry
+    /// ([`TlError::EndpointOutOfRange`]) refuses every call, taking neither a piece nor a tag.
     pub fn next_into<const N: usize>(
         &mut self,
         table: &mut Outstanding<N>,
         now: Instant,
         out: &mut Packet,
     ) -> Option<Result<(), TlError>> {
+        // A request its header cannot carry is refused whole: it must not drop its piece, nor take a
+        // tag it would hold until it timed out.
+        if let Err(e) = check_endpoint(self.requester) {
+            return Some(Err(e));
+        }
         let piece = match self.held.take() {
             Some(piece) => piece,
             None => match self.pieces.next()? {
@@ -226,10 +232,6 @@ impl<'a, 'm, const W: usize> Requests<'a, 'm, W> {
             kind,
             cookie: self.cookie_base + piece.offset,
         };
-        // A request its header cannot carry must not take a tag it would hold until it timed out.
-        if let Err(e) = check_endpoint(self.requester) {
-            return Some(Err(e));
-        }
         let tag = match table.allocate(now, request) {
             Ok(tag) => tag,
             Err(e) => {

@@ -315,3 +315,24 @@ fn a_requester_id_beyond_1023_takes_no_tag() {
     assert_eq!(table.outstanding(), 0);
     assert_eq!(table.available(), 4);
 }
+
+/// A request refused for its requester's ID is refused whole: no piece of the transfer is dropped, so
+/// the refusal repeats on every call and the transfer never looks issued (before, each refusal threw a
+/// piece away, and a one-piece read then ended as if every request had gone out).
+#[test]
+fn a_request_refused_for_its_requester_loses_no_piece() {
+    let map = map();
+    let mut table = Outstanding::<4>::new(Duration::from_ms(1));
+    let mut out = Packet::new();
+    let refused = Some(Err(TlError::EndpointOutOfRange { endpoint: 1024 }));
+    let mut reads = Requests::reads(&map, START, 64, 1024);
+    let data = source(300, 7);
+    let mut writes = Requests::writes(&map, START, &data, 1024);
+    for _ in 0..4 {
+        assert_eq!(reads.next_into(&mut table, Instant::ZERO, &mut out), refused);
+        assert!(!reads.is_done());
+        assert_eq!(writes.next_into(&mut table, Instant::ZERO, &mut out), refused);
+        assert!(!writes.is_done());
+    }
+    assert_eq!(table.outstanding(), 0);
+}
