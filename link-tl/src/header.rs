@@ -477,13 +477,24 @@ impl Extension {
                 len: usize::from(len),
             });
         }
+        let (requester, tag) = Self::requester_and_tag(flit);
         Ok(Extension {
-            requester: get128(x, field::EXT_REQUESTER) as EndpointId,
-            tag: get128(x, field::EXT_TAG) as Tag,
+            requester,
+            tag,
             first_byte: get128(x, field::EXT_FIRST_BYTE) as u8,
             len,
             value: get128(x, field::EXT_VALUE),
         })
+    }
+
+    /// The requester and tag fields of an extension flit, read whatever its other fields hold: who to
+    /// answer about a request that cannot be served, even one whose extension is malformed.
+    pub fn requester_and_tag(flit: &Flit) -> (EndpointId, Tag) {
+        let x = u128::from_be_bytes(*flit);
+        (
+            get128(x, field::EXT_REQUESTER) as EndpointId,
+            get128(x, field::EXT_TAG) as Tag,
+        )
     }
 
     /// The flit, or an error for a field out of its range.

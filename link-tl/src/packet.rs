@@ -685,19 +685,18 @@ fn check_enables(mask: u128, room: usize) -> Result<(), TlError> {
 }
 
 /// The Unsupported Request completion for a packet that arrived on the request channel and could not be
-/// served (unknown or reserved opcode, malformed fields), if its extension flit says who to answer: every
-/// packet on the request channel, whatever its opcode, starts its payload with the request extension.
+/// served (unknown or reserved opcode, malformed fields), if it has the extension flit that says who to
+/// answer: every packet on the request channel, whatever its opcode, starts its payload with the request
+/// extension. Its requester and tag fields are read even when the extension's other fields are malformed.
 pub fn unsupported_request_reply(vc: Vc, payload: &[Flit], completer: EndpointId, out: &mut Packet) -> bool {
     if vc != Vc::Request {
         return false;
     }
-    let Some(Ok(ext)) = payload.first().map(Extension::parse) else {
+    let Some(ext) = payload.first() else {
         return false;
     };
-    let id = RequestId {
-        requester: ext.requester,
-        tag: ext.tag,
-    };
+    let (requester, tag) = Extension::requester_and_tag(ext);
+    let id = RequestId { requester, tag };
     error_completion(id, completer, Status::UnsupportedRequest, out).is_ok()
 }
 

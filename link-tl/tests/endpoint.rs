@@ -389,3 +389,70 @@ fn an_atomic_from_an_endpoint_id_beyond_1023_takes_no_tag() {
     assert_eq!(endpoint.requester().outstanding(), 0);
     assert_eq!(endpoint.poll_timeout(), None);
 }
+
+/// A request whose extension flit is malformed (a reserved bit set) still says, in its requester and tag
+/// fields, who to answer: the completer answers Unsupported Request, and the request fails at once instead
+/// of waiting for its completion timeout (spec section 3.7). Before, it was dropped as unanswerable.
+#[test]
+fn a_request_with_a_malformed_extension_is_answered_unsupported() {
+    let mut a = vec![0u8; MEMORY as usize];
+    let mut b = pattern(MEMORY as usize, 5);
+    let map = map(MEMORY);
+    let mut pair = Pair::new(&mut a[..], &mut b[..], &map, 0.0, 6).unwrap();
+    let now = pair.link.now;
+    let base = Window::flat(1, MEMORY).base;
+    let handle = pair
+        .a
+        .atomic(now, AtomicOp::FetchAdd, base + 64, 8, 1, 0)
+        .unwrap();
+    let deadline = pair.a.poll_timeout().expect("a completion timeout is armed");
+    // Take the request off A's data link before B's endpoint sees it.
+    let mut taken = None;
+    for _ in 0..200 {
+        let now = pair.link.now;
+        pair.a.poll_transmit(now, &mut pair.link.a);
+        pair.link.step();
+        while let Some(p) = pair.link.b.recv() {
+            taken = Some(p);
+        }
+    }
+    let request = taken.expect("the request crossed the link");
+    // Set a reserved bit of the extension flit (X[90:64], byte 5 holds X[87:80]) and send it again.
+    let mut payload = request.payload.clone();
+    payload[0][5] |= 0x01;
+    assert!(Tlp::parse(Vc::Request, request.tl, &payload).is_err());
+    pair.link.a.send(Vc::Request, request.tl, &payload).unwrap();
+    let mut done = None;
+    for _ in 0..500 {
+        pair.step(&mut |side, event| {
+            if let (Side::A, Event::Done(d)) = (side, event) {
+                done = Some(d);
+            }
+        });
+    }
+    assert!(
+        pair.link.now < deadline,
+        "the test ran past the completion timeout"
+    );
+    let counters = pair.b.counters().completer;
+    assert_eq!(counters.rx.malformed, 1, "{counters:?}");
+    assert_eq!(counters.unsupported_sent, 1, "{counters:?}");
+    assert_eq!(counters.unanswerable, 0, "{counters:?}");
+    match done {
+        Some(Done::Atomic { handle: h, result }) => {
+            assert_eq!(h, handle);
+            assert!(
+                matches!(
+                    result,
+                    Err(Failure::Status {
+                        status: Status::UnsupportedRequest,
+                        ..
+                    })
+                ),
+                "{result:?}"
+            );
+        }
+        other => panic!("the atomic did not fail at once: {other:?}"),
+    }
+    assert_eq!(pair.b.memory()[..], pattern(MEMORY as usize, 5)[..]);
+}

@@ -493,10 +493,15 @@ fn requests_that_cannot_be_served_are_answered_unsupported() {
     );
     // Posted packets get no reply.
     assert!(!unsupported_request_reply(Vc::Posted, &payload, 3, &mut reply));
-    // Nor does a request whose extension does not parse.
+    // A request whose extension is malformed (reserved bits set) is answered to its requester and tag.
     let mut bad = ext(64, 0);
     bad[6] = 0xFF;
-    assert!(!unsupported_request_reply(Vc::Request, &[bad], 3, &mut reply));
+    assert!(Extension::parse(&bad).is_err());
+    let mut answer = Packet::new();
+    assert!(unsupported_request_reply(Vc::Request, &[bad], 3, &mut answer));
+    assert_eq!(answer, reply);
+    // One without an extension flit says nobody to answer.
+    assert!(!unsupported_request_reply(Vc::Request, &[], 3, &mut answer));
     // A completer abort.
     error_completion(
         RequestId { requester: 5, tag: 9 },

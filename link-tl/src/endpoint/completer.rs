@@ -93,7 +93,7 @@ pub struct CompleterCounters {
     pub aborts_sent: u64,
     /// Answers with status 3, Poisoned.
     pub poisoned_sent: u64,
-    /// Request-channel packets so malformed that their extension flit does not say who to answer: dropped.
+    /// Request-channel packets without the extension flit that says who to answer: dropped.
     pub unanswerable: u64,
     /// Posted-channel (and snoop-channel) packets dropped: malformed, misrouted, out of range, denied.
     pub posted_dropped: u64,
