@@ -209,6 +209,14 @@ impl<W: Write> Waves<W> {
     }
 }
 
+impl<W: Write> Drop for Waves<W> {
+    /// The ends of bursts still pending are written, and what is buffered flushed, even when a run stops
+    /// with another error before [`Waves::finish`] (whose errors are for it to report).
+    fn drop(&mut self) {
+        let _ = self.finish();
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -244,8 +252,28 @@ mod tests {
         w.burst(t(20), 0, t(30)).unwrap();
         w.link(t(40), 0, DlState::Active, 0).unwrap();
         w.finish().unwrap();
+        drop(w);
         let text = String::from_utf8(out).unwrap();
         let body = &text[text.find("$end\n#0").unwrap()..];
         assert!(body.ends_with("#10\n1\"\n#30\n0\"\n#40\nb0 #\n"), "{body}");
+    }
+
+    /// Waveforms dropped without `finish` (a run that stops with another error) still write the ends of
+    /// the bursts they hold: before, the file ended with those directions busy for ever.
+    #[test]
+    fn dropped_waveforms_write_the_bursts_they_hold() {
+        let names = [DirectionName {
+            node: "gpu0".into(),
+            port: 0,
+            peer: "gpu1".into(),
+        }];
+        let mut out = Vec::new();
+        let mut w = Waves::new(&mut out, &names, u64::MAX).unwrap();
+        let t = |ps| Instant::ZERO + Duration::from_ps(ps);
+        w.burst(t(10), 0, t(20)).unwrap();
+        drop(w);
+        let text = String::from_utf8(out).unwrap();
+        let body = &text[text.find("$end\n#0").unwrap()..];
+        assert!(body.ends_with("#10\n1\"\n#20\n0\"\n"), "{body}");
     }
 }

@@ -225,6 +225,7 @@ fn the_worked_example_of_section_8() {
     waves.link(at(9), 1, DlState::Active, 0).unwrap();
     waves.link(at(12), 0, DlState::Active, 0).unwrap();
     waves.finish().unwrap();
+    drop(waves);
     let text = String::from_utf8(out).unwrap();
     let spec = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/spec.md")).unwrap();
     let example = text.replace(env!("CARGO_PKG_VERSION"), "<version>");

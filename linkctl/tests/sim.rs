@@ -651,6 +651,54 @@ fn waveforms_are_written_and_counted() {
     assert!(String::from_utf8_lossy(&bad.stderr).contains("cannot create /nonexistent-dir/x.vcd"));
 }
 
+/// A run that ends with an error (here: a trace that cannot be written) still writes its waveforms whole:
+/// the same as the run's without the trace, the ends of the bursts still held included (before, the
+/// directions busy at the end stayed busy for ever in the file).
+#[cfg(target_os = "linux")]
+#[test]
+fn waveforms_of_a_run_that_fails_are_written_whole() {
+    let vcd =
+        |name: &str| std::env::temp_dir().join(format!("linkctl-sim-{name}-{}.vcd", std::process::id()));
+    let run = |vcd: &std::path::Path, trace: &[&str]| {
+        let args = [
+            &[
+                "allreduce",
+                "--topology",
+                common::STRAND,
+                "--gpus",
+                "a0..a3",
+                "--background",
+                "uniform:0.3",
+                "--background-gpus",
+                "b0,b1",
+                "--min",
+                "1M",
+                "--max",
+                "1M",
+                "--vcd",
+                vcd.to_str().unwrap(),
+            ][..],
+            &common::CUT_S0,
+            trace,
+        ]
+        .concat();
+        let out = sim(&args);
+        let waves = std::fs::read_to_string(vcd).unwrap();
+        std::fs::remove_file(vcd).unwrap();
+        (out, waves)
+    };
+    // The collective stops (exit status 3), its waveforms finished.
+    let (out, whole) = run(&vcd("whole"), &[]);
+    assert_eq!(out.status.code(), Some(3));
+    let (out, waves) = run(&vcd("no-trace"), &["--pcap", "/dev/full"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("cannot write the trace"));
+    assert!(
+        waves == whole,
+        "the waveforms differ from the run's without the trace"
+    );
+}
+
 #[test]
 fn fat_trees_of_any_size_in_whole_leaves_verify() {
     for gpus in [32, 48] {
