@@ -699,6 +699,56 @@ fn waveforms_of_a_run_that_fails_are_written_whole() {
     );
 }
 
+/// A trace, waveforms or plot written to standard output would mix with the report there (`--json`'s
+/// object or the table): refused before the run, nothing written. Before, `--pcap /dev/stdout --json` ran
+/// and wrote the capture and the JSON into one stream.
+#[cfg(target_os = "linux")]
+#[test]
+fn an_output_to_standard_output_is_refused() {
+    let run = ["allreduce", "--topology", "mesh2", "--max", "1K"];
+    for (option, path) in [
+        ("--pcap", "/dev/stdout"),
+        ("--vcd", "/dev/fd/1"),
+        ("--plot", "/proc/self/fd/1"),
+    ] {
+        for json in [&["--json"][..], &[]] {
+            let out = sim(&[&run[..], &[option, path], json].concat());
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            assert_eq!(out.status.code(), Some(1), "{option} {path} {json:?}: {stderr}");
+            assert!(
+                out.stdout.is_empty(),
+                "{option} {path} {json:?} wrote standard output"
+            );
+            assert!(
+                stderr.contains(&format!("{option} names standard output")),
+                "{stderr}"
+            );
+        }
+    }
+    // Standard output sent to the very file a trace names.
+    let file = std::env::temp_dir().join(format!("linkctl-sim-stdout-{}.pcap", std::process::id()));
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_linkctl"))
+        .args(["sim"])
+        .args(run)
+        .args(["--json", "--pcap", file.to_str().unwrap()])
+        .stdout(std::fs::File::create(&file).unwrap())
+        .output()
+        .unwrap();
+    let written = std::fs::read(&file).unwrap();
+    std::fs::remove_file(&file).unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(written.is_empty(), "{} bytes written", written.len());
+    // Devices take any number of writers: a trace may go to /dev/null with the report.
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_linkctl"))
+        .args(["sim"])
+        .args(run)
+        .args(["--pcap", "/dev/null"])
+        .stdout(std::fs::File::create("/dev/null").unwrap())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+}
+
 #[test]
 fn fat_trees_of_any_size_in_whole_leaves_verify() {
     for gpus in [32, 48] {

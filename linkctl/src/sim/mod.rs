@@ -161,6 +161,16 @@ fn same_file(x: &std::path::Path, y: &std::path::Path) -> std::io::Result<bool> 
     Ok(resolved(x)? == resolved(y)?)
 }
 
+/// Whether writing `path` would write where the report goes, standard output: a name of it
+/// (`/dev/stdout`, `/dev/fd/1`, `/proc/self/fd/1`), or the regular file it was sent to ([`same_file`]'s
+/// rule, so that a trace may go to `/dev/null` with the report).
+fn is_standard_output(path: &std::path::Path) -> std::io::Result<bool> {
+    let named = ["/dev/stdout", "/dev/fd/1", "/proc/self/fd/1"]
+        .iter()
+        .any(|name| std::path::absolute(path).is_ok_and(|p| p == std::path::Path::new(name)));
+    Ok(named || same_file(path, std::path::Path::new("/dev/fd/1"))?)
+}
+
 impl TraceArgs {
     /// `--pcap` with its limit.
     pub fn pcap(&self) -> Option<(std::path::PathBuf, u64)> {
@@ -172,14 +182,21 @@ impl TraceArgs {
         self.vcd.clone().map(|path| (path, self.vcd_limit))
     }
 
-    /// An error if two of the files asked for (the trace, the waveforms and `plot`) are one: each would
-    /// overwrite the other's bytes.
+    /// An error if two of the files asked for (the trace, the waveforms and `plot`) are one, or one is
+    /// standard output, where the report goes: each would overwrite the other's bytes.
     pub fn check_files(&self, plot: Option<&std::path::Path>) -> anyhow::Result<()> {
         let files = [
             ("--pcap", self.pcap.as_deref()),
             ("--vcd", self.vcd.as_deref()),
             ("--plot", plot),
         ];
+        for &(a, path) in &files {
+            if let Some(x) = path {
+                if is_standard_output(x)? {
+                    bail!("{a} names standard output, where the report goes: give it a file of its own");
+                }
+            }
+        }
         for (i, &(a, path_a)) in files.iter().enumerate() {
             for &(b, path_b) in &files[i + 1..] {
                 if let (Some(x), Some(y)) = (path_a, path_b) {
