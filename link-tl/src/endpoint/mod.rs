@@ -155,8 +155,8 @@ impl<
 
     /// Copy `len` bytes of local memory from `local` to global address `global` (posted writes, then a
     /// one-byte read fence of each window written). Ends with [`Done::Transfer`]. Refused if the local range is outside the
-    /// memory ([`TlError::BufferTooSmall`]), `len` is 0, or `T` transfers are running
-    /// ([`TlError::TransfersFull`]).
+    /// memory ([`TlError::BufferTooSmall`]), `len` is 0, `T` transfers are running
+    /// ([`TlError::TransfersFull`]), or the endpoint's own ID is beyond 1023 ([`TlError::EndpointOutOfRange`]).
     pub fn copy_to(&mut self, local: u64, global: u64, len: u64) -> Result<Handle, TlError> {
         self.requester
             .start(Direction::ToPeer, local, global, len, &self.memory)

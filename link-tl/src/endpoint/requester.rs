@@ -257,6 +257,8 @@ impl<'m, const W: usize, const N: usize, const T: usize> Requester<'m, W, N, T> 
         if len == 0 {
             return Err(TlError::BadLength { len: 0 });
         }
+        // Its reads, or the fences that confirm its writes, need a header that can carry the requester.
+        check_endpoint(self.id)?;
         let access = match direction {
             Direction::ToPeer => Access::Read,
             Direction::FromPeer => Access::Write,
@@ -743,5 +745,31 @@ mod tests {
             };
             assert_eq!(ended, [transfer]);
         }
+    }
+
+    /// A copy by a requester whose own ID no header can carry (1024 and up) is refused whole, as an atomic
+    /// is: its reads, or the fences that confirm its writes, could never be issued. Since
+    /// `Requests::next_into` refuses such a request on every call, a copy to a peer that was let start
+    /// spun for ever trying to issue its fence.
+    #[test]
+    fn a_copy_by_a_requester_id_beyond_1023_is_refused() {
+        let mut map: AddressMap<1> = AddressMap::new();
+        map.insert(Window {
+            base: 0x1_0000,
+            len: 0x1000,
+            endpoint: 1,
+            local_base: 0,
+        })
+        .unwrap();
+        let mut r: Requester<'_, 1, 8, 1> =
+            Requester::new(1024, &map, Outstanding::new(Duration::from_us(10)));
+        let memory = [7u8; 512];
+        for direction in [Direction::ToPeer, Direction::FromPeer] {
+            assert_eq!(
+                r.start(direction, 0, 0x1_0000, 64, &memory[..]),
+                Err(TlError::EndpointOutOfRange { endpoint: 1024 })
+            );
+        }
+        assert_eq!(r.counters.transfers, 0);
     }
 }
