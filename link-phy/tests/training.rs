@@ -664,3 +664,16 @@ fn sixty_symbol_times_of_skew_train_to_8gts_without_a_deskew_error() {
         assert_eq!(port.counters().deskew_errors, 0, "{:?}", port.counters());
     }
 }
+
+/// An 11-bit burst on lane 1 at t0+6068 ns spoils the first two SKP symbols of a SKP ordered set whose COM
+/// came: COM, two unreadable symbols, SKP, then data. The lone SKP after the unreadable symbols is not held
+/// back as a possible data symbol hit (as one far from any COM is): it is the ordered set's last SKP, a
+/// deskew marker that resets the LFSR, and no unit is lost.
+#[test]
+fn a_skp_ordered_set_that_lost_two_skp_symbols_keeps_its_last_one() {
+    let (good, corrupt, c) = units_across_a_burst_on_lane_1(Duration::from_ns(6068), 11);
+    assert_eq!(c.code_violations, 2, "the burst must spoil two symbols: {c:?}");
+    assert_eq!((c.deskew_errors, c.unexpected_symbols), (0, 0), "{c:?}");
+    assert_eq!(corrupt, 0, "{c:?}");
+    assert!(good > 900, "{good}: {c:?}");
+}

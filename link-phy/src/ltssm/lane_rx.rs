@@ -67,6 +67,8 @@ pub(super) enum RxError {
 
 /// SKP symbols in the SKP ordered sets a transmitter sends (COM, then three SKP).
 const SKP_SENT: u8 = 3;
+/// The most SKP symbols a receiver accepts in one SKP ordered set (spec 1.4).
+const SKP_ACCEPTED: u8 = 5;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Collecting {
@@ -78,6 +80,10 @@ enum Collecting {
     Skip {
         skps: u8,
     },
+    /// A SKP after a symbol lost to an error, far from any COM, not yet passed on: the next symbol shows
+    /// what it was. A SKP ordered set whose COM was lost still has another SKP (or a symbol hit where one
+    /// belongs) to come, since a transmitter sends three; data after it makes it a data symbol hit into SKP.
+    LoneSkip,
     /// EIOS, FTS or EIEOS: fixed bodies; only EIOS matters to the port.
     Fixed {
         eios: bool,
@@ -102,6 +108,9 @@ pub(super) struct LaneRx {
     /// Whether the last code group could not be decoded (or was a control symbol taken for a data symbol
     /// hit into it, which is handled as one that could not be).
     last_unreadable: bool,
+    /// Code groups received since the last COM (saturating): a SKP up to [`SKP_ACCEPTED`] after one belongs
+    /// to its SKP ordered set, whatever was lost in between.
+    since_com: u8,
 }
 
 impl LaneRx {
@@ -117,6 +126,7 @@ impl LaneRx {
             blocks: LaneDecoder::new(lane),
             after_ordered_set: false,
             last_unreadable: false,
+            since_com: u8::MAX,
         }
     }
 
@@ -139,6 +149,7 @@ impl LaneRx {
             self.aligner.push_bits(chunk, n);
         }
         while let Some(code) = self.aligner.pop() {
+            self.since_com = self.since_com.saturating_add(1);
             let mut saw_ordered_set = false;
             let mut emit = |e: LaneEvent| {
                 if let LaneEvent::Symbol(SymbolItem::OrderedSet | SymbolItem::Marker) = e {
@@ -207,6 +218,12 @@ impl LaneRx {
                 self.collecting = Collecting::Nothing;
                 self.unreadable_symbol(emit);
             }
+            Collecting::LoneSkip => {
+                // Lost symbols on both sides of it: more likely a SKP ordered set hit twice than three data
+                // symbols hit, one of them into SKP.
+                self.skip_after_lost_symbols(emit);
+                self.unreadable_symbol(emit);
+            }
             Collecting::AfterCom | Collecting::Fixed { .. } => {
                 // Which short ordered set this was is unknown; drop it and resynchronise at the next COM.
                 self.collecting = Collecting::Nothing;
@@ -263,6 +280,19 @@ impl LaneRx {
                     }
                 }
                 emit(LaneEvent::Symbol(SymbolItem::OrderedSet));
+            }
+            Collecting::LoneSkip => {
+                if s.is_control() && s != Symbol::COM {
+                    // Another SKP, or a K code where one belongs: the SKP ordered set it seemed to start.
+                    self.skip_after_lost_symbols(emit);
+                    self.symbol(s, after_unreadable, emit);
+                } else {
+                    // Data (or a COM) after it: it was a data symbol hit into SKP.
+                    self.collecting = Collecting::Nothing;
+                    self.data_symbol_hit(emit);
+                    let after_unreadable = core::mem::replace(&mut self.last_unreadable, false);
+                    self.outside_ordered_set(s, after_unreadable, emit);
+                }
             }
             Collecting::Skip { skps } => {
                 if s == Symbol::SKP {
@@ -332,13 +362,15 @@ impl LaneRx {
     fn outside_ordered_set(&mut self, s: Symbol, after_unreadable: bool, emit: &mut impl FnMut(LaneEvent)) {
         match s {
             Symbol::Control(control::COM) => self.start_ordered_set(emit),
+            Symbol::Control(control::SKP) if after_unreadable && self.since_com <= SKP_ACCEPTED => {
+                // A SKP ordered set whose COM came but whose first SKP symbols were lost to errors.
+                self.skip_after_lost_symbols(emit);
+            }
             Symbol::Control(control::SKP) if after_unreadable => {
                 // A SKP ordered set whose COM or an earlier SKP was lost to an error (and its running
-                // disparity with it, so possibly the next symbol too): its SKP symbols are still the
-                // deskew markers, and the LFSR is where the COM left it, since SKP holds it.
-                self.descrambler.reset();
-                self.collecting = Collecting::Skip { skps: 1 };
-                emit(LaneEvent::Symbol(SymbolItem::Marker));
+                // disparity with it, so possibly the next symbol too), or a second data symbol hit: held
+                // back until the next symbol tells (`Collecting::LoneSkip`).
+                self.collecting = Collecting::LoneSkip;
             }
             Symbol::Data(_) => {
                 let d = self.descrambler.descramble(s);
@@ -356,14 +388,30 @@ impl LaneRx {
                 // count in mid-stream (every unit up to the next ordered set a column off), or, as a SKP,
                 // held the LFSR (every byte of the lane wrong up to the next COM). A SKP right after it
                 // starts a SKP ordered set whose COM was hit into this symbol, as after an unreadable one.
-                emit(LaneEvent::Error(RxError::UnexpectedSymbol));
-                self.unreadable_symbol(emit);
-                self.last_unreadable = true;
+                self.data_symbol_hit(emit);
             }
         }
     }
 
+    /// A control symbol in the data stream that cannot be there: a data symbol hit into it. It is counted
+    /// and takes a data symbol's slot, as an unreadable symbol does.
+    fn data_symbol_hit(&mut self, emit: &mut impl FnMut(LaneEvent)) {
+        emit(LaneEvent::Error(RxError::UnexpectedSymbol));
+        self.unreadable_symbol(emit);
+        self.last_unreadable = true;
+    }
+
+    /// The first SKP symbol received of a SKP ordered set whose COM, or the symbols after it, were lost to
+    /// errors: the SKP symbols are still the deskew markers, and the LFSR is reset, as the COM left it, since
+    /// SKP holds it (lost symbols taken for data advanced it).
+    fn skip_after_lost_symbols(&mut self, emit: &mut impl FnMut(LaneEvent)) {
+        self.descrambler.reset();
+        self.collecting = Collecting::Skip { skps: 1 };
+        emit(LaneEvent::Symbol(SymbolItem::Marker));
+    }
+
     fn start_ordered_set(&mut self, emit: &mut impl FnMut(LaneEvent)) {
+        self.since_com = 0;
         self.descrambler.descramble(Symbol::COM);
         self.ts[0] = Symbol::COM;
         self.ts_len = 1;
@@ -463,12 +511,7 @@ mod tests {
         flip: Option<u32>,
     ) -> Vec<SymbolItem> {
         let mut tx = LaneTx::new(0);
-        let mut sent: Vec<SlotBits> = Vec::new();
-        for _ in 0..2 {
-            for s in EIOS_8B10B {
-                sent.push(tx.symbol(s, true));
-            }
-        }
+        let mut sent = symbol_lock(&mut tx);
         for &b in data {
             sent.push(tx.symbol(Symbol::Data(b), false));
         }
@@ -499,9 +542,23 @@ mod tests {
                 || seven == [true, true, false, false, false, false, false];
             assert!(!comma || start % 10 == 0, "a comma at bit {start}");
         }
+        received_items(&sent)
+    }
+
+    /// Two EIOS from `tx`, for symbol lock.
+    fn symbol_lock(tx: &mut LaneTx) -> Vec<SlotBits> {
+        (0..2)
+            .flat_map(|_| EIOS_8B10B)
+            .map(|s| tx.symbol(s, true))
+            .collect()
+    }
+
+    /// The deskew items a lane receiver makes of `sent`, which starts with [`symbol_lock`], from the
+    /// first symbol after that on.
+    fn received_items(sent: &[SlotBits]) -> Vec<SymbolItem> {
         let mut rx = LaneRx::new(0);
         let mut items = Vec::new();
-        for bits in &sent {
+        for bits in sent {
             rx.receive_8b10b(bits, &mut |e| {
                 if let LaneEvent::Symbol(item) = e {
                     items.push(item);
@@ -510,6 +567,52 @@ mod tests {
         }
         // The EIOS symbols (8) come first.
         items.split_off(8)
+    }
+
+    /// `data_len` data bytes sent by a lane transmitter after [`symbol_lock`], those at `skp_hits` received as SKP
+    /// and those at `invalid_hits` as [`INVALID`]: data symbols hit by errors. A symbol hit into SKP is sent
+    /// as D20.1, which keeps the running disparity as SKP does, and received as the SKP of that disparity (an
+    /// invalid one is sent as D20.1 too, so that the receiver's running disparity stays right). Returns the
+    /// deskew items received, and the data bytes sent.
+    fn receive_with_data_hits(
+        data_len: usize,
+        skp_hits: &[usize],
+        invalid_hits: &[usize],
+    ) -> (Vec<SymbolItem>, Vec<u8>) {
+        const D20_1: u8 = 0x34;
+        let mut tx = LaneTx::new(0);
+        let mut sent = symbol_lock(&mut tx);
+        let mut keystream = Gen1Scrambler::new();
+        EIOS_8B10B.iter().for_each(|&s| {
+            keystream.pass(s);
+        });
+        let mut rd = Decoder::new(Disparity::Negative);
+        let mut data = Vec::new();
+        for i in 0..data_len {
+            let ks = keystream.next_byte();
+            let hit = skp_hits.contains(&i) || invalid_hits.contains(&i);
+            let byte = if hit { ks ^ D20_1 } else { i as u8 };
+            data.push(byte);
+            sent.push(tx.symbol(Symbol::Data(byte), false));
+        }
+        for (i, bits) in sent.iter_mut().enumerate() {
+            let code = bits.get(0, 10) as u16;
+            let hit = if skp_hits.contains(&i.wrapping_sub(8)) {
+                crate::code8b10b::encode_symbol(rd.disparity(), Symbol::SKP)
+                    .ok()
+                    .map(|(code, _)| code)
+            } else if invalid_hits.contains(&i.wrapping_sub(8)) {
+                Some(INVALID)
+            } else {
+                None
+            };
+            if let Some(hit) = hit {
+                *bits = SlotBits::EMPTY;
+                bits.push(u64::from(hit), 10);
+            }
+            let _ = rd.decode(code);
+        }
+        (received_items(&sent), data)
     }
 
     /// One bit error in a SKP ordered set costs its own symbol only: the other SKP symbols are still deskew
@@ -617,6 +720,27 @@ mod tests {
             let received: Vec<SymbolItem> = items[8..].to_vec();
             let expected: Vec<SymbolItem> = data_items(&after[1..]).collect();
             assert_eq!(received, expected, "hit {hit}");
+        }
+    }
+
+    /// Two data symbols in a row hit into SKP, or an unreadable one then one hit into SKP: a lone SKP after
+    /// a symbol lost to an error, with a data symbol after it. It was taken for a SKP ordered set whose COM
+    /// was lost: a deskew marker in a data symbol's slot, and the LFSR reset, so every data byte of the lane
+    /// after it was wrong up to the next COM. A SKP ordered set has at least two SKP symbols left when its
+    /// COM is lost (a transmitter sends three), so the lone one is a data symbol hit, costing its own byte.
+    #[test]
+    fn a_lone_skp_after_a_lost_symbol_is_a_hit_data_symbol() {
+        for (skp_hits, invalid_hits) in [(&[10, 11][..], &[][..]), (&[11], &[10])] {
+            let (items, data) = receive_with_data_hits(40, skp_hits, invalid_hits);
+            let mut expected = std::vec![SymbolItem::FirstData(data[0])];
+            expected.extend(data_items(&data[1..]));
+            for &hit in skp_hits.iter().chain(invalid_hits) {
+                expected[hit] = SymbolItem::Data(0);
+            }
+            assert_eq!(
+                items, expected,
+                "SKP at {skp_hits:?}, invalid at {invalid_hits:?}"
+            );
         }
     }
 
