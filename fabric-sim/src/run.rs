@@ -337,10 +337,35 @@ pub(crate) fn record_links(
     Ok(())
 }
 
-/// A buffered file for a trace or waveforms, or the error naming it.
+/// A buffered file for a trace or waveforms, whose write errors name it, or the error naming it.
 fn create_output(path: &std::path::Path) -> Result<Box<dyn std::io::Write>, String> {
     let file = std::fs::File::create(path).map_err(|e| format!("cannot create {}: {e}", path.display()))?;
-    Ok(Box::new(std::io::BufWriter::new(file)))
+    Ok(Box::new(std::io::BufWriter::new(NamedFile {
+        file,
+        path: path.to_path_buf(),
+    })))
+}
+
+/// A file whose write errors say which file (a run may write a trace and waveforms at once).
+struct NamedFile {
+    file: std::fs::File,
+    path: std::path::PathBuf,
+}
+
+impl NamedFile {
+    fn named(&self, e: std::io::Error) -> std::io::Error {
+        std::io::Error::new(e.kind(), format!("{}: {e}", self.path.display()))
+    }
+}
+
+impl std::io::Write for NamedFile {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.file.write(buf).map_err(|e| self.named(e))
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.file.flush().map_err(|e| self.named(e))
+    }
 }
 
 /// A ring order for the fabric's first `gpus` GPUs: a cycle over direct GPU-to-GPU links when there is
