@@ -50,7 +50,9 @@ pub struct FabricArgs {
     /// the fabric when no live link joins that to the first GPU's) that reaches it
     #[arg(long)]
     pub discovery: bool,
-    /// Print every switch's route table
+    /// Print every switch's route table, and every GPU's: the ports it sends on towards each other GPU (of
+    /// those on a shortest path, the ones whose wire latency is under twice the least: a fat tree's GPU
+    /// reaches the GPUs of its node through its NVSwitches, not its leaf switch)
     #[arg(long)]
     pub routes: bool,
     /// Print the register writes that program the switches, in order (the register map is in
@@ -497,12 +499,18 @@ impl View<'_> {
         (sent, partition_writes, self.fabric.program.len() - sent)
     }
 
-    /// A switch's routes: (destination endpoint, ports).
+    /// A node's routes: (destination endpoint, ports); a GPU's to every GPU but itself.
     fn routes_of(&self, x: usize) -> impl Iterator<Item = (usize, Vec<usize>)> + '_ {
         self.fabric.routes[x]
             .iter()
             .enumerate()
+            .filter(move |&(id, _)| self.fabric.gpus[id] != x)
             .map(|(id, set)| (id, set.iter().collect()))
+    }
+
+    /// The nodes whose route tables `--routes` shows: the switches, then the GPUs.
+    fn routing_nodes(&self) -> impl Iterator<Item = usize> + '_ {
+        self.switches().chain(self.fabric.gpus.iter().copied())
     }
 
     fn print(&self, args: &FabricArgs) {
@@ -639,7 +647,7 @@ impl View<'_> {
             }
         }
         if args.routes {
-            for x in self.switches() {
+            for x in self.routing_nodes() {
                 println!(
                     "#\n# routes of {} (destination: ports, and the node each leads to)",
                     self.name(x)
@@ -777,8 +785,12 @@ impl View<'_> {
                 .into();
         }
         if args.routes {
+            let kind = |x: usize| match self.topology.nodes[x].kind {
+                NodeKind::Switch => "switch",
+                NodeKind::Gpu => "gpu",
+            };
             out["routes"] = self
-                .switches()
+                .routing_nodes()
                 .map(|x| {
                     let table: Vec<_> = self
                         .routes_of(x)
@@ -787,7 +799,10 @@ impl View<'_> {
                             json!({ "destination": self.name(f.gpus[id]), "ports": ports, "next": next })
                         })
                         .collect();
-                    json!({ "switch": self.name(x), "table": table })
+                    // Keyed by what the node is: "switch" or "gpu".
+                    let mut routes = json!({ "table": table });
+                    routes[kind(x)] = self.name(x).into();
+                    routes
                 })
                 .collect::<Vec<_>>()
                 .into();

@@ -20,9 +20,23 @@ fn dgx_h100_is_planned_deadlock_free_and_its_tables_are_complete() {
         (Some(64), Some(0))
     );
     let routes = v["routes"].as_array().unwrap();
-    assert_eq!(routes.len(), 4);
+    // The 4 switches' tables, then the 8 GPUs': each GPU sends to another through all 4 NVSwitches.
+    assert_eq!(routes.len(), 12);
+    for (table, gpu) in routes[4..].iter().zip(0..) {
+        assert_eq!(table["gpu"], format!("gpu{gpu}"));
+        let entries = table["table"].as_array().unwrap();
+        assert_eq!(entries.len(), 7, "gpu{gpu}: every GPU but itself");
+        for entry in entries {
+            assert_eq!(
+                entry["ports"],
+                serde_json::json!([0, 1, 2, 3]),
+                "gpu{gpu}: {entry}"
+            );
+        }
+    }
     // Each NVSwitch reaches GPU 5 straight through its port 5.
-    for table in routes {
+    for table in &routes[..4] {
+        assert!(table["switch"].as_str().unwrap().starts_with("nvswitch"));
         let entry = &table["table"][5];
         assert_eq!(entry["destination"], "gpu5");
         assert_eq!(entry["ports"], serde_json::json!([5]));
@@ -113,6 +127,55 @@ fn a_failed_link_is_planned_around() {
     // nvswitch0 no longer reaches GPU 0 directly: it has no way down to it at all (GPUs never forward).
     assert_eq!(v["routes"][0]["table"][0]["ports"], serde_json::json!([]));
     assert_eq!(v["probe"]["same_partition_delivered"], 56);
+}
+
+/// On a fat tree a GPU reaches the GPUs of its node in two hops through its NVSwitches or through its
+/// leaf switch; its routes, as `--routes` shows them, take the NVSwitches, and the leaf only out of the
+/// node.
+#[test]
+fn a_fat_tree_gpus_routes_stay_in_its_node_through_the_nvswitches() {
+    let v = json(&["fabric"], &["--topology", "fat-tree-64", "--routes"]);
+    let routes = v["routes"].as_array().unwrap();
+    let gpu0 = routes.iter().find(|r| r["gpu"] == "gpu0").unwrap();
+    let next = |dest: &str| {
+        let entry = gpu0["table"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|e| e["destination"] == dest)
+            .unwrap();
+        let next: Vec<&str> = entry["next"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|n| n.as_str().unwrap())
+            .collect();
+        next
+    };
+    assert_eq!(
+        next("gpu1"),
+        [
+            "node0-nvswitch0",
+            "node0-nvswitch1",
+            "node0-nvswitch2",
+            "node0-nvswitch3"
+        ]
+    );
+    assert_eq!(next("gpu8"), ["leaf0"]);
+    let out = linkctl(&["fabric"], &["--topology", "fat-tree-64", "--routes"]);
+    let text = String::from_utf8(out.stdout).unwrap();
+    let gpu0 = text
+        .split("# routes of gpu0 ")
+        .nth(1)
+        .expect("gpu0's table is printed");
+    let to_gpu8 = gpu0
+        .lines()
+        .find(|l| l.trim_start().starts_with("gpu8 "))
+        .unwrap();
+    assert_eq!(
+        to_gpu8.split_whitespace().collect::<Vec<_>>(),
+        ["gpu8", "4->leaf0"]
+    );
 }
 
 /// What is wrong with a --partition is said in words that fit it.
