@@ -751,6 +751,49 @@ fn an_output_to_standard_output_is_refused() {
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
 }
 
+/// Standard error takes the errors and the progress line: a trace, waveforms or plot written there would
+/// mix with them (a run that fails writes its error over the trace's first bytes when standard error is a
+/// file), as with standard output: refused before the run. Before, `--pcap /dev/stderr` ran and wrote the
+/// capture into standard error.
+#[cfg(target_os = "linux")]
+#[test]
+fn an_output_to_standard_error_is_refused() {
+    let run = ["allreduce", "--topology", "mesh2", "--max", "1K"];
+    for (option, path) in [
+        ("--pcap", "/dev/stderr"),
+        ("--vcd", "/dev/fd/2"),
+        ("--plot", "/proc/self/fd/2"),
+    ] {
+        let out = sim(&[&run[..], &[option, path]].concat());
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{option} {path}: {stderr}");
+        assert!(out.stdout.is_empty(), "{option} {path} wrote standard output");
+        assert!(
+            stderr.starts_with(&format!(
+                "linkctl: error: {option} names standard error, where errors and progress go"
+            )),
+            "{stderr}"
+        );
+    }
+    // Standard error sent to the very file the waveforms name.
+    let file = std::env::temp_dir().join(format!("linkctl-sim-stderr-{}.vcd", std::process::id()));
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_linkctl"))
+        .args(["sim"])
+        .args(run)
+        .args(["--vcd", file.to_str().unwrap()])
+        .stderr(std::fs::File::create(&file).unwrap())
+        .output()
+        .unwrap();
+    let written = std::fs::read_to_string(&file).unwrap();
+    std::fs::remove_file(&file).unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(out.stdout.is_empty());
+    assert!(
+        written.starts_with("linkctl: error: --vcd names standard error"),
+        "{written}"
+    );
+}
+
 #[test]
 fn fat_trees_of_any_size_in_whole_leaves_verify() {
     for gpus in [32, 48] {

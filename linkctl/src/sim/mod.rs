@@ -161,14 +161,30 @@ fn same_file(x: &std::path::Path, y: &std::path::Path) -> std::io::Result<bool> 
     Ok(resolved(x)? == resolved(y)?)
 }
 
-/// Whether writing `path` would write where the report goes, standard output: a name of it
-/// (`/dev/stdout`, `/dev/fd/1`, `/proc/self/fd/1`), or the regular file it was sent to ([`same_file`]'s
-/// rule, so that a trace may go to `/dev/null` with the report).
-fn is_standard_output(path: &std::path::Path) -> std::io::Result<bool> {
-    let named = ["/dev/stdout", "/dev/fd/1", "/proc/self/fd/1"]
-        .iter()
-        .any(|name| std::path::absolute(path).is_ok_and(|p| p == std::path::Path::new(name)));
-    Ok(named || same_file(path, std::path::Path::new("/dev/fd/1"))?)
+/// The standard stream writing `path` would write to, as an error message names it: standard output, where
+/// the report goes, or standard error, where errors and progress go. A name of one (`/dev/stdout`,
+/// `/dev/fd/1`, `/proc/self/fd/1`; `/dev/stderr`, `/dev/fd/2`, `/proc/self/fd/2`), or the regular file it
+/// was sent to ([`same_file`]'s rule, so that a trace may go to `/dev/null` with the report).
+fn standard_stream(path: &std::path::Path) -> std::io::Result<Option<&'static str>> {
+    let streams = [
+        (
+            "standard output, where the report goes",
+            ["/dev/stdout", "/dev/fd/1", "/proc/self/fd/1"],
+        ),
+        (
+            "standard error, where errors and progress go",
+            ["/dev/stderr", "/dev/fd/2", "/proc/self/fd/2"],
+        ),
+    ];
+    for (stream, names) in streams {
+        let named = names
+            .iter()
+            .any(|name| std::path::absolute(path).is_ok_and(|p| p == std::path::Path::new(name)));
+        if named || same_file(path, std::path::Path::new(names[1]))? {
+            return Ok(Some(stream));
+        }
+    }
+    Ok(None)
 }
 
 impl TraceArgs {
@@ -183,7 +199,8 @@ impl TraceArgs {
     }
 
     /// An error if two of the files asked for (the trace, the waveforms and `plot`) are one, or one is
-    /// standard output, where the report goes: each would overwrite the other's bytes.
+    /// standard output, where the report goes, or standard error, where errors and progress go: each would
+    /// overwrite the other's bytes.
     pub fn check_files(&self, plot: Option<&std::path::Path>) -> anyhow::Result<()> {
         let files = [
             ("--pcap", self.pcap.as_deref()),
@@ -192,8 +209,8 @@ impl TraceArgs {
         ];
         for &(a, path) in &files {
             if let Some(x) = path {
-                if is_standard_output(x)? {
-                    bail!("{a} names standard output, where the report goes: give it a file of its own");
+                if let Some(stream) = standard_stream(x)? {
+                    bail!("{a} names {stream}: give it a file of its own");
                 }
             }
         }
