@@ -384,6 +384,87 @@ fn a_retrain_request_returns_to_l0() {
     assert_up(&pair, LinkWidth::X4, Rate::Gen3);
 }
 
+/// A port in Recovery.Idle that receives two consecutive TS1 with the link's numbers goes back to
+/// Recovery.RcvrLock at once (spec 1.6): its partner is back in Recovery, and the idle data it waits for is
+/// not coming. Here a retrain brings both ports to Recovery.Idle, the first there loses what it receives
+/// while its partner goes on to L0 (sending data, not idle), and the partner is then asked to retrain.
+/// Without the rule the port waited in Recovery.Idle for its timeout (2 ms).
+#[test]
+fn a_port_in_recovery_idle_follows_its_partner_back_to_recovery() {
+    let mut pair = Setup::new(2, 1).pair();
+    assert!(pair.train(LIMIT));
+    pair.a.request_retrain();
+    let limit = pair.now() + Duration::from_ms(5);
+    let mut data = |_: Side, buf: &mut [u8]| buf.fill(0x5a);
+    let mut step = |pair: &mut LinkPair| {
+        assert!(
+            pair.now() < limit,
+            "A {:?}, B {:?}",
+            pair.a.state(),
+            pair.b.state()
+        );
+        assert!(pair.step_with(&mut data, &mut |_, _, _| {}));
+    };
+    let state = |pair: &LinkPair, side| match side {
+        Side::A => pair.a.state(),
+        Side::B => pair.b.state(),
+    };
+    let first_idle = |pair: &LinkPair| {
+        [Side::A, Side::B]
+            .into_iter()
+            .find(|&side| state(pair, side) == LtssmState::RecoveryIdle)
+    };
+    while first_idle(&pair).is_none() {
+        step(&mut pair);
+    }
+    let (side, other) = match first_idle(&pair) {
+        Some(Side::A) => (Side::A, Side::B),
+        _ => (Side::B, Side::A),
+    };
+    // What reaches the port is garbled from now on: it never sees its partner's idle.
+    fn to(pair: &mut LinkPair, side: Side) -> &mut link_phy::channel::Channel {
+        match side {
+            Side::A => &mut pair.ba,
+            Side::B => &mut pair.ab,
+        }
+    }
+    let at = pair.now();
+    to(&mut pair, side).schedule(Fault {
+        at,
+        kind: FaultKind::SetBer(0.5),
+    });
+    while state(&pair, other) != LtssmState::L0 {
+        step(&mut pair);
+    }
+    assert_eq!(state(&pair, side), LtssmState::RecoveryIdle);
+    // The channel heals, and the partner, in L0, is asked to retrain: it sends TS1.
+    let healed = pair.now();
+    to(&mut pair, side).schedule(Fault {
+        at: healed,
+        kind: FaultKind::SetBer(0.0),
+    });
+    match other {
+        Side::A => pair.a.request_retrain(),
+        Side::B => pair.b.request_retrain(),
+    }
+    while state(&pair, side) == LtssmState::RecoveryIdle {
+        step(&mut pair);
+    }
+    let left = pair.transitions().iter().rev().find(|t| t.side == side).unwrap();
+    assert_eq!(
+        (left.from, left.to),
+        (LtssmState::RecoveryIdle, LtssmState::RecoveryRcvrLock)
+    );
+    let waited = left.at.saturating_since(healed);
+    assert!(
+        waited < Duration::from_us(100),
+        "{waited:?} in Recovery.Idle after the partner retrained"
+    );
+    // And the link comes back up.
+    let until = pair.now() + Duration::from_ms(5);
+    assert!(pair.run_until(until, |p| p.a.is_up() && p.b.is_up()));
+}
+
 #[test]
 fn a_lane_dying_in_l0_retrains_to_a_narrower_link() {
     // Train once to learn when L0 is reached, then replay the same seed with lane 2 dying 10 us later
