@@ -108,8 +108,10 @@ pub(super) struct LaneRx {
     /// Whether the last code group could not be decoded (or was a control symbol taken for a data symbol
     /// hit into it, which is handled as one that could not be).
     last_unreadable: bool,
-    /// Code groups received since the last COM (saturating): a SKP up to [`SKP_ACCEPTED`] after one belongs
-    /// to its SKP ordered set, whatever was lost in between.
+    /// Code groups received since the last COM (saturating), while the ordered set it began is not over: a
+    /// SKP up to [`SKP_ACCEPTED`] after one belongs to its SKP ordered set, whatever was lost in between.
+    /// `u8::MAX` once the ordered set is over (a SKP ordered set ended by the symbol after it, or a fixed one
+    /// whole): a SKP after that is not its.
     since_com: u8,
 }
 
@@ -215,7 +217,7 @@ impl LaneRx {
                 // After all the SKP symbols a transmitter sends: the first data symbol after them, as a
                 // readable one ends the ordered set in `symbol`.
                 emit(LaneEvent::Skip);
-                self.collecting = Collecting::Nothing;
+                self.ordered_set_over();
                 self.unreadable_symbol(emit);
             }
             Collecting::LoneSkip => {
@@ -312,7 +314,7 @@ impl LaneRx {
                     // 1.4; clock compensation adds or removes them), so a SKP hit into a data code group
                     // cannot be told from the first data symbol after a shorter ordered set.
                     emit(LaneEvent::Skip);
-                    self.collecting = Collecting::Nothing;
+                    self.ordered_set_over();
                     self.outside_ordered_set(s, after_unreadable, emit);
                 }
             }
@@ -322,7 +324,7 @@ impl LaneRx {
                     self.collecting = Collecting::Nothing;
                     emit(LaneEvent::Error(RxError::MalformedOrderedSet));
                 } else if len + 1 == total {
-                    self.collecting = Collecting::Nothing;
+                    self.ordered_set_over();
                     if eios {
                         emit(LaneEvent::ElectricalIdleOs);
                     }
@@ -391,6 +393,13 @@ impl LaneRx {
                 self.data_symbol_hit(emit);
             }
         }
+    }
+
+    /// The ordered set the last COM began is over: nothing is being collected, and a SKP after it is not
+    /// that COM's (`since_com`).
+    fn ordered_set_over(&mut self) {
+        self.collecting = Collecting::Nothing;
+        self.since_com = u8::MAX;
     }
 
     /// A control symbol in the data stream that cannot be there: a data symbol hit into it. It is counted
@@ -742,6 +751,19 @@ mod tests {
                 "SKP at {skp_hits:?}, invalid at {invalid_hits:?}"
             );
         }
+    }
+
+    /// The same hits on the first two data symbols after an ordered set, within 5 symbols of its COM: the
+    /// ordered set was over, so the SKP is not its but a data symbol hit too. A SKP within 5 symbols of any
+    /// COM had been taken for that COM's SKP ordered set's even after the ordered set had ended (here an
+    /// EIOS; the same after a SKP ordered set's three SKP, where data follows): a marker and the LFSR reset,
+    /// every later data byte of the lane wrong up to the next COM.
+    #[test]
+    fn a_lone_skp_right_after_an_ordered_set_is_a_hit_data_symbol() {
+        let (items, data) = receive_with_data_hits(40, &[1], &[0]);
+        let mut expected = std::vec![SymbolItem::FirstData(0), SymbolItem::Data(0)];
+        expected.extend(data_items(&data[2..]));
+        assert_eq!(items, expected);
     }
 
     /// A receiver accepts a SKP ordered set of 1 to 5 SKP symbols (spec 1.4, as PCI Express: clock
