@@ -237,13 +237,18 @@ mod tests {
             .all(|id| id.bytes().all(|b| (b'!'..=b'~').contains(&b))));
     }
 
-    #[test]
-    fn a_burst_that_another_continues_stays_high() {
-        let names = [DirectionName {
+    /// One direction, gpu0's port 0 to gpu1.
+    fn gpu0_to_gpu1() -> [DirectionName; 1] {
+        [DirectionName {
             node: "gpu0".into(),
             port: 0,
             peer: "gpu1".into(),
-        }];
+        }]
+    }
+
+    #[test]
+    fn a_burst_that_another_continues_stays_high() {
+        let names = gpu0_to_gpu1();
         let mut out = Vec::new();
         let mut w = Waves::new(&mut out, &names, u64::MAX).unwrap();
         let t = |ps| Instant::ZERO + Duration::from_ps(ps);
@@ -262,11 +267,7 @@ mod tests {
     /// the bursts they hold: before, the file ended with those directions busy for ever.
     #[test]
     fn dropped_waveforms_write_the_bursts_they_hold() {
-        let names = [DirectionName {
-            node: "gpu0".into(),
-            port: 0,
-            peer: "gpu1".into(),
-        }];
+        let names = gpu0_to_gpu1();
         let mut out = Vec::new();
         let mut w = Waves::new(&mut out, &names, u64::MAX).unwrap();
         let t = |ps| Instant::ZERO + Duration::from_ps(ps);

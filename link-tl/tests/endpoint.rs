@@ -249,6 +249,29 @@ fn thirty_two_bit_swap_and_compare_swap_touch_only_their_four_bytes() {
 }
 
 /// Put a completion for (`requester`, `tag`) from endpoint 1 on B's data link, as if B's completer sent it.
+/// A fetch-and-add by A at B's byte 64, run until its request has crossed the data links and taken off
+/// B's, before B's endpoint sees it: its handle and the request.
+fn atomic_taken_off_the_link(
+    pair: &mut Pair<'_, &mut [u8], &mut [u8]>,
+) -> (link_tl::endpoint::Handle, link_dl::Received) {
+    let now = pair.link.now;
+    let base = Window::flat(1, MEMORY).base;
+    let handle = pair
+        .a
+        .atomic(now, AtomicOp::FetchAdd, base + 64, 8, 1, 0)
+        .unwrap();
+    let mut taken = None;
+    for _ in 0..200 {
+        let now = pair.link.now;
+        pair.a.poll_transmit(now, &mut pair.link.a);
+        pair.link.step();
+        while let Some(p) = pair.link.b.recv() {
+            taken = Some(p);
+        }
+    }
+    (handle, taken.expect("the request crossed the link"))
+}
+
 fn inject_completion(pair: &mut Pair<'_, &mut [u8], &mut [u8]>, tag: u16, data: &[u8]) {
     let mut packet = Packet::new();
     let header = CompletionHeader {
@@ -291,23 +314,8 @@ fn a_request_nobody_answers_times_out_and_its_late_completion_is_dropped() {
     let mut b = pattern(MEMORY as usize, 5);
     let map = map(MEMORY);
     let mut pair = Pair::new(&mut a[..], &mut b[..], &map, 0.0, 6).unwrap();
-    let now = pair.link.now;
-    let base = Window::flat(1, MEMORY).base;
-    let handle = pair
-        .a
-        .atomic(now, AtomicOp::FetchAdd, base + 64, 8, 1, 0)
-        .unwrap();
     // The request crosses the data links, but B's endpoint never sees it: nobody answers.
-    let mut swallowed = None;
-    for _ in 0..200 {
-        let now = pair.link.now;
-        pair.a.poll_transmit(now, &mut pair.link.a);
-        pair.link.step();
-        while let Some(p) = pair.link.b.recv() {
-            swallowed = Some(p);
-        }
-    }
-    let request = swallowed.expect("the request crossed the link");
+    let (handle, request) = atomic_taken_off_the_link(&mut pair);
     let tag = match Tlp::parse(request.vc, request.tl, &request.payload).unwrap() {
         Tlp::Atomic(atomic) => atomic.id.tag,
         other => panic!("sent {other:?}"),
@@ -399,24 +407,9 @@ fn a_request_with_a_malformed_extension_is_answered_unsupported() {
     let mut b = pattern(MEMORY as usize, 5);
     let map = map(MEMORY);
     let mut pair = Pair::new(&mut a[..], &mut b[..], &map, 0.0, 6).unwrap();
-    let now = pair.link.now;
-    let base = Window::flat(1, MEMORY).base;
-    let handle = pair
-        .a
-        .atomic(now, AtomicOp::FetchAdd, base + 64, 8, 1, 0)
-        .unwrap();
-    let deadline = pair.a.poll_timeout().expect("a completion timeout is armed");
     // Take the request off A's data link before B's endpoint sees it.
-    let mut taken = None;
-    for _ in 0..200 {
-        let now = pair.link.now;
-        pair.a.poll_transmit(now, &mut pair.link.a);
-        pair.link.step();
-        while let Some(p) = pair.link.b.recv() {
-            taken = Some(p);
-        }
-    }
-    let request = taken.expect("the request crossed the link");
+    let (handle, request) = atomic_taken_off_the_link(&mut pair);
+    let deadline = pair.a.poll_timeout().expect("a completion timeout is armed");
     // Set a reserved bit of the extension flit (X[90:64], byte 5 holds X[87:80]) and send it again.
     let mut payload = request.payload.clone();
     payload[0][5] |= 0x01;
