@@ -712,6 +712,8 @@ fn an_output_to_standard_output_is_refused() {
         ("--pcap", "/dev/stdout"),
         ("--vcd", "/dev/fd/1"),
         ("--plot", "/proc/self/fd/1"),
+        // Another name of it, standard output being a pipe here.
+        ("--pcap", "/dev/../dev/stdout"),
     ] {
         for json in [&["--json"][..], &[]] {
             let out = sim(&[&run[..], &[option, path], json].concat());
@@ -763,6 +765,7 @@ fn an_output_to_standard_error_is_refused() {
         ("--pcap", "/dev/stderr"),
         ("--vcd", "/dev/fd/2"),
         ("--plot", "/proc/self/fd/2"),
+        ("--vcd", "/dev/../dev/stderr"),
     ] {
         let out = sim(&[&run[..], &[option, path]].concat());
         let stderr = String::from_utf8_lossy(&out.stderr);

@@ -135,20 +135,20 @@ pub struct TraceArgs {
 }
 
 /// Whether writing `x` and `y` would write one file. Two that exist are one if they are the same regular
-/// file (through links, hard or symbolic; `/dev/null` and other devices take any number of writers); a
-/// file yet to be made is named the same way if its folder and name are.
+/// file, pipe or socket (through links, hard or symbolic, and by any name, `/proc/<pid>/fd/1` or
+/// `/dev/../dev/stdout`; `/dev/null`, terminals and other devices take any number of writers); a file yet
+/// to be made is named the same way if its folder and name are.
 fn same_file(x: &std::path::Path, y: &std::path::Path) -> std::io::Result<bool> {
     if let (Ok(a), Ok(b)) = (std::fs::metadata(x), std::fs::metadata(y)) {
-        if !a.is_file() || !b.is_file() {
-            return Ok(false);
-        }
         #[cfg(unix)]
         {
-            use std::os::unix::fs::MetadataExt;
-            return Ok((a.dev(), a.ino()) == (b.dev(), b.ino()));
+            use std::os::unix::fs::{FileTypeExt, MetadataExt};
+            let device =
+                |m: &std::fs::Metadata| m.file_type().is_char_device() || m.file_type().is_block_device();
+            return Ok(!device(&a) && (a.dev(), a.ino()) == (b.dev(), b.ino()));
         }
         #[cfg(not(unix))]
-        return Ok(x.canonicalize()? == y.canonicalize()?);
+        return Ok(a.is_file() && b.is_file() && x.canonicalize()? == y.canonicalize()?);
     }
     // Where a path leads: absolute, its folder's links and `..` resolved when the folder exists.
     let resolved = |path: &std::path::Path| -> std::io::Result<std::path::PathBuf> {
