@@ -15,6 +15,16 @@ pub enum NodeKind {
     Switch,
 }
 
+impl NodeKind {
+    /// The kind as a topology file spells it: `gpu` or `switch`.
+    pub const fn name(self) -> &'static str {
+        match self {
+            NodeKind::Gpu => "gpu",
+            NodeKind::Switch => "switch",
+        }
+    }
+}
+
 /// How 128-byte writes are framed on a link: how many 16-byte flits carry one.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "kebab-case")]

@@ -1340,13 +1340,8 @@ impl<const REPLAY: usize, const RX_FLITS: usize> DataLink<REPLAY, RX_FLITS> {
             DlState::Active => {}
         }
         self.acknowledged(now, header.ack);
-        if self
-            .tx_credits
-            .report_low(header.credit_vc, header.credit)
-            .is_err()
-        {
-            self.counters.credit_protocol_errors += 1;
-        }
+        let report = self.tx_credits.report_low(header.credit_vc, header.credit);
+        self.count_credit_error(report);
         if header.seq == self.expected {
             let queue = &mut self.rx_queues[header.vc.index()];
             if queue.room() < len {
@@ -1433,9 +1428,8 @@ impl<const REPLAY: usize, const RX_FLITS: usize> DataLink<REPLAY, RX_FLITS> {
                 }
                 self.acknowledged(now, c.ack);
                 for vc in Vc::ALL {
-                    if self.tx_credits.report(vc, c.credits[vc.index()]).is_err() {
-                        self.counters.credit_protocol_errors += 1;
-                    }
+                    let report = self.tx_credits.report(vc, c.credits[vc.index()]);
+                    self.count_credit_error(report);
                 }
                 if c.kind == ControlKind::Nak {
                     self.counters.naks_received += 1;
@@ -1449,6 +1443,14 @@ impl<const REPLAY: usize, const RX_FLITS: usize> DataLink<REPLAY, RX_FLITS> {
         self.state = DlState::Active;
         self.next_update = now;
         self.event(DlEvent::Up);
+    }
+
+    /// Count a credit report the sender's credits refused (`DlError::ImpossibleCredit`): a protocol
+    /// violation that changes nothing else.
+    fn count_credit_error(&mut self, report: Result<(), DlError>) {
+        if report.is_err() {
+            self.counters.credit_protocol_errors += 1;
+        }
     }
 
     /// The partner has received everything up to and including `ack`.

@@ -596,14 +596,14 @@ impl View<'_> {
         );
         for (x, node) in t.nodes.iter().enumerate() {
             let dash = || "-".to_string();
-            let (kind, endpoint, partition) = match node.kind {
+            let (endpoint, partition) = match node.kind {
                 NodeKind::Gpu => (
-                    "gpu",
                     self.endpoint(x).map_or_else(dash, |e| e.to_string()),
                     node.partition.to_string(),
                 ),
-                NodeKind::Switch => ("switch", dash(), dash()),
+                NodeKind::Switch => (dash(), dash()),
             };
+            let kind = node.kind.name();
             let level = match f.level[x] {
                 usize::MAX => dash(),
                 l => l.to_string(),
@@ -713,7 +713,7 @@ impl View<'_> {
                 let gpu = node.kind == NodeKind::Gpu;
                 json!({
                     "name": node.name,
-                    "kind": if gpu { "gpu" } else { "switch" },
+                    "kind": node.kind.name(),
                     "endpoint": self.endpoint(x),
                     "partition": gpu.then_some(node.partition),
                     "level": (f.level[x] != usize::MAX).then_some(f.level[x]),
@@ -785,10 +785,6 @@ impl View<'_> {
                 .into();
         }
         if args.routes {
-            let kind = |x: usize| match self.topology.nodes[x].kind {
-                NodeKind::Switch => "switch",
-                NodeKind::Gpu => "gpu",
-            };
             out["routes"] = self
                 .routing_nodes()
                 .map(|x| {
@@ -801,7 +797,7 @@ impl View<'_> {
                         .collect();
                     // Keyed by what the node is: "switch" or "gpu".
                     let mut routes = json!({ "table": table });
-                    routes[kind(x)] = self.name(x).into();
+                    routes[self.topology.nodes[x].kind.name()] = self.name(x).into();
                     routes
                 })
                 .collect::<Vec<_>>()

@@ -591,6 +591,7 @@ mod tests {
         const D20_1: u8 = 0x34;
         let mut tx = LaneTx::new(0);
         let mut sent = symbol_lock(&mut tx);
+        let locked = sent.len();
         let mut keystream = Gen1Scrambler::new();
         EIOS_8B10B.iter().for_each(|&s| {
             keystream.pass(s);
@@ -606,11 +607,11 @@ mod tests {
         }
         for (i, bits) in sent.iter_mut().enumerate() {
             let code = bits.get(0, 10) as u16;
-            let hit = if skp_hits.contains(&i.wrapping_sub(8)) {
+            let hit = if skp_hits.contains(&i.wrapping_sub(locked)) {
                 crate::code8b10b::encode_symbol(rd.disparity(), Symbol::SKP)
                     .ok()
                     .map(|(code, _)| code)
-            } else if invalid_hits.contains(&i.wrapping_sub(8)) {
+            } else if invalid_hits.contains(&i.wrapping_sub(locked)) {
                 Some(INVALID)
             } else {
                 None

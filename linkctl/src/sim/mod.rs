@@ -163,8 +163,9 @@ fn same_file(x: &std::path::Path, y: &std::path::Path) -> std::io::Result<bool> 
 
 /// The standard stream writing `path` would write to, as an error message names it: standard output, where
 /// the report goes, or standard error, where errors and progress go. A name of one (`/dev/stdout`,
-/// `/dev/fd/1`, `/proc/self/fd/1`; `/dev/stderr`, `/dev/fd/2`, `/proc/self/fd/2`), or the regular file it
-/// was sent to ([`same_file`]'s rule, so that a trace may go to `/dev/null` with the report).
+/// `/dev/fd/1`, `/proc/self/fd/1`; `/dev/stderr`, `/dev/fd/2`, `/proc/self/fd/2`), or by any name the file,
+/// pipe or socket it was sent to ([`same_file`]'s rule, so that a trace may go to `/dev/null` with the
+/// report).
 fn standard_stream(path: &std::path::Path) -> std::io::Result<Option<&'static str>> {
     let streams = [
         (
