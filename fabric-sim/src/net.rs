@@ -68,6 +68,13 @@ const BURST_MAX: usize = 64;
 /// The data link every port runs.
 pub type PortLink = DataLink<REPLAY, RX_FLITS>;
 
+/// Tell a port's data link that its physical layer, which the simulator models as a timed channel, has
+/// come up: at the start or after a repair. The width and rate only bound the link's timers from below
+/// (two unit times at x16 and 32 GT/s), far under the update interval and replay timeout it is given.
+fn phy_up(link: &mut PortLink, now: Instant) {
+    link.phy_up(now, LinkWidth::X16, Rate::Gen5);
+}
+
 /// A packet a GPU sends: where to, on which channel, its transaction-layer header and payload flits.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Outgoing {
@@ -674,7 +681,7 @@ impl Net {
                 // Ports number at most 64 (checked with the identities below).
                 link.set_ident(IdentFlit { node, port: p as u8 });
                 if !failed.contains(&t) {
-                    link.phy_up(Instant::ZERO, LinkWidth::X16, Rate::Gen5);
+                    phy_up(&mut link, Instant::ZERO);
                 }
                 ports.push(link);
             }

@@ -147,6 +147,16 @@ pub enum FaultSpec {
         /// When, from the start of the sweep.
         at: link_phy::time::Duration,
     },
+    /// The trunk between nodes `a` and `b` is repaired at `at`: it comes back with all its links
+    /// ([`Fault::LinkRepaired`]).
+    Repair {
+        /// One end.
+        a: String,
+        /// The other end.
+        b: String,
+        /// When, from the start of the sweep.
+        at: link_phy::time::Duration,
+    },
     /// The port of switch `switch` that leads to `peer` fails at `at`.
     Port {
         /// The switch.
@@ -167,7 +177,10 @@ impl FaultSpec {
     /// When it happens, from the start of the sweep.
     pub fn at(&self) -> link_phy::time::Duration {
         match self {
-            FaultSpec::Link { at, .. } | FaultSpec::OneLink { at, .. } | FaultSpec::Port { at, .. } => *at,
+            FaultSpec::Link { at, .. }
+            | FaultSpec::OneLink { at, .. }
+            | FaultSpec::Repair { at, .. }
+            | FaultSpec::Port { at, .. } => *at,
         }
     }
 
@@ -176,6 +189,7 @@ impl FaultSpec {
         match self {
             FaultSpec::Link { .. } => "--fail-link",
             FaultSpec::OneLink { .. } => "--degrade-link",
+            FaultSpec::Repair { .. } => "--repair-link",
             FaultSpec::Port { .. } => "--fail-port",
         }
     }
@@ -191,12 +205,15 @@ impl FaultSpec {
         let fabric = net.fabric();
         let port_towards = |x: usize, y: usize| fabric.port_towards(topology, x, y);
         match self {
-            FaultSpec::Link { a, b, at } | FaultSpec::OneLink { a, b, at } => {
+            FaultSpec::Link { a, b, at }
+            | FaultSpec::OneLink { a, b, at }
+            | FaultSpec::Repair { a, b, at } => {
                 let (x, y) = (node(a)?, node(b)?);
                 let trunk = fabric.ports[x][port_towards(x, y)?].0;
                 let at = Instant(at.as_ps());
                 Ok(match self {
                     FaultSpec::OneLink { .. } => Fault::LinkLost { trunk, at },
+                    FaultSpec::Repair { .. } => Fault::LinkRepaired { trunk, at },
                     _ => Fault::LinkDown { trunk, at },
                 })
             }

@@ -163,6 +163,109 @@ fn losing_every_ganged_link_of_a_trunk_fails_it() {
     assert_eq!((f.links_degraded, f.links_failed), (4, 1), "{f:?}");
 }
 
+fn repair(a: &str, b: &str, at_ns: u64) -> FaultSpec {
+    FaultSpec::Repair {
+        a: a.into(),
+        b: b.into(),
+        at: Duration::from_ns(at_ns),
+    }
+}
+
+/// The last size's time, microseconds.
+fn last_time_us(report: &Report) -> f64 {
+    report.rows.last().map_or(f64::NAN, |r| r.time_us)
+}
+
+#[test]
+fn a_repaired_link_is_routed_over_again_and_can_fail_again() {
+    // The failure lands in the first size (1 MiB takes about 5 us); the repair comes before the last
+    // (4 MiB, from about 16 us), which then runs as fast as on a fabric that never lost the link.
+    let mut s = sweep("dgx-h100", Kind::AllReduce, Algo::Ring, 1 << 20, 4 << 20);
+    let healthy = last_time_us(&run_ok(&s));
+    s.faults = vec![link("gpu0", "nvswitch1", 1_000)];
+    let failed = last_time_us(&run_ok(&s));
+    s.faults.push(repair("nvswitch1", "gpu0", 3_000));
+    let report = run_ok(&s);
+    let f = report.failover;
+    assert_eq!(
+        (f.links_failed, f.links_repaired, f.repairs_without_effect),
+        (1, 1, 0),
+        "{f:?}"
+    );
+    let repaired = last_time_us(&report);
+    assert!(failed > 1.2 * healthy, "{failed} against {healthy} us");
+    assert!(
+        (repaired - healthy).abs() < 0.02 * healthy,
+        "{repaired} against {healthy} us healthy, {failed} without the repair"
+    );
+    // Repaired, the trunk is a live one: failing it again is failing it, not a fault without effect.
+    s.faults.push(link("gpu0", "nvswitch1", 12_000));
+    s.ber = Some(1e-7);
+    let f = run_ok(&s).failover;
+    assert_eq!(
+        (f.links_failed, f.links_repaired, f.faults_without_effect),
+        (2, 1, 0),
+        "{f:?}"
+    );
+}
+
+#[test]
+fn a_repaired_trunk_with_links_lost_gets_its_bandwidth_back() {
+    // As in `losing_one_ganged_link_slows_its_trunk_and_loses_nothing`: the switch reduction paced by a
+    // trunk with one of its five links lost runs at about 4/5 of the bandwidth, until the repair.
+    let mut s = sweep("dgx-h100", Kind::AllReduce, Algo::SwitchReduce, 1 << 20, 4 << 20);
+    let healthy = run_ok(&s).rows[2].busbw;
+    s.faults = vec![
+        one_link("gpu0", "nvswitch0", 1_000),
+        repair("gpu0", "nvswitch0", 2_000),
+    ];
+    let report = run_ok(&s);
+    let f = report.failover;
+    assert_eq!(
+        (f.links_degraded, f.links_repaired, f.links_failed),
+        (1, 1, 0),
+        "{f:?}"
+    );
+    let repaired = report.rows[2].busbw;
+    assert!(
+        (repaired - healthy).abs() < 0.02 * healthy,
+        "{repaired:.1} against {healthy:.1} GB/s"
+    );
+}
+
+#[test]
+fn a_repaired_switch_port_comes_back_after_the_managers_delay() {
+    let mut s = sweep("dgx-h100", Kind::AllReduce, Algo::Ring, 1 << 20, 2 << 20);
+    s.replan_delay = Duration::from_ns(2_000);
+    s.faults = vec![
+        FaultSpec::Port {
+            switch: "nvswitch2".into(),
+            peer: "gpu5".into(),
+            at: Duration::from_ns(1_000),
+        },
+        repair("gpu5", "nvswitch2", 4_000),
+    ];
+    let f = run_ok(&s).failover;
+    assert_eq!((f.links_failed, f.links_repaired), (1, 1), "{f:?}");
+}
+
+#[test]
+fn a_repair_of_a_whole_link_is_counted_without_effect() {
+    // One before its link fails, one of a link that never does.
+    let mut s = sweep("dgx-h100", Kind::AllReduce, Algo::Ring, 1 << 20, 1 << 20);
+    s.faults = vec![
+        repair("gpu0", "nvswitch1", 500),
+        link("gpu0", "nvswitch1", 1_000),
+        repair("gpu1", "nvswitch1", 2_000),
+    ];
+    let f = run_ok(&s).failover;
+    assert_eq!(
+        (f.links_failed, f.links_repaired, f.repairs_without_effect),
+        (1, 0, 2),
+        "{f:?}"
+    );
+}
+
 #[test]
 fn a_switch_port_failing_is_survived_by_every_algorithm() {
     for (kind, algo) in [

@@ -343,6 +343,42 @@ fn faults_that_find_their_link_down_are_counted() {
     );
 }
 
+/// A repaired link is counted in the JSON and the footer, and so is a repair that finds its link whole.
+#[test]
+fn repairs_are_counted() {
+    let args = [
+        "allreduce",
+        "--min",
+        "1M",
+        "--max",
+        "2M",
+        "--fail-link",
+        "gpu0:nvswitch1@1us",
+        "--repair-link",
+        "nvswitch1:gpu0@3us",
+        "--repair-link",
+        "gpu1:nvswitch1@3us",
+    ];
+    let v = json(&args);
+    let f = &v["failover"];
+    assert_eq!(
+        (
+            &f["links_failed"],
+            &f["links_repaired"],
+            &f["repairs_without_effect"]
+        ),
+        (&json!(1), &json!(1), &json!(1)),
+        "{f}"
+    );
+    assert_eq!(v["verified"], true);
+    let text = String::from_utf8(sim(&args).stdout).unwrap();
+    assert!(
+        text.contains("# Failover: 1 link(s) failed, 0 ganged link(s) lost, 1 repaired;")
+            && text.contains("; 1 repair(s) without effect, their link already whole"),
+        "{text}"
+    );
+}
+
 #[test]
 fn traffic_beside_a_collective_is_reported_in_the_json_and_the_table() {
     let args = [
@@ -909,6 +945,21 @@ fn bad_input_is_a_clear_error_not_a_panic() {
         &["allreduce", "--degrade-link", "gpu0:nvswitch1"],
         &["allreduce", "--degrade-link", "gpu0:gpu1@1us"],
         &["allreduce", "--replan-delay", "10us"],
+        &["allreduce", "--repair-link", "gpu0:nvswitch1@1us"],
+        &[
+            "allreduce",
+            "--fail-link",
+            "gpu0:nvswitch1@1us",
+            "--repair-link",
+            "gpu0:nvswitch1",
+        ],
+        &[
+            "allreduce",
+            "--fail-link",
+            "gpu0:nvswitch1@1us",
+            "--repair-link",
+            "gpu0:gpu1@2us",
+        ],
         &["allreduce", "--background", "bogus:0.3"],
         &["allreduce", "--background", "uniform"],
         &["allreduce", "--background", "uniform:1.5"],

@@ -2,7 +2,7 @@
 //! links hand back what they had not had acknowledged, switches give back what they queued for the dead
 //! port, the fabric manager routes around it, packets with no way on return to their source to be sent
 //! another way, destinations drop the copies they already have, and a switch that lost a GPU takes its
-//! collective engine offline.
+//! collective engine offline. A repaired trunk comes back, and the fabric manager routes over it again.
 
 use std::collections::VecDeque;
 
@@ -10,7 +10,7 @@ use link_dl::Received;
 use link_phy::time::{Duration, Instant};
 use switch_fw::switch::{Arrival, Destination};
 
-use super::{write_program, App, Event, Held, Net, NodeState, Offer};
+use super::{phy_up, write_program, App, Event, Held, Net, NodeState, Offer};
 use crate::discover::{check, discover, port_peer};
 use crate::hashing::MixHash;
 use crate::manager::Trunk;
@@ -47,12 +47,28 @@ pub enum Fault {
         /// When.
         at: Instant,
     },
+    /// Trunk `trunk` is repaired at `at`: scheduled as a fault is, it undoes the faults before it. A
+    /// failed trunk (by [`Fault::LinkDown`], [`Fault::PortDown`] or its last [`Fault::LinkLost`]) comes
+    /// back with all its links: its data links initialise again from sequence number 0, a failed switch
+    /// port is back in use, and once the links are up the fabric manager, after its delay, discovers the
+    /// fabric and routes over the trunk again. A trunk still up with links lost retrains with all of
+    /// them, at its full rate, without new routes (as losing them took none). Not undone: a switch's
+    /// reduction engine that went offline stays so, and a port taken out of multicast groups stays out.
+    LinkRepaired {
+        /// Index into the fabric's trunks.
+        trunk: usize,
+        /// When.
+        at: Instant,
+    },
 }
 
 impl Fault {
     fn at(self) -> Instant {
         match self {
-            Fault::LinkDown { at, .. } | Fault::LinkLost { at, .. } | Fault::PortDown { at, .. } => at,
+            Fault::LinkDown { at, .. }
+            | Fault::LinkLost { at, .. }
+            | Fault::PortDown { at, .. }
+            | Fault::LinkRepaired { at, .. } => at,
         }
     }
 }
@@ -92,6 +108,10 @@ pub struct FailoverStats {
     /// Faults that found nothing left to fail: their trunk (or the trunk at their port) had failed
     /// already, by an earlier fault or by as many lost links as it had.
     pub faults_without_effect: u64,
+    /// Repairs ([`Fault::LinkRepaired`]) that brought back a failed trunk or a trunk's lost links.
+    pub links_repaired: u64,
+    /// Repairs that found their trunk whole and up.
+    pub repairs_without_effect: u64,
     /// Jobs that failures split (no route joins some of their GPUs any more) and that went on: synthetic
     /// traffic, whose packets between the parts are lost or not sent ([`super::Job::goes_on_split`]).
     pub jobs_split: u64,
@@ -204,9 +224,11 @@ impl App for Draining<'_> {
 #[derive(Debug)]
 pub(super) struct Failover {
     pub(super) faults: Vec<Fault>,
+    /// Trunks down now (a repair takes its trunk out).
     pub(super) failed: Vec<usize>,
-    /// Of `failed`, those whose stragglers have been let arrive ([`Net::drain_stragglers`]).
-    pub(super) failures_drained: usize,
+    /// Of the trunk failures so far ([`FailoverStats::links_failed`]), those whose stragglers have been
+    /// let arrive ([`Net::drain_stragglers`]).
+    pub(super) failures_drained: u64,
     /// Per node and port: the data link's packets sent before the collective now running started.
     pub(super) size_started: Vec<Vec<u64>>,
     /// Failed trunks the fabric manager has not yet routed around: it waits for links still training to
@@ -327,7 +349,9 @@ impl Net {
     pub fn schedule_faults(&mut self, faults: &[Fault], replan_delay: Duration) -> Result<(), String> {
         for &fault in faults {
             match fault {
-                Fault::LinkDown { trunk, .. } | Fault::LinkLost { trunk, .. }
+                Fault::LinkDown { trunk, .. }
+                | Fault::LinkLost { trunk, .. }
+                | Fault::LinkRepaired { trunk, .. }
                     if trunk >= self.fabric.trunks.len() =>
                 {
                     return Err(format!("there is no trunk {trunk}"));
@@ -398,6 +422,10 @@ impl Net {
         let trunk = match fault {
             Fault::LinkDown { trunk, .. } | Fault::LinkLost { trunk, .. } => trunk,
             Fault::PortDown { node, port, .. } => self.fabric.ports[node][port].0,
+            Fault::LinkRepaired { trunk, .. } => {
+                self.repair_trunk(trunk, app);
+                return;
+            }
         };
         if let Some(f) = self.failover.as_mut().filter(|f| f.failed.contains(&trunk)) {
             f.stats.faults_without_effect += 1;
@@ -452,6 +480,54 @@ impl Net {
             self.learn_peer(x, p);
         }
         false
+    }
+
+    /// Trunk `t` is repaired ([`Fault::LinkRepaired`]).
+    fn repair_trunk(&mut self, t: usize, app: &mut dyn App) {
+        let Some(f) = self.failover.as_mut() else { return };
+        let all = self.fabric.trunks[t].links;
+        let failed = f.failed.iter().position(|&x| x == t);
+        if failed.is_none() && f.links_left[t] == all {
+            f.stats.repairs_without_effect += 1;
+            return;
+        }
+        f.stats.links_repaired += 1;
+        f.links_left[t] = all;
+        let ends = [self.fabric.trunks[t].a, self.fabric.trunks[t].b];
+        if let Some(i) = failed {
+            f.failed.remove(i);
+            // As after a failure, the fabric manager replans after its delay, once the links are up (once
+            // for both, if it has yet to replan after the failure).
+            if !f.unplanned.contains(&t) {
+                f.unplanned.push(t);
+            }
+            let ready = self.now + f.replan_delay;
+            f.replan_at = f.replan_at.max(ready);
+            if ready > self.now {
+                self.schedule(ready, Event::Replan);
+            }
+        }
+        let gbps = self.trunk_now(t).gbps;
+        for (d, dir) in self.dirs[t].iter_mut().enumerate() {
+            self.wire_room[t][d].rate_changes(self.now, dir.unit_ps);
+            dir.set_rate(gbps);
+            dir.up = true;
+        }
+        for (node, port) in ends {
+            if failed.is_some() {
+                if let NodeState::Switch { core, .. } = &mut self.nodes[node] {
+                    core.set_port_down(port, false);
+                }
+                // Down since the failure: it initialises as at the start, and reports `Up` when done.
+                phy_up(&mut self.links[node][port], self.now);
+            }
+            self.learn_peer(node, port);
+        }
+        for d in 0..2 {
+            self.kick(t, d);
+            self.record_link(t, d);
+        }
+        self.replan_when_up(app);
     }
 
     /// Fill node `x`'s identity registers of port `p` from what its data link learned of the partner when
@@ -853,12 +929,13 @@ impl Net {
         let Some(f) = self.failover.as_ref() else { return };
         // Only a failure makes copies: without one since the last drain there is nothing to wait for
         // (and a run with faults scheduled runs as one without until the first).
-        if f.failed.len() != f.failures_drained && !self.step_until_quiet(&mut Draining { app }, limit) {
+        if f.stats.links_failed != f.failures_drained && !self.step_until_quiet(&mut Draining { app }, limit)
+        {
             return;
         }
         if let Some(f) = self.failover.as_mut() {
             f.seen.iter_mut().for_each(Seen::forget_collective);
-            f.failures_drained = f.failed.len();
+            f.failures_drained = f.stats.links_failed;
             for (started, links) in f.size_started.iter_mut().zip(&self.links) {
                 for (started, link) in started.iter_mut().zip(links) {
                     *started = link.counters().packets_sent;

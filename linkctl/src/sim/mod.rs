@@ -405,18 +405,24 @@ pub fn failover_json(f: &fabric_sim::net::FailoverStats) -> serde_json::Value {
         "packets_lost": f.packets_lost,
         "jobs_split": f.jobs_split,
         "faults_without_effect": f.faults_without_effect,
+        "links_repaired": f.links_repaired,
+        "repairs_without_effect": f.repairs_without_effect,
     })
 }
 
 /// What failover did, as a line of the tables of `sim` and `sim traffic`.
 pub fn failover_line(f: &fabric_sim::net::FailoverStats) -> String {
     format!(
-        "# Failover: {} link(s) failed, {} ganged link(s) lost; {} units lost on the wire; {} packets taken back \
+        "# Failover: {} link(s) failed, {} ganged link(s) lost{}; {} units lost on the wire; {} packets taken back \
          from data links, {} from switch queues; {} sent again by another path, {} returned to their source; \
          {} held by switches until the new routes; {} duplicates dropped; {} lost (no way on); {} job(s) \
-         split that went on{}",
+         split that went on{}{}",
         f.links_failed,
         f.links_degraded,
+        match f.links_repaired {
+            0 => String::new(),
+            n => format!(", {n} repaired"),
+        },
         f.units_lost,
         f.packets_taken_back,
         f.packets_evicted,
@@ -429,6 +435,10 @@ pub fn failover_line(f: &fabric_sim::net::FailoverStats) -> String {
         match f.faults_without_effect {
             0 => String::new(),
             n => format!("; {n} fault(s) without effect, their link already down"),
+        },
+        match f.repairs_without_effect {
+            0 => String::new(),
+            n => format!("; {n} repair(s) without effect, their link already whole"),
         }
     )
 }
@@ -450,6 +460,11 @@ pub struct FaultArgs {
     /// Fail the port of a switch that leads to a node, e.g. `nvswitch2:gpu5@30us` (repeatable)
     #[arg(long, value_name = "SWITCH:PEER@TIME")]
     pub fail_port: Vec<String>,
+    /// Repair the link between two nodes at a simulated time, e.g. `gpu0:nvswitch1@60us`, after
+    /// `--fail-link`, `--fail-port` or `--degrade-link` took it or some of its links: all its links come
+    /// back and initialise again, and the fabric manager routes over it again (repeatable)
+    #[arg(long, value_name = "A:B@TIME")]
+    pub repair_link: Vec<String>,
     /// How long the fabric manager takes from a failure to its new routes, e.g. `50us` (default: at
     /// once); meanwhile switches move flows off the failed port to the other ports of their routes and
     /// hold what has none
@@ -486,16 +501,27 @@ impl FaultArgs {
                 parse_fault(f, "--fail-port", "SWITCH:PEER@TIME, e.g. nvswitch2:gpu5@30us")?;
             faults.push(FaultSpec::Port { switch, peer, at });
         }
+        for f in &self.repair_link {
+            let (a, b, at) = parse_fault(f, "--repair-link", "A:B@TIME, e.g. gpu0:nvswitch1@60us")?;
+            faults.push(FaultSpec::Repair { a, b, at });
+        }
+        ensure!(
+            self.repair_link.is_empty() || self.fails_any(),
+            "--repair-link needs a failure to repair (--fail-link, --degrade-link or --fail-port)"
+        );
         Ok(faults)
+    }
+
+    /// Whether any failure is asked for.
+    fn fails_any(&self) -> bool {
+        !(self.fail_link.is_empty() && self.degrade_link.is_empty() && self.fail_port.is_empty())
     }
 
     /// `--replan-delay`, checked.
     pub fn replan_delay(&self) -> anyhow::Result<Duration> {
         match &self.replan_delay {
             None => Ok(Duration::ZERO),
-            Some(_)
-                if self.fail_link.is_empty() && self.degrade_link.is_empty() && self.fail_port.is_empty() =>
-            {
+            Some(_) if !self.fails_any() => {
                 bail!("--replan-delay needs a failure to replan after (--fail-link, --degrade-link or --fail-port)")
             }
             Some(time) => parse_time(time).context("--replan-delay"),
