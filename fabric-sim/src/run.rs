@@ -166,6 +166,39 @@ pub enum FaultSpec {
         /// When, from the start of the sweep.
         at: link_phy::time::Duration,
     },
+    /// The whole switch `switch` fails at `at`: every one of its ports, as [`FaultSpec::Port`] fails one
+    /// (each trunk counts as a failed link).
+    Switch {
+        /// The switch.
+        switch: String,
+        /// When, from the start of the sweep.
+        at: link_phy::time::Duration,
+    },
+    /// Every trunk of switch `switch` is repaired at `at`, as [`FaultSpec::Repair`] repairs one.
+    SwitchRepair {
+        /// The switch.
+        switch: String,
+        /// When, from the start of the sweep.
+        at: link_phy::time::Duration,
+    },
+}
+
+/// The simulator's faults for `faults`, with names resolved on `net`'s fabric (a switch's failure or
+/// repair is one per port); an error names the option.
+pub(crate) fn resolve_faults(
+    faults: &[FaultSpec],
+    topology: &Topology,
+    net: &Net,
+) -> Result<Vec<Fault>, String> {
+    let mut resolved = Vec::new();
+    for fault in faults {
+        resolved.extend(
+            fault
+                .resolve_names(topology, net)
+                .map_err(|e| format!("{}: {e}", fault.option()))?,
+        );
+    }
+    Ok(resolved)
 }
 
 /// How many of `faults` are due after `end`: they did not happen in a run that ended then.
@@ -180,7 +213,9 @@ impl FaultSpec {
             FaultSpec::Link { at, .. }
             | FaultSpec::OneLink { at, .. }
             | FaultSpec::Repair { at, .. }
-            | FaultSpec::Port { at, .. } => *at,
+            | FaultSpec::Port { at, .. }
+            | FaultSpec::Switch { at, .. }
+            | FaultSpec::SwitchRepair { at, .. } => *at,
         }
     }
 
@@ -191,19 +226,22 @@ impl FaultSpec {
             FaultSpec::OneLink { .. } => "--degrade-link",
             FaultSpec::Repair { .. } => "--repair-link",
             FaultSpec::Port { .. } => "--fail-port",
+            FaultSpec::Switch { .. } => "--fail-switch",
+            FaultSpec::SwitchRepair { .. } => "--repair-switch",
         }
     }
 
-    /// The simulator's fault, with names resolved on `net`'s fabric; an error names the option.
-    pub(crate) fn resolve(&self, topology: &Topology, net: &Net) -> Result<Fault, String> {
-        self.resolve_names(topology, net)
-            .map_err(|e| format!("{}: {e}", self.option()))
-    }
-
-    fn resolve_names(&self, topology: &Topology, net: &Net) -> Result<Fault, String> {
+    fn resolve_names(&self, topology: &Topology, net: &Net) -> Result<Vec<Fault>, String> {
         let node = |name: &str| topology.node_named(name);
         let fabric = net.fabric();
         let port_towards = |x: usize, y: usize| fabric.port_towards(topology, x, y);
+        let switch_named = |name: &str| {
+            let x = node(name)?;
+            if topology.nodes[x].kind != NodeKind::Switch {
+                return Err(format!("{name} is not a switch"));
+            }
+            Ok(x)
+        };
         match self {
             FaultSpec::Link { a, b, at }
             | FaultSpec::OneLink { a, b, at }
@@ -211,22 +249,34 @@ impl FaultSpec {
                 let (x, y) = (node(a)?, node(b)?);
                 let trunk = fabric.ports[x][port_towards(x, y)?].0;
                 let at = Instant(at.as_ps());
-                Ok(match self {
+                Ok(vec![match self {
                     FaultSpec::OneLink { .. } => Fault::LinkLost { trunk, at },
                     FaultSpec::Repair { .. } => Fault::LinkRepaired { trunk, at },
                     _ => Fault::LinkDown { trunk, at },
-                })
+                }])
             }
             FaultSpec::Port { switch, peer, at } => {
-                let (x, y) = (node(switch)?, node(peer)?);
-                if topology.nodes[x].kind != NodeKind::Switch {
-                    return Err(format!("{switch} is not a switch"));
-                }
-                Ok(Fault::PortDown {
+                let (x, y) = (switch_named(switch)?, node(peer)?);
+                Ok(vec![Fault::PortDown {
                     node: x,
                     port: port_towards(x, y)?,
                     at: Instant(at.as_ps()),
-                })
+                }])
+            }
+            FaultSpec::Switch { switch, at } => {
+                let x = switch_named(switch)?;
+                let at = Instant(at.as_ps());
+                Ok((0..fabric.port_count(x))
+                    .map(|port| Fault::PortDown { node: x, port, at })
+                    .collect())
+            }
+            FaultSpec::SwitchRepair { switch, at } => {
+                let x = switch_named(switch)?;
+                let at = Instant(at.as_ps());
+                Ok(fabric.ports[x]
+                    .iter()
+                    .map(|&(trunk, _)| Fault::LinkRepaired { trunk, at })
+                    .collect())
             }
         }
     }
@@ -833,11 +883,7 @@ fn run_with(
                 "with faults, messages are limited to 16 GiB (packet numbers must fit a bounce)".into(),
             );
         }
-        let faults = sweep
-            .faults
-            .iter()
-            .map(|f| f.resolve(&topology, &net))
-            .collect::<Result<Vec<_>, _>>()?;
+        let faults = resolve_faults(&sweep.faults, &topology, &net)?;
         net.schedule_faults(&faults, sweep.replan_delay)?;
     }
     let mut background = sweep

@@ -29,7 +29,7 @@ use rand_xoshiro::{SplitMix64, Xoshiro256PlusPlus};
 use crate::collective::{carries, payload_of, words_of, PER_PACKET};
 use crate::hashing::MixHash;
 use crate::net::{App, FailoverStats, Job, LinkTotals, Net, Offer, Outgoing};
-use crate::run::{record_links, FaultSpec};
+use crate::run::{record_links, resolve_faults, FaultSpec};
 use crate::topology::Topology;
 use crate::trace::TraceSummary;
 use crate::wire;
@@ -402,11 +402,7 @@ pub fn run_traffic(topology: &Topology, spec: &TrafficSpec) -> Result<TrafficRep
         goes_on_split: true,
     }])
     .map_err(|e| format!("{e} (run on the GPUs of one part of the fabric: `linkctl sim traffic --gpus`)"))?;
-    let faults = spec
-        .faults
-        .iter()
-        .map(|f| f.resolve(topology, &net))
-        .collect::<Result<Vec<_>, _>>()?;
+    let faults = resolve_faults(&spec.faults, topology, &net)?;
     if !faults.is_empty() {
         net.schedule_faults(&faults, spec.replan_delay)?;
     }

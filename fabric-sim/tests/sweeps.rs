@@ -250,6 +250,59 @@ fn a_repaired_switch_port_comes_back_after_the_managers_delay() {
 }
 
 #[test]
+fn a_whole_switch_fails_and_comes_back() {
+    // On DGX H100 every GPU has a trunk to each NVSwitch: losing one takes a trunk from each of the 8,
+    // and the repair brings all 8 back, so that the last size runs as on the whole fabric. The switch
+    // fails as the sweep starts, holding nothing (below, what it holds is lost with it).
+    let mut s = sweep("dgx-h100", Kind::AllReduce, Algo::Ring, 1 << 20, 4 << 20);
+    let healthy = last_time_us(&run_ok(&s));
+    let switch = |at_ns| FaultSpec::Switch {
+        switch: "nvswitch1".into(),
+        at: Duration::from_ns(at_ns),
+    };
+    s.faults = vec![switch(0)];
+    let failed = run_ok(&s);
+    assert_eq!(failed.failover.links_failed, 8, "{:?}", failed.failover);
+    s.faults.push(FaultSpec::SwitchRepair {
+        switch: "nvswitch1".into(),
+        at: Duration::from_ns(3_000),
+    });
+    let repaired = run_ok(&s);
+    assert_eq!(repaired.failover.links_repaired, 8, "{:?}", repaired.failover);
+    let (failed, repaired) = (last_time_us(&failed), last_time_us(&repaired));
+    assert!(failed > 1.2 * healthy, "{failed} against {healthy} us");
+    assert!(
+        (repaired - healthy).abs() < 0.02 * healthy,
+        "{repaired} against {healthy} us healthy, {failed} without the repair"
+    );
+    // The switch reduction loses that plane's engine, and goes on with the other three.
+    let mut reduce = sweep("dgx-h100", Kind::AllReduce, Algo::SwitchReduce, 1 << 20, 2 << 20);
+    reduce.faults = vec![switch(0)];
+    let f = run_ok(&reduce).failover;
+    assert_eq!((f.links_failed, f.engines_offline), (8, 1), "{f:?}");
+    // A switch that fails in the middle of the ring takes with it packets it had acknowledged to their
+    // senders, which no data link replays and no port is left to return: the run stops, saying so.
+    s.faults = vec![switch(1_000)];
+    let report = run(&s, &mut |_| {}).unwrap();
+    let why = report.failure.unwrap_or_default();
+    assert!(
+        !report.verified && why.contains("nvswitch1 holds a packet") && why.contains("the packet is lost"),
+        "{why}"
+    );
+    assert!(report.failover.packets_lost > 0, "{:?}", report.failover);
+    // A name that is not a switch's is refused, naming the option.
+    s.faults = vec![FaultSpec::Switch {
+        switch: "gpu0".into(),
+        at: Duration::ZERO,
+    }];
+    let e = run(&s, &mut |_| {}).unwrap_err();
+    assert!(
+        e.contains("--fail-switch") && e.contains("gpu0 is not a switch"),
+        "{e}"
+    );
+}
+
+#[test]
 fn a_repair_of_a_whole_link_is_counted_without_effect() {
     // One before its link fails, one of a link that never does.
     let mut s = sweep("dgx-h100", Kind::AllReduce, Algo::Ring, 1 << 20, 1 << 20);

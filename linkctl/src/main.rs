@@ -79,7 +79,7 @@ enum Command {
     Bench(bench::BenchCommand),
     /// Collectives on a simulated fabric, reported as nccl-tests reports them
     #[command(subcommand)]
-    Sim(sim::SimCommand),
+    Sim(Box<sim::SimCommand>),
     /// What the fabric manager makes of a topology: what its discovery of the hardware finds, trunks,
     /// endpoint IDs, routes, partitions, a check that the routes cannot deadlock, and a probe of what the
     /// switches let through; exit status 3 if the hardware is wired otherwise than the topology says, the
@@ -141,7 +141,7 @@ fn main() -> ExitCode {
         Command::Dl(cmd) => dl::run(cmd),
         Command::Link(cmd) => link::run(cmd),
         Command::Bench(cmd) => bench::run(cmd).map(|()| ExitCode::SUCCESS),
-        Command::Sim(cmd) => sim::run(cmd),
+        Command::Sim(cmd) => sim::run(*cmd),
         Command::Fabric(args) => fabric::run(args),
         Command::Tl(cmd) => tl::run(cmd),
         Command::Coherence(args) => coherence::run(args),

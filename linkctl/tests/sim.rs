@@ -946,6 +946,11 @@ fn bad_input_is_a_clear_error_not_a_panic() {
         &["allreduce", "--degrade-link", "gpu0:gpu1@1us"],
         &["allreduce", "--replan-delay", "10us"],
         &["allreduce", "--repair-link", "gpu0:nvswitch1@1us"],
+        &["allreduce", "--repair-switch", "nvswitch1@1us"],
+        &["allreduce", "--fail-switch", "nvswitch1"],
+        &["allreduce", "--fail-switch", "@1us"],
+        &["allreduce", "--fail-switch", "gpu0@1us"],
+        &["allreduce", "--fail-switch", "nvswitch9@1us"],
         &[
             "allreduce",
             "--fail-link",

@@ -460,11 +460,19 @@ pub struct FaultArgs {
     /// Fail the port of a switch that leads to a node, e.g. `nvswitch2:gpu5@30us` (repeatable)
     #[arg(long, value_name = "SWITCH:PEER@TIME")]
     pub fail_port: Vec<String>,
+    /// Fail a whole switch at a simulated time, e.g. `nvswitch1@20us`: every one of its ports, as
+    /// `--fail-port` fails one (repeatable)
+    #[arg(long, value_name = "SWITCH@TIME")]
+    pub fail_switch: Vec<String>,
     /// Repair the link between two nodes at a simulated time, e.g. `gpu0:nvswitch1@60us`, after
     /// `--fail-link`, `--fail-port` or `--degrade-link` took it or some of its links: all its links come
     /// back and initialise again, and the fabric manager routes over it again (repeatable)
     #[arg(long, value_name = "A:B@TIME")]
     pub repair_link: Vec<String>,
+    /// Repair every link of a switch at a simulated time, e.g. `nvswitch1@60us`, as `--repair-link`
+    /// repairs one (repeatable)
+    #[arg(long, value_name = "SWITCH@TIME")]
+    pub repair_switch: Vec<String>,
     /// How long the fabric manager takes from a failure to its new routes, e.g. `50us` (default: at
     /// once); meanwhile switches move flows off the failed port to the other ports of their routes and
     /// hold what has none
@@ -501,20 +509,32 @@ impl FaultArgs {
                 parse_fault(f, "--fail-port", "SWITCH:PEER@TIME, e.g. nvswitch2:gpu5@30us")?;
             faults.push(FaultSpec::Port { switch, peer, at });
         }
+        for f in &self.fail_switch {
+            let (switch, at) = parse_node_at(f, "--fail-switch", "SWITCH@TIME, e.g. nvswitch1@20us")?;
+            faults.push(FaultSpec::Switch { switch, at });
+        }
         for f in &self.repair_link {
             let (a, b, at) = parse_fault(f, "--repair-link", "A:B@TIME, e.g. gpu0:nvswitch1@60us")?;
             faults.push(FaultSpec::Repair { a, b, at });
         }
+        for f in &self.repair_switch {
+            let (switch, at) = parse_node_at(f, "--repair-switch", "SWITCH@TIME, e.g. nvswitch1@60us")?;
+            faults.push(FaultSpec::SwitchRepair { switch, at });
+        }
         ensure!(
-            self.repair_link.is_empty() || self.fails_any(),
-            "--repair-link needs a failure to repair (--fail-link, --degrade-link or --fail-port)"
+            (self.repair_link.is_empty() && self.repair_switch.is_empty()) || self.fails_any(),
+            "--repair-link and --repair-switch need a failure to repair (--fail-link, --degrade-link, --fail-port \
+             or --fail-switch)"
         );
         Ok(faults)
     }
 
     /// Whether any failure is asked for.
     fn fails_any(&self) -> bool {
-        !(self.fail_link.is_empty() && self.degrade_link.is_empty() && self.fail_port.is_empty())
+        !(self.fail_link.is_empty()
+            && self.degrade_link.is_empty()
+            && self.fail_port.is_empty()
+            && self.fail_switch.is_empty())
     }
 
     /// `--replan-delay`, checked.
@@ -522,7 +542,7 @@ impl FaultArgs {
         match &self.replan_delay {
             None => Ok(Duration::ZERO),
             Some(_) if !self.fails_any() => {
-                bail!("--replan-delay needs a failure to replan after (--fail-link, --degrade-link or --fail-port)")
+                bail!("--replan-delay needs a failure to replan after (--fail-link, --degrade-link, --fail-port or --fail-switch)")
             }
             Some(time) => parse_time(time).context("--replan-delay"),
         }
@@ -676,12 +696,22 @@ fn background(args: &SimArgs) -> anyhow::Result<Option<Background>> {
 /// them: `--fail-port` names a switch first).
 fn parse_fault(s: &str, flag: &str, form: &str) -> anyhow::Result<(String, String, Duration)> {
     let usage = || format!("bad {flag} {s:?}: expected {form}");
-    let (nodes, time) = s.rsplit_once('@').with_context(usage)?;
+    let (nodes, at) = parse_node_at(s, flag, form)?;
     let (a, b) = nodes.split_once(':').with_context(usage)?;
     if a.is_empty() || b.is_empty() {
         bail!(usage());
     }
-    Ok((a.to_string(), b.to_string(), parse_time(time)?))
+    Ok((a.to_string(), b.to_string(), at))
+}
+
+/// `NODE@TIME`, the value of `flag` (of the form `form`, for the message).
+fn parse_node_at(s: &str, flag: &str, form: &str) -> anyhow::Result<(String, Duration)> {
+    let usage = || format!("bad {flag} {s:?}: expected {form}");
+    let (node, time) = s.rsplit_once('@').with_context(usage)?;
+    if node.is_empty() {
+        bail!(usage());
+    }
+    Ok((node.to_string(), parse_time(time)?))
 }
 
 /// `topology` with only the GPUs `list` names: a count (the first N) or names separated by commas.
