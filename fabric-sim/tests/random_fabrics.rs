@@ -1,0 +1,230 @@
+//! Whole sweeps on small fabrics read from generated topology files: GPUs and switches cabled at random,
+//! with parallel links of different rates, latencies and framings, collectives of odd sizes, bit errors
+//! and links and switch ports failing at random times (at 0, while the links train, and after the end).
+//! Every run either verifies or says why it stopped, and a cut is reported exactly when the fabric left
+//! by the failures no longer joins the GPUs; the counters add up; a seed gives the same report twice.
+
+use std::collections::BTreeMap;
+
+use fabric_sim::collective::Kind;
+use fabric_sim::run::{deliveries, run, sizes, Algo, FaultSpec, Report, Sweep};
+use fabric_sim::topology::{NodeKind, Topology};
+use link_phy::time::Duration;
+use proptest::prelude::*;
+use rand_core::{Rng, SeedableRng};
+use rand_xoshiro::Xoshiro256PlusPlus;
+
+/// A topology file of `gpus` GPUs and `switches` switches cabled as `seed` draws: GPUs each to one or
+/// more switches (every switch, sometimes), switches in a tree with extra trunks, or without switches a
+/// full mesh of GPUs. Returns the file and the pairs of nodes it links, by name.
+fn fabric_file(gpus: usize, switches: usize, seed: u64) -> (String, Vec<(String, String)>) {
+    let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed);
+    let mut draw = |n: usize| (rng.next_u64() % n as u64) as usize;
+    let name = |x: usize| {
+        if x < gpus {
+            format!("g{x}")
+        } else {
+            format!("s{}", x - gpus)
+        }
+    };
+    let mut pairs: Vec<(usize, usize)> = Vec::new();
+    let mut add = |a: usize, b: usize| {
+        if a != b && !pairs.contains(&(a, b)) && !pairs.contains(&(b, a)) {
+            pairs.push((a, b));
+        }
+    };
+    if switches == 0 {
+        (0..gpus).for_each(|a| (a + 1..gpus).for_each(|b| add(a, b)));
+    } else {
+        for s in 1..switches {
+            add(gpus + draw(s), gpus + s);
+        }
+        for _ in 0..draw(3) {
+            add(gpus + draw(switches), gpus + draw(switches));
+        }
+        let every_switch = draw(3) == 0;
+        for g in 0..gpus {
+            let count = if every_switch {
+                switches
+            } else {
+                1 + draw(switches)
+            };
+            for s in 0..count {
+                add(g, gpus + if every_switch { s } else { draw(switches) });
+            }
+        }
+        if draw(3) == 0 {
+            add(draw(gpus), draw(gpus));
+        }
+    }
+    let format = ["openlink", "nvlink-ae"][draw(2)];
+    let mut toml = String::from("name = \"random\"\n");
+    for x in 0..gpus + switches {
+        let kind = if x < gpus { "gpu" } else { "switch" };
+        toml += &format!("[[node]]\nname = \"{}\"\nkind = \"{kind}\"\n", name(x));
+    }
+    for &(a, b) in &pairs {
+        // Sometimes two entries, ganged into one trunk of mixed rates and latencies.
+        for _ in 0..1 + draw(2) {
+            let count = [1, 1, 2, 3, 5][draw(5)];
+            let gbps = [3.7, 12.5, 25.0, 50.0, 100.0][draw(5)];
+            let latency = [0.0, 1.0, 37.5, 100.0, 150.0, 700.0][draw(6)];
+            toml += &format!(
+                "[[link]]\na = \"{}\"\nb = \"{}\"\ncount = {count}\ngbps = {gbps}\nlatency_ns = {latency}\n\
+                 format = \"{format}\"\n",
+                name(a),
+                name(b)
+            );
+        }
+    }
+    let named = pairs.into_iter().map(|(a, b)| (name(a), name(b))).collect();
+    (toml, named)
+}
+
+/// Whether every pair of GPUs is joined, directly or through switches, by trunks with a link up once the
+/// faults due by `end` have happened.
+fn gpus_joined(t: &Topology, faults: &[FaultSpec], end: Duration) -> bool {
+    let pair = |a: &str, b: &str| {
+        let (x, y) = (t.node_named(a).unwrap(), t.node_named(b).unwrap());
+        (x.min(y), x.max(y))
+    };
+    let mut links: BTreeMap<(usize, usize), usize> = BTreeMap::new();
+    for l in &t.links {
+        *links.entry((l.a.min(l.b), l.a.max(l.b))).or_default() += 1;
+    }
+    for f in faults.iter().filter(|f| f.at() <= end) {
+        match f {
+            FaultSpec::Link { a, b, .. } => {
+                links.insert(pair(a, b), 0);
+            }
+            FaultSpec::Port { switch, peer, .. } => {
+                links.insert(pair(switch, peer), 0);
+            }
+            FaultSpec::OneLink { a, b, .. } => {
+                let up = links.get_mut(&pair(a, b)).unwrap();
+                *up = up.saturating_sub(1);
+            }
+        }
+    }
+    let gpus = t.gpus();
+    gpus.iter().all(|&from| {
+        let mut seen = vec![false; t.nodes.len()];
+        let mut stack = vec![from];
+        seen[from] = true;
+        while let Some(x) = stack.pop() {
+            for (&(a, b), _) in links.iter().filter(|&(_, &up)| up > 0) {
+                let y = match (a == x, b == x) {
+                    (true, _) => b,
+                    (_, true) => a,
+                    _ => continue,
+                };
+                // GPUs do not forward: a path goes on only through switches.
+                if !seen[y] {
+                    seen[y] = true;
+                    if t.nodes[y].kind == NodeKind::Switch {
+                        stack.push(y);
+                    }
+                }
+            }
+        }
+        gpus.iter().all(|&g| seen[g])
+    })
+}
+
+fn without_wall_times(mut r: Report) -> Report {
+    (r.wall_seconds, r.setup_wall_seconds, r.packets_per_s) = (0.0, 0.0, 0.0);
+    r
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+
+    #[test]
+    fn random_fabrics_verify_or_say_why(
+        gpus in 2usize..9,
+        switches in 0usize..4,
+        cabling in any::<u64>(),
+        collective in 0usize..7,
+        min in prop::sample::select(vec![1u64, 4, 5, 129, 1000, 4097, 20_003]),
+        doublings in 0u32..3,
+        ber in prop::sample::select(vec![None, None, Some(1e-6)]),
+        faults in prop::collection::vec((any::<prop::sample::Index>(), 0usize..3, 0u64..8, 0u64..1000), 0..3),
+        replan_ns in prop::sample::select(vec![0u64, 0, 1_000, 40_000]),
+        seed in 0u64..1000,
+    ) {
+        let (toml, pairs) = fabric_file(gpus, switches, cabling);
+        let t = Topology::from_toml(&toml).unwrap();
+        let (kind, algo) = [
+            (Kind::AllReduce, Algo::Ring),
+            (Kind::AllReduce, Algo::Tree),
+            (Kind::AllReduce, Algo::SwitchReduce),
+            (Kind::AllGather, Algo::Ring),
+            (Kind::ReduceScatter, Algo::Ring),
+            (Kind::Broadcast, Algo::Ring),
+            (Kind::AllToAll, Algo::P2p),
+        ][collective];
+        let mut s = Sweep::new(t, kind, algo, min, min << doublings);
+        (s.seed, s.ber, s.limit_per_size) = (seed, ber, Duration::from_ms(5));
+        for (which, how, when, jitter) in faults {
+            let (a, b) = pairs[which.index(pairs.len())].clone();
+            // At 0, while the links train, as collectives run, or long after the sweep.
+            let at = Duration::from_ns([0, 1, 500, 900, 1_500, 3_000, 20_000, 10_000_000][when as usize] + jitter);
+            s.faults.push(match how {
+                0 => FaultSpec::Link { a, b, at },
+                1 => FaultSpec::OneLink { a, b, at },
+                _ if b.starts_with('s') => FaultSpec::Port { switch: b, peer: a, at },
+                _ => FaultSpec::Link { a, b, at },
+            });
+        }
+        if !s.faults.is_empty() {
+            s.replan_delay = Duration::from_ns(replan_ns);
+        }
+        // Refused up front (switch-reduce off a crossbar, no size with an element per GPU, GPUs no
+        // switch joins): nothing ran.
+        let Ok(r) = run(&s, &mut |_| {}) else {
+            return Ok(());
+        };
+        let what = format!("{toml}\n{kind:?} {algo:?} {min} x{doublings} {:?} {:?}: {:?} {:?}", s.ber, s.faults, r.failure, r.rows);
+        let end = r.simulated;
+        let happened = s.faults.iter().filter(|f| f.at() <= end).count();
+        prop_assert_eq!(happened + r.faults_after_end, s.faults.len(), "{}", what);
+        match &r.failure {
+            None => {
+                prop_assert!(r.verified && r.rows.iter().all(|row| row.wrong == 0), "{}", what);
+                let moved: Vec<u64> = r.rows.iter().map(|row| row.bytes).collect();
+                prop_assert_eq!(moved, sizes(kind, r.gpus, s.min, s.max), "{}", what);
+                // A cut that the manager has not replanned around by the end is not found.
+                let replanning = s.faults.iter().any(|f| f.at() <= end && f.at() + s.replan_delay > end);
+                prop_assert!(replanning || gpus_joined(&s.topology, &s.faults, end), "{}", what);
+            }
+            Some(why) => {
+                prop_assert!(!r.verified, "{}", what);
+                // A run stops for a cut only when the GPUs are cut apart; else, after two failures or more,
+                // for a packet cut off from both its ends, or for every switch plane retired.
+                if why.contains("no route from") {
+                    prop_assert!(!gpus_joined(&s.topology, &s.faults, end), "{}", what);
+                } else {
+                    let named = ["neither deliver nor return", "collective engine offline"];
+                    prop_assert!(happened >= 2 && named.iter().any(|n| why.contains(n)), "{}", what);
+                }
+            }
+        }
+        if happened == 0 {
+            let dl = &r.links.dl;
+            if ber.is_none() {
+                prop_assert!(dl.packets_transmitted == dl.packets_sent && dl.packets_received == dl.packets_sent, "{}", what);
+            }
+            let sw = &r.switches;
+            if algo != Algo::SwitchReduce {
+                prop_assert_eq!(sw.forwarded + sw.partition_drops + sw.route_drops, sw.arrived + sw.taken_back, "{}", what);
+            }
+            if algo != Algo::Tree {
+                for row in &r.rows {
+                    prop_assert_eq!(row.packets, deliveries(kind, algo, row.bytes, r.gpus), "{}", what);
+                }
+            }
+        }
+        let again = run(&s, &mut |_| {}).unwrap();
+        prop_assert_eq!(without_wall_times(again), without_wall_times(r), "{}", what);
+    }
+}
