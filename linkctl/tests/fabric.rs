@@ -352,6 +352,41 @@ fn a_file_longer_than_any_topology_is_refused_unread() {
     }
 }
 
+/// `--topology` and `--hardware` read a file each: an error in either names the file it is in, whether the
+/// TOML does not parse or what it describes is wrong (it had said only "bad topology file: line 5", not
+/// which of the two).
+#[test]
+fn an_error_in_a_topology_file_names_the_file() {
+    let unknown_key = topology_file(
+        "unknown-key.toml",
+        "[[node]]\nname = \"gpu0\"\nkind = \"gpu\"\ncolour = \"red\"\n",
+    );
+    let self_link = topology_file(
+        "self-link.toml",
+        "[[node]]\nname = \"gpu0\"\nkind = \"gpu\"\n[[node]]\nname = \"gpu1\"\nkind = \"gpu\"\n\
+         [[link]]\na = \"gpu0\"\nb = \"gpu0\"\ngbps = 25.0\n",
+    );
+    for path in [&unknown_key, &self_link] {
+        for args in [
+            ["--topology", path, "--hardware", "dgx-h100"],
+            ["--topology", "dgx-h100", "--hardware", path],
+        ] {
+            let out = linkctl(&["fabric"], &args);
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            assert_eq!(out.status.code(), Some(1), "{args:?}: {stderr}");
+            assert_eq!(stderr.lines().count(), 1, "{args:?}: {stderr}");
+            assert!(
+                stderr.contains(&format!("topology {path}: ")),
+                "{args:?}: {stderr}"
+            );
+        }
+    }
+    let out = linkctl(&["sim", "allreduce"], &["--topology", &unknown_key]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains(&format!("topology {unknown_key}: ")), "{stderr}");
+    assert!(stderr.contains("unknown field `colour`"), "{stderr}");
+}
+
 #[test]
 fn discovery_finds_the_fabric_as_the_topology_says() {
     let v = json(&["fabric"], &[]);

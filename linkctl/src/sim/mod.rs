@@ -842,7 +842,8 @@ pub fn load_topology(name: &str) -> anyhow::Result<Topology> {
             "topology {name}: longer than {} MiB, more than any topology file takes",
             MAX_FILE_BYTES >> 20
         );
-        return Topology::from_toml(&text).map_err(anyhow::Error::msg);
+        // Named, as `fabric --topology A --hardware B` reads two files and either may be the bad one.
+        return Topology::from_toml(&text).map_err(|e| anyhow::anyhow!("topology {name}: {e}"));
     }
     bail!(
         "unknown topology {name:?}: built-in ones are {} (or fat-tree-N for N GPUs, a multiple of 16 from \
