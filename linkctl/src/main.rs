@@ -8,7 +8,7 @@ use std::io::Write;
 use std::process::ExitCode;
 use std::sync::{Mutex, PoisonError};
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 
 /// `println!` for every command: standard output that refuses a line (a full disk, `> /dev/full`) fails the
 /// run with linkctl's one-line error and exit status 1 (`main`), where std's `println!` panics, and
@@ -132,7 +132,7 @@ fn write_to(out: &mut dyn Write, failed: &Mutex<Option<std::io::Error>>, text: s
 fn main() -> ExitCode {
     #[cfg(unix)]
     die_quietly_on_closed_pipe();
-    let cli = match Cli::try_parse() {
+    let cli = match parse(std::env::args_os()) {
         Ok(cli) => cli,
         Err(e) => return usage_error(e),
     };
@@ -172,6 +172,27 @@ fn main() -> ExitCode {
         return ExitCode::FAILURE;
     }
     code
+}
+
+/// The command line `args` (the program's name first).
+fn parse<I>(args: I) -> Result<Cli, clap::Error>
+where
+    I: IntoIterator,
+    I::Item: Into<std::ffi::OsString> + Clone,
+{
+    let matches = negative_numbers_as_values(Cli::command()).try_get_matches_from(args)?;
+    Cli::from_arg_matches(&matches)
+}
+
+/// `cmd` with every option that takes a value taking a negative number as one, in every subcommand, so that
+/// the option's own check refuses `--skew -1` or `--ber -0.1` by name, where clap had read the number as
+/// an unknown flag (`unexpected argument '-0' found`).
+fn negative_numbers_as_values(cmd: clap::Command) -> clap::Command {
+    cmd.mut_args(|arg| {
+        let takes_values = arg.get_action().takes_values();
+        arg.allow_negative_numbers(takes_values)
+    })
+    .mut_subcommands(negative_numbers_as_values)
 }
 
 /// A command line clap cannot take: its first line, as every error the tool prints, and exit status 1
@@ -218,9 +239,6 @@ fn usage_error(e: clap::Error) -> ExitCode {
 
 #[cfg(test)]
 mod tests {
-    use super::Cli;
-    use clap::Parser;
-
     /// Every `linkctl` command the README shows, in its examples block (a line's commands after `|` and
     /// between `;`) and in running text (a code span), with its redirections, pipes and comments cut off;
     /// spans that stand for a family (`...`, `<...>`, `phy|dl|tl`) are left out.
@@ -264,7 +282,7 @@ mod tests {
         let commands = readme_commands();
         assert!(commands.len() > 40, "{commands:?}");
         for command in commands {
-            if let Err(e) = Cli::try_parse_from(command.split_whitespace()) {
+            if let Err(e) = super::parse(command.split_whitespace()) {
                 panic!("README: `{command}`: {e}");
             }
         }

@@ -32,3 +32,43 @@ fn a_command_line_it_cannot_parse_is_one_line_and_exit_1() {
         assert!(out.status.success() && !out.stdout.is_empty(), "{help:?}");
     }
 }
+
+/// A negative number given to an option is that option's value, refused by the option's own check with its
+/// name and the number as given: clap had taken it for an unknown flag, `--ber -0.1` as `-0`
+/// ("unexpected argument '-0' found").
+#[test]
+fn a_negative_number_is_refused_by_the_option_it_was_given_to() {
+    for (args, says) in [
+        (
+            &["link", "train", "--skew", "-1"][..],
+            "--skew must be between 0 and 1000 symbol times, not -1.0",
+        ),
+        (
+            &["link", "train", "--ber", "-0.1"],
+            "--ber must be between 0 and 1, not -0.1",
+        ),
+        (
+            &["link", "run", "--retrain-at", "-5"],
+            "--retrain-at must be a time in microseconds, not -5",
+        ),
+        (
+            &["sim", "allreduce", "--ber", "-0.001"],
+            "--ber must be from 0 to 0.001, not -0.001",
+        ),
+        (&["tl", "copy", "--size", "-1"], "bad size \"-1\""),
+        (
+            &["phy", "scramble", "--gen", "-1"],
+            "invalid value '-1' for '--gen <GEN>'",
+        ),
+        (
+            &["coherence", "--explore", "--reorder", "-1"],
+            "invalid value '-1' for '--reorder <REORDER>'",
+        ),
+    ] {
+        let out = linkctl(args, &[]);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {stderr}");
+        assert_eq!(stderr.lines().count(), 1, "{args:?}: {stderr}");
+        assert!(stderr.contains(says), "{args:?}: {stderr}");
+    }
+}
