@@ -305,3 +305,27 @@ fn inverted_lanes_are_lane_numbers_and_receiver_errors_add_up() {
         assert_eq!(c["receiver_errors"].as_u64(), Some(parts), "{side}: {c}");
     }
 }
+
+/// The report's first line gives the highest rate as a number of GT/s, however `--max-rate` spelled it: it
+/// had echoed the option's text, `max gen4 GT/s` and `max 16GT/s GT/s`.
+#[test]
+fn the_highest_rate_is_reported_in_gt_s_however_it_was_given() {
+    for (given, rate) in [
+        ("gen4", "16"),
+        ("16GT/s", "16"),
+        ("2.5", "2.5"),
+        ("gen2", "5"),
+        ("8.0", "8"),
+    ] {
+        let out = linkctl(
+            &["link", "train"],
+            &["--lanes", "1", "--limit-ms", "0.5", "--max-rate", given],
+        );
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let first = stdout.lines().next().unwrap_or_default();
+        assert!(
+            first.starts_with(&format!("two x1 ports, max {rate} GT/s, ")),
+            "{given}: {stdout}"
+        );
+    }
+}

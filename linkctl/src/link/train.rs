@@ -310,7 +310,8 @@ fn print_text(c: &ChannelArgs, pair: &LinkPair, report: &Value) {
     println!(
         "two x{} ports, max {} GT/s, skew up to {} symbol times, BER {}, dead lanes {:?}, stuck {:?}, inverted {:?}{}, seed {}",
         c.lanes,
-        c.max_rate,
+        // The rate as a number, whichever spelling --max-rate took (`gen4`, `8GT/s`).
+        parse_rate(&c.max_rate).map_or(f64::NAN, Rate::gts),
         c.skew,
         // 0, not 0e0; others as 1e-6.
         fabric_sim::topology::number_text(c.ber),
