@@ -879,9 +879,12 @@ fn run_with(
     if !sweep.faults.is_empty() {
         let limit = u64::from(crate::wire::BOUNCE_OFFSET_LIMIT);
         if largest / PACKET_BYTES as u64 >= limit || numbered > limit {
-            return Err(
-                "with faults, messages are limited to 16 GiB (packet numbers must fit a bounce)".into(),
-            );
+            // Below, not up to: 16 GiB itself is refused, as the README says.
+            return Err(format!(
+                "with faults, a message must be below 16 GiB, fewer than 2^27 packets (a packet returned to \
+                 its source carries its number in 27 bits), and the sweep's largest, {largest} B, takes {}",
+                (largest / PACKET_BYTES as u64).max(numbered)
+            ));
         }
         let faults = resolve_faults(&sweep.faults, &topology, &net)?;
         net.schedule_faults(&faults, sweep.replan_delay)?;

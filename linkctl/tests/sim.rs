@@ -1119,6 +1119,20 @@ fn refusals_name_the_range_without_contradicting_it() {
             &["allgather", "--min", "31", "--max", "33"],
             "its largest size, 31 bytes, is below the least this collective moves, 32 bytes",
         ),
+        // 16 GiB itself is refused with faults (it had said messages "are limited to 16 GiB").
+        (
+            &[
+                "allreduce",
+                "--min",
+                "16G",
+                "--max",
+                "16G",
+                "--fail-link",
+                "gpu0:nvswitch1@20us",
+            ],
+            "with faults, a message must be below 16 GiB, fewer than 2^27 packets (a packet returned to its \
+             source carries its number in 27 bits), and the sweep's largest, 17179869184 B, takes 134217728",
+        ),
     ] {
         let out = sim(args);
         assert!(!out.status.success(), "{args:?}");
