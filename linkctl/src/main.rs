@@ -199,7 +199,7 @@ fn negative_numbers_as_values(cmd: clap::Command) -> clap::Command {
 /// (clap's own 2 would read as `dl decode`'s damaged input). `--help` and `--version` print as clap
 /// prints them.
 fn usage_error(e: clap::Error) -> ExitCode {
-    use clap::error::ErrorKind;
+    use clap::error::{ContextKind, ContextValue, ErrorKind};
     if matches!(
         e.kind(),
         ErrorKind::DisplayHelp
@@ -232,6 +232,16 @@ fn usage_error(e: clap::Error) -> ExitCode {
     for line in lines {
         message += if message.ends_with(':') { " " } else { "; " };
         message += line;
+    }
+    // The negative numbers clap still reads as flags (`--ber -1e-6`: no sign after an exponent, for
+    // clap, so it saw `-1` and a cluster of short flags) are taken in the form that takes any value.
+    let looks_negative = |arg: &str| {
+        (arg.strip_prefix('-')).is_some_and(|rest| rest.starts_with(|c: char| c.is_ascii_digit() || c == '.'))
+    };
+    if e.kind() == ErrorKind::UnknownArgument
+        && matches!(e.get(ContextKind::InvalidArg), Some(ContextValue::String(arg)) if looks_negative(arg))
+    {
+        message += "; give a negative number as --OPTION=NUMBER";
     }
     eprintln!("linkctl: error: {message} (--help says what it takes)");
     ExitCode::FAILURE

@@ -72,3 +72,26 @@ fn a_negative_number_is_refused_by_the_option_it_was_given_to() {
         assert!(stderr.contains(says), "{args:?}: {stderr}");
     }
 }
+
+/// A negative number clap still reads as flags, one with an exponent (`-1e-6`, where it sees `-1`), is
+/// refused with the form that takes it, which the option's own check then answers.
+#[test]
+fn a_negative_number_clap_reads_as_a_flag_is_refused_with_the_form_that_takes_it() {
+    let out = linkctl(&["sim", "allreduce", "--ber", "-1e-6"], &[]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(
+        stderr.contains("unexpected argument '-1' found; give a negative number as --OPTION=NUMBER"),
+        "{stderr}"
+    );
+    let out = linkctl(&["sim", "allreduce", "--ber=-1e-6"], &[]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("--ber must be from 0 to 0.001, not -1e-6"),
+        "{stderr}"
+    );
+    // An unknown flag is not a number: no such advice.
+    let out = linkctl(&["sim", "allreduce", "-x"], &[]);
+    assert!(!String::from_utf8_lossy(&out.stderr).contains("negative"));
+}
