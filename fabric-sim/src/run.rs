@@ -351,6 +351,9 @@ pub struct Report {
     pub background: Option<BackgroundReport>,
     /// The faults scheduled after the sweep had ended, which did not happen.
     pub faults_after_end: usize,
+    /// Whether the sweep ended before the fabric manager's new routes after a failure or repair
+    /// ([`Net::replan_owed`]): what they would have found (a cut, say) did not come into it.
+    pub replan_pending: bool,
     /// Simulated time from the start of the sweep (links training included) to its end.
     pub simulated: link_phy::time::Duration,
     /// Of that, the idle stretches let pass at once ([`Net::set_skip_idle`]).
@@ -1127,6 +1130,7 @@ fn run_with(
         failure,
         background,
         faults_after_end: faults_due_after(&sweep.faults, net.now()),
+        replan_pending: net.replan_owed(),
         simulated: net.now().saturating_since(Instant::ZERO),
         idle_skipped: net.idle_skipped(),
         trunks: crate::net::loads_between(&trunks_at_start, &net.trunk_loads()),

@@ -281,6 +281,8 @@ pub struct TrafficReport {
     pub failover: FailoverStats,
     /// The faults due after the run had ended, which did not happen.
     pub faults_after_end: usize,
+    /// Whether the run ended before the fabric manager's new routes after a failure or repair.
+    pub replan_pending: bool,
     /// What the pcap trace holds and left out, if one was written.
     pub trace: Option<TraceSummary>,
     /// Value changes written to the waveforms and left out, if they were written.
@@ -447,6 +449,7 @@ pub fn run_traffic(topology: &Topology, spec: &TrafficSpec) -> Result<TrafficRep
         default_warmup,
         failover: net.failover_stats(),
         faults_after_end: crate::run::faults_due_after(&spec.faults, net.now()),
+        replan_pending: net.replan_owed(),
         measured: app.measured(
             offered,
             spec.measure,

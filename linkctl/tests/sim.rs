@@ -343,6 +343,48 @@ fn faults_that_find_their_link_down_are_counted() {
     );
 }
 
+/// A sweep that ends before the fabric manager's new routes says so: what they would have found did not
+/// come into it. Here the failed trunk (a leaf's to a spine) carries none of a one-node job's packets, so
+/// nothing waits for the new routes; without a delay the manager replans at once, and there is no note.
+#[test]
+fn a_sweep_that_ends_before_the_new_routes_says_so() {
+    let args = [
+        "allreduce",
+        "--topology",
+        "fat-tree-64",
+        "--gpus",
+        "gpu0..gpu7",
+        "--min",
+        "64K",
+        "--max",
+        "64K",
+        "--fail-link",
+        "leaf0:spine0@1us",
+    ];
+    let late = [&args[..], &["--replan-delay", "1ms"]].concat();
+    let v = json(&late);
+    assert_eq!(
+        (
+            &v["replan_pending"],
+            &v["verified"],
+            &v["failover"]["links_failed"]
+        ),
+        (&json!(true), &json!(true), &json!(1)),
+        "{v}"
+    );
+    let text = String::from_utf8(sim(&late).stdout).unwrap();
+    assert!(
+        text.contains(
+            "# Note: the sweep ended before the fabric manager's new routes after its last failure"
+        ),
+        "{text}"
+    );
+    assert_eq!(json(&args)["replan_pending"], false);
+    assert!(!String::from_utf8(sim(&args).stdout)
+        .unwrap()
+        .contains("new routes after"));
+}
+
 /// A repaired link is counted in the JSON and the footer, and so is a repair that finds its link whole.
 #[test]
 fn repairs_are_counted() {

@@ -410,6 +410,12 @@ impl Net {
         self.failover.as_ref().map(|f| f.stats).unwrap_or_default()
     }
 
+    /// Whether the fabric manager has yet to route for a failure or repair: its delay, or links still
+    /// training, kept its new routes back.
+    pub fn replan_owed(&self) -> bool {
+        self.failover.as_ref().is_some_and(|f| !f.unplanned.is_empty())
+    }
+
     /// Why the fabric could not go on after a fault, if it could not.
     pub fn fatal(&self) -> Option<&str> {
         self.failover.as_ref().and_then(|f| f.fatal.as_deref())

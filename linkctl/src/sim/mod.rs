@@ -388,6 +388,11 @@ pub fn late_faults(run: &str, simulated: Duration, count: usize) -> String {
     )
 }
 
+/// The note for a run (`run`: "the sweep", "the run") that ended before the fabric manager's new routes.
+pub const REPLAN_PENDING: &str = "ended before the fabric manager's new routes after its last failure or \
+     repair (--replan-delay): the switches' old routes, less their failed ports, carried it to the end, and \
+     what the new routes would have found (a cut, say) did not come into it";
+
 /// What failover did, as the JSON of `sim` and `sim traffic` reports it.
 pub fn failover_json(f: &fabric_sim::net::FailoverStats) -> serde_json::Value {
     json!({
@@ -1058,6 +1063,9 @@ fn print_table(sweep: &Sweep, r: &Report, trunks: usize) {
                 late_faults("the sweep", r.simulated, r.faults_after_end)
             );
         }
+        if r.replan_pending {
+            println!("# Note: the sweep {REPLAN_PENDING}");
+        }
     }
     let (links, dl) = (r.links, r.links.dl);
     println!(
@@ -1207,6 +1215,7 @@ fn print_json(sweep: &Sweep, r: &Report, trunks: usize) -> anyhow::Result<()> {
         "waves": waves,
         "failover": failover_json(&r.failover),
         "faults_after_end": r.faults_after_end,
+        "replan_pending": r.replan_pending,
         "background": r.background.as_ref().map(|b| background_json(b, sweep)),
         "links": links_json(r),
         "switches": switches_json(&r.switches),

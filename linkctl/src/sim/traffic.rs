@@ -17,7 +17,7 @@ use serde_json::{json, Value};
 use super::{
     failover_json, failover_line, late_faults, parse_time, plot, some_gpus, switches_json, trace_json,
     trace_lines, trunk_lines, trunks_json, window_limited, window_notes, FaultArgs, PlotFile, TopologyArg,
-    TraceArgs, EXIT_WRONG,
+    TraceArgs, EXIT_WRONG, REPLAN_PENDING,
 };
 
 #[derive(Args, Debug)]
@@ -291,6 +291,7 @@ fn point(r: &TrafficReport, saturated: bool, topology: &Topology, measure: Durat
         json!({
             "load": r.load,
             "faults_after_end": r.faults_after_end,
+            "replan_pending": r.replan_pending,
             "saturated": saturated,
             "replays": r.links.dl.replays,
             "failover": failover_json(&r.failover),
@@ -361,6 +362,9 @@ fn print_table(
         }
         if r.faults_after_end > 0 {
             println!("#   {}", late_faults("the run", r.simulated, r.faults_after_end));
+        }
+        if r.replan_pending {
+            println!("#   the run {REPLAN_PENDING}");
         }
         for line in trace_lines(r.trace, r.waves, topology) {
             println!("#   {}", line.trim_start_matches("# "));
