@@ -370,6 +370,43 @@ fn a_port_asked_for_low_power_after_its_partner_follows_it_to_l1() {
     assert_eq!(pair.b.counters().retrains, 0);
 }
 
+/// A port woken in L1 asks to be driven at once: its next deadline is its next slot, so that a driver
+/// that sleeps until `poll_timeout` (as the pair does) gets to it, and both ports go back to L0 through
+/// Recovery. Before, a quiet port in L1 had no deadline: the wake waited for a call that never came.
+#[test]
+fn a_port_woken_in_l1_brings_the_link_back_to_l0() {
+    let mut s = Setup::new(2, 1);
+    s.max_rate = (Rate::Gen1, Rate::Gen1);
+    s.timing = Timing::fast();
+    let mut pair = s.pair();
+    assert!(pair.train(LIMIT));
+    pair.a.request_low_power();
+    pair.b.request_low_power();
+    let until = pair.now() + Duration::from_us(20);
+    pair.run_until(until, |_| false);
+    assert_eq!(
+        (pair.a.state(), pair.b.state()),
+        (LtssmState::ElectricalIdle, LtssmState::ElectricalIdle)
+    );
+    pair.a.wake();
+    assert!(
+        pair.a
+            .poll_timeout()
+            .is_some_and(|t| t <= pair.now() + Duration::from_ns(10)),
+        "{:?} at {:?}",
+        pair.a.poll_timeout(),
+        pair.now()
+    );
+    let until = pair.now() + Duration::from_ms(1);
+    assert!(
+        pair.run_until(until, |p| p.a.is_up() && p.b.is_up()),
+        "{:?} / {:?}",
+        pair.a.state(),
+        pair.b.state()
+    );
+    assert_up(&pair, LinkWidth::X2, Rate::Gen1);
+}
+
 #[test]
 fn a_retrain_request_returns_to_l0() {
     let mut pair = Setup::new(4, 6).pair();

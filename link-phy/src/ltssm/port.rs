@@ -328,7 +328,8 @@ impl Port {
         }
     }
 
-    /// Wake the link from electrical idle (L1).
+    /// Wake the link from electrical idle (L1): the port goes to Recovery at its next evaluation, which
+    /// [`Port::poll_timeout`] then gives as due.
     pub fn wake(&mut self) {
         if self.state == LtssmState::ElectricalIdle {
             self.wake_requested = true;
@@ -362,7 +363,13 @@ impl Port {
 
     /// When the port next needs attention: its next transmit slot, or a timer.
     pub fn poll_timeout(&self) -> Option<Instant> {
-        let tx = if self.is_quiet() { None } else { Some(self.next_tx) };
+        // A quiet port has no slot to send; one woken in L1 is due at once (its next slot, which may have
+        // passed while it was quiet), so that a driver sleeping until here gets to it.
+        let tx = if self.is_quiet() && !self.wake_requested {
+            None
+        } else {
+            Some(self.next_tx)
+        };
         let settle = self.first_answer.map(|t| t + self.config.timing.lane_settle);
         [tx, self.deadline, settle].into_iter().flatten().min()
     }

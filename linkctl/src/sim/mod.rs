@@ -547,7 +547,10 @@ impl FaultArgs {
         match &self.replan_delay {
             None => Ok(Duration::ZERO),
             Some(_) if !self.fails_any() => {
-                bail!("--replan-delay needs a failure to replan after (--fail-link, --degrade-link, --fail-port or --fail-switch)")
+                bail!(
+                    "--replan-delay needs a failure to replan after (--fail-link, --degrade-link, --fail-port \
+                     or --fail-switch)"
+                )
             }
             Some(time) => parse_time(time).context("--replan-delay"),
         }
