@@ -4,7 +4,8 @@
 //! in and out below, packets above. The physical layer's events (link up, retraining, link down) drive the
 //! data link's, and the data link's retrain requests go to the physical layer. A physical link that drops
 //! back to Detect and retrains (narrower, after a lane failed) is a long retrain to the data link: nothing
-//! queued is lost. Only a physical layer that gives up (`Failed`) takes the data link down.
+//! queued is lost; so is low power (L1), from which a wake brings the link back. Only a physical layer that
+//! gives up (`Failed`) takes the data link down.
 
 use heapless::Deque;
 use link_phy::ltssm::{LtssmState, PhyEvent, Port, PortConfig};
@@ -97,6 +98,12 @@ impl<const REPLAY: usize, const RX_FLITS: usize> Endpoint<REPLAY, RX_FLITS> {
                     self.dl.phy_retraining(now)
                 }
                 PhyEvent::LinkDown { .. } => self.dl.phy_down(),
+                // Low power (L1) is the link out of L0 until a wake brings it back through Recovery: the
+                // data link holds its timers there too, and replays what was in flight when it resumes.
+                PhyEvent::StateChanged {
+                    to: LtssmState::ElectricalIdle,
+                    ..
+                } => self.dl.phy_retraining(now),
                 PhyEvent::StateChanged { .. } => {}
             }
             if self.phy_events.is_full() {
