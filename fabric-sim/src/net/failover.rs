@@ -502,16 +502,8 @@ impl Net {
         let ends = [self.fabric.trunks[t].a, self.fabric.trunks[t].b];
         if let Some(i) = failed {
             f.failed.remove(i);
-            // As after a failure, the fabric manager replans after its delay, once the links are up (once
-            // for both, if it has yet to replan after the failure).
-            if !f.unplanned.contains(&t) {
-                f.unplanned.push(t);
-            }
-            let ready = self.now + f.replan_delay;
-            f.replan_at = f.replan_at.max(ready);
-            if ready > self.now {
-                self.schedule(ready, Event::Replan);
-            }
+            // As after a failure, the fabric manager replans after its delay, once the links are up.
+            self.owe_replan(t);
         }
         let gbps = self.trunk_now(t).gbps;
         for (d, dir) in self.dirs[t].iter_mut().enumerate() {
@@ -643,14 +635,7 @@ impl Net {
         // The fabric manager, told of the failure, discovers the fabric again, routes around every trunk
         // it finds down and reprograms every switch: after its delay, and once the links still training
         // are up.
-        if let Some(f) = self.failover.as_mut() {
-            f.unplanned.push(t);
-            let ready = self.now + f.replan_delay;
-            f.replan_at = f.replan_at.max(ready);
-            if ready > self.now {
-                self.schedule(ready, Event::Replan);
-            }
-        }
+        self.owe_replan(t);
         self.replan_when_up(app);
         // Until the new routes the ends go on with what they have: a switch sends what it took back by
         // the other ports of its routes, a GPU what its app has for its other ports.
@@ -661,6 +646,21 @@ impl Net {
                     NodeState::Switch { .. } => self.switch_forward(node),
                 }
             }
+        }
+    }
+
+    /// The fabric manager is to route for trunk `t`, failed or repaired now: after its delay from now (a
+    /// later change extends the wait), once every live link is up ([`Net::replan_when_up`]). A trunk it
+    /// has yet to route for is routed for once, whatever happened to it meanwhile.
+    fn owe_replan(&mut self, t: usize) {
+        let Some(f) = self.failover.as_mut() else { return };
+        if !f.unplanned.contains(&t) {
+            f.unplanned.push(t);
+        }
+        let ready = self.now + f.replan_delay;
+        f.replan_at = f.replan_at.max(ready);
+        if ready > self.now {
+            self.schedule(ready, Event::Replan);
         }
     }
 
