@@ -879,7 +879,7 @@ pub struct Rings {
     /// Per GPU and port, the rings that send out of it ([`Ring::sends_through`]), worked out again when
     /// the routes change.
     users: Vec<Vec<Vec<usize>>>,
-    /// Per GPU, the routes `users` was worked out for ([`Offer::routes_failed`]).
+    /// Per GPU, the routes `users` was worked out for ([`Offer::routes_plan`]).
     users_for: Vec<usize>,
     /// Per GPU, the ring asked first for its next packet (turns rotate, so that rings sharing a port
     /// share it fairly).
@@ -959,7 +959,7 @@ impl Rings {
 
 impl App for Rings {
     fn next(&mut self, _now: Instant, gpu: usize, offer: &mut Offer) -> bool {
-        if self.users_for.get(gpu) != Some(&offer.routes_failed) {
+        if self.users_for.get(gpu) != Some(&offer.routes_plan) {
             // The routes changed: a ring a failure cut off its own ports now sends where they go.
             let rings = &self.rings;
             let Some(ports) = self.users.get_mut(gpu) else {
@@ -970,7 +970,7 @@ impl App for Rings {
                     .filter(|&r| rings[r].sends_through(gpu, port, offer))
                     .collect();
             }
-            self.users_for[gpu] = offer.routes_failed;
+            self.users_for[gpu] = offer.routes_plan;
         }
         let Some(users) = self.users.get(gpu).and_then(|u| u.get(offer.port)) else {
             return false;

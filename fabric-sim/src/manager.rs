@@ -177,8 +177,11 @@ pub struct Fabric {
     pub level: Vec<usize>,
     /// Register writes that program each switch (node index, address, value), in order.
     pub program: Vec<(usize, u32, u32)>,
-    /// Failed trunks the routes avoid (each failure makes a new plan, so this numbers the routes).
+    /// Failed trunks the routes avoid.
     pub failed: usize,
+    /// Which plan this is: 0 for the first, one more at each [`Fabric::replan`]. It numbers the routes,
+    /// which `failed` does not once repairs bring trunks back (a repair and a failure in one replan).
+    pub plan: usize,
 }
 
 impl Fabric {
@@ -186,20 +189,22 @@ impl Fabric {
     /// plan's `trunks`): the routes avoid them. Two GPUs that no path of live trunks through switches
     /// joins get no route between them ([`Fabric::unreachable`] finds them).
     pub fn plan(topology: &Topology, failed: &[usize]) -> Result<Fabric, String> {
-        Fabric::plan_over(topology, failed, None)
+        Fabric::plan_over(topology, failed, None, 0)
     }
 
     /// Plan again, as [`Fabric::plan`], for switches that hold this plan's routes: a route that changes
     /// is written half that removes ports first (`docs/spec.md` section 5).
     pub fn replan(&self, topology: &Topology, failed: &[usize]) -> Result<Fabric, String> {
-        Fabric::plan_over(topology, failed, Some(&self.routes))
+        Fabric::plan_over(topology, failed, Some(&self.routes), self.plan + 1)
     }
 
-    /// Plan, with a program for switches that hold the routes `held` (none: empty switches).
+    /// Plan number `plan`, with a program for switches that hold the routes `held` (none: empty
+    /// switches).
     fn plan_over(
         topology: &Topology,
         failed: &[usize],
         held: Option<&[Vec<PortSet>]>,
+        plan: usize,
     ) -> Result<Fabric, String> {
         topology.validate()?;
         let n = topology.nodes.len();
@@ -315,6 +320,7 @@ impl Fabric {
             level,
             program,
             failed: failed.len(),
+            plan,
         })
     }
 

@@ -108,8 +108,9 @@ pub struct Offer<'a> {
     pub port: usize,
     link: &'a mut PortLink,
     routes: &'a [switch_fw::PortSet],
-    /// Failed trunks the routes avoid: it changes whenever the routes are recomputed.
-    pub routes_failed: usize,
+    /// Which of the fabric manager's plans the routes are (the [`Fabric`]'s `plan`): it changes whenever
+    /// the routes are recomputed.
+    pub routes_plan: usize,
     /// Bit `p`: this GPU's port `p` no longer leads to a working collective engine (the port's trunk
     /// failed, or its switch lost a GPU and took its engine offline, which the GPU learns when the
     /// fabric manager replans). Switch reductions must avoid it.
@@ -1471,7 +1472,7 @@ impl Net {
                     port,
                     link: &mut self.links[node][port],
                     routes: &self.fabric.routes[node],
-                    routes_failed: self.fabric.failed,
+                    routes_plan: self.fabric.plan,
                     engines_offline,
                     misrouted: self.failover.as_mut().map(|f| &mut f.resend[node]),
                     sent: 0,

@@ -528,7 +528,7 @@ struct Traffic {
     rngs: Vec<Xoshiro256PlusPlus>,
     next_birth: Vec<Instant>,
     queues: Vec<Vec<VecDeque<Pending>>>,
-    /// Per GPU: the routes' failure count its queues were filled under (see [`Offer::routes_failed`]).
+    /// Per GPU: the plan of the routes its queues were filled under (see [`Offer::routes_plan`]).
     routes_seen: Vec<usize>,
     alarm: Vec<Option<Instant>>,
     alarms: Vec<(Instant, usize)>,
@@ -699,7 +699,7 @@ impl Traffic {
     #[cold]
     #[inline(never)]
     fn rehome(&mut self, gpu: usize, offer: &Offer) {
-        self.routes_seen[gpu] = offer.routes_failed;
+        self.routes_seen[gpu] = offer.routes_plan;
         let mut moved = Vec::new();
         for (port, queue) in self.queues[gpu].iter_mut().enumerate() {
             let (stay, go): (VecDeque<Pending>, VecDeque<Pending>) =
@@ -906,7 +906,7 @@ impl App for Traffic {
         if gpu >= self.n {
             return false;
         }
-        if offer.routes_failed != self.routes_seen[gpu] {
+        if offer.routes_plan != self.routes_seen[gpu] {
             self.rehome(gpu, offer);
         }
         self.generate(now, gpu, Some(offer));

@@ -303,6 +303,27 @@ fn a_whole_switch_fails_and_comes_back() {
 }
 
 #[test]
+fn a_repair_and_a_failure_in_one_replan_give_the_gpus_the_new_routes() {
+    // gpu1 loses two of its four switch planes, so gpu0 sends to it by the other two; then, in one replan,
+    // gpu1 gets them back and gpu0 loses its own two: as many trunks down as before, on other routes.
+    // A GPU that kept the old routes for the same number would never send to gpu1 again.
+    for (kind, algo) in [(Kind::AllReduce, Algo::Ring), (Kind::AllToAll, Algo::P2p)] {
+        let mut s = sweep("dgx-h100", kind, algo, 4 << 20, 4 << 20);
+        s.replan_delay = Duration::from_ns(1_000);
+        s.faults = vec![
+            link("gpu1", "nvswitch0", 2_000),
+            link("gpu1", "nvswitch1", 2_000),
+            repair("gpu1", "nvswitch0", 10_000),
+            repair("gpu1", "nvswitch1", 10_000),
+            link("gpu0", "nvswitch2", 10_200),
+            link("gpu0", "nvswitch3", 10_200),
+        ];
+        let f = run_ok(&s).failover;
+        assert_eq!((f.links_failed, f.links_repaired), (4, 2), "{kind:?}: {f:?}");
+    }
+}
+
+#[test]
 fn a_repair_of_a_whole_link_is_counted_without_effect() {
     // One before its link fails, one of a link that never does.
     let mut s = sweep("dgx-h100", Kind::AllReduce, Algo::Ring, 1 << 20, 1 << 20);

@@ -51,7 +51,7 @@ struct PortTurn {
     /// The peer to offer first.
     turn: usize,
     /// The peers the GPU still has packets for that this port leads to, in ascending order, and the
-    /// routes they were worked out for ([`Offer::routes_failed`]): an offer takes the first at or after
+    /// routes they were worked out for ([`Offer::routes_plan`]): an offer takes the first at or after
     /// `turn`, instead of going round all the GPUs past those done or reached by other ports.
     peers: Vec<u16>,
     routes: usize,
@@ -120,9 +120,9 @@ impl App for AllToAll {
             ports.resize(port + 1, first);
         }
         let this = &mut ports[port];
-        if this.routes != offer.routes_failed {
+        if this.routes != offer.routes_plan {
             let (sent, count) = (&self.sent[gpu], self.packets.count);
-            this.routes = offer.routes_failed;
+            this.routes = offer.routes_plan;
             this.peers = (0..n as u16)
                 .filter(|&d| usize::from(d) != gpu && sent[usize::from(d)] < count && offer.reaches(d))
                 .collect();
