@@ -790,15 +790,19 @@ impl Net {
     pub fn set_jobs(&mut self, jobs: Vec<Job>) -> Result<(), String> {
         self.jobs = jobs;
         match self.split_jobs(&self.fabric).next() {
-            Some((job, pair)) => Err(self.split_message(&self.fabric, job, pair)),
+            Some((_, job, pair)) => Err(self.split_message(&self.fabric, job, pair)),
             None => Ok(()),
         }
     }
 
-    /// The jobs whose GPUs the routes of `fabric` do not all join, each with a pair that no route joins
-    /// (endpoint IDs).
-    fn split_jobs<'a>(&'a self, fabric: &'a Fabric) -> impl Iterator<Item = (&'a Job, (usize, usize))> {
-        (self.jobs.iter()).filter_map(|job| fabric.unreachable(&job.gpus).map(|pair| (job, pair)))
+    /// The jobs whose GPUs the routes of `fabric` do not all join, each with its index in `jobs` and a
+    /// pair that no route joins (endpoint IDs).
+    fn split_jobs<'a>(
+        &'a self,
+        fabric: &'a Fabric,
+    ) -> impl Iterator<Item = (usize, &'a Job, (usize, usize))> {
+        (self.jobs.iter().enumerate())
+            .filter_map(|(i, job)| fabric.unreachable(&job.gpus).map(|pair| (i, job, pair)))
     }
 
     /// Why `job` is split under `fabric`: no route joins its GPUs `a` and `b`.

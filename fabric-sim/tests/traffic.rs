@@ -196,6 +196,38 @@ fn packets_caught_by_a_failure_go_another_way_and_show_in_the_tail() {
 }
 
 #[test]
+fn traffic_split_by_failures_and_joined_by_repairs_goes_on_between_the_parts() {
+    use fabric_sim::run::FaultSpec;
+    // gpu0 loses its four switch planes at 3 us: cut off, as long as they stay down.
+    let planes = |f: fn(String, String, Duration) -> FaultSpec, at| {
+        (0..4).map(move |k| f("gpu0".into(), format!("nvswitch{k}"), Duration::from_us(at)))
+    };
+    let fail = |a, b, at| FaultSpec::Link { a, b, at };
+    let repair = |a, b, at| FaultSpec::Repair { a, b, at };
+    let t = Topology::builtin("dgx-h100").unwrap();
+    let mut s = TrafficSpec {
+        faults: planes(fail, 3).collect(),
+        measure: Duration::from_us(10),
+        ..spec(Pattern::Uniform, Spread::Links, 0.3)
+    };
+    let cut = run_traffic(&t, &s).unwrap();
+    s.faults.extend(planes(repair, 5));
+    let joined = run_traffic(&t, &s).unwrap();
+    let (f, m) = (joined.failover, &joined.measured);
+    assert_eq!((f.links_failed, f.links_repaired), (4, 4), "{f:?}");
+    // Split for 2 us of the 10: it says so, and lost less than the run that stays split.
+    assert_eq!((cut.failover.jobs_split, f.jobs_split), (1, 1), "{f:?}");
+    assert!(
+        m.unroutable > 0 && 3 * m.unroutable < cut.measured.unroutable,
+        "{} unroutable, {} staying split",
+        m.unroutable,
+        cut.measured.unroutable
+    );
+    assert_eq!(m.generated, m.delivered + m.lost, "{m:?}");
+    assert!(m.problem.is_none(), "{m:?}");
+}
+
+#[test]
 fn small_writes_carry_less_payload_for_the_same_header_flits() {
     // A 32-byte write takes a header flit, the address-extension flit and two data flits on DGX H100's
     // links: half of 450 GB/s is payload.

@@ -114,6 +114,7 @@ pub struct FailoverStats {
     pub repairs_without_effect: u64,
     /// Jobs that failures split (no route joins some of their GPUs any more) and that went on: synthetic
     /// traffic, whose packets between the parts are lost or not sent ([`super::Job::goes_on_split`]).
+    /// A job a repair joined again counts: it was split for a while.
     pub jobs_split: u64,
 }
 
@@ -255,6 +256,8 @@ pub(super) struct Failover {
     pub(super) links_left: Vec<usize>,
     /// Per node (GPUs only): [`super::Offer::engines_offline`].
     pub(super) engines_offline: Vec<u64>,
+    /// Per job ([`Net::set_jobs`]'s order): whether a replan found it split, now or earlier.
+    pub(super) jobs_split: Vec<bool>,
     /// Switch ports failures took whose multicast and reduction groups the fabric manager has yet to
     /// reprogram (with its new routes), telling the GPUs of an engine gone offline.
     pub(super) ports_to_clear: Vec<(usize, usize)>,
@@ -384,6 +387,7 @@ impl Net {
                 lost: Vec::new(),
                 links_left: self.fabric.trunks.iter().map(|t| t.links).collect(),
                 engines_offline: vec![0; n],
+                jobs_split: Vec::new(),
                 ports_to_clear: Vec::new(),
             })
         });
@@ -698,10 +702,10 @@ impl Net {
         // jobs may be cut apart.
         let replanned = replanned.and_then(|fabric| {
             let split: Vec<_> = self.split_jobs(&fabric).collect();
-            let stops = split.iter().find(|(job, _)| !job.goes_on_split);
-            match stops.map(|&(job, pair)| self.split_message(&fabric, job, pair)) {
+            let stops = split.iter().find(|(_, job, _)| !job.goes_on_split);
+            match stops.map(|&(_, job, pair)| self.split_message(&fabric, job, pair)) {
                 Some(why) => Err(why),
-                None => Ok((split.len() as u64, fabric)),
+                None => Ok((split.iter().map(|&(i, ..)| i).collect::<Vec<_>>(), fabric)),
             }
         });
         let Some(f) = self.failover.as_mut() else { return };
@@ -711,12 +715,19 @@ impl Net {
             .flat_map(|t| [self.fabric.trunks[t].a, self.fabric.trunks[t].b])
             .collect();
         match replanned {
-            Ok((jobs_split, fabric)) => {
+            Ok((split, fabric)) => {
                 if let Err((node, e)) = write_program(&mut self.nodes, &fabric.program) {
                     f.fatal = Some(format!("reprogramming switch {node}: {e}"));
                 }
                 self.fabric = fabric;
-                f.stats.jobs_split = jobs_split;
+                // A job a repair joins again was split all the same: what it lost meanwhile stays lost.
+                for i in split {
+                    if f.jobs_split.len() <= i {
+                        f.jobs_split.resize(i + 1, false);
+                    }
+                    f.jobs_split[i] = true;
+                }
+                f.stats.jobs_split = f.jobs_split.iter().filter(|&&split| split).count() as u64;
             }
             Err(e) => {
                 // Every link that failed since the last plan: several, when they failed while others
