@@ -430,6 +430,29 @@ fn a_failure_that_cuts_the_fabric_stops_with_a_reason() {
     assert!(!failure.is_empty());
 }
 
+#[test]
+fn a_cut_names_the_links_down_not_one_repaired_in_the_same_replan() {
+    // gpu0 keeps one switch plane of four; gpu1's link to nvswitch0 is repaired just before gpu0's last
+    // plane fails, and the manager plans for both at once: the cut is gpu0's link, not gpu1's.
+    let mut s = sweep("dgx-h100", Kind::AllReduce, Algo::Ring, 4 << 20, 4 << 20);
+    s.replan_delay = Duration::from_ns(1_000);
+    s.faults = vec![
+        link("gpu0", "nvswitch0", 0),
+        link("gpu0", "nvswitch1", 0),
+        link("gpu0", "nvswitch2", 0),
+        link("gpu1", "nvswitch0", 0),
+        repair("gpu1", "nvswitch0", 5_000),
+        link("gpu0", "nvswitch3", 5_500),
+    ];
+    let report = run(&s, &mut |_| {}).unwrap();
+    let why = report.failure.unwrap_or_default();
+    assert!(
+        why.starts_with("the fabric cannot go on without the link gpu0 - nvswitch3: ")
+            && why.contains("no route from gpu0 to gpu1"),
+        "{why}"
+    );
+}
+
 /// Two GPUs joined through two parallel switches: `s0` reaches `s3` (and `g1`) by `s1` or by `s2`, so
 /// its route to `g1` has two ports; `s1` and `s2` each have one way on.
 const DIAMOND: &str = r#"

@@ -709,6 +709,16 @@ impl Net {
             }
         });
         let Some(f) = self.failover.as_mut() else { return };
+        // Every link that failed since the last plan and is still down (several, when they failed while
+        // others were still coming up; a repaired one is not what the fabric cannot go on without).
+        let name = |x: usize| self.topology.node_name(x);
+        let down: Vec<String> = (f.unplanned.iter())
+            .filter(|t| f.failed.contains(t))
+            .map(|&t| {
+                let trunk = &self.fabric.trunks[t];
+                format!("{} - {}", name(trunk.a.0), name(trunk.b.0))
+            })
+            .collect();
         let ends: Vec<(usize, usize)> = f
             .unplanned
             .drain(..)
@@ -730,17 +740,14 @@ impl Net {
                 f.stats.jobs_split = f.jobs_split.iter().filter(|&&split| split).count() as u64;
             }
             Err(e) => {
-                // Every link that failed since the last plan: several, when they failed while others
-                // were still coming up.
-                let name = |x: usize| self.topology.node_name(x);
-                let links: Vec<String> = ends
-                    .chunks(2)
-                    .map(|pair| format!("{} - {}", name(pair[0].0), name(pair[pair.len() - 1].0)))
-                    .collect();
-                f.fatal = Some(format!(
-                    "the fabric cannot go on without the link {}: {e}",
-                    links.join(" and the link ")
-                ));
+                f.fatal = Some(if down.is_empty() {
+                    format!("the fabric manager cannot route the fabric: {e}")
+                } else {
+                    format!(
+                        "the fabric cannot go on without the link {}: {e}",
+                        down.join(" and the link ")
+                    )
+                });
                 return;
             }
         }
