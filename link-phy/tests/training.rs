@@ -346,17 +346,24 @@ fn an_unusable_channel_ends_in_failed_not_a_hang() {
     }
 }
 
+/// A x2 link trained at 2.5 GT/s with fast timers, in L0: the rate neither port changed to, where an
+/// EIOS received unasked is the partner going to L1.
+fn trained_for_low_power() -> LinkPair {
+    let mut s = Setup::new(2, 1);
+    s.max_rate = (Rate::Gen1, Rate::Gen1);
+    s.timing = Timing::fast();
+    let mut pair = s.pair();
+    assert!(pair.train(LIMIT));
+    pair
+}
+
 /// Both ports asked for L1, the second 100 ns after the first, when its partner's EIOS has arrived: at a
 /// rate neither changed to, that EIOS is the partner going to L1 first, and the port follows it. It had
 /// been taken for a partner leaving L0 for Recovery.Speed: the port retrained, its partner stayed in L1,
 /// and the link went down.
 #[test]
 fn a_port_asked_for_low_power_after_its_partner_follows_it_to_l1() {
-    let mut s = Setup::new(2, 1);
-    s.max_rate = (Rate::Gen1, Rate::Gen1);
-    s.timing = Timing::fast();
-    let mut pair = s.pair();
-    assert!(pair.train(LIMIT));
+    let mut pair = trained_for_low_power();
     pair.a.request_low_power();
     let until = pair.now() + Duration::from_ns(100);
     pair.run_until(until, |_| false);
@@ -375,11 +382,7 @@ fn a_port_asked_for_low_power_after_its_partner_follows_it_to_l1() {
 /// Recovery. Before, a quiet port in L1 had no deadline: the wake waited for a call that never came.
 #[test]
 fn a_port_woken_in_l1_brings_the_link_back_to_l0() {
-    let mut s = Setup::new(2, 1);
-    s.max_rate = (Rate::Gen1, Rate::Gen1);
-    s.timing = Timing::fast();
-    let mut pair = s.pair();
-    assert!(pair.train(LIMIT));
+    let mut pair = trained_for_low_power();
     pair.a.request_low_power();
     pair.b.request_low_power();
     let until = pair.now() + Duration::from_us(20);
