@@ -905,6 +905,15 @@ fn errors_say_what_is_allowed() {
             &["allreduce", "--background", "uniform:0"],
             "above 0 and at most 1, not 0",
         ),
+        // A bad time's error names the option it came from.
+        (
+            &["allreduce", "--fail-switch", "nvswitch1@soon"],
+            "--fail-switch: bad time \"soon\"",
+        ),
+        (
+            &["allreduce", "--fail-link", "gpu0:nvswitch1@x"],
+            "--fail-link: bad time \"x\"",
+        ),
         // A bad node's error names the option it came from.
         (
             &["allreduce", "--gpus", "gpu0,gpu9"],

@@ -719,7 +719,7 @@ fn parse_node_at(s: &str, flag: &str, form: &str) -> anyhow::Result<(String, Dur
     if node.is_empty() {
         bail!(usage());
     }
-    Ok((node.to_string(), parse_time(time)?))
+    Ok((node.to_string(), parse_time(time).context(flag.to_string())?))
 }
 
 /// `topology` with only the GPUs `list` names: a count (the first N) or names separated by commas.
