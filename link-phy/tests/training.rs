@@ -357,16 +357,13 @@ fn trained_for_low_power() -> LinkPair {
     pair
 }
 
-/// Both ports asked for L1, the second 100 ns after the first, when its partner's EIOS has arrived: at a
-/// rate neither changed to, that EIOS is the partner going to L1 first, and the port follows it. It had
-/// been taken for a partner leaving L0 for Recovery.Speed: the port retrained, its partner stayed in L1,
-/// and the link went down.
-#[test]
-fn a_port_asked_for_low_power_after_its_partner_follows_it_to_l1() {
-    let mut pair = trained_for_low_power();
+/// Ask port A for L1, then (after `gap`, if given) port B, and check that both are there 20 us on.
+fn both_to_low_power(pair: &mut LinkPair, gap: Option<Duration>) {
     pair.a.request_low_power();
-    let until = pair.now() + Duration::from_ns(100);
-    pair.run_until(until, |_| false);
+    if let Some(gap) = gap {
+        let until = pair.now() + gap;
+        pair.run_until(until, |_| false);
+    }
     pair.b.request_low_power();
     let until = pair.now() + Duration::from_us(20);
     pair.run_until(until, |_| false);
@@ -374,6 +371,16 @@ fn a_port_asked_for_low_power_after_its_partner_follows_it_to_l1() {
         (pair.a.state(), pair.b.state()),
         (LtssmState::ElectricalIdle, LtssmState::ElectricalIdle)
     );
+}
+
+/// Both ports asked for L1, the second 100 ns after the first, when its partner's EIOS has arrived: at a
+/// rate neither changed to, that EIOS is the partner going to L1 first, and the port follows it. It had
+/// been taken for a partner leaving L0 for Recovery.Speed: the port retrained, its partner stayed in L1,
+/// and the link went down.
+#[test]
+fn a_port_asked_for_low_power_after_its_partner_follows_it_to_l1() {
+    let mut pair = trained_for_low_power();
+    both_to_low_power(&mut pair, Some(Duration::from_ns(100)));
     assert_eq!(pair.b.counters().retrains, 0);
 }
 
@@ -383,14 +390,7 @@ fn a_port_asked_for_low_power_after_its_partner_follows_it_to_l1() {
 #[test]
 fn a_port_woken_in_l1_brings_the_link_back_to_l0() {
     let mut pair = trained_for_low_power();
-    pair.a.request_low_power();
-    pair.b.request_low_power();
-    let until = pair.now() + Duration::from_us(20);
-    pair.run_until(until, |_| false);
-    assert_eq!(
-        (pair.a.state(), pair.b.state()),
-        (LtssmState::ElectricalIdle, LtssmState::ElectricalIdle)
-    );
+    both_to_low_power(&mut pair, None);
     pair.a.wake();
     assert!(
         pair.a

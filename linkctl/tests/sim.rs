@@ -14,6 +14,16 @@ fn json(args: &[&str]) -> serde_json::Value {
     common::json(&["sim"], args)
 }
 
+/// Run `args`, check that it verified and that its `failover` JSON holds `expected` under `keys`, and
+/// give its text output (the same run without `--json`).
+fn failover_counted(args: &[&str], keys: [&str; 3], expected: [u64; 3]) -> String {
+    let v = json(args);
+    let f = &v["failover"];
+    assert_eq!(keys.map(|k| f[k].as_u64()), expected.map(Some), "{f}");
+    assert_eq!(v["verified"], true);
+    String::from_utf8(sim(args).stdout).unwrap()
+}
+
 /// The background traffic of a run's JSON verified, every packet it generated delivered.
 fn assert_delivered(b: &serde_json::Value) {
     assert_eq!(
@@ -324,19 +334,8 @@ fn faults_that_find_their_link_down_are_counted() {
     let mut args = vec!["allreduce", "--min", "1M", "--max", "1M"];
     args.extend(["--degrade-link", "gpu0:nvswitch1@2us"].repeat(5));
     args.extend(["--fail-link", "gpu0:nvswitch1@3us"]);
-    let v = json(&args);
-    let f = &v["failover"];
-    assert_eq!(
-        (
-            &f["links_degraded"],
-            &f["links_failed"],
-            &f["faults_without_effect"]
-        ),
-        (&json!(3), &json!(1), &json!(2)),
-        "{f}"
-    );
-    assert_eq!(v["verified"], true);
-    let text = String::from_utf8(sim(&args).stdout).unwrap();
+    let keys = ["links_degraded", "links_failed", "faults_without_effect"];
+    let text = failover_counted(&args, keys, [3, 1, 2]);
     assert!(
         text.contains("; 2 fault(s) without effect, their link already down"),
         "{text}"
@@ -401,19 +400,8 @@ fn repairs_are_counted() {
         "--repair-link",
         "gpu1:nvswitch1@3us",
     ];
-    let v = json(&args);
-    let f = &v["failover"];
-    assert_eq!(
-        (
-            &f["links_failed"],
-            &f["links_repaired"],
-            &f["repairs_without_effect"]
-        ),
-        (&json!(1), &json!(1), &json!(1)),
-        "{f}"
-    );
-    assert_eq!(v["verified"], true);
-    let text = String::from_utf8(sim(&args).stdout).unwrap();
+    let keys = ["links_failed", "links_repaired", "repairs_without_effect"];
+    let text = failover_counted(&args, keys, [1, 1, 1]);
     assert!(
         text.contains("# Failover: 1 link(s) failed, 0 ganged link(s) lost, 1 repaired;")
             && text.contains("; 1 repair(s) without effect, their link already whole"),

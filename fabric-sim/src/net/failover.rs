@@ -709,20 +709,9 @@ impl Net {
             }
         });
         let Some(f) = self.failover.as_mut() else { return };
-        // Every link that failed since the last plan and is still down (several, when they failed while
-        // others were still coming up; a repaired one is not what the fabric cannot go on without).
-        let name = |x: usize| self.topology.node_name(x);
-        let down: Vec<String> = (f.unplanned.iter())
-            .filter(|t| f.failed.contains(t))
-            .map(|&t| {
-                let trunk = &self.fabric.trunks[t];
-                format!("{} - {}", name(trunk.a.0), name(trunk.b.0))
-            })
-            .collect();
-        let ends: Vec<(usize, usize)> = f
-            .unplanned
-            .drain(..)
-            .flat_map(|t| [self.fabric.trunks[t].a, self.fabric.trunks[t].b])
+        let planned: Vec<usize> = f.unplanned.drain(..).collect();
+        let ends: Vec<(usize, usize)> = (planned.iter())
+            .flat_map(|&t| [self.fabric.trunks[t].a, self.fabric.trunks[t].b])
             .collect();
         match replanned {
             Ok((split, fabric)) => {
@@ -740,6 +729,17 @@ impl Net {
                 f.stats.jobs_split = f.jobs_split.iter().filter(|&&split| split).count() as u64;
             }
             Err(e) => {
+                // Every link that failed since the last plan and is still down (several, when they failed
+                // while others were still coming up; a repaired one is not what the fabric cannot go on
+                // without).
+                let name = |x: usize| self.topology.node_name(x);
+                let down: Vec<String> = (planned.iter())
+                    .filter(|t| f.failed.contains(t))
+                    .map(|&t| {
+                        let trunk = &self.fabric.trunks[t];
+                        format!("{} - {}", name(trunk.a.0), name(trunk.b.0))
+                    })
+                    .collect();
                 f.fatal = Some(if down.is_empty() {
                     format!("the fabric manager cannot route the fabric: {e}")
                 } else {
