@@ -555,3 +555,47 @@ fn a_refused_sweep_leaves_the_files_at_its_trace_paths_as_they_were() {
     assert_eq!(older, b"an older trace", "the trace's file was overwritten");
     assert!(!begun, "waveforms were begun at {}", vcd.display());
 }
+
+/// The data link's low-power handshake flits (spec section 2.9), which the simulator's fabrics never send
+/// (their links do not sleep): written into a trace by hand, the dissector names each and its
+/// acknowledgement, as it does an Update.
+#[test]
+fn tshark_names_the_low_power_handshake_flits() {
+    if !tshark_available() {
+        return;
+    }
+    let path = temp("tshark-pm.pcap");
+    let hop = Hop {
+        trunk: 0,
+        from: (0, 1),
+        to: (1, 2),
+    };
+    let mut tracer = Tracer::new(std::fs::File::create(&path).unwrap(), 2, 10).unwrap();
+    for (i, (kind, ack)) in [(ControlKind::PmEnterL1, 17), (ControlKind::PmRequestAck, 1023)]
+        .into_iter()
+        .enumerate()
+    {
+        let flit = ControlFlit {
+            kind,
+            ack: Seq::new(ack),
+            credits: [0; 4],
+        }
+        .emit();
+        let at = Instant::ZERO + Duration::from_ns(10 * i as u64);
+        tracer.unit(i, hop, at, &flit).unwrap();
+    }
+    tracer.flush().unwrap();
+    let lua = concat!(env!("CARGO_MANIFEST_DIR"), "/../tools/wireshark/openlink.lua");
+    let out = Command::new("tshark")
+        .args(["-X", &format!("lua_script:{lua}"), "-r"])
+        .arg(&path)
+        .args(["-T", "fields", "-e", "openlink.control", "-e", "_ws.col.Info"])
+        .output()
+        .unwrap();
+    std::fs::remove_file(&path).unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(
+        String::from_utf8(out.stdout).unwrap(),
+        "6\tPM_Enter_L1 ack 17\n7\tPM_Request_Ack ack 1023\n"
+    );
+}

@@ -5,7 +5,9 @@
 //! data link's, and the data link's retrain requests go to the physical layer. A physical link that drops
 //! back to Detect and retrains (narrower, after a lane failed) is a long retrain to the data link: nothing
 //! queued is lost; so is low power (L1), from which a wake brings the link back. Only a physical layer that
-//! gives up (`Failed`) takes the data link down.
+//! gives up (`Failed`) takes the data link down. The data link's low-power handshake
+//! ([`DataLink::request_low_power`]) tells the physical layer when to go to L1, and a packet sent in L1
+//! wakes it.
 
 use heapless::Deque;
 use link_phy::ltssm::{LtssmState, PhyEvent, Port, PortConfig};
@@ -14,7 +16,7 @@ use link_phy::time::Instant;
 
 use crate::fec;
 use crate::flit::FLIT_LEN;
-use crate::link::{DataLink, DlConfig};
+use crate::link::{DataLink, DlConfig, PowerRequest};
 
 /// Physical-layer events kept for observers (state history), oldest dropped first.
 const PHY_EVENTS: usize = 64;
@@ -103,7 +105,7 @@ impl<const REPLAY: usize, const RX_FLITS: usize> Endpoint<REPLAY, RX_FLITS> {
                 PhyEvent::StateChanged {
                     to: LtssmState::ElectricalIdle,
                     ..
-                } => self.dl.phy_retraining(now),
+                } => self.dl.phy_low_power(now),
                 PhyEvent::StateChanged { .. } => {}
             }
             if self.phy_events.is_full() {
@@ -114,5 +116,11 @@ impl<const REPLAY: usize, const RX_FLITS: usize> Endpoint<REPLAY, RX_FLITS> {
         if self.dl.take_retrain_request() {
             self.phy.request_retrain();
         }
+        match self.dl.take_power_request() {
+            Some(PowerRequest::EnterL1) => self.phy.request_low_power(),
+            Some(PowerRequest::Wake) => self.phy.wake(),
+            None => {}
+        }
+        self.phy.expect_low_power(self.dl.grants_low_power());
     }
 }

@@ -40,6 +40,9 @@ pub enum DlError {
     },
     /// `send` while the link is not active (down, or still exchanging initial credits).
     LinkNotActive,
+    /// `send` while the link is entering low power (L1): the power-management handshake holds new
+    /// packets back until the link is in L1 (where a packet sent wakes it) or the handshake is over.
+    EnteringLowPower,
     /// `send` without enough credit on the virtual channel: try again once the partner returns some.
     NoCredit {
         /// The channel.
@@ -87,6 +90,7 @@ impl core::fmt::Display for DlError {
             }
             DlError::Truncated { needed, got } => write!(f, "{got} bytes where {needed} are needed"),
             DlError::LinkNotActive => write!(f, "the link is not active"),
+            DlError::EnteringLowPower => write!(f, "the link is entering low power (L1)"),
             DlError::NoCredit {
                 vc,
                 needed,

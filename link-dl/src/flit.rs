@@ -253,6 +253,12 @@ pub enum ControlKind {
     InitFc1 = 3,
     /// Second phase: the sender has received the partner's sizes.
     InitFc2 = 4,
+    /// An Update that also asks the partner to go to low power (L1): the sender has everything it sent
+    /// acknowledged and sends no new packets (`docs/spec.md` section 2.9).
+    PmEnterL1 = 6,
+    /// An Update that also grants the partner's PmEnterL1: everything this end sent is acknowledged too,
+    /// and it takes the partner's electrical idle ordered set for L1.
+    PmRequestAck = 7,
 }
 
 /// A parsed control flit. Control flits are link-local: never sequenced, never replayed.
@@ -268,7 +274,7 @@ pub struct ControlFlit {
 }
 
 impl ControlFlit {
-    /// Parse and check a flow-control flit (kinds 1 to 4; an identity flit, kind 5, is
+    /// Parse and check a flow-control flit (kinds 1 to 4, 6 and 7; an identity flit, kind 5, is
     /// [`IdentFlit::parse`]'s).
     pub fn parse(flit: &Flit) -> Result<ControlFlit, DlError> {
         let w = checked_control_word(flit)?;
@@ -277,6 +283,8 @@ impl ControlFlit {
             2 => ControlKind::Nak,
             3 => ControlKind::InitFc1,
             4 => ControlKind::InitFc2,
+            6 => ControlKind::PmEnterL1,
+            7 => ControlKind::PmRequestAck,
             kind => return Err(DlError::UnknownControl { kind }),
         };
         if field::CONTROL_RESERVED.iter().any(|&f| get(w, f) != 0) {

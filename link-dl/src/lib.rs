@@ -30,7 +30,7 @@ pub mod vc;
 
 pub use endpoint::Endpoint;
 pub use error::DlError;
-pub use link::{DataLink, DlConfig, DlCounters, DlEvent, DlState, Received};
+pub use link::{DataLink, DlConfig, DlCounters, DlEvent, DlState, PowerRequest, PowerState, Received};
 pub use vc::Vc;
 
 pub mod fuzz;

@@ -91,8 +91,40 @@ pub enum DlEvent {
     Down,
     /// The physical layer is retraining: timers hold, nothing is lost.
     Retraining,
-    /// Retraining finished; unacknowledged packets are replayed.
+    /// Retraining finished, or the link woke from low power (L1); unacknowledged packets are replayed.
     Resumed,
+    /// The physical layer is in low power (L1): timers hold, nothing is lost, and a packet sent wakes
+    /// the link.
+    LowPower,
+}
+
+/// Where the link is in going to low power (L1) and back (`docs/spec.md` section 2.9). Only an active
+/// link leaves `On`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum PowerState {
+    /// In use.
+    On,
+    /// This end asked for L1 ([`DataLink::request_low_power`]): it takes no new packet, and once
+    /// everything it sent is acknowledged it sends PmEnterL1 until the partner's PmRequestAck comes.
+    /// Then it asks its physical layer for L1.
+    Requesting,
+    /// The partner asked for L1: this end takes no new packet, and once everything it sent is
+    /// acknowledged it sends PmRequestAck until the physical layer follows the partner to L1.
+    Acknowledging,
+    /// The physical layer is in L1: timers hold, and a packet sent wakes the link.
+    Asleep,
+}
+
+/// What the data link asks of the physical layer for low power, read with
+/// [`DataLink::take_power_request`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum PowerRequest {
+    /// The handshake is done on this end's request: go to L1 (send an electrical idle ordered set).
+    EnterL1,
+    /// A packet is waiting in L1: wake the link.
+    Wake,
 }
 
 /// Counters a person debugging a link looks at first. They only grow.
@@ -140,6 +172,8 @@ pub struct DlCounters {
     pub control_sent: u64,
     /// Initialisation flits sent (identity and InitFc), counted in `flits_transmitted` as the others.
     pub init_sent: u64,
+    /// Times the link went to low power (L1).
+    pub low_power_entries: u64,
     /// FEC blocks decoded.
     pub fec_blocks: u64,
     /// Bytes corrected by FEC.
@@ -173,6 +207,7 @@ impl core::ops::AddAssign<&DlCounters> for DlCounters {
             credit_protocol_errors,
             control_sent,
             init_sent,
+            low_power_entries,
             fec_blocks,
             fec_corrections,
             fec_uncorrectable,
@@ -197,6 +232,7 @@ impl core::ops::AddAssign<&DlCounters> for DlCounters {
         self.credit_protocol_errors += credit_protocol_errors;
         self.control_sent += control_sent;
         self.init_sent += init_sent;
+        self.low_power_entries += low_power_entries;
         self.fec_blocks += fec_blocks;
         self.fec_corrections += fec_corrections;
         self.fec_uncorrectable += fec_uncorrectable;
@@ -372,6 +408,14 @@ pub struct DataLink<const REPLAY: usize = 64, const RX_FLITS: usize = 64> {
     counters: DlCounters,
     events: Deque<DlEvent, 8>,
     retrain_request: bool,
+    power: PowerState,
+    /// A PmEnterL1 from the partner that this end has not yet answered.
+    power_ack_owed: bool,
+    /// This end has sent PmRequestAck: the partner's electrical idle ordered set is L1.
+    power_granted: bool,
+    power_request: Option<PowerRequest>,
+    /// When the physical layer last went to L1.
+    slept_at: Instant,
 
     // Buffers.
     /// The rest of a packet whose replay slot was freed while it was being sent (a replay of a packet
@@ -453,6 +497,11 @@ impl<const REPLAY: usize, const RX_FLITS: usize> DataLink<REPLAY, RX_FLITS> {
             counters: DlCounters::default(),
             events: Deque::new(),
             retrain_request: false,
+            power: PowerState::On,
+            power_ack_owed: false,
+            power_granted: false,
+            power_request: None,
+            slept_at: Instant::ZERO,
         }
     }
 
@@ -525,6 +574,47 @@ impl<const REPLAY: usize, const RX_FLITS: usize> DataLink<REPLAY, RX_FLITS> {
         core::mem::take(&mut self.retrain_request)
     }
 
+    /// Where the link is in going to low power (L1) and back.
+    pub fn power_state(&self) -> PowerState {
+        self.power
+    }
+
+    /// What the link asks of the physical layer for low power, if anything; reading clears it.
+    pub fn take_power_request(&mut self) -> Option<PowerRequest> {
+        self.power_request.take()
+    }
+
+    /// Ask for low power (L1), as PCI Express's data link layer does with PM_Enter_L1: new packets are
+    /// held back, and once everything sent is acknowledged and the partner has granted the request,
+    /// [`DataLink::take_power_request`] gives [`PowerRequest::EnterL1`]. Nothing is lost: packets still
+    /// unacknowledged when it is asked go first. Refused unless the link is active; asking again while
+    /// the handshake is under way, or in L1, changes nothing.
+    pub fn request_low_power(&mut self) -> Result<(), DlError> {
+        if self.state != DlState::Active {
+            return Err(DlError::LinkNotActive);
+        }
+        if self.power == PowerState::On {
+            self.power = PowerState::Requesting;
+            self.update_pending = true;
+        }
+        Ok(())
+    }
+
+    /// Whether this end has granted the partner's request for L1 and the link is not there yet: the
+    /// physical layer is to take the partner's electrical idle ordered set for L1
+    /// (`link_phy::ltssm::Port::expect_low_power`).
+    pub fn grants_low_power(&self) -> bool {
+        self.power_granted
+    }
+
+    /// The handshake is over (the link is in L1, back in use, or down).
+    fn end_handshake(&mut self, to: PowerState) {
+        self.power = to;
+        self.power_ack_owed = false;
+        self.power_granted = false;
+        self.power_request = None;
+    }
+
     fn event(&mut self, e: DlEvent) {
         if self.events.is_full() {
             self.events.pop_front();
@@ -555,6 +645,9 @@ impl<const REPLAY: usize, const RX_FLITS: usize> DataLink<REPLAY, RX_FLITS> {
         }
         if self.retraining {
             self.retraining = false;
+            if self.power == PowerState::Asleep {
+                self.power = PowerState::On;
+            }
             self.replay_deadline = self.replay_held.take().map(|left| now + left);
             // Whatever was in flight when the link stopped may be lost: replay all of it, after a control
             // flit that lets the receiver find a packet boundary.
@@ -566,12 +659,39 @@ impl<const REPLAY: usize, const RX_FLITS: usize> DataLink<REPLAY, RX_FLITS> {
 
     /// The physical layer left L0 for Recovery: hold the timers.
     pub fn phy_retraining(&mut self, now: Instant) {
-        if self.state == DlState::Down || self.retraining {
+        if self.hold(now) {
+            self.event(DlEvent::Retraining);
+        }
+    }
+
+    /// The physical layer went to low power (L1): hold the timers, as through a retrain, until it is
+    /// back in L0. A handshake under way is over (the partner may have gone first).
+    pub fn phy_low_power(&mut self, now: Instant) {
+        if self.state != DlState::Active || self.power == PowerState::Asleep {
             return;
+        }
+        self.end_handshake(PowerState::Asleep);
+        self.slept_at = now;
+        self.counters.low_power_entries += 1;
+        // A retrain that was under way is over: the port left L0 (or Recovery) for L1.
+        self.hold(now);
+        self.event(DlEvent::LowPower);
+        if !self.replay.is_empty() && self.transmitted < self.replay.len() {
+            // Packets sent while the handshake ran cannot be (it refuses them), but a caller that put
+            // the physical layer in L1 itself may have some waiting: they wake the link.
+            self.power_request = Some(PowerRequest::Wake);
+        }
+    }
+
+    /// Stop the timers while the physical layer is out of L0; false if they were already stopped (or
+    /// the link is down).
+    fn hold(&mut self, now: Instant) -> bool {
+        if self.state == DlState::Down || self.retraining {
+            return false;
         }
         self.retraining = true;
         self.replay_held = self.replay_deadline.take().map(|d| d.saturating_since(now));
-        self.event(DlEvent::Retraining);
+        true
     }
 
     /// Hand back every packet not yet acknowledged, oldest first (sent or still waiting to be), with the
@@ -647,6 +767,7 @@ impl<const REPLAY: usize, const RX_FLITS: usize> DataLink<REPLAY, RX_FLITS> {
         self.arrivals = 0;
         self.rx_credits = RxCredits::default();
         self.retrain_request = false;
+        self.end_handshake(PowerState::On);
         self.partner = None;
         self.event(DlEvent::Down);
     }
@@ -665,6 +786,9 @@ impl<const REPLAY: usize, const RX_FLITS: usize> DataLink<REPLAY, RX_FLITS> {
     pub fn send(&mut self, vc: Vc, tl: u64, payload: &[Flit]) -> Result<Seq, DlError> {
         if self.state != DlState::Active {
             return Err(DlError::LinkNotActive);
+        }
+        if matches!(self.power, PowerState::Requesting | PowerState::Acknowledging) {
+            return Err(DlError::EnteringLowPower);
         }
         if payload.len() > MAX_PAYLOAD_FLITS {
             return Err(DlError::PayloadTooLong { flits: payload.len() });
@@ -702,12 +826,16 @@ impl<const REPLAY: usize, const RX_FLITS: usize> DataLink<REPLAY, RX_FLITS> {
         });
         self.next_seq = self.next_seq.next();
         self.counters.packets_sent += 1;
+        if self.power == PowerState::Asleep {
+            self.power_request = Some(PowerRequest::Wake);
+        }
         Ok(header.seq)
     }
 
     /// Whether a packet of `payload_flits` could be sent on `vc` now.
     pub fn can_send(&self, vc: Vc, payload_flits: usize) -> bool {
         self.state == DlState::Active
+            && matches!(self.power, PowerState::On | PowerState::Asleep)
             && !self.replay.is_full()
             && payload_flits <= MAX_PAYLOAD_FLITS
             && usize::from(self.tx_credits.available(vc)) > payload_flits
@@ -785,10 +913,12 @@ impl<const REPLAY: usize, const RX_FLITS: usize> DataLink<REPLAY, RX_FLITS> {
     // ----- timers -----
 
     /// When the link next needs [`DataLink::handle_timeout`] (it also checks its timers on every unit):
-    /// a replay or acknowledgement deadline, or the next periodic control flit.
+    /// a replay or acknowledgement deadline, or the next periodic control flit; in low power (L1), a wake
+    /// that a packet sent there asks for.
     pub fn poll_timeout(&self) -> Option<Instant> {
         if self.retraining {
-            return None;
+            // A packet sent in L1 asks for a wake, due at once: the instant the link went there is past.
+            return (self.power_request == Some(PowerRequest::Wake)).then_some(self.slept_at);
         }
         let update = (self.state == DlState::Active).then_some(self.next_update);
         // Compared in registers: an array of the three, for `min`, was stored in halves and loaded
@@ -831,6 +961,7 @@ impl<const REPLAY: usize, const RX_FLITS: usize> DataLink<REPLAY, RX_FLITS> {
     /// whole periods of them pass at once ([`DataLink::skip_idle_updates`]).
     pub fn idle_update(&self) -> Option<ControlFlit> {
         let settled = self.state == DlState::Active
+            && self.power == PowerState::On
             && !self.retraining
             && !self.retrain_request
             && !self.config.fec
@@ -1041,7 +1172,7 @@ impl<const REPLAY: usize, const RX_FLITS: usize> DataLink<REPLAY, RX_FLITS> {
             let kind = if self.nak_pending {
                 ControlKind::Nak
             } else {
-                ControlKind::Update
+                self.update_kind()
             };
             if self.nak_pending {
                 self.counters.naks_sent += 1;
@@ -1070,6 +1201,23 @@ impl<const REPLAY: usize, const RX_FLITS: usize> DataLink<REPLAY, RX_FLITS> {
             return self.next_in_flight(flit);
         }
         false
+    }
+
+    /// The kind of the Update to send: in the low-power handshake, once everything sent is acknowledged,
+    /// a PmRequestAck (owed for a PmEnterL1 received, or repeated while acknowledging) or a PmEnterL1
+    /// (repeated while requesting). Each has the Update's acknowledgement and credits.
+    fn update_kind(&mut self) -> ControlKind {
+        if self.power == PowerState::On || !self.replay.is_empty() {
+            return ControlKind::Update;
+        }
+        if core::mem::take(&mut self.power_ack_owed) || self.power == PowerState::Acknowledging {
+            self.power_granted = true;
+            return ControlKind::PmRequestAck;
+        }
+        if self.power == PowerState::Requesting {
+            return ControlKind::PmEnterL1;
+        }
+        ControlKind::Update
     }
 
     /// Write the next flit of the packet in flight into `flit`; false (and the packet over) if none.
@@ -1419,7 +1567,7 @@ impl<const REPLAY: usize, const RX_FLITS: usize> DataLink<REPLAY, RX_FLITS> {
                     self.become_active(now);
                 }
             }
-            ControlKind::Update | ControlKind::Nak => {
+            ControlKind::Update | ControlKind::Nak | ControlKind::PmEnterL1 | ControlKind::PmRequestAck => {
                 if self.state == DlState::InitFc2 {
                     self.become_active(now);
                 }
@@ -1431,11 +1579,40 @@ impl<const REPLAY: usize, const RX_FLITS: usize> DataLink<REPLAY, RX_FLITS> {
                     let report = self.tx_credits.report(vc, c.credits[vc.index()]);
                     self.count_credit_error(report);
                 }
-                if c.kind == ControlKind::Nak {
-                    self.counters.naks_received += 1;
-                    self.start_replay(now);
+                match c.kind {
+                    ControlKind::Nak => {
+                        self.counters.naks_received += 1;
+                        self.start_replay(now);
+                    }
+                    ControlKind::PmEnterL1 => self.partner_asks_low_power(),
+                    ControlKind::PmRequestAck if self.power == PowerState::Requesting => {
+                        self.power_request = Some(PowerRequest::EnterL1);
+                    }
+                    // A partner that asked for L1 sends PmEnterL1 in place of every Update until the
+                    // link is there: a plain Update means it is not asking (a forged PmEnterL1 passed
+                    // the CRC), and holding packets back for it would hold them for ever.
+                    ControlKind::Update if self.power == PowerState::Acknowledging => {
+                        self.end_handshake(PowerState::On);
+                    }
+                    _ => {}
                 }
             }
+        }
+    }
+
+    /// The partner asked for L1 (it has everything it sent acknowledged): hold new packets back, and
+    /// answer once everything this end sent is acknowledged too. An end that asked as well answers and
+    /// goes on asking: each goes to L1 on the other's answer.
+    fn partner_asks_low_power(&mut self) {
+        match self.power {
+            PowerState::On => self.power = PowerState::Acknowledging,
+            PowerState::Requesting | PowerState::Acknowledging => {}
+            // Repeats that crossed this end's electrical idle ordered set.
+            PowerState::Asleep => return,
+        }
+        self.power_ack_owed = true;
+        if self.replay.is_empty() {
+            self.update_pending = true;
         }
     }
 
@@ -1467,6 +1644,10 @@ impl<const REPLAY: usize, const RX_FLITS: usize> DataLink<REPLAY, RX_FLITS> {
         self.transmitted -= progress;
         self.acked = ack;
         self.replay_num = 0;
+        if self.power != PowerState::On && self.replay.is_empty() {
+            // The handshake waited for this: its PmEnterL1 or PmRequestAck goes now.
+            self.update_pending = true;
+        }
         // The timer runs while a packet the partner has not acknowledged is out (it starts again when
         // one that is waiting goes).
         self.replay_deadline = if self.transmitted == 0 {

@@ -71,3 +71,27 @@ fn identity_flit_of_section_2_3() {
     assert_eq!(ident.emit(), flit);
     assert_eq!(u32::from_le_bytes(flit[12..].try_into().unwrap()), 0x7F23_0637);
 }
+
+#[test]
+fn low_power_request_of_section_2_9() {
+    let example = "86 00 00 50 00 40 00 40 00 40 00 40 86 d7 3b 2a";
+    assert!(spec().contains(example), "the spec no longer shows this example");
+    let flit: [u8; 16] = bytes(example).try_into().unwrap();
+    let control = ControlFlit {
+        kind: ControlKind::PmEnterL1,
+        ack: Seq::new(5),
+        credits: [64; 4],
+    };
+    assert_eq!(ControlFlit::parse(&flit), Ok(control));
+    assert_eq!(control.emit(), flit);
+    assert_eq!(u32::from_le_bytes(flit[12..].try_into().unwrap()), 0x2A3B_D786);
+    // The grant differs in its type field only (and so its CRC).
+    let mut grant = flit;
+    grant[0] = 0x87;
+    let crc = link_dl::crc::checksum(&grant[..12]);
+    grant[12..].copy_from_slice(&crc.to_le_bytes());
+    assert_eq!(
+        ControlFlit::parse(&grant).map(|c| c.kind),
+        Ok(ControlKind::PmRequestAck)
+    );
+}

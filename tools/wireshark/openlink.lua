@@ -14,7 +14,8 @@ local openlink = Proto("openlink", "openlink link trace")
 
 local record_kinds = { [1] = "packet", [2] = "control flit" }
 local vcs = { [0] = "request", [1] = "posted", [2] = "response", [3] = "snoop" }
-local control_kinds = { [1] = "Update", [2] = "NAK", [3] = "InitFC1", [4] = "InitFC2", [5] = "Ident" }
+local control_kinds = { [1] = "Update", [2] = "NAK", [3] = "InitFC1", [4] = "InitFC2", [5] = "Ident",
+    [6] = "PM_Enter_L1", [7] = "PM_Request_Ack" }
 -- The simulator's opcodes (docs/spec.md section 7.1).
 local sim_opcodes = {
     [0x01] = "traffic write", [0x02] = "data", [0x03] = "partial sum", [0x04] = "result",

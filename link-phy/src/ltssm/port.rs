@@ -143,6 +143,8 @@ pub struct Port {
     idle_relocked: bool,
     retrain_requested: bool,
     low_power_requested: bool,
+    /// The data link granted the partner's request for L1: its electrical idle ordered set is L1.
+    low_power_expected: bool,
     wake_requested: bool,
     window_start: Instant,
     errors_in_window: u32,
@@ -213,6 +215,7 @@ impl Port {
             idle_relocked: false,
             retrain_requested: false,
             low_power_requested: false,
+            low_power_expected: false,
             wake_requested: false,
             window_start: now,
             errors_in_window: 0,
@@ -318,14 +321,23 @@ impl Port {
     }
 
     /// Ask the link to go to electrical idle (L1): send an electrical idle ordered set and go quiet.
-    /// Ignored unless the link is in L0. Both ports are to be asked (the data link layers' handshake). A
-    /// port in L0 that receives its partner's electrical idle ordered set before it is asked follows the
-    /// partner to L1, except at a rate it changed up to: there the set may be the partner falling back
-    /// from a speed change that failed on its side, and the port follows it to Recovery.Speed instead.
+    /// Ignored unless the link is in L0. The data link asks once its low-power handshake is done, and the
+    /// partner's data link has directed its port to follow ([`Port::expect_low_power`]). A port in L0
+    /// that receives its partner's electrical idle ordered set undirected follows the partner to L1 too,
+    /// except at a rate it changed up to: there the set may be the partner falling back from a speed
+    /// change that failed on its side, and the port follows it to Recovery.Speed instead.
     pub fn request_low_power(&mut self) {
         if self.state == LtssmState::L0 {
             self.low_power_requested = true;
         }
+    }
+
+    /// Whether to take the partner's electrical idle ordered set for L1, at any rate, until the port
+    /// leaves L0: its data link layer has granted the partner's request for low power (PCI Express's
+    /// PM_Request_Ack), so the set is the partner going to L1, not falling back from a speed change. The
+    /// port then sends its own set and follows. `true` is ignored unless the link is in L0.
+    pub fn expect_low_power(&mut self, expected: bool) {
+        self.low_power_expected = expected && self.state == LtssmState::L0;
     }
 
     /// Wake the link from electrical idle (L1): the port goes to Recovery at its next evaluation, which
@@ -1145,6 +1157,10 @@ impl Port {
             self.low_power_requested = false;
             self.eios_pending = true;
             self.enter(now, LtssmState::ElectricalIdle);
+        } else if self.eios_received && self.low_power_expected {
+            self.eios_received = false;
+            self.eios_pending = true;
+            self.enter(now, LtssmState::ElectricalIdle);
         } else if self.eios_received {
             self.eios_received = false;
             self.follow_partner_out_of_l0(now);
@@ -1327,6 +1343,8 @@ impl Port {
         let from = self.state;
         let t = self.config.timing;
         self.state = to;
+        // Granted for one stay in L0.
+        self.low_power_expected = false;
         self.entered = now;
         self.first_answer = None;
         self.ts_sent = 0;
