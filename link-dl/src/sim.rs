@@ -19,6 +19,7 @@ use rand_xoshiro::Xoshiro256PlusPlus;
 
 use crate::endpoint::Endpoint;
 use crate::flit::{Flit, FLIT_LEN, MAX_PAYLOAD_FLITS};
+use crate::link::PowerState;
 use crate::link::{DlConfig, DlCounters};
 use crate::vc::{Vc, VC_COUNT};
 
@@ -139,8 +140,27 @@ pub struct Traffic {
     /// Ask port A's physical layer to retrain at these times (after the link is first up); one that
     /// falls due while the port is not in L0 (retraining already) waits until it is.
     pub retrain_at: Vec<Duration>,
+    /// Idle stretches: at each of these times (after the link is first up) the senders pause for
+    /// [`Traffic::sleep_for`], and port A's data link asks for low power (L1) at once. The first packet
+    /// sent after the pause wakes the link. One that falls due during another waits for its end.
+    pub sleep_at: Vec<Duration>,
+    /// How long the senders pause at each of [`Traffic::sleep_at`].
+    pub sleep_for: Duration,
     /// Give up after this much simulated time.
     pub limit: Duration,
+}
+
+/// One of [`Traffic::sleep_at`], as it went.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Sleep {
+    /// When port A's data link asked for L1, from the link becoming active.
+    pub asked_at: Duration,
+    /// From the request to both data links in L1: the handshake, packets in flight included.
+    pub entry: Duration,
+    /// From both in L1 to the first packet sent after the pause (which asks for the wake).
+    pub in_l1: Duration,
+    /// From that packet to both ports back in L0 and both data links in use: the wake.
+    pub exit: Duration,
 }
 
 impl Default for Traffic {
@@ -152,6 +172,8 @@ impl Default for Traffic {
             both_ways: false,
             seed: 1,
             retrain_at: Vec::new(),
+            sleep_at: Vec::new(),
+            sleep_for: Duration::from_us(10),
             limit: Duration::from_ms(500),
         }
     }
@@ -213,6 +235,19 @@ pub struct Report {
     pub limit_reached: bool,
     /// Retrains asked for ([`Traffic::retrain_at`]) that were not done: the run had ended first.
     pub retrains_not_done: usize,
+    /// The sleeps asked for ([`Traffic::sleep_at`]) that went all the way to L1 and back.
+    pub sleeps: Vec<Sleep>,
+    /// Sleeps not done, or not finished (the run ended first, or the data link refused: not active).
+    pub sleeps_not_done: usize,
+}
+
+/// A sleep under way: when it was asked for, when the senders resume, and when the link reached L1
+/// and was asked to wake.
+struct Sleeping {
+    asked: Instant,
+    resume: Instant,
+    entered: Option<Instant>,
+    woken: Option<Instant>,
 }
 
 /// The contents of payload flit `i` of packet `k` on `vc`.
@@ -279,6 +314,12 @@ pub fn run<const REPLAY: usize>(mut pair: LinkPair<SimEndpoint<REPLAY>>, traffic
         .collect();
     let mut retrains: Vec<Instant> = traffic.retrain_at.iter().map(|&d| start + d).collect();
     retrains.sort();
+    let mut sleeps: Vec<Instant> = traffic.sleep_at.iter().map(|&d| start + d).collect();
+    sleeps.sort();
+    let mut sleeping: Option<Sleeping> = None;
+    let asleep = |pair: &LinkPair<SimEndpoint<REPLAY>>| {
+        pair.a.ep.dl.power_state() == PowerState::Asleep && pair.b.ep.dl.power_state() == PowerState::Asleep
+    };
     let mut payload = [[0u8; FLIT_LEN]; MAX_PAYLOAD_FLITS];
     let total = traffic.packets * senders as u64;
     // Up: both physical ports in L0 and both data links active (a data link stays active while its port
@@ -301,8 +342,49 @@ pub fn run<const REPLAY: usize>(mut pair: LinkPair<SimEndpoint<REPLAY>>, traffic
             retrains.remove(0);
             pair.a.ep.phy.request_retrain();
         }
+        if sleeping.is_none() && sleeps.first().is_some_and(|&t| pair.now() >= t) {
+            let now = pair.now();
+            sleeps.remove(0);
+            if pair.a.ep.dl.request_low_power().is_ok() {
+                sleeping = Some(Sleeping {
+                    asked: now,
+                    resume: now + traffic.sleep_for,
+                    entered: None,
+                    woken: None,
+                });
+            } else {
+                report.sleeps_not_done += 1;
+            }
+        }
+        if let Some(s) = &mut sleeping {
+            if s.entered.is_none() && asleep(&pair) {
+                s.entered = Some(pair.now());
+            }
+            let back = |p: &LinkPair<SimEndpoint<REPLAY>>| {
+                up(p)
+                    && p.a.ep.dl.power_state() == PowerState::On
+                    && p.b.ep.dl.power_state() == PowerState::On
+            };
+            if let (Some(entered), Some(woken)) = (s.entered, s.woken) {
+                if back(&pair) {
+                    report.sleeps.push(Sleep {
+                        asked_at: s.asked.saturating_since(start),
+                        entry: entered.saturating_since(s.asked),
+                        in_l1: woken.saturating_since(entered),
+                        exit: pair.now().saturating_since(woken),
+                    });
+                    sleeping = None;
+                }
+            }
+        }
+        let paused = sleeping.as_ref().is_some_and(|s| pair.now() < s.resume);
+        let pair_now = pair.now();
         for (s, sender) in tx.iter_mut().enumerate().take(senders) {
+            if paused {
+                break;
+            }
             let ep = if s == 0 { &mut pair.a.ep } else { &mut pair.b.ep };
+            let was_asleep = ep.dl.power_state() == PowerState::Asleep;
             // Keep the data link's queue full, and let refusals (no credit, replay buffer full) push back.
             while sender.sent < traffic.packets {
                 let vc = vcs[sender.rr % vcs.len()];
@@ -319,6 +401,11 @@ pub fn run<const REPLAY: usize>(mut pair: LinkPair<SimEndpoint<REPLAY>>, traffic
                 sender.next[vc.index()] += 1;
                 sender.sent += 1;
                 sender.rr += 1;
+                if was_asleep {
+                    if let Some(s) = sleeping.as_mut().filter(|s| s.woken.is_none()) {
+                        s.woken = Some(pair_now);
+                    }
+                }
             }
         }
         let now = pair.now();
@@ -350,10 +437,16 @@ pub fn run<const REPLAY: usize>(mut pair: LinkPair<SimEndpoint<REPLAY>>, traffic
                 receiver.last_delivery = now;
             }
         }
-        if !pair.step() {
+        // Paused, with both ports quiet in L1, nothing may be due before the senders resume.
+        let stepped = match &sleeping {
+            Some(s) if pair.now() < s.resume => pair.step_until(s.resume) || pair.now() >= s.resume,
+            _ => pair.step(),
+        };
+        if !stepped {
             break;
         }
     }
+    report.sleeps_not_done += sleeps.len() + usize::from(sleeping.is_some());
     report.packets_sent = tx.iter().map(|s| s.sent).sum();
     report.packets_delivered = rx.iter().map(|r| r.delivered).sum();
     report.complete = report.packets_delivered == total

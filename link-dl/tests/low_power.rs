@@ -140,6 +140,7 @@ fn a_packet_sent_in_l1_wakes_the_link_and_arrives() {
     let until = pair.now() + Duration::from_us(200);
     pair.run_until(until, |_| false);
     assert!(asleep(&pair));
+    let asleep_at = pair.transitions().len();
     pair.a.ep.dl.send(Vc::Posted, 0x77, &[[7; 16]; 2]).unwrap();
     let limit = pair.now() + Duration::from_ms(1);
     let mut got = [Vec::new(), Vec::new()];
@@ -154,6 +155,10 @@ fn a_packet_sent_in_l1_wakes_the_link_and_arrives() {
     assert_eq!(pair.b.ep.dl.power_state(), PowerState::On);
     assert!(pair.a.ep.phy.is_up() && pair.b.ep.phy.is_up());
     assert_eq!(pair.a.ep.dl.counters().replay_timeouts, 0);
+    // Back through Recovery, never Detect (a full retrain): both ports woke.
+    let woke = &pair.transitions()[asleep_at..];
+    assert!(woke.iter().all(|t| t.to != LtssmState::DetectQuiet), "{woke:?}");
+    assert!(woke.iter().any(|t| t.to == LtssmState::RecoveryRcvrLock));
 }
 
 /// At a rate the downstream port changed up to, an electrical idle ordered set received unasked is

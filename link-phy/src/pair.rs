@@ -156,6 +156,17 @@ impl<N: Node> LinkPair<N> {
         self.step_idle_within(Instant(u64::MAX))
     }
 
+    /// Advance to the next thing that happens, or to `limit` if nothing happens before it: time then
+    /// stops at `limit` even when nothing is due at all (both ports quiet in L1, say). Returns whether
+    /// something happened.
+    pub fn step_until(&mut self, limit: Instant) -> bool {
+        let stepped = self.step_idle_within(limit);
+        if !stepped {
+            self.now = self.now.max(limit);
+        }
+        stepped
+    }
+
     /// [`LinkPair::step`], but no further than `limit` (see [`LinkPair::step_within`]).
     fn step_idle_within(&mut self, limit: Instant) -> bool {
         self.step_within(limit, &mut |_, buf| buf.fill(0), &mut |_, _, _| {})

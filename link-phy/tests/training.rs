@@ -386,11 +386,15 @@ fn a_port_asked_for_low_power_after_its_partner_follows_it_to_l1() {
 
 /// A port woken in L1 asks to be driven at once: its next deadline is its next slot, so that a driver
 /// that sleeps until `poll_timeout` (as the pair does) gets to it, and both ports go back to L0 through
-/// Recovery. Before, a quiet port in L1 had no deadline: the wake waited for a call that never came.
+/// Recovery, never through Detect. Before, a quiet port in L1 had no deadline: the wake waited for a call
+/// that never came. And the partner did not wake on the woken port's training sets, because it had not
+/// seen the woken port go quiet (the pair skips a quiet port's slots): the woken port timed out in
+/// Recovery and the link trained again from Detect.
 #[test]
 fn a_port_woken_in_l1_brings_the_link_back_to_l0() {
     let mut pair = trained_for_low_power();
     both_to_low_power(&mut pair, None);
+    let asleep = pair.transitions().len();
     pair.a.wake();
     assert!(
         pair.a
@@ -408,6 +412,38 @@ fn a_port_woken_in_l1_brings_the_link_back_to_l0() {
         pair.b.state()
     );
     assert_up(&pair, LinkWidth::X2, Rate::Gen1);
+    assert_through_recovery(&pair, asleep);
+}
+
+/// Every state change after the first `from` ones is in Recovery or to L0: no port went back to Detect.
+fn assert_through_recovery(pair: &LinkPair, from: usize) {
+    let after = &pair.transitions()[from..];
+    assert!(!after.is_empty());
+    for t in after {
+        assert!(
+            matches!(
+                t.to,
+                LtssmState::RecoveryRcvrLock
+                    | LtssmState::RecoveryRcvrCfg
+                    | LtssmState::RecoveryIdle
+                    | LtssmState::L0
+            ),
+            "{t:?} in {after:?}"
+        );
+    }
+}
+
+/// Both ways round: port B, which followed A to L1, is woken, and A (which went to L1 before B's EIOS
+/// came) wakes on B's training sets.
+#[test]
+fn the_port_that_went_to_l1_first_wakes_on_its_partner() {
+    let mut pair = trained_for_low_power();
+    both_to_low_power(&mut pair, Some(Duration::from_ns(100)));
+    let asleep = pair.transitions().len();
+    pair.b.wake();
+    let until = pair.now() + Duration::from_ms(1);
+    assert!(pair.run_until(until, |p| p.a.is_up() && p.b.is_up()));
+    assert_through_recovery(&pair, asleep);
 }
 
 #[test]

@@ -267,3 +267,68 @@ fn bad_input_is_a_clear_error_not_a_panic() {
         common::assert_refused(&["link", "run"], args);
     }
 }
+
+/// `--sleep-at`: the traffic pauses, the data links take the link to L1 by their handshake, and the first
+/// packet after the pause wakes it, through Recovery (a microsecond or two, where a retrain from Detect
+/// takes 12 ms). Every packet still arrives once, and both ends count each sleep.
+#[test]
+fn sleeps_go_to_l1_and_back_and_lose_nothing() {
+    let args = [
+        "--packets",
+        "2000",
+        "--both-ways",
+        "--sleep-at",
+        "2",
+        "--sleep-at",
+        "20",
+        "--sleep-for",
+        "5",
+    ];
+    let v = json(&args);
+    assert_intact(&v, 4000, 128);
+    let sleeps = v["sleeps"].as_array().unwrap();
+    assert_eq!(sleeps.len(), 2, "{v}");
+    for s in sleeps {
+        let ns = |k: &str| s[k].as_f64().unwrap();
+        assert!((0.0..5_000.0).contains(&ns("entry_ns")), "{s}");
+        assert!((1.0..10_000.0).contains(&ns("exit_ns")), "{s}");
+        // The senders pause for 5 us from the request: the link sleeps the rest of it, and the first
+        // packet after it asks for the wake.
+        assert!(
+            (5_000.0..5_100.0).contains(&(ns("entry_ns") + ns("in_l1_ns"))),
+            "{s}"
+        );
+    }
+    assert_eq!(v["sleeps_not_done"], 0);
+    assert_eq!(v["low_power_entries"], 4);
+    assert_eq!(v["replay_timeouts"], 0);
+    let out = common::linkctl(&["link", "run"], &args);
+    assert_eq!(out.status.code(), Some(0));
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(text.contains("low power: 2 sleeps to L1 and back"), "{text}");
+}
+
+/// A sleep due after the last delivery is said not to have been done.
+#[test]
+fn a_sleep_after_the_run_is_reported_not_done() {
+    let v = json(&["--packets", "100", "--sleep-at", "1000000"]);
+    assert_intact(&v, 100, 128);
+    assert_eq!(v["sleeps_not_done"], 1, "{v}");
+    assert_eq!(v["sleeps"].as_array().map(Vec::len), Some(0));
+}
+
+#[test]
+fn sleep_times_out_of_range_are_refused() {
+    for args in [
+        ["--sleep-at", "-1"],
+        ["--sleep-at", "nan"],
+        ["--sleep-for", "inf"],
+        ["--sleep-for", "1e10"],
+        ["--retrain-at", "-0.5"],
+    ] {
+        common::assert_refused(&["link", "run"], &args);
+        let out = common::linkctl(&["link", "run"], &args);
+        let err = String::from_utf8(out.stderr).unwrap();
+        assert!(err.contains(args[0]), "{args:?}: {err}");
+    }
+}

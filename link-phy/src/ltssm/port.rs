@@ -688,7 +688,10 @@ impl Port {
             LtssmState::ElectricalIdle if self.partner_went_quiet => self.wake_requested = true,
             _ => {}
         }
-        if self.plan() != Plan::Quiet {
+        // In L1 the receiver listens only for the partner's EIOS, which says it has gone quiet too: a
+        // driver may skip a quiet transmitter's slots, so the quiet itself need never arrive.
+        let listening_for_eios = self.state == LtssmState::ElectricalIdle && !self.partner_went_quiet;
+        if self.plan() != Plan::Quiet || listening_for_eios {
             let expected = self.map.map_or(self.detected, |m| m.physical_mask());
             for lane in (0..self.config.lanes).filter(|l| expected & (1 << l) != 0) {
                 // Bits sent at another rate are noise to this receiver (the far end has not switched yet).
@@ -712,10 +715,17 @@ impl Port {
                     LineCode::Code128b130b => self.rx[lane].receive_128b130b(bits, &mut push),
                 }
                 for event in events {
+                    if listening_for_eios && event != LaneEvent::ElectricalIdleOs {
+                        continue;
+                    }
                     self.lane_event(now, lane, event);
                 }
             }
-            self.drain_deskew(now, deliver);
+            if listening_for_eios {
+                self.partner_went_quiet = core::mem::take(&mut self.eios_received);
+            } else {
+                self.drain_deskew(now, deliver);
+            }
         }
         self.evaluate(now);
     }
@@ -1155,14 +1165,11 @@ impl Port {
             self.retrain(now);
         } else if self.low_power_requested {
             self.low_power_requested = false;
-            self.eios_pending = true;
-            self.enter(now, LtssmState::ElectricalIdle);
+            self.enter_low_power(now);
         } else if self.eios_received && self.low_power_expected {
-            self.eios_received = false;
-            self.eios_pending = true;
-            self.enter(now, LtssmState::ElectricalIdle);
+            self.enter_low_power(now);
         } else if self.eios_received {
-            self.eios_received = false;
+            // Kept for L1, where it says the partner is quiet already; Recovery.Speed clears it.
             self.follow_partner_out_of_l0(now);
         } else if self.config.role == Role::Downstream && self.config.auto_speed_change && target > self.rate
         {
@@ -1223,8 +1230,15 @@ impl Port {
         if self.previous_rate < self.rate {
             self.fall_back_to_previous_rate(now);
         } else {
-            self.enter(now, LtssmState::ElectricalIdle);
+            self.enter_low_power(now);
         }
+    }
+
+    /// Go to L1: send an EIOS, which tells the partner this port is going quiet (its receiver wakes on
+    /// a signal only after that), and go quiet.
+    fn enter_low_power(&mut self, now: Instant) {
+        self.eios_pending = true;
+        self.enter(now, LtssmState::ElectricalIdle);
     }
 
     fn retrain(&mut self, now: Instant) {
@@ -1416,7 +1430,9 @@ impl Port {
                     });
                 }
             }
-            LtssmState::ElectricalIdle => self.partner_went_quiet = false,
+            // The partner's EIOS, received in L0 before this port went to L1 (it followed the partner), says
+            // the partner is quiet already; else its EIOS is still to come.
+            LtssmState::ElectricalIdle => self.partner_went_quiet = core::mem::take(&mut self.eios_received),
             LtssmState::Failed => {
                 self.detected = 0;
             }

@@ -46,6 +46,14 @@ pub struct RunArgs {
     /// Ask port A to retrain at these simulated times after the link is up, in microseconds (repeatable)
     #[arg(long = "retrain-at", value_name = "US")]
     pub retrain_at: Vec<f64>,
+    /// Pause the traffic at these simulated times after the link is up, in microseconds (repeatable),
+    /// while port A's data link takes the link to low power (L1) by the power-management handshake; the
+    /// first packet after the pause wakes it
+    #[arg(long = "sleep-at", value_name = "US")]
+    pub sleep_at: Vec<f64>,
+    /// How long each pause of `--sleep-at` lasts, in microseconds
+    #[arg(long = "sleep-for", value_name = "US", default_value_t = 10.0)]
+    pub sleep_for: f64,
     /// Probability per received unit that the flit injector drops it, at most 0.1
     #[arg(long, default_value_t = 0.0)]
     pub drop: f64,
@@ -129,15 +137,16 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         fec: args.fec,
         ..DlConfig::default()
     };
-    let mut retrain_at = Vec::new();
-    for &us in &args.retrain_at {
-        if !(us.is_finite() && us >= 0.0) {
-            bail!("--retrain-at must be a time in microseconds, not {us}");
-        }
-        retrain_at.push(Duration::from_ps((us * 1e6) as u64));
-    }
-    // Room for every packet at x1 and 2.5 GT/s many times over, plus training.
-    let limit = Duration::from_ms(200) + Duration::from_ps(args.packets.saturating_mul(50_000_000));
+    let times = |flag, list: &[f64]| -> anyhow::Result<Vec<Duration>> {
+        list.iter().map(|&us| micros(flag, us)).collect()
+    };
+    let retrain_at = times("--retrain-at", &args.retrain_at)?;
+    let sleep_at = times("--sleep-at", &args.sleep_at)?;
+    let sleep_for = micros("--sleep-for", args.sleep_for)?;
+    // Room for every packet at x1 and 2.5 GT/s many times over, plus training, plus the pauses.
+    let limit = Duration::from_ms(200)
+        + Duration::from_ps(args.packets.saturating_mul(50_000_000))
+        + sleep_for.saturating_mul(sleep_at.len() as u64);
     let traffic = Traffic {
         packets: args.packets,
         payload: args.payload,
@@ -145,6 +154,8 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         both_ways: args.both_ways,
         seed: channel.seed,
         retrain_at,
+        sleep_at,
+        sleep_for,
         limit,
     };
     let started = WallClock::now();
@@ -184,6 +195,17 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
 
 /// The most `--drop`, `--duplicate` and `--corrupt` may be.
 const MAX_UNIT_FAULT_RATE: f64 = 0.1;
+
+/// The latest time an option of microseconds takes: 1,000 s of simulated time, past any run's limit.
+const MAX_MICROS: f64 = 1e9;
+
+/// `us` microseconds given to `flag`, refused unless from 0 to [`MAX_MICROS`].
+fn micros(flag: &str, us: f64) -> anyhow::Result<Duration> {
+    if !(0.0..=MAX_MICROS).contains(&us) {
+        bail!("{flag} must be a time in microseconds from 0 to {MAX_MICROS}, not {us}");
+    }
+    Ok(Duration::from_ps((us * 1e6) as u64))
+}
 
 fn to_json(r: &Report, args: &RunArgs, wall_seconds: f64, code: LineCode, limit: Duration) -> Value {
     let sum = |f: fn(&link_dl::DlCounters) -> u64| f(&r.dl[0]) + f(&r.dl[1]);
@@ -225,6 +247,14 @@ fn to_json(r: &Report, args: &RunArgs, wall_seconds: f64, code: LineCode, limit:
         "time_to_active_us": r.active.then(|| r.time_to_active.as_ps() as f64 / 1e6),
         "down_at_us": r.down_at.map(|t| t.as_ps() as f64 / 1e6),
         "retrains_not_done": r.active.then_some(r.retrains_not_done),
+        "sleeps": r.sleeps.iter().map(|s| json!({
+            "asked_at_us": s.asked_at.as_ps() as f64 / 1e6,
+            "entry_ns": s.entry.as_ps() as f64 / 1e3,
+            "in_l1_ns": s.in_l1.as_ps() as f64 / 1e3,
+            "exit_ns": s.exit.as_ps() as f64 / 1e3,
+        })).collect::<Vec<_>>(),
+        "sleeps_not_done": r.active.then_some(r.sleeps_not_done),
+        "low_power_entries": sum(|c| c.low_power_entries),
         "elapsed_us": r.elapsed.as_ps() as f64 / 1e6,
         "goodput_gbps": r.goodput_gbps,
         "efficiency": r.efficiency,
@@ -279,6 +309,7 @@ fn print_text(r: &Report, v: &Value) {
             r.elapsed.as_ps() as f64 / 1e6
         );
     }
+    print_sleeps(r);
     println!(
         "goodput: {:.3} GB/s of simulated link time, {:.1}% of the line rate after encoding ({:.1}% of the raw rate); {:.2} s of wall time",
         r.goodput_gbps,
@@ -286,6 +317,35 @@ fn print_text(r: &Report, v: &Value) {
         r.raw_efficiency * 100.0,
         v["wall_seconds"].as_f64().unwrap_or(0.0)
     );
+}
+
+/// The `--sleep-at` pauses: how long the handshake took the link to L1 and the wake to bring it back,
+/// the median and the longest of each.
+fn print_sleeps(r: &Report) {
+    if !r.sleeps.is_empty() {
+        let stat = |f: fn(&sim::Sleep) -> Duration| {
+            let mut ns: Vec<f64> = r.sleeps.iter().map(|s| f(s).as_ps() as f64 / 1e3).collect();
+            ns.sort_by(f64::total_cmp);
+            format!(
+                "median {:.1} ns, longest {:.1} ns",
+                ns[ns.len() / 2],
+                ns[ns.len() - 1]
+            )
+        };
+        println!(
+            "low power: {} sleeps to L1 and back; into L1 (the handshake) {}; out of it (the wake) {}",
+            r.sleeps.len(),
+            stat(|s| s.entry),
+            stat(|s| s.exit)
+        );
+    }
+    if r.sleeps_not_done > 0 {
+        println!(
+            "note: {} of the --sleep-at pauses were not done or not finished (the run had ended first, {:.1} us after the link came up)",
+            r.sleeps_not_done,
+            r.elapsed.as_ps() as f64 / 1e6
+        );
+    }
 }
 
 /// A link that never came up: where training stopped and why, in `link train`'s words. Nothing was sent.
