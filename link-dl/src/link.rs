@@ -1035,12 +1035,14 @@ impl<const REPLAY: usize, const RX_FLITS: usize> DataLink<REPLAY, RX_FLITS> {
             return;
         }
         self.counters.replays += 1;
-        self.replay_num += 1;
-        if self.replay_num > self.config.replays_before_retrain {
+        // Compared before counting, so that a limit of 255 cannot overflow the count.
+        if self.replay_num >= self.config.replays_before_retrain {
             // Replaying is not getting through: the link itself may be bad.
             self.replay_num = 0;
             self.retrain_request = true;
             self.counters.retrain_requests += 1;
+        } else {
+            self.replay_num += 1;
         }
         self.cursor = 0;
         self.replay_deadline = Some(now + self.replay_timeout);

@@ -237,3 +237,41 @@ fn an_update_claiming_more_credit_than_was_sent_is_refused_and_counted() {
     assert_eq!(Vc::ALL.map(|vc| j.a.credit(vc)), sizes);
     assert_eq!(j.a.counters().credit_protocol_errors, 3 * 4);
 }
+
+/// `replays_before_retrain` may be any `u8`: with 255, a partner that NAKs without ever acknowledging gets
+/// 255 replays and then a retrain request on the 256th, as with any other setting (the count of replays
+/// without progress overflowed its `u8` there).
+#[test]
+fn a_retrain_after_255_replays_is_asked_for_on_the_256th() {
+    let mut j = with_config_at_a(DlConfig {
+        replays_before_retrain: 255,
+        ..DlConfig::default()
+    });
+    while !(j.a.is_active() && j.b.is_active()) {
+        j.wire(1);
+    }
+    j.wire(50);
+    j.a.send(Vc::Posted, 0x100, &[[1; FLIT_LEN]]).unwrap();
+    // A puts it on the wire; this test plays the partner, which never acknowledges it.
+    let before = *j.a.counters();
+    let mut unit = [0u8; FLIT_LEN];
+    while j.a.counters().packets_transmitted == before.packets_transmitted {
+        j.a.poll_unit(j.now, &mut unit);
+    }
+    let nak = ControlFlit {
+        kind: ControlKind::Nak,
+        ack: Seq::new(0).prev(),
+        credits: [0; 4],
+    }
+    .emit();
+    let mut retrains = Vec::new();
+    for n in 1..=300u32 {
+        j.a.receive_unit(j.now, &nak, j.units[1]);
+        j.units[1] += 1;
+        if j.a.counters().retrain_requests > before.retrain_requests + retrains.len() as u64 {
+            retrains.push(n);
+        }
+    }
+    assert_eq!(j.a.counters().replays - before.replays, 300);
+    assert_eq!(retrains, [256], "retrain requests after these NAKs");
+}
