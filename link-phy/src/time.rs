@@ -38,17 +38,18 @@ impl Duration {
     pub const fn from_ps(ps: u64) -> Self {
         Duration(ps)
     }
-    /// From nanoseconds.
+    /// From nanoseconds (saturating, as the rest of time's arithmetic: past the end of the range is the
+    /// end, not a short span after a wrap).
     pub const fn from_ns(ns: u64) -> Self {
-        Duration(ns * 1_000)
+        Duration(ns.saturating_mul(1_000))
     }
     /// From microseconds.
     pub const fn from_us(us: u64) -> Self {
-        Duration(us * 1_000_000)
+        Duration(us.saturating_mul(1_000_000))
     }
     /// From milliseconds.
     pub const fn from_ms(ms: u64) -> Self {
-        Duration(ms * 1_000_000_000)
+        Duration(ms.saturating_mul(1_000_000_000))
     }
     /// Picoseconds in this span.
     pub const fn as_ps(self) -> u64 {
@@ -88,5 +89,25 @@ impl Add for Duration {
     type Output = Duration;
     fn add(self, d: Duration) -> Duration {
         Duration(self.0.saturating_add(d.0))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use core::hint::black_box;
+
+    /// Spans too long for a `u64` of picoseconds are the longest there is, as sums of times are.
+    #[test]
+    fn spans_past_the_range_saturate() {
+        let most = Duration(u64::MAX);
+        assert_eq!(Duration::from_ns(black_box(u64::MAX / 999)), most);
+        assert_eq!(Duration::from_us(black_box(u64::MAX / 999_999)), most);
+        assert_eq!(Duration::from_ms(black_box(u64::MAX / 999_999_999)), most);
+        assert_eq!(Duration::from_ms(black_box(7)), Duration(7_000_000_000));
+        assert_eq!(
+            Instant(u64::MAX - 1) + Duration::from_ns(black_box(u64::MAX)),
+            Instant(u64::MAX)
+        );
     }
 }
