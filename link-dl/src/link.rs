@@ -997,9 +997,11 @@ impl<const REPLAY: usize, const RX_FLITS: usize> DataLink<REPLAY, RX_FLITS> {
     /// Let `periods` update intervals pass at once on a link settled in idle ([`DataLink::idle_update`]),
     /// as if it had sent its Update in each: its timer and its counters move on as they would have.
     pub fn skip_idle_updates(&mut self, periods: u64) {
-        self.next_update += Duration::from_ps(self.update_interval.as_ps() * periods);
-        self.counters.control_sent += periods;
-        self.counters.flits_transmitted += periods;
+        // Saturating: more periods than time holds leave the timer at the end of time, not wrapped round
+        // to the past.
+        self.next_update += self.update_interval.saturating_mul(periods);
+        self.counters.control_sent = self.counters.control_sent.saturating_add(periods);
+        self.counters.flits_transmitted = self.counters.flits_transmitted.saturating_add(periods);
     }
 
     /// Let timers fire.

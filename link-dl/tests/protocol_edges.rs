@@ -275,3 +275,24 @@ fn a_retrain_after_255_replays_is_asked_for_on_the_256th() {
     assert_eq!(j.a.counters().replays - before.replays, 300);
     assert_eq!(retrains, [256], "retrain requests after these NAKs");
 }
+
+/// Skipping more idle update periods than time can hold leaves the next Update at the end of time and the
+/// counters at their largest (the product of the periods and the interval overflowed).
+#[test]
+fn skipping_more_idle_periods_than_time_holds_saturates() {
+    let mut j = Joined::active();
+    while j.a.poll_event().is_some() {}
+    for _ in 0..20_000 {
+        if j.a.idle_update().is_some() {
+            break;
+        }
+        j.wire(1);
+    }
+    assert!(j.a.idle_update().is_some(), "A has settled in idle");
+    j.a.skip_idle_updates(u64::MAX / 2);
+    assert_eq!(j.a.poll_timeout(), Some(Instant(u64::MAX)));
+    j.a.skip_idle_updates(u64::MAX / 2 + 2);
+    let c = j.a.counters();
+    assert_eq!((c.control_sent, c.flits_transmitted), (u64::MAX, u64::MAX));
+    assert_eq!(j.a.poll_timeout(), Some(Instant(u64::MAX)));
+}
