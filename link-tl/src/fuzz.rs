@@ -28,6 +28,7 @@ pub const TARGETS: &[Target] = &[
     ("tl_parse", tl_parse),
     ("tl_reassemble", tl_reassemble),
     ("coherence_decode", coherence_decode),
+    ("endpoint_receive", endpoint_receive),
 ];
 
 /// A packet as [`packet_of`] reads it, decoded as a coherence message: one that decodes must encode to
@@ -199,6 +200,176 @@ pub fn tl_reassemble(data: &[u8]) {
             got == 0 || got == want || got == 0xEE,
             "byte {i} is {got:#x}, neither the source nor forged"
         );
+    }
+}
+
+/// A sink for an endpoint's packets: it takes them while `open`, and keeps what it took.
+struct Sink {
+    open: bool,
+    sent: Vec<Packet>,
+}
+
+impl crate::ordering::LinkTx for Sink {
+    fn can_send(&self, _: Vc, _: usize) -> bool {
+        self.open
+    }
+
+    fn send(&mut self, vc: Vc, tl: u64, payload: &[Flit]) -> Result<(), link_dl::DlError> {
+        if !self.open {
+            return Err(link_dl::DlError::LinkNotActive);
+        }
+        let mut received = link_dl::Received::empty(vc);
+        received.tl = tl;
+        received.payload.extend_from_slice(payload).unwrap();
+        self.sent.push(Packet::from_received(&received));
+        Ok(())
+    }
+}
+
+/// Endpoint 1, with 4 KiB of memory and a window onto endpoint 2's, starts a copy from endpoint 2, a copy
+/// to it and an atomic, then plays bytes as events: any packet on any channel (as [`packet_of`] reads a
+/// run of the bytes), a genuine answer to a request it sent (in any order, again), a completion forged
+/// for one (any offset, length, status and completer), transmitting (the link open or not), time
+/// passing, events taken. Whatever arrives, nothing panics,
+/// every transfer and atomic ends at most once, and the tag table's counters add up.
+pub fn endpoint_receive(data: &[u8]) {
+    use crate::endpoint::{Done, Endpoint, Event};
+    use crate::header::Opcode;
+    use crate::packet::AtomicOp;
+
+    let mut input = data.iter().copied();
+    let mut byte = move || input.next();
+    let mut map = AddressMap::<1>::new();
+    map.insert(Window::flat(2, 1 << 20)).unwrap();
+    let mut memory = [0u8; 4096];
+    let timeout = Duration::from_us(2);
+    let mut ep: Endpoint<'_, &mut [u8; 4096], 1, 8, 2, 4, 32, 4> =
+        Endpoint::new(1, &mut memory, &map, timeout);
+    let peer = 2u64 << 47;
+    let (from, to) = (
+        ep.copy_from(peer | 100, 0, 600).unwrap(),
+        ep.copy_to(1000, peer | 5000, 300).unwrap(),
+    );
+    let mut now = Instant::ZERO;
+    let atomic = ep.atomic(now, AtomicOp::FetchAdd, peer | 64, 8, 5, 0).unwrap();
+    let mut link = Sink {
+        open: true,
+        sent: Vec::new(),
+    };
+    let mut ended: Vec<crate::endpoint::Handle> = Vec::new();
+    let mut take_events = |ep: &mut Endpoint<'_, _, 1, 8, 2, 4, 32, 4>| {
+        while let Some(event) = ep.poll_event() {
+            if let Event::Done(Done::Transfer { handle, .. } | Done::Atomic { handle, .. }) = event {
+                assert!(
+                    [from, to, atomic].contains(&handle),
+                    "{handle:?} was never started"
+                );
+                assert!(!ended.contains(&handle), "{handle:?} ended twice");
+                ended.push(handle);
+            }
+        }
+    };
+    ep.poll_transmit(now, &mut link);
+
+    while let Some(event) = byte() {
+        match event % 6 {
+            0 => {
+                // Any packet: a run of up to 160 bytes.
+                let n = usize::from(byte().unwrap_or(0)) % 161;
+                let bytes: Vec<u8> = (0..n).map_while(|_| byte()).collect();
+                let (vc, tl, payload) = packet_of(&bytes);
+                let _ = ep.receive(now, vc, tl, &payload);
+            }
+            1 if !link.sent.is_empty() => {
+                // A genuine answer to one of the requests it sent, perhaps again: a piece of a read's
+                // completions, or an atomic's old value.
+                let pick = usize::from(byte().unwrap_or(0)) % link.sent.len();
+                let nth = usize::from(byte().unwrap_or(0));
+                let mut reply = Packet::new();
+                match link.sent[pick].parse() {
+                    Ok(Tlp::Read(read)) => {
+                        let data = [0x5Au8; 4096];
+                        let pieces: Vec<Packet> =
+                            ReadCompletions::new(read, 2, &data[..usize::from(read.len)])
+                                .unwrap()
+                                .map(Result::unwrap)
+                                .collect();
+                        reply = pieces[nth % pieces.len()].clone();
+                    }
+                    Ok(Tlp::Atomic(a)) => {
+                        let header = CompletionHeader {
+                            requester: a.id.requester,
+                            completer: 2,
+                            tag: a.id.tag,
+                            status: Status::Success,
+                            offset: 0,
+                            len: a.size,
+                        };
+                        let data = [7u8; 8];
+                        let answer = Completion {
+                            header,
+                            data: &data[..usize::from(a.size)],
+                        };
+                        Tlp::Completion(answer).emit(&mut reply).unwrap();
+                    }
+                    _ => continue,
+                }
+                let _ = ep.receive(now, reply.vc(), reply.tl(), reply.payload());
+            }
+            2 if !link.sent.is_empty() => {
+                // A completion forged for one of the requests it sent: any status, offset and length,
+                // perhaps from another completer.
+                let pick = usize::from(byte().unwrap_or(0)) % link.sent.len();
+                let Some(id) = link.sent[pick].parse().ok().and_then(|t| t.request_id()) else {
+                    continue;
+                };
+                let b: Vec<u8> = (0..4).map(|_| byte().unwrap_or(0)).collect();
+                let status = Status::from_bits(b[0]);
+                let len = if status == Status::Success { b[3] % 129 } else { 0 };
+                let header = CompletionHeader {
+                    requester: id.requester,
+                    completer: if b[0] & 0x80 == 0 { 2 } else { 3 },
+                    tag: id.tag,
+                    status,
+                    offset: if len == 0 {
+                        0
+                    } else {
+                        u16::from_le_bytes([b[1], b[2] & 0x0F])
+                    },
+                    len,
+                };
+                let data = [0xA5u8; 128];
+                let forged = Completion {
+                    header,
+                    data: &data[..usize::from(len)],
+                };
+                let mut packet = Packet::new();
+                if Tlp::Completion(forged).emit(&mut packet).is_ok() {
+                    let _ = ep.receive(now, packet.vc(), packet.tl(), packet.payload());
+                }
+            }
+            3 => {
+                link.open = byte().unwrap_or(0) & 1 == 0;
+                ep.poll_transmit(now, &mut link);
+            }
+            4 => {
+                now += Duration::from_ns(u64::from(byte().unwrap_or(0)) * 20);
+                ep.handle_timeout(now);
+            }
+            _ => take_events(&mut ep),
+        }
+    }
+    take_events(&mut ep);
+    let t = ep.counters().tags;
+    assert_eq!(
+        t.issued,
+        t.completed + t.timeouts + ep.requester().outstanding() as u64,
+        "tag counters do not add up: {t:?}"
+    );
+    // Every request on the wire is one the endpoint or its completer made.
+    for p in &link.sent {
+        let op = crate::header::opcode_bits(p.tl());
+        assert!(Opcode::from_bits(op).is_ok(), "sent an unknown opcode {op:#x}");
     }
 }
 
