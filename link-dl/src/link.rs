@@ -1329,8 +1329,9 @@ impl<const REPLAY: usize, const RX_FLITS: usize> DataLink<REPLAY, RX_FLITS> {
     /// as receiving them one by one, but the rest of a packet already started is taken as one run.
     pub fn receive_units(&mut self, now: Instant, units: &[Flit], index: u64) {
         if self.config.fec || self.state == DlState::Down {
+            // Wrapping: only the position modulo 16 counts, and 2^64 is a whole number of blocks.
             for (i, unit) in units.iter().enumerate() {
-                self.receive_unit(now, unit, index + i as u64);
+                self.receive_unit(now, unit, index.wrapping_add(i as u64));
             }
             return;
         }

@@ -135,3 +135,35 @@ fn a_partner_starting_over_keeps_the_fec_blocks_aligned() {
         assert_eq!(end.counters().malformed, 0);
     }
 }
+
+/// A unit's position is its index modulo 16, so the index may run past `u64::MAX` and wrap (2^64 is a
+/// whole number of blocks): units received in runs across the wrap (`receive_units`) keep their blocks.
+/// Adding a run's offset to its first index overflowed there.
+#[test]
+fn unit_indexes_that_wrap_keep_the_fec_blocks() {
+    let mut pair = FecPair::up();
+    pair.index = [u64::MAX - 15; 2];
+    let run = |pair: &mut FecPair, units: usize| {
+        for _ in 0..units {
+            let mut out = [[0u8; FLIT_LEN]; 6];
+            for from in 0..2 {
+                for u in &mut out {
+                    pair.ends[from].poll_unit(pair.now, u);
+                }
+                let to = 1 - from;
+                pair.ends[to].receive_units(pair.now, &out, pair.index[to]);
+                pair.index[to] = pair.index[to].wrapping_add(out.len() as u64);
+            }
+            pair.now += Duration::from_ps(6 * 640);
+        }
+    };
+    run(&mut pair, 40);
+    assert!(pair.ends[0].is_active() && pair.ends[1].is_active());
+    assert!(pair.index[0] < 1000, "the index wrapped");
+    pair.ends[0].send(Vc::Posted, 9, &[[1; FLIT_LEN]; 3]).unwrap();
+    run(&mut pair, 40);
+    assert_eq!(pair.ends[1].recv().map(|p| p.tl), Some(9));
+    for end in &pair.ends {
+        assert_eq!(end.counters().fec_uncorrectable, 0);
+    }
+}
