@@ -321,7 +321,8 @@ pub fn run<const REPLAY: usize>(mut pair: LinkPair<SimEndpoint<REPLAY>>, traffic
         pair.a.ep.dl.power_state() == PowerState::Asleep && pair.b.ep.dl.power_state() == PowerState::Asleep
     };
     let mut payload = [[0u8; FLIT_LEN]; MAX_PAYLOAD_FLITS];
-    let total = traffic.packets * senders as u64;
+    // Saturating: a count past the range runs to the time limit, as a count it cannot reach does.
+    let total = traffic.packets.saturating_mul(senders as u64);
     // Up: both physical ports in L0 and both data links active (a data link stays active while its port
     // retrains, and a port that cannot retrain stays down).
     let up = |pair: &LinkPair<SimEndpoint<REPLAY>>| {

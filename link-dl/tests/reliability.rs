@@ -108,6 +108,22 @@ fn a_clean_link_delivers_everything_at_the_format_efficiency() {
     );
 }
 
+/// A packet count no run could reach, both ways: the run stops at its time limit, incomplete, having
+/// delivered what it sent (the total of both senders' packets overflowed).
+#[test]
+fn a_packet_count_past_the_range_stops_at_the_limit() {
+    let traffic = Traffic {
+        packets: u64::MAX,
+        both_ways: true,
+        limit: Duration::from_us(200),
+        ..Traffic::default()
+    };
+    let r = Setup::new(4, Rate::Gen3, 1).run(&traffic);
+    assert!(r.active && r.limit_reached && !r.complete, "{r:#?}");
+    assert!(r.packets_delivered > 0, "{r:#?}");
+    assert_eq!((r.duplicates, r.corrupted, r.out_of_order), (0, 0, 0));
+}
+
 #[test]
 fn goodput_targets_under_errors() {
     let traffic = Traffic {
