@@ -66,8 +66,20 @@ impl Rate {
     /// One unit interval (bit time), in picoseconds. Exact for every rate: 400, 200, 125, 62.5 -> see
     /// [`Rate::bits_time`] for spans of bits, which stays exact at 16 and 32 GT/s.
     pub const fn bits_time(self, bits: u64) -> Duration {
-        // ps = bits * 1e12 / rate, computed without overflow for any realistic bit count.
-        Duration(bits * 1_000_000 / (self.transfers_per_second() / 1_000_000))
+        // ps = bits * 1e12 / rate. A product past 64 bits (from 1.8e13 bits) is worked in 128, and a span
+        // past the range saturates, as time does; slot times, on the simulator's hot path, stay in 64.
+        let per_mtps = self.transfers_per_second() / 1_000_000;
+        match bits.checked_mul(1_000_000) {
+            Some(product) => Duration(product / per_mtps),
+            None => {
+                let ps = bits as u128 * 1_000_000 / per_mtps as u128;
+                Duration(if ps > u64::MAX as u128 {
+                    u64::MAX
+                } else {
+                    ps as u64
+                })
+            }
+        }
     }
 
     /// The line code at this rate.
@@ -148,6 +160,20 @@ mod tests {
         assert_eq!(Rate::Gen2.slot_time(), Duration::from_ns(2));
         assert_eq!(Rate::Gen3.slot_time(), Duration::from_ps(16_250));
         assert_eq!(Rate::Gen5.slot_time(), Duration::from_ps(4_062));
+    }
+
+    /// Spans of bits of any count: exact while the time fits (bits times 10^6 overflowed a u64 from 1.8e13
+    /// bits on), the longest there is past that.
+    #[test]
+    fn bit_spans_of_any_length() {
+        let bits = core::hint::black_box(1u64 << 45);
+        assert_eq!(
+            Rate::Gen5.bits_time(bits),
+            Duration::from_ps(1_099_511_627_776_000)
+        );
+        assert_eq!(Rate::Gen1.bits_time(bits), Duration::from_ps(bits * 400));
+        assert_eq!(Rate::Gen1.bits_time(u64::MAX), Duration::from_ps(u64::MAX));
+        assert_eq!(Rate::Gen3.bits_time(130), Duration::from_ps(16_250));
     }
 
     #[test]
