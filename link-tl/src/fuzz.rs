@@ -29,6 +29,7 @@ pub const TARGETS: &[Target] = &[
     ("tl_reassemble", tl_reassemble),
     ("coherence_decode", coherence_decode),
     ("endpoint_receive", endpoint_receive),
+    ("coherence_receive", coherence_receive),
 ];
 
 /// A packet as [`packet_of`] reads it, decoded as a coherence message: one that decodes must encode to
@@ -370,6 +371,126 @@ pub fn endpoint_receive(data: &[u8]) {
     for p in &link.sent {
         let op = crate::header::opcode_bits(p.tl());
         assert!(Opcode::from_bits(op).is_ok(), "sent an unknown opcode {op:#x}");
+    }
+}
+
+/// A coherence message of any kind from four bytes: kind (bits 2:0) and phase (bit 3), line (0-4, or a
+/// line far out of range when bit 7 is set), code, data.
+fn coherence_message(b: [u8; 4]) -> Option<crate::coherence::Message<64>> {
+    use crate::coherence::{CacheState, ForwardKind, Message, RequestKind, SnoopKind, SnoopResponseKind};
+    let line = if b[1] & 0x80 != 0 {
+        u32::from(b[1]) << 20
+    } else {
+        u32::from(b[1] % 5)
+    };
+    let (code, data) = (b[2] % 8, [b[3]; 64]);
+    Some(match b[0] % 8 {
+        0 => Message::Request {
+            line,
+            kind: RequestKind::from_code(code)?,
+        },
+        1 => Message::Snoop {
+            line,
+            kind: SnoopKind::from_code(code)?,
+            phase: b[0] & 8 != 0,
+        },
+        2 => Message::SnoopResponse {
+            line,
+            kind: SnoopResponseKind::from_code(code)?,
+        },
+        3 => Message::SnoopResponseData {
+            line,
+            kind: ForwardKind::from_code(code)?,
+            data,
+        },
+        4 => Message::Go {
+            line,
+            state: CacheState::from_bits(code),
+        },
+        5 => Message::GoData {
+            line,
+            state: CacheState::from_bits(code),
+            data,
+        },
+        6 => Message::GoWritePull { line },
+        _ => Message::WriteBack { line, data },
+    })
+}
+
+/// A home of four lines and its three caching agents, played by bytes (each event's low four bits say
+/// what, its high four which agent, 3 being none): any message to the home from any
+/// agent (one that does not exist too) or to any agent, core operations submitted, and the home's and the
+/// agents' own messages delivered as the links would. Whatever arrives, nothing panics, and a message
+/// refused leaves the home or agent exactly as it was (its documented contract).
+pub fn coherence_receive(data: &[u8]) {
+    use crate::coherence::{CachingAgent, CoreOp, HomeAgent};
+
+    let mut input = data.iter().copied();
+    let mut byte = move || input.next();
+    let mut home: HomeAgent<4, 3> = HomeAgent::new();
+    let mut agents: [CachingAgent<4>; 3] = core::array::from_fn(|_| CachingAgent::new());
+    while let Some(event) = byte() {
+        let a = usize::from(event >> 4) % 4;
+        let mut four = || [0; 4].map(|_: u8| byte().unwrap_or(0));
+        match (event & 0x0F) % 6 {
+            0 => {
+                let Some(m) = coherence_message(four()) else {
+                    continue;
+                };
+                let before = home.clone();
+                if let Err(e) = home.receive(a, m) {
+                    assert!(
+                        home == before,
+                        "the home refused {m:?} from {a} ({e}) but changed"
+                    );
+                }
+            }
+            1 => {
+                let (Some(m), Some(agent)) = (coherence_message(four()), agents.get_mut(a)) else {
+                    continue;
+                };
+                let before = agent.clone();
+                if let Err(e) = agent.receive(m) {
+                    assert!(*agent == before, "agent {a} refused {m:?} ({e}) but changed");
+                }
+            }
+            2 => {
+                let b = four();
+                let op = match b[0] % 5 {
+                    0 => CoreOp::Load,
+                    1 => CoreOp::LoadShared,
+                    2 => CoreOp::ReadCurrent,
+                    3 => CoreOp::Store([b[2]; 64]),
+                    _ => CoreOp::Evict,
+                };
+                if let Some(agent) = agents.get_mut(a) {
+                    let _ = agent.submit(u32::from(b[1] % 6), op);
+                }
+            }
+            3 => {
+                // The home's next messages to agent `a`, delivered.
+                for vc in [Vc::Snoop, Vc::Response] {
+                    if let (Some(m), Some(agent)) = (home.pop_transmit(a, vc), agents.get_mut(a)) {
+                        let _ = agent.receive(m);
+                    }
+                }
+            }
+            4 => {
+                // Agent `a`'s next messages to the home, delivered.
+                if let Some(agent) = agents.get_mut(a) {
+                    for vc in [Vc::Request, Vc::Response] {
+                        if let Some(m) = agent.pop_transmit(vc) {
+                            let _ = home.receive(a, m);
+                        }
+                    }
+                }
+            }
+            _ => {
+                if let Some(agent) = agents.get_mut(a) {
+                    while agent.poll_completion().is_some() {}
+                }
+            }
+        }
     }
 }
 
