@@ -32,7 +32,7 @@ pub const TARGETS: &[Target] = &[
     ("coherence_receive", coherence_receive),
 ];
 
-/// A packet as [`packet_of`] reads it, decoded as a coherence message: one that decodes must encode to
+/// A packet as `packet_of` reads it, decoded as a coherence message: one that decodes must encode to
 /// the same channel, header and flits.
 pub fn coherence_decode(data: &[u8]) {
     use crate::coherence::{decode, encode};
@@ -76,7 +76,7 @@ fn packet_of(data: &[u8]) -> (Vc, u64, Vec<Flit>) {
     (vc, tl, payload)
 }
 
-/// A packet as [`packet_of`] reads it. A packet that parses must emit again, and the emitted packet must
+/// A packet as `packet_of` reads it. A packet that parses must emit again, and the emitted packet must
 /// parse to the same thing with the same header.
 pub fn tl_parse(data: &[u8]) {
     let (vc, tl, payload) = packet_of(data);
@@ -228,7 +228,7 @@ impl crate::ordering::LinkTx for Sink {
 }
 
 /// Endpoint 1, with 4 KiB of memory and a window onto endpoint 2's, starts a copy from endpoint 2, a copy
-/// to it and an atomic, then plays bytes as events: any packet on any channel (as [`packet_of`] reads a
+/// to it and an atomic, then plays bytes as events: any packet on any channel (as `packet_of` reads a
 /// run of the bytes), a genuine answer to a request it sent (in any order, again), a completion forged
 /// for one (any offset, length, status and completer), transmitting (the link open or not), time
 /// passing, events taken. Whatever arrives, nothing panics,

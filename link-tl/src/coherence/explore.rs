@@ -720,11 +720,19 @@ fn rebuild<const A: usize, const L: usize>(
 }
 
 /// Explore every state of `A` agents and `L` lines reachable from the initial one.
+///
+/// # Panics
+///
+/// If `A` is 64 or more: the explorer numbers channels in a byte.
 pub fn explore<const A: usize, const L: usize>(config: &Config) -> Report {
     explore_from(World::<A, L>::new(), config)
 }
 
 /// Explore every state reachable from `initial`.
+///
+/// # Panics
+///
+/// If `A` is 64 or more: the explorer numbers channels in a byte.
 pub fn explore_from<const A: usize, const L: usize>(initial: World<A, L>, config: &Config) -> Report {
     explore_observed(initial, config, &mut |_| {})
 }
@@ -734,6 +742,10 @@ pub const OBSERVE_EVERY: u64 = 1 << 20;
 
 /// [`explore_from`], showing `observe` the report so far every [`OBSERVE_EVERY`] states (a long search's
 /// progress).
+///
+/// # Panics
+///
+/// If `A` is 64 or more: the explorer numbers channels in a byte.
 pub fn explore_observed<const A: usize, const L: usize>(
     initial: World<A, L>,
     config: &Config,

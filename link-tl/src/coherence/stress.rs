@@ -168,7 +168,12 @@ impl Checker {
     }
 }
 
-/// Run the stress. Panics only on an invalid configuration.
+/// Run the stress.
+///
+/// # Panics
+///
+/// Only on an invalid configuration: `agents` not 1 to [`MAX_AGENTS`], or `lines` not 1 to [`MAX_LINES`]
+/// (`linkctl coherence` refuses both by name first).
 pub fn run(config: &StressConfig) -> StressReport {
     run_with(config, |_, _| {})
 }
