@@ -133,7 +133,7 @@ fn a_limit_out_of_range_is_refused() {
             "--limit-ms",
             "--limit-ms must be above 0 and at most 60000, not 1e300",
         ),
-        ("--ber", "--ber must be between 0 and 1, not 1e300"),
+        ("--ber", "--ber must be at least 0 and below 1, not 1e300"),
     ] {
         let out = linkctl(&["link", "train"], &[flag, "1e300"]);
         let stderr = String::from_utf8_lossy(&out.stderr);
@@ -145,6 +145,27 @@ fn a_limit_out_of_range_is_refused() {
         stderr.contains("--drop must be from 0 to 0.1, not 1e300"),
         "{stderr}"
     );
+}
+
+/// A bit error rate of 1 flips every bit: every lane inverted, which trains (the receivers invert
+/// polarity), so `link train` reported a link up at "BER 1" where `link run` refused the rate. Both
+/// refuse it, in the same words.
+#[test]
+fn a_ber_of_1_is_refused_by_train_and_run_alike() {
+    for command in ["train", "run"] {
+        for ber in ["1", "1.0", "-0.1", "NaN"] {
+            let out = linkctl(&["link", command], &["--ber", ber, "--timing", "fast"]);
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            assert_eq!(out.status.code(), Some(1), "{command} --ber {ber}: {stderr}");
+            assert!(
+                stderr.contains("--ber must be at least 0 and below 1, not "),
+                "{command} --ber {ber}: {stderr}"
+            );
+        }
+    }
+    // Anything below is a rate the channel draws errors at: accepted.
+    let (code, r) = train(&["--ber", "0.999999", "--timing", "fast", "--limit-ms", "1"]);
+    assert!(matches!(code, Some(0 | 3)), "{r}");
 }
 
 /// A dead or stuck lane is one pair of wires, named at port A: with the wiring reversed the link falls

@@ -45,7 +45,7 @@ fn a_negative_number_is_refused_by_the_option_it_was_given_to() {
         ),
         (
             &["link", "train", "--ber", "-0.1"],
-            "--ber must be between 0 and 1, not -0.1",
+            "--ber must be at least 0 and below 1, not -0.1",
         ),
         (
             &["link", "run", "--retrain-at", "-5"],

@@ -11,6 +11,8 @@ use link_phy::rate::Rate;
 use link_phy::time::{Duration, Instant};
 use serde_json::{json, Value};
 
+use crate::check::ensure_below;
+
 /// Exit status when the link did not come up: distinct from usage errors.
 pub const EXIT_NO_LINK: u8 = 3;
 
@@ -24,7 +26,7 @@ pub struct ChannelArgs {
     /// 32 at 5, 62 at 16 and 31 at 32 GT/s (more fails that speed change: the link comes up slower)
     #[arg(long, default_value_t = 0.0)]
     pub skew: f64,
-    /// Random bit error rate on every lane, e.g. 1e-6
+    /// Random bit error rate on every lane, e.g. 1e-6: at least 0 and below 1
     #[arg(long, default_value_t = 0.0)]
     pub ber: f64,
     /// A lane with a broken wire (no receiver detected), numbered at port A (the downstream port), both
@@ -88,9 +90,9 @@ impl ChannelArgs {
     pub fn configs(&self) -> anyhow::Result<([PortConfig; 2], [ChannelConfig; 2])> {
         LinkWidth::from_lanes(self.lanes)
             .map_err(|_| anyhow::anyhow!("--lanes must be 1, 2, 4, 8 or 16, not {}", self.lanes))?;
-        if !(0.0..=1.0).contains(&self.ber) {
-            bail!("--ber must be between 0 and 1, not {:?}", self.ber);
-        }
+        // A rate of 1 flips every bit: a channel with every lane inverted, which trains (the receivers
+        // invert polarity) and reports a link up at "BER 1". --invert-lane models that.
+        ensure_below("--ber", self.ber, 1.0)?;
         if !(0.0..=1000.0).contains(&self.skew) {
             bail!(
                 "--skew must be between 0 and 1000 symbol times, not {:?}",
