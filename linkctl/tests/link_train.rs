@@ -290,6 +290,53 @@ fn a_lane_given_twice_or_both_dead_and_stuck_is_refused() {
     }
 }
 
+/// A dead or stuck lane carries nothing, so inverting it means nothing: `--dead-lane 1 --invert-lane 1`
+/// had been taken and trained as `--dead-lane 1` alone. Refused, by name, on either command, however the
+/// lanes are wired.
+#[test]
+fn a_dead_or_stuck_lane_that_is_also_inverted_is_refused() {
+    for (broken, what) in [("--dead-lane", "a dead lane"), ("--stuck-lane", "a stuck lane")] {
+        for reversed in [&[][..], &["--reversed"]] {
+            let args = [
+                &[
+                    "--lanes",
+                    "4",
+                    "--invert-lane",
+                    "0",
+                    broken,
+                    "1",
+                    "--invert-lane",
+                    "1",
+                ][..],
+                reversed,
+                &["--timing", "fast"],
+            ]
+            .concat();
+            for command in ["train", "run"] {
+                let out = linkctl(&["link", command], &args);
+                let stderr = String::from_utf8_lossy(&out.stderr);
+                assert_eq!(out.status.code(), Some(1), "{command} {args:?}: {stderr}");
+                let expected = format!(
+                    "lane 1 is given as both {broken} and --invert-lane: {what} carries nothing to invert"
+                );
+                assert!(stderr.contains(&expected), "{command} {args:?}: {stderr}");
+            }
+        }
+    }
+    // Other lanes of the same link may be inverted.
+    let (code, r) = train(&[
+        "--lanes",
+        "4",
+        "--dead-lane",
+        "1",
+        "--invert-lane",
+        "0",
+        "--timing",
+        "fast",
+    ]);
+    assert_eq!((code, r["width"].as_u64()), (Some(0), Some(2)), "{r}");
+}
+
 #[test]
 fn inverted_lanes_are_lane_numbers_and_receiver_errors_add_up() {
     // Lane 2 inverted at A arrives on B's lane 13 when the wiring is reversed; polarity detection costs

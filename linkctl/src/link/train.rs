@@ -120,6 +120,15 @@ impl ChannelArgs {
         if let Some(l) = self.dead_lanes.iter().find(|l| self.stuck_lanes.contains(l)) {
             bail!("lane {l} is given as both --dead-lane and --stuck-lane: it is one or the other");
         }
+        // Nor is a lane that carries nothing inverted: the option would be taken and change nothing.
+        for (flag, lanes, what) in [
+            ("--dead-lane", &self.dead_lanes, "a dead lane"),
+            ("--stuck-lane", &self.stuck_lanes, "a stuck lane"),
+        ] {
+            if let Some(l) = lanes.iter().find(|l| self.inverted_lanes.contains(l)) {
+                bail!("lane {l} is given as both {flag} and --invert-lane: {what} carries nothing to invert");
+            }
+        }
         let timing = match self.timing.as_str() {
             "pcie" => Timing::pcie(),
             "fast" => Timing::fast(),
