@@ -941,6 +941,62 @@ fn errors_say_what_is_allowed() {
     }
 }
 
+/// A fault on a node of the topology that `--gpus` leaves out of the run is refused saying so, and what
+/// to do: the simulator, which sees only the fabric the run keeps, had said "dgx-h100[gpu0,gpu1,gpu2,gpu3]
+/// has no node "gpu7"", as if the name were misspelt. A GPU left out, and a switch only such GPUs link
+/// to, by every fault option, in `sim` and `sim traffic`; a name the topology lacks is said as before.
+#[test]
+fn a_fault_on_a_node_gpus_leaves_out_says_so() {
+    let stars = common::two_stars("left-out.toml", 2, 1, 0);
+    let gpu7 = "gpu7 is in dgx-h100 but --gpus leaves it out of the run: add it to --gpus, or name a node \
+                the run keeps";
+    let bsw0 = "bsw0 is in two-stars but --gpus leaves it out of the run (it links only GPUs left out): add \
+                a GPU it links to --gpus, or name a node the run keeps";
+    let cases: [(&[&str], &str, &str); 7] = [
+        (&["--fail-link", "gpu7:nvswitch0@1us"], "--fail-link", gpu7),
+        (&["--degrade-link", "nvswitch0:gpu7@1us"], "--degrade-link", gpu7),
+        (&["--fail-port", "nvswitch0:gpu7@1us"], "--fail-port", gpu7),
+        (
+            &[
+                "--fail-link",
+                "gpu0:nvswitch0@1us",
+                "--repair-link",
+                "gpu7:nvswitch0@2us",
+            ],
+            "--repair-link",
+            gpu7,
+        ),
+        (&["--fail-switch", "bsw0@1us"], "--fail-switch", bsw0),
+        (
+            &["--fail-switch", "asw0@1us", "--repair-switch", "bsw0@2us"],
+            "--repair-switch",
+            bsw0,
+        ),
+        (
+            &["--fail-link", "gpu9:nvswitch0@1us"],
+            "--fail-link",
+            "dgx-h100 has no node \"gpu9\"",
+        ),
+    ];
+    for (faults, option, says) in cases {
+        let gpus: &[&str] = if says.contains("bsw0") {
+            &["--topology", &stars, "--gpus", "a0,a1"]
+        } else {
+            &["--gpus", "gpu0..gpu3"]
+        };
+        for command in [&["allreduce", "--max", "1M"][..], &["traffic", "--load", "0.1"]] {
+            let args = [command, gpus, faults].concat();
+            let out = sim(&args);
+            let err = String::from_utf8(out.stderr).unwrap();
+            assert_eq!(out.status.code(), Some(1), "{args:?}: {err}");
+            assert!(
+                err.contains(&format!("error: {option}: {says}")),
+                "{args:?}: {err}"
+            );
+        }
+    }
+}
+
 /// A fault due after the sweep has ended is said not to have happened, not left to look as if it had.
 #[test]
 fn faults_due_after_the_sweep_are_said_not_to_have_happened() {

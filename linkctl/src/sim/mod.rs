@@ -7,7 +7,7 @@ use anyhow::{bail, ensure, Context};
 use clap::{Args, Subcommand};
 use fabric_sim::collective::{Kind, CHANNEL_BUFFER_BYTES, PACKET_BYTES};
 use fabric_sim::run::{self, Algo, FaultSpec, Report, Sweep};
-use fabric_sim::topology::{Topology, MAX_FILE_BYTES};
+use fabric_sim::topology::{NodeKind, Topology, MAX_FILE_BYTES};
 use fabric_sim::traffic::{Background, BackgroundReport, Pattern, Spread, HOTSPOT_SHARE, PAYLOAD_BYTES};
 use link_phy::time::Duration;
 use serde_json::json;
@@ -783,6 +783,52 @@ pub(crate) fn named_gpus(topology: &Topology, list: &str, flag: &str) -> anyhow:
     Ok(keep)
 }
 
+/// Refuses a fault that names a node of `whole`, the topology, that `part`, the fabric the run keeps of
+/// it, leaves out (`by`: the options that made it): the simulator sees only `part`, and would say it has
+/// no such node, as if the name were misspelt (one `whole` lacks is refused as `whole` lacks it).
+fn check_faults_kept(
+    faults: &[FaultSpec],
+    whole: &Topology,
+    part: &Topology,
+    by: &str,
+) -> anyhow::Result<()> {
+    for fault in faults {
+        let names = match fault {
+            FaultSpec::Link { a, b, .. }
+            | FaultSpec::OneLink { a, b, .. }
+            | FaultSpec::Repair { a, b, .. } => {
+                vec![a, b]
+            }
+            FaultSpec::Port { switch, peer, .. } => vec![switch, peer],
+            FaultSpec::Switch { switch, .. } | FaultSpec::SwitchRepair { switch, .. } => vec![switch],
+        };
+        for name in names {
+            if part.node_named(name).is_ok() {
+                continue;
+            }
+            let x = whole
+                .node_named(name)
+                .map_err(|e| anyhow::anyhow!("{}: {e}", fault.option()))?;
+            // `with_gpus` leaves out the GPUs not named and the switches that only they link to.
+            let (why, fix) = if whole.nodes[x].kind == NodeKind::Gpu {
+                ("", format!("add it to {by}"))
+            } else {
+                (
+                    " (it links only GPUs left out)",
+                    format!("add a GPU it links to {by}"),
+                )
+            };
+            bail!(
+                "{}: {name} is in {} but {by} leaves it out of the run{why}: {fix}, or name a node the run \
+                 keeps",
+                fault.option(),
+                whole.name
+            );
+        }
+    }
+    Ok(())
+}
+
 /// The fabric a sweep runs on and who runs on it.
 struct Jobs {
     topology: Topology,
@@ -871,7 +917,8 @@ pub fn run(cmd: SimCommand) -> anyhow::Result<ExitCode> {
         SimCommand::Alltoall(a) => (Kind::AllToAll, a),
         SimCommand::Traffic(a) => return traffic::run(a),
     };
-    let Jobs { topology, apart } = jobs(args.topology.load()?, &args)?;
+    let whole = args.topology.load()?;
+    let Jobs { topology, apart } = jobs(whole.clone(), &args)?;
     let default = if kind == Kind::AllToAll { "p2p" } else { "ring" };
     let algo = match args.algo.as_deref().unwrap_or(default) {
         "ring" => Algo::Ring,
@@ -903,6 +950,11 @@ pub fn run(cmd: SimCommand) -> anyhow::Result<ExitCode> {
         bail!("--buffsize must be from 1K to 64M, not {buffer_bytes} B");
     }
     let (ber, faults) = (args.faults.ber()?, args.faults.faults()?);
+    let left_out_by = match &args.background_gpus {
+        Some(_) => "--gpus with --background-gpus",
+        None => "--gpus",
+    };
+    check_faults_kept(&faults, &whole, &topology, left_out_by)?;
     let sweep = Sweep {
         seed: args.seed,
         ber,

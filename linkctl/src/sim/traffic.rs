@@ -15,9 +15,9 @@ use link_phy::time::Duration;
 use serde_json::{json, Value};
 
 use super::{
-    failover_json, failover_line, late_faults, parse_time, plot, some_gpus, switches_json, trace_json,
-    trace_lines, trunk_lines, trunks_json, window_limited, window_notes, FaultArgs, PlotFile, TopologyArg,
-    TraceArgs, EXIT_WRONG, REPLAN_PENDING,
+    check_faults_kept, failover_json, failover_line, late_faults, parse_time, plot, some_gpus, switches_json,
+    trace_json, trace_lines, trunk_lines, trunks_json, window_limited, window_notes, FaultArgs, PlotFile,
+    TopologyArg, TraceArgs, EXIT_WRONG, REPLAN_PENDING,
 };
 
 #[derive(Args, Debug)]
@@ -80,10 +80,11 @@ pub struct TrafficArgs {
 }
 
 pub fn run(args: TrafficArgs) -> anyhow::Result<ExitCode> {
-    let mut topology = args.topology.load()?;
-    if let Some(list) = &args.gpus {
-        topology = some_gpus(&topology, list)?;
-    }
+    let whole = args.topology.load()?;
+    let topology = match &args.gpus {
+        Some(list) => some_gpus(&whole, list)?,
+        None => whole.clone(),
+    };
     let pattern =
         Pattern::parse(&args.pattern, args.hotspot.unwrap_or(HOTSPOT_SHARE)).map_err(anyhow::Error::msg)?;
     if args.hotspot.is_some() && !matches!(pattern, Pattern::Hotspot(_)) {
@@ -94,6 +95,7 @@ pub fn run(args: TrafficArgs) -> anyhow::Result<ExitCode> {
         bail!("--load {bad}: loads are fractions of the injection bandwidth, more than 0 and at most 1");
     }
     let (ber, faults) = (args.faults.ber()?, args.faults.faults()?);
+    check_faults_kept(&faults, &whole, &topology, "--gpus")?;
     let replan_delay = args.faults.replan_delay()?;
     if args.traces.any() && args.load.len() != 1 {
         bail!(
