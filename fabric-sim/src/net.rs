@@ -1095,26 +1095,27 @@ impl Net {
     }
 
     /// Record every packet and control flit the transmitters send into `tracer` (see [`crate::trace`]).
+    /// Errors writing it are reported as its writer gives them, so they should name the file.
     pub fn set_trace(&mut self, tracer: Tracer<Box<dyn std::io::Write>>) {
         self.trace = Some(Box::new(tracer));
     }
 
     /// Flush the trace and say what it holds and what it left out.
     pub fn finish_trace(&mut self) -> Result<Option<TraceSummary>, String> {
+        // Write errors name the file themselves (`run::Recording`).
         if let Some(e) = self.trace_error.take() {
-            return Err(format!("cannot write the trace: {e}"));
+            return Err(e);
         }
         let Some(tracer) = self.trace.as_mut() else {
             return Ok(None);
         };
-        tracer
-            .flush()
-            .map_err(|e| format!("cannot write the trace: {e}"))?;
+        tracer.flush().map_err(|e| e.to_string())?;
         Ok(Some(tracer.summary))
     }
 
     /// Record the state, activity and replay-buffer occupancy of every link direction into `waves` (see
-    /// [`crate::vcd`]).
+    /// [`crate::vcd`]). Errors writing them are reported as their writer gives them, so they should name
+    /// the file.
     pub fn set_waves(&mut self, waves: Waves<Box<dyn std::io::Write>>) {
         self.waves = Some(Box::new(waves));
     }
@@ -1122,14 +1123,12 @@ impl Net {
     /// Finish the waveforms and say how many value changes they have and how many the limit left out.
     pub fn finish_waves(&mut self) -> Result<Option<(u64, u64)>, String> {
         if let Some(e) = self.waves_error.take() {
-            return Err(format!("cannot write the waveforms: {e}"));
+            return Err(e);
         }
         let Some(waves) = self.waves.as_mut() else {
             return Ok(None);
         };
-        waves
-            .finish()
-            .map_err(|e| format!("cannot write the waveforms: {e}"))?;
+        waves.finish().map_err(|e| e.to_string())?;
         Ok(Some((waves.changes, waves.dropped)))
     }
 

@@ -81,10 +81,10 @@ pub struct Sweep {
     /// How long the fabric manager takes from a failure to its new routes
     /// ([`crate::net::Net::schedule_faults`]).
     pub replan_delay: link_phy::time::Duration,
-    /// Write a pcap trace of the link traffic to this file, at most this many records.
-    pub pcap: Option<(std::path::PathBuf, u64)>,
-    /// Write waveforms of the link states (VCD) to this file, at most this many value changes.
-    pub vcd: Option<(std::path::PathBuf, u64)>,
+    /// Write a pcap trace of the link traffic (its records: packets and control flits).
+    pub pcap: Option<Recording>,
+    /// Write waveforms of the link states (VCD; its records: value changes).
+    pub vcd: Option<Recording>,
     /// What a GPU holds of each connection of the ring and the tree (NCCL's `NCCL_BUFFSIZE`; default
     /// [`crate::collective::CHANNEL_BUFFER_BYTES`]): senders send only into room there.
     pub buffer_bytes: u64,
@@ -384,47 +384,62 @@ fn tried_sizes(min: u64, max: u64) -> impl Iterator<Item = u64> {
     std::iter::successors(Some(min.max(1)), |s| s.checked_mul(2)).take_while(move |&s| s <= max)
 }
 
-/// Have `net` write a pcap trace of its links to `pcap` and waveforms of their states to `vcd` (each a
-/// path and the most records or changes to write), if given.
+/// A file a run records the links into: a pcap trace or VCD waveforms.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Recording {
+    /// Where.
+    pub path: std::path::PathBuf,
+    /// The most records it holds; the rest are counted, not written.
+    pub limit: u64,
+    /// What its errors call it, before its path: the option that asked for it (`linkctl`'s `--pcap`).
+    pub name: String,
+}
+
+/// Have `net` write a pcap trace of its links to `pcap` and waveforms of their states to `vcd`, if
+/// given.
 pub(crate) fn record_links(
     net: &mut Net,
     topology: &Topology,
-    pcap: &Option<(std::path::PathBuf, u64)>,
-    vcd: &Option<(std::path::PathBuf, u64)>,
+    pcap: &Option<Recording>,
+    vcd: &Option<Recording>,
 ) -> Result<(), String> {
-    if let Some((path, limit)) = pcap {
-        let out = create_output(path)?;
-        let tracer = crate::trace::Tracer::new(out, net.directions(), *limit)
-            .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+    // Errors writing come from the file, which names itself in them (`NamedFile`).
+    if let Some(pcap) = pcap {
+        let out = create_output(pcap)?;
+        let tracer =
+            crate::trace::Tracer::new(out, net.directions(), pcap.limit).map_err(|e| e.to_string())?;
         net.set_trace(tracer);
     }
-    if let Some((path, limit)) = vcd {
-        let out = create_output(path)?;
-        let waves = crate::vcd::Waves::new(out, &net.direction_names(topology), *limit)
-            .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+    if let Some(vcd) = vcd {
+        let out = create_output(vcd)?;
+        let waves = crate::vcd::Waves::new(out, &net.direction_names(topology), vcd.limit)
+            .map_err(|e| e.to_string())?;
         net.set_waves(waves);
     }
     Ok(())
 }
 
 /// A buffered file for a trace or waveforms, whose write errors name it, or the error naming it.
-fn create_output(path: &std::path::Path) -> Result<Box<dyn std::io::Write>, String> {
-    let file = std::fs::File::create(path).map_err(|e| format!("cannot create {}: {e}", path.display()))?;
+fn create_output(recording: &Recording) -> Result<Box<dyn std::io::Write>, String> {
+    let Recording { path, name, .. } = recording;
+    let file = std::fs::File::create(path)
+        .map_err(|e| format!("cannot create {name} file {}: {e}", path.display()))?;
     Ok(Box::new(std::io::BufWriter::new(NamedFile {
         file,
-        path: path.to_path_buf(),
+        what: format!("{name} file {}", path.display()),
     })))
 }
 
 /// A file whose write errors say which file (a run may write a trace and waveforms at once).
 struct NamedFile {
     file: std::fs::File,
-    path: std::path::PathBuf,
+    /// What the errors call it: its name and path.
+    what: String,
 }
 
 impl NamedFile {
     fn named(&self, e: std::io::Error) -> std::io::Error {
-        std::io::Error::new(e.kind(), format!("{}: {e}", self.path.display()))
+        std::io::Error::new(e.kind(), format!("cannot write {}: {e}", self.what))
     }
 }
 

@@ -161,10 +161,10 @@ pub struct TrafficSpec {
     pub replan_delay: Duration,
     /// Data bytes per packet: a multiple of 16 from 16 to 128.
     pub payload_bytes: usize,
-    /// Where to write a pcap trace of the links, and the most records it holds.
-    pub pcap: Option<(std::path::PathBuf, u64)>,
-    /// Where to write waveforms of the links' states, and the most value changes they hold.
-    pub vcd: Option<(std::path::PathBuf, u64)>,
+    /// Write a pcap trace of the links.
+    pub pcap: Option<crate::run::Recording>,
+    /// Write waveforms of the links' states (records: value changes).
+    pub vcd: Option<crate::run::Recording>,
     /// Let idle stretches pass at once ([`Net::set_skip_idle`]; the CLI always does): the run is the
     /// same either way, only faster at light loads.
     pub skip_idle: bool,

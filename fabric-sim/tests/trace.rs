@@ -6,7 +6,7 @@ use std::process::Command;
 
 use fabric_sim::collective::{Kind, OP_PARTIAL, OP_RESULT};
 use fabric_sim::discover::node_id;
-use fabric_sim::run::{run, Algo, Report, Sweep};
+use fabric_sim::run::{run, Algo, Recording, Report, Sweep};
 use fabric_sim::topology::Topology;
 use fabric_sim::trace::{pseudo_header, Hop, Tracer, LINKTYPE, MAGIC_NS, RECORD_CONTROL, RECORD_PACKET};
 use fabric_sim::wire;
@@ -22,11 +22,20 @@ fn temp(name: &str) -> PathBuf {
     std::env::temp_dir().join(format!("openlink-{}-{name}", std::process::id()))
 }
 
+/// A trace or waveforms written to `path`, at most `limit` records.
+fn recording(path: &Path, limit: u64) -> Recording {
+    Recording {
+        path: path.to_path_buf(),
+        limit,
+        name: "the recording".into(),
+    }
+}
+
 fn traced_sweep(path: &Path, limit: u64) -> Report {
     let topology = Topology::builtin("mesh4").unwrap();
     let sweep = Sweep {
         limit_per_size: Duration::from_ms(10),
-        pcap: Some((path.to_path_buf(), limit)),
+        pcap: Some(recording(path, limit)),
         ..Sweep::new(topology, Kind::AllReduce, Algo::Ring, 1024, 4096)
     };
     let report = run(&sweep, &mut |_| {}).unwrap();
@@ -361,7 +370,7 @@ fn tshark_names_every_collective_opcode_of_the_simulators_header() {
     let lua = concat!(env!("CARGO_MANIFEST_DIR"), "/../tools/wireshark/openlink.lua");
     for (i, mut sweep) in sweeps.into_iter().enumerate() {
         let path = temp(&format!("opcodes{i}.pcap"));
-        sweep.pcap = Some((path.clone(), 20_000));
+        sweep.pcap = Some(recording(&path, 20_000));
         assert!(run(&sweep, &mut |_| {}).unwrap().verified);
         let records = read_pcap(&path);
         let out = Command::new("tshark")
@@ -485,7 +494,7 @@ fn a_trace_of_large_messages_is_in_time_order() {
     let path = temp("large.pcap");
     let sweep = Sweep {
         limit_per_size: Duration::from_ms(10),
-        pcap: Some((path.clone(), u64::MAX)),
+        pcap: Some(recording(&path, u64::MAX)),
         ..Sweep::new(
             Topology::builtin("mesh4").unwrap(),
             Kind::AllReduce,
@@ -536,8 +545,8 @@ fn a_refused_sweep_leaves_the_files_at_its_trace_paths_as_they_were() {
     std::fs::write(&pcap, "an older trace").unwrap();
     let sweep = Sweep {
         buffer_bytes: 1024,
-        pcap: Some((pcap.clone(), 10)),
-        vcd: Some((vcd.clone(), 10)),
+        pcap: Some(recording(&pcap, 10)),
+        vcd: Some(recording(&vcd, 10)),
         ..Sweep::new(
             Topology::builtin("mesh4").unwrap(),
             Kind::AllReduce,

@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 use fabric_sim::collective::Kind;
-use fabric_sim::run::{run, Algo, FaultSpec, Report, Sweep};
+use fabric_sim::run::{run, Algo, FaultSpec, Recording, Report, Sweep};
 use fabric_sim::topology::Topology;
 use link_phy::time::Duration;
 
@@ -18,7 +18,11 @@ fn sweep(topology: &str, path: &Path, limit: u64, faults: Vec<FaultSpec>) -> Rep
     let sweep = Sweep {
         limit_per_size: Duration::from_ms(10),
         faults,
-        vcd: Some((path.to_path_buf(), limit)),
+        vcd: Some(Recording {
+            path: path.to_path_buf(),
+            limit,
+            name: "the waveforms".into(),
+        }),
         ..Sweep::new(topology, Kind::AllReduce, Algo::Ring, 1024, 64 * 1024)
     };
     let report = run(&sweep, &mut |_| {}).unwrap();

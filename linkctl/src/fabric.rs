@@ -92,7 +92,7 @@ pub fn run(args: FabricArgs) -> anyhow::Result<ExitCode> {
     let mut topology = args.topology.load()?;
     let hardware = match &args.hardware {
         Some(file) => {
-            let hardware = load_topology(file)?;
+            let hardware = load_topology("--hardware", file)?;
             check_no_partitions(&hardware, &topology, file)?;
             hardware
         }

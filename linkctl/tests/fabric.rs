@@ -367,23 +367,26 @@ fn an_error_in_a_topology_file_names_the_file() {
          [[link]]\na = \"gpu0\"\nb = \"gpu0\"\ngbps = 25.0\n",
     );
     for path in [&unknown_key, &self_link] {
-        for args in [
-            ["--topology", path, "--hardware", "dgx-h100"],
-            ["--topology", "dgx-h100", "--hardware", path],
+        for (option, args) in [
+            ("--topology", ["--topology", path, "--hardware", "dgx-h100"]),
+            ("--hardware", ["--topology", "dgx-h100", "--hardware", path]),
         ] {
             let out = linkctl(&["fabric"], &args);
             let stderr = String::from_utf8_lossy(&out.stderr);
             assert_eq!(out.status.code(), Some(1), "{args:?}: {stderr}");
             assert_eq!(stderr.lines().count(), 1, "{args:?}: {stderr}");
             assert!(
-                stderr.contains(&format!("topology {path}: ")),
+                stderr.contains(&format!("{option} file {path}: ")),
                 "{args:?}: {stderr}"
             );
         }
     }
     let out = linkctl(&["sim", "allreduce"], &["--topology", &unknown_key]);
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(stderr.contains(&format!("topology {unknown_key}: ")), "{stderr}");
+    assert!(
+        stderr.contains(&format!("--topology file {unknown_key}: ")),
+        "{stderr}"
+    );
     assert!(stderr.contains("unknown field `colour`"), "{stderr}");
 }
 

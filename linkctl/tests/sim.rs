@@ -639,7 +639,7 @@ fn the_plot_is_an_svg() {
     // A path that cannot be written is refused before the run: nothing on standard output.
     let bad = sim(&["allreduce", "--plot", "/nonexistent-dir/x.svg"]);
     assert!(!bad.status.success() && bad.stdout.is_empty());
-    assert!(String::from_utf8_lossy(&bad.stderr).contains("cannot create /nonexistent-dir/x.svg"));
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("cannot create --plot file /nonexistent-dir/x.svg"));
     // A run that stops with an error (here: no size of all-to-all from 1 to 3 B on 8 GPUs) leaves no plot
     // file of its own, and one that was there as it was.
     let failing = |path: &std::path::Path| {
@@ -714,7 +714,55 @@ fn waveforms_are_written_and_counted() {
         "/nonexistent-dir/x.vcd",
     ]);
     assert!(!bad.status.success());
-    assert!(String::from_utf8_lossy(&bad.stderr).contains("cannot create /nonexistent-dir/x.vcd"));
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("cannot create --vcd file /nonexistent-dir/x.vcd"));
+}
+
+/// An error with a file names the option that named it and its path, each once, on one line: the
+/// output files' had named the path alone (`cannot create /x/t.pcap`; `cannot write /dev/full: /dev/full`
+/// for waveforms, `cannot write the trace: /dev/full` for a trace), and so had the input files'
+/// (`cannot read topology`), where `fabric --topology A --hardware B` reads two.
+#[cfg(target_os = "linux")]
+#[test]
+fn an_error_with_a_file_names_its_option_and_path() {
+    let folder = env!("CARGO_TARGET_TMPDIR");
+    for command in [
+        &["allreduce", "--topology", "mesh2", "--min", "1K", "--max", "1K"][..],
+        &["traffic", "--topology", "mesh2", "--load", "0.1"],
+    ] {
+        for option in ["--pcap", "--vcd", "--plot"] {
+            for (path, says) in [
+                ("/nonexistent-dir/x", "cannot create"),
+                (folder, "cannot create"),
+                ("/dev/full", "cannot write"),
+            ] {
+                let args = [command, &[option, path]].concat();
+                let out = sim(&args);
+                let stderr = String::from_utf8_lossy(&out.stderr);
+                assert_eq!(out.status.code(), Some(1), "{args:?}: {stderr}");
+                assert_eq!(stderr.lines().count(), 1, "{args:?}: {stderr}");
+                let expected = format!("linkctl: error: {says} {option} file {path}: ");
+                assert!(stderr.starts_with(&expected), "{args:?}: {stderr}");
+                assert_eq!(stderr.matches(path).count(), 1, "{args:?}: {stderr}");
+            }
+        }
+    }
+    let missing = "/nonexistent-dir/t.toml";
+    for (command, args, says) in [
+        (
+            "sim",
+            &["allreduce", "--topology", missing][..],
+            "cannot read --topology file",
+        ),
+        ("fabric", &["--topology", missing], "cannot read --topology file"),
+        ("fabric", &["--hardware", missing], "cannot read --hardware file"),
+        ("fabric", &["--hardware", folder], "cannot read --hardware file"),
+    ] {
+        let out = common::linkctl(&[command], args);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {stderr}");
+        let path = args[args.len() - 1];
+        assert!(stderr.contains(&format!("{says} {path}: ")), "{args:?}: {stderr}");
+    }
 }
 
 /// A run that ends with an error (here: a trace that cannot be written) still writes its waveforms whole:
@@ -760,7 +808,10 @@ fn waveforms_of_a_run_that_fails_are_written_whole() {
     assert_eq!(out.status.code(), Some(1));
     // The error names the file that could not be written (the run writes waveforms too).
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(stderr.contains("cannot write the trace: /dev/full: "), "{stderr}");
+    assert!(
+        stderr.contains("cannot write --pcap file /dev/full: "),
+        "{stderr}"
+    );
     assert!(
         waves == whole,
         "the waveforms differ from the run's without the trace"

@@ -54,7 +54,7 @@ pub struct TopologyArg {
 impl TopologyArg {
     /// The topology named, built in or from its file.
     pub fn load(&self) -> anyhow::Result<Topology> {
-        load_topology(&self.topology)
+        load_topology("--topology", &self.topology)
     }
 }
 
@@ -190,13 +190,21 @@ fn standard_stream(path: &std::path::Path) -> std::io::Result<Option<&'static st
 
 impl TraceArgs {
     /// `--pcap` with its limit.
-    pub fn pcap(&self) -> Option<(std::path::PathBuf, u64)> {
-        self.pcap.clone().map(|path| (path, self.pcap_limit))
+    pub fn pcap(&self) -> Option<run::Recording> {
+        self.pcap.clone().map(|path| run::Recording {
+            path,
+            limit: self.pcap_limit,
+            name: "--pcap".into(),
+        })
     }
 
     /// `--vcd` with its limit.
-    pub fn vcd(&self) -> Option<(std::path::PathBuf, u64)> {
-        self.vcd.clone().map(|path| (path, self.vcd_limit))
+    pub fn vcd(&self) -> Option<run::Recording> {
+        self.vcd.clone().map(|path| run::Recording {
+            path,
+            limit: self.vcd_limit,
+            name: "--vcd".into(),
+        })
     }
 
     /// An error if two of the files asked for (the trace, the waveforms and `plot`) are one, or one is
@@ -306,7 +314,7 @@ impl PlotFile {
         }
         let file = open
             .open(path)
-            .with_context(|| format!("cannot create {}", path.display()))?;
+            .with_context(|| format!("cannot create --plot file {}", path.display()))?;
         Ok(Some(PlotFile {
             path: path.to_path_buf(),
             file,
@@ -317,13 +325,12 @@ impl PlotFile {
 
     fn write(mut self, svg: &str) -> anyhow::Result<()> {
         self.written = true;
+        let what = || format!("cannot write --plot file {}", self.path.display());
         // A regular file is cut to the plot; a device (`/dev/null`) cannot be, nor needs to be.
         if self.file.metadata().is_ok_and(|m| m.is_file()) {
-            self.file.set_len(0)?;
+            self.file.set_len(0).with_context(what)?;
         }
-        self.file
-            .write_all(svg.as_bytes())
-            .with_context(|| format!("cannot write {}", self.path.display()))
+        self.file.write_all(svg.as_bytes()).with_context(what)
     }
 }
 
@@ -879,8 +886,8 @@ fn jobs(whole: Topology, args: &SimArgs) -> anyhow::Result<Jobs> {
     })
 }
 
-/// The topology named: built in, or read from a TOML file.
-pub fn load_topology(name: &str) -> anyhow::Result<Topology> {
+/// The topology named (by option `flag`, which errors name): built in, or read from a TOML file.
+pub fn load_topology(flag: &str, name: &str) -> anyhow::Result<Topology> {
     if let Some(t) = Topology::builtin(name) {
         return Ok(t);
     }
@@ -890,17 +897,17 @@ pub fn load_topology(name: &str) -> anyhow::Result<Topology> {
         let mut text = String::new();
         std::fs::File::open(name)
             .and_then(|file| file.take(MAX_FILE_BYTES + 1).read_to_string(&mut text))
-            .with_context(|| format!("cannot read topology {name}"))?;
+            .with_context(|| format!("cannot read {flag} file {name}"))?;
         ensure!(
             text.len() as u64 <= MAX_FILE_BYTES,
-            "topology {name}: longer than {} MiB, more than any topology file takes",
+            "{flag} file {name}: longer than {} MiB, more than any topology file takes",
             MAX_FILE_BYTES >> 20
         );
         // Named, as `fabric --topology A --hardware B` reads two files and either may be the bad one.
-        return Topology::from_toml(&text).map_err(|e| anyhow::anyhow!("topology {name}: {e}"));
+        return Topology::from_toml(&text).map_err(|e| anyhow::anyhow!("{flag} file {name}: {e}"));
     }
     bail!(
-        "unknown topology {name:?}: built-in ones are {} (or fat-tree-N for N GPUs, a multiple of 16 from \
+        "{flag}: unknown topology {name:?}: built-in ones are {} (or fat-tree-N for N GPUs, a multiple of 16 from \
          {} to {}), or give a TOML file",
         Topology::BUILTINS.join(", "),
         fabric_sim::topology::FAT_TREE_GPUS.start(),
