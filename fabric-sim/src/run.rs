@@ -422,11 +422,11 @@ pub(crate) fn record_links(
 /// A buffered file for a trace or waveforms, whose write errors name it, or the error naming it.
 fn create_output(recording: &Recording) -> Result<Box<dyn std::io::Write>, String> {
     let Recording { path, name, .. } = recording;
-    let file = std::fs::File::create(path)
-        .map_err(|e| format!("cannot create {name} file {}: {e}", path.display()))?;
+    let file = std::fs::File::create(path).map_err(|e| format!("cannot create {name} file {path:?}: {e}"))?;
     Ok(Box::new(std::io::BufWriter::new(NamedFile {
         file,
-        what: format!("{name} file {}", path.display()),
+        // Quoted: a name with a newline or other control character would break the one-line error.
+        what: format!("{name} file {path:?}"),
     })))
 }
 

@@ -182,7 +182,7 @@ fn check_no_partitions(hardware: &Topology, topology: &Topology, file: &str) -> 
             .map_or(0, |x| topology.nodes[x].partition);
         if n.partition != expected {
             bail!(
-                "--hardware {file}: {} is in partition {} there and in {expected} in the topology; \
+                "--hardware {file:?}: {} is in partition {} there and in {expected} in the topology; \
                  partitions are not cabling but what the manager programs, from --topology and \
                  --partition only (leave node.partition out of the hardware's file)",
                 n.name,

@@ -346,7 +346,7 @@ fn a_file_longer_than_any_topology_is_refused_unread() {
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert!(!out.status.success(), "{option}: {stderr}");
         assert!(
-            stderr.contains(&format!("long.toml: longer than {} MiB", most >> 20)),
+            stderr.contains(&format!("long.toml\": longer than {} MiB", most >> 20)),
             "{option}: {stderr}"
         );
     }
@@ -376,7 +376,7 @@ fn an_error_in_a_topology_file_names_the_file() {
             assert_eq!(out.status.code(), Some(1), "{args:?}: {stderr}");
             assert_eq!(stderr.lines().count(), 1, "{args:?}: {stderr}");
             assert!(
-                stderr.contains(&format!("{option} file {path}: ")),
+                stderr.contains(&format!("{option} file {path:?}: ")),
                 "{args:?}: {stderr}"
             );
         }
@@ -384,7 +384,7 @@ fn an_error_in_a_topology_file_names_the_file() {
     let out = linkctl(&["sim", "allreduce"], &["--topology", &unknown_key]);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
-        stderr.contains(&format!("--topology file {unknown_key}: ")),
+        stderr.contains(&format!("--topology file {unknown_key:?}: ")),
         "{stderr}"
     );
     assert!(stderr.contains("unknown field `colour`"), "{stderr}");

@@ -639,7 +639,9 @@ fn the_plot_is_an_svg() {
     // A path that cannot be written is refused before the run: nothing on standard output.
     let bad = sim(&["allreduce", "--plot", "/nonexistent-dir/x.svg"]);
     assert!(!bad.status.success() && bad.stdout.is_empty());
-    assert!(String::from_utf8_lossy(&bad.stderr).contains("cannot create --plot file /nonexistent-dir/x.svg"));
+    assert!(
+        String::from_utf8_lossy(&bad.stderr).contains("cannot create --plot file \"/nonexistent-dir/x.svg\"")
+    );
     // A run that stops with an error (here: no size of all-to-all from 1 to 3 B on 8 GPUs) leaves no plot
     // file of its own, and one that was there as it was.
     let failing = |path: &std::path::Path| {
@@ -714,7 +716,9 @@ fn waveforms_are_written_and_counted() {
         "/nonexistent-dir/x.vcd",
     ]);
     assert!(!bad.status.success());
-    assert!(String::from_utf8_lossy(&bad.stderr).contains("cannot create --vcd file /nonexistent-dir/x.vcd"));
+    assert!(
+        String::from_utf8_lossy(&bad.stderr).contains("cannot create --vcd file \"/nonexistent-dir/x.vcd\"")
+    );
 }
 
 /// An error with a file names the option that named it and its path, each once, on one line: the
@@ -740,7 +744,7 @@ fn an_error_with_a_file_names_its_option_and_path() {
                 let stderr = String::from_utf8_lossy(&out.stderr);
                 assert_eq!(out.status.code(), Some(1), "{args:?}: {stderr}");
                 assert_eq!(stderr.lines().count(), 1, "{args:?}: {stderr}");
-                let expected = format!("linkctl: error: {says} {option} file {path}: ");
+                let expected = format!("linkctl: error: {says} {option} file {path:?}: ");
                 assert!(stderr.starts_with(&expected), "{args:?}: {stderr}");
                 assert_eq!(stderr.matches(path).count(), 1, "{args:?}: {stderr}");
             }
@@ -761,7 +765,65 @@ fn an_error_with_a_file_names_its_option_and_path() {
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(1), "{args:?}: {stderr}");
         let path = args[args.len() - 1];
-        assert!(stderr.contains(&format!("{says} {path}: ")), "{args:?}: {stderr}");
+        assert!(
+            stderr.contains(&format!("{says} {path:?}: ")),
+            "{args:?}: {stderr}"
+        );
+    }
+}
+
+/// A path with a newline or another control character in it is quoted in an error, which stays on one
+/// line: output files', input files' and two outputs named as one file had all been printed as they are.
+#[cfg(unix)]
+#[test]
+fn an_error_quotes_a_path_with_control_characters() {
+    let folder = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("control\ncharacters\x1b[31m");
+    std::fs::create_dir_all(&folder).unwrap();
+    let missing = folder.join("no-such-dir").join("x.toml");
+    let missing = missing.to_str().unwrap();
+    let both = folder.join("both").to_str().unwrap().to_owned();
+    // A topology file whose contents are bad, at a path with a newline.
+    let bad_toml = folder.join("bad.toml");
+    std::fs::write(&bad_toml, "[[node]]\nname = \"gpu0\"\ncolour = \"red\"\n").unwrap();
+    let bad_toml = bad_toml.to_str().unwrap();
+    let mesh2 = ["allreduce", "--topology", "mesh2", "--min", "1K", "--max", "1K"];
+    for (command, args, says) in [
+        (
+            &["sim"][..],
+            [&mesh2[..], &["--plot", missing]].concat(),
+            "--plot file",
+        ),
+        (
+            &["sim"],
+            [&mesh2[..], &["--pcap", missing]].concat(),
+            "--pcap file",
+        ),
+        (&["sim"], [&mesh2[..], &["--vcd", missing]].concat(), "--vcd file"),
+        (
+            &["sim"],
+            [&mesh2[..], &["--pcap", &both, "--vcd", &both]].concat(),
+            "--pcap and --vcd name the same file,",
+        ),
+        (
+            &["sim"],
+            vec!["allreduce", "--topology", missing],
+            "--topology file",
+        ),
+        (
+            &["sim"],
+            vec!["allreduce", "--topology", bad_toml],
+            "--topology file",
+        ),
+        (&["fabric"], vec!["--hardware", missing], "--hardware file"),
+        (&["fabric"], vec!["--hardware", bad_toml], "--hardware file"),
+    ] {
+        let out = common::linkctl(command, &args);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {stderr}");
+        assert_eq!(stderr.lines().count(), 1, "{args:?}: {stderr}");
+        let path = args.last().unwrap();
+        assert!(!stderr.contains('\x1b'), "{args:?}: {stderr}");
+        assert!(stderr.contains(&format!("{says} {path:?}")), "{args:?}: {stderr}");
     }
 }
 
@@ -809,7 +871,7 @@ fn waveforms_of_a_run_that_fails_are_written_whole() {
     // The error names the file that could not be written (the run writes waveforms too).
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
-        stderr.contains("cannot write --pcap file /dev/full: "),
+        stderr.contains("cannot write --pcap file \"/dev/full\": "),
         "{stderr}"
     );
     assert!(

@@ -227,7 +227,7 @@ impl TraceArgs {
             for &(b, path_b) in &files[i + 1..] {
                 if let (Some(x), Some(y)) = (path_a, path_b) {
                     if same_file(x, y)? {
-                        bail!("{a} and {b} name the same file, {}", x.display());
+                        bail!("{a} and {b} name the same file, {x:?}");
                     }
                 }
             }
@@ -314,7 +314,7 @@ impl PlotFile {
         }
         let file = open
             .open(path)
-            .with_context(|| format!("cannot create --plot file {}", path.display()))?;
+            .with_context(|| format!("cannot create --plot file {path:?}"))?;
         Ok(Some(PlotFile {
             path: path.to_path_buf(),
             file,
@@ -325,7 +325,7 @@ impl PlotFile {
 
     fn write(mut self, svg: &str) -> anyhow::Result<()> {
         self.written = true;
-        let what = || format!("cannot write --plot file {}", self.path.display());
+        let what = || format!("cannot write --plot file {:?}", self.path);
         // A regular file is cut to the plot; a device (`/dev/null`) cannot be, nor needs to be.
         if self.file.metadata().is_ok_and(|m| m.is_file()) {
             self.file.set_len(0).with_context(what)?;
@@ -892,19 +892,20 @@ pub fn load_topology(flag: &str, name: &str) -> anyhow::Result<Topology> {
         return Ok(t);
     }
     if name.ends_with(".toml") || std::path::Path::new(name).exists() {
-        // Read no more than a topology can take: `/dev/zero` or a large file by mistake is an error, not
+        // Errors quote the path: a newline in it would break the one-line error. Read no more than a
+        // topology can take: `/dev/zero` or a large file by mistake is an error, not
         // all the memory there is.
         let mut text = String::new();
         std::fs::File::open(name)
             .and_then(|file| file.take(MAX_FILE_BYTES + 1).read_to_string(&mut text))
-            .with_context(|| format!("cannot read {flag} file {name}"))?;
+            .with_context(|| format!("cannot read {flag} file {name:?}"))?;
         ensure!(
             text.len() as u64 <= MAX_FILE_BYTES,
-            "{flag} file {name}: longer than {} MiB, more than any topology file takes",
+            "{flag} file {name:?}: longer than {} MiB, more than any topology file takes",
             MAX_FILE_BYTES >> 20
         );
         // Named, as `fabric --topology A --hardware B` reads two files and either may be the bad one.
-        return Topology::from_toml(&text).map_err(|e| anyhow::anyhow!("{flag} file {name}: {e}"));
+        return Topology::from_toml(&text).map_err(|e| anyhow::anyhow!("{flag} file {name:?}: {e}"));
     }
     bail!(
         "{flag}: unknown topology {name:?}: built-in ones are {} (or fat-tree-N for N GPUs, a multiple of 16 from \
