@@ -253,6 +253,71 @@ fn bad_input_is_refused() {
     }
 }
 
+/// An error in a traffic option names the option: the simulator's own had said only "unknown pattern",
+/// "the hot spot's share must be from 0 to 1", "the measurement window must be longer than 0" or "the
+/// offered load is a fraction ...", leaving the user to guess which option (`sim --background` takes a
+/// pattern, a load and a spread too).
+#[test]
+fn an_error_in_a_traffic_option_names_it() {
+    for (command, args, says) in [
+        (
+            CMD,
+            &["--load", "0.1", "--pattern", ""][..],
+            "--pattern: unknown pattern \"\"",
+        ),
+        (
+            CMD,
+            &["--load", "0.1", "--pattern", "hotspot", "--hotspot", "NaN"],
+            "--hotspot must be from 0 to 1, not NaN",
+        ),
+        (
+            CMD,
+            &["--load", "0.1", "--pattern", "hotspot", "--hotspot", "-0.5"],
+            "--hotspot must be from 0 to 1, not -0.5",
+        ),
+        (
+            CMD,
+            &["--load", "0.1", "--spread", "all"],
+            "--spread: unknown spread \"all\"",
+        ),
+        (
+            CMD,
+            &["--load", "0.1", "--measure", "0us"],
+            "--measure must be longer than 0",
+        ),
+        (
+            CMD,
+            &["--load", "0.1", "--bytes", "18446744073709551615"],
+            "--bytes must be a multiple of 16 from 16 to 128, not 18446744073709551615",
+        ),
+        (
+            &["sim", "allreduce"],
+            &["--background", "tornado:0.3"],
+            "--background: unknown pattern \"tornado\"",
+        ),
+        (
+            &["sim", "allreduce"],
+            &["--background", "uniform:NaN"],
+            "--background \"uniform:NaN\": the load is a fraction",
+        ),
+        (
+            &["sim", "allreduce"],
+            &["--background", "uniform:inf"],
+            "above 0 and at most 1, not inf",
+        ),
+        (
+            &["sim", "allreduce"],
+            &["--background", "uniform:0.3", "--background-spread", ""],
+            "--background-spread: unknown spread \"\"",
+        ),
+    ] {
+        let out = common::linkctl(command, args);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {stderr}");
+        assert!(stderr.contains(says), "{args:?}: {stderr}");
+    }
+}
+
 /// Every y coordinate (`y`, `y1`, `y2`, `cy`) and polyline point in `svg` is on the 420-pixel canvas.
 fn assert_on_canvas(svg: &str) {
     let mut seen = 0;

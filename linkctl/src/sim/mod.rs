@@ -697,9 +697,17 @@ fn background(args: &SimArgs) -> anyhow::Result<Option<Background>> {
     let usage = || format!("bad --background {spec:?}: expected PATTERN:LOAD, e.g. uniform:0.3");
     let (pattern, load) = spec.split_once(':').with_context(usage)?;
     let load: f64 = load.parse().ok().with_context(usage)?;
+    // Each error names its option: the simulator's say only "unknown pattern", "the offered load".
+    if !(load > 0.0 && load <= 1.0) {
+        bail!(
+            "--background {spec:?}: the load is a fraction of the GPUs' injection bandwidth, above 0 and at \
+             most 1, not {load}"
+        );
+    }
     Ok(Some(Background {
-        pattern: Pattern::parse(pattern, HOTSPOT_SHARE).map_err(anyhow::Error::msg)?,
-        spread: Spread::parse(&args.background_spread).map_err(anyhow::Error::msg)?,
+        pattern: Pattern::parse(pattern, HOTSPOT_SHARE).map_err(|e| anyhow::anyhow!("--background: {e}"))?,
+        spread: Spread::parse(&args.background_spread)
+            .map_err(|e| anyhow::anyhow!("--background-spread: {e}"))?,
         load,
         payload_bytes: PAYLOAD_BYTES,
         // Given with the fabric the two jobs share (`jobs`).

@@ -9,7 +9,8 @@ use anyhow::{bail, Context};
 use clap::Args;
 use fabric_sim::topology::Topology;
 use fabric_sim::traffic::{
-    run_traffic, Measured, Pattern, Spread, TrafficReport, TrafficSpec, HOTSPOT_SHARE, PAYLOAD_BYTES,
+    run_traffic, Measured, Pattern, Spread, TrafficReport, TrafficSpec, HOTSPOT_SHARE, MIN_PAYLOAD_BYTES,
+    PAYLOAD_BYTES,
 };
 use link_phy::time::Duration;
 use serde_json::{json, Value};
@@ -85,12 +86,16 @@ pub fn run(args: TrafficArgs) -> anyhow::Result<ExitCode> {
         Some(list) => some_gpus(&whole, list)?,
         None => whole.clone(),
     };
-    let pattern =
-        Pattern::parse(&args.pattern, args.hotspot.unwrap_or(HOTSPOT_SHARE)).map_err(anyhow::Error::msg)?;
+    // Each error names its option: the simulator's say only "the hot spot's share", "unknown pattern".
+    if let Some(share) = args.hotspot {
+        crate::check::ensure_within("--hotspot", share, 1.0)?;
+    }
+    let pattern = Pattern::parse(&args.pattern, args.hotspot.unwrap_or(HOTSPOT_SHARE))
+        .map_err(|e| anyhow::anyhow!("--pattern: {e}"))?;
     if args.hotspot.is_some() && !matches!(pattern, Pattern::Hotspot(_)) {
         bail!("--hotspot is the hot spot's share of the packets: it needs --pattern hotspot");
     }
-    let spread = Spread::parse(&args.spread).map_err(anyhow::Error::msg)?;
+    let spread = Spread::parse(&args.spread).map_err(|e| anyhow::anyhow!("--spread: {e}"))?;
     if let Some(&bad) = args.load.iter().find(|&&l| !(l > 0.0 && l <= 1.0)) {
         bail!("--load {bad}: loads are fractions of the injection bandwidth, more than 0 and at most 1");
     }
@@ -108,6 +113,17 @@ pub fn run(args: TrafficArgs) -> anyhow::Result<ExitCode> {
         None => None,
     };
     let measure = parse_time(&args.measure).context("--measure")?;
+    if measure == Duration::ZERO {
+        bail!("--measure must be longer than 0");
+    }
+    // Whole flits, from one to a full packet's (the simulator's check, with the option named).
+    let bytes = args.bytes;
+    if !(MIN_PAYLOAD_BYTES..=PAYLOAD_BYTES).contains(&bytes) || bytes % MIN_PAYLOAD_BYTES != 0 {
+        bail!(
+            "--bytes must be a multiple of {MIN_PAYLOAD_BYTES} from {MIN_PAYLOAD_BYTES} to {PAYLOAD_BYTES}, \
+             not {bytes}"
+        );
+    }
     args.traces.check_files(args.plot.as_deref())?;
     let plot_file = PlotFile::create(args.plot.as_deref())?;
     let started = WallClock::now();
