@@ -37,6 +37,7 @@ degrade-link sim allreduce --min 1M --max 4M --degrade-link gpu0:nvswitch0@20us
 replan-delay sim allreduce --min 4M --max 4M --fail-link gpu0:nvswitch1@20us --replan-delay 100us
 repair-link sim allreduce --min 1M --max 8M --ber 1e-7 --fail-link gpu0:nvswitch1@2us --repair-link gpu0:nvswitch1@9us --degrade-link gpu3:nvswitch0@25us --repair-link gpu3:nvswitch0@30us --replan-delay 2us
 fail-switch sim allreduce --min 1M --max 4M --fail-switch nvswitch1@0us --repair-switch nvswitch1@5us
+drain-switch sim allreduce --min 1M --max 4M --drain-switch nvswitch1@2us --drain-switch nvswitch2@4us --replan-delay 1us
 background sim allreduce --min 1M --max 4M --background uniform:0.3
 two-jobs sim allreduce --topology fat-tree-64 --min 1M --max 1M --gpus gpu0..gpu31 --background uniform:0.3 --background-gpus rest
 traffic sim traffic --pattern uniform --load 0.1,0.5,0.9

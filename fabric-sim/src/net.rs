@@ -1200,7 +1200,11 @@ impl Net {
         if !f.lost.is_empty() {
             Self::tell_lost(f, app);
         }
-        f.fatal.is_none()
+        // A drained switch is taken out of service once the event that emptied it has happened.
+        if f.drains.iter().any(|d| d.routed) {
+            self.finish_drains(app);
+        }
+        self.failover.as_ref().is_none_or(|f| f.fatal.is_none())
     }
 
     /// Tell `app` of the packets the fabric lost: the first it cannot go on without stops the run.

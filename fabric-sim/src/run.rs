@@ -174,6 +174,14 @@ pub enum FaultSpec {
         /// When, from the start of the sweep.
         at: link_phy::time::Duration,
     },
+    /// Switch `switch` is drained from `at` and then taken out of service, losing nothing
+    /// ([`Fault::SwitchDrain`]).
+    Drain {
+        /// The switch.
+        switch: String,
+        /// When, from the start of the sweep.
+        at: link_phy::time::Duration,
+    },
     /// Every trunk of switch `switch` is repaired at `at`, as [`FaultSpec::Repair`] repairs one.
     SwitchRepair {
         /// The switch.
@@ -215,6 +223,7 @@ impl FaultSpec {
             | FaultSpec::Repair { at, .. }
             | FaultSpec::Port { at, .. }
             | FaultSpec::Switch { at, .. }
+            | FaultSpec::Drain { at, .. }
             | FaultSpec::SwitchRepair { at, .. } => *at,
         }
     }
@@ -227,6 +236,7 @@ impl FaultSpec {
             FaultSpec::Repair { .. } => "--repair-link",
             FaultSpec::Port { .. } => "--fail-port",
             FaultSpec::Switch { .. } => "--fail-switch",
+            FaultSpec::Drain { .. } => "--drain-switch",
             FaultSpec::SwitchRepair { .. } => "--repair-switch",
         }
     }
@@ -270,6 +280,10 @@ impl FaultSpec {
                     .map(|port| Fault::PortDown { node: x, port, at })
                     .collect())
             }
+            FaultSpec::Drain { switch, at } => Ok(vec![Fault::SwitchDrain {
+                node: switch_named(switch)?,
+                at: Instant(at.as_ps()),
+            }]),
             FaultSpec::SwitchRepair { switch, at } => {
                 let x = switch_named(switch)?;
                 let at = Instant(at.as_ps());

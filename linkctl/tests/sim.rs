@@ -342,6 +342,36 @@ fn faults_that_find_their_link_down_are_counted() {
     );
 }
 
+/// A drained switch is counted in the JSON and the footer, which a run without drains leaves as it was.
+#[test]
+fn a_drained_switch_is_counted_and_a_run_without_drains_has_no_such_key() {
+    let args = [
+        "allreduce",
+        "--min",
+        "1M",
+        "--max",
+        "1M",
+        "--drain-switch",
+        "nvswitch1@1us",
+    ];
+    let keys = ["switches_drained", "switches_draining", "links_failed"];
+    let text = failover_counted(&args, keys, [1, 0, 0]);
+    assert!(text.contains("; 1 switch(es) drained\n"), "{text}");
+    let v = json(&args[..5]);
+    assert!(v["failover"].get("switches_drained").is_none(), "{v}");
+    // A drain alone is what --replan-delay and --repair-switch need.
+    let repaired = [
+        &args[..],
+        &["--repair-switch", "nvswitch1@5us", "--replan-delay", "1us"],
+    ]
+    .concat();
+    failover_counted(
+        &repaired,
+        ["switches_drained", "links_repaired", "links_failed"],
+        [1, 8, 0],
+    );
+}
+
 /// A sweep that ends before the fabric manager's new routes says so: what they would have found did not
 /// come into it. Here the failed trunk (a leaf's to a spine) carries none of a one-node job's packets, so
 /// nothing waits for the new routes; without a delay the manager replans at once, and there is no note.
@@ -1012,6 +1042,14 @@ fn errors_say_what_is_allowed() {
             "--fail-switch: bad time \"soon\"",
         ),
         (
+            &["allreduce", "--drain-switch", "nvswitch1@soon"],
+            "--drain-switch: bad time \"soon\"",
+        ),
+        (
+            &["allreduce", "--drain-switch", "gpu0@1us"],
+            "--drain-switch: gpu0 is not a switch",
+        ),
+        (
             &["allreduce", "--fail-link", "gpu0:nvswitch1@x"],
             "--fail-link: bad time \"x\"",
         ),
@@ -1159,6 +1197,9 @@ fn bad_input_is_a_clear_error_not_a_panic() {
         &["allreduce", "--fail-switch", "@1us"],
         &["allreduce", "--fail-switch", "gpu0@1us"],
         &["allreduce", "--fail-switch", "nvswitch9@1us"],
+        &["allreduce", "--drain-switch", "nvswitch1"],
+        &["allreduce", "--drain-switch", "gpu0@1us"],
+        &["allreduce", "--drain-switch", "nvswitch9@1us"],
         &[
             "allreduce",
             "--fail-link",

@@ -529,6 +529,11 @@ impl<const PORTS: usize, const SLOTS: usize, const REDUCE: usize> Switch<PORTS, 
         self.busy &= !(1 << output);
     }
 
+    /// Whether no packet is queued for `output` (true for a port the switch does not have).
+    pub fn output_idle(&self, output: usize) -> bool {
+        output >= PORTS || self.waiting_outputs & (1 << output) == 0
+    }
+
     /// Whether any packet is queued anywhere.
     pub fn is_idle(&self) -> bool {
         self.waiting_outputs == 0

@@ -63,6 +63,22 @@ fn a_busy_output_does_not_block_packets_for_others() {
 }
 
 #[test]
+fn an_output_is_idle_once_nothing_is_queued_for_it() {
+    let mut s = switch();
+    s.ingress(0, unicast(1, 0, 5)).unwrap();
+    s.ingress(1, unicast(2, 0, 5)).unwrap();
+    s.ingress(2, unicast(3, 0, 6)).unwrap();
+    assert!(!s.output_idle(5) && !s.output_idle(6) && s.output_idle(7));
+    // One of the two for 5 leaves, with the one for 6: 5 still has the other.
+    step(&mut s, |_, _| true);
+    assert!(!s.output_idle(5) && s.output_idle(6));
+    step(&mut s, |_, _| true);
+    assert!(s.output_idle(5) && s.is_idle());
+    // A port the switch does not have has nothing queued.
+    assert!(s.output_idle(64));
+}
+
+#[test]
 fn a_failed_output_gives_back_what_was_queued_for_it() {
     let mut s = switch();
     for (handle, input, vc, to) in [

@@ -60,6 +60,17 @@ pub enum Fault {
         /// When.
         at: Instant,
     },
+    /// Switch `node` is taken out of service gracefully at `at`: the fabric manager routes around its
+    /// trunks (after its delay) while they stay up, so that what the switch holds drains out, and once the
+    /// switch and its links hold no packet it takes the ports down, as a failure of every port would,
+    /// losing nothing. The switch's collective engine goes offline with the new routes. A repair of one of
+    /// its trunks before then keeps that trunk in service; after, brings it back as after a failure.
+    SwitchDrain {
+        /// The switch (node index).
+        node: usize,
+        /// When.
+        at: Instant,
+    },
 }
 
 impl Fault {
@@ -68,7 +79,8 @@ impl Fault {
             Fault::LinkDown { at, .. }
             | Fault::LinkLost { at, .. }
             | Fault::PortDown { at, .. }
-            | Fault::LinkRepaired { at, .. } => at,
+            | Fault::LinkRepaired { at, .. }
+            | Fault::SwitchDrain { at, .. } => at,
         }
     }
 }
@@ -108,7 +120,8 @@ pub struct FailoverStats {
     /// Faults that found nothing left to fail: their trunk (or the trunk at their port) had failed
     /// already, by an earlier fault or by as many lost links as it had.
     pub faults_without_effect: u64,
-    /// Repairs ([`Fault::LinkRepaired`]) that brought back a failed trunk or a trunk's lost links.
+    /// Repairs ([`Fault::LinkRepaired`]) that brought back a failed trunk or a trunk's lost links, or kept
+    /// in service a trunk that a drain was taking out of it.
     pub links_repaired: u64,
     /// Repairs that found their trunk whole and up.
     pub repairs_without_effect: u64,
@@ -116,6 +129,12 @@ pub struct FailoverStats {
     /// traffic, whose packets between the parts are lost or not sent ([`super::Job::goes_on_split`]).
     /// A job a repair joined again counts: it was split for a while.
     pub jobs_split: u64,
+    /// Drains ([`Fault::SwitchDrain`]) that happened, those without effect included.
+    pub drains: u64,
+    /// Switches a drain took out of service: routed around, emptied, then their ports taken down.
+    pub switches_drained: u64,
+    /// Switches still draining (routes not yet around them, or packets still in them or their links).
+    pub switches_draining: u64,
 }
 
 /// Per GPU, the recent packets it received (by header), so that a packet sent again after a failure is
@@ -261,6 +280,19 @@ pub(super) struct Failover {
     /// Switch ports failures took whose multicast and reduction groups the fabric manager has yet to
     /// reprogram (with its new routes), telling the GPUs of an engine gone offline.
     pub(super) ports_to_clear: Vec<(usize, usize)>,
+    /// Switches being drained ([`Fault::SwitchDrain`]).
+    pub(super) drains: Vec<Drain>,
+}
+
+/// A switch being drained.
+#[derive(Debug)]
+pub(super) struct Drain {
+    pub(super) node: usize,
+    /// Its trunks the drain takes out of service: those up when it began, less those failed or repaired
+    /// since.
+    pub(super) trunks: Vec<usize>,
+    /// Whether the fabric manager's routes around it are in.
+    pub(super) routed: bool,
 }
 
 /// Keep a packet taken back after a failure to send it again, unless it belongs to a collective engine
@@ -365,6 +397,11 @@ impl Net {
                 {
                     return Err(format!("node {node} is not a switch with a port {port}"));
                 }
+                Fault::SwitchDrain { node, .. }
+                    if !matches!(self.nodes.get(node), Some(NodeState::Switch { .. })) =>
+                {
+                    return Err(format!("node {node} is not a switch"));
+                }
                 _ => {}
             }
         }
@@ -389,6 +426,7 @@ impl Net {
                 engines_offline: vec![0; n],
                 jobs_split: Vec::new(),
                 ports_to_clear: Vec::new(),
+                drains: Vec::new(),
             })
         });
         f.replan_delay = replan_delay;
@@ -411,7 +449,13 @@ impl Net {
 
     /// What failover has done so far.
     pub fn failover_stats(&self) -> FailoverStats {
-        self.failover.as_ref().map(|f| f.stats).unwrap_or_default()
+        self.failover
+            .as_ref()
+            .map(|f| FailoverStats {
+                switches_draining: f.drains.len() as u64,
+                ..f.stats
+            })
+            .unwrap_or_default()
     }
 
     /// Whether the fabric manager has yet to route for a failure or repair: its delay, or links still
@@ -436,6 +480,10 @@ impl Net {
                 self.repair_trunk(trunk, app);
                 return;
             }
+            Fault::SwitchDrain { node, .. } => {
+                self.start_drain(node, app);
+                return;
+            }
         };
         if let Some(f) = self.failover.as_mut().filter(|f| f.failed.contains(&trunk)) {
             f.stats.faults_without_effect += 1;
@@ -444,9 +492,101 @@ impl Net {
         if matches!(fault, Fault::LinkLost { .. }) && !self.lose_a_link(trunk) {
             return;
         }
-        self.fail_trunk(trunk, app);
+        self.fail_trunk(trunk, app, false);
         self.record_link(trunk, 0);
         self.record_link(trunk, 1);
+    }
+
+    /// Begin draining switch `node` ([`Fault::SwitchDrain`]): the fabric manager is to route around its
+    /// trunks that are up, as around failed ones.
+    fn start_drain(&mut self, node: usize, app: &mut dyn App) {
+        let Some(f) = self.failover.as_mut() else { return };
+        f.stats.drains += 1;
+        let trunks: Vec<usize> = (self.fabric.ports[node].iter())
+            .map(|&(t, _)| t)
+            .filter(|t| !f.failed.contains(t))
+            .collect();
+        if trunks.is_empty() || f.drains.iter().any(|d| d.node == node) {
+            f.stats.faults_without_effect += 1;
+            return;
+        }
+        f.drains.push(Drain {
+            node,
+            trunks: trunks.clone(),
+            routed: false,
+        });
+        for t in trunks {
+            self.owe_replan(t);
+        }
+        self.replan_when_up(app);
+    }
+
+    /// The trunks drains take out of the routes, in index order.
+    fn drained_trunks(&self) -> Vec<usize> {
+        let mut out: Vec<usize> = (self.failover.iter())
+            .flat_map(|f| f.drains.iter().flat_map(|d| d.trunks.iter().copied()))
+            .collect();
+        out.sort_unstable();
+        out
+    }
+
+    /// Whether switch `node` and the links at its ports in `trunks` hold no packet: its queues, what it
+    /// has to send again, what its data links and their partners have sent unacknowledged (on the wire
+    /// or not) or received and not taken in, and what a neighbouring switch queued for the port to it.
+    fn drained(&self, node: usize, trunks: &[usize]) -> bool {
+        let Some(f) = self.failover.as_ref() else {
+            return false;
+        };
+        let NodeState::Switch {
+            core, staged_ports, ..
+        } = &self.nodes[node]
+        else {
+            return false;
+        };
+        let link_empty = |x: usize, p: usize| {
+            let l = &self.links[x][p];
+            l.unacknowledged() == 0 && !l.received_waiting()
+        };
+        core.is_idle()
+            && *staged_ports == 0
+            && f.resend[node].is_empty()
+            && f.parked[node].is_empty()
+            && (self.fabric.ports[node].iter().enumerate())
+                .filter(|(_, (t, _))| trunks.contains(t))
+                .all(|(p, _)| {
+                    let (y, q) = self.fabric.peer(node, p);
+                    link_empty(node, p)
+                        && link_empty(y, q)
+                        && match &self.nodes[y] {
+                            NodeState::Switch { core, .. } => core.output_idle(q),
+                            NodeState::Gpu => true,
+                        }
+                })
+    }
+
+    /// Take out of service every drained switch whose routes are around it and that holds nothing now:
+    /// its trunks go down as failed ones do (but count as drained, not failed). The routes avoid them
+    /// already: the fabric manager only takes their ports out of the groups they were in.
+    pub(super) fn finish_drains(&mut self, app: &mut dyn App) {
+        let Some(f) = self.failover.as_ref() else { return };
+        let Some(i) = (f.drains.iter()).position(|d| d.routed && self.drained(d.node, &d.trunks)) else {
+            return;
+        };
+        let Some(f) = self.failover.as_mut() else { return };
+        let drain = f.drains.remove(i);
+        f.stats.switches_drained += 1;
+        // Ports of earlier failures wait for their own replan.
+        let waiting = f.ports_to_clear.len();
+        for &t in &drain.trunks {
+            self.fail_trunk(t, app, true);
+            self.record_link(t, 0);
+            self.record_link(t, 1);
+        }
+        let Some(f) = self.failover.as_mut() else { return };
+        let ports: Vec<(usize, usize)> = f.ports_to_clear.drain(waiting..).collect();
+        self.clear_ports(ports);
+        // Another may have emptied meanwhile.
+        self.finish_drains(app);
     }
 
     /// One of trunk `t`'s links, which has not failed, is gone (see [`Fault::LinkLost`]). Returns true if
@@ -495,6 +635,18 @@ impl Net {
     /// Trunk `t` is repaired ([`Fault::LinkRepaired`]).
     fn repair_trunk(&mut self, t: usize, app: &mut dyn App) {
         let Some(f) = self.failover.as_mut() else { return };
+        if let Some(i) = f.drains.iter().position(|d| d.trunks.contains(&t)) {
+            // A drain was taking it out of service: it stays, and the fabric manager routes over it again
+            // (the drain goes on with the switch's other trunks, if any).
+            f.drains[i].trunks.retain(|&x| x != t);
+            if f.drains[i].trunks.is_empty() {
+                f.drains.remove(i);
+            }
+            f.stats.links_repaired += 1;
+            self.owe_replan(t);
+            self.replan_when_up(app);
+            return;
+        }
         let all = self.fabric.trunks[t].links;
         let failed = f.failed.iter().position(|&x| x == t);
         if failed.is_none() && f.links_left[t] == all {
@@ -562,13 +714,22 @@ impl Net {
 
     /// Trunk `t` is gone: drop what is on its wires, take in what its ends received, take back what they
     /// sent unacknowledged and what a switch queued for it, route around it, and send all that again.
-    fn fail_trunk(&mut self, t: usize, app: &mut dyn App) {
+    /// `drained`: a drain takes it out of service, empty ([`Net::finish_drains`], which replans once
+    /// all the switch's trunks are down); else it failed.
+    fn fail_trunk(&mut self, t: usize, app: &mut dyn App, drained: bool) {
         let Some(f) = self.failover.as_mut() else { return };
         if f.failed.contains(&t) {
             return;
         }
         f.failed.push(t);
-        f.stats.links_failed += 1;
+        if !drained {
+            f.stats.links_failed += 1;
+            // A drain cannot take a failed trunk out of service; one with none left is over.
+            for d in &mut f.drains {
+                d.trunks.retain(|&x| x != t);
+            }
+            f.drains.retain(|d| !d.trunks.is_empty());
+        }
         if let Some(tracer) = self.trace.as_mut() {
             // A packet whose first units went out before the failure will never be whole.
             tracer.cut(t * 2);
@@ -578,7 +739,8 @@ impl Net {
             dir.up = false;
             dir.scheduled = None;
             for burst in dir.bursts.drain(..) {
-                f.stats.units_lost += burst.units as u64;
+                // A drained trunk's wires carry no packet's units, only idle and control ones.
+                f.stats.units_lost += if drained { 0 } else { burst.units as u64 };
                 self.pool.give(burst.buffer);
             }
         }
@@ -639,8 +801,11 @@ impl Net {
         // The fabric manager, told of the failure, discovers the fabric again, routes around every trunk
         // it finds down and reprograms every switch: after its delay, and once the links still training
         // are up.
-        self.owe_replan(t);
-        self.replan_when_up(app);
+        // A drained trunk is one the routes avoid already.
+        if !drained {
+            self.owe_replan(t);
+            self.replan_when_up(app);
+        }
         // Until the new routes the ends go on with what they have: a switch sends what it took back by
         // the other ports of its routes, a GPU what its app has for its other ports.
         if self.failover.as_ref().is_some_and(|f| !f.unplanned.is_empty()) {
@@ -691,10 +856,37 @@ impl Net {
         {
             return;
         }
+        // Switches being drained: their trunks are left out though up, and each routes as if it were not
+        // drained, so that what it holds, or still receives from neighbours on their old routes, goes on
+        // its way (around trunks that failed meanwhile, as everything else).
+        let drained = self.drained_trunks();
+        let draining: Vec<usize> = (self.failover.iter())
+            .flat_map(|f| f.drains.iter().map(|d| d.node))
+            .collect();
         let replanned = discover(self).and_then(|found| {
             let c = check(&found, &self.topology);
             match c.differences.first() {
-                None => self.fabric.replan(&self.topology, &c.left_out()),
+                None => {
+                    let mut left_out = c.left_out();
+                    left_out.extend(&drained);
+                    left_out.sort_unstable();
+                    left_out.dedup();
+                    let mut fabric = self.fabric.replan(&self.topology, &left_out)?;
+                    if !draining.is_empty() {
+                        let undrained = self.fabric.replan(&self.topology, &c.left_out())?;
+                        for &node in &draining {
+                            fabric.routes[node] = undrained.routes[node].clone();
+                        }
+                        fabric.program.retain(|(node, ..)| !draining.contains(node));
+                        (fabric.program).extend(
+                            undrained
+                                .program
+                                .iter()
+                                .filter(|(node, ..)| draining.contains(node)),
+                        );
+                    }
+                    Ok(fabric)
+                }
                 Some(d) => Err(format!("discovery finds the fabric changed: {d}")),
             }
         });
@@ -727,6 +919,20 @@ impl Net {
                     f.jobs_split[i] = true;
                 }
                 f.stats.jobs_split = f.jobs_split.iter().filter(|&&split| split).count() as u64;
+                // The routes are around the drained switches: their collective engines go offline, and
+                // the GPUs learn it with the new routes ([`Net::clear_failed_ports`]).
+                let mut newly_routed = Vec::new();
+                for d in f.drains.iter_mut().filter(|d| !d.routed) {
+                    d.routed = true;
+                    newly_routed.extend(
+                        (self.fabric.ports[d.node].iter().enumerate())
+                            .filter(|(_, (t, _))| d.trunks.contains(t))
+                            .map(|(p, _)| (d.node, p)),
+                    );
+                }
+                for end in newly_routed {
+                    self.take_engine_offline(end);
+                }
             }
             Err(e) => {
                 // Every link that failed since the last plan and is still down (several, when they failed
@@ -737,21 +943,25 @@ impl Net {
                     .filter(|t| f.failed.contains(t))
                     .map(|&t| {
                         let trunk = &self.fabric.trunks[t];
-                        format!("{} - {}", name(trunk.a.0), name(trunk.b.0))
+                        format!("the link {} - {}", name(trunk.a.0), name(trunk.b.0))
                     })
+                    // A drain that would cut the fabric is a cut too.
+                    .chain(
+                        draining
+                            .iter()
+                            .map(|&x| format!("the switch {} (drained)", name(x))),
+                    )
                     .collect();
                 f.fatal = Some(if down.is_empty() {
                     format!("the fabric manager cannot route the fabric: {e}")
                 } else {
-                    format!(
-                        "the fabric cannot go on without the link {}: {e}",
-                        down.join(" and the link ")
-                    )
+                    format!("the fabric cannot go on without {}: {e}", down.join(" and "))
                 });
                 return;
             }
         }
         // What the switches held for want of a live port goes on under the new routes.
+        let Some(f) = self.failover.as_mut() else { return };
         let mut switches: Vec<usize> = ends.iter().map(|&(node, _)| node).collect();
         for (node, parked) in f.parked.iter_mut().enumerate() {
             if !parked.is_empty() {
@@ -780,6 +990,7 @@ impl Net {
                 self.kick(t, d);
             }
         }
+        self.finish_drains(app);
     }
 
     /// A trunk failed between `ends`. A GPU end knows its port's switch plane is gone. A switch end
@@ -788,22 +999,27 @@ impl Net {
     /// and tells the engine's other GPUs with its new routes ([`Net::clear_failed_ports`]), so that
     /// until then they go on asking it.
     fn take_engines_offline(&mut self, ends: [(usize, usize); 2]) {
+        for end in ends {
+            self.take_engine_offline(end);
+        }
+    }
+
+    /// One end of [`Net::take_engines_offline`]'s.
+    fn take_engine_offline(&mut self, (node, port): (usize, usize)) {
         let Some(f) = self.failover.as_mut() else { return };
-        for (node, port) in ends {
-            if self.gpu_of_node[node].is_some() {
-                f.engines_offline[node] |= 1 << port;
-                continue;
-            }
-            let NodeState::Switch { nvls, .. } = &mut self.nodes[node] else {
-                continue;
-            };
-            f.ports_to_clear.push((node, port));
-            if !nvls.offline && nvls.gpu_ports.iter().any(|&(p, _)| p == port) {
-                nvls.offline = true;
-                nvls.pending.clear();
-                nvls.active = 0;
-                f.stats.engines_offline += 1;
-            }
+        if self.gpu_of_node[node].is_some() {
+            f.engines_offline[node] |= 1 << port;
+            return;
+        }
+        let NodeState::Switch { nvls, .. } = &mut self.nodes[node] else {
+            return;
+        };
+        f.ports_to_clear.push((node, port));
+        if !nvls.offline && nvls.gpu_ports.iter().any(|&(p, _)| p == port) {
+            nvls.offline = true;
+            nvls.pending.clear();
+            nvls.active = 0;
+            f.stats.engines_offline += 1;
         }
     }
 
@@ -811,9 +1027,16 @@ impl Net {
     /// groups and, where the switch's engine went offline, clears its reduction groups and tells the GPUs
     /// behind it, which then ask the planes left.
     fn clear_failed_ports(&mut self) {
+        let Some(f) = self.failover.as_mut() else { return };
+        let ports = std::mem::take(&mut f.ports_to_clear);
+        self.clear_ports(ports);
+    }
+
+    /// [`Net::clear_failed_ports`] for `ports` (switch node, port).
+    fn clear_ports(&mut self, ports: Vec<(usize, usize)>) {
         use switch_fw::regs::{MULTICAST, REDUCTION};
         let Some(f) = self.failover.as_mut() else { return };
-        for (node, port) in f.ports_to_clear.drain(..) {
+        for (node, port) in ports {
             let NodeState::Switch { core, nvls, .. } = &mut self.nodes[node] else {
                 continue;
             };

@@ -402,7 +402,7 @@ pub const REPLAN_PENDING: &str = "ended before the fabric manager's new routes a
 
 /// What failover did, as the JSON of `sim` and `sim traffic` reports it.
 pub fn failover_json(f: &fabric_sim::net::FailoverStats) -> serde_json::Value {
-    json!({
+    let mut json = json!({
         "links_failed": f.links_failed,
         "links_degraded": f.links_degraded,
         "units_lost": f.units_lost,
@@ -419,7 +419,13 @@ pub fn failover_json(f: &fabric_sim::net::FailoverStats) -> serde_json::Value {
         "faults_without_effect": f.faults_without_effect,
         "links_repaired": f.links_repaired,
         "repairs_without_effect": f.repairs_without_effect,
-    })
+    });
+    // Only runs with drains have them: the JSON of every other run stays as it was.
+    if f.drains > 0 {
+        json["switches_drained"] = json!(f.switches_drained);
+        json["switches_draining"] = json!(f.switches_draining);
+    }
+    json
 }
 
 /// What failover did, as a line of the tables of `sim` and `sim traffic`.
@@ -428,7 +434,7 @@ pub fn failover_line(f: &fabric_sim::net::FailoverStats) -> String {
         "# Failover: {} link(s) failed, {} ganged link(s) lost{}; {} units lost on the wire; {} packets taken back \
          from data links, {} from switch queues; {} sent again by another path, {} returned to their source; \
          {} held by switches until the new routes; {} duplicates dropped; {} lost (no way on); {} job(s) \
-         split that went on{}{}",
+         split that went on{}{}{}",
         f.links_failed,
         f.links_degraded,
         match f.links_repaired {
@@ -451,6 +457,14 @@ pub fn failover_line(f: &fabric_sim::net::FailoverStats) -> String {
         match f.repairs_without_effect {
             0 => String::new(),
             n => format!("; {n} repair(s) without effect, their link already whole"),
+        },
+        match (f.drains, f.switches_draining) {
+            (0, _) => String::new(),
+            (_, 0) => format!("; {} switch(es) drained", f.switches_drained),
+            (_, n) => format!(
+                "; {} switch(es) drained, {n} still draining at the end",
+                f.switches_drained
+            ),
         }
     )
 }
@@ -476,6 +490,11 @@ pub struct FaultArgs {
     /// `--fail-port` fails one (repeatable)
     #[arg(long, value_name = "SWITCH@TIME")]
     pub fail_switch: Vec<String>,
+    /// Drain a switch at a simulated time, e.g. `nvswitch1@20us`: the fabric manager routes around it
+    /// (after `--replan-delay`) while its links stay up, and once it and its links hold no packet takes
+    /// its ports down, as `--fail-switch` would, losing nothing (repeatable)
+    #[arg(long, value_name = "SWITCH@TIME")]
+    pub drain_switch: Vec<String>,
     /// Repair the link between two nodes at a simulated time, e.g. `gpu0:nvswitch1@60us`, after
     /// `--fail-link`, `--fail-port` or `--degrade-link` took it or some of its links: all its links come
     /// back and initialise again, and the fabric manager routes over it again (repeatable)
@@ -525,6 +544,10 @@ impl FaultArgs {
             let (switch, at) = parse_node_at(f, "--fail-switch", "SWITCH@TIME, e.g. nvswitch1@20us")?;
             faults.push(FaultSpec::Switch { switch, at });
         }
+        for f in &self.drain_switch {
+            let (switch, at) = parse_node_at(f, "--drain-switch", "SWITCH@TIME, e.g. nvswitch1@20us")?;
+            faults.push(FaultSpec::Drain { switch, at });
+        }
         for f in &self.repair_link {
             let (a, b, at) = parse_fault(f, "--repair-link", "A:B@TIME, e.g. gpu0:nvswitch1@60us")?;
             faults.push(FaultSpec::Repair { a, b, at });
@@ -535,8 +558,8 @@ impl FaultArgs {
         }
         ensure!(
             (self.repair_link.is_empty() && self.repair_switch.is_empty()) || self.fails_any(),
-            "--repair-link and --repair-switch need a failure to repair (--fail-link, --degrade-link, --fail-port \
-             or --fail-switch)"
+            "--repair-link and --repair-switch need a failure to repair (--fail-link, --degrade-link, --fail-port, \
+             --fail-switch or --drain-switch)"
         );
         Ok(faults)
     }
@@ -546,7 +569,8 @@ impl FaultArgs {
         !(self.fail_link.is_empty()
             && self.degrade_link.is_empty()
             && self.fail_port.is_empty()
-            && self.fail_switch.is_empty())
+            && self.fail_switch.is_empty()
+            && self.drain_switch.is_empty())
     }
 
     /// `--replan-delay`, checked.
@@ -555,8 +579,8 @@ impl FaultArgs {
             None => Ok(Duration::ZERO),
             Some(_) if !self.fails_any() => {
                 bail!(
-                    "--replan-delay needs a failure to replan after (--fail-link, --degrade-link, --fail-port \
-                     or --fail-switch)"
+                    "--replan-delay needs a failure to replan after (--fail-link, --degrade-link, --fail-port, \
+                     --fail-switch or --drain-switch)"
                 )
             }
             Some(time) => parse_time(time).context("--replan-delay"),
@@ -1123,9 +1147,11 @@ fn print_table(sweep: &Sweep, r: &Report, trunks: usize) {
         println!("{}", failover_line(&f));
         if f.engines_offline > 0 {
             println!(
-                "# Switch collective engines taken offline: {} (each lost a GPU); {} of their packets dropped, \
+                "# Switch collective engines taken offline: {} (each lost a GPU{}); {} of their packets dropped, \
                  their work done again on the other switches",
-                f.engines_offline, f.engine_packets_dropped
+                f.engines_offline,
+                if f.drains > 0 { " or was drained" } else { "" },
+                f.engine_packets_dropped
             );
         }
         if r.faults_after_end > 0 {

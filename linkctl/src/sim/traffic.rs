@@ -375,7 +375,7 @@ fn print_table(
         for what in m.problem.iter().cloned().chain(m.loss()).chain(m.undrained()) {
             println!("#   {what}");
         }
-        if r.failover.links_failed + r.failover.links_degraded > 0 {
+        if r.failover.links_failed + r.failover.links_degraded + r.failover.drains > 0 {
             println!("#   {}", failover_line(&r.failover).trim_start_matches("# "));
         }
         if r.faults_after_end > 0 {
