@@ -278,3 +278,38 @@ fn a_switch_drained_in_the_replan_for_its_failed_port_routes_around_that_port() 
         "{f:?}"
     );
 }
+
+#[test]
+fn a_repair_during_a_drain_also_brings_back_the_links_its_trunk_lost() {
+    // gpu0's trunk to nvswitch1 loses one of its 4 links, then the switch is drained, then repaired
+    // before the routes around it are in: it stays in service, and gpu0's trunk has all 4 links again,
+    // so that the last size runs as on the whole fabric.
+    let mut s = sweep("dgx-h100", Algo::Ring, 1 << 20, 4 << 20);
+    let healthy = last_time_us(&run_ok(&s));
+    s.replan_delay = Duration::from_ns(1_000);
+    s.faults = vec![FaultSpec::OneLink {
+        a: "gpu0".into(),
+        b: "nvswitch1".into(),
+        at: Duration::from_ns(500),
+    }];
+    let degraded = last_time_us(&run_ok(&s));
+    s.faults
+        .extend([drain("nvswitch1", 1_000), repair("nvswitch1", 1_200)]);
+    let r = run_ok(&s);
+    let f = r.failover;
+    assert_eq!(
+        (
+            f.links_degraded,
+            f.links_repaired,
+            f.switches_drained,
+            f.switches_draining
+        ),
+        (1, 8, 0, 0),
+        "{f:?}"
+    );
+    let repaired = last_time_us(&r);
+    assert!(
+        (repaired - healthy).abs() < 0.01 * healthy && degraded > 1.02 * healthy,
+        "{repaired} us against {healthy} us healthy, {degraded} us degraded"
+    );
+}

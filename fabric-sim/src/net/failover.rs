@@ -635,22 +635,26 @@ impl Net {
     /// Trunk `t` is repaired ([`Fault::LinkRepaired`]).
     fn repair_trunk(&mut self, t: usize, app: &mut dyn App) {
         let Some(f) = self.failover.as_mut() else { return };
-        if let Some(i) = f.drains.iter().position(|d| d.trunks.contains(&t)) {
+        let drained = f.drains.iter().position(|d| d.trunks.contains(&t));
+        if let Some(i) = drained {
             // A drain was taking it out of service: it stays, and the fabric manager routes over it again
             // (the drain goes on with the switch's other trunks, if any).
             f.drains[i].trunks.retain(|&x| x != t);
             if f.drains[i].trunks.is_empty() {
                 f.drains.remove(i);
             }
-            f.stats.links_repaired += 1;
             self.owe_replan(t);
-            self.replan_when_up(app);
-            return;
         }
+        let Some(f) = self.failover.as_mut() else { return };
         let all = self.fabric.trunks[t].links;
         let failed = f.failed.iter().position(|&x| x == t);
         if failed.is_none() && f.links_left[t] == all {
-            f.stats.repairs_without_effect += 1;
+            if drained.is_some() {
+                f.stats.links_repaired += 1;
+                self.replan_when_up(app);
+            } else {
+                f.stats.repairs_without_effect += 1;
+            }
             return;
         }
         f.stats.links_repaired += 1;
@@ -714,8 +718,8 @@ impl Net {
 
     /// Trunk `t` is gone: drop what is on its wires, take in what its ends received, take back what they
     /// sent unacknowledged and what a switch queued for it, route around it, and send all that again.
-    /// `drained`: a drain takes it out of service, empty ([`Net::finish_drains`], which replans once
-    /// all the switch's trunks are down); else it failed.
+    /// `drained`: a drain takes it out of service, empty ([`Net::finish_drains`]), and the routes avoid
+    /// it already; else it failed.
     fn fail_trunk(&mut self, t: usize, app: &mut dyn App, drained: bool) {
         let Some(f) = self.failover.as_mut() else { return };
         if f.failed.contains(&t) {
