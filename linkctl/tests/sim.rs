@@ -1103,8 +1103,9 @@ fn a_fault_on_a_node_gpus_leaves_out_says_so() {
                 the run keeps";
     let bsw0 = "bsw0 is in two-stars but --gpus leaves it out of the run (it links only GPUs left out): add \
                 a GPU it links to --gpus, or name a node the run keeps";
-    let cases: [(&[&str], &str, &str); 7] = [
+    let cases: [(&[&str], &str, &str); 8] = [
         (&["--fail-link", "gpu7:nvswitch0@1us"], "--fail-link", gpu7),
+        (&["--drain-switch", "bsw0@1us"], "--drain-switch", bsw0),
         (&["--degrade-link", "nvswitch0:gpu7@1us"], "--degrade-link", gpu7),
         (&["--fail-port", "nvswitch0:gpu7@1us"], "--fail-port", gpu7),
         (

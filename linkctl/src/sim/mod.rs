@@ -839,7 +839,9 @@ fn check_faults_kept(
                 vec![a, b]
             }
             FaultSpec::Port { switch, peer, .. } => vec![switch, peer],
-            FaultSpec::Switch { switch, .. } | FaultSpec::SwitchRepair { switch, .. } => vec![switch],
+            FaultSpec::Switch { switch, .. }
+            | FaultSpec::Drain { switch, .. }
+            | FaultSpec::SwitchRepair { switch, .. } => vec![switch],
         };
         for name in names {
             if part.node_named(name).is_ok() {
