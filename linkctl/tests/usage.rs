@@ -49,7 +49,7 @@ fn a_negative_number_is_refused_by_the_option_it_was_given_to() {
         ),
         (
             &["link", "run", "--retrain-at", "-5"],
-            "--retrain-at must be a time in microseconds, not -5",
+            "--retrain-at must be a time in microseconds from 0 to 1000000000, not -5",
         ),
         (
             &["sim", "allreduce", "--ber", "-0.001"],
