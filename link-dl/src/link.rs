@@ -787,8 +787,8 @@ impl<const REPLAY: usize, const RX_FLITS: usize> DataLink<REPLAY, RX_FLITS> {
         if self.state != DlState::Active {
             return Err(DlError::LinkNotActive);
         }
-        if matches!(self.power, PowerState::Requesting | PowerState::Acknowledging) {
-            return Err(DlError::EnteringLowPower);
+        if self.power != PowerState::On {
+            self.send_in_low_power()?;
         }
         if payload.len() > MAX_PAYLOAD_FLITS {
             return Err(DlError::PayloadTooLong { flits: payload.len() });
@@ -826,10 +826,23 @@ impl<const REPLAY: usize, const RX_FLITS: usize> DataLink<REPLAY, RX_FLITS> {
         });
         self.next_seq = self.next_seq.next();
         self.counters.packets_sent += 1;
-        if self.power == PowerState::Asleep {
-            self.power_request = Some(PowerRequest::Wake);
-        }
         Ok(header.seq)
+    }
+
+    /// `send` out of `PowerState::On`: refused while the handshake holds packets back; in L1, the link
+    /// is asked to wake (whether or not the packet then finds credit and room: it is on its way). Kept
+    /// out of `send`, whose every call is the simulator's hot path.
+    #[cold]
+    #[inline(never)]
+    fn send_in_low_power(&mut self) -> Result<(), DlError> {
+        match self.power {
+            PowerState::Requesting | PowerState::Acknowledging => Err(DlError::EnteringLowPower),
+            PowerState::Asleep => {
+                self.power_request = Some(PowerRequest::Wake);
+                Ok(())
+            }
+            PowerState::On => Ok(()),
+        }
     }
 
     /// Whether a packet of `payload_flits` could be sent on `vc` now.
@@ -1175,8 +1188,10 @@ impl<const REPLAY: usize, const RX_FLITS: usize> DataLink<REPLAY, RX_FLITS> {
         if self.nak_pending || control_due {
             let kind = if self.nak_pending {
                 ControlKind::Nak
+            } else if self.power == PowerState::On {
+                ControlKind::Update
             } else {
-                self.update_kind()
+                self.low_power_update_kind()
             };
             if self.nak_pending {
                 self.counters.naks_sent += 1;
@@ -1207,11 +1222,14 @@ impl<const REPLAY: usize, const RX_FLITS: usize> DataLink<REPLAY, RX_FLITS> {
         false
     }
 
-    /// The kind of the Update to send: in the low-power handshake, once everything sent is acknowledged,
-    /// a PmRequestAck (owed for a PmEnterL1 received, or repeated while acknowledging) or a PmEnterL1
-    /// (repeated while requesting). Each has the Update's acknowledgement and credits.
-    fn update_kind(&mut self) -> ControlKind {
-        if self.power == PowerState::On || !self.replay.is_empty() {
+    /// The kind of the Update to send out of `PowerState::On`: in the low-power handshake, once
+    /// everything sent is acknowledged, a PmRequestAck (owed for a PmEnterL1 received, or repeated while
+    /// acknowledging) or a PmEnterL1 (repeated while requesting). Each has the Update's acknowledgement
+    /// and credits.
+    #[cold]
+    #[inline(never)]
+    fn low_power_update_kind(&mut self) -> ControlKind {
+        if !self.replay.is_empty() {
             return ControlKind::Update;
         }
         if core::mem::take(&mut self.power_ack_owed) || self.power == PowerState::Acknowledging {
@@ -1621,6 +1639,16 @@ impl<const REPLAY: usize, const RX_FLITS: usize> DataLink<REPLAY, RX_FLITS> {
         }
     }
 
+    /// An acknowledgement during the low-power handshake: once it leaves nothing unacknowledged, the
+    /// PmEnterL1 or PmRequestAck that waited for it goes. Kept out of `acknowledged`, the hot path.
+    #[cold]
+    #[inline(never)]
+    fn acknowledged_in_handshake(&mut self) {
+        if self.replay.is_empty() {
+            self.update_pending = true;
+        }
+    }
+
     fn become_active(&mut self, now: Instant) {
         self.state = DlState::Active;
         self.next_update = now;
@@ -1649,9 +1677,8 @@ impl<const REPLAY: usize, const RX_FLITS: usize> DataLink<REPLAY, RX_FLITS> {
         self.transmitted -= progress;
         self.acked = ack;
         self.replay_num = 0;
-        if self.power != PowerState::On && self.replay.is_empty() {
-            // The handshake waited for this: its PmEnterL1 or PmRequestAck goes now.
-            self.update_pending = true;
+        if self.power != PowerState::On {
+            self.acknowledged_in_handshake();
         }
         // The timer runs while a packet the partner has not acknowledged is out (it starts again when
         // one that is waiting goes).
