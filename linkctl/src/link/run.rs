@@ -318,6 +318,16 @@ fn print_text(r: &Report, v: &Value) {
     );
 }
 
+/// The median of `sorted` (not empty): of an even count, the mean of the two middle values.
+fn median_of_sorted(sorted: &[f64]) -> f64 {
+    let half = sorted.len() / 2;
+    if sorted.len() % 2 == 0 {
+        (sorted[half - 1] + sorted[half]) / 2.0
+    } else {
+        sorted[half]
+    }
+}
+
 /// The `--sleep-at` pauses: how long the handshake took the link to L1 and the wake to bring it back,
 /// the median and the longest of each.
 fn print_sleeps(r: &Report) {
@@ -327,7 +337,7 @@ fn print_sleeps(r: &Report) {
             ns.sort_by(f64::total_cmp);
             format!(
                 "median {:.1} ns, longest {:.1} ns",
-                ns[ns.len() / 2],
+                median_of_sorted(&ns),
                 ns[ns.len() - 1]
             )
         };
@@ -377,4 +387,17 @@ fn print_errors(r: &Report, v: &Value) {
         v["fec_corrections"],
         r.retrains
     );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::median_of_sorted;
+
+    /// Of two sleeps the median is their mean (it had been the longer, printed as both median and longest).
+    #[test]
+    fn the_median_of_an_even_count_is_the_mean_of_the_middle_two() {
+        assert_eq!(median_of_sorted(&[1.0, 3.0]), 2.0);
+        assert_eq!(median_of_sorted(&[1.0, 2.0, 10.0]), 2.0);
+        assert_eq!(median_of_sorted(&[5.0]), 5.0);
+    }
 }
