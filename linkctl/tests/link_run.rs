@@ -306,6 +306,10 @@ fn sleeps_go_to_l1_and_back_and_lose_nothing() {
     assert_eq!(out.status.code(), Some(0));
     let text = String::from_utf8(out.stdout).unwrap();
     assert!(text.contains("low power: 2 sleeps to L1 and back"), "{text}");
+    assert!(
+        text.contains("(both ports, counting the speed change at bring-up, not the wakes from L1)"),
+        "{text}"
+    );
 }
 
 /// A sleep due after the last delivery is said not to have been done.

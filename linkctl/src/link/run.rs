@@ -378,14 +378,16 @@ fn print_down(r: &Report, v: &Value) {
 
 fn print_errors(r: &Report, v: &Value) {
     println!(
-        "errors: {} bits flipped, {} CRC errors, {} NAKs, {} replays, {} replay timeouts, {} FEC corrections; {} entries to Recovery (both ports, counting the speed change at bring-up)",
+        "errors: {} bits flipped, {} CRC errors, {} NAKs, {} replays, {} replay timeouts, {} FEC corrections; {} entries to Recovery (both ports, counting the speed change at bring-up{})",
         r.bits_flipped,
         v["crc_errors"],
         v["naks"],
         v["replays"],
         v["replay_timeouts"],
         v["fec_corrections"],
-        r.retrains
+        r.retrains,
+        // A wake from L1 passes through Recovery too, but is not a retrain: the low-power line counts it.
+        if r.sleeps.is_empty() { "" } else { ", not the wakes from L1" }
     );
 }
 
