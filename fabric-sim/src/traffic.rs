@@ -172,6 +172,29 @@ pub struct TrafficSpec {
     pub trunks: bool,
 }
 
+impl TrafficSpec {
+    /// Traffic of `pattern`, spread by `spread`, at `load`: warmed up as [`auto_warmup`] says, measured
+    /// over 3 us, seed 1, full packets, the topology's bit error rate, no faults and no traces.
+    pub fn new(pattern: Pattern, spread: Spread, load: f64) -> Self {
+        TrafficSpec {
+            pattern,
+            spread,
+            load,
+            warmup: None,
+            measure: Duration::from_us(3),
+            seed: 1,
+            ber: None,
+            faults: Vec::new(),
+            replan_delay: Duration::ZERO,
+            payload_bytes: PAYLOAD_BYTES,
+            pcap: None,
+            vcd: None,
+            skip_idle: true,
+            trunks: false,
+        }
+    }
+}
+
 /// Latencies of the packets generated in the measurement window, in nanoseconds.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct Latency {
@@ -1066,20 +1089,9 @@ mod tests {
     /// Traffic of `pattern` at a load of 0.5 for 1 us, seeded with `seed`.
     fn spec(pattern: Pattern, spread: Spread, seed: u64) -> TrafficSpec {
         TrafficSpec {
-            pattern,
-            spread,
-            load: 0.5,
-            warmup: None,
             measure: Duration::from_us(1),
             seed,
-            ber: None,
-            faults: Vec::new(),
-            replan_delay: Duration::ZERO,
-            payload_bytes: PAYLOAD_BYTES,
-            pcap: None,
-            vcd: None,
-            skip_idle: true,
-            trunks: false,
+            ..TrafficSpec::new(pattern, spread, 0.5)
         }
     }
 

@@ -6,7 +6,7 @@ use fabric_sim::collective::Kind;
 use fabric_sim::net::FailoverStats;
 use fabric_sim::run::{run, Algo, FaultSpec, Report, Sweep};
 use fabric_sim::topology::Topology;
-use fabric_sim::traffic::{run_traffic, Pattern, Spread, TrafficSpec, PAYLOAD_BYTES};
+use fabric_sim::traffic::{run_traffic, Pattern, Spread, TrafficSpec};
 use link_phy::time::Duration;
 
 fn sweep(topology: &str, algo: Algo, min: u64, max: u64) -> Sweep {
@@ -220,20 +220,8 @@ fn a_drained_spine_of_a_fat_tree() {
 #[test]
 fn synthetic_traffic_through_a_drained_switch_is_all_delivered() {
     let spec = |faults| TrafficSpec {
-        pattern: Pattern::Uniform,
-        spread: Spread::Links,
-        load: 0.5,
-        warmup: None,
-        measure: Duration::from_us(3),
-        seed: 1,
-        ber: None,
         faults,
-        replan_delay: Duration::ZERO,
-        payload_bytes: PAYLOAD_BYTES,
-        pcap: None,
-        vcd: None,
-        skip_idle: true,
-        trunks: false,
+        ..TrafficSpec::new(Pattern::Uniform, Spread::Links, 0.5)
     };
     let t = Topology::builtin("dgx-h100").unwrap();
     let failed = run_traffic(&t, &spec(vec![fail("nvswitch1", 2_000)])).unwrap();

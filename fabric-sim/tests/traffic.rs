@@ -11,22 +11,7 @@ use link_dl::DlConfig;
 use link_phy::time::Duration;
 
 fn spec(pattern: Pattern, spread: Spread, load: f64) -> TrafficSpec {
-    TrafficSpec {
-        pattern,
-        spread,
-        load,
-        warmup: None,
-        measure: Duration::from_us(3),
-        seed: 1,
-        ber: None,
-        faults: Vec::new(),
-        replan_delay: Duration::ZERO,
-        payload_bytes: PAYLOAD_BYTES,
-        pcap: None,
-        vcd: None,
-        skip_idle: true,
-        trunks: false,
-    }
+    TrafficSpec::new(pattern, spread, load)
 }
 
 fn run(topology: &str, spec: &TrafficSpec) -> TrafficReport {

@@ -414,8 +414,6 @@ pub struct DataLink<const REPLAY: usize = 64, const RX_FLITS: usize = 64> {
     /// This end has sent PmRequestAck: the partner's electrical idle ordered set is L1.
     power_granted: bool,
     power_request: Option<PowerRequest>,
-    /// When the physical layer last went to L1.
-    slept_at: Instant,
 
     // Buffers.
     /// The rest of a packet whose replay slot was freed while it was being sent (a replay of a packet
@@ -501,7 +499,6 @@ impl<const REPLAY: usize, const RX_FLITS: usize> DataLink<REPLAY, RX_FLITS> {
             power_ack_owed: false,
             power_granted: false,
             power_request: None,
-            slept_at: Instant::ZERO,
         }
     }
 
@@ -671,7 +668,6 @@ impl<const REPLAY: usize, const RX_FLITS: usize> DataLink<REPLAY, RX_FLITS> {
             return;
         }
         self.end_handshake(PowerState::Asleep);
-        self.slept_at = now;
         self.counters.low_power_entries += 1;
         // A retrain that was under way is over: the port left L0 (or Recovery) for L1.
         self.hold(now);
@@ -930,8 +926,8 @@ impl<const REPLAY: usize, const RX_FLITS: usize> DataLink<REPLAY, RX_FLITS> {
     /// that a packet sent there asks for.
     pub fn poll_timeout(&self) -> Option<Instant> {
         if self.retraining {
-            // A packet sent in L1 asks for a wake, due at once: the instant the link went there is past.
-            return (self.power_request == Some(PowerRequest::Wake)).then_some(self.slept_at);
+            // A packet sent in L1 asks for a wake, due at once: any past instant says so.
+            return (self.power_request == Some(PowerRequest::Wake)).then_some(Instant::ZERO);
         }
         let update = (self.state == DlState::Active).then_some(self.next_update);
         // Compared in registers: an array of the three, for `min`, was stored in halves and loaded
