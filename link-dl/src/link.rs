@@ -1604,7 +1604,12 @@ impl<const REPLAY: usize, const RX_FLITS: usize> DataLink<REPLAY, RX_FLITS> {
                         self.start_replay(now);
                     }
                     ControlKind::PmEnterL1 => self.partner_asks_low_power(),
-                    ControlKind::PmRequestAck if self.power == PowerState::Requesting => {
+                    // The partner answers only a PmEnterL1, which goes once everything sent is
+                    // acknowledged: an answer while packets are still out was forged (it passed the
+                    // CRC), and taking the link to L1 would leave them there until the next send.
+                    ControlKind::PmRequestAck
+                        if self.power == PowerState::Requesting && self.replay.is_empty() =>
+                    {
                         self.power_request = Some(PowerRequest::EnterL1);
                     }
                     // A partner that asked for L1 sends PmEnterL1 in place of every Update until the

@@ -321,3 +321,32 @@ fn a_forged_low_power_request_holds_packets_back_only_until_the_next_update() {
     assert_eq!(pair.b.power_state(), PowerState::On);
     assert!(!pair.b.grants_low_power());
 }
+
+/// A PmRequestAck that A never asked for yet (forged: A still has packets unacknowledged, so it has not
+/// sent PmEnterL1) does not take the link to L1 holding them; A waits for them to be acknowledged, as its
+/// handshake says.
+#[test]
+fn a_forged_low_power_answer_does_not_take_unacknowledged_packets_to_sleep() {
+    use link_dl::flit::{ControlFlit, ControlKind};
+    use link_dl::fuzz::BackToBack;
+    use link_dl::seq::Seq;
+    let mut pair = BackToBack::<64, 64>::active(DlConfig::default()).unwrap();
+    for tl in 0..4 {
+        pair.a.send(Vc::Posted, tl, &[]).unwrap();
+    }
+    pair.a.request_low_power().unwrap();
+    assert_eq!(pair.a.power_state(), PowerState::Requesting);
+    let forged = ControlFlit {
+        kind: ControlKind::PmRequestAck,
+        ack: Seq::new(0).prev(),
+        credits: [0; 4],
+    }
+    .emit();
+    pair.a.receive_unit(pair.now, &forged, pair.units);
+    assert_eq!(
+        pair.a.take_power_request(),
+        None,
+        "a forged answer took 4 unacknowledged packets to L1"
+    );
+    assert_eq!(pair.a.unacknowledged(), 4);
+}
