@@ -302,3 +302,25 @@ fn input_that_is_not_whole_units_of_hex_is_refused() {
     common::assert_refused(&["dl", "decode"], &["1234"]);
     common::assert_refused(&["dl", "decode"], &["123"]);
 }
+
+/// An empty input, as hex arguments (an empty shell variable), hex or raw bytes on stdin, is an error,
+/// not a stream that checks (it printed nothing and exited 0).
+#[test]
+fn empty_input_is_refused() {
+    for (args, input) in [
+        (&[""][..], &b""[..]),
+        (&["", " "], b""),
+        (&["--json"], b""),
+        (&[], b" \n"),
+        (&["--binary"], b""),
+    ] {
+        let out = decode(args, input);
+        let stderr = String::from_utf8(out.stderr).unwrap();
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {stderr}");
+        assert_eq!(
+            stderr, "linkctl: error: the input is empty: no 16-byte unit to decode\n",
+            "{args:?}"
+        );
+        assert!(out.stdout.is_empty(), "{args:?}");
+    }
+}

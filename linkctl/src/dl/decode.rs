@@ -206,6 +206,8 @@ impl Units {
     }
 
     fn finish(&self) -> anyhow::Result<()> {
+        // An empty capture (or an empty argument from a script) is a mistake, not a stream that checks.
+        ensure!(self.bytes > 0, "the input is empty: no 16-byte unit to decode");
         ensure!(
             self.partial.is_empty(),
             "{} bytes are not a whole number of 16-byte units",

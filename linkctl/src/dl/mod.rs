@@ -16,7 +16,7 @@ pub enum DlCommand {
     /// Decode a stream of 16-byte units as a receiver reads them (packets, control and identity flits,
     /// idle, and what it discards after an error until a control flit checks) from hex arguments or
     /// stdin, as it is read (any length, in little memory: input that is not hex or not whole units ends
-    /// it where it is found); exit status 2 if any does not check
+    /// it where it is found; empty input is an error); exit status 2 if any does not check
     Decode(decode::DecodeArgs),
 }
 
