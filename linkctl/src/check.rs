@@ -3,6 +3,13 @@
 use anyhow::ensure;
 use link_tl::endpoint::pair::BitErrors;
 
+/// The value of an option that takes a number (its `value_parser`): a number as Rust reads one, `-0` read
+/// as 0, so that the reports that print the options back say 0, not "-0" (and the range checks took -0).
+pub fn float(s: &str) -> Result<f64, std::num::ParseFloatError> {
+    // -0.0 + 0.0 is +0.0; every other value is unchanged.
+    s.parse::<f64>().map(|x| x + 0.0)
+}
+
 /// Refuses `value` for `flag` unless it is at least 0 and below `bound` (a probability or a rate).
 pub fn ensure_below(flag: &str, value: f64, bound: f64) -> anyhow::Result<()> {
     ensure!(

@@ -63,7 +63,7 @@ pub struct CoherenceArgs {
     pub seed: Option<u64>,
     /// Bit error rate on every link of the stress, at least 0 and below 1/128 (default 1e-6; the data
     /// links replay what it corrupts; the wire flips at most one bit per 128-bit unit)
-    #[arg(long, help_heading = STRESS)]
+    #[arg(long, help_heading = STRESS, value_parser = crate::check::float)]
     pub ber: Option<f64>,
     /// Stores write the values 1 to this (1 to 7, default 2)
     #[arg(long, help_heading = EXPLORATION)]

@@ -44,13 +44,13 @@ pub struct CopyArgs {
     pub pull: bool,
     /// Bit error rate on the wire, both ways, at least 0 and below 1/128 (the data links replay what it
     /// corrupts; the wire flips at most one bit per 128-bit unit)
-    #[arg(long, default_value_t = 1e-7)]
+    #[arg(long, default_value_t = 1e-7, value_parser = crate::check::float)]
     pub ber: f64,
     /// Probability per unit that the wire loses it (below 0.5)
-    #[arg(long, default_value_t = 0.0)]
+    #[arg(long, default_value_t = 0.0, value_parser = crate::check::float)]
     pub drop: f64,
     /// Probability per unit that the wire delivers it twice (below 0.5)
-    #[arg(long, default_value_t = 0.0)]
+    #[arg(long, default_value_t = 0.0, value_parser = crate::check::float)]
     pub duplicate: f64,
     /// Seed of the data and of the errors
     #[arg(long, default_value_t = 1)]

@@ -95,3 +95,37 @@ fn a_negative_number_clap_reads_as_a_flag_is_refused_with_the_form_that_takes_it
     let out = linkctl(&["sim", "allreduce", "-x"], &[]);
     assert!(!String::from_utf8_lossy(&out.stderr).contains("negative"));
 }
+
+/// `-0` given to an option that takes a number is 0: the reports that print the options back said "-0"
+/// (`link train`'s "skew up to -0 symbol times, BER -0", `coherence`'s "bit error rate -0", JSON -0.0).
+#[test]
+fn minus_zero_is_taken_and_printed_back_as_zero() {
+    let out = linkctl(&["link", "train", "--skew", "-0", "--ber", "-0"], &[]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}");
+    let first = stdout.lines().next().unwrap_or_default();
+    assert!(first.contains("skew up to 0 symbol times, BER 0,"), "{first}");
+    let out = linkctl(&["coherence", "--ops", "100", "--ber", "-0"], &[]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("bit error rate 0 on every link"), "{stdout}");
+    let json = common::json(&["coherence"], &["--ops", "100", "--ber", "-0"]);
+    let ber = json["ber"].as_f64().unwrap();
+    assert!(ber == 0.0 && ber.is_sign_positive(), "{json}");
+    let json = common::json(
+        &["sim", "traffic"],
+        &[
+            "--topology",
+            "mesh2",
+            "--pattern",
+            "hotspot",
+            "--hotspot",
+            "-0",
+            "--load",
+            "0.1",
+            "--measure",
+            "1us",
+        ],
+    );
+    let share = json["hotspot"].as_f64().unwrap();
+    assert!(share == 0.0 && share.is_sign_positive(), "{}", json["hotspot"]);
+}

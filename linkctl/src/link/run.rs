@@ -44,24 +44,24 @@ pub struct RunArgs {
     #[arg(long)]
     pub both_ways: bool,
     /// Ask port A to retrain at these simulated times after the link is up, in microseconds (repeatable)
-    #[arg(long = "retrain-at", value_name = "US")]
+    #[arg(long = "retrain-at", value_name = "US", value_parser = crate::check::float)]
     pub retrain_at: Vec<f64>,
     /// Pause the traffic at these simulated times after the link is up, in microseconds (repeatable),
     /// while port A's data link takes the link to low power (L1) by the power-management handshake; the
     /// first packet after the pause wakes it
-    #[arg(long = "sleep-at", value_name = "US")]
+    #[arg(long = "sleep-at", value_name = "US", value_parser = crate::check::float)]
     pub sleep_at: Vec<f64>,
     /// How long each pause of `--sleep-at` lasts, in microseconds
-    #[arg(long = "sleep-for", value_name = "US", default_value_t = 10.0)]
+    #[arg(long = "sleep-for", value_name = "US", default_value_t = 10.0, value_parser = crate::check::float)]
     pub sleep_for: f64,
     /// Probability per received unit that the flit injector drops it, at most 0.1
-    #[arg(long, default_value_t = 0.0)]
+    #[arg(long, default_value_t = 0.0, value_parser = crate::check::float)]
     pub drop: f64,
     /// Probability per received unit that it arrives twice, at most 0.1
-    #[arg(long, default_value_t = 0.0)]
+    #[arg(long, default_value_t = 0.0, value_parser = crate::check::float)]
     pub duplicate: f64,
     /// Probability per received unit that one of its bits is flipped past the physical layer, at most 0.1
-    #[arg(long, default_value_t = 0.0)]
+    #[arg(long, default_value_t = 0.0, value_parser = crate::check::float)]
     pub corrupt: f64,
     /// Print one JSON object instead of text
     #[arg(long)]

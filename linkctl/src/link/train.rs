@@ -24,10 +24,10 @@ pub struct ChannelArgs {
     /// Largest lane-to-lane skew, in symbol times at 2.5 GT/s (4 ns each), 0 to 1000; lanes get seeded
     /// skews up to it. Skew is a time: a receiver absorbs 64 at 2.5 GT/s (more fails training) and 8 GT/s,
     /// 32 at 5, 62 at 16 and 31 at 32 GT/s (more fails that speed change: the link comes up slower)
-    #[arg(long, default_value_t = 0.0)]
+    #[arg(long, default_value_t = 0.0, value_parser = crate::check::float)]
     pub skew: f64,
     /// Random bit error rate on every lane, e.g. 1e-6: at least 0 and below 1
-    #[arg(long, default_value_t = 0.0)]
+    #[arg(long, default_value_t = 0.0, value_parser = crate::check::float)]
     pub ber: f64,
     /// A lane with a broken wire (no receiver detected), numbered at port A (the downstream port), both
     /// directions of it; may be repeated
@@ -60,7 +60,7 @@ pub struct TrainArgs {
     #[command(flatten)]
     pub channel: ChannelArgs,
     /// Give up after this much simulated time, in milliseconds
-    #[arg(long, default_value_t = 500.0)]
+    #[arg(long, default_value_t = 500.0, value_parser = crate::check::float)]
     pub limit_ms: f64,
     /// Print one JSON object instead of text
     #[arg(long)]

@@ -473,7 +473,7 @@ pub fn failover_line(f: &fabric_sim::net::FailoverStats) -> String {
 #[derive(Args, Debug)]
 pub struct FaultArgs {
     /// Random bit error rate on every link, 0 to 1e-3 (the data links replay what it corrupts)
-    #[arg(long)]
+    #[arg(long, value_parser = crate::check::float)]
     pub ber: Option<f64>,
     /// Fail the link (all ganged links) between two nodes at a simulated time, e.g.
     /// `gpu0:nvswitch1@20us`; the fabric manager routes around it (repeatable)

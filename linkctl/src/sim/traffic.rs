@@ -30,7 +30,7 @@ pub struct TrafficArgs {
     #[arg(long, default_value = "uniform")]
     pub pattern: String,
     /// Share of packets the hot spot gets, with --pattern hotspot [default: 0.2]
-    #[arg(long)]
+    #[arg(long, value_parser = crate::check::float)]
     pub hotspot: Option<f64>,
     /// How a GPU spreads its packets over its ports that lead to the destination: links (packet by packet
     /// over its links in turn, as NVLink interleaves addresses: a flow uses them all, out of order) or
@@ -42,7 +42,8 @@ pub struct TrafficArgs {
     #[arg(
         long,
         default_value = "0.1,0.2,0.3,0.4,0.5,0.6,0.7,0.8,0.9,1.0",
-        value_delimiter = ','
+        value_delimiter = ',',
+        value_parser = crate::check::float
     )]
     pub load: Vec<f64>,
     /// Data bytes per packet: a multiple of 16 from 16 to 128 (small writes pay the same header flits)
