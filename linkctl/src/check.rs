@@ -10,6 +10,19 @@ pub fn float(s: &str) -> Result<f64, std::num::ParseFloatError> {
     s.parse::<f64>().map(|x| x + 0.0)
 }
 
+/// Refuses `item`, given to `flag`, if `seen` holds it already, and keeps it: given twice, it would change
+/// nothing the first did not, so the user meant something else. `name` says it in the message.
+pub fn ensure_once<T: PartialEq>(
+    seen: &mut Vec<T>,
+    item: T,
+    flag: &str,
+    name: impl FnOnce() -> String,
+) -> anyhow::Result<()> {
+    ensure!(!seen.contains(&item), "{flag} names {} twice", name());
+    seen.push(item);
+    Ok(())
+}
+
 /// Refuses `value` for `flag` unless it is at least 0 and below `bound` (a probability or a rate).
 pub fn ensure_below(flag: &str, value: f64, bound: f64) -> anyhow::Result<()> {
     ensure!(

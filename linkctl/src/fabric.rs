@@ -16,6 +16,7 @@ use fabric_sim::probe::{probe, ProbeReport, PROBE_TIME};
 use fabric_sim::topology::{NodeKind, Topology};
 use serde_json::json;
 
+use crate::check::ensure_once;
 use crate::sim::{load_topology, named_gpus, TopologyArg};
 
 /// Exit status when discovery finds the fabric wired otherwise than the topology says, no route joins
@@ -223,10 +224,7 @@ fn hardware_faults(hardware: &Topology, args: &FabricArgs) -> anyhow::Result<(Pa
     let mut down = Vec::new();
     for spec in &args.fail_link {
         let t = trunk(spec, "--fail-link")?;
-        if down.contains(&t) {
-            bail!("--fail-link names {} twice", names(&trunks[t]));
-        }
-        down.push(t);
+        ensure_once(&mut down, t, "--fail-link", || names(&trunks[t]))?;
     }
     let mut lost = Vec::new();
     for spec in &args.degrade_link {

@@ -1948,3 +1948,80 @@ fn the_plot_leaves_out_a_size_that_stopped_the_run() {
     assert_eq!(points.split_whitespace().count(), 3, "{points}");
     assert_eq!(svg.matches("<circle").count(), 3, "{svg}");
 }
+
+/// The same fault twice at the same time is refused, in `sim` and `sim traffic`, as `fabric` refuses a link
+/// failed twice (it was taken, the second counted as a fault without effect), whichever end of a link is
+/// named first and however the time is written. A link lost twice is two links of the trunk, and a link
+/// failed at two times is two faults: both are still taken (they reach the check of --replan-delay).
+#[test]
+fn the_same_fault_twice_at_the_same_time_is_refused() {
+    for (args, says) in [
+        (
+            &[
+                "allreduce",
+                "--fail-link",
+                "gpu0:nvswitch1@5us",
+                "--fail-link",
+                "nvswitch1:gpu0@5000ns",
+            ][..],
+            "--fail-link names nvswitch1:gpu0@5us twice",
+        ),
+        (
+            &[
+                "traffic",
+                "--drain-switch",
+                "nvswitch1@1us",
+                "--drain-switch",
+                "nvswitch1@1us",
+            ],
+            "--drain-switch names nvswitch1@1us twice",
+        ),
+        (
+            &[
+                "traffic",
+                "--fail-port",
+                "nvswitch2:gpu5@3us",
+                "--fail-port",
+                "nvswitch2:gpu5@3us",
+            ],
+            "--fail-port names nvswitch2:gpu5@3us twice",
+        ),
+        (
+            &[
+                "allreduce",
+                "--fail-switch",
+                "nvswitch1@2us",
+                "--repair-switch",
+                "nvswitch1@0.5ms",
+                "--repair-switch",
+                "nvswitch1@500us",
+            ],
+            "--repair-switch names nvswitch1@500us twice",
+        ),
+        (
+            &[
+                "allreduce",
+                "--degrade-link",
+                "gpu0:nvswitch0@1us",
+                "--degrade-link",
+                "gpu0:nvswitch0@1us",
+                "--fail-link",
+                "gpu1:nvswitch0@1us",
+                "--fail-link",
+                "gpu1:nvswitch0@2us",
+                "--replan-delay",
+                "soon",
+            ],
+            "--replan-delay: bad time \"soon\"",
+        ),
+    ] {
+        let out = sim(args);
+        let err = String::from_utf8(out.stderr).unwrap();
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {err}");
+        assert!(
+            err.starts_with(&format!("linkctl: error: {says}")),
+            "{args:?}: {err}"
+        );
+        assert_eq!(err.lines().count(), 1, "{err}");
+    }
+}

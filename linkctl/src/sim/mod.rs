@@ -13,7 +13,7 @@ use link_phy::time::Duration;
 use serde_json::json;
 use switch_fw::switch::SwitchCounters;
 
-use crate::check::ensure_within;
+use crate::check::{ensure_once, ensure_within};
 
 mod plot;
 mod traffic;
@@ -556,6 +556,14 @@ impl FaultArgs {
             let (switch, at) = parse_node_at(f, "--repair-switch", "SWITCH@TIME, e.g. nvswitch1@60us")?;
             faults.push(FaultSpec::SwitchRepair { switch, at });
         }
+        // The same fault twice at the same time is refused as `fabric` refuses a link failed twice (a
+        // link lost twice is two of the trunk's links: that one may be repeated).
+        let mut seen = Vec::new();
+        for fault in faults.iter().filter(|f| !matches!(f, FaultSpec::OneLink { .. })) {
+            ensure_once(&mut seen, same_fault(fault), fault.option(), || {
+                fault_value(fault)
+            })?;
+        }
         ensure!(
             (self.repair_link.is_empty() && self.repair_switch.is_empty()) || self.fails_any(),
             "--repair-link and --repair-switch need a failure to repair (--fail-link, --degrade-link, --fail-port, \
@@ -737,6 +745,33 @@ fn background(args: &SimArgs) -> anyhow::Result<Option<Background>> {
         // Given with the fabric the two jobs share (`jobs`).
         gpus: None,
     }))
+}
+
+/// `fault` with the ends of a link in one order: the same fault whichever end was named first.
+fn same_fault(fault: &FaultSpec) -> FaultSpec {
+    let mut fault = fault.clone();
+    if let FaultSpec::Link { a, b, .. } | FaultSpec::OneLink { a, b, .. } | FaultSpec::Repair { a, b, .. } =
+        &mut fault
+    {
+        if a > b {
+            std::mem::swap(a, b);
+        }
+    }
+    fault
+}
+
+/// `fault` as its option's value, e.g. `gpu0:nvswitch1@5us` (the time in microseconds), for messages.
+fn fault_value(fault: &FaultSpec) -> String {
+    let us = fault.at().as_ps() as f64 / 1e6;
+    match fault {
+        FaultSpec::Link { a, b, .. } | FaultSpec::OneLink { a, b, .. } | FaultSpec::Repair { a, b, .. } => {
+            format!("{a}:{b}@{us}us")
+        }
+        FaultSpec::Port { switch, peer, .. } => format!("{switch}:{peer}@{us}us"),
+        FaultSpec::Switch { switch, .. }
+        | FaultSpec::Drain { switch, .. }
+        | FaultSpec::SwitchRepair { switch, .. } => format!("{switch}@{us}us"),
+    }
 }
 
 /// `A:B@TIME` as (A, B, time); `form` is what `flag` expects, with an example it takes (as its help has
