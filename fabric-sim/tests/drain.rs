@@ -127,10 +127,11 @@ fn a_drain_and_a_failure_of_the_same_switch() {
     s.faults = vec![fail("nvswitch1", 0), drain("nvswitch1", 1_000)];
     let f = run_ok(&s).failover;
     assert_eq!(
-        (f.links_failed, f.switches_drained, f.faults_without_effect),
+        (f.links_failed, f.switches_drained, f.drains_already_down),
         (8, 0, 1),
         "{f:?}"
     );
+    assert_eq!(f.faults_without_effect, 0, "{f:?}");
     // Failing before the routes around it are in, it loses what it holds, as any failure: the drain is
     // over, with nothing to take down.
     s.replan_delay = Duration::from_ns(3_000);
@@ -153,10 +154,32 @@ fn two_drains_go_on_and_draining_every_plane_is_a_cut() {
     let f = run_ok(&s).failover;
     assert_lossless(&f);
     assert_eq!(f.switches_drained, 2, "{f:?}");
-    // Draining the same switch twice: the second finds it draining.
+    // Draining the same switch twice: the second finds it draining, or once it is out of service, down
+    // (it was counted as a fault whose link was already down, either way).
     s.faults = vec![drain("nvswitch1", 1_000), drain("nvswitch1", 1_000)];
     let f = run_ok(&s).failover;
-    assert_eq!((f.switches_drained, f.faults_without_effect), (1, 1), "{f:?}");
+    assert_eq!(
+        (
+            f.switches_drained,
+            f.drains_already_draining,
+            f.drains_already_down
+        ),
+        (1, 1, 0),
+        "{f:?}"
+    );
+    assert_eq!(f.faults_without_effect, 0, "{f:?}");
+    s.faults = vec![drain("nvswitch1", 1_000), drain("nvswitch1", 4_000)];
+    let f = run_ok(&s).failover;
+    assert_eq!(
+        (
+            f.switches_drained,
+            f.drains_already_draining,
+            f.drains_already_down
+        ),
+        (1, 0, 1),
+        "{f:?}"
+    );
+    assert_eq!(f.faults_without_effect, 0, "{f:?}");
     // The fabric manager cannot route around all four: it says so, as for a cut, and drains none.
     s.faults = ["nvswitch0", "nvswitch1", "nvswitch2", "nvswitch3"]
         .map(|x| drain(x, 1_000))

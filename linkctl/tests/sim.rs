@@ -2025,3 +2025,52 @@ fn the_same_fault_twice_at_the_same_time_is_refused() {
         assert_eq!(err.lines().count(), 1, "{err}");
     }
 }
+
+/// A switch drained twice: the footer and the JSON say the second drain found it draining, or out of
+/// service once it was drained (both were counted as faults "without effect, their link already down").
+#[test]
+fn a_switch_drained_twice_is_said_to_be_draining_or_drained() {
+    for (second, words, keys) in [
+        (
+            "nvswitch1@1.5us",
+            "1 drain(s) without effect, their switch already draining",
+            (1, 0),
+        ),
+        (
+            "nvswitch1@4us",
+            "1 drain(s) without effect, their switch already out of service (drained, or its links down)",
+            (0, 1),
+        ),
+    ] {
+        let args = [
+            "allreduce",
+            "--min",
+            "1M",
+            "--max",
+            "1M",
+            "--drain-switch",
+            "nvswitch1@1us",
+            "--drain-switch",
+            second,
+        ];
+        let out = sim(&args);
+        let text = String::from_utf8(out.stdout).unwrap();
+        assert!(out.status.success(), "{second}: {text}");
+        let footer = text.lines().find(|l| l.starts_with("# Failover:")).unwrap();
+        assert!(
+            footer.ends_with(&format!("; 1 switch(es) drained; {words}")),
+            "{footer}"
+        );
+        assert!(!footer.contains("already down"), "{footer}");
+        let f = &json(&args)["failover"];
+        assert_eq!(
+            (
+                &f["drains_already_draining"],
+                &f["drains_already_down"],
+                &f["faults_without_effect"]
+            ),
+            (&keys.0.into(), &keys.1.into(), &0.into()),
+            "{second}: {f}"
+        );
+    }
+}

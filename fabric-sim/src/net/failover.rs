@@ -118,7 +118,7 @@ pub struct FailoverStats {
     /// end-to-end retry). Traffic goes on without them; a collective cannot, and the run stops.
     pub packets_lost: u64,
     /// Faults that found nothing left to fail: their trunk (or the trunk at their port) had failed
-    /// already, by an earlier fault or by as many lost links as it had.
+    /// already, by an earlier fault or by as many lost links as it had. Drains count apart.
     pub faults_without_effect: u64,
     /// Repairs ([`Fault::LinkRepaired`]) that brought back a failed trunk or a trunk's lost links, or kept
     /// in service a trunk that a drain was taking out of it.
@@ -135,6 +135,11 @@ pub struct FailoverStats {
     pub switches_drained: u64,
     /// Switches still draining (routes not yet around them, or packets still in them or their links).
     pub switches_draining: u64,
+    /// Drains without effect: their switch was draining already.
+    pub drains_already_draining: u64,
+    /// Drains without effect: every trunk at their switch's ports was down already (an earlier drain
+    /// took the switch out of service, or failures took its links).
+    pub drains_already_down: u64,
 }
 
 /// Per GPU, the recent packets it received (by header), so that a packet sent again after a failure is
@@ -506,8 +511,12 @@ impl Net {
             .map(|&(t, _)| t)
             .filter(|t| !f.failed.contains(t))
             .collect();
-        if trunks.is_empty() || f.drains.iter().any(|d| d.node == node) {
-            f.stats.faults_without_effect += 1;
+        if f.drains.iter().any(|d| d.node == node) {
+            f.stats.drains_already_draining += 1;
+            return;
+        }
+        if trunks.is_empty() {
+            f.stats.drains_already_down += 1;
             return;
         }
         f.drains.push(Drain {

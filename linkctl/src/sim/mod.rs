@@ -424,6 +424,8 @@ pub fn failover_json(f: &fabric_sim::net::FailoverStats) -> serde_json::Value {
     if f.drains > 0 {
         json["switches_drained"] = json!(f.switches_drained);
         json["switches_draining"] = json!(f.switches_draining);
+        json["drains_already_draining"] = json!(f.drains_already_draining);
+        json["drains_already_down"] = json!(f.drains_already_down);
     }
     json
 }
@@ -434,7 +436,7 @@ pub fn failover_line(f: &fabric_sim::net::FailoverStats) -> String {
         "# Failover: {} link(s) failed, {} ganged link(s) lost{}; {} units lost on the wire; {} packets taken back \
          from data links, {} from switch queues; {} sent again by another path, {} returned to their source; \
          {} held by switches until the new routes; {} duplicates dropped; {} lost (no way on); {} job(s) \
-         split that went on{}{}{}",
+         split that went on{}{}{}{}",
         f.links_failed,
         f.links_degraded,
         match f.links_repaired {
@@ -465,8 +467,27 @@ pub fn failover_line(f: &fabric_sim::net::FailoverStats) -> String {
                 "; {} switch(es) drained, {n} still draining at the end",
                 f.switches_drained
             ),
-        }
+        },
+        drains_without_effect(f)
     )
+}
+
+/// The drains of `f` that found their switch draining or out of service, for the footer.
+fn drains_without_effect(f: &fabric_sim::net::FailoverStats) -> String {
+    let mut said = String::new();
+    if f.drains_already_draining > 0 {
+        said += &format!(
+            "; {} drain(s) without effect, their switch already draining",
+            f.drains_already_draining
+        );
+    }
+    if f.drains_already_down > 0 {
+        said += &format!(
+            "; {} drain(s) without effect, their switch already out of service (drained, or its links down)",
+            f.drains_already_down
+        );
+    }
+    said
 }
 
 /// Bit errors and failures, as `sim` and `sim traffic` take them.
