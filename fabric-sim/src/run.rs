@@ -368,6 +368,9 @@ pub struct Report {
     /// Whether the sweep ended before the fabric manager's new routes after a failure or repair
     /// ([`Net::replan_owed`]): what they would have found (a cut, say) did not come into it.
     pub replan_pending: bool,
+    /// With [`Report::replan_pending`]: whether links still training held the new routes back, not the
+    /// fabric manager's delay ([`Net::replan_waits_for_links`]).
+    pub replan_waits_for_links: bool,
     /// Simulated time from the start of the sweep (links training included) to its end.
     pub simulated: link_phy::time::Duration,
     /// Of that, the idle stretches let pass at once ([`Net::set_skip_idle`]).
@@ -1160,6 +1163,7 @@ fn run_with(
         background,
         faults_after_end: faults_due_after(&sweep.faults, net.now()),
         replan_pending: net.replan_owed(),
+        replan_waits_for_links: net.replan_waits_for_links(),
         simulated: net.now().saturating_since(Instant::ZERO),
         idle_skipped: net.idle_skipped(),
         trunks: crate::net::loads_between(&trunks_at_start, &net.trunk_loads()),

@@ -306,6 +306,9 @@ pub struct TrafficReport {
     pub faults_after_end: usize,
     /// Whether the run ended before the fabric manager's new routes after a failure or repair.
     pub replan_pending: bool,
+    /// With `replan_pending`: whether links still training held the new routes back, not the fabric
+    /// manager's delay ([`Net::replan_waits_for_links`]).
+    pub replan_waits_for_links: bool,
     /// What the pcap trace holds and left out, if one was written.
     pub trace: Option<TraceSummary>,
     /// Value changes written to the waveforms and left out, if they were written.
@@ -473,6 +476,7 @@ pub fn run_traffic(topology: &Topology, spec: &TrafficSpec) -> Result<TrafficRep
         failover: net.failover_stats(),
         faults_after_end: crate::run::faults_due_after(&spec.faults, net.now()),
         replan_pending: net.replan_owed(),
+        replan_waits_for_links: net.replan_waits_for_links(),
         measured: app.measured(
             offered,
             spec.measure,

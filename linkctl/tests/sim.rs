@@ -401,17 +401,53 @@ fn a_sweep_that_ends_before_the_new_routes_says_so() {
         (&json!(true), &json!(true), &json!(1)),
         "{v}"
     );
+    assert_eq!(v["replan_waits_for"], "replan_delay", "{v}");
     let text = String::from_utf8(sim(&late).stdout).unwrap();
     assert!(
         text.contains(
-            "# Note: the sweep ended before the fabric manager's new routes after its last failure"
+            "# Note: the sweep ended before the fabric manager's new routes after its last failure or repair \
+             (--replan-delay): "
         ),
         "{text}"
     );
-    assert_eq!(json(&args)["replan_pending"], false);
+    let v = json(&args);
+    assert_eq!(v["replan_pending"], false);
+    assert!(v.get("replan_waits_for").is_none(), "{v}");
     assert!(!String::from_utf8(sim(&args).stdout)
         .unwrap()
         .contains("new routes after"));
+}
+
+/// New routes still to come because a repaired link was still training when the sweep ended, with no
+/// --replan-delay: the note gives that reason (it named --replan-delay, which the run had not been given).
+#[test]
+fn a_sweep_that_ends_with_a_repaired_link_training_says_so() {
+    let args = [
+        "allreduce",
+        "--min",
+        "1M",
+        "--max",
+        "1M",
+        "--fail-link",
+        "gpu0:nvswitch1@2us",
+        "--repair-link",
+        "gpu0:nvswitch1@7us",
+    ];
+    let v = json(&args);
+    assert_eq!(
+        (&v["replan_pending"], &v["replan_waits_for"], &v["verified"]),
+        (&json!(true), &json!("links_training"), &json!(true)),
+        "{v}"
+    );
+    let text = String::from_utf8(sim(&args).stdout).unwrap();
+    assert!(
+        text.contains(
+            "# Note: the sweep ended before the fabric manager's new routes after its last failure or repair \
+             (links still training: it routes once every live link is up): "
+        ),
+        "{text}"
+    );
+    assert!(!text.contains("--replan-delay"), "{text}");
 }
 
 /// A repaired link is counted in the JSON and the footer, and so is a repair that finds its link whole.

@@ -469,6 +469,14 @@ impl Net {
         self.failover.as_ref().is_some_and(|f| !f.unplanned.is_empty())
     }
 
+    /// Whether what keeps the fabric manager's new routes back ([`Net::replan_owed`]) is links still
+    /// training (after a repair, say), its delay being over.
+    pub fn replan_waits_for_links(&self) -> bool {
+        self.replan_owed()
+            && self.failover.as_ref().is_some_and(|f| self.now >= f.replan_at)
+            && self.links_training()
+    }
+
     /// Why the fabric could not go on after a fault, if it could not.
     pub fn fatal(&self) -> Option<&str> {
         self.failover.as_ref().and_then(|f| f.fatal.as_deref())

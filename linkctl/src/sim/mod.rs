@@ -395,10 +395,30 @@ pub fn late_faults(run: &str, simulated: Duration, count: usize) -> String {
     )
 }
 
-/// The note for a run (`run`: "the sweep", "the run") that ended before the fabric manager's new routes.
-pub const REPLAN_PENDING: &str = "ended before the fabric manager's new routes after its last failure or \
-     repair (--replan-delay): the switches' old routes, less their failed ports, carried it to the end, and \
-     what the new routes would have found (a cut, say) did not come into it";
+/// The note for a run (`run`: "the sweep", "the run") that ended before the fabric manager's new routes,
+/// which its delay held back or, `links`, links still training (a repaired one, say): the manager routes
+/// once every live link is up.
+pub fn replan_pending(run: &str, links: bool) -> String {
+    let why = if links {
+        "links still training: it routes once every live link is up"
+    } else {
+        "--replan-delay"
+    };
+    format!(
+        "{run} ended before the fabric manager's new routes after its last failure or repair ({why}): the \
+         switches' old routes, less their failed ports, carried it to the end, and what the new routes \
+         would have found (a cut, say) did not come into it"
+    )
+}
+
+/// What held the fabric manager's new routes back, as the JSON's `replan_waits_for` says it.
+pub fn replan_waits_for(links: bool) -> &'static str {
+    if links {
+        "links_training"
+    } else {
+        "replan_delay"
+    }
+}
 
 /// What failover did, as the JSON of `sim` and `sim traffic` reports it.
 pub fn failover_json(f: &fabric_sim::net::FailoverStats) -> serde_json::Value {
@@ -1219,7 +1239,10 @@ fn print_table(sweep: &Sweep, r: &Report, trunks: usize) {
             );
         }
         if r.replan_pending {
-            println!("# Note: the sweep {REPLAN_PENDING}");
+            println!(
+                "# Note: {}",
+                replan_pending("the sweep", r.replan_waits_for_links)
+            );
         }
     }
     let (links, dl) = (r.links, r.links.dl);
@@ -1347,7 +1370,7 @@ fn print_json(sweep: &Sweep, r: &Report, trunks: usize) -> anyhow::Result<()> {
         })
         .collect();
     let (trace, waves) = trace_json(r.trace, r.waves, &sweep.topology);
-    let out = json!({
+    let mut out = json!({
         "collective": kind_name(sweep.kind),
         "topology": sweep.topology.name,
         "window_limited": window_limited(&sweep.topology, PACKET_BYTES),
@@ -1377,6 +1400,10 @@ fn print_json(sweep: &Sweep, r: &Report, trunks: usize) -> anyhow::Result<()> {
         "trunks": (trunks > 0).then(|| trunks_json(&r.trunks, r.trunks_over, trunks, &sweep.topology)),
         "failure": r.failure,
     });
+    // Only a run with new routes to come says what held them: every other run's JSON stays as it was.
+    if r.replan_pending {
+        out["replan_waits_for"] = json!(replan_waits_for(r.replan_waits_for_links));
+    }
     println!("{}", serde_json::to_string_pretty(&out)?);
     Ok(())
 }

@@ -16,9 +16,9 @@ use link_phy::time::Duration;
 use serde_json::{json, Value};
 
 use super::{
-    check_faults_kept, failover_json, failover_line, late_faults, parse_time, plot, some_gpus, switches_json,
-    trace_json, trace_lines, trunk_lines, trunks_json, window_limited, window_notes, FaultArgs, PlotFile,
-    TopologyArg, TraceArgs, EXIT_WRONG, REPLAN_PENDING,
+    check_faults_kept, failover_json, failover_line, late_faults, parse_time, plot, replan_pending,
+    replan_waits_for, some_gpus, switches_json, trace_json, trace_lines, trunk_lines, trunks_json,
+    window_limited, window_notes, FaultArgs, PlotFile, TopologyArg, TraceArgs, EXIT_WRONG,
 };
 
 #[derive(Args, Debug)]
@@ -305,7 +305,7 @@ impl Window {
 
 fn point(r: &TrafficReport, saturated: bool, topology: &Topology, measure: Duration, trunks: usize) -> Value {
     let (trace, waves) = trace_json(r.trace, r.waves, topology);
-    measured_json(
+    let mut point = measured_json(
         &r.measured,
         json!({
             "load": r.load,
@@ -322,7 +322,12 @@ fn point(r: &TrafficReport, saturated: bool, topology: &Topology, measure: Durat
             "waves": waves,
             "trunks": r.trunks.as_ref().map(|loads| trunks_json(loads, measure, trunks, topology)),
         }),
-    )
+    );
+    // As `sim`'s: only a run with new routes to come says what held them.
+    if r.replan_pending {
+        point["replan_waits_for"] = json!(replan_waits_for(r.replan_waits_for_links));
+    }
+    point
 }
 
 fn print_table(
@@ -383,7 +388,7 @@ fn print_table(
             println!("#   {}", late_faults("the run", r.simulated, r.faults_after_end));
         }
         if r.replan_pending {
-            println!("#   the run {REPLAN_PENDING}");
+            println!("#   {}", replan_pending("the run", r.replan_waits_for_links));
         }
         for line in trace_lines(r.trace, r.waves, topology) {
             println!("#   {}", line.trim_start_matches("# "));
