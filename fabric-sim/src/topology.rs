@@ -106,9 +106,11 @@ pub struct End {
 }
 
 /// A node name must be one the command line can take back: `--fail-link A:B@TIME`, `--gpus A,B` and
-/// `--gpus A..B` split names at `:`, `@`, `,` and `..`; and one a VCD trace can hold as a scope name, a
-/// token that does not start with `$` (its keywords, `$end` among them, do).
-fn check_node_name(name: &str) -> Result<(), String> {
+/// `--gpus A..B` split names at `:`, `@`, `,` and `..`; one the reports can print on their lines (no
+/// control character: a line break, an escape); and one a VCD trace can hold as a scope name, a token that
+/// does not start with `$` (its keywords, `$end` among them, do). The command line checks the names its
+/// options give with it too.
+pub fn check_node_name(name: &str) -> Result<(), String> {
     // A '.' at either end would make a run ambiguous: `a...b` is `a.`..`b` or `a`..`.b`.
     let bad = name.is_empty()
         || name.contains("..")
@@ -120,7 +122,7 @@ fn check_node_name(name: &str) -> Result<(), String> {
     if bad {
         return Err(format!(
             "node name {name:?}: a name is not empty, does not start or end with '.', and has no ':', '@', \
-             ',', '..' or white space (the command line splits names at those)"
+             ',', '..', white space (the command line splits names at those) or control character"
         ));
     }
     if name.starts_with('$') {

@@ -74,6 +74,11 @@ fn mistakes_are_named() {
         (base.replace("\"gpu1\"", "\"gpu,1\""), "node name \"gpu,1\""),
         (base.replace("\"gpu1\"", "\"gpu..1\""), "node name \"gpu..1\""),
         (base.replace("\"gpu1\"", "\"gpu 1\""), "node name \"gpu 1\""),
+        // Nor one the reports could not print on their lines (an escape would colour them).
+        (
+            base.replace("\"gpu1\"", "\"gpu\\u001b1\""),
+            "node name \"gpu\\u{1b}1\"",
+        ),
         (base.replace("count = 4\ngbps", "colour = 4\ngbps"), "colour"),
         // Checked before anything is built from them: a count of 10^8 once allocated gigabytes, a
         // latency of 10^300 ns never let a run end.

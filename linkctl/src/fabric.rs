@@ -13,7 +13,7 @@ use fabric_sim::discover::{
 };
 use fabric_sim::manager::{gang, sets_partition, Dependencies, Fabric, Trunk};
 use fabric_sim::probe::{probe, ProbeReport, PROBE_TIME};
-use fabric_sim::topology::{NodeKind, Topology};
+use fabric_sim::topology::{check_node_name, NodeKind, Topology};
 use serde_json::json;
 
 use crate::check::ensure_once;
@@ -209,6 +209,10 @@ fn hardware_faults(hardware: &Topology, args: &FabricArgs) -> anyhow::Result<(Pa
         let (a, b) = spec.split_once(':').with_context(usage)?;
         if b.contains('@') {
             bail!("bad {flag} {spec:?}: this is the state from the start, so give no time (NODE:NODE)");
+        }
+        // As `sim`'s faults: a name no topology can have is refused before a message prints it.
+        for name in [a, b].into_iter().filter(|name| !name.is_empty()) {
+            check_node_name(name).map_err(|e| anyhow::anyhow!("bad {flag} {spec:?}: {e}"))?;
         }
         let node = |name: &str| {
             hardware

@@ -129,3 +129,46 @@ fn minus_zero_is_taken_and_printed_back_as_zero() {
     let share = json["hotspot"].as_f64().unwrap();
     assert!(share == 0.0 && share.is_sign_positive(), "{}", json["hotspot"]);
 }
+
+/// A fault's node name no topology can have (a line break, an escape) is refused when the option is read,
+/// naming the option: `--fail-link` given twice printed the line break as it was, in `sim`'s "names ...
+/// twice" message, which then took two lines.
+#[test]
+fn a_fault_on_a_name_with_a_control_character_is_refused_on_one_line() {
+    let cases: [(&[&str], &str); 4] = [
+        (
+            &[
+                "sim",
+                "allreduce",
+                "--fail-link",
+                "a\nb:c@1us",
+                "--fail-link",
+                "a\nb:c@1us",
+            ],
+            "bad --fail-link \"a\\nb:c@1us\": node name \"a\\nb\"",
+        ),
+        (
+            &["sim", "traffic", "--drain-switch", "nv\u{1b}[31mswitch1@1us"],
+            "bad --drain-switch \"nv\\u{1b}[31mswitch1@1us\": node name \"nv\\u{1b}[31mswitch1\"",
+        ),
+        (
+            &["sim", "allreduce", "--fail-port", "nvswitch0:gpu\r1@1us"],
+            "bad --fail-port \"nvswitch0:gpu\\r1@1us\": node name \"gpu\\r1\"",
+        ),
+        (
+            &["fabric", "--fail-link", "gpu0:nv\nswitch1"],
+            "bad --fail-link \"gpu0:nv\\nswitch1\": node name \"nv\\nswitch1\"",
+        ),
+    ];
+    for (args, says) in cases {
+        let out = common::linkctl(args, &[]);
+        let err = String::from_utf8(out.stderr).unwrap();
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {err}");
+        assert!(
+            err.starts_with(&format!("linkctl: error: {says}")),
+            "{args:?}: {err}"
+        );
+        assert!(err.contains("control character"), "{err}");
+        assert_eq!(err.lines().count(), 1, "{err}");
+    }
+}

@@ -7,7 +7,7 @@ use anyhow::{bail, ensure, Context};
 use clap::{Args, Subcommand};
 use fabric_sim::collective::{Kind, CHANNEL_BUFFER_BYTES, PACKET_BYTES};
 use fabric_sim::run::{self, Algo, FaultSpec, Report, Sweep};
-use fabric_sim::topology::{NodeKind, Topology, MAX_FILE_BYTES};
+use fabric_sim::topology::{check_node_name, NodeKind, Topology, MAX_FILE_BYTES};
 use fabric_sim::traffic::{Background, BackgroundReport, Pattern, Spread, HOTSPOT_SHARE, PAYLOAD_BYTES};
 use link_phy::time::Duration;
 use serde_json::json;
@@ -827,12 +827,17 @@ fn parse_fault(s: &str, flag: &str, form: &str) -> anyhow::Result<(String, Strin
     Ok((a.to_string(), b.to_string(), at))
 }
 
-/// `NODE@TIME`, the value of `flag` (of the form `form`, for the message).
+/// `NODE@TIME`, the value of `flag` (of the form `form`, for the message). A name no topology can have (a
+/// line break or an escape in it, say) is refused here, before any message prints it.
 fn parse_node_at(s: &str, flag: &str, form: &str) -> anyhow::Result<(String, Duration)> {
     let usage = || format!("bad {flag} {s:?}: expected {form}");
     let (node, time) = s.rsplit_once('@').with_context(usage)?;
     if node.is_empty() {
         bail!(usage());
+    }
+    // `A:B` for the faults on links and ports: each name is checked.
+    for name in node.split(':').filter(|name| !name.is_empty()) {
+        check_node_name(name).map_err(|e| anyhow::anyhow!("bad {flag} {s:?}: {e}"))?;
     }
     Ok((node.to_string(), parse_time(time).context(flag.to_string())?))
 }
