@@ -336,3 +336,24 @@ fn sleep_times_out_of_range_are_refused() {
         assert!(err.contains(args[0]), "{args:?}: {err}");
     }
 }
+
+/// A channel named twice in `--vcs` is a weight of the round robin, not a mistake: taken, and said so in
+/// `--help` (it was taken silently, the help saying nothing of it).
+#[test]
+fn a_channel_named_twice_in_vcs_is_a_weight_the_help_gives() {
+    let v = json(&["--packets", "300", "--vcs", "posted,posted,request"]);
+    assert_intact(&v, 300, 128);
+    let help = common::linkctl(&["link", "run"], &["--help"]);
+    let help = String::from_utf8(help.stdout)
+        .unwrap()
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ");
+    assert!(
+        help.contains(
+            "A channel named more than once gets as many turns of the round robin: posted,posted,request \
+             sends two posted packets to each request"
+        ),
+        "{help}"
+    );
+}

@@ -37,7 +37,9 @@ pub struct RunArgs {
     /// Replay buffer, in packets: 8, 16, 32, 64, 128 or 256
     #[arg(long, default_value_t = 64)]
     pub replay: usize,
-    /// Virtual channels to send on, round robin: comma-separated from posted, request, response, snoop
+    /// Virtual channels to send on, round robin: comma-separated from posted, request, response, snoop. A
+    /// channel named more than once gets as many turns of the round robin: posted,posted,request sends
+    /// two posted packets to each request
     #[arg(long, default_value = "posted")]
     pub vcs: String,
     /// Traffic in both directions (B to A as well as A to B)
