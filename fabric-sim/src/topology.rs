@@ -608,8 +608,10 @@ impl Topology {
                     a,
                     b,
                     gbps: l.gbps,
-                    latency_ns: l.latency_ns.unwrap_or(DEFAULT_LATENCY_NS),
-                    ber: l.ber.unwrap_or(0.0),
+                    // `-0.0` is 0 (adding 0.0 makes it +0.0): the reports print it back, and a latency
+                    // of -0 made a trunk window-limited ("at most -inf GB/s a channel").
+                    latency_ns: l.latency_ns.unwrap_or(DEFAULT_LATENCY_NS) + 0.0,
+                    ber: l.ber.unwrap_or(0.0) + 0.0,
                     format: l.format.unwrap_or(LinkFormat::Openlink),
                 });
             }
@@ -1137,6 +1139,21 @@ mod tests {
         assert!(Topology::from_toml(&star(2, 32, 2)).is_ok());
         let err = Topology::from_toml(&star(2, 33, 2)).unwrap_err();
         assert!(err.contains("66 links between sw and g0"), "{err}");
+    }
+
+    /// A latency or bit error rate of -0 in a file is 0: it was kept as -0, which the reports printed as
+    /// "-0", and a latency of -0 made the trunk window-limited (a channel "at most -inf GB/s").
+    #[test]
+    fn minus_zero_in_a_file_is_zero() {
+        let text = star(2, 1, 1).replace("gbps = 25.0\n", "gbps = 25.0\nlatency_ns = -0.0\nber = -0.0\n");
+        assert!(text.contains("latency_ns = -0.0"), "{text}");
+        let t = Topology::from_toml(&text).unwrap();
+        for l in &t.links {
+            assert!(l.latency_ns == 0.0 && l.latency_ns.is_sign_positive(), "{l:?}");
+            assert!(l.ber == 0.0 && l.ber.is_sign_positive(), "{l:?}");
+        }
+        let (trunks, _) = crate::manager::gang(&t);
+        assert!(trunks.iter().all(|t| t.latency_ns.is_sign_positive()));
     }
 
     /// Entries between two nodes make one trunk whatever their rates and latencies (its rate their sum,
