@@ -498,12 +498,15 @@ impl<const LINES: usize, const B: usize, const OPS: usize> CachingAgent<LINES, B
     /// A GO (of any kind) for line `index`: it ends the line's request.
     fn granted(&mut self, index: usize, msg: Message<B>) -> Result<(), TlError> {
         let write_back = matches!(msg, Message::GoWritePull { .. });
-        if write_back && self.responses.is_full() {
-            return Err(TlError::QueueFull { vc: Vc::Response });
-        }
         let Some(line) = self.lines.get_mut(index) else {
             return Err(TlError::LineOutOfRange { line: msg.line() });
         };
+        // Room for the write-back a GoWritePull pulls and the answer to a snoop held for this GO, checked
+        // before anything changes: a GO refused for want of room must leave the line as it was.
+        let room = self.responses.capacity() - self.responses.len();
+        if usize::from(write_back) + usize::from(line.deferred.is_some()) > room {
+            return Err(TlError::QueueFull { vc: Vc::Response });
+        }
         let Some(pending) = line.pending else {
             return Err(unexpected(&msg));
         };
@@ -561,6 +564,7 @@ impl<const LINES: usize, const B: usize, const OPS: usize> CachingAgent<LINES, B
         }
         self.complete(index as u32, pending.op, read, false);
         if let Some(snoop) = deferred {
+            // Room was checked above, so this cannot fail after the line has changed.
             self.answer(index, snoop)?;
         }
         self.advance();
@@ -635,5 +639,57 @@ pub(crate) fn pop_front<T, const N: usize>(v: &mut Vec<T, N>) -> Option<T> {
         None
     } else {
         Some(v.remove(0))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A GO that releases a snoop held for it, with the response queue full, is refused and changes
+    /// nothing (what the fuzz target coherence_receive found). It had ended the request, taken the snoop
+    /// and then failed to queue the snoop's answer: refused, yet the line had changed and the snoop was
+    /// lost.
+    #[test]
+    fn a_go_whose_held_snoop_has_no_room_to_answer_is_refused_unchanged() {
+        let mut agent = CachingAgent::<2, 4>::new();
+        agent.submit(0, CoreOp::Load).unwrap();
+        assert_eq!(
+            agent.pop_transmit(Vc::Request),
+            Some(Message::Request {
+                line: 0,
+                kind: RequestKind::RdAny
+            })
+        );
+        // A snoop of the next phase overtook the GO: held until the GO arrives.
+        let snoop = Message::Snoop {
+            line: 0,
+            kind: SnoopKind::SnpInv,
+            phase: true,
+        };
+        agent.receive(snoop).unwrap();
+        // Line 1's snoops fill the response queue.
+        for _ in 0..2 {
+            let snoop = Message::Snoop {
+                line: 1,
+                kind: SnoopKind::SnpInv,
+                phase: false,
+            };
+            agent.receive(snoop).unwrap();
+        }
+        let before = agent.clone();
+        let go = Message::GoData {
+            line: 0,
+            state: CacheState::Exclusive,
+            data: [9; 4],
+        };
+        assert_eq!(agent.receive(go), Err(TlError::QueueFull { vc: Vc::Response }));
+        assert!(agent == before, "the refused GO changed the agent");
+        // Once there is room, the same GO ends the request and the held snoop is answered.
+        agent.pop_transmit(Vc::Response).unwrap();
+        agent.receive(go).unwrap();
+        assert!(!agent.is_pending(0));
+        assert_eq!(agent.transmit_len(Vc::Response), 2);
+        assert_eq!(agent.state(0), Some(CacheState::Invalid));
     }
 }
