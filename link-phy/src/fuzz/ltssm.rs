@@ -36,9 +36,11 @@ pub fn parse_training_set(data: &[u8]) {
     }
 }
 
-/// Ports to start from: in Polling at 2.5 GT/s, in L0 at 2.5 GT/s and in L0 at 8 GT/s, each trained once.
-fn snapshots() -> &'static [Port; 3] {
-    static SNAPSHOTS: OnceLock<[Port; 3]> = OnceLock::new();
+/// Ports to start from: in Polling at 2.5 GT/s; in L0 at 2.5 GT/s and at 8 GT/s, each trained once; and
+/// in L1 at each rate, both just gone there (listening for the partner's EIOS) and asleep with the
+/// partner quiet (any signal wakes it).
+fn snapshots() -> &'static [Port; 7] {
+    static SNAPSHOTS: OnceLock<[Port; 7]> = OnceLock::new();
     SNAPSHOTS.get_or_init(|| {
         let trained = |max_rate: Rate| {
             let mut a = PortConfig::new(4, Role::Downstream);
@@ -53,17 +55,45 @@ fn snapshots() -> &'static [Port; 3] {
                 pair.train(Instant(Duration::from_ms(50).as_ps())),
                 "snapshot link did not train"
             );
-            pair.b
+            pair
+        };
+        // Port A as it goes to L1 alone (its partner's EIOS yet to come), and port B once both ports, asked
+        // together (at a rate changed up to, an EIOS unasked is a fallback), have been quiet a while.
+        let asleep = |max_rate: Rate| {
+            let mut pair = trained(max_rate);
+            pair.a.request_low_power();
+            let until = pair.now() + Duration::from_us(20);
+            let in_l1 = |p: &LinkPair| p.a.state() == LtssmState::ElectricalIdle;
+            assert!(pair.run_until(until, in_l1), "snapshot port did not go to L1");
+            let entering = pair.a;
+            let mut pair = trained(max_rate);
+            pair.a.request_low_power();
+            pair.b.request_low_power();
+            let until = pair.now() + Duration::from_us(20);
+            pair.run_until(until, |_| false);
+            assert_eq!(pair.b.state(), LtssmState::ElectricalIdle);
+            [entering, pair.b]
         };
         let mut polling = Port::new(PortConfig::new(4, Role::Upstream), Instant::ZERO).expect("a valid port");
         polling.handle_timeout(Instant(Duration::from_ms(13).as_ps()));
         polling.receivers_detected(Instant(Duration::from_ms(13).as_ps()), 0b1111);
         assert_eq!(polling.state(), LtssmState::PollingActive);
-        [polling, trained(Rate::Gen1), trained(Rate::Gen3)]
+        let ([gen1_entering, gen1_asleep], [gen3_entering, gen3_asleep]) =
+            (asleep(Rate::Gen1), asleep(Rate::Gen3));
+        [
+            polling,
+            trained(Rate::Gen1).b,
+            trained(Rate::Gen3).b,
+            gen1_entering,
+            gen1_asleep,
+            gen3_entering,
+            gen3_asleep,
+        ]
     })
 }
 
-/// Arbitrary bits on every lane, slot after slot, into a port in Polling or in L0 at either line code.
+/// Arbitrary bits on every lane, slot after slot, into a port in Polling, in L0 or in L1 at either line
+/// code.
 /// The first byte picks the starting port; the rest are the bits, lane after lane, slot after slot, with
 /// a 0xFF byte in a lane's first position standing for electrical idle. Never panics; data is delivered
 /// only in whole units; the port's state stays one the state machine defines.
@@ -71,7 +101,7 @@ pub fn port_receive(data: &[u8]) {
     let Some((&pick, bits)) = data.split_first() else {
         return;
     };
-    let mut port = snapshots()[usize::from(pick) % 3].clone();
+    let mut port = snapshots()[usize::from(pick) % 7].clone();
     let lanes = port.config().lanes;
     let slot_bytes = (port.rate().slot_bits() as usize).div_ceil(8);
     let mut now = port.next_transmit();
@@ -98,4 +128,38 @@ pub fn port_receive(data: &[u8]) {
     }
     while port.poll_event().is_some() {}
     let _ = port.state().name();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The L1 snapshots are what `port_receive` says: a signal that is not an EIOS leaves a port that has
+    /// just gone to L1 listening for its partner's EIOS, and wakes a port whose partner has gone quiet.
+    #[test]
+    fn the_l1_snapshots_listen_for_an_eios_or_wake_on_any_signal() {
+        for (pick, wakes) in [(3, false), (4, true), (5, false), (6, true)] {
+            let mut port = snapshots()[pick].clone();
+            assert_eq!(port.state(), LtssmState::ElectricalIdle, "snapshot {pick}");
+            let mut bits = SlotBits::EMPTY;
+            let mut left = port.rate().slot_bits();
+            while left > 0 {
+                let n = left.min(8);
+                bits.push(0x55, n);
+                left -= n;
+            }
+            let mut slot = Slot::idle(port.rate());
+            for lane in &mut slot.lanes[..port.config().lanes] {
+                *lane = LaneSignal::Bits(bits);
+            }
+            let now = port.next_transmit();
+            port.receive(now, &slot, &mut |_, _| {});
+            assert_eq!(
+                port.state() != LtssmState::ElectricalIdle,
+                wakes,
+                "snapshot {pick}: {:?}",
+                port.state()
+            );
+        }
+    }
 }
