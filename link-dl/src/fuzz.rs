@@ -17,7 +17,7 @@ use crate::flit::{
     check_packet_crc, field, kind, seal_packet, ControlFlit, Flit, FlitKind, IdentFlit, PacketHeader,
     FLIT_LEN, MAX_PACKET_LEN,
 };
-use crate::link::{unit_time, DataLink, DlConfig};
+use crate::link::{unit_time, DataLink, DlConfig, PowerRequest, PowerState};
 use crate::vc::Vc;
 
 /// A fuzz entry point and the name of its cargo-fuzz target.
@@ -27,6 +27,7 @@ pub type Target = (&'static str, fn(&[u8]));
 pub const TARGETS: &[Target] = &[
     ("fec_decode", fec_decode),
     ("initialise", initialise),
+    ("low_power", low_power),
     ("parse_flit", parse_flit),
     ("receive_bursts", receive_bursts),
     ("receive_stream", receive_stream),
@@ -179,14 +180,99 @@ pub fn receive_stream(data: &[u8]) {
     if forged || !(pair.a.is_active() && pair.b.is_active()) {
         return;
     }
-    packets_cross(&mut pair, "after the hostile units");
+    packets_cross(&mut pair, "after the hostile units", BackToBack::step);
 }
 
-/// Sends 20 packets from A to B over a clean wire and checks that they arrive exactly once, in order,
-/// intact, within a bounded time.
+/// Starts an active pair in the low-power handshake or in L1, as the first byte picks (0: B has asked
+/// for L1; 1: A has, and B is granting it; 2: both are asleep in L1), then feeds the rest to B, 16 bytes
+/// at a time, in place of A's units (as [`receive_stream`]), and lets the pair run on a clean wire. A
+/// stand-in physical layer takes both ends to L1 when either asks, and wakes both when either asks.
+/// Hostile units must never panic either end; and unless they included a packet that passed the CRC,
+/// the handshake ends (both ends in L1, or both in use) and packets sent afterwards wake the link if it
+/// sleeps and arrive exactly once, in order, intact.
+pub fn low_power(data: &[u8]) {
+    let Some((&pick, data)) = data.split_first() else {
+        return;
+    };
+    let Some(mut pair) = BackToBack::<8, 64>::active(DlConfig::default()) else {
+        panic!("the data links did not come up");
+    };
+    let settled = |pair: &BackToBack<8, 64>, a: PowerState, b: PowerState| {
+        (pair.a.power_state(), pair.b.power_state()) == (a, b)
+    };
+    let (asker, a, b) = match pick % 3 {
+        0 => (&mut pair.b, PowerState::On, PowerState::Requesting),
+        1 => (&mut pair.a, PowerState::Requesting, PowerState::Acknowledging),
+        _ => (&mut pair.a, PowerState::Asleep, PowerState::Asleep),
+    };
+    asker.request_low_power().unwrap();
+    for _ in 0..1000 {
+        if settled(&pair, a, b) {
+            break;
+        }
+        low_power_step(&mut pair);
+    }
+    assert!(
+        settled(&pair, a, b),
+        "the handshake did not start: {:?} / {:?}",
+        pair.a.power_state(),
+        pair.b.power_state()
+    );
+    let received_before = pair.b.counters().packets_received;
+    for chunk in data.chunks(FLIT_LEN) {
+        let mut hostile = [0u8; FLIT_LEN];
+        hostile[..chunk.len()].copy_from_slice(chunk);
+        pair.step_each(|unit, from_a| {
+            if from_a {
+                *unit = hostile;
+            }
+        });
+        low_power_power(&mut pair);
+    }
+    for _ in 0..2_000 {
+        low_power_step(&mut pair);
+    }
+    let forged = pair.b.counters().packets_received != received_before;
+    while pair.b.recv().is_some() {}
+    if forged || !(pair.a.is_active() && pair.b.is_active()) {
+        return;
+    }
+    let (a, b) = (pair.a.power_state(), pair.b.power_state());
+    assert!(
+        a == b && matches!(a, PowerState::On | PowerState::Asleep),
+        "the handshake did not end: {a:?} / {b:?}"
+    );
+    packets_cross(&mut pair, "after hostile units in low power", low_power_step);
+}
+
+/// [`BackToBack::step`], then what the stand-in physical layer of [`low_power`] does.
+fn low_power_step(pair: &mut BackToBack<8, 64>) {
+    pair.step();
+    low_power_power(pair);
+}
+
+/// The stand-in physical layer of [`low_power`]: when either end asks, both go to L1, or both wake
+/// (through Recovery, as a retrain, back to L0 at once).
+fn low_power_power(pair: &mut BackToBack<8, 64>) {
+    let asked = [pair.a.take_power_request(), pair.b.take_power_request()];
+    let now = pair.now;
+    if asked.contains(&Some(PowerRequest::Wake)) {
+        for end in [&mut pair.a, &mut pair.b] {
+            end.phy_retraining(now);
+            end.phy_up(now, LinkWidth::X8, Rate::Gen3);
+        }
+    } else if asked.contains(&Some(PowerRequest::EnterL1)) {
+        pair.a.phy_low_power(now);
+        pair.b.phy_low_power(now);
+    }
+}
+
+/// Sends 20 packets from A to B over a clean wire, moving the pair with `step`, and checks that they
+/// arrive exactly once, in order, intact, within a bounded time.
 fn packets_cross<const REPLAY: usize, const RX_FLITS: usize>(
     pair: &mut BackToBack<REPLAY, RX_FLITS>,
     after: &str,
+    step: fn(&mut BackToBack<REPLAY, RX_FLITS>),
 ) {
     const PACKETS: u64 = 20;
     let payload = |k: u64| -> [Flit; 2] { [[k as u8; FLIT_LEN], [!(k as u8); FLIT_LEN]] };
@@ -196,7 +282,7 @@ fn packets_cross<const REPLAY: usize, const RX_FLITS: usize>(
         if sent < PACKETS && pair.a.send(Vc::Posted, 0x1000 + sent, &payload(sent)).is_ok() {
             sent += 1;
         }
-        pair.step();
+        step(pair);
         while let Some(r) = pair.b.recv() {
             assert_eq!(r.tl, 0x1000 + next, "a packet lost, duplicated or reordered");
             assert_eq!(r.payload.as_slice(), &payload(next)[..]);
@@ -285,7 +371,7 @@ pub fn initialise(data: &[u8]) {
         "the link did not come up once the wire was clean"
     );
     assert_eq!((pair.a.partner(), pair.b.partner()), (Some(B), Some(A)));
-    packets_cross(&mut pair, "after a hostile initialisation");
+    packets_cross(&mut pair, "after a hostile initialisation", BackToBack::step);
 }
 
 /// Decodes the first 256 bytes of `data` (zero-padded) as a received FEC block, then checks that encoding
