@@ -114,6 +114,11 @@ pub struct Port {
 
     rx_unit: [u8; UNIT_BYTES],
     rx_unit_len: usize,
+    /// Units that took the port from Configuration.Idle or Recovery.Idle to L0, delivered at the next call
+    /// to `receive`, and where they were in the stream.
+    rx_held: [u8; UNIT_BYTES * MAX_LANES],
+    rx_held_len: usize,
+    rx_held_index: u64,
     /// Whole units received since the last ordered set (idle ones included).
     rx_units_since_os: u64,
     idle_received: u32,
@@ -194,6 +199,9 @@ impl Port {
             eios_sent: false,
             rx_unit: [0; UNIT_BYTES],
             rx_unit_len: 0,
+            rx_held: [0; UNIT_BYTES * MAX_LANES],
+            rx_held_len: 0,
+            rx_held_index: 0,
             rx_units_since_os: 0,
             idle_received: 0,
             heard_idle: false,
@@ -812,6 +820,7 @@ impl Port {
         let Some(map) = self.map else { return };
         let width = map.width.lanes();
         let losses_before = self.deskew_symbols.losses() + self.deskew_blocks.losses();
+        self.deliver_held(deliver);
         match self.line_code() {
             LineCode::Code8b10b => {
                 let mut column = [SymbolItem::OrderedSet; MAX_LANES];
@@ -825,7 +834,9 @@ impl Port {
                         }
                     }
                     if data {
-                        self.data_received(&row[..width], deliver);
+                        if self.data_received(now, &row[..width], deliver) {
+                            break;
+                        }
                     } else {
                         // Ordered sets restart the unit count; SKP does not interrupt idle.
                         if column[..width]
@@ -858,8 +869,10 @@ impl Port {
                         continue;
                     }
                     let mut stream = [0u8; UNIT_BYTES * MAX_LANES];
-                    if stripe::unstripe(&lanes_data[..16 * width], map.width, &mut stream).is_ok() {
-                        self.data_received(&stream[..16 * width], deliver);
+                    if stripe::unstripe(&lanes_data[..16 * width], map.width, &mut stream).is_ok()
+                        && self.data_received(now, &stream[..16 * width], deliver)
+                    {
+                        break;
                     }
                 }
             }
@@ -872,8 +885,10 @@ impl Port {
     }
 
     /// Deskewed bytes of the partner's stream, in order: whole units are counted (idle ones too) and, in
-    /// L0, delivered with the count of units since the last ordered set.
-    fn data_received(&mut self, bytes: &[u8], deliver: &mut dyn FnMut(&[u8], u64)) {
+    /// L0, delivered with the count of units since the last ordered set. Returns true if they took the
+    /// port to L0 (see [`Port::partner_in_l0`]): the units are held, and the caller leaves the rest of the
+    /// stream for the next call.
+    fn data_received(&mut self, now: Instant, bytes: &[u8], deliver: &mut dyn FnMut(&[u8], u64)) -> bool {
         if bytes.iter().all(|&b| b == 0) {
             self.idle_received = self.idle_received.saturating_add(match self.line_code() {
                 LineCode::Code8b10b => 1,
@@ -884,30 +899,68 @@ impl Port {
         } else {
             self.idle_received = 0;
         }
-        let in_l0 = self.state == LtssmState::L0;
         if self.rx_unit_len == 0 && bytes.len() % UNIT_BYTES == 0 {
             // Whole units at once (128b/130b columns).
-            if in_l0 {
-                deliver(bytes, self.rx_units_since_os);
-                self.counters.units_received += (bytes.len() / UNIT_BYTES) as u64;
-            }
-            self.rx_units_since_os += (bytes.len() / UNIT_BYTES) as u64;
-            return;
+            return self.units_received(now, bytes, deliver);
         }
+        let mut held = false;
         for &b in bytes {
             if let Some(slot) = self.rx_unit.get_mut(self.rx_unit_len) {
                 *slot = b;
             }
             self.rx_unit_len += 1;
             if self.rx_unit_len == UNIT_BYTES {
-                if in_l0 {
-                    deliver(&self.rx_unit, self.rx_units_since_os);
-                    self.counters.units_received += 1;
-                }
-                self.rx_units_since_os += 1;
                 self.rx_unit_len = 0;
+                let unit = self.rx_unit;
+                held |= self.units_received(now, &unit, deliver);
             }
         }
+        held
+    }
+
+    /// Whole units of the partner's stream: counted, and delivered in L0, or held if they take the port
+    /// there (returns true then).
+    fn units_received(&mut self, now: Instant, units: &[u8], deliver: &mut dyn FnMut(&[u8], u64)) -> bool {
+        let index = self.rx_units_since_os;
+        let count = (units.len() / UNIT_BYTES) as u64;
+        self.rx_units_since_os += count;
+        if self.partner_in_l0(units) {
+            self.enter(now, LtssmState::L0);
+            // Held until the next call, so that the layer above sees the link come up (and starts over
+            // its framing, as it does then) before the first data of it.
+            let len = units.len().min(self.rx_held.len());
+            self.rx_held[..len].copy_from_slice(&units[..len]);
+            self.rx_held_len = len;
+            self.rx_held_index = index;
+            return true;
+        }
+        if self.state == LtssmState::L0 {
+            deliver(units, index);
+            self.counters.units_received += count;
+        }
+        false
+    }
+
+    /// Units received held back when they took the port to L0: delivered now, if it is still there.
+    fn deliver_held(&mut self, deliver: &mut dyn FnMut(&[u8], u64)) {
+        let len = core::mem::take(&mut self.rx_held_len);
+        if len > 0 && self.state == LtssmState::L0 {
+            deliver(&self.rx_held[..len], self.rx_held_index);
+            self.counters.units_received += (len / UNIT_BYTES) as u64;
+        }
+    }
+
+    /// Whether `units`, received in Configuration.Idle or Recovery.Idle, show the partner in L0: once its
+    /// logical idle has met this port's condition for L0 on the receiving side (8 symbol times in a row), a
+    /// unit that is not idle is its first data. It sends data only in L0, which it entered after receiving
+    /// this port's idle, so the condition left here (16 symbols of idle sent after receiving one), which
+    /// serves only the partner, is moot: the port goes to L0 with the units. It had dropped them: when the
+    /// two ports reach L0 a block apart, the first block the faster one sends arrives in Recovery.Idle, and
+    /// the data link above got it back only by a NAK and a replay.
+    fn partner_in_l0(&self, units: &[u8]) -> bool {
+        matches!(self.state, LtssmState::ConfigIdle | LtssmState::RecoveryIdle)
+            && self.idle_qualified
+            && units.iter().any(|&b| b != 0)
     }
 
     // ----- the state machine -----
@@ -1323,6 +1376,7 @@ impl Port {
         let _ = self.deskew_symbols.reset(width);
         let _ = self.deskew_blocks.reset(width);
         self.rx_unit_len = 0;
+        self.rx_held_len = 0;
         self.rx_units_since_os = 0;
     }
 
