@@ -1196,6 +1196,9 @@ impl Port {
             LtssmState::ElectricalIdle => {
                 if self.wake_requested {
                     self.wake_requested = false;
+                    // Out of electrical idle every lane locks again from nothing, as after a rate change:
+                    // bits left over from before the quiet would misframe the partner's first blocks.
+                    self.reset_lanes();
                     self.enter(now, LtssmState::RecoveryRcvrLock);
                 }
             }
