@@ -2,7 +2,7 @@
 //! ordered sets. It reports what it saw as [`LaneEvent`]s; the port decides what they mean.
 
 use crate::code128b130b::{Block, LaneDecoder, OrderedSetBlock, SyncHeader};
-use crate::code8b10b::{CommaAligner, Decoder};
+use crate::code8b10b::{encode_symbol, CommaAligner, Decoder};
 use crate::error::Error;
 use crate::ordered_set::{Polarity, TrainingSet, TS_LEN};
 use crate::scrambler::Gen1Scrambler;
@@ -113,6 +113,9 @@ pub(super) struct LaneRx {
     /// `u8::MAX` once the ordered set is over (a SKP ordered set ended by the symbol after it, or a fixed one
     /// whole): a SKP after that is not its.
     since_com: u8,
+    /// Whether a code group has been taken since the lane started over: the first, a COM after electrical
+    /// idle, sets the running disparity expected.
+    disparity_known: bool,
 }
 
 impl LaneRx {
@@ -129,6 +132,7 @@ impl LaneRx {
             after_ordered_set: false,
             last_unreadable: false,
             since_com: u8::MAX,
+            disparity_known: false,
         }
     }
 
@@ -160,6 +164,15 @@ impl LaneRx {
                 emit(e)
             };
             let emit = &mut emit;
+            if !core::mem::replace(&mut self.disparity_known, true) {
+                // The transmitter's running disparity is not known after electrical idle: the COM the
+                // lane locked on has a form for each, and gives it.
+                for rd in [Disparity::Negative, Disparity::Positive] {
+                    if encode_symbol(rd, Symbol::COM).is_ok_and(|(com, _)| com == code) {
+                        self.decoder.set_disparity(rd);
+                    }
+                }
+            }
             match self.decoder.decode(code) {
                 Ok(s) => {
                     let after_unreadable = core::mem::replace(&mut self.last_unreadable, false);
