@@ -1635,16 +1635,15 @@ impl<const REPLAY: usize, const RX_FLITS: usize> DataLink<REPLAY, RX_FLITS> {
             PowerState::Asleep => return,
         }
         self.power_ack_owed = true;
-        if self.replay.is_empty() {
-            self.update_pending = true;
-        }
+        self.handshake_flit_once_acknowledged();
     }
 
-    /// An acknowledgement during the low-power handshake: once it leaves nothing unacknowledged, the
-    /// PmEnterL1 or PmRequestAck that waited for it goes. Kept out of `acknowledged`, the hot path.
+    /// In the low-power handshake (a request received, or an acknowledgement): once nothing is left
+    /// unacknowledged, the PmEnterL1 or PmRequestAck that waited for it goes. Kept out of `acknowledged`,
+    /// the hot path.
     #[cold]
     #[inline(never)]
-    fn acknowledged_in_handshake(&mut self) {
+    fn handshake_flit_once_acknowledged(&mut self) {
         if self.replay.is_empty() {
             self.update_pending = true;
         }
@@ -1679,7 +1678,7 @@ impl<const REPLAY: usize, const RX_FLITS: usize> DataLink<REPLAY, RX_FLITS> {
         self.acked = ack;
         self.replay_num = 0;
         if self.power != PowerState::On {
-            self.acknowledged_in_handshake();
+            self.handshake_flit_once_acknowledged();
         }
         // The timer runs while a packet the partner has not acknowledged is out (it starts again when
         // one that is waiting goes).

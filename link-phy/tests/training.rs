@@ -585,39 +585,14 @@ fn l0_carries_units_in_order_across_skp_at_every_width_and_code() {
             s.max_rate = (max_rate, max_rate);
             let mut pair = s.pair();
             assert!(pair.train(LIMIT));
-            let mut next_sent = [1u64; 2];
-            let mut received: [Vec<u64>; 2] = [vec![], vec![]];
+            let mut traffic = Numbered::new();
             let until = pair.now() + Duration::from_us(40);
-            while pair.now() < until {
-                pair.step_with(
-                    &mut |side, buf| {
-                        for unit in buf.chunks_mut(16) {
-                            let n = &mut next_sent[side as usize];
-                            unit[..8].copy_from_slice(&n.to_le_bytes());
-                            unit[8..].copy_from_slice(&(!*n).to_le_bytes());
-                            *n += 1;
-                        }
-                    },
-                    &mut |side, data, _| {
-                        for unit in data.chunks(16) {
-                            let n = u64::from_le_bytes(unit[..8].try_into().unwrap());
-                            if n == 0 {
-                                continue; // logical idle
-                            }
-                            assert_eq!(
-                                u64::from_le_bytes(unit[8..].try_into().unwrap()),
-                                !n,
-                                "corrupt unit"
-                            );
-                            received[1 - side as usize].push(n);
-                        }
-                    },
-                );
-            }
-            for r in &received {
-                assert!(r.len() > 100, "x{lanes} {max_rate:?}: only {} units", r.len());
-                assert!(
-                    r.windows(2).all(|w| w[1] == w[0] + 1),
+            traffic.run(&mut pair, until, |_| false);
+            for from in 0..2 {
+                let received = traffic.expected[from] - 1;
+                assert!(received > 100, "x{lanes} {max_rate:?}: only {received} units");
+                assert_eq!(
+                    traffic.lost[from], None,
                     "x{lanes} {max_rate:?}: units out of order"
                 );
             }

@@ -164,14 +164,8 @@ impl LaneRx {
                 emit(e)
             };
             let emit = &mut emit;
-            if !core::mem::replace(&mut self.disparity_known, true) {
-                // The transmitter's running disparity is not known after electrical idle: the COM the
-                // lane locked on has a form for each, and gives it.
-                for rd in [Disparity::Negative, Disparity::Positive] {
-                    if encode_symbol(rd, Symbol::COM).is_ok_and(|(com, _)| com == code) {
-                        self.decoder.set_disparity(rd);
-                    }
-                }
+            if !self.disparity_known {
+                self.take_disparity_from(code);
             }
             match self.decoder.decode(code) {
                 Ok(s) => {
@@ -189,6 +183,18 @@ impl LaneRx {
             }
             if saw_ordered_set {
                 self.after_ordered_set = true;
+            }
+        }
+    }
+
+    /// The first code group since the lane started over: the transmitter's running disparity is not known
+    /// after electrical idle, and the COM the lane locked on has a form for each, which gives it.
+    #[cold]
+    fn take_disparity_from(&mut self, code: u16) {
+        self.disparity_known = true;
+        for rd in [Disparity::Negative, Disparity::Positive] {
+            if encode_symbol(rd, Symbol::COM).is_ok_and(|(com, _)| com == code) {
+                self.decoder.set_disparity(rd);
             }
         }
     }
