@@ -12,6 +12,7 @@ use std::vec::Vec;
 use link_phy::channel::ChannelConfig;
 use link_phy::ltssm::{PhyEvent, Port, PortConfig};
 use link_phy::pair::{LinkPair, Node};
+use link_phy::rate::{LineCode, Rate};
 use link_phy::serial::Slot;
 use link_phy::time::{Duration, Instant};
 use rand_core::{Rng, SeedableRng};
@@ -216,9 +217,10 @@ pub struct Report {
     pub time_to_active: Duration,
     /// Payload delivered per simulated second, in GB/s (1e9 bytes), all directions together.
     pub goodput_gbps: f64,
-    /// Goodput as a fraction of the post-encoding line rate of the directions that carried traffic.
+    /// Goodput as a fraction of the post-encoding line rate of the directions that carried traffic, at
+    /// the width, rate and code the link had at each moment (while down, the ones it last had up).
     pub efficiency: f64,
-    /// Goodput as a fraction of the raw signalling rate (lanes x GT/s) of those directions.
+    /// Goodput as a fraction of the raw signalling rate (lanes x GT/s) of those directions, likewise.
     pub raw_efficiency: f64,
     /// Width and rate of the link the packets crossed: at the end, or when the link was last up if it
     /// went down.
@@ -333,9 +335,17 @@ pub fn run<const REPLAY: usize>(mut pair: LinkPair<SimEndpoint<REPLAY>>, traffic
     let phy_now =
         |phy: &link_phy::ltssm::Port| (phy.width().map_or(0, |w| w.lanes()), phy.rate(), phy.line_code());
     let mut last_up = (pair.now(), phy_now(&pair.a.ep.phy));
+    // Each width, rate and code the link came up with, from when it was first seen up with it: goodput
+    // is measured against the line rate of the time, so that a link that fell back to a lower rate late
+    // in the run does not have what it carried at the higher one measured against the lower (which gave
+    // an efficiency above 100%). Only changes are kept.
+    let mut line_rates: Vec<(Instant, LinkShape)> = Vec::new();
     while active && pair.now() <= limit && rx.iter().map(|r| r.delivered).sum::<u64>() < total {
         if up(&pair) {
             last_up = (pair.now(), phy_now(&pair.a.ep.phy));
+            if line_rates.last().is_none_or(|(_, shape)| *shape != last_up.1) {
+                line_rates.push(last_up);
+            }
         }
         // A port retrains only from L0 (it ignores a request elsewhere), so a request that falls due
         // while it is not there waits for it: else it would be neither done nor counted as not done.
@@ -487,12 +497,31 @@ pub fn run<const REPLAY: usize>(mut pair: LinkPair<SimEndpoint<REPLAY>>, traffic
     if seconds > 0.0 {
         let bytes = report.bytes_verified as f64;
         report.goodput_gbps = bytes / seconds / 1e9;
-        let raw = senders as f64 * report.width as f64 * report.rate_gts * 1e9 / 8.0;
-        let coded = raw * code.efficiency();
-        report.raw_efficiency = bytes / seconds / raw;
-        report.efficiency = bytes / seconds / coded;
+        let (raw, coded) = line_capacity(&line_rates, start, end);
+        let senders = senders as f64;
+        report.raw_efficiency = bytes / (senders * raw);
+        report.efficiency = bytes / (senders * coded);
     }
     report
+}
+
+/// A link's width in lanes, rate and line code.
+type LinkShape = (usize, Rate, LineCode);
+
+/// The bytes one direction of the link could carry from `start` to `end`, raw (lanes x GT/s) and after
+/// line coding, with the link's shape changing at the given times (each holds until the next; the first
+/// holds from `start` whenever it was first seen).
+fn line_capacity(shapes: &[(Instant, LinkShape)], start: Instant, end: Instant) -> (f64, f64) {
+    let (mut raw, mut coded) = (0.0, 0.0);
+    for (i, &(from, (lanes, rate, code))) in shapes.iter().enumerate() {
+        let from = if i == 0 { start } else { from.max(start) };
+        let until = shapes.get(i + 1).map_or(end, |&(next, _)| next.min(end));
+        let seconds = until.saturating_since(from).as_ps() as f64 * 1e-12;
+        let bytes = seconds * lanes as f64 * rate.gts() * 1e9 / 8.0;
+        raw += bytes;
+        coded += bytes * code.efficiency();
+    }
+    (raw, coded)
 }
 
 /// A pair of endpoints over `ab`/`ba`, A downstream, with the given configurations.

@@ -209,6 +209,38 @@ fn a_lane_failing_mid_transfer_retrains_narrower_and_loses_nothing() {
     assert!(r.retrains >= 3);
 }
 
+/// Efficiency is goodput over the line rate the link had at the time: a lane that dies near the end of
+/// a transfer leaves the link at x4 for its last packets, and what it carried at x8 is measured against
+/// x8. Measured against the width at the end (as before), this run gave 77%, twice its 41%: a link that
+/// fell back later still would have shown more than 100%.
+#[test]
+fn efficiency_counts_the_width_the_link_had_at_the_time() {
+    let mut s = Setup::new(8, Rate::Gen3, 6);
+    // Up after about 200 us; most of the 20,000 packets have crossed at x8 when lane 5 dies.
+    let at = Instant(Duration::from_us(520).as_ps());
+    s.channel_faults = vec![Fault {
+        at,
+        kind: FaultKind::SetHealth {
+            lane: 5,
+            health: LaneHealth::Dead,
+        },
+    }];
+    let r = s.run(&Traffic {
+        packets: 20_000,
+        ..Traffic::default()
+    });
+    assert_exact(&r, "late lane failure");
+    assert_eq!(r.width, 4, "the link should have dropped to x4");
+    // Goodput over the line rate of x8 throughout, and of x4 throughout: the truth lies between.
+    let against = |lanes: f64| r.goodput_gbps / (lanes * r.rate_gts / 8.0 * 128.0 / 130.0);
+    let (x8, x4) = (against(8.0), against(4.0));
+    assert!(
+        x8 < r.efficiency && r.efficiency < 0.9 * x4,
+        "efficiency {:.4}: x8 throughout {x8:.4}, x4 throughout {x4:.4}",
+        r.efficiency
+    );
+}
+
 #[test]
 fn retrains_in_the_middle_of_traffic_lose_nothing() {
     let s = Setup::new(8, Rate::Gen3, 7);
