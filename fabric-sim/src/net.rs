@@ -113,7 +113,8 @@ pub struct Offer<'a> {
     pub routes_plan: usize,
     /// Bit `p`: this GPU's port `p` no longer leads to a working collective engine (the port's trunk
     /// failed, or its switch lost a GPU and took its engine offline, which the GPU learns when the
-    /// fabric manager replans). Switch reductions must avoid it.
+    /// fabric manager replans). Switch reductions must avoid it. A repair that brings the engine back
+    /// clears the bit between sizes, never while a collective runs.
     pub engines_offline: u64,
     /// Once faults are scheduled: where a unicast goes that the routes, changed by a failure since the
     /// app chose this port, no longer send out of it, to be sent again the right way.

@@ -553,11 +553,50 @@ fn the_switch_reduction_goes_on_without_a_switch_that_lost_a_gpu() {
     assert_eq!(v["verified"], true);
     assert_eq!(v["failover"]["engines_offline"], 1);
     assert!(v["failover"]["engine_packets_dropped"].as_u64().unwrap() > 0);
+    // Only a run with a repair says how many came back.
+    assert!(
+        v["failover"].get("engines_online_again").is_none(),
+        "{}",
+        v["failover"]
+    );
     let out = sim(&args);
     assert!(out.status.success());
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(
         stdout.contains("Switch collective engines taken offline: 1"),
+        "{stdout}"
+    );
+    assert!(!stdout.contains("brought back online"), "{stdout}");
+}
+
+#[test]
+fn a_repair_brings_the_switch_reduction_engine_back_for_the_next_size() {
+    let args = [
+        "allreduce",
+        "--algo",
+        "switch-reduce",
+        "--min",
+        "1M",
+        "--max",
+        "2M",
+        "--fail-link",
+        "gpu0:nvswitch1@2us",
+        "--repair-link",
+        "gpu0:nvswitch1@3us",
+    ];
+    let v = json(&args);
+    assert_eq!(v["verified"], true);
+    assert_eq!(v["failover"]["engines_offline"], 1);
+    assert_eq!(v["failover"]["engines_online_again"], 1);
+    // The 2 MiB size has every plane again: 472 GB/s of bus bandwidth, as without the failure (375
+    // without the plane).
+    let busbw = v["rows"][1]["busbw"].as_f64().unwrap();
+    assert!((busbw - 472.0).abs() < 5.0, "{busbw}");
+    let out = sim(&args);
+    assert!(out.status.success());
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains("; 1 brought back online after repairs, used from the next size on"),
         "{stdout}"
     );
 }

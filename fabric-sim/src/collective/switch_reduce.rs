@@ -23,7 +23,9 @@ use crate::wire;
 /// the planes left, in their weighted round robin; sums the dead plane returned are kept but not
 /// multicast (the redo multicasts them). A GPU may so receive a sum twice: it keeps a bitmap of the
 /// packets it has, and the collective ends when every GPU has every packet and no request is
-/// outstanding on a live plane (so that no live switch is left reading from GPUs that stopped).
+/// outstanding on a live plane (so that no live switch is left reading from GPUs that stopped). A plane
+/// retired stays so to the end: a repair brings its engine back only between sizes, for the next
+/// collective.
 #[derive(Debug)]
 pub struct SwitchReduce {
     n: usize,

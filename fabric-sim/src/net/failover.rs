@@ -2,7 +2,8 @@
 //! links hand back what they had not had acknowledged, switches give back what they queued for the dead
 //! port, the fabric manager routes around it, packets with no way on return to their source to be sent
 //! another way, destinations drop the copies they already have, and a switch that lost a GPU takes its
-//! collective engine offline. A repaired trunk comes back, and the fabric manager routes over it again.
+//! collective engine offline. A repaired trunk comes back, and the fabric manager routes over it again;
+//! a switch whose every port to a GPU is back brings its collective engine back online between sizes.
 
 use std::collections::VecDeque;
 
@@ -52,8 +53,10 @@ pub enum Fault {
     /// back with all its links: its data links initialise again from sequence number 0, a failed switch
     /// port is back in use, and once the links are up the fabric manager, after its delay, discovers the
     /// fabric and routes over the trunk again. A trunk still up with links lost retrains with all of
-    /// them, at its full rate, without new routes (as losing them took none). Not undone: a switch's
-    /// reduction engine that went offline stays so, and a port taken out of multicast groups stays out.
+    /// them, at its full rate, without new routes (as losing them took none). A switch whose reduction
+    /// engine went offline gets it back, and its ports their multicast and reduction groups, once the
+    /// routes are in and every port to a GPU is up, at the end of the size then running
+    /// ([`FailoverStats::engines_online_again`]).
     LinkRepaired {
         /// Index into the fabric's trunks.
         trunk: usize,
@@ -110,6 +113,9 @@ pub struct FailoverStats {
     pub duplicates_dropped: u64,
     /// Switches whose collective engine went offline because a port to a GPU failed.
     pub engines_offline: u64,
+    /// Collective engines brought back online after repairs: every port of the switch to a GPU up again
+    /// under the fabric manager's routes, they sum again from the next size on.
+    pub engines_online_again: u64,
     /// Packets of the collective engines (reads, answers, sums, multicasts) lost with a failed trunk or
     /// refused by an engine gone offline: not sent again; the collective does their work again.
     pub engine_packets_dropped: u64,
@@ -285,6 +291,9 @@ pub(super) struct Failover {
     /// Switch ports failures took whose multicast and reduction groups the fabric manager has yet to
     /// reprogram (with its new routes), telling the GPUs of an engine gone offline.
     pub(super) ports_to_clear: Vec<(usize, usize)>,
+    /// Switch ports the fabric manager took out of multicast groups (switch, port, a bit per group), to
+    /// put back when the switch's engine comes back online.
+    pub(super) groups_left: Vec<(usize, usize, u64)>,
     /// Switches being drained ([`Fault::SwitchDrain`]).
     pub(super) drains: Vec<Drain>,
 }
@@ -431,6 +440,7 @@ impl Net {
                 engines_offline: vec![0; n],
                 jobs_split: Vec::new(),
                 ports_to_clear: Vec::new(),
+                groups_left: Vec::new(),
                 drains: Vec::new(),
             })
         });
@@ -1062,18 +1072,31 @@ impl Net {
                 continue;
             };
             let mut writes = Vec::new();
+            let mut left = 0u64;
             for group in 0..switch_fw::multicast::GROUPS as u32 {
                 if let Ok(ports) = core.multicast.get(group as u16) {
                     if ports.contains(port) {
                         let without = ports.0 & !(1u64 << port);
                         writes.push((MULTICAST + 8 * group, without as u32));
                         writes.push((MULTICAST + 8 * group + 4, (without >> 32) as u32));
+                        left |= 1 << group;
                     }
                 }
             }
+            if left != 0 {
+                f.groups_left.push((node, port, left));
+            }
             if nvls.offline {
                 for &(p, gpu) in &nvls.gpu_ports {
-                    writes.push((REDUCTION + 16 * u32::from(gpu) + 8, 0));
+                    let base = REDUCTION + 16 * u32::from(gpu);
+                    // Kept as programmed, to commit again (contributor masks first) when the engine is
+                    // back; a group already removed reads 0 and is kept from before.
+                    if let Ok(control @ 1..) = core.read_register(base + 8) {
+                        let low = core.read_register(base).unwrap_or(0);
+                        let high = core.read_register(base + 4).unwrap_or(0);
+                        (nvls.removed_groups).extend([(base, low), (base + 4, high), (base + 8, control)]);
+                    }
+                    writes.push((base + 8, 0));
                     let (gpu_node, gpu_port) = self.fabric.peer(node, p);
                     f.engines_offline[gpu_node] |= 1 << gpu_port;
                 }
@@ -1082,6 +1105,74 @@ impl Net {
                 if let Err(e) = core.write_register(address, value) {
                     f.fatal = Some(format!("reprogramming switch {node}: {e}"));
                 }
+            }
+        }
+    }
+
+    /// Switches whose collective engine is offline and could come back: the fabric manager's routes are
+    /// in and every port of the switch to a GPU is up under them (repaired, or a drain called off), with
+    /// nothing of them left to reprogram. Without a repair there is none.
+    fn engines_to_bring_back(&self) -> Vec<usize> {
+        let Some(f) = self.failover.as_ref() else {
+            return Vec::new();
+        };
+        (0..self.nodes.len())
+            .filter(|&node| {
+                let NodeState::Switch { nvls, .. } = &self.nodes[node] else {
+                    return false;
+                };
+                nvls.offline
+                    && !f.drains.iter().any(|d| d.node == node)
+                    && !f.ports_to_clear.iter().any(|&(x, _)| x == node)
+                    && nvls.gpu_ports.iter().all(|&(p, _)| {
+                        let t = self.fabric.ports[node][p].0;
+                        self.dirs[t][0].up && !f.failed.contains(&t) && !f.unplanned.contains(&t)
+                    })
+            })
+            .collect()
+    }
+
+    /// Bring back online the collective engines [`Net::engines_to_bring_back`] names, between sizes and
+    /// with nothing in the fabric (no request or answer sent to an engine before it went offline can reach
+    /// it, to start a sum that no GPU answers or hold a chunk no sum claims): the fabric manager puts their
+    /// ports back into the multicast groups it took them out of, commits their reduction groups again
+    /// (empty: the engine starts with no sum in progress) and tells the GPUs, whose next collective
+    /// uses the plane again.
+    fn bring_engines_back(&mut self) {
+        for node in self.engines_to_bring_back() {
+            let Some(f) = self.failover.as_mut() else { return };
+            let NodeState::Switch { core, nvls, .. } = &mut self.nodes[node] else {
+                continue;
+            };
+            let mut writes = std::mem::take(&mut nvls.removed_groups);
+            let mut groups = vec![0u64; switch_fw::multicast::GROUPS];
+            f.groups_left.retain(|&(x, port, left)| {
+                let back = x == node && !f.failed.contains(&self.fabric.ports[x][port].0);
+                if back {
+                    for (group, ports) in groups.iter_mut().enumerate() {
+                        *ports |= ((left >> group) & 1) << port;
+                    }
+                }
+                !back
+            });
+            for (group, ports) in (0u32..).zip(groups).filter(|&(_, ports)| ports != 0) {
+                let with = core.multicast.get(group as u16).unwrap_or_default().0 | ports;
+                let address = switch_fw::regs::MULTICAST + 8 * group;
+                writes.push((address, with as u32));
+                writes.push((address + 4, (with >> 32) as u32));
+            }
+            for (address, value) in writes {
+                if let Err(e) = core.write_register(address, value) {
+                    f.fatal = Some(format!("reprogramming switch {node}: {e}"));
+                }
+            }
+            nvls.offline = false;
+            nvls.pending.clear();
+            nvls.active = 0;
+            f.stats.engines_online_again += 1;
+            for &(p, _) in &nvls.gpu_ports {
+                let (gpu_node, gpu_port) = self.fabric.peer(node, p);
+                f.engines_offline[gpu_node] &= !(1 << gpu_port);
             }
         }
     }
@@ -1192,15 +1283,18 @@ impl Net {
     /// them arrive (each is a duplicate, dropped and counted), then forget the headers seen. `app`, done,
     /// sends nothing meanwhile (traffic beside it pauses), and gets what arrives only if it takes
     /// stragglers. Without a failure since the last time, there are none: the headers are forgotten at
-    /// once.
+    /// once. Collective engines that can come back online come back then, the fabric empty.
     pub(super) fn drain_stragglers(&mut self, app: &mut dyn App, limit: Instant) {
         let Some(f) = self.failover.as_ref() else { return };
         // Only a failure makes copies: without one since the last drain there is nothing to wait for
         // (and a run with faults scheduled runs as one without until the first).
-        if f.stats.links_failed != f.failures_drained && !self.step_until_quiet(&mut Draining { app }, limit)
-        {
+        // An engine brought back must find the fabric empty too (`bring_engines_back`).
+        let quiet_first =
+            f.stats.links_failed != f.failures_drained || !self.engines_to_bring_back().is_empty();
+        if quiet_first && !self.step_until_quiet(&mut Draining { app }, limit) {
             return;
         }
+        self.bring_engines_back();
         if let Some(f) = self.failover.as_mut() {
             f.seen.iter_mut().for_each(Seen::forget_collective);
             f.failures_drained = f.stats.links_failed;

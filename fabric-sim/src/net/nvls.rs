@@ -86,6 +86,9 @@ pub(super) struct Nvls {
     pub(super) extension: bool,
     /// Lost a port to a GPU: takes no more requests or answers.
     pub(super) offline: bool,
+    /// The reduction groups' registers (address, value) as they were when the fabric manager removed
+    /// them, taking the engine offline: written again when it comes back online.
+    pub(super) removed_groups: Vec<(u32, u32)>,
 }
 
 impl Net {

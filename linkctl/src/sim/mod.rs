@@ -440,7 +440,10 @@ pub fn failover_json(f: &fabric_sim::net::FailoverStats) -> serde_json::Value {
         "links_repaired": f.links_repaired,
         "repairs_without_effect": f.repairs_without_effect,
     });
-    // Only runs with drains have them: the JSON of every other run stays as it was.
+    // Only runs with repairs have it, and with drains these: the JSON of every other run stays as it was.
+    if f.links_repaired > 0 {
+        json["engines_online_again"] = json!(f.engines_online_again);
+    }
     if f.drains > 0 {
         json["switches_drained"] = json!(f.switches_drained);
         json["switches_draining"] = json!(f.switches_draining);
@@ -1231,10 +1234,14 @@ fn print_table(sweep: &Sweep, r: &Report, trunks: usize) {
         if f.engines_offline > 0 {
             println!(
                 "# Switch collective engines taken offline: {} (each lost a GPU{}); {} of their packets dropped, \
-                 their work done again on the other switches",
+                 their work done again on the other switches{}",
                 f.engines_offline,
                 if f.drains > 0 { " or was drained" } else { "" },
-                f.engine_packets_dropped
+                f.engine_packets_dropped,
+                match f.engines_online_again {
+                    0 => String::new(),
+                    n => format!("; {n} brought back online after repairs, used from the next size on"),
+                }
             );
         }
         if r.faults_after_end > 0 {
