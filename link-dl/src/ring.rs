@@ -152,7 +152,10 @@ impl<T: Copy + Default, const N: usize, S: Slots<T>> Ring<T, N, S> {
         let tail = self.slot(self.len);
         let (wrapped, rest) = items.split_at(items.len().min(N - tail));
         self.items.write(tail, wrapped);
-        self.items.write(0, rest);
+        // Most runs do not wrap: an empty write still costs a `memcpy` call per packet received.
+        if !rest.is_empty() {
+            self.items.write(0, rest);
+        }
         self.len += items.len();
         true
     }
