@@ -226,14 +226,20 @@ pub fn seal_packet(packet: &mut [u8]) {
 
 /// Check the CRC field of a received packet.
 pub fn check_packet_crc(packet: &[u8]) -> Result<(), DlError> {
-    if packet.len() < FLIT_LEN {
+    let Some((head, rest)) = packet.split_first_chunk::<FLIT_LEN>() else {
         return Err(DlError::Truncated {
             needed: FLIT_LEN,
             got: packet.len(),
         });
-    }
-    let computed = packet_crc(packet);
-    let received = u32::from_le_bytes([packet[12], packet[13], packet[14], packet[15]]);
+    };
+    check_packet_crc_parts(head, rest)
+}
+
+/// [`check_packet_crc`] of a packet whose header flit `head` and the bytes after it (`rest`) are not
+/// side by side: a receiver checks a packet where its flits arrived instead of gathering them first.
+pub fn check_packet_crc_parts(head: &Flit, rest: &[u8]) -> Result<(), DlError> {
+    let computed = crc::checksum_of_parts(&head[..field::WORD_BYTES], rest);
+    let received = u32::from_le_bytes([head[12], head[13], head[14], head[15]]);
     if computed == received {
         Ok(())
     } else {
@@ -420,6 +426,40 @@ mod tests {
             check_packet_crc(&packet),
             Err(DlError::CrcMismatch { .. })
         ));
+    }
+
+    /// A packet checked as its header flit and the bytes after it, held apart (as a receiver checks one
+    /// where it arrived), gives what checking it whole gives, sealed or with any one bit flipped.
+    #[test]
+    fn checking_a_packet_in_parts_equals_checking_it_whole() {
+        for payload_flits in [0usize, 1, 8, 9] {
+            let mut packet = [0u8; 10 * FLIT_LEN];
+            let packet = &mut packet[..(1 + payload_flits) * FLIT_LEN];
+            let h = PacketHeader {
+                payload_flits: payload_flits as u8,
+                ..header()
+            };
+            h.emit((&mut packet[..FLIT_LEN]).try_into().unwrap()).unwrap();
+            for (i, b) in packet[FLIT_LEN..].iter_mut().enumerate() {
+                *b = (i as u8).wrapping_mul(37);
+            }
+            seal_packet(packet);
+            for bit in [None].into_iter().chain((0..packet.len() * 8).map(Some)) {
+                let mut bad = packet.to_vec();
+                if let Some(bit) = bit {
+                    bad[bit / 8] ^= 1 << (bit % 8);
+                }
+                let (head, rest) = bad.split_first_chunk::<FLIT_LEN>().unwrap();
+                let parts = check_packet_crc_parts(head, rest);
+                assert_eq!(
+                    parts,
+                    check_packet_crc(&bad),
+                    "{payload_flits} flits, bit {bit:?}"
+                );
+                // A CRC catches any one bit flipped, in its own field too.
+                assert_eq!(parts.is_ok(), bit.is_none());
+            }
+        }
     }
 
     #[test]

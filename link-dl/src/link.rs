@@ -23,7 +23,7 @@ use crate::credit::{RxCredits, TxCredits};
 use crate::error::DlError;
 use crate::fec;
 use crate::flit::{
-    check_packet_crc, is_ident, kind, seal_packet, ControlFlit, ControlKind, Flit, FlitKind, IdentFlit,
+    check_packet_crc_parts, is_ident, kind, seal_packet, ControlFlit, ControlKind, Flit, FlitKind, IdentFlit,
     PacketHeader, FLIT_LEN, MAX_PACKET_FLITS, MAX_PACKET_LEN, MAX_PAYLOAD_FLITS,
 };
 use crate::ring::{Ring, Slots};
@@ -383,7 +383,7 @@ pub struct DataLink<const REPLAY: usize = 64, const RX_FLITS: usize = 64> {
     acks_owed: u16,
     ack_deadline: Option<Instant>,
     framer: Framer,
-    /// Flits of `rx_buf` filled.
+    /// Flits of the packet being received so far (all in `rx_buf` but a payload read where it arrived).
     rx_len: usize,
     /// Packets in `rx_queues`, per channel (fewer than `RX_FLITS`, which fits 16 bits): kept with the small
     /// state, so that asking whether a channel has one does not touch its queue (kilobytes away, and on
@@ -419,6 +419,8 @@ pub struct DataLink<const REPLAY: usize = 64, const RX_FLITS: usize = 64> {
     /// The rest of a packet whose replay slot was freed while it was being sent (a replay of a packet
     /// whose first transmission got through).
     tx_buf: [Flit; MAX_PACKET_FLITS],
+    /// The packet being received, header flit first; a payload that arrives whole in one run of units
+    /// (`receive_units`) is read where it arrived instead, and only the header is here.
     rx_buf: [Flit; MAX_PACKET_FLITS],
     fec_tx: fec::Block,
     fec_rx: fec::Block,
@@ -1357,6 +1359,15 @@ impl<const REPLAY: usize, const RX_FLITS: usize> DataLink<REPLAY, RX_FLITS> {
                 continue;
             };
             let run = usize::from(need).min(rest.len());
+            if self.rx_len == 1 && run == usize::from(need) {
+                // The whole payload is in this burst: checked and queued from here, not copied first.
+                let (payload, after) = rest.split_at(run);
+                self.rx_len += run;
+                self.framer = Framer::Header;
+                self.packet_complete(now, header, Some(payload));
+                rest = after;
+                continue;
+            }
             let Some(slots) = self.rx_buf.get_mut(self.rx_len..self.rx_len + run) else {
                 // Cannot happen (a header announces at most MAX_PAYLOAD_FLITS): the careful way then.
                 self.receive_flit(now, first);
@@ -1368,7 +1379,7 @@ impl<const REPLAY: usize, const RX_FLITS: usize> DataLink<REPLAY, RX_FLITS> {
             rest = &rest[run..];
             if run == usize::from(need) {
                 self.framer = Framer::Header;
-                self.packet_complete(now, header);
+                self.packet_complete(now, header, None);
             } else {
                 self.framer = Framer::Packet {
                     need: need - run as u8,
@@ -1435,7 +1446,7 @@ impl<const REPLAY: usize, const RX_FLITS: usize> DataLink<REPLAY, RX_FLITS> {
                         self.rx_buf[0] = *flit;
                         self.rx_len = 1;
                         if header.payload_flits == 0 {
-                            self.packet_complete(now, header);
+                            self.packet_complete(now, header, None);
                         } else {
                             self.framer = Framer::Packet {
                                 need: header.payload_flits,
@@ -1460,7 +1471,7 @@ impl<const REPLAY: usize, const RX_FLITS: usize> DataLink<REPLAY, RX_FLITS> {
                 self.rx_len += 1;
                 if need <= 1 {
                     self.framer = Framer::Header;
-                    self.packet_complete(now, header);
+                    self.packet_complete(now, header, None);
                 } else {
                     self.framer = Framer::Packet {
                         need: need - 1,
@@ -1484,11 +1495,15 @@ impl<const REPLAY: usize, const RX_FLITS: usize> DataLink<REPLAY, RX_FLITS> {
         }
     }
 
-    /// The packet in `rx_buf` is complete; `header` is its header flit, parsed.
-    fn packet_complete(&mut self, now: Instant, header: PacketHeader) {
+    /// The packet in `rx_buf` is complete; `header` is its header flit, parsed. Its payload flits are
+    /// `arrived`, where they arrived, if given, and the rest of `rx_buf` if not.
+    fn packet_complete(&mut self, now: Instant, header: PacketHeader, arrived: Option<&[Flit]>) {
         let len = self.rx_len;
-        let packet = self.rx_buf.get(..len).unwrap_or(&[]).as_flattened();
-        if let Err(e) = check_packet_crc(packet) {
+        fn payload<'a>(arrived: Option<&'a [Flit]>, rx_buf: &'a [Flit], len: usize) -> &'a [Flit] {
+            arrived.unwrap_or_else(|| rx_buf.get(1..len).unwrap_or(&[]))
+        }
+        let flits = payload(arrived, &self.rx_buf, len).as_flattened();
+        if let Err(e) = check_packet_crc_parts(&self.rx_buf[0], flits) {
             if let DlError::CrcMismatch { .. } = e {
                 self.counters.crc_errors += 1;
             }
@@ -1522,7 +1537,7 @@ impl<const REPLAY: usize, const RX_FLITS: usize> DataLink<REPLAY, RX_FLITS> {
             self.arrivals = self.arrivals.wrapping_add(1);
             // Room was checked above.
             queue.push_back_with(|flit| *flit = head);
-            queue.extend_from_slice(&self.rx_buf[1..len]);
+            queue.extend_from_slice(payload(arrived, &self.rx_buf, len));
             self.rx_packets[header.vc.index()] += 1;
             self.expected = self.expected.next();
             self.nak_scheduled = false;
