@@ -1536,8 +1536,7 @@ impl<const REPLAY: usize, const RX_FLITS: usize> DataLink<REPLAY, RX_FLITS> {
             head[12..].copy_from_slice(&self.arrivals.to_le_bytes());
             self.arrivals = self.arrivals.wrapping_add(1);
             // Room was checked above.
-            queue.push_back_with(|flit| *flit = head);
-            queue.extend_from_slice(payload(arrived, &self.rx_buf, len));
+            queue.push_back_and_extend(head, payload(arrived, &self.rx_buf, len));
             self.rx_packets[header.vc.index()] += 1;
             self.expected = self.expected.next();
             self.nak_scheduled = false;

@@ -160,6 +160,30 @@ impl<T: Copy + Default, const N: usize, S: Slots<T>> Ring<T, N, S> {
         true
     }
 
+    /// Append `first`, then `items`: all of them, or none (false) without room for all. A received
+    /// packet's header and payload go in with one tail and bounds computed, where they fit before the
+    /// end of the slots already written (nearly always).
+    pub(crate) fn push_back_and_extend(&mut self, first: T, items: &[T]) -> bool {
+        if items.len() >= self.room() {
+            return false;
+        }
+        let tail = self.slot(self.len);
+        if let Some((slot, rest)) = self
+            .items
+            .written_mut()
+            .get_mut(tail..(tail + 1 + items.len()).min(N))
+            .and_then(|run| run.split_first_mut())
+            .filter(|(_, rest)| rest.len() == items.len())
+        {
+            *slot = first;
+            rest.copy_from_slice(items);
+            self.len += 1 + items.len();
+            return true;
+        }
+        self.push_back_with(|slot| *slot = first);
+        self.extend_from_slice(items)
+    }
+
     /// The first `n` items (or all, if fewer), as the two runs they occupy.
     pub(crate) fn front_run(&self, n: usize) -> (&[T], &[T]) {
         let n = n.min(self.len);
@@ -219,6 +243,16 @@ mod tests {
                     if fits {
                         next += k as u32;
                         items.iter().for_each(|&i| model.push_back(i).unwrap());
+                    }
+                }
+                3 if x & 16 != 0 => {
+                    let items: heapless::Vec<u32, 8> = (0..k as u32).map(|i| next + 1 + i).collect();
+                    let fits = model.len() + 1 + k <= 7;
+                    assert_eq!(ring.push_back_and_extend(next, &items), fits);
+                    if fits {
+                        model.push_back(next).unwrap();
+                        items.iter().for_each(|&i| model.push_back(i).unwrap());
+                        next += 1 + k as u32;
                     }
                 }
                 1 => {
