@@ -21,7 +21,13 @@ impl PortSet {
 
     /// Ports in the set.
     pub const fn len(self) -> u32 {
-        self.0.count_ones()
+        // Most sets (a unicast's route and outputs) have one port: counted without a population count,
+        // about 20 instructions on processors the portable build cannot assume have POPCNT.
+        if self.0 & self.0.wrapping_sub(1) == 0 {
+            (self.0 != 0) as u32
+        } else {
+            self.0.count_ones()
+        }
     }
 
     /// Whether the set is empty.
@@ -54,5 +60,34 @@ impl PortSet {
             bits &= bits - 1;
             Some(p)
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::PortSet;
+
+    /// The count of one port taken without a population count agrees with one, for every size of set.
+    #[test]
+    fn len_counts_every_port() {
+        let mut sets = std::vec![
+            0u64,
+            1,
+            1 << 63,
+            u64::MAX,
+            0x8000_0000_0000_0001,
+            0x5555_5555_5555_5555
+        ];
+        sets.extend((0..64).map(|p| 1u64 << p));
+        sets.extend((0..64).map(|p| (1u64 << p) | 1));
+        sets.extend((0..64).map(|p| u64::MAX >> p));
+        for bits in sets {
+            assert_eq!(PortSet(bits).len(), bits.count_ones(), "{bits:#x}");
+            assert_eq!(
+                PortSet(bits).iter().count(),
+                bits.count_ones() as usize,
+                "{bits:#x}"
+            );
+        }
     }
 }
