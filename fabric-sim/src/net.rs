@@ -936,16 +936,25 @@ impl Net {
     }
 
     /// Make sure direction `d` of trunk `t` runs if its sender has something to send.
+    #[inline]
     fn kick(&mut self, t: usize, d: usize) {
         let dir = &self.dirs[t][d];
         if !dir.up {
             return;
         }
         // Already due as early as the wire allows: whatever the link has, it sends then (and the
-        // link's state, often a cache miss away, need not be read).
+        // link's state, often a cache miss away, need not be read). Most kicks end here, in the caller,
+        // without a call.
         if dir.scheduled.is_some_and(|s| s <= self.now.max(dir.busy_until)) {
             return;
         }
+        self.kick_link(t, d);
+    }
+
+    /// [`Net::kick`] once the direction may need scheduling: ask its sender's link.
+    #[inline(never)]
+    fn kick_link(&mut self, t: usize, d: usize) {
+        let dir = &self.dirs[t][d];
         let (node, port) = dir.from;
         let link = &self.links[node][port];
         let at = if link.has_pending_output(self.now) {

@@ -1678,13 +1678,21 @@ impl<const REPLAY: usize, const RX_FLITS: usize> DataLink<REPLAY, RX_FLITS> {
     }
 
     /// The partner has received everything up to and including `ack`.
+    #[inline]
     fn acknowledged(&mut self, now: Instant, ack: Seq) {
         let progress = usize::from(ack.distance_from(self.acked));
         if progress == 0 || progress > self.transmitted {
             // Nothing new, stale (older than what we know), or beyond every packet transmitted: the
-            // partner cannot have received those, and dropping them would lose them unsent.
+            // partner cannot have received those, and dropping them would lose them unsent. Most
+            // packets and updates repeat the last acknowledgement: decided in the caller, without a call.
             return;
         }
+        self.acknowledged_progress(now, ack, progress);
+    }
+
+    /// [`DataLink::acknowledged`] of `progress` more packets.
+    #[inline(never)]
+    fn acknowledged_progress(&mut self, now: Instant, ack: Seq, progress: usize) {
         self.release_replay_front(progress);
         self.replay.drop_front(progress);
         self.cursor = self.cursor.saturating_sub(progress);
