@@ -33,6 +33,9 @@ const IDLE_TO_RECEIVE: u32 = 8;
 const IDLE_TO_SEND: u32 = 16;
 /// Events kept for `poll_event`; older ones are dropped (and counted) if nobody polls.
 const EVENT_QUEUE: usize = 32;
+/// Timeouts of Configuration.Idle or Recovery.Idle that may go back to Recovery.RcvrLock before one goes to
+/// Detect (PCIe: idle_to_rlock_transitioned reaching FFh).
+const IDLE_TO_RLOCK_MAX: u8 = 0xff;
 
 /// What the transmitter is doing in an 8b/10b ordered set that spans several slots.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -142,10 +145,10 @@ pub struct Port {
     previous_rate: Rate,
     failed_rate: Option<Rate>,
     at_new_rate: bool,
-    /// Configuration.Idle or Recovery.Idle has timed out back to Recovery.RcvrLock once since the link was
-    /// last in L0 (or the rate last changed, or training started over): the next timeout there is handled
-    /// as any other.
-    idle_relocked: bool,
+    /// PCI Express's idle_to_rlock_transitioned: timeouts of Configuration.Idle or Recovery.Idle that went
+    /// back to Recovery.RcvrLock since the link was last in L0 (or the rate last changed, or training
+    /// started over). At [`IDLE_TO_RLOCK_MAX`] the next timeout there is handled as any other.
+    idle_to_rlock: u8,
     retrain_requested: bool,
     low_power_requested: bool,
     /// The data link granted the partner's request for L1: its electrical idle ordered set is L1.
@@ -220,7 +223,7 @@ impl Port {
             previous_rate: Rate::Gen1,
             failed_rate: None,
             at_new_rate: false,
-            idle_relocked: false,
+            idle_to_rlock: 0,
             retrain_requested: false,
             low_power_requested: false,
             low_power_expected: false,
@@ -1241,16 +1244,24 @@ impl Port {
     /// rate. Go back to the previous rate and do not try this one again. Anything else starts over from
     /// Detect, which forgets the failed rate.
     ///
-    /// The first timeout of Configuration.Idle or Recovery.Idle goes back to Recovery.RcvrLock instead
-    /// (PCI Express's idle_to_rlock_transitioned): the partner may have received this port's idle data
+    /// A timeout of Configuration.Idle or Recovery.Idle goes back to Recovery.RcvrLock instead, up to 255
+    /// times since L0 at 8 GT/s and above, once at 2.5 and 5 GT/s or at a rate on trial (PCI Express's
+    /// idle_to_rlock_transitioned): the partner may have received this port's idle data
     /// and gone on to L0 while this port missed the partner's (a bit error), and only training sets bring
     /// it back. Gone to Recovery.Speed instead, the port would send an electrical idle ordered set, which a
     /// partner in L0 takes for low power; gone to Detect, it would leave the partner training alone until
     /// Recovery.RcvrLock's 24 ms ran out.
     fn training_timed_out(&mut self, now: Instant) {
         let in_idle = matches!(self.state, LtssmState::ConfigIdle | LtssmState::RecoveryIdle);
-        if in_idle && !self.idle_relocked {
-            self.idle_relocked = true;
+        if in_idle && self.idle_to_rlock < IDLE_TO_RLOCK_MAX {
+            // PCI Express counts these up to FFh at 8 GT/s and above, and allows one at 2.5 and 5 GT/s. At a
+            // rate on trial one too: there a link that keeps timing out is one the rate does not carry (its
+            // skew, say), and it goes back to the previous rate instead of trying 255 times.
+            self.idle_to_rlock = if self.rate >= Rate::Gen3 && !self.at_new_rate {
+                self.idle_to_rlock + 1
+            } else {
+                IDLE_TO_RLOCK_MAX
+            };
             self.enter(now, LtssmState::RecoveryRcvrLock);
             return;
         }
@@ -1353,7 +1364,7 @@ impl Port {
         self.rate = self.target_rate;
         self.speed_change = false;
         self.at_new_rate = !reverting;
-        self.idle_relocked = false;
+        self.idle_to_rlock = 0;
         self.reset_lanes();
         self.enter(now, LtssmState::RecoveryRcvrLock);
     }
@@ -1397,7 +1408,7 @@ impl Port {
         self.speed_change = false;
         self.failed_rate = None;
         self.at_new_rate = false;
-        self.idle_relocked = false;
+        self.idle_to_rlock = 0;
         self.partner_rates = DataRates::empty();
         for rx in &mut self.rx {
             rx.inverted = false;
@@ -1472,7 +1483,7 @@ impl Port {
                 self.errors_in_window = 0;
                 self.window_start = now;
                 self.eios_received = false;
-                self.idle_relocked = false;
+                self.idle_to_rlock = 0;
                 self.counters.link_ups += 1;
                 if self.at_new_rate {
                     self.at_new_rate = false;
