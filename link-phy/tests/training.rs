@@ -1064,7 +1064,10 @@ fn a_link_woken_from_l1_counts_no_receiver_error() {
 /// the partner's in a row, can miss them again: the two go on missing each other, 2 ms at a time. Only the
 /// first timeout went back to Recovery.RcvrLock, so the second sent the link to Detect (seed 0, on its
 /// second retrain). PCI Express counts these timeouts (idle_to_rlock_transitioned) up to FFh at 8 GT/s and
-/// above: each retrain comes back through Recovery, however many tries it takes.
+/// above: each retrain comes back through Recovery, however many tries it takes. And the partner, in
+/// Recovery.RcvrCfg, starts its count of 16 TS2 over when the port's TS1 arrive: the port gets enough of
+/// its TS2 on the second try, and the two no longer miss each other time after time (8 and 5 timeouts on
+/// these seeds, several in a row, with the count alone).
 #[test]
 fn retrains_at_a_high_bit_error_rate_at_8gts_come_back_through_recovery() {
     // The most timeouts of Recovery.Idle one port had in a stay out of L0.
@@ -1090,11 +1093,7 @@ fn retrains_at_a_high_bit_error_rate_at_8gts_come_back_through_recovery() {
             .iter()
             .filter(|t| t.from == LtssmState::RecoveryIdle && t.to == LtssmState::RecoveryRcvrLock)
             .count();
-        // Slow (a real link at 1e-4 has a hard time) but bounded: 8 and 5 of them on these seeds.
-        assert!(
-            timeouts <= 16,
-            "seed {seed}: {timeouts} timeouts of Recovery.Idle"
-        );
+        assert!(timeouts <= 2, "seed {seed}: {timeouts} timeouts of Recovery.Idle");
         for side in [Side::A, Side::B] {
             let mut in_stay = 0;
             for t in pair.transitions()[trained..].iter().filter(|t| t.side == side) {
@@ -1107,6 +1106,6 @@ fn retrains_at_a_high_bit_error_rate_at_8gts_come_back_through_recovery() {
             }
         }
     }
-    // The case above did happen: a port went back from Recovery.Idle more than once before L0.
-    assert!(most_in_a_stay >= 2, "{most_in_a_stay}");
+    // The case above happens (a first timeout), and one try more is enough.
+    assert_eq!(most_in_a_stay, 1);
 }

@@ -205,7 +205,8 @@ fn a_link_that_goes_down_for_good_says_so() {
     // BER 4e-4, seed 13 until the 8b/10b comma aligner stopped following a lone comma at another phase, and
     // BER 4e-4, seed 16 until Recovery.Idle's first timeout went back to Recovery.RcvrLock, and BER 3e-4,
     // seed 1 until at 8 GT/s its timeouts went back there up to 255 times; here the speed change to 8 GT/s
-    // fails too, and the link comes up at 2.5 GT/s).
+    // fails too, and the link comes up at 5 GT/s, or 2.5 until Recovery.RcvrCfg started its count of TS2
+    // to send over when its partner came back with TS1).
     let args = [
         "--lanes",
         "8",
@@ -223,7 +224,7 @@ fn a_link_that_goes_down_for_good_says_so() {
     let out = common::linkctl(&["link", "run"], &args);
     let text = String::from_utf8(out.stdout).unwrap();
     assert_eq!(out.status.code(), Some(3), "{text}");
-    assert!(text.starts_with("link: x8 at 2.5 GT/s, 8b10b"), "{text}");
+    assert!(text.starts_with("link: x8 at 5 GT/s, 8b10b"), "{text}");
     assert!(text.contains("us to the end (Failed)\n"), "{text}");
     assert!(text.contains("(NOT all delivered: the link went down)"), "{text}");
     assert!(!text.contains("inf%"), "{text}");

@@ -1148,6 +1148,18 @@ impl Port {
                     ts.kind == TsKind::Ts2 && self.numbered_for(l, ts)
                 });
                 let ok = self.latch(ok);
+                if self.state == LtssmState::RecoveryRcvrCfg
+                    && self.heard_partner
+                    && !self.at_new_rate
+                    && self.lanes_with(TS_TO_ANSWER, |l, ts| {
+                        ts.kind == TsKind::Ts1 && self.numbered_for(l, ts)
+                    }) == want
+                {
+                    // The partner, heard in Recovery.RcvrCfg, is back in Recovery.RcvrLock (its Recovery.Idle
+                    // timed out): the 16 TS2 to send count from its next TS2, so that it gets enough of them.
+                    self.heard_partner = false;
+                    self.ts_sent_after_rx = 0;
+                }
                 self.heard_partner |=
                     self.lanes_with(1, |l, ts| ts.kind == TsKind::Ts2 && self.numbered_for(l, ts)) != 0;
                 if self.state == LtssmState::RecoveryRcvrCfg {
