@@ -143,7 +143,15 @@ pub struct CachingAgent<const LINES: usize, const B: usize = 64, const OPS: usiz
     done: Vec<Completion<B>, OPS>,
     /// Request channel, oldest first: at most one per line.
     requests: Vec<Message<B>, LINES>,
-    /// Response channel, oldest first: at most one per line (a snoop response or a write-back).
+    /// Response channel, oldest first: at most one per line (a snoop response or a write-back), so
+    /// `LINES` slots never run out under a conforming home, however long the link holds the channel up.
+    /// What a line queues belongs to a transaction that the home ends only once it has received it (every
+    /// snoop response is awaited; a dirty eviction's transaction ends with its write-back), and the home
+    /// sends nothing more for the line to this agent that needs a slot before its next transaction starts.
+    /// So a GoWritePull never releases a held snoop, although both need a slot: a snoop that follows it
+    /// comes from the home's next transaction on the line, which waits for the write-back it pulls. A held
+    /// snoop is released by a GO ending a read or a GO-I, which queue nothing. The room checks in `answer`
+    /// and `granted` only refuse a home that breaks these rules.
     responses: Vec<Message<B>, LINES>,
     counters: AgentCounters,
     #[cfg(test)]
@@ -645,6 +653,8 @@ pub(crate) fn pop_front<T, const N: usize>(v: &mut Vec<T, N>) -> Option<T> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::coherence::home::{Directory, HomeAgent};
+    use crate::xorshift::Xorshift;
 
     /// A GO that releases a snoop held for it, with the response queue full, is refused and changes
     /// nothing (what the fuzz target coherence_receive found). It had ended the request, taken the snoop
@@ -691,5 +701,196 @@ mod tests {
         assert!(!agent.is_pending(0));
         assert_eq!(agent.transmit_len(Vc::Response), 2);
         assert_eq!(agent.state(0), Some(CacheState::Invalid));
+    }
+
+    const L: usize = 6;
+
+    /// Two agents (agent 0 under test, agent 1 its peer) with room for an operation on every line, and
+    /// their home.
+    struct System {
+        agents: [CachingAgent<L, 1, L>; 2],
+        home: HomeAgent<L, 2, 1>,
+    }
+
+    impl System {
+        fn new() -> Self {
+            System {
+                agents: [CachingAgent::new(), CachingAgent::new()],
+                home: HomeAgent::new(),
+            }
+        }
+
+        /// Deliver the head of agent `a`'s channel `vc` to the home, which must accept it.
+        fn deliver_home(&mut self, a: usize, vc: Vc) {
+            let msg = self.agents[a].pop_transmit(vc).expect("a message to deliver");
+            assert_eq!(
+                self.home.receive(a, msg),
+                Ok(()),
+                "the home refused {msg:?} from {a}"
+            );
+        }
+
+        /// Deliver the head of the home's channel `vc` to agent `a`, which must accept it.
+        fn deliver_agent(&mut self, a: usize, vc: Vc) {
+            let msg = self.home.pop_transmit(a, vc).expect("a message to deliver");
+            assert_eq!(self.agents[a].receive(msg), Ok(()), "agent {a} refused {msg:?}");
+        }
+
+        /// Deliver everything, channel by channel, until nothing is left.
+        fn settle(&mut self) {
+            loop {
+                let mut moved = false;
+                for a in 0..2 {
+                    for vc in [Vc::Request, Vc::Response] {
+                        while self.agents[a].peek_transmit(vc).is_some() {
+                            self.deliver_home(a, vc);
+                            moved = true;
+                        }
+                    }
+                    for vc in [Vc::Snoop, Vc::Response] {
+                        while self.home.peek_transmit(a, vc).is_some() {
+                            self.deliver_agent(a, vc);
+                            moved = true;
+                        }
+                    }
+                }
+                if !moved {
+                    return;
+                }
+            }
+        }
+    }
+
+    /// The worst a conforming home can do to an agent whose response channel the link holds up: one
+    /// message on every line, the last slot taken by the write-back a GoWritePull pulls, and every message
+    /// accepted. Lines 0 and 1 have a dirty eviction pulled (and a peer's request for them parked: the home
+    /// snoops nobody until the write-back is in, so no snoop can be held for the GoWritePull), lines 2 and 3
+    /// a snoop held until the GO it overtook, lines 4 and 5 a snoop answered at once.
+    #[test]
+    fn a_held_up_response_channel_fills_one_slot_per_line_and_nothing_is_refused() {
+        let mut sys = System::new();
+        for n in [0, 1, 4, 5] {
+            sys.agents[0].submit(n, CoreOp::Store([n as u8 + 1])).unwrap();
+        }
+        sys.settle();
+        for _ in 0..4 {
+            sys.agents[0].poll_completion().unwrap();
+        }
+        // From here on agent 0's response channel is not delivered.
+        for n in [4, 5] {
+            sys.agents[1].submit(n, CoreOp::Load).unwrap();
+            sys.deliver_home(1, Vc::Request);
+            sys.deliver_agent(0, Vc::Snoop);
+        }
+        for n in [2, 3] {
+            sys.agents[0].submit(n, CoreOp::Load).unwrap();
+            sys.deliver_home(0, Vc::Request);
+            sys.agents[1].submit(n, CoreOp::Store([9])).unwrap();
+            sys.deliver_home(1, Vc::Request);
+            // The snoop overtakes the GO it follows and is held.
+            sys.deliver_agent(0, Vc::Snoop);
+            assert!(sys.agents[0].is_pending(n));
+            sys.deliver_agent(0, Vc::Response);
+        }
+        assert_eq!(sys.agents[0].counters().deferred_snoops, 2);
+        for n in [0, 1] {
+            sys.agents[0].submit(n, CoreOp::Evict).unwrap();
+            sys.deliver_home(0, Vc::Request);
+            sys.agents[1].submit(n, CoreOp::Store([9])).unwrap();
+            sys.deliver_home(1, Vc::Request);
+            assert_eq!(
+                sys.home.transmit_len(0, Vc::Snoop),
+                0,
+                "a snoop for line {n} before its write-back"
+            );
+            assert_eq!(
+                sys.home.peek_transmit(0, Vc::Response),
+                Some(&Message::GoWritePull { line: n })
+            );
+            sys.deliver_agent(0, Vc::Response);
+        }
+        assert_eq!(sys.agents[0].transmit_len(Vc::Response), L);
+        for n in 0..L as u32 {
+            let queued = sys.agents[0].responses.iter().filter(|m| m.line() == n).count();
+            assert_eq!(queued, 1, "line {n}");
+        }
+        sys.settle();
+        assert!(sys.agents.iter().all(CachingAgent::is_idle) && sys.home.is_idle());
+        assert_eq!(
+            sys.agents[0].counters().protocol_errors + sys.home.counters().protocol_errors,
+            0
+        );
+        for n in [0, 1] {
+            // The write-back reached memory before the peer's store was granted.
+            assert_eq!(sys.home.memory(n), Some(&[n as u8 + 1]));
+            assert_eq!(sys.home.directory(n), Some(Directory::Owned(1)));
+        }
+    }
+
+    /// A seeded random walk in which agent 0's response channel is delivered only when nothing else can
+    /// move (or now and then): it fills up, with write-backs pulled and held snoops released among its
+    /// messages, and holds at most one message per line; nothing is ever refused.
+    #[test]
+    fn random_traffic_with_a_held_up_response_channel_never_needs_a_second_slot_for_a_line() {
+        let mut rng = Xorshift::seeded(3);
+        let mut sys = System::new();
+        let mut fullest = 0;
+        let mut value = 0u8;
+        for _ in 0..100_000 {
+            let mut ready = std::vec::Vec::new();
+            for a in 0..2 {
+                for vc in [Vc::Request, Vc::Response] {
+                    if sys.agents[a].peek_transmit(vc).is_some() && (a, vc) != (0, Vc::Response) {
+                        ready.push((true, a, vc));
+                    }
+                }
+                for vc in [Vc::Snoop, Vc::Response] {
+                    if sys.home.peek_transmit(a, vc).is_some() {
+                        ready.push((false, a, vc));
+                    }
+                }
+            }
+            let a = rng.next_u64() as usize % 2;
+            let line = (rng.next_u64() % L as u64) as u32;
+            // The cores leave alone lines the home is busy with, so that the lines still free get traffic.
+            if sys.agents[a].can_submit() && !sys.home.is_busy(line) && rng.next_u64() % 4 == 0 {
+                value = value.wrapping_add(1);
+                let op = match rng.next_u64() % 4 {
+                    0 => CoreOp::Load,
+                    1 => CoreOp::LoadShared,
+                    2 => CoreOp::Store([value]),
+                    _ => CoreOp::Evict,
+                };
+                sys.agents[a].submit(line, op).unwrap();
+            } else if ready.is_empty() || rng.next_u64() % 512 == 0 {
+                // Seldom even when nothing else moves, so that the cores' next operations come first.
+                if sys.agents[0].peek_transmit(Vc::Response).is_some() && rng.next_u64() % 16 == 0 {
+                    sys.deliver_home(0, Vc::Response);
+                }
+            } else {
+                match ready[rng.next_u64() as usize % ready.len()] {
+                    (true, a, vc) => sys.deliver_home(a, vc),
+                    (false, a, vc) => sys.deliver_agent(a, vc),
+                }
+            }
+            for agent in &mut sys.agents {
+                while agent.poll_completion().is_some() {}
+            }
+            let queue = &sys.agents[0].responses;
+            fullest = fullest.max(queue.len());
+            for (i, m) in queue.iter().enumerate() {
+                assert!(
+                    queue[..i].iter().all(|o| o.line() != m.line()),
+                    "two messages for a line: {queue:?}"
+                );
+            }
+        }
+        let counters = sys.agents[0].counters();
+        assert_eq!(fullest, L, "the response channel never filled");
+        assert!(
+            counters.deferred_snoops > 0 && counters.write_backs > 0,
+            "{counters:?}"
+        );
+        assert_eq!(counters.protocol_errors + sys.home.counters().protocol_errors, 0);
     }
 }
