@@ -421,7 +421,10 @@ fn coherence_message(b: [u8; 4]) -> Option<crate::coherence::Message<64>> {
 /// what, its high four which agent, 3 being none): any message to the home from any
 /// agent (one that does not exist too) or to any agent, core operations submitted, and the home's and the
 /// agents' own messages delivered as the links would. Whatever arrives, nothing panics, and a message
-/// refused leaves the home or agent exactly as it was (its documented contract).
+/// refused leaves the home or agent exactly as it was (its documented contract); and until the first
+/// message from the bytes, when every message is one the engines sent, none is refused (however long a
+/// channel is held up: an agent's response queue has room for one message per line, all a conforming home
+/// ever makes it hold).
 pub fn coherence_receive(data: &[u8]) {
     use crate::coherence::{CachingAgent, CoreOp, HomeAgent};
 
@@ -429,6 +432,8 @@ pub fn coherence_receive(data: &[u8]) {
     let mut byte = move || input.next();
     let mut home: HomeAgent<4, 3> = HomeAgent::new();
     let mut agents: [CachingAgent<4>; 3] = core::array::from_fn(|_| CachingAgent::new());
+    // Whether a message from the bytes has been delivered: after one, refusals are expected.
+    let mut forged = false;
     while let Some(event) = byte() {
         let a = usize::from(event >> 4) % 4;
         let mut four = || [0; 4].map(|_: u8| byte().unwrap_or(0));
@@ -437,6 +442,7 @@ pub fn coherence_receive(data: &[u8]) {
                 let Some(m) = coherence_message(four()) else {
                     continue;
                 };
+                forged = true;
                 let before = home.clone();
                 if let Err(e) = home.receive(a, m) {
                     assert!(
@@ -449,6 +455,7 @@ pub fn coherence_receive(data: &[u8]) {
                 let (Some(m), Some(agent)) = (coherence_message(four()), agents.get_mut(a)) else {
                     continue;
                 };
+                forged = true;
                 let before = agent.clone();
                 if let Err(e) = agent.receive(m) {
                     assert!(*agent == before, "agent {a} refused {m:?} ({e}) but changed");
@@ -468,19 +475,36 @@ pub fn coherence_receive(data: &[u8]) {
                 }
             }
             3 => {
-                // The home's next messages to agent `a`, delivered.
-                for vc in [Vc::Snoop, Vc::Response] {
+                // The home's next messages to agent `a`, delivered (only the snoop for event 9, so that
+                // snoops can run ahead of GOs).
+                let vcs: &[Vc] = if event & 0x0F == 9 {
+                    &[Vc::Snoop]
+                } else {
+                    &[Vc::Snoop, Vc::Response]
+                };
+                for &vc in vcs {
                     if let (Some(m), Some(agent)) = (home.pop_transmit(a, vc), agents.get_mut(a)) {
-                        let _ = agent.receive(m);
+                        let outcome = agent.receive(m);
+                        assert!(forged || outcome.is_ok(), "agent {a} refused {m:?} ({outcome:?})");
                     }
                 }
             }
             4 => {
-                // Agent `a`'s next messages to the home, delivered.
+                // Agent `a`'s next messages to the home, delivered (only the request for event 10, so that
+                // the agent's response channel can be held up).
+                let vcs: &[Vc] = if event & 0x0F == 10 {
+                    &[Vc::Request]
+                } else {
+                    &[Vc::Request, Vc::Response]
+                };
                 if let Some(agent) = agents.get_mut(a) {
-                    for vc in [Vc::Request, Vc::Response] {
+                    for &vc in vcs {
                         if let Some(m) = agent.pop_transmit(vc) {
-                            let _ = home.receive(a, m);
+                            let outcome = home.receive(a, m);
+                            assert!(
+                                forged || outcome.is_ok(),
+                                "the home refused {m:?} from {a} ({outcome:?})"
+                            );
                         }
                     }
                 }
