@@ -188,13 +188,12 @@ fn at_8b10b_too() {
     assert_eq!(r.code, "8b10b");
 }
 
-#[test]
-fn a_lane_failing_mid_transfer_retrains_narrower_and_loses_nothing() {
+/// 20,000 packets over x8 at 8 GT/s (up after about 200 us with fast timing) whose lane 5 dies at `at_us`
+/// from the start: the link retrains at x4.
+fn lane_dies_at(at_us: u64, what: &str) -> Report {
     let mut s = Setup::new(8, Rate::Gen3, 6);
-    // The link is up after about 200 us with fast timing; lane 5 dies well into the transfer.
-    let at = Instant(Duration::from_us(260).as_ps());
     s.channel_faults = vec![Fault {
-        at,
+        at: Instant(Duration::from_us(at_us).as_ps()),
         kind: FaultKind::SetHealth {
             lane: 5,
             health: LaneHealth::Dead,
@@ -204,8 +203,15 @@ fn a_lane_failing_mid_transfer_retrains_narrower_and_loses_nothing() {
         packets: 20_000,
         ..Traffic::default()
     });
-    assert_exact(&r, "lane failure");
-    assert_eq!(r.width, 4, "the link should have dropped to x4");
+    assert_exact(&r, what);
+    assert_eq!(r.width, 4, "{what}: the link should have dropped to x4");
+    r
+}
+
+#[test]
+fn a_lane_failing_mid_transfer_retrains_narrower_and_loses_nothing() {
+    // Well into the transfer.
+    let r = lane_dies_at(260, "lane failure");
     assert!(r.retrains >= 3);
 }
 
@@ -215,22 +221,8 @@ fn a_lane_failing_mid_transfer_retrains_narrower_and_loses_nothing() {
 /// fell back later still would have shown more than 100%.
 #[test]
 fn efficiency_counts_the_width_the_link_had_at_the_time() {
-    let mut s = Setup::new(8, Rate::Gen3, 6);
-    // Up after about 200 us; most of the 20,000 packets have crossed at x8 when lane 5 dies.
-    let at = Instant(Duration::from_us(520).as_ps());
-    s.channel_faults = vec![Fault {
-        at,
-        kind: FaultKind::SetHealth {
-            lane: 5,
-            health: LaneHealth::Dead,
-        },
-    }];
-    let r = s.run(&Traffic {
-        packets: 20_000,
-        ..Traffic::default()
-    });
-    assert_exact(&r, "late lane failure");
-    assert_eq!(r.width, 4, "the link should have dropped to x4");
+    // Most of the packets have crossed at x8 by then.
+    let r = lane_dies_at(520, "late lane failure");
     // Goodput over the line rate of x8 throughout, and of x4 throughout: the truth lies between.
     let against = |lanes: f64| r.goodput_gbps / (lanes * r.rate_gts / 8.0 * 128.0 / 130.0);
     let (x8, x4) = (against(8.0), against(4.0));
