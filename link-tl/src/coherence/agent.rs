@@ -509,15 +509,17 @@ impl<const LINES: usize, const B: usize, const OPS: usize> CachingAgent<LINES, B
         let Some(line) = self.lines.get_mut(index) else {
             return Err(TlError::LineOutOfRange { line: msg.line() });
         };
+        // A GO for a line with nothing in flight breaks the protocol, whatever room there is: refused as
+        // such (and counted), not as a full queue.
+        let Some(pending) = line.pending else {
+            return Err(unexpected(&msg));
+        };
         // Room for the write-back a GoWritePull pulls and the answer to a snoop held for this GO, checked
         // before anything changes: a GO refused for want of room must leave the line as it was.
         let room = self.responses.capacity() - self.responses.len();
         if usize::from(write_back) + usize::from(line.deferred.is_some()) > room {
             return Err(TlError::QueueFull { vc: Vc::Response });
         }
-        let Some(pending) = line.pending else {
-            return Err(unexpected(&msg));
-        };
         use CacheState::*;
         use RequestKind::*;
         // Work out the line's new state and data, and what the operation returns, before changing anything.
@@ -814,11 +816,23 @@ mod tests {
             let queued = sys.agents[0].responses.iter().filter(|m| m.line() == n).count();
             assert_eq!(queued, 1, "line {n}");
         }
+        // With the queue full, a forged GO for a line with nothing in flight is refused as what it is, a
+        // message that breaks the protocol (and counted), not for want of room; and it changes nothing.
+        assert!(!sys.agents[0].is_pending(4));
+        assert_eq!(
+            sys.agents[0].receive(Message::GoWritePull { line: 4 }),
+            Err(TlError::UnexpectedCoherence {
+                opcode: Message::<1>::GoWritePull { line: 4 }.opcode(),
+                line: 4
+            })
+        );
+        assert_eq!(sys.agents[0].counters().protocol_errors, 1);
+        assert_eq!(sys.agents[0].transmit_len(Vc::Response), L);
         sys.settle();
         assert!(sys.agents.iter().all(CachingAgent::is_idle) && sys.home.is_idle());
         assert_eq!(
             sys.agents[0].counters().protocol_errors + sys.home.counters().protocol_errors,
-            0
+            1
         );
         for n in [0, 1] {
             // The write-back reached memory before the peer's store was granted.
