@@ -1094,7 +1094,8 @@ impl Net {
                     if let Ok(control @ 1..) = core.read_register(base + 8) {
                         let low = core.read_register(base).unwrap_or(0);
                         let high = core.read_register(base + 4).unwrap_or(0);
-                        (nvls.removed_groups).extend([(base, low), (base + 4, high), (base + 8, control)]);
+                        nvls.removed_groups
+                            .extend([(base, low), (base + 4, high), (base + 8, control)]);
                     }
                     writes.push((base + 8, 0));
                     let (gpu_node, gpu_port) = self.fabric.peer(node, p);
