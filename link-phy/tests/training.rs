@@ -1109,3 +1109,94 @@ fn retrains_at_a_high_bit_error_rate_at_8gts_come_back_through_recovery() {
     // The case above happens (a first timeout), and one try more is enough.
     assert_eq!(most_in_a_stay, 1);
 }
+
+/// Port A is held in Recovery.RcvrCfg until its timeout (48 ms with PCI Express's timing): from the moment it gets there, what port B
+/// sends stops reaching it, its lane stuck at one level (B hears A, goes on, and keeps coming back to Recovery.RcvrLock when its own
+/// Recovery.Idle times out). Returns the pair at A's timeout and the transitions before the retrain.
+fn rcvr_cfg_timed_out(max_rate: Rate, timing: Timing) -> (LinkPair, usize) {
+    let mut s = Setup::new(1, 3);
+    s.max_rate = (max_rate, max_rate);
+    s.timing = timing;
+    let mut pair = s.pair();
+    assert!(pair.train(LIMIT));
+    assert_eq!(pair.a.rate(), max_rate);
+    let trained = pair.transitions().len();
+    pair.a.request_retrain();
+    let until = pair.now() + Duration::from_ms(1);
+    assert!(pair.run_until(until, |p| p.a.state() == LtssmState::RecoveryRcvrCfg));
+    let entered = pair.now();
+    pair.ba.schedule(Fault {
+        at: entered,
+        kind: FaultKind::SetHealth {
+            lane: 0,
+            health: LaneHealth::Stuck(true),
+        },
+    });
+    let timeout = timing.recovery_rcvr_cfg;
+    let until = entered + timeout + Duration::from_ms(1);
+    assert!(pair.run_until(until, |p| p.a.state() != LtssmState::RecoveryRcvrCfg));
+    let waited = pair.now().saturating_since(entered);
+    assert!(
+        waited >= timeout && waited < timeout + Duration::from_us(1),
+        "{waited:?} in Recovery.RcvrCfg"
+    );
+    (pair, trained)
+}
+
+/// PCI Express 4.2.6.4.4: after Recovery.RcvrCfg's 48 ms timeout the next state is Recovery.Idle at 8 GT/s
+/// and above (while idle_to_rlock_transitioned is below FFh), Detect at 2.5 and 5 GT/s; and 4.2.6.4.5: a
+/// Recovery.Idle entered so does not go to L0 (at 128b/130b), its 2 ms timeout goes to Recovery.RcvrLock.
+#[test]
+fn recovery_rcvr_cfg_timing_out_at_8gts_tries_recovery_again_not_detect() {
+    // The first two cases with the timeouts divided by 100 (Timing::fast), to keep the test quick.
+    // At 2.5 GT/s: Detect.
+    let (pair, _) = rcvr_cfg_timed_out(Rate::Gen1, Timing::fast());
+    assert_eq!(pair.a.state().major(), "Detect");
+
+    // At 8 GT/s, the partner silent for good: Recovery.Idle, then on its timeout Recovery.RcvrLock (one
+    // count of idle_to_rlock_transitioned), whose own timeout goes to Detect.
+    let (mut pair, _) = rcvr_cfg_timed_out(Rate::Gen3, Timing::fast());
+    assert_eq!(pair.a.state(), LtssmState::RecoveryIdle);
+    let fast = Timing::fast();
+    let timed_out = pair.now();
+    let until = timed_out + fast.recovery_idle + fast.recovery_rcvr_lock + Duration::from_us(1);
+    assert!(pair.run_until(until, |p| p.a.state().major() == "Detect"));
+    let a: Vec<_> = pair
+        .transitions()
+        .iter()
+        .filter(|t| t.side == Side::A && t.at >= timed_out)
+        .take(3)
+        .collect();
+    let path: Vec<_> = a.iter().map(|t| t.to).collect();
+    assert_eq!(
+        path,
+        [
+            LtssmState::RecoveryIdle,
+            LtssmState::RecoveryRcvrLock,
+            LtssmState::DetectQuiet
+        ]
+    );
+    assert_eq!(a[1].at.saturating_since(timed_out), fast.recovery_idle);
+    assert_eq!(a[2].at.saturating_since(a[1].at), fast.recovery_rcvr_lock);
+
+    // At 8 GT/s with PCI Express's 48 ms, the partner heard again as A times out: A goes back through Recovery.RcvrLock (on B's
+    // TS1, never straight to L0) and the link comes back up without Detect.
+    let (mut pair, trained) = rcvr_cfg_timed_out(Rate::Gen3, Timing::pcie());
+    let timed_out = pair.now();
+    pair.ba.schedule(Fault {
+        at: timed_out,
+        kind: FaultKind::SetHealth {
+            lane: 0,
+            health: LaneHealth::Good,
+        },
+    });
+    let until = timed_out + Duration::from_ms(10);
+    assert!(pair.run_until(until, |p| p.a.is_up() && p.b.is_up()));
+    assert_through_recovery(&pair, trained);
+    let left = pair
+        .transitions()
+        .iter()
+        .find(|t| t.side == Side::A && t.at >= timed_out && t.from == LtssmState::RecoveryIdle);
+    assert_eq!(left.map(|t| t.to), Some(LtssmState::RecoveryRcvrLock));
+    assert_eq!(pair.a.rate(), Rate::Gen3);
+}

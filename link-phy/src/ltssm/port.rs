@@ -149,6 +149,9 @@ pub struct Port {
     /// back to Recovery.RcvrLock since the link was last in L0 (or the rate last changed, or training
     /// started over). At [`IDLE_TO_RLOCK_MAX`] the next timeout there is handled as any other.
     idle_to_rlock: u8,
+    /// This Recovery.Idle was entered by Recovery.RcvrCfg's timeout: it leaves only for Recovery.RcvrLock
+    /// (or Detect), never for L0, as PCI Express says at 128b/130b (the only code it happens in).
+    idle_after_cfg_timeout: bool,
     retrain_requested: bool,
     low_power_requested: bool,
     /// The data link granted the partner's request for L1: its electrical idle ordered set is L1.
@@ -224,6 +227,7 @@ impl Port {
             failed_rate: None,
             at_new_rate: false,
             idle_to_rlock: 0,
+            idle_after_cfg_timeout: false,
             retrain_requested: false,
             low_power_requested: false,
             low_power_expected: false,
@@ -898,7 +902,7 @@ impl Port {
                 LineCode::Code128b130b => UNIT_BYTES as u32,
             });
             self.heard_idle = true;
-            self.idle_qualified |= self.idle_received >= IDLE_TO_RECEIVE;
+            self.idle_qualified |= self.idle_received >= IDLE_TO_RECEIVE && !self.idle_after_cfg_timeout;
         } else {
             self.idle_received = 0;
         }
@@ -1186,6 +1190,11 @@ impl Port {
                 if self.idle_qualified && self.idle_sent_after_rx >= IDLE_TO_SEND {
                     self.enter(now, LtssmState::L0);
                 } else if back_to_training {
+                    if self.idle_after_cfg_timeout {
+                        // Counted as a timeout would be: a partner that answers only with TS1 would
+                        // otherwise keep this port going round Recovery for ever.
+                        self.count_idle_to_rlock();
+                    }
                     self.enter(now, LtssmState::RecoveryRcvrLock);
                 } else if timed_out {
                     self.training_timed_out(now);
@@ -1263,18 +1272,27 @@ impl Port {
     /// it back. Gone to Recovery.Speed instead, the port would send an electrical idle ordered set, which a
     /// partner in L0 takes for low power; gone to Detect, it would leave the partner training alone until
     /// Recovery.RcvrLock's 24 ms ran out.
+    ///
+    /// Recovery.RcvrCfg's timeout at 8 GT/s and above goes to Recovery.Idle while idle_to_rlock_transitioned
+    /// is below FFh (PCI Express 4.2.6.4.4), one that cannot go to L0 (this port never had the partner's
+    /// TS2): its own timeout, or the partner's TS1, takes it back to Recovery.RcvrLock, counted, so a link
+    /// whose partner never gets as far as TS2 reaches Detect after 255 tries. At a rate on trial it goes
+    /// back to the old rate instead, as from Recovery.RcvrLock (a model choice: PCI Express reaches the
+    /// old rate from Recovery.RcvrCfg only on electrical idle, which the model does not infer).
     fn training_timed_out(&mut self, now: Instant) {
         let in_idle = matches!(self.state, LtssmState::ConfigIdle | LtssmState::RecoveryIdle);
         if in_idle && self.idle_to_rlock < IDLE_TO_RLOCK_MAX {
-            // PCI Express counts these up to FFh at 8 GT/s and above, and allows one at 2.5 and 5 GT/s. At a
-            // rate on trial one too: there a link that keeps timing out is one the rate does not carry (its
-            // skew, say), and it goes back to the previous rate instead of trying 255 times.
-            self.idle_to_rlock = if self.rate >= Rate::Gen3 && !self.at_new_rate {
-                self.idle_to_rlock + 1
-            } else {
-                IDLE_TO_RLOCK_MAX
-            };
+            self.count_idle_to_rlock();
             self.enter(now, LtssmState::RecoveryRcvrLock);
+            return;
+        }
+        if self.state == LtssmState::RecoveryRcvrCfg
+            && self.rate >= Rate::Gen3
+            && !self.at_new_rate
+            && self.idle_to_rlock < IDLE_TO_RLOCK_MAX
+        {
+            self.enter(now, LtssmState::RecoveryIdle);
+            self.idle_after_cfg_timeout = true;
             return;
         }
         let in_recovery = matches!(
@@ -1286,6 +1304,18 @@ impl Port {
         } else {
             self.restart_from_detect(now);
         }
+    }
+
+    /// One more go from Configuration.Idle or Recovery.Idle back to Recovery.RcvrLock.
+    fn count_idle_to_rlock(&mut self) {
+        // PCI Express counts these up to FFh at 8 GT/s and above, and allows one at 2.5 and 5 GT/s. At a rate
+        // on trial one too: there a link that keeps timing out is one the rate does not carry (its skew,
+        // say), and it goes back to the previous rate instead of trying 255 times.
+        self.idle_to_rlock = if self.rate >= Rate::Gen3 && !self.at_new_rate {
+            self.idle_to_rlock.saturating_add(1)
+        } else {
+            IDLE_TO_RLOCK_MAX
+        };
     }
 
     /// The rate changed to does not work: back to the previous one through Recovery.Speed, never to try
@@ -1450,6 +1480,7 @@ impl Port {
         self.heard_idle = false;
         self.idle_qualified = false;
         self.idle_sent_after_rx = 0;
+        self.idle_after_cfg_timeout = false;
         self.track = [LaneTrack::default(); MAX_LANES];
         let timeout = match to {
             LtssmState::DetectQuiet => Some(t.detect_quiet),
