@@ -1110,6 +1110,58 @@ fn retrains_at_a_high_bit_error_rate_at_8gts_come_back_through_recovery() {
     assert_eq!(most_in_a_stay, 1);
 }
 
+/// At 2.5 and 5 GT/s (8b/10b), a bit error rate of 1e-4 on a x8 link flips 20 and 40 bits per 10 us each
+/// way, and 8b/10b catches nearly every one as a receiver error (a code violation, or the running
+/// disparity wrong soon after): more than the 16 in 10 us that make L0 retrain (docs/spec.md's LTSSM
+/// table; 128b/130b sees only the few that hit a sync header, so at 8 GT/s the link rarely does). The
+/// link retrains by itself every few microseconds, each time through Recovery: a training set (160 bits)
+/// arrives whole 98% of the time, so Recovery.RcvrLock's and RcvrCfg's 8 in a row on every lane come
+/// within a few tries, and Recovery.Idle's 8 symbol times of idle (640 bits at x8) within a few more,
+/// far inside their 24, 48 and 2 ms. Detect, after Recovery.Idle's one timeout back to Recovery.RcvrLock
+/// at these rates, would take thousands of failed tries in a row: never. So every retrain comes back to
+/// L0, none through Detect. (`LinkPair::train` waits for 20 us without a state change, which this link
+/// never has: it runs to its limit, 200 ms of simulated time and minutes of wall time, so this test
+/// waits only for the first L0.)
+#[test]
+fn retrains_at_a_high_bit_error_rate_at_2_5_and_5gts_come_back_through_recovery() {
+    for (rate, seed) in [
+        (Rate::Gen1, 0u64),
+        (Rate::Gen1, 5),
+        (Rate::Gen2, 0),
+        (Rate::Gen2, 5),
+    ] {
+        let mut s = Setup::new(8, seed);
+        s.ber = 1e-4;
+        s.max_rate = (rate, rate);
+        let mut pair = s.pair();
+        assert!(
+            pair.run_until(LIMIT, |p| p.a.is_up() && p.b.is_up()),
+            "{rate:?} seed {seed}"
+        );
+        assert_eq!(pair.a.rate(), rate);
+        let up = pair.transitions().len();
+        let (a, b) = (*pair.a.counters(), *pair.b.counters());
+        let until = pair.now() + Duration::from_ms(1);
+        pair.run_until(until, |_| false);
+        assert_through_recovery(&pair, up);
+        for (side, before, after) in [(Side::A, a, *pair.a.counters()), (Side::B, b, *pair.b.counters())] {
+            let retrains = after.retrains - before.retrains;
+            let ups = after.link_ups - before.link_ups;
+            // About 60 of its own in the millisecond at 2.5 GT/s, 100 at 5 GT/s.
+            assert!(
+                after.error_retrains - before.error_retrains >= 25,
+                "{rate:?} seed {seed} {side:?}: {after:?}"
+            );
+            // Every one back in L0 but the last, which the end of the run may catch in Recovery.
+            assert!(
+                ups == retrains || ups + 1 == retrains,
+                "{rate:?} seed {seed} {side:?}: {retrains} retrains, {ups} back in L0"
+            );
+            assert_eq!(after.training_attempts, before.training_attempts);
+        }
+    }
+}
+
 /// Port A is held in Recovery.RcvrCfg until its timeout (48 ms with PCI Express's timing): from the moment it gets there, what port B
 /// sends stops reaching it, its lane stuck at one level (B hears A, goes on, and keeps coming back to Recovery.RcvrLock when its own
 /// Recovery.Idle times out). Returns the pair at A's timeout and the transitions before the retrain.
