@@ -4,9 +4,10 @@
 
 use link_phy::channel::{ChannelConfig, Fault, FaultKind, LaneHealth};
 use link_phy::lanes::{LaneMap, LinkWidth};
-use link_phy::ltssm::{LtssmState, PhyCounters, PortConfig, Role, Timing};
-use link_phy::pair::{LinkPair, Side};
+use link_phy::ltssm::{LtssmState, PhyCounters, PhyEvent, Port, PortConfig, Role, Timing};
+use link_phy::pair::{LinkPair, Node, Side};
 use link_phy::rate::{LineCode, Rate};
+use link_phy::serial::Slot;
 use link_phy::time::{Duration, Instant};
 
 const LIMIT: Instant = Instant(200_000_000_000); // 200 ms of simulated time
@@ -1251,4 +1252,84 @@ fn recovery_rcvr_cfg_timing_out_at_8gts_tries_recovery_again_not_detect() {
         .find(|t| t.side == Side::A && t.at >= timed_out && t.from == LtssmState::RecoveryIdle);
     assert_eq!(left.map(|t| t.to), Some(LtssmState::RecoveryRcvrLock));
     assert_eq!(pair.a.rate(), Rate::Gen3);
+}
+
+/// A port that can be made deaf: it goes on sending what its state sends, but hears nothing.
+struct Deafened {
+    port: Port,
+    deaf: bool,
+}
+
+impl Node for Deafened {
+    fn port(&self) -> &Port {
+        &self.port
+    }
+    fn port_mut(&mut self) -> &mut Port {
+        &mut self.port
+    }
+    fn transmit(&mut self, now: Instant, fill: &mut dyn FnMut(&mut [u8])) -> Slot {
+        self.port.poll_transmit(now, fill)
+    }
+    fn receive(&mut self, now: Instant, slot: &Slot, deliver: &mut dyn FnMut(&[u8], u64)) {
+        if !self.deaf {
+            self.port.receive(now, slot, deliver);
+        }
+    }
+    fn poll_timeout(&self) -> Option<Instant> {
+        self.port.poll_timeout()
+    }
+    fn handle_timeout(&mut self, now: Instant) {
+        self.port.handle_timeout(now);
+    }
+    fn poll_phy_event(&mut self) -> Option<PhyEvent> {
+        self.port.poll_event()
+    }
+}
+
+/// A partner that answers only with TS1 (deaf in Recovery.RcvrLock, whose timeout it never reaches): each
+/// of port A's visits to Recovery.RcvrCfg at 8 GT/s times out to Recovery.Idle, which the TS1 take back to
+/// Recovery.RcvrLock, counted in idle_to_rlock_transitioned; after 255 the next timeout goes to Detect
+/// instead of round again for ever.
+#[test]
+fn a_partner_answering_only_ts1_at_8gts_ends_in_detect_after_255_rounds() {
+    let s = Setup::new(1, 2);
+    let port = |role, timing| {
+        let mut c = PortConfig::new(1, role);
+        c.timing = timing;
+        Deafened {
+            port: Port::new(c, Instant::ZERO).unwrap(),
+            deaf: false,
+        }
+    };
+    let mut timing = Timing::fast();
+    timing.recovery_rcvr_cfg = Duration::from_us(20);
+    let mut patient = Timing::fast();
+    patient.recovery_rcvr_lock = Duration::from_ms(100);
+    let (a, b) = (port(Role::Downstream, timing), port(Role::Upstream, patient));
+    let mut pair = LinkPair::with_nodes(a, b, s.channel(0), s.channel(1));
+    assert!(pair.train(LIMIT));
+    assert_eq!(pair.a.port.rate(), Rate::Gen3);
+    pair.b.port.request_retrain();
+    let until = pair.now() + Duration::from_ms(1);
+    assert!(pair.run_until(until, |p| p.b.port.state() == LtssmState::RecoveryRcvrLock));
+    pair.b.deaf = true;
+    let from = pair.transitions().len();
+    let until = pair.now() + Duration::from_ms(50);
+    assert!(pair.run_until(until, |p| p.a.port.state().major() == "Detect"));
+    assert_eq!(pair.b.port.state(), LtssmState::RecoveryRcvrLock);
+    let a: Vec<_> = pair.transitions()[from..]
+        .iter()
+        .filter(|t| t.side == Side::A)
+        .collect();
+    let rounds = a
+        .iter()
+        .filter(|t| t.from == LtssmState::RecoveryRcvrCfg && t.to == LtssmState::RecoveryIdle)
+        .count();
+    assert_eq!(rounds, 255);
+    let last = a.last().unwrap();
+    assert_eq!(
+        (last.from, last.to),
+        (LtssmState::RecoveryRcvrCfg, LtssmState::DetectQuiet)
+    );
+    assert!(a.iter().all(|t| t.to != LtssmState::L0));
 }
