@@ -108,7 +108,11 @@ impl ChannelConfig {
     pub fn random_skew(lanes: usize, max: Duration, seed: u64) -> Vec<Duration> {
         let mut rng = Xoshiro256PlusPlus::seed_from_u64(seed ^ 0x5ce3_5ce3);
         let mut skew: Vec<Duration> = (0..lanes)
-            .map(|_| Duration(rng.next_u64() % (max.as_ps() + 1)))
+            .map(|_| {
+                // Every value is in range when `max` is the longest span (its + 1 overflowed).
+                let r = rng.next_u64();
+                Duration(max.as_ps().checked_add(1).map_or(r, |n| r % n))
+            })
             .collect();
         if lanes > 1 {
             let hi = (rng.next_u64() % lanes as u64) as usize;
@@ -234,9 +238,12 @@ impl Channel {
             // A rate change happens during electrical idle: the delay lines refill at the new bit time.
             self.rate = Some(slot.rate);
             for lane in &mut self.lanes {
-                let delay_bits = lane.delay.as_ps() * slot.rate.transfers_per_second() / 1_000_000_000_000;
+                // In 128 bits: at 32 GT/s a skew above 0.58 ms overflowed 64 (a panic in debug builds).
+                let delay_bits = u128::from(lane.delay.as_ps())
+                    * u128::from(slot.rate.transfers_per_second())
+                    / 1_000_000_000_000;
                 lane.line.clear();
-                lane.line.push_idle(delay_bits);
+                lane.line.push_idle(u64::try_from(delay_bits).unwrap_or(u64::MAX));
             }
         }
         let n = self.lanes.len();
@@ -404,12 +411,15 @@ pub fn geometric(rng: &mut Xoshiro256PlusPlus, p: f64) -> u64 {
     }
 }
 
-/// A FIFO of bits with a parallel electrical-idle flag per bit.
+/// A FIFO of bits with a parallel electrical-idle flag per bit. Chunks hold up to 64 bits, except a run of
+/// idle (a lane's delay, an idle slot), which is one chunk however long: a skew of a second is billions of
+/// bits of delay line, which as 64-bit chunks would be gigabytes.
 #[derive(Debug, Default)]
 struct BitQueue {
-    bits: VecDeque<(u64, u64, u32)>,
+    /// (bits, idle flags, count); a chunk of more than 64 bits is all idle.
+    bits: VecDeque<(u64, u64, u64)>,
     /// Bits already consumed from the front chunk.
-    front_used: u32,
+    front_used: u64,
 }
 
 impl BitQueue {
@@ -421,15 +431,13 @@ impl BitQueue {
     fn push(&mut self, bits: u64, count: u32, idle: bool) {
         if count > 0 {
             self.bits
-                .push_back((bits, if idle { u64::MAX } else { 0 }, count));
+                .push_back((bits, if idle { u64::MAX } else { 0 }, u64::from(count.min(64))));
         }
     }
 
-    fn push_idle(&mut self, mut count: u64) {
-        while count > 0 {
-            let k = count.min(64) as u32;
-            self.push(0, k, true);
-            count -= k as u64;
+    fn push_idle(&mut self, count: u64) {
+        if count > 0 {
+            self.bits.push_back((0, u64::MAX, count));
         }
     }
 
@@ -442,12 +450,18 @@ impl BitQueue {
                 break;
             };
             let avail = n - self.front_used;
-            let take = avail.min(count - got);
+            let take = avail.min(u64::from(count - got)) as u32;
             let mask = if take == 64 { u64::MAX } else { (1u64 << take) - 1 };
-            bits |= ((b >> self.front_used) & mask) << got;
-            idle |= ((i >> self.front_used) & mask) << got;
+            // A long idle run is the same all along; only a chunk of at most 64 bits is shifted.
+            let (b, i) = if n > 64 {
+                (0, u64::MAX)
+            } else {
+                (b >> self.front_used, i >> self.front_used)
+            };
+            bits |= (b & mask) << got;
+            idle |= (i & mask) << got;
             got += take;
-            self.front_used += take;
+            self.front_used += u64::from(take);
             if self.front_used == n {
                 self.bits.pop_front();
                 self.front_used = 0;
@@ -665,6 +679,68 @@ mod tests {
             .filter(|&t| bits_of(&ch.carry(Instant(t), &slot_of(Rate::Gen3, 1, |_| 0)).lanes[0]) != Some(0))
             .count();
         assert!(noisy >= 7);
+    }
+
+    /// The bits one lane receives over `slots` slots of `rate`, idle as zeros, each lane sending its
+    /// own nonzero pattern.
+    fn streams(ch: &mut Channel, rate: Rate, slots: u64) -> Vec<Vec<bool>> {
+        let mut rx = vec![Vec::new(); ch.config().lanes];
+        for t in 0..slots {
+            let mut sent = Slot::idle(rate);
+            for (l, lane) in sent.lanes[..rx.len()].iter_mut().enumerate() {
+                let word = t.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ (l as u64 + 1);
+                let mut b = SlotBits::default();
+                while b.len() < rate.slot_bits() {
+                    b.push(word.rotate_left(b.len()), rate.slot_bits() - b.len());
+                }
+                *lane = LaneSignal::Bits(b);
+            }
+            let out = ch.carry(Instant(t), &sent);
+            for (l, r) in rx.iter_mut().enumerate() {
+                let b = match &out.lanes[l] {
+                    LaneSignal::Bits(b) => *b,
+                    LaneSignal::Idle => SlotBits::default(),
+                };
+                r.extend((0..rate.slot_bits()).map(|i| i < b.len() && b.get(i, 1) == 1));
+            }
+        }
+        rx
+    }
+
+    /// A delay line longer than a chunk is exact to the bit: a lane 1000 bits late at 32 GT/s receives
+    /// what an undelayed lane sending the same bits receives, 1000 bits later.
+    #[test]
+    fn a_long_delay_is_exact_to_the_bit() {
+        let mut skewed = ChannelConfig::clean(2);
+        skewed.skew = vec![Duration::ZERO, Rate::Gen5.bits_time(1000)];
+        let rx = streams(&mut Channel::new(skewed), Rate::Gen5, 40);
+        let sent = streams(&mut Channel::new(ChannelConfig::clean(2)), Rate::Gen5, 40);
+        assert_eq!(rx[0], sent[0]);
+        assert!(rx[1][..1000].iter().all(|&b| !b));
+        assert_eq!(rx[1][1000..], sent[1][..sent[1].len() - 1000]);
+    }
+
+    /// A skew past 0.58 ms overflowed 64 bits at 32 GT/s (a debug-build panic), and a delay line of 64-bit
+    /// chunks would have held half a billion of them for a second of skew. Now the delay is one idle run
+    /// and the late lane is simply silent.
+    #[test]
+    fn a_skew_of_a_second_is_carried_in_constant_memory() {
+        let mut cfg = ChannelConfig::clean(2);
+        cfg.skew = vec![Duration::ZERO, Duration::from_ms(1_000)];
+        let mut ch = Channel::new(cfg);
+        for t in 0..20u64 {
+            let out = ch.carry(Instant(t), &slot_of(Rate::Gen5, 2, |_| 0x5555));
+            assert!(matches!(out.lanes[0], LaneSignal::Bits(_)));
+            assert_eq!(out.lanes[1], LaneSignal::Idle);
+        }
+        assert!(
+            ch.lanes[1].line.bits.len() <= 64,
+            "{}",
+            ch.lanes[1].line.bits.len()
+        );
+        // Seeded skews up to the longest span there is stay in range (`max + 1` overflowed).
+        let s = ChannelConfig::random_skew(4, Duration(u64::MAX), 1);
+        assert!(s.contains(&Duration(u64::MAX)) && s.contains(&Duration::ZERO));
     }
 
     #[test]
