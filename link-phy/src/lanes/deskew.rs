@@ -37,12 +37,15 @@ pub struct Deskew<T, const DEPTH: usize> {
     /// ordered set's SKP symbols and the first data symbol after them) and does not start one.
     in_run: [bool; MAX_LANES],
     aligned: bool,
-    alignments: u32,
-    losses: u32,
+    /// Counters in 64 bits: a link that loses alignment every few hundred symbols (a lane with a
+    /// marginal skew) passed 2^32 in hours of simulated time, a debug-build panic and a silent wrap
+    /// otherwise, which the port's difference of two readings then turned into billions of errors.
+    alignments: u64,
+    losses: u64,
     /// Columns popped, and the last of them with a mismatch of markers.
     columns: u32,
     last_mismatch: Option<u32>,
-    mismatched_columns: u32,
+    mismatched_columns: u64,
 }
 
 impl<T: Copy, const DEPTH: usize> Deskew<T, DEPTH> {
@@ -84,17 +87,17 @@ impl<T: Copy, const DEPTH: usize> Deskew<T, DEPTH> {
     }
 
     /// Times alignment was achieved.
-    pub fn alignments(&self) -> u32 {
+    pub fn alignments(&self) -> u64 {
         self.alignments
     }
 
     /// Times alignment was lost after being achieved, or a FIFO overflowed.
-    pub fn losses(&self) -> u32 {
+    pub fn losses(&self) -> u64 {
         self.losses
     }
 
     /// Columns in which some lanes showed a marker and others did not.
-    pub fn mismatched_columns(&self) -> u32 {
+    pub fn mismatched_columns(&self) -> u64 {
         self.mismatched_columns
     }
 
@@ -120,7 +123,7 @@ impl<T: Copy, const DEPTH: usize> Deskew<T, DEPTH> {
         if fifo.push_back(item).is_err() {
             let symbols = fifo.len();
             if self.aligned {
-                self.losses += 1;
+                self.losses = self.losses.saturating_add(1);
             }
             self.fifos.iter_mut().for_each(Deque::clear);
             self.aligned = false;
@@ -146,9 +149,9 @@ impl<T: Copy, const DEPTH: usize> Deskew<T, DEPTH> {
                 return None;
             }
             self.aligned = true;
-            self.alignments += 1;
+            self.alignments = self.alignments.saturating_add(1);
         } else if markers != 0 && markers != lanes {
-            self.mismatched_columns += 1;
+            self.mismatched_columns = self.mismatched_columns.saturating_add(1);
             let columns = self.columns;
             if self
                 .last_mismatch
@@ -156,7 +159,7 @@ impl<T: Copy, const DEPTH: usize> Deskew<T, DEPTH> {
             {
                 // A lane slipped. Markers are further apart than the FIFOs are deep, so no FIFO holds
                 // the next one yet: empty them all and line up on the next marker.
-                self.losses += 1;
+                self.losses = self.losses.saturating_add(1);
                 self.aligned = false;
                 self.last_mismatch = None;
                 self.fifos.iter_mut().for_each(Deque::clear);
@@ -335,6 +338,30 @@ mod tests {
             }
         }
         assert_eq!((columns, d.losses()), (14, 0));
+    }
+
+    /// Losses, alignments and mismatched columns count on past 2^32: they were `u32`s added to with
+    /// `+= 1`, a debug-build panic there and a silent wrap in release.
+    #[test]
+    fn counters_count_past_four_billion() {
+        let mut d: Deskew<u16, 4> = Deskew::new(2, |x| *x == MARK).unwrap();
+        d.alignments = u32::MAX.into();
+        d.losses = u32::MAX.into();
+        d.mismatched_columns = u32::MAX.into();
+        let mut col = [0u16; 2];
+        for (a, b) in [(MARK, MARK), (MARK, 1)] {
+            d.push(0, a).unwrap();
+            d.push(1, b).unwrap();
+            d.pop(&mut col).unwrap();
+        }
+        // Lane 0 runs a FIFO's depth ahead of lane 1: alignment is lost.
+        let overflow = (0..5).map(|x| d.push(0, x)).find(Result::is_err);
+        assert_eq!(overflow, Some(Err(Error::SkewTooLarge { symbols: 4 })));
+        let past = u64::from(u32::MAX) + 1;
+        assert_eq!(
+            (d.alignments(), d.mismatched_columns(), d.losses()),
+            (past, past, past)
+        );
     }
 
     #[test]

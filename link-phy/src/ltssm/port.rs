@@ -886,7 +886,7 @@ impl Port {
         }
         let losses = self.deskew_symbols.losses() + self.deskew_blocks.losses();
         if losses > losses_before {
-            self.counters.deskew_errors += u64::from(losses - losses_before);
+            self.counters.deskew_errors += losses - losses_before;
             self.note_error(now);
         }
     }
