@@ -23,7 +23,9 @@ pub struct ChannelArgs {
     pub lanes: usize,
     /// Largest lane-to-lane skew, in symbol times at 2.5 GT/s (4 ns each), 0 to 1000; lanes get seeded
     /// skews up to it. Skew is a time: a receiver absorbs 64 at 2.5 GT/s (more fails training) and 8 GT/s,
-    /// 32 at 5, 62 at 16 and 31 at 32 GT/s (more fails that speed change: the link comes up slower)
+    /// 32 at 5, 62 at 16 and 31 at 32 GT/s (more fails that speed change: the link comes up slower). A lane
+    /// whose answer in Configuration lags the first by over 2 us (500, both directions' skew counted) is
+    /// left out: the link may then come up narrower, on lanes it can deskew (x1 at the least)
     #[arg(long, default_value_t = 0.0, value_parser = crate::check::float)]
     pub skew: f64,
     /// Random bit error rate on every lane, e.g. 1e-6: at least 0 and below 1
