@@ -259,14 +259,22 @@ impl<N: Node> LinkPair<N> {
         true
     }
 
-    /// Train until both ports are in L0 at the highest rate they can agree on and have stayed there for a
-    /// while, or one of them fails, or `limit` passes. Returns whether the link is up.
+    /// Train until both ports are in L0 at the rate they settle on (no speed change under way or still
+    /// to try) and have stayed there for a while, or one of them fails, or `limit` passes. Returns
+    /// whether the link is up. A link whose bit errors have already made it retrain from L0 is up as
+    /// soon as both ports are back in L0 at that rate: at a high bit error rate it goes back through
+    /// Recovery every few microseconds and would never stay in L0 for the while, yet it trained.
     pub fn train(&mut self, limit: Instant) -> bool {
         let settle = crate::time::Duration::from_us(20);
         let stable = |p: &LinkPair<N>| {
             let (a, b) = (p.a.port(), p.b.port());
             let last = p.transitions.last().map_or(Instant::ZERO, |t| t.at);
-            (a.is_up() && b.is_up() && p.now.saturating_since(last) >= settle)
+            let noisy = a.counters().error_retrains + b.counters().error_retrains > 0;
+            (a.is_up()
+                && b.is_up()
+                && a.rate_settled()
+                && b.rate_settled()
+                && (noisy || p.now.saturating_since(last) >= settle))
                 || a.state() == LtssmState::Failed
                 || b.state() == LtssmState::Failed
         };

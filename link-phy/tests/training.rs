@@ -1163,6 +1163,26 @@ fn retrains_at_a_high_bit_error_rate_at_2_5_and_5gts_come_back_through_recovery(
     }
 }
 
+/// `train` calls a link up once both ports are in L0 at their final rate, even at a bit error rate that
+/// makes it retrain every few microseconds (above, at 2.5 and 5 GT/s): it used to wait for 20 us without
+/// a state change, which such a link never has, and so ran to its limit and called the link down.
+#[test]
+fn training_at_a_high_bit_error_rate_ends_when_the_link_is_up() {
+    for rate in [Rate::Gen1, Rate::Gen2] {
+        let mut s = Setup::new(8, 0);
+        s.ber = 1e-4;
+        s.max_rate = (rate, rate);
+        let mut pair = s.pair();
+        // Both ports first reach L0 at about 12 ms (the 1e-4 test above).
+        let limit = Instant(Duration::from_ms(20).as_ps());
+        assert!(pair.train(limit), "{rate:?}");
+        assert!(pair.now() < limit, "{rate:?}: ran to the limit");
+        assert_eq!((pair.a.rate(), pair.b.rate()), (rate, rate));
+        let retrains = pair.a.counters().error_retrains + pair.b.counters().error_retrains;
+        assert!(retrains > 0, "{rate:?}: no error retrains, so not the noisy case");
+    }
+}
+
 /// Port A is held in Recovery.RcvrCfg until its timeout (48 ms with PCI Express's timing): from the moment it gets there, what port B
 /// sends stops reaching it, its lane stuck at one level (B hears A, goes on, and keeps coming back to Recovery.RcvrLock when its own
 /// Recovery.Idle times out). Returns the pair at A's timeout and the transitions before the retrain.

@@ -118,6 +118,31 @@ fn the_history_is_in_time_order_ties_as_they_happened() {
     }
 }
 
+/// At 1e-4 an x8 link at 2.5 GT/s goes back through Recovery every few microseconds once up (each time
+/// its receiver errors pass the threshold): that is a link that trained, reported up, not one still
+/// training when the limit ran out.
+#[test]
+fn a_link_that_keeps_retraining_on_bit_errors_is_up() {
+    let (code, r) = train(&["--max-rate", "2.5", "--ber", "1e-4", "--limit-ms", "20"]);
+    assert_eq!(code, Some(0), "{r}");
+    assert_eq!(
+        (
+            r["up"].as_bool(),
+            r["limit_reached"].as_bool(),
+            r["rate_gts"].as_f64()
+        ),
+        (Some(true), Some(false), Some(2.5)),
+        "state {}, simulated {} us",
+        r["state"],
+        r["simulated_us"]
+    );
+    assert!(
+        r["counters"]["A"]["error_retrains"].as_u64() > Some(0),
+        "{}",
+        r["counters"]
+    );
+}
+
 #[test]
 fn a_limit_out_of_range_is_refused() {
     for limit in ["0", "-1", "60001", "NaN"] {

@@ -312,6 +312,14 @@ impl Port {
         self.state == LtssmState::L0
     }
 
+    /// Whether this port's rate is final: no speed change under way, and, if it is the port that
+    /// directs them, no higher rate that both ports support and that has not failed here before.
+    pub fn rate_settled(&self) -> bool {
+        let directs = self.config.role == Role::Downstream && self.config.auto_speed_change;
+        let higher_to_try = directs && self.highest_common_rate() > self.rate;
+        !(self.speed_change || higher_to_try)
+    }
+
     /// Error and traffic counters.
     pub fn counters(&self) -> &PhyCounters {
         &self.counters
