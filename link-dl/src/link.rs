@@ -1125,6 +1125,19 @@ impl<const REPLAY: usize, const RX_FLITS: usize> DataLink<REPLAY, RX_FLITS> {
                 };
                 self.counters.flits_transmitted += run as u64;
                 n += run;
+            } else if self.state == DlState::Active && !self.retraining {
+                // Tried first, and asked whether there is pending output only if there is no flit: any
+                // flit `next_active_flit` sends is pending output (its checks are that test's, less the
+                // timers, which `handle_timeout` has just run), and asking first repeated every check.
+                if self.next_active_flit(now, &mut out[n]) {
+                    self.counters.flits_transmitted += 1;
+                } else if self.has_pending_output(now) {
+                    // A timer that is due with nothing to send (as `next_flit` leaves it): idle.
+                    out[n] = [0; FLIT_LEN];
+                } else {
+                    break;
+                }
+                n += 1;
             } else if self.has_pending_output(now) {
                 out[n] = [0; FLIT_LEN];
                 self.next_flit(now, &mut out[n]);

@@ -46,10 +46,15 @@ impl Pair {
         units
     }
 
-    /// Up to `n` units from end `from` to the other as one burst; the units sent.
+    /// Up to `n` units from end `from` to the other as one burst; the units sent. The slots after them
+    /// are left as they were.
     fn move_burst(&mut self, now: Instant, from: usize, n: usize) -> Vec<Flit> {
-        let mut units = vec![[0u8; FLIT_LEN]; n];
+        let mut units = vec![[0xA5u8; FLIT_LEN]; n];
         let sent = self.ends[from].poll_units(now, &mut units);
+        assert!(
+            units[sent..].iter().all(|u| *u == [0xA5; FLIT_LEN]),
+            "written past the units sent"
+        );
         units.truncate(sent);
         units
     }
@@ -92,6 +97,12 @@ enum Step {
     RecvOn {
         vc: u8,
     },
+    /// End `end`'s physical layer leaves L0 for Recovery (`up` false) or is back in L0: a retraining
+    /// link holds its timers and does not count waiting packets as output to send.
+    Phy {
+        end: usize,
+        up: bool,
+    },
 }
 
 fn step() -> impl Strategy<Value = Step> {
@@ -116,6 +127,7 @@ fn step() -> impl Strategy<Value = Step> {
         (0u64..3000).prop_map(|ns| Step::Wait { ns }),
         Just(Step::Recv),
         (0u8..3).prop_map(|vc| Step::RecvOn { vc }),
+        (0usize..2, any::<bool>()).prop_map(|(end, up)| Step::Phy { end, up }),
     ]
 }
 
@@ -157,6 +169,15 @@ fn run(steps: &[Step], fec: bool) -> usize {
                 bursts.deliver_burst(now, 1 - from, &b, split);
             }
             Step::Wait { ns } => now += Duration::from_ns(ns),
+            Step::Phy { end, up } => {
+                for pair in [&mut unit_by_unit, &mut bursts] {
+                    if up {
+                        pair.ends[end].phy_up(now, LinkWidth::X8, Rate::Gen5);
+                    } else {
+                        pair.ends[end].phy_retraining(now);
+                    }
+                }
+            }
             Step::Recv => loop {
                 let a = unit_by_unit.ends[1].recv();
                 let b = bursts.ends[1].recv_into(&mut reused).then(|| reused.clone());
