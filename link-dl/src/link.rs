@@ -318,6 +318,17 @@ impl<T: Copy, const N: usize> Slots<T> for Buffer<T, N> {
     }
 }
 
+/// What an active link with no packet in flight starts sending ([`DataLink::start_next`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Start {
+    /// The control flit that was due, written.
+    Control,
+    /// The next packet from the replay buffer, loaded (none of its flits written yet).
+    Packet,
+    /// Nothing to send.
+    Nothing,
+}
+
 /// A control flit received.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Control {
@@ -1126,16 +1137,17 @@ impl<const REPLAY: usize, const RX_FLITS: usize> DataLink<REPLAY, RX_FLITS> {
                 self.counters.flits_transmitted += run as u64;
                 n += run;
             } else if self.state == DlState::Active && !self.retraining {
-                // Tried first, and asked whether there is pending output only if there is no flit: any
-                // flit `next_active_flit` sends is pending output (its checks are that test's, less the
-                // timers, which `handle_timeout` has just run), and asking first repeated every check.
-                if self.next_active_flit(now, &mut out[n]) {
-                    self.counters.flits_transmitted += 1;
-                } else if self.has_pending_output(now) {
+                // Tried first, and asked whether there is pending output only if there is nothing to
+                // send: whatever `start_next` sends is pending output (its checks are that test's, less
+                // the timers, which `handle_timeout` has just run), and asking first repeated every check.
+                // Nothing is in flight here (the branch above).
+                match self.start_next(now, &mut out[n]) {
+                    Start::Control => self.counters.flits_transmitted += 1,
+                    // Its flits, header first, go out on the next turn of the loop, as one run.
+                    Start::Packet => continue,
                     // A timer that is due with nothing to send (as `next_flit` leaves it): idle.
-                    out[n] = [0; FLIT_LEN];
-                } else {
-                    break;
+                    Start::Nothing if self.has_pending_output(now) => out[n] = [0; FLIT_LEN],
+                    Start::Nothing => break,
                 }
                 n += 1;
             } else if self.has_pending_output(now) {
@@ -1191,6 +1203,17 @@ impl<const REPLAY: usize, const RX_FLITS: usize> DataLink<REPLAY, RX_FLITS> {
         if self.tx_pos < self.tx_flits {
             return self.next_in_flight(flit);
         }
+        match self.start_next(now, flit) {
+            Start::Control => true,
+            Start::Packet => self.next_in_flight(flit),
+            Start::Nothing => false,
+        }
+    }
+
+    /// With no packet in flight: write the control flit that is due into `flit`, or start the next packet
+    /// (its flits, header first, then go from its replay slot), or neither.
+    #[inline(always)]
+    fn start_next(&mut self, now: Instant, flit: &mut Flit) -> Start {
         let control_due = self.update_pending
             || self.acks_owed >= self.config.ack_coalesce
             || self
@@ -1219,7 +1242,7 @@ impl<const REPLAY: usize, const RX_FLITS: usize> DataLink<REPLAY, RX_FLITS> {
             self.ack_deadline = None;
             self.next_update = now + self.update_interval;
             self.counters.control_sent += 1;
-            return true;
+            return Start::Control;
         }
         if self.cursor < self.replay.len() {
             self.load_packet(self.cursor);
@@ -1228,9 +1251,9 @@ impl<const REPLAY: usize, const RX_FLITS: usize> DataLink<REPLAY, RX_FLITS> {
             if self.replay_deadline.is_none() {
                 self.replay_deadline = Some(now + self.replay_timeout);
             }
-            return self.next_in_flight(flit);
+            return Start::Packet;
         }
-        false
+        Start::Nothing
     }
 
     /// The kind of the Update to send out of `PowerState::On`: in the low-power handshake, once
