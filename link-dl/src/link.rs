@@ -1390,6 +1390,29 @@ impl<const REPLAY: usize, const RX_FLITS: usize> DataLink<REPLAY, RX_FLITS> {
         let mut rest = units;
         while let Some((first, tail)) = rest.split_first() {
             let Framer::Packet { need, header } = self.framer else {
+                // A packet's header flit, framed here as `receive_flit` does and, with its payload all in
+                // this burst, completed at once: its parsed header does not go through the framer.
+                // (A flit that parses as a header is of the packet kind.)
+                if let (Framer::Header, Ok(header)) = (self.framer, PacketHeader::parse(first)) {
+                    self.rx_buf[0] = *first;
+                    self.rx_len = 1;
+                    let need = usize::from(header.payload_flits);
+                    if need == 0 {
+                        self.packet_complete(now, header, None);
+                        rest = tail;
+                    } else if let Some((payload, after)) = tail.split_at_checked(need) {
+                        self.rx_len += need;
+                        self.packet_complete(now, header, Some(payload));
+                        rest = after;
+                    } else {
+                        self.framer = Framer::Packet {
+                            need: header.payload_flits,
+                            header,
+                        };
+                        rest = tail;
+                    }
+                    continue;
+                }
                 self.receive_flit(now, first);
                 rest = tail;
                 continue;

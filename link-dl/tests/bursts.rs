@@ -254,3 +254,38 @@ fn a_busy_link_delivers_the_same_in_bursts() {
         );
     }
 }
+
+/// A packet sent without credit (the sender was told of a larger buffer) is refused by `receive_units`
+/// exactly as by `receive_unit`: counted as a credit overrun and not delivered, also when its payload
+/// arrives in the burst of its header and the receiver frames and completes it at once.
+#[test]
+fn a_packet_sent_without_credit_is_refused_the_same_in_bursts() {
+    // The sender learned of 1024 flits per channel from its partner; the receivers have 64.
+    let mut big = link_dl::fuzz::BackToBack::<16, 1024>::active(DlConfig::default()).unwrap();
+    let small = link_dl::fuzz::BackToBack::<16, 64>::active(DlConfig::default()).unwrap();
+    let (mut one_by_one, mut in_bursts) = (small.b.clone(), small.b.clone());
+    for k in 0..10u8 {
+        let payload = vec![[k; FLIT_LEN]; MAX_PAYLOAD_FLITS];
+        big.a.send(Vc::Posted, u64::from(k), &payload).unwrap();
+    }
+    let now = small.now.max(big.now);
+    let mut units = vec![[0u8; FLIT_LEN]; 200];
+    let sent = big.a.poll_units(now, &mut units);
+    units.truncate(sent);
+    for (i, unit) in units.iter().enumerate() {
+        one_by_one.receive_unit(now, unit, small.units + i as u64);
+    }
+    in_bursts.receive_units(now, &units, small.units);
+    assert!(
+        one_by_one.counters().credit_overruns > 0,
+        "no packet overran the buffer"
+    );
+    assert_eq!(one_by_one.counters(), in_bursts.counters());
+    loop {
+        let (a, b) = (one_by_one.recv(), in_bursts.recv());
+        assert_eq!(a, b);
+        if a.is_none() {
+            break;
+        }
+    }
+}
