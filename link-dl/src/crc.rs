@@ -236,7 +236,18 @@ mod hw {
     /// [`update_parts`] for a `rest` of three lanes.
     #[target_feature(enable = "sse4.2,pclmulqdq")]
     unsafe fn update_beside_three_lanes(register: u32, first: &[u8], rest: &[u8]) -> u32 {
-        let head = u64::from(update_sse42(register, first));
+        let head = match <&[u8; 12]>::try_from(first) {
+            // A packet's header word (nearly always): its 8 and 4 bytes, as `update_sse42` takes them,
+            // without its loop and tests for what is left.
+            Ok(header) => {
+                let register = _mm_crc32_u64(u64::from(register), word(header, 0)) as u32;
+                u64::from(_mm_crc32_u32(
+                    register,
+                    u32::from_le_bytes([header[8], header[9], header[10], header[11]]),
+                ))
+            }
+            Err(_) => u64::from(update_sse42(register, first)),
+        };
         let lanes = three_lanes::<LANE>(0, rest);
         (shift(head, _mm_cvtsi64_si128(const { shift_past(3 * LANE) })) ^ lanes) as u32
     }
