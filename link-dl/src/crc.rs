@@ -219,6 +219,13 @@ mod hw {
             // detected).
             return Some(unsafe { update_beside_three_lanes(register, first, rest) });
         }
+        update_parts_otherwise(register, first, rest)
+    }
+
+    /// [`update_parts`] but for a packet on a CPU known to have both instructions: out of line, so that
+    /// the registers it needs are not saved and restored on every packet.
+    #[inline(never)]
+    fn update_parts_otherwise(register: u32, first: &[u8], rest: &[u8]) -> Option<u32> {
         if !available() {
             return None;
         }
