@@ -949,6 +949,12 @@ impl<const REPLAY: usize, const RX_FLITS: usize> DataLink<REPLAY, RX_FLITS> {
         earliest(earliest(self.replay_deadline, self.ack_deadline), update)
     }
 
+    /// Whether a packet this end has taken (new or to replay) is waiting to go on the wire, or is partly
+    /// on it: while none is, the wire carries only control flits and idle, whatever is held back above.
+    pub fn has_packet_to_transmit(&self) -> bool {
+        self.tx_pos < self.tx_flits || (self.cursor < self.replay.len() && !self.retraining)
+    }
+
     /// Whether the link has something other than idle to put on the wire now: initialisation flits, a
     /// packet in flight or waiting, a NAK, an acknowledgement or credit report that is due, or the rest of
     /// a FEC block already started (its flits reach the partner only with the block whole). A driver

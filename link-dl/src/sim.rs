@@ -41,19 +41,19 @@ impl FlitFaults {
     }
 }
 
-/// An endpoint (with a replay buffer of `REPLAY` packets) with a flit-level fault injector on its receive
-/// side.
+/// An endpoint (with a replay buffer of `REPLAY` packets and `RX_FLITS` flits of receive buffer per
+/// channel) with a flit-level fault injector on its receive side.
 #[derive(Debug)]
-pub struct SimEndpoint<const REPLAY: usize = 64> {
+pub struct SimEndpoint<const REPLAY: usize = 64, const RX_FLITS: usize = 64> {
     /// The endpoint.
-    pub ep: Endpoint<REPLAY>,
+    pub ep: Endpoint<REPLAY, RX_FLITS>,
     faults: FlitFaults,
     rng: Xoshiro256PlusPlus,
     /// Units dropped, duplicated and corrupted by the injector.
     pub injected: [u64; 3],
 }
 
-impl<const REPLAY: usize> SimEndpoint<REPLAY> {
+impl<const REPLAY: usize, const RX_FLITS: usize> SimEndpoint<REPLAY, RX_FLITS> {
     /// An endpoint at time zero with `faults` injected into what it receives (seeded).
     pub fn new(
         phy: PortConfig,
@@ -74,7 +74,7 @@ impl<const REPLAY: usize> SimEndpoint<REPLAY> {
     }
 }
 
-impl<const REPLAY: usize> Node for SimEndpoint<REPLAY> {
+impl<const REPLAY: usize, const RX_FLITS: usize> Node for SimEndpoint<REPLAY, RX_FLITS> {
     fn port(&self) -> &Port {
         &self.ep.phy
     }
@@ -241,6 +241,14 @@ pub struct Report {
     pub sleeps: Vec<Sleep>,
     /// Sleeps not done, or not finished (the run ended first, or the data link refused: not active).
     pub sleeps_not_done: usize,
+    /// Simulated time a sending data link had no packet to put on the wire, with the link up, because its
+    /// sender, with packets left, was held back for want of credit (the partner's receive buffer full as
+    /// far as it knew), summed over the senders: the share of the line rate a link loses when its credits
+    /// come back later than the receive buffer takes to fill.
+    pub idle_for_credit: Duration,
+    /// Likewise, held back because the replay buffer was full (every packet in it sent, its
+    /// acknowledgements not back yet).
+    pub idle_for_replay: Duration,
 }
 
 /// A sleep under way: when it was asked for, when the senders resume, and when the link reached L1
@@ -277,6 +285,37 @@ struct Sender {
     next: [u64; VC_COUNT],
     sent: u64,
     rr: usize,
+    /// What held the sender back with its data link's wire out of packets, when last looked at, and since
+    /// when.
+    held: Option<(Held, Instant)>,
+}
+
+/// Why a sender with packets left could not send the next while its data link had none to transmit.
+#[derive(Clone, Copy)]
+enum Held {
+    Credit,
+    Replay,
+}
+
+impl Held {
+    /// What keeps `dl`, with its link up and no packet to transmit, from taking one of `flits` flits on
+    /// `vc` now, if anything this report tells apart (a data link that has packets to transmit loses no
+    /// time to it; one not active or going to low power is neither).
+    fn of<const REPLAY: usize, const RX_FLITS: usize>(
+        dl: &crate::DataLink<REPLAY, RX_FLITS>,
+        vc: Vc,
+        flits: usize,
+    ) -> Option<Held> {
+        if !dl.is_active() || dl.power_state() != PowerState::On || dl.has_packet_to_transmit() {
+            None
+        } else if dl.unacknowledged() >= REPLAY {
+            Some(Held::Replay)
+        } else if usize::from(dl.credit(vc)) <= flits {
+            Some(Held::Credit)
+        } else {
+            None
+        }
+    }
 }
 
 struct Receiver {
@@ -286,7 +325,10 @@ struct Receiver {
 }
 
 /// Bring the pair up and run `traffic` over it.
-pub fn run<const REPLAY: usize>(mut pair: LinkPair<SimEndpoint<REPLAY>>, traffic: &Traffic) -> Report {
+pub fn run<const REPLAY: usize, const RX_FLITS: usize>(
+    mut pair: LinkPair<SimEndpoint<REPLAY, RX_FLITS>>,
+    traffic: &Traffic,
+) -> Report {
     let flits = traffic.payload.div_ceil(FLIT_LEN).min(MAX_PAYLOAD_FLITS);
     let vcs: Vec<Vc> = if traffic.vcs.is_empty() {
         Vec::from([Vc::Posted])
@@ -305,6 +347,7 @@ pub fn run<const REPLAY: usize>(mut pair: LinkPair<SimEndpoint<REPLAY>>, traffic
             next: [0; VC_COUNT],
             sent: 0,
             rr: 0,
+            held: None,
         })
         .collect();
     let mut rx: Vec<Receiver> = (0..2)
@@ -319,7 +362,7 @@ pub fn run<const REPLAY: usize>(mut pair: LinkPair<SimEndpoint<REPLAY>>, traffic
     let mut sleeps: Vec<Instant> = traffic.sleep_at.iter().map(|&d| start + d).collect();
     sleeps.sort();
     let mut sleeping: Option<Sleeping> = None;
-    let asleep = |pair: &LinkPair<SimEndpoint<REPLAY>>| {
+    let asleep = |pair: &LinkPair<SimEndpoint<REPLAY, RX_FLITS>>| {
         pair.a.ep.dl.power_state() == PowerState::Asleep && pair.b.ep.dl.power_state() == PowerState::Asleep
     };
     let mut payload = [[0u8; FLIT_LEN]; MAX_PAYLOAD_FLITS];
@@ -327,7 +370,7 @@ pub fn run<const REPLAY: usize>(mut pair: LinkPair<SimEndpoint<REPLAY>>, traffic
     let total = traffic.packets.saturating_mul(senders as u64);
     // Up: both physical ports in L0 and both data links active (a data link stays active while its port
     // retrains, and a port that cannot retrain stays down).
-    let up = |pair: &LinkPair<SimEndpoint<REPLAY>>| {
+    let up = |pair: &LinkPair<SimEndpoint<REPLAY, RX_FLITS>>| {
         let (a, b) = (&pair.a.ep, &pair.b.ep);
         a.phy.is_up() && b.phy.is_up() && a.dl.is_active() && b.dl.is_active()
     };
@@ -371,7 +414,7 @@ pub fn run<const REPLAY: usize>(mut pair: LinkPair<SimEndpoint<REPLAY>>, traffic
             if s.entered.is_none() && asleep(&pair) {
                 s.entered = Some(pair.now());
             }
-            let back = |p: &LinkPair<SimEndpoint<REPLAY>>| {
+            let back = |p: &LinkPair<SimEndpoint<REPLAY, RX_FLITS>>| {
                 up(p)
                     && p.a.ep.dl.power_state() == PowerState::On
                     && p.b.ep.dl.power_state() == PowerState::On
@@ -390,9 +433,18 @@ pub fn run<const REPLAY: usize>(mut pair: LinkPair<SimEndpoint<REPLAY>>, traffic
         }
         let paused = sleeping.as_ref().is_some_and(|s| pair.now() < s.resume);
         let pair_now = pair.now();
+        let link_up = up(&pair);
         for (s, sender) in tx.iter_mut().enumerate().take(senders) {
+            // The time since the last look counts to what left the wire without packets then.
+            if let Some((why, since)) = sender.held.take() {
+                let held = match why {
+                    Held::Credit => &mut report.idle_for_credit,
+                    Held::Replay => &mut report.idle_for_replay,
+                };
+                *held = *held + pair_now.saturating_since(since);
+            }
             if paused {
-                break;
+                continue;
             }
             let ep = if s == 0 { &mut pair.a.ep } else { &mut pair.b.ep };
             let was_asleep = ep.dl.power_state() == PowerState::Asleep;
@@ -400,6 +452,9 @@ pub fn run<const REPLAY: usize>(mut pair: LinkPair<SimEndpoint<REPLAY>>, traffic
             while sender.sent < traffic.packets {
                 let vc = vcs[sender.rr % vcs.len()];
                 if !ep.dl.can_send(vc, flits) {
+                    sender.held = Held::of(&ep.dl, vc, flits)
+                        .filter(|_| link_up)
+                        .map(|why| (why, pair_now));
                     break;
                 }
                 let k = sender.next[vc.index()];
@@ -525,14 +580,14 @@ fn line_capacity(shapes: &[(Instant, LinkShape)], start: Instant, end: Instant) 
 }
 
 /// A pair of endpoints over `ab`/`ba`, A downstream, with the given configurations.
-pub fn pair<const REPLAY: usize>(
+pub fn pair<const REPLAY: usize, const RX_FLITS: usize>(
     phy: [PortConfig; 2],
     dl: DlConfig,
     ab: ChannelConfig,
     ba: ChannelConfig,
     faults: FlitFaults,
     seed: u64,
-) -> Result<LinkPair<SimEndpoint<REPLAY>>, link_phy::Error> {
+) -> Result<LinkPair<SimEndpoint<REPLAY, RX_FLITS>>, link_phy::Error> {
     Ok(LinkPair::with_nodes(
         SimEndpoint::new(phy[0], dl, faults, seed)?,
         SimEndpoint::new(phy[1], dl, faults, seed.wrapping_add(1))?,

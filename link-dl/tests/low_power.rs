@@ -26,7 +26,7 @@ fn active_pair(max_rate: Rate, ber: f64) -> Pair {
         c.ber = ber;
         c
     };
-    let mut pair = sim::pair::<64>(
+    let mut pair = sim::pair::<64, 64>(
         [port(Role::Downstream), port(Role::Upstream)],
         DlConfig::default(),
         channel(),
@@ -245,7 +245,7 @@ fn a_packet_unacknowledged_as_the_link_goes_to_l1_waits_for_the_wake() {
         p.timing = Timing::fast();
         p
     };
-    let mut pair = sim::pair::<64>(
+    let mut pair = sim::pair::<64, 64>(
         [port(Role::Downstream), port(Role::Upstream)],
         DlConfig::default(),
         ChannelConfig::clean(2),

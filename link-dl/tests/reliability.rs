@@ -56,7 +56,7 @@ impl Setup {
             fec: self.fec,
             ..DlConfig::default()
         };
-        let pair = sim::pair::<REPLAY>(
+        let pair = sim::pair::<REPLAY, 64>(
             [port(Role::Downstream), port(Role::Upstream)],
             dl,
             channel(0),

@@ -42,6 +42,15 @@ fn a_clean_link_runs_near_the_format_ceiling() {
     assert_eq!(v["lanes"], 8);
     assert_eq!(v["code"], "128b130b");
     assert_eq!(v["replays"], 0);
+    // The default buffers keep the wire full on a short link.
+    assert_eq!(
+        (v["rx_buffer_flits"].as_u64(), v["replay_buffer"].as_u64()),
+        (Some(64), Some(64))
+    );
+    assert_eq!(
+        (v["idle_for_credit_us"].as_f64(), v["idle_for_replay_us"].as_f64()),
+        (Some(0.0), Some(0.0))
+    );
     // 128 payload bytes in 144 on the wire: at most 88.9% of the line rate after encoding.
     let efficiency = v["efficiency"].as_f64().unwrap();
     assert!((0.86..=0.889).contains(&efficiency), "{efficiency}");
@@ -264,6 +273,8 @@ fn bad_input_is_a_clear_error_not_a_panic() {
         &["--duplicate", "0.11"],
         &["--corrupt", "0.5"],
         &["--replay", "7"],
+        &["--rx-flits", "100"],
+        &["--rx-flits", "65536"],
         &["--vcs", "posted,bulk"],
         &["--retrain-at", "-3"],
     ] {
@@ -358,5 +369,55 @@ fn a_channel_named_twice_in_vcs_is_a_weight_the_help_gives() {
              sends two posted packets to each request"
         ),
         "{help}"
+    );
+}
+
+/// A link whose lane skew delays credit and acknowledgements by microseconds is bound first by the
+/// receiver's buffer (`--rx-flits`: the credit the partner may use), then, with that larger, by the replay
+/// buffer; the report says which kept packets off the wire, and with both large the link runs at the
+/// format's ceiling.
+#[test]
+fn a_delayed_link_is_bound_by_its_buffers_and_the_report_says_which() {
+    let run = |replay: &str, rx_flits: &str| {
+        let v = json(&[
+            "--lanes",
+            "16",
+            "--skew",
+            "60",
+            "--seed",
+            "3",
+            "--packets",
+            "3000",
+            "--replay",
+            replay,
+            "--rx-flits",
+            rx_flits,
+        ]);
+        assert_intact(&v, 3000, 128);
+        assert_eq!(v["lanes"], 16, "{v}");
+        let f = |k: &str| v[k].as_f64().unwrap_or_else(|| panic!("{k} in {v}"));
+        (
+            v["rx_buffer_flits"].as_u64(),
+            f("efficiency"),
+            f("idle_for_credit_us") / f("elapsed_us"),
+            f("idle_for_replay_us") / f("elapsed_us"),
+        )
+    };
+    let (rx, efficiency, credit, replay) = run("8", "64");
+    assert_eq!(rx, Some(64));
+    assert!(
+        efficiency < 0.2 && credit > 0.8 && replay == 0.0,
+        "{efficiency} {credit} {replay}"
+    );
+    let (rx, efficiency, credit, replay) = run("8", "1024");
+    assert_eq!(rx, Some(1024));
+    assert!(
+        efficiency < 0.2 && credit == 0.0 && replay > 0.8,
+        "{efficiency} {credit} {replay}"
+    );
+    let (_, efficiency, credit, replay) = run("256", "4096");
+    assert!(
+        efficiency > 0.86 && credit == 0.0 && replay == 0.0,
+        "{efficiency} {credit} {replay}"
     );
 }

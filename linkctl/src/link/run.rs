@@ -37,6 +37,12 @@ pub struct RunArgs {
     /// Replay buffer, in packets: 8, 16, 32, 64, 128 or 256
     #[arg(long, default_value_t = 64)]
     pub replay: usize,
+    /// Receive buffer per virtual channel, in 16-byte flits: 64, 256, 1024 or 4096. Each end advertises it
+    /// in InitFc1/InitFc2 as the credit its partner may use on that channel, so a link whose credits
+    /// return later than the buffer takes to fill (long lanes, skew) runs below its line rate unless it
+    /// is larger (`credit_stalls` in the JSON report counts the packets held back for want of credit)
+    #[arg(long = "rx-flits", value_name = "FLITS", default_value_t = 64)]
+    pub rx_flits: usize,
     /// Virtual channels to send on, round robin: comma-separated from posted, request, response, snoop. A
     /// channel named more than once gets as many turns of the round robin: posted,posted,request sends
     /// two posted packets to each request
@@ -160,13 +166,24 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         limit,
     };
     let started = WallClock::now();
+    // Each size is its own build of the link (the buffers are const generics, as on the board), so the
+    // choices are few: every replay size with every receive size.
     macro_rules! go {
-        ($replay:literal) => {
+        ($replay:literal, $rx:literal) => {
             sim::run(
-                sim::pair::<$replay>([down, up], dl, ab, ba, faults, channel.seed)
+                sim::pair::<$replay, $rx>([down, up], dl, ab, ba, faults, channel.seed)
                     .context("cannot build the ports")?,
                 &traffic,
             )
+        };
+        ($replay:literal) => {
+            match args.rx_flits {
+                64 => go!($replay, 64),
+                256 => go!($replay, 256),
+                1024 => go!($replay, 1024),
+                4096 => go!($replay, 4096),
+                other => bail!("--rx-flits must be 64, 256, 1024 or 4096 flits, not {other}"),
+            }
         };
     }
     let report = match args.replay {
@@ -216,7 +233,7 @@ fn to_json(r: &Report, args: &RunArgs, wall_seconds: f64, code: LineCode, limit:
     } else {
         super::train::stopped_at_limit(r.active, state, r.time_to_active >= limit)
     };
-    json!({
+    let mut v = json!({
         "up": r.active,
         "state": state,
         "limit_reached": limit_reached,
@@ -262,7 +279,13 @@ fn to_json(r: &Report, args: &RunArgs, wall_seconds: f64, code: LineCode, limit:
         "raw_efficiency": r.raw_efficiency,
         "wall_seconds": wall_seconds,
         "counters": [super::dl_counters_json(&r.dl[0]), super::dl_counters_json(&r.dl[1])],
-    })
+    });
+    // Set apart: more keys in one `json!` overflow its recursion limit (the output's keys are sorted).
+    v["rx_buffer_flits"] = json!(args.rx_flits);
+    v["both_ways"] = json!(args.both_ways);
+    v["idle_for_credit_us"] = json!(r.idle_for_credit.as_ps() as f64 / 1e6);
+    v["idle_for_replay_us"] = json!(r.idle_for_replay.as_ps() as f64 / 1e6);
+    v
 }
 
 fn print_text(r: &Report, v: &Value) {
@@ -311,12 +334,41 @@ fn print_text(r: &Report, v: &Value) {
         );
     }
     print_sleeps(r);
+    print_idle(r, v);
     println!(
         "goodput: {:.3} GB/s of simulated link time, {:.1}% of the line rate after encoding ({:.1}% of the raw rate); {:.2} s of wall time",
         r.goodput_gbps,
         r.efficiency * 100.0,
         r.raw_efficiency * 100.0,
         v["wall_seconds"].as_f64().unwrap_or(0.0)
+    );
+}
+
+/// The time the wire went without packets because the senders were held back, when it did, as a share
+/// of the time they ran.
+fn print_idle(r: &Report, v: &Value) {
+    if r.idle_for_credit.as_ps() == 0 && r.idle_for_replay.as_ps() == 0 {
+        return;
+    }
+    let senders = if v["both_ways"].as_bool().unwrap_or(false) {
+        2.0
+    } else {
+        1.0
+    };
+    let share = |d: link_phy::time::Duration| {
+        let ran = r.elapsed.as_ps() as f64 * senders;
+        if ran > 0.0 {
+            100.0 * d.as_ps() as f64 / ran
+        } else {
+            0.0
+        }
+    };
+    println!(
+        "no packet on the wire: {:.1}% of the time waiting for credit (the receiver's buffer, --rx-flits {}), {:.1}% for acknowledgements (a full replay buffer, --replay {})",
+        share(r.idle_for_credit),
+        v["rx_buffer_flits"],
+        share(r.idle_for_replay),
+        v["replay_buffer"]
     );
 }
 
