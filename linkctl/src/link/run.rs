@@ -40,7 +40,8 @@ pub struct RunArgs {
     /// Receive buffer per virtual channel, in 16-byte flits: 64, 256, 1024 or 4096. Each end advertises it
     /// in InitFc1/InitFc2 as the credit its partner may use on that channel, so a link whose credits
     /// return later than the buffer takes to fill (long lanes, skew) runs below its line rate unless it
-    /// is larger (`credit_stalls` in the JSON report counts the packets held back for want of credit)
+    /// is larger: the report says how long the wire went without a packet for want of credit
+    /// (`idle_for_credit_us`), or of acknowledgements with the replay buffer full (`idle_for_replay_us`)
     #[arg(long = "rx-flits", value_name = "FLITS", default_value_t = 64)]
     pub rx_flits: usize,
     /// Virtual channels to send on, round robin: comma-separated from posted, request, response, snoop. A
