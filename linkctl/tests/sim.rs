@@ -1794,6 +1794,9 @@ fn trunks_paced_by_their_credits_are_named() {
     assert!((most - 32.768).abs() < 1e-9, "{most}");
     // Each GPU sends half its buffer to the other: what crosses the slow trunk a direction, per second.
     assert!(v["rows"][0]["busbw"].as_f64().unwrap() < most, "{v}");
+    // Credit that runs short shows as that pace, not as sends refused: the simulator asks a link first
+    // (README, `credit_stalls`).
+    assert_eq!(v["links"]["credit_stalls"], 0, "{v}");
     for topology in ["dgx-h100", "fat-tree-32", "pcie8"] {
         let v = json(&["allreduce", "--topology", topology, "--max", "1K"]);
         assert_eq!(v["window_limited"], json!([]), "{topology}");

@@ -19,8 +19,6 @@ pub struct DirectionLoad {
     pub control_flits: u64,
     /// Replays of everything unacknowledged.
     pub replays: u64,
-    /// Sends refused for want of the receiver's credit (a packet refused again counts again).
-    pub credit_stalls: u64,
     /// Units (flits) the wire had time for, at the rate it had at each instant: a degrade lowers it.
     pub room: u64,
 }
@@ -51,7 +49,6 @@ impl TrunkLoad {
             d.packet_flits -= e.packet_flits;
             d.control_flits -= e.control_flits;
             d.replays -= e.replays;
-            d.credit_stalls -= e.credit_stalls;
             d.room -= e.room;
         }
         load
@@ -128,7 +125,6 @@ impl Net {
                         packet_flits: c.flits_transmitted - c.control_sent - c.init_sent,
                         control_flits: c.control_sent + c.init_sent,
                         replays: c.replays,
-                        credit_stalls: c.credit_stalls,
                         room: self.wire_room[t][d].at(at, dir.unit_ps),
                     }
                 }),

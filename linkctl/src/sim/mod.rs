@@ -105,7 +105,7 @@ pub struct SimArgs {
     #[arg(long)]
     pub json: bool,
     /// Show the N busiest trunks, each way: the share of its rate that packets took from the first
-    /// size's start to the end, replays, sends stalled for credit (JSON `trunks`; each size's in its row)
+    /// size's start to the end, and replays (JSON `trunks`; each size's in its row)
     #[arg(long, value_name = "N", default_value_t = 0)]
     pub trunks: usize,
     /// Write a plot of bus bandwidth against message size (SVG)

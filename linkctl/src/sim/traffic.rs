@@ -70,7 +70,7 @@ pub struct TrafficArgs {
     #[arg(long)]
     pub json: bool,
     /// Show, for each load, the N busiest trunks over the measurement window, each way: the share of its
-    /// rate that packets took, replays, sends stalled for credit (JSON `trunks` in each point)
+    /// rate that packets took, and replays (JSON `trunks` in each point)
     #[arg(long, value_name = "N", default_value_t = 0)]
     pub trunks: usize,
     /// Write a plot of latency (mean and 99th percentile) against offered load (SVG)

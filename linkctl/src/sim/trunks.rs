@@ -1,5 +1,5 @@
 //! `--trunks N`: the fabric's busiest trunks, each way: how much of its rate its packets took, and what
-//! held them up (replays, credit stalls). Where a collective's bandwidth goes, or which link a hot spot
+//! held them up (replays). Where a collective's bandwidth goes, or which link a hot spot
 //! saturates, shows here.
 
 use fabric_sim::net::{DirectionLoad, TrunkLoad};
@@ -30,7 +30,7 @@ pub fn trunk_lines(
     }
     let mut lines = vec![format!(
         "# Trunks, the busiest {} of {} (each way: the share of its rate that packets took over the {:.2} us \
-         {period}; packets, replays, sends stalled for credit):",
+         {period}; packets, replays):",
         n.min(loads.len()),
         loads.len(),
         over.as_ps() as f64 / 1e6
@@ -39,12 +39,11 @@ pub fn trunk_lines(
         let way = |d: usize| {
             let l = &t.directions[d];
             format!(
-                "{} {:.1}% ({} packets, {} replays, {} credit stalls)",
+                "{} {:.1}% ({} packets, {} replays)",
                 direction_name(t, d, topology),
                 100.0 * t.utilization(d),
                 l.packets,
-                l.replays,
-                l.credit_stalls
+                l.replays
             )
         };
         lines.push(format!(
@@ -77,7 +76,6 @@ pub fn trunks_json(loads: &[TrunkLoad], over: Duration, n: usize, topology: &Top
             "packet_flits": l.packet_flits,
             "control_flits": l.control_flits,
             "replays": l.replays,
-            "credit_stalls": l.credit_stalls,
         })
     };
     json!({
