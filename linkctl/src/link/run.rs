@@ -252,7 +252,6 @@ fn to_json(r: &Report, args: &RunArgs, wall_seconds: f64, code: LineCode, limit:
         "retrains": r.retrains,
         "fec": args.fec,
         "fec_corrections": sum(|c| c.fec_corrections),
-        "credit_stalls": sum(|c| c.credit_stalls),
         "bits_flipped": r.bits_flipped,
         "flits_dropped": r.flit_faults[0],
         "flits_duplicated": r.flit_faults[1],
