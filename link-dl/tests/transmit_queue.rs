@@ -22,9 +22,10 @@ fn a_packet_is_to_transmit_until_its_last_flit_leaves_and_again_once_it_must_be_
     }
     assert!(units >= 9, "its header and 8 payload flits, {units} units");
     assert!(link.b.recv().is_none(), "every flit was hit: nothing delivered");
-    // A second packet, clean: the partner, which lost its framing and sent its one NAK while the first
-    // was still going out (too early to replay anything), discards it too. The replay timer, started
-    // when the first packet had gone, brings both back to be sent again.
+    // A second packet, clean: the partner, whose one NAK (for the hit unit ahead of the first packet)
+    // came before any packet had gone out, so that there was nothing to replay, and which sends no second
+    // until a good packet arrives (spec 2.4), discards it too, still looking for its framing. The replay
+    // timer, started when the first packet had gone, brings both back to be sent again.
     link.a.send(Vc::Posted, 2, &[[8; FLIT_LEN]; 8]).unwrap();
     while link.a.has_packet_to_transmit() {
         link.wire(1);
