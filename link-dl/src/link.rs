@@ -964,7 +964,7 @@ impl<const REPLAY: usize, const RX_FLITS: usize> DataLink<REPLAY, RX_FLITS> {
             DlState::Down => false,
             DlState::InitFc1 | DlState::InitFc2 => true,
             DlState::Active => {
-                self.tx_pos < self.tx_flits
+                self.has_packet_to_transmit()
                     || self.nak_pending
                     || self.update_pending
                     || self.acks_owed >= self.config.ack_coalesce
@@ -973,7 +973,6 @@ impl<const REPLAY: usize, const RX_FLITS: usize> DataLink<REPLAY, RX_FLITS> {
                     || self
                         .rx_credits
                         .report_due(RxCredits::REPORT_BEFORE.min(RX_FLITS as u16 / 8))
-                    || (self.cursor < self.replay.len() && !self.retraining)
                     // The rest of a FEC block already started (idle flits, then its check bytes): the
                     // partner reads none of the flits in a block before it has all of it.
                     || (self.config.fec && self.fec_tx_unit != 0)
