@@ -26,7 +26,7 @@ use crate::flit::{
     check_packet_crc_parts, is_ident, kind, seal_packet, ControlFlit, ControlKind, Flit, FlitKind, IdentFlit,
     PacketHeader, FLIT_LEN, MAX_PACKET_FLITS, MAX_PACKET_LEN, MAX_PAYLOAD_FLITS,
 };
-use crate::ring::{Ring, Slots};
+use crate::ring::{copy_run, Ring, Slots};
 use crate::seq::{Seq, SEQ_SPACE};
 use crate::vc::{Vc, VC_COUNT};
 
@@ -831,7 +831,7 @@ impl<const REPLAY: usize, const RX_FLITS: usize> DataLink<REPLAY, RX_FLITS> {
         self.replay.push_back_with(|stored| {
             stored.len = len as u8;
             stored.flits[0] = head;
-            stored.flits[1..len].copy_from_slice(payload);
+            copy_run(&mut stored.flits[1..len], payload);
         });
         self.next_seq = self.next_seq.next();
         self.counters.packets_sent += 1;
@@ -1132,7 +1132,7 @@ impl<const REPLAY: usize, const RX_FLITS: usize> DataLink<REPLAY, RX_FLITS> {
             if self.tx_pos < self.tx_flits {
                 let rest = self.in_flight_rest();
                 let run = rest.len().min(out.len() - n);
-                out[n..n + run].copy_from_slice(&rest[..run]);
+                copy_run(&mut out[n..n + run], &rest[..run]);
                 // A run short of the packet's end can only be an inconsistency here: end the packet.
                 self.tx_pos = if run == 0 {
                     self.tx_flits

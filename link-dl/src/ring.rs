@@ -5,6 +5,33 @@
 
 use core::marker::PhantomData;
 
+/// `to.copy_from_slice(from)`. A packet's run (its header and the largest payload, 10 flits; the
+/// payload alone, 9; or the payload without NVLink's extension flit, 8) is copied in pieces of constant
+/// size, which the compiler writes out in line: a copy of variable length is a library call, and the
+/// baseline x86-64 build inlines constant copies of at most 128 bytes.
+#[inline(always)]
+pub(crate) fn copy_run<T: Copy>(to: &mut [T], from: &[T]) {
+    if !(copy_in_halves::<T, 10>(to, from)
+        || copy_in_halves::<T, 9>(to, from)
+        || copy_in_halves::<T, 8>(to, from))
+    {
+        to.copy_from_slice(from);
+    }
+}
+
+/// [`copy_run`] of exactly `N` items in two constant-size pieces; whether both slices held `N`.
+#[inline(always)]
+fn copy_in_halves<T: Copy, const N: usize>(to: &mut [T], from: &[T]) -> bool {
+    let (Ok(to), Ok(from)) = (<&mut [T; N]>::try_from(to), <&[T; N]>::try_from(from)) else {
+        return false;
+    };
+    let (to_first, to_second) = to.split_at_mut(N / 2);
+    let (from_first, from_second) = from.split_at(N / 2);
+    to_first.copy_from_slice(from_first);
+    to_second.copy_from_slice(from_second);
+    true
+}
+
 /// Where a ring keeps its items. A ring writes its slots for the first time in order (its tail moves on
 /// one slot at a time and comes back to the first only when it has been all the way round or the ring
 /// is empty), so the slots written so far are always a prefix, and storage can grow as they are written.
@@ -176,7 +203,7 @@ impl<T: Copy + Default, const N: usize, S: Slots<T>> Ring<T, N, S> {
             .filter(|(_, rest)| rest.len() == items.len())
         {
             *slot = first;
-            rest.copy_from_slice(items);
+            copy_run(rest, items);
             self.len += 1 + items.len();
             return true;
         }
@@ -215,6 +242,22 @@ mod tests {
     use rand_xoshiro::Xoshiro256PlusPlus;
 
     /// The ring against a model (a growable queue) over pushes, runs and pops that wrap around.
+    /// `copy_run` copies what `copy_from_slice` does at every length, the constant-size ones included.
+    #[test]
+    fn copy_run_copies_every_length() {
+        let from: [u16; 11] = core::array::from_fn(|i| 100 + i as u16);
+        for len in 0..=from.len() {
+            // One guard item before the run and at least one after it.
+            let mut to = [0u16; 13];
+            super::copy_run(&mut to[1..1 + len], &from[..len]);
+            assert_eq!(to[1..1 + len], from[..len], "length {len}");
+            assert!(
+                to[0] == 0 && to[1 + len..].iter().all(|&x| x == 0),
+                "length {len}: wrote outside"
+            );
+        }
+    }
+
     #[test]
     fn behaves_as_a_bounded_queue() {
         behaves_as_a_bounded_queue_in(Ring::<u32, 7>::new());
