@@ -285,6 +285,45 @@ fn skew_too_large_for_5gts_falls_back_to_2_5gts() {
     }
 }
 
+/// Skew past what the 8b/10b deskew buffer absorbs (64 symbol times at 2.5 GT/s, where training starts)
+/// had ended training in Failed. A port whose buffer overflows leaves out the lanes on the far side of the
+/// overflow from logical lane 0, and the next attempt forms a narrower link on the lanes both ports kept,
+/// with a cable wired straight or reversed; a reset forgets them.
+#[test]
+fn skew_past_the_deskew_buffer_leaves_lanes_out_and_the_link_trains_narrower() {
+    for (skew, seed, reversed) in [(65, 1, false), (100, 2, false), (200, 3, true), (65, 4, true)] {
+        let mut s = Setup::new(8, seed);
+        s.skew_symbols = skew;
+        s.reversed = reversed;
+        s.timing = Timing::fast();
+        let mut pair = s.pair();
+        let case = format!("skew {skew} seed {seed} reversed {reversed}");
+        assert!(
+            pair.train(LIMIT),
+            "{case}: {:?} / {:?}",
+            pair.a.state(),
+            pair.b.state()
+        );
+        let width = pair.a.width().expect("up");
+        assert!(width.lanes() < 8, "{case}: {width:?}");
+        assert_eq!(pair.b.width(), Some(width), "{case}");
+        let left_out = [&pair.a, &pair.b].map(|p| p.lanes_left_out_for_skew());
+        assert_ne!(left_out, [0, 0], "{case}: nothing left out");
+        for (port, left_out) in [&pair.a, &pair.b].into_iter().zip(left_out) {
+            let in_use = port.lane_map().expect("mapped").physical_mask();
+            assert_eq!(in_use & left_out, 0, "{case}: a lane left out is in use");
+            // Leaving lanes out is progress, not a failed attempt: at most one attempt per lane.
+            assert!(
+                port.counters().training_attempts <= 1 + 8,
+                "{case}: {:?}",
+                port.counters()
+            );
+        }
+        pair.a.reset(pair.now());
+        assert_eq!(pair.a.lanes_left_out_for_skew(), 0, "{case}: kept across a reset");
+    }
+}
+
 /// At a bit error rate of 1e-4 a port can miss the few symbol times of logical idle its partner sends in
 /// Configuration.Idle before going on to L0 (and at once to Recovery, for the speed change). Its timeout
 /// there went back to Detect, leaving the partner training alone until Recovery.RcvrLock's 24 ms ran out,

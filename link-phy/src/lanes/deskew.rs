@@ -27,6 +27,9 @@ use crate::lanes::MAX_LANES;
 /// spoils one column; a slip spoils both edges of an ordered set).
 const SLIP_WINDOW: u32 = 8;
 
+/// Overflows with no alignment between them for [`Deskew::late_at_overflow`] to name the late lanes.
+pub const OVERFLOWS_TO_BLAME: u32 = 3;
+
 /// A deskew buffer for up to `MAX_LANES` lanes, each absorbing up to `DEPTH` items of skew.
 #[derive(Clone, Debug)]
 pub struct Deskew<T, const DEPTH: usize> {
@@ -46,6 +49,11 @@ pub struct Deskew<T, const DEPTH: usize> {
     columns: u32,
     last_mismatch: Option<u32>,
     mismatched_columns: u64,
+    /// The lanes (a mask of logical lanes) whose FIFO held the fewest items the last time one overflowed,
+    /// the last to reach their marker, the late side of a skew the buffer cannot absorb. And how many
+    /// overflows there have been since the buffer last aligned (or was made or reset).
+    late_at_overflow: u32,
+    overflows_unaligned: u32,
 }
 
 impl<T: Copy, const DEPTH: usize> Deskew<T, DEPTH> {
@@ -65,6 +73,8 @@ impl<T: Copy, const DEPTH: usize> Deskew<T, DEPTH> {
             columns: 0,
             last_mismatch: None,
             mismatched_columns: 0,
+            late_at_overflow: 0,
+            overflows_unaligned: 0,
         })
     }
 
@@ -78,6 +88,8 @@ impl<T: Copy, const DEPTH: usize> Deskew<T, DEPTH> {
         self.lanes = lanes;
         self.aligned = false;
         self.last_mismatch = None;
+        self.late_at_overflow = 0;
+        self.overflows_unaligned = 0;
         Ok(())
     }
 
@@ -101,6 +113,22 @@ impl<T: Copy, const DEPTH: usize> Deskew<T, DEPTH> {
         self.mismatched_columns
     }
 
+    /// The lanes (bit `l` for logical lane `l`) that had the fewest items buffered (none, mostly: the
+    /// latest to reach their marker) when a lane's FIFO last overflowed, once [`OVERFLOWS_TO_BLAME`]
+    /// overflows have come without the buffer aligning between them; otherwise 0. A skew the buffer
+    /// cannot absorb overflows it at every marker and it never aligns; a bit error that hides one lane's
+    /// marker overflows it once, and the next markers align it. Where the lanes lie in more than two
+    /// groups, which of them are late differs from one overflow to the next (each empties the buffer,
+    /// and the next lanes to see a marker start it again), but the late lanes of any one lag the others
+    /// by more than the buffer holds.
+    pub fn late_at_overflow(&self) -> u32 {
+        if self.overflows_unaligned >= OVERFLOWS_TO_BLAME {
+            self.late_at_overflow
+        } else {
+            0
+        }
+    }
+
     /// Lanes in use.
     pub fn lanes(&self) -> usize {
         self.lanes
@@ -122,6 +150,16 @@ impl<T: Copy, const DEPTH: usize> Deskew<T, DEPTH> {
         }
         if fifo.push_back(item).is_err() {
             let symbols = fifo.len();
+            // The fewest, not only none: a late lane pushed earlier in the same column has its marker
+            // in already when a skew one item too large overflows an early lane.
+            let fewest = self.fifos[..self.lanes].iter().map(Deque::len).min().unwrap_or(0);
+            let late = self.fifos[..self.lanes]
+                .iter()
+                .enumerate()
+                .filter(|(_, f)| f.len() == fewest)
+                .fold(0, |mask, (l, _)| mask | 1 << l);
+            self.late_at_overflow = late;
+            self.overflows_unaligned = self.overflows_unaligned.saturating_add(1);
             if self.aligned {
                 self.losses = self.losses.saturating_add(1);
             }
@@ -149,6 +187,9 @@ impl<T: Copy, const DEPTH: usize> Deskew<T, DEPTH> {
                 return None;
             }
             self.aligned = true;
+            // Whatever overflowed before, these lanes line up now.
+            self.late_at_overflow = 0;
+            self.overflows_unaligned = 0;
             self.alignments = self.alignments.saturating_add(1);
         } else if markers != 0 && markers != lanes {
             self.mismatched_columns = self.mismatched_columns.saturating_add(1);
@@ -230,9 +271,29 @@ mod tests {
         for i in 0..3 {
             d.push(0, i).unwrap();
         }
+        assert_eq!(d.late_at_overflow(), 0, "no overflow yet");
         let error = d.push(0, 9).unwrap_err();
         assert_eq!(error, Error::SkewTooLarge { symbols: 4 });
         assert!(!d.is_aligned());
+        // Lane 1 had nothing buffered: it is the late side, once the buffer has overflowed this many
+        // times without aligning (one overflow could be a bit error on a marker).
+        for overflows in 2..=OVERFLOWS_TO_BLAME {
+            assert_eq!(d.late_at_overflow(), 0, "after {} overflows", overflows - 1);
+            d.push(0, MARK).unwrap();
+            for i in 0..3 {
+                d.push(0, i).unwrap();
+            }
+            assert!(d.push(0, 9).is_err());
+        }
+        assert_eq!(d.late_at_overflow(), 0b10);
+        let mut reset = d.clone();
+        reset.reset(2).unwrap();
+        assert_eq!(reset.late_at_overflow(), 0, "forgotten on reset");
+        // Lined up at last: nothing is to blame any more.
+        d.push(0, MARK).unwrap();
+        d.push(1, MARK).unwrap();
+        assert!(d.pop(&mut [0; 2]).is_some() && d.is_aligned());
+        assert_eq!(d.late_at_overflow(), 0, "kept after aligning");
         // The FIFO's depth is all the buffer knows: lane 1 may be any number of symbols later still. The
         // message said the skew was 4 symbols.
         assert_eq!(

@@ -160,6 +160,9 @@ pub struct Port {
     window_start: Instant,
     errors_in_window: u32,
     attempts: u32,
+    /// Physical lanes left out of every later Configuration because the deskew buffer could not line
+    /// them up with the others ([`Port::leave_out_skewed_lanes`]); kept across Detect, cleared by a reset.
+    skewed_out: u32,
     reached_l0: bool,
     first_l0: Option<Instant>,
 
@@ -235,6 +238,7 @@ impl Port {
             window_start: now,
             errors_in_window: 0,
             attempts: 0,
+            skewed_out: 0,
             reached_l0: false,
             first_l0: None,
             counters: PhyCounters::default(),
@@ -290,6 +294,12 @@ impl Port {
         (0..self.config.lanes)
             .filter(|&l| self.rx[l].inverted)
             .fold(0, |m, l| m | 1 << l)
+    }
+
+    /// Physical lanes this port leaves out of the link because it could not deskew them with the others
+    /// (skew past what its deskew buffer absorbs), until a reset.
+    pub fn lanes_left_out_for_skew(&self) -> u32 {
+        self.skewed_out
     }
 
     /// Physical lanes that detected a receiver.
@@ -1086,8 +1096,8 @@ impl Port {
                     let link = self.config.link_number;
                     let echoed = self.lanes_with(TS_TO_ANSWER, |_, ts| {
                         ts.kind == TsKind::Ts1 && ts.link == Some(link) && ts.lane.is_none()
-                    });
-                    if self.settled(now, echoed, self.detected) {
+                    }) & !self.skewed_out;
+                    if self.settled(now, echoed, self.detected & !self.skewed_out) {
                         self.link_number = Some(link);
                         match LaneMap::widest(self.config.lanes, echoed) {
                             Some(map) => {
@@ -1101,9 +1111,10 @@ impl Port {
                     }
                 }
                 Role::Upstream => {
+                    // Lanes left out for skew answer with PAD, so the partner forms the link without them.
                     let offered = self.lanes_with(TS_TO_ANSWER, |_, ts| {
                         ts.kind == TsKind::Ts1 && ts.link.is_some() && ts.lane.is_none()
-                    });
+                    }) & !self.skewed_out;
                     if let Some(lane) = (0..self.config.lanes).find(|l| offered & (1 << l) != 0) {
                         self.link_number = self.track[lane].last.and_then(|ts| ts.link);
                         self.link_lanes = offered;
@@ -1117,7 +1128,8 @@ impl Port {
                 Role::Downstream => self.enter(now, LtssmState::ConfigLanenumWait),
                 Role::Upstream => {
                     let link = self.link_number;
-                    self.link_lanes |= self.lanes_with(1, |_, ts| ts.link.is_some() && ts.link == link);
+                    self.link_lanes |=
+                        self.lanes_with(1, |_, ts| ts.link.is_some() && ts.link == link) & !self.skewed_out;
                     let numbered = self.lanes_with(TS_TO_ANSWER, |_, ts| {
                         ts.kind == TsKind::Ts1 && ts.link.is_some() && ts.link == link && ts.lane.is_some()
                     });
@@ -1444,13 +1456,52 @@ impl Port {
         self.rx_units_since_os = 0;
     }
 
+    /// Training failed. If the deskew buffer kept overflowing at 8b/10b without aligning (where training
+    /// starts: lanes too far apart for it), leave out the lanes on the side of its last overflow that
+    /// logical lane 0 is not on (the late lanes or the early ones), for the next attempts. Each port
+    /// decides for its own receiver, without the other, so both keep the same wire (logical lane numbers
+    /// are agreed; physical ones differ on a reversed cable), and a link of at least that lane forms on
+    /// the lanes both keep. Kept lanes may still lie too far apart: a later failure splits them again,
+    /// down to one lane at the most. Whether lanes were left out.
+    fn leave_out_skewed_lanes(&mut self) -> bool {
+        let late_logical = self.deskew_symbols.late_at_overflow();
+        let Some(map) = self
+            .map
+            .filter(|_| self.line_code() == LineCode::Code8b10b && late_logical != 0)
+        else {
+            return false;
+        };
+        let (mut early, mut late) = (0u32, 0u32);
+        for logical in 0..map.width.lanes() {
+            let Some(physical) = map.physical(logical) else {
+                continue;
+            };
+            if late_logical >> logical & 1 == 1 {
+                late |= 1 << physical;
+            } else {
+                early |= 1 << physical;
+            }
+        }
+        let keep = if late_logical & 1 == 1 { late } else { early };
+        let leave_out = map.physical_mask() & !keep;
+        if leave_out == 0 {
+            return false;
+        }
+        self.skewed_out |= leave_out;
+        true
+    }
+
     /// Back to Detect after a failure; after too many in a row, give up.
     fn restart_from_detect(&mut self, now: Instant) {
         if self.reached_l0 {
             self.push_event(PhyEvent::LinkDown { at: now });
         }
         self.reached_l0 = false;
-        self.attempts += 1;
+        // A failure that leaves lanes out is progress, not a failed attempt: each leaves out at least one
+        // more lane, so there are at most as many of them as lanes.
+        if !self.leave_out_skewed_lanes() {
+            self.attempts += 1;
+        }
         self.map = None;
         self.link_number = None;
         self.link_lanes = 0;

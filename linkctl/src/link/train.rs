@@ -22,10 +22,11 @@ pub struct ChannelArgs {
     #[arg(long, default_value_t = 8)]
     pub lanes: usize,
     /// Largest lane-to-lane skew, in symbol times at 2.5 GT/s (4 ns each), 0 to 1000; lanes get seeded
-    /// skews up to it. Skew is a time: a receiver absorbs 64 at 2.5 GT/s (more fails training) and 8 GT/s,
-    /// 32 at 5, 62 at 16 and 31 at 32 GT/s (more fails that speed change: the link comes up slower). A lane
-    /// whose answer in Configuration lags the first by over 2 us (500, both directions' skew counted) is
-    /// left out: the link may then come up narrower, on lanes it can deskew (x1 at the least)
+    /// skews up to it. Skew is a time: a receiver absorbs 64 at 2.5 GT/s and 8 GT/s, 32 at 5, 62 at 16 and
+    /// 31 at 32 GT/s. More at 2.5 GT/s, where training starts: the port leaves the lanes it cannot line up
+    /// out, and the link comes up narrower at the next attempt; more at a higher rate fails that speed
+    /// change (the link comes up slower). A lane whose answer in Configuration lags the first by over 2 us
+    /// (500, both directions' skew counted) is left out too
     #[arg(long, default_value_t = 0.0, value_parser = crate::check::float)]
     pub skew: f64,
     /// Random bit error rate on every lane, e.g. 1e-6: at least 0 and below 1
@@ -283,6 +284,11 @@ pub fn report(pair: &LinkPair) -> Value {
         "time_to_first_l0_us": first_l0.map(us),
         // Lane numbers, as --invert-lane takes them (each port's own physical numbering), not the mask.
         "inverted_lanes": { "A": lane_list(a.inverted_lanes()), "B": lane_list(pair.b.inverted_lanes()) },
+        // Lanes a port's receiver could not deskew with the rest, left out of the link (spec 1.5).
+        "lanes_left_out_for_skew": {
+            "A": lane_list(a.lanes_left_out_for_skew()),
+            "B": lane_list(pair.b.lanes_left_out_for_skew()),
+        },
         "history": history,
         "counters": { "A": counters_json(a.counters()), "B": counters_json(pair.b.counters()) },
         "channel": {
@@ -372,6 +378,12 @@ fn print_text(c: &ChannelArgs, pair: &LinkPair, report: &Value) {
             "link DOWN: training ended in {}",
             report["state"].as_str().unwrap_or("?")
         ),
+    }
+    for side in ["A", "B"] {
+        let lanes = &report["lanes_left_out_for_skew"][side];
+        if lanes.as_array().is_some_and(|l| !l.is_empty()) {
+            println!("port {side} left out lanes {lanes} for skew its deskew buffer could not absorb");
+        }
     }
     for side in ["A", "B"] {
         let k = &report["counters"][side];
