@@ -231,6 +231,17 @@ impl Channel {
             .fold(0, |m, l| m | 1 << l)
     }
 
+    /// The rate of the last slot carried (`None` before the first).
+    pub fn rate(&self) -> Option<Rate> {
+        self.rate
+    }
+
+    /// Whether any lane's delay line still holds bits sent as signal (not electrical idle): what a port
+    /// sent before it went quiet, still on its way to the far end.
+    pub fn signal_in_flight(&self) -> bool {
+        self.lanes.iter().any(|lane| lane.line.holds_signal())
+    }
+
     /// Carry one slot sent at `now`; returns what arrives during the same slot at the far end.
     pub fn carry(&mut self, now: Instant, slot: &Slot) -> Slot {
         self.apply_faults(now);
@@ -433,6 +444,21 @@ impl BitQueue {
             self.bits
                 .push_back((bits, if idle { u64::MAX } else { 0 }, u64::from(count.min(64))));
         }
+    }
+
+    /// Whether any bit queued is not electrical idle.
+    fn holds_signal(&self) -> bool {
+        self.bits.iter().enumerate().any(|(k, &(_, idle, n))| {
+            // A chunk of more than 64 bits is all idle; in a shorter one, the bits not yet consumed.
+            let used = if k == 0 { self.front_used } else { 0 };
+            let unread = if n > 64 {
+                0
+            } else {
+                let past_end = u64::MAX.checked_shl(n as u32).unwrap_or(0);
+                !past_end & u64::MAX.checked_shl(used as u32).unwrap_or(0)
+            };
+            !idle & unread != 0
+        })
     }
 
     fn push_idle(&mut self, count: u64) {

@@ -86,6 +86,13 @@ pub struct LinkPair<N: Node = Port> {
     now: Instant,
     transitions: Vec<Transition>,
     events: Vec<(Side, PhyEvent)>,
+    /// Per direction (A to B, B to A), the next slot time at which electrical idle is carried through
+    /// the channel of a port gone quiet for a rate change, while what it sent before is still on its way
+    /// ([`drain_due`]): a quiet port sends no slots, and the channel delivers only as it carries them, so
+    /// with a long lane delay its last training sets and EIOS had waited in the delay line until it sent
+    /// again, and the rate change then dropped them. Its partner in Recovery.RcvrCfg never saw them and
+    /// missed the speed change, which failed after Recovery.RcvrLock's 24 ms at the new rate.
+    drain_at: [Option<Instant>; 2],
 }
 
 impl LinkPair<Port> {
@@ -116,6 +123,7 @@ impl<N: Node> LinkPair<N> {
             now: Instant::ZERO,
             transitions: Vec::new(),
             events: Vec::new(),
+            drain_at: [None; 2],
         }
     }
 
@@ -205,7 +213,12 @@ impl<N: Node> LinkPair<N> {
             // stays in time order (and `train` sees its latest change).
             self.collect_events();
         }
-        let next = [self.a.poll_timeout(), self.b.poll_timeout()]
+        let drain = [
+            drain_due(self.a.port(), &self.ab, self.drain_at[0]),
+            drain_due(self.b.port(), &self.ba, self.drain_at[1]),
+        ];
+        self.drain_at = drain;
+        let next = [self.a.poll_timeout(), self.b.poll_timeout(), drain[0], drain[1]]
             .into_iter()
             .flatten()
             .min();
@@ -223,10 +236,16 @@ impl<N: Node> LinkPair<N> {
             let arrived = self.ab.carry(now, &slot);
             self.b
                 .receive(now, &arrived, &mut |data, index| deliver(Side::B, data, index));
+        } else if let Some(arrived) = drain_slot(&mut self.ab, &mut self.drain_at[0], now) {
+            self.b
+                .receive(now, &arrived, &mut |data, index| deliver(Side::B, data, index));
         }
         if !self.b.port().is_quiet() && self.b.port().next_transmit() <= now {
             let slot = self.b.transmit(now, &mut |buf| fill(Side::B, buf));
             let arrived = self.ba.carry(now, &slot);
+            self.a
+                .receive(now, &arrived, &mut |data, index| deliver(Side::A, data, index));
+        } else if let Some(arrived) = drain_slot(&mut self.ba, &mut self.drain_at[1], now) {
             self.a
                 .receive(now, &arrived, &mut |data, index| deliver(Side::A, data, index));
         }
@@ -281,4 +300,24 @@ impl<N: Node> LinkPair<N> {
         self.run_until(limit, stable);
         self.a.port().is_up() && self.b.port().is_up()
     }
+}
+
+/// When to carry electrical idle through `channel` next, for a port gone quiet in Recovery.Speed while
+/// what it sent before is still in the channel's delay line: at the port's next slot time, then slot
+/// after slot (`last` is the previous such time, moved on); `None` when the port sends, or nothing is on
+/// its way. Not in L1: there the partner listens for the EIOS alone and wakes on any signal after it, so
+/// the rest of the slot that carried the EIOS, arriving after it, would wake it; a driver need not carry
+/// a quiet port's slots, and the ports' L1 rules expect the last bits before the quiet to stay unsent.
+fn drain_due(port: &Port, channel: &Channel, last: Option<Instant>) -> Option<Instant> {
+    (port.state() == LtssmState::RecoverySpeed && port.is_quiet() && channel.signal_in_flight())
+        .then(|| last.unwrap_or(port.next_transmit()))
+}
+
+/// If a drain of `channel` is due at `now`, carry a slot of electrical idle through it at its rate and
+/// return what arrives, with the next drain time one slot on.
+fn drain_slot(channel: &mut Channel, due: &mut Option<Instant>, now: Instant) -> Option<Slot> {
+    let at = due.filter(|&at| at <= now)?;
+    let rate = channel.rate()?;
+    *due = Some(at + rate.slot_time());
+    Some(channel.carry(now, &Slot::idle(rate)))
 }
