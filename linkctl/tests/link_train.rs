@@ -224,7 +224,7 @@ fn sixty_four_symbol_times_of_skew_are_absorbed() {
         let (status, v) = train(&["--skew", "64", "--timing", "fast", "--seed", seed]);
         assert_eq!((status, v["width"].as_u64()), (Some(0), Some(8)), "{v}");
         assert_eq!(
-            v["lanes_left_out_for_skew"],
+            v["lanes_left_out_for_deskew"],
             serde_json::json!({"A": [], "B": []}),
             "{v}"
         );
@@ -232,7 +232,11 @@ fn sixty_four_symbol_times_of_skew_are_absorbed() {
         assert_eq!((status, v["state"].as_str()), (Some(0), Some("L0")), "{v}");
         let width = v["width"].as_u64().unwrap_or(0);
         assert!((1..8).contains(&width), "{v}");
-        let left_out = |side: &str| v["lanes_left_out_for_skew"][side].as_array().map_or(0, Vec::len);
+        let left_out = |side: &str| {
+            v["lanes_left_out_for_deskew"][side]
+                .as_array()
+                .map_or(0, Vec::len)
+        };
         assert!(left_out("A") + left_out("B") > 0, "{v}");
         assert_eq!(
             (

@@ -296,9 +296,10 @@ impl Port {
             .fold(0, |m, l| m | 1 << l)
     }
 
-    /// Physical lanes this port leaves out of the link because it could not deskew them with the others
-    /// (skew past what its deskew buffer absorbs), until a reset.
-    pub fn lanes_left_out_for_skew(&self) -> u32 {
+    /// Physical lanes this port leaves out of the link because it could not deskew them with the others,
+    /// until a reset: skew past what its deskew buffer absorbs, or, at a high bit error rate, markers
+    /// lost so often that the buffer never aligned.
+    pub fn lanes_left_out_for_deskew(&self) -> u32 {
         self.skewed_out
     }
 

@@ -285,9 +285,9 @@ pub fn report(pair: &LinkPair) -> Value {
         // Lane numbers, as --invert-lane takes them (each port's own physical numbering), not the mask.
         "inverted_lanes": { "A": lane_list(a.inverted_lanes()), "B": lane_list(pair.b.inverted_lanes()) },
         // Lanes a port's receiver could not deskew with the rest, left out of the link (spec 1.5).
-        "lanes_left_out_for_skew": {
-            "A": lane_list(a.lanes_left_out_for_skew()),
-            "B": lane_list(pair.b.lanes_left_out_for_skew()),
+        "lanes_left_out_for_deskew": {
+            "A": lane_list(a.lanes_left_out_for_deskew()),
+            "B": lane_list(pair.b.lanes_left_out_for_deskew()),
         },
         "history": history,
         "counters": { "A": counters_json(a.counters()), "B": counters_json(pair.b.counters()) },
@@ -380,9 +380,11 @@ fn print_text(c: &ChannelArgs, pair: &LinkPair, report: &Value) {
         ),
     }
     for side in ["A", "B"] {
-        let lanes = &report["lanes_left_out_for_skew"][side];
+        let lanes = &report["lanes_left_out_for_deskew"][side];
         if lanes.as_array().is_some_and(|l| !l.is_empty()) {
-            println!("port {side} left out lanes {lanes} for skew its deskew buffer could not absorb");
+            println!(
+                "port {side} left out lanes {lanes}: its deskew buffer could not line them up with the rest"
+            );
         }
     }
     for side in ["A", "B"] {
