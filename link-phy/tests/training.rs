@@ -92,6 +92,18 @@ impl Setup {
     }
 }
 
+/// `s`'s pair, trained (within [`LIMIT`]); the test fails with both ports' states if it does not train.
+fn trained(s: &Setup, case: &str) -> LinkPair {
+    let mut pair = s.pair();
+    assert!(
+        pair.train(LIMIT),
+        "{case}: {:?} / {:?}",
+        pair.a.state(),
+        pair.b.state()
+    );
+    pair
+}
+
 fn assert_up(pair: &LinkPair, width: LinkWidth, rate: Rate) {
     assert!(
         pair.a.is_up() && pair.b.is_up(),
@@ -166,13 +178,7 @@ fn every_width_skew_and_dead_lane_reaches_l0() {
                     s.dead = vec![(seed as usize * 5 + skew as usize) % lanes];
                 }
                 let expected = LaneMap::widest(lanes, s.good_lanes()).unwrap();
-                let mut pair = s.pair();
-                assert!(
-                    pair.train(LIMIT),
-                    "x{lanes} skew {skew} seed {seed}: {:?} / {:?}",
-                    pair.a.state(),
-                    pair.b.state()
-                );
+                let pair = trained(&s, &format!("x{lanes} skew {skew} seed {seed}"));
                 assert_up(&pair, expected.width, Rate::Gen3);
                 assert_eq!(pair.a.lane_map(), Some(expected));
             }
@@ -296,14 +302,8 @@ fn skew_past_the_deskew_buffer_leaves_lanes_out_and_the_link_trains_narrower() {
         s.skew_symbols = skew;
         s.reversed = reversed;
         s.timing = Timing::fast();
-        let mut pair = s.pair();
         let case = format!("skew {skew} seed {seed} reversed {reversed}");
-        assert!(
-            pair.train(LIMIT),
-            "{case}: {:?} / {:?}",
-            pair.a.state(),
-            pair.b.state()
-        );
+        let mut pair = trained(&s, &case);
         let width = pair.a.width().expect("up");
         assert!(width.lanes() < 8, "{case}: {width:?}");
         assert_eq!(pair.b.width(), Some(width), "{case}");
@@ -340,13 +340,7 @@ fn a_long_lane_delay_does_not_hold_up_the_speed_change() {
         let mut s = Setup::new(16, seed);
         s.skew_symbols = 200;
         s.timing = Timing::fast();
-        let mut pair = s.pair();
-        assert!(
-            pair.train(LIMIT),
-            "seed {seed}: {:?} / {:?}",
-            pair.a.state(),
-            pair.b.state()
-        );
+        let pair = trained(&s, &format!("seed {seed}"));
         let width = pair.a.width().expect("up");
         assert_up(&pair, width, Rate::Gen3);
         for port in [&pair.a, &pair.b] {
