@@ -241,7 +241,6 @@ mod tests {
     use rand_core::{Rng, SeedableRng};
     use rand_xoshiro::Xoshiro256PlusPlus;
 
-    /// The ring against a model (a growable queue) over pushes, runs and pops that wrap around.
     /// `copy_run` copies what `copy_from_slice` does at every length, the constant-size ones included.
     #[test]
     fn copy_run_copies_every_length() {
@@ -258,6 +257,7 @@ mod tests {
         }
     }
 
+    /// The ring against a model (a growable queue) over pushes, runs and pops that wrap around.
     #[test]
     fn behaves_as_a_bounded_queue() {
         behaves_as_a_bounded_queue_in(Ring::<u32, 7>::new());

@@ -161,8 +161,8 @@ pub struct Port {
     errors_in_window: u32,
     attempts: u32,
     /// Physical lanes left out of every later Configuration because the deskew buffer could not line
-    /// them up with the others ([`Port::leave_out_skewed_lanes`]); kept across Detect, cleared by a reset.
-    skewed_out: u32,
+    /// them up with the others ([`Port::leave_out_unaligned_lanes`]); kept across Detect, cleared by a reset.
+    left_out_for_deskew: u32,
     reached_l0: bool,
     first_l0: Option<Instant>,
 
@@ -238,7 +238,7 @@ impl Port {
             window_start: now,
             errors_in_window: 0,
             attempts: 0,
-            skewed_out: 0,
+            left_out_for_deskew: 0,
             reached_l0: false,
             first_l0: None,
             counters: PhyCounters::default(),
@@ -300,7 +300,7 @@ impl Port {
     /// until a reset: skew past what its deskew buffer absorbs, or, at a high bit error rate, markers
     /// lost so often that the buffer never aligned.
     pub fn lanes_left_out_for_deskew(&self) -> u32 {
-        self.skewed_out
+        self.left_out_for_deskew
     }
 
     /// Physical lanes that detected a receiver.
@@ -1097,8 +1097,8 @@ impl Port {
                     let link = self.config.link_number;
                     let echoed = self.lanes_with(TS_TO_ANSWER, |_, ts| {
                         ts.kind == TsKind::Ts1 && ts.link == Some(link) && ts.lane.is_none()
-                    }) & !self.skewed_out;
-                    if self.settled(now, echoed, self.detected & !self.skewed_out) {
+                    }) & !self.left_out_for_deskew;
+                    if self.settled(now, echoed, self.detected & !self.left_out_for_deskew) {
                         self.link_number = Some(link);
                         match LaneMap::widest(self.config.lanes, echoed) {
                             Some(map) => {
@@ -1112,10 +1112,10 @@ impl Port {
                     }
                 }
                 Role::Upstream => {
-                    // Lanes left out for skew answer with PAD, so the partner forms the link without them.
+                    // Lanes left out for deskew answer with PAD, so the partner forms the link without them.
                     let offered = self.lanes_with(TS_TO_ANSWER, |_, ts| {
                         ts.kind == TsKind::Ts1 && ts.link.is_some() && ts.lane.is_none()
-                    }) & !self.skewed_out;
+                    }) & !self.left_out_for_deskew;
                     if let Some(lane) = (0..self.config.lanes).find(|l| offered & (1 << l) != 0) {
                         self.link_number = self.track[lane].last.and_then(|ts| ts.link);
                         self.link_lanes = offered;
@@ -1129,8 +1129,8 @@ impl Port {
                 Role::Downstream => self.enter(now, LtssmState::ConfigLanenumWait),
                 Role::Upstream => {
                     let link = self.link_number;
-                    self.link_lanes |=
-                        self.lanes_with(1, |_, ts| ts.link.is_some() && ts.link == link) & !self.skewed_out;
+                    self.link_lanes |= self.lanes_with(1, |_, ts| ts.link.is_some() && ts.link == link)
+                        & !self.left_out_for_deskew;
                     let numbered = self.lanes_with(TS_TO_ANSWER, |_, ts| {
                         ts.kind == TsKind::Ts1 && ts.link.is_some() && ts.link == link && ts.lane.is_some()
                     });
@@ -1464,7 +1464,7 @@ impl Port {
     /// are agreed; physical ones differ on a reversed cable), and a link of at least that lane forms on
     /// the lanes both keep. Kept lanes may still lie too far apart: a later failure splits them again,
     /// down to one lane at the most. Whether lanes were left out.
-    fn leave_out_skewed_lanes(&mut self) -> bool {
+    fn leave_out_unaligned_lanes(&mut self) -> bool {
         let late_logical = self.deskew_symbols.late_at_overflow();
         let Some(map) = self
             .map
@@ -1488,7 +1488,7 @@ impl Port {
         if leave_out == 0 {
             return false;
         }
-        self.skewed_out |= leave_out;
+        self.left_out_for_deskew |= leave_out;
         true
     }
 
@@ -1500,7 +1500,7 @@ impl Port {
         self.reached_l0 = false;
         // A failure that leaves lanes out is progress, not a failed attempt: each leaves out at least one
         // more lane, so there are at most as many of them as lanes.
-        if !self.leave_out_skewed_lanes() {
+        if !self.leave_out_unaligned_lanes() {
             self.attempts += 1;
         }
         self.map = None;
