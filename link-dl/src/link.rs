@@ -564,6 +564,12 @@ impl<const REPLAY: usize, const RX_FLITS: usize> DataLink<REPLAY, RX_FLITS> {
         self.replay.len()
     }
 
+    /// Whether the replay buffer holds `REPLAY` packets, none of them acknowledged: `send` refuses until
+    /// an acknowledgement frees one.
+    pub fn replay_full(&self) -> bool {
+        self.replay.is_full()
+    }
+
     /// Flits of credit available on `vc` now.
     pub fn credit(&self, vc: Vc) -> u16 {
         self.tx_credits.available(vc)
@@ -813,7 +819,7 @@ impl<const REPLAY: usize, const RX_FLITS: usize> DataLink<REPLAY, RX_FLITS> {
         };
         let mut head = [0u8; FLIT_LEN];
         header.emit(&mut head)?;
-        if self.replay.is_full() {
+        if self.replay_full() {
             self.counters.replay_stalls += 1;
             return Err(DlError::ReplayFull);
         }
@@ -858,7 +864,7 @@ impl<const REPLAY: usize, const RX_FLITS: usize> DataLink<REPLAY, RX_FLITS> {
     pub fn can_send(&self, vc: Vc, payload_flits: usize) -> bool {
         self.state == DlState::Active
             && matches!(self.power, PowerState::On | PowerState::Asleep)
-            && !self.replay.is_full()
+            && !self.replay_full()
             && payload_flits <= MAX_PAYLOAD_FLITS
             && usize::from(self.tx_credits.available(vc)) > payload_flits
     }

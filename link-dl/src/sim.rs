@@ -308,7 +308,7 @@ impl Held {
     ) -> Option<Held> {
         if !dl.is_active() || dl.power_state() != PowerState::On || dl.has_packet_to_transmit() {
             None
-        } else if dl.unacknowledged() >= REPLAY {
+        } else if dl.replay_full() {
             Some(Held::Replay)
         } else if usize::from(dl.credit(vc)) <= flits {
             Some(Held::Credit)

@@ -1472,19 +1472,12 @@ impl Port {
         else {
             return false;
         };
-        let (mut early, mut late) = (0u32, 0u32);
-        for logical in 0..map.width.lanes() {
-            let Some(physical) = map.physical(logical) else {
-                continue;
-            };
-            if late_logical >> logical & 1 == 1 {
-                late |= 1 << physical;
-            } else {
-                early |= 1 << physical;
-            }
-        }
-        let keep = if late_logical & 1 == 1 { late } else { early };
-        let leave_out = map.physical_mask() & !keep;
+        // The logical lanes on the other side of the split from lane 0, as physical lanes.
+        let lane_0_late = late_logical & 1 == 1;
+        let leave_out = (0..map.width.lanes())
+            .filter(|&logical| (late_logical >> logical & 1 == 1) != lane_0_late)
+            .filter_map(|logical| map.physical(logical))
+            .fold(0u32, |mask, physical| mask | 1 << physical);
         if leave_out == 0 {
             return false;
         }
