@@ -154,8 +154,8 @@ fn update_portable(register: u32, bytes: &[u8]) -> u32 {
 #[allow(unsafe_code)]
 mod hw {
     use core::arch::x86_64::{
-        __m128i, _mm_clmulepi64_si128, _mm_crc32_u16, _mm_crc32_u32, _mm_crc32_u64, _mm_crc32_u8,
-        _mm_cvtsi128_si64, _mm_cvtsi64_si128,
+        _mm_clmulepi64_si128, _mm_crc32_u16, _mm_crc32_u32, _mm_crc32_u64, _mm_crc32_u8, _mm_cvtsi128_si64,
+        _mm_cvtsi64_si128,
     };
     use core::sync::atomic::{AtomicBool, Ordering};
 
@@ -255,8 +255,12 @@ mod hw {
             }
             Err(_) => u64::from(update_sse42(register, first)),
         };
-        let lanes = three_lanes::<LANE>(0, rest);
-        (shift(head, _mm_cvtsi64_si128(const { shift_past(3 * LANE) })) ^ lanes) as u32
+        let (a, b, c) = lanes::<LANE>(0, rest);
+        // The header's chain and the first two lanes shifted past what follows them in one reduction.
+        let products = times(head, const { shift_past(3 * LANE) })
+            ^ times(a, const { shift_past(2 * LANE) })
+            ^ times(b, const { shift_past(LANE) });
+        (_mm_crc32_u64(0, products) ^ c) as u32
     }
 
     /// Bytes per lane of the interleaved loop: three lanes are the 144 bytes a packet's CRC covers after
@@ -272,10 +276,13 @@ mod hw {
         x_to_the(8 * bytes as u32 - 33) as i64
     }
 
+    /// The carry-less product of a register and a [`shift_past`] factor, before its reduction by
+    /// `_mm_crc32_u64(0, _)`. That reduction is linear, so products to be XORed together are reduced
+    /// once (a 32 by 32-bit product fits in 63 bits).
     #[target_feature(enable = "sse4.2,pclmulqdq")]
-    unsafe fn shift(register: u64, by: __m128i) -> u64 {
-        let product = _mm_clmulepi64_si128(_mm_cvtsi64_si128(register as i64), by, 0);
-        _mm_crc32_u64(0, _mm_cvtsi128_si64(product) as u64)
+    unsafe fn times(register: u64, factor: i64) -> u64 {
+        let product = _mm_clmulepi64_si128(_mm_cvtsi64_si128(register as i64), _mm_cvtsi64_si128(factor), 0);
+        _mm_cvtsi128_si64(product) as u64
     }
 
     /// The instruction has a latency of three cycles and a throughput of one: one chain over a packet
@@ -300,17 +307,24 @@ mod hw {
     /// `register` after the `3 * N` bytes of `block`, in three lanes of `N`.
     #[target_feature(enable = "sse4.2,pclmulqdq")]
     unsafe fn three_lanes<const N: usize>(register: u64, block: &[u8]) -> u64 {
-        let (one_lane, two_lanes) = (
-            _mm_cvtsi64_si128(const { shift_past(N) }),
-            _mm_cvtsi64_si128(const { shift_past(2 * N) }),
-        );
+        let (a, b, c) = lanes::<N>(register, block);
+        _mm_crc32_u64(
+            0,
+            times(a, const { shift_past(2 * N) }) ^ times(b, const { shift_past(N) }),
+        ) ^ c
+    }
+
+    /// The three lanes' registers over the `3 * N` bytes of `block`, the first starting from `register`
+    /// and the others from zero, before they are combined.
+    #[target_feature(enable = "sse4.2")]
+    unsafe fn lanes<const N: usize>(register: u64, block: &[u8]) -> (u64, u64, u64) {
         let (mut a, mut b, mut c) = (register, 0, 0);
         for i in (0..N).step_by(8) {
             a = _mm_crc32_u64(a, word(block, i));
             b = _mm_crc32_u64(b, word(block, N + i));
             c = _mm_crc32_u64(c, word(block, 2 * N + i));
         }
-        shift(a, two_lanes) ^ shift(b, one_lane) ^ c
+        (a, b, c)
     }
 
     /// The little-endian word at `at` (the caller keeps `at + 8` within the slice).
