@@ -241,10 +241,12 @@ pub struct Report {
     pub sleeps: Vec<Sleep>,
     /// Sleeps not done, or not finished (the run ended first, or the data link refused: not active).
     pub sleeps_not_done: usize,
-    /// Simulated time a sending data link had no packet to put on the wire, with the link up, because its
+    /// Simulated time a sending data link had no packet on the wire, with the link up, because its
     /// sender, with packets left, was held back for want of credit (the partner's receive buffer full as
     /// far as it knew), summed over the senders: the share of the line rate a link loses when its credits
-    /// come back later than the receive buffer takes to fill.
+    /// come back later than the receive buffer takes to fill. Counted in flit slots that carried no packet
+    /// flit, as a share of the sender's slots, of the time to its last delivery: with the packets' own
+    /// share ([`Report::efficiency`]) it stays under the whole.
     pub idle_for_credit: Duration,
     /// Likewise, held back because the replay buffer was full (every packet in it sent, its
     /// acknowledgements not back yet).
@@ -285,9 +287,40 @@ struct Sender {
     next: [u64; VC_COUNT],
     sent: u64,
     rr: usize,
-    /// What held the sender back with its data link's wire out of packets, when last looked at, and since
-    /// when.
-    held: Option<(Held, Instant)>,
+    /// What held the sender back with its data link's wire out of packets, when last looked at, and the
+    /// wire's count then ([`Wire::now`]).
+    held: Option<(Held, Wire)>,
+    /// Flit slots on the wire that carried no packet flit while held, by reason ([`Held`] as index).
+    held_units: [u64; 2],
+    /// The wire's count when the traffic started, and at the last delivery of the sender's packets.
+    wire_at_start: Wire,
+    wire_at_last_delivery: Wire,
+}
+
+/// A sender's wire, counted in flit slots: those its port put on the link in L0 (packet, control and
+/// idle flits alike) and those of them that carried packet flits (first sent or replayed). Looks at the
+/// senders fall only between slots, and a slot of a wide link holds more than a packet, so time held back
+/// is counted in the slots it left without packets, not in the time between looks.
+#[derive(Clone, Copy, Default)]
+struct Wire {
+    units: u64,
+    packet_flits: u64,
+}
+
+impl Wire {
+    fn now<const REPLAY: usize, const RX_FLITS: usize>(ep: &Endpoint<REPLAY, RX_FLITS>) -> Wire {
+        let dl = ep.dl.counters();
+        Wire {
+            units: ep.phy.counters().units_sent,
+            packet_flits: dl.flits_transmitted - dl.control_sent - dl.init_sent,
+        }
+    }
+
+    /// Slots since `earlier` that carried no packet flit.
+    fn without_packets_since(self, earlier: Wire) -> u64 {
+        let units = self.units.saturating_sub(earlier.units);
+        units.saturating_sub(self.packet_flits.saturating_sub(earlier.packet_flits))
+    }
 }
 
 /// Why a sender with packets left could not send the next while its data link had none to transmit.
@@ -298,15 +331,15 @@ enum Held {
 }
 
 impl Held {
-    /// What keeps `dl`, with its link up and no packet to transmit, from taking one of `flits` flits on
-    /// `vc` now, if anything this report tells apart (a data link that has packets to transmit loses no
-    /// time to it; one not active or going to low power is neither).
+    /// What keeps `dl`, with its link up, from taking one of `flits` flits on `vc` now, if anything this
+    /// report tells apart (one not active or going to low power is neither). A packet still going out
+    /// fills its slots, which are not counted as held ([`Wire`]); the rest of the slot after it is.
     fn of<const REPLAY: usize, const RX_FLITS: usize>(
         dl: &crate::DataLink<REPLAY, RX_FLITS>,
         vc: Vc,
         flits: usize,
     ) -> Option<Held> {
-        if !dl.is_active() || dl.power_state() != PowerState::On || dl.has_packet_to_transmit() {
+        if !dl.is_active() || dl.power_state() != PowerState::On {
             None
         } else if dl.replay_full() {
             Some(Held::Replay)
@@ -342,12 +375,17 @@ pub fn run<const REPLAY: usize, const RX_FLITS: usize>(
     report.active = active;
     report.time_to_active = start.saturating_since(Instant::ZERO);
     let senders = if traffic.both_ways { 2 } else { 1 };
-    let mut tx: Vec<Sender> = (0..2)
-        .map(|_| Sender {
+    let mut tx: Vec<Sender> = [&pair.a.ep, &pair.b.ep]
+        .map(Wire::now)
+        .into_iter()
+        .map(|wire| Sender {
             next: [0; VC_COUNT],
             sent: 0,
             rr: 0,
             held: None,
+            held_units: [0; 2],
+            wire_at_start: wire,
+            wire_at_last_delivery: wire,
         })
         .collect();
     let mut rx: Vec<Receiver> = (0..2)
@@ -435,18 +473,15 @@ pub fn run<const REPLAY: usize, const RX_FLITS: usize>(
         let pair_now = pair.now();
         let link_up = up(&pair);
         for (s, sender) in tx.iter_mut().enumerate().take(senders) {
-            // The time since the last look counts to what left the wire without packets then.
-            if let Some((why, since)) = sender.held.take() {
-                let held = match why {
-                    Held::Credit => &mut report.idle_for_credit,
-                    Held::Replay => &mut report.idle_for_replay,
-                };
-                *held = *held + pair_now.saturating_since(since);
+            let ep = if s == 0 { &mut pair.a.ep } else { &mut pair.b.ep };
+            // The slots since the last look that left without packets count to what held the sender then.
+            let wire = Wire::now(ep);
+            if let Some((why, then)) = sender.held.take() {
+                sender.held_units[why as usize] += wire.without_packets_since(then);
             }
             if paused {
                 continue;
             }
-            let ep = if s == 0 { &mut pair.a.ep } else { &mut pair.b.ep };
             let was_asleep = ep.dl.power_state() == PowerState::Asleep;
             // Keep the data link's queue full, and let refusals (no credit, replay buffer full) push back.
             while sender.sent < traffic.packets {
@@ -454,7 +489,7 @@ pub fn run<const REPLAY: usize, const RX_FLITS: usize>(
                 if !ep.dl.can_send(vc, flits) {
                     sender.held = Held::of(&ep.dl, vc, flits)
                         .filter(|_| link_up)
-                        .map(|why| (why, pair_now));
+                        .map(|why| (why, wire));
                     break;
                 }
                 let k = sender.next[vc.index()];
@@ -475,6 +510,7 @@ pub fn run<const REPLAY: usize, const RX_FLITS: usize>(
             }
         }
         let now = pair.now();
+        let wires = [Wire::now(&pair.a.ep), Wire::now(&pair.b.ep)];
         for (r, node) in [&mut pair.b, &mut pair.a].into_iter().enumerate().take(senders) {
             let receiver = &mut rx[r];
             while let Some(p) = node.ep.dl.recv() {
@@ -501,6 +537,7 @@ pub fn run<const REPLAY: usize, const RX_FLITS: usize>(
                 receiver.next[vc] = k + 1;
                 receiver.delivered += 1;
                 receiver.last_delivery = now;
+                tx[r].wire_at_last_delivery = wires[r];
             }
         }
         // Paused, with both ports quiet in L1, nothing may be due before the senders resume.
@@ -526,6 +563,21 @@ pub fn run<const REPLAY: usize, const RX_FLITS: usize>(
         .max()
         .unwrap_or(start);
     report.elapsed = end.saturating_since(start);
+    // Each sender's slots without packets while held, as a share of its slots up to its last delivery,
+    // of the time to that delivery.
+    for (sender, receiver) in tx.iter().zip(&rx).take(senders) {
+        let units = sender
+            .wire_at_last_delivery
+            .units
+            .saturating_sub(sender.wire_at_start.units);
+        let window = receiver.last_delivery.saturating_since(start).as_ps() as u128;
+        let share = |held: u64| match units {
+            0 => Duration::ZERO,
+            _ => Duration::from_ps((window * u128::from(held) / u128::from(units)) as u64),
+        };
+        report.idle_for_credit = report.idle_for_credit + share(sender.held_units[Held::Credit as usize]);
+        report.idle_for_replay = report.idle_for_replay + share(sender.held_units[Held::Replay as usize]);
+    }
     report.dl = [*pair.a.ep.dl.counters(), *pair.b.ep.dl.counters()];
     report.retrains = pair.a.ep.phy.counters().retrains + pair.b.ep.phy.counters().retrains;
     report.phy = [*pair.a.ep.phy.counters(), *pair.b.ep.phy.counters()];

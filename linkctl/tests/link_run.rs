@@ -42,15 +42,15 @@ fn a_clean_link_runs_near_the_format_ceiling() {
     assert_eq!(v["lanes"], 8);
     assert_eq!(v["code"], "128b130b");
     assert_eq!(v["replays"], 0);
-    // The default buffers keep the wire full on a short link.
+    // The default buffers keep the wire full on a short link: the sender waits for credit only for
+    // about 0.2% of the time (the first credits coming back), and never for acknowledgements.
     assert_eq!(
         (v["rx_buffer_flits"].as_u64(), v["replay_buffer"].as_u64()),
         (Some(64), Some(64))
     );
-    assert_eq!(
-        (v["idle_for_credit_us"].as_f64(), v["idle_for_replay_us"].as_f64()),
-        (Some(0.0), Some(0.0))
-    );
+    let share = |k: &str| v[k].as_f64().unwrap() / v["elapsed_us"].as_f64().unwrap();
+    assert!(share("idle_for_credit_us") < 0.005, "{v}");
+    assert_eq!(v["idle_for_replay_us"].as_f64(), Some(0.0), "{v}");
     // 128 payload bytes in 144 on the wire: at most 88.9% of the line rate after encoding.
     let efficiency = v["efficiency"].as_f64().unwrap();
     assert!((0.86..=0.889).contains(&efficiency), "{efficiency}");
@@ -407,6 +407,13 @@ fn a_delayed_link_is_bound_by_its_buffers_and_the_report_says_which() {
     };
     let (rx, efficiency, credit, replay) = run("8", "64");
     assert_eq!(rx, Some(64));
+    // Counted in flit slots without a packet flit, the shares held back and the packets' own stay
+    // under the whole (counted in time between looks at the senders, a slot of 16 lanes holding more
+    // than a packet, they had come to 103%, and to 89% with the same wire timing shifted by 10 ns).
+    assert!(
+        efficiency + credit + replay <= 1.0,
+        "{efficiency} {credit} {replay}"
+    );
     assert!(
         efficiency < 0.2 && credit > 0.8 && replay == 0.0,
         "{efficiency} {credit} {replay}"
@@ -419,7 +426,7 @@ fn a_delayed_link_is_bound_by_its_buffers_and_the_report_says_which() {
     );
     let (_, efficiency, credit, replay) = run("256", "4096");
     assert!(
-        efficiency > 0.86 && credit == 0.0 && replay == 0.0,
+        efficiency > 0.86 && credit == 0.0 && replay < 0.002,
         "{efficiency} {credit} {replay}"
     );
 }
