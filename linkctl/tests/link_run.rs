@@ -217,7 +217,8 @@ fn a_link_that_goes_down_for_good_says_so() {
     // fails too, and the link comes up at 5 GT/s, or 2.5 until Recovery.RcvrCfg started its count of TS2
     // to send over when its partner came back with TS1; and x8 at BER 1e-3, seed 4 until a port that
     // cannot deskew its lanes left some out: that link now comes back narrower, so one lane, which has
-    // none to leave out, at a rate that fails it for good).
+    // none to leave out, at a rate that fails it for good; and seed 1 until Recovery.Speed waited for
+    // the partner's quiet, after which that link no longer came up at all).
     let args = [
         "--lanes",
         "1",
@@ -228,7 +229,7 @@ fn a_link_that_goes_down_for_good_says_so() {
         "--packets",
         "2000",
         "--seed",
-        "1",
+        "5",
         "--retrain-at",
         "5",
     ];

@@ -481,3 +481,34 @@ fn lanes_too_late_for_configuration_are_left_out_and_the_link_trains_narrower() 
         "{run}"
     );
 }
+
+/// With seed 1's skews of up to 500 symbol times (2 us) both lane 0 and lane 15 answer in Configuration
+/// more than 2 us after the first lane: the lanes heard in time form no link. The downstream port went
+/// back to Detect each time, with the same outcome, and training ended in Failed after four attempts. A
+/// link forms from "at least one group of lanes" that can make one: the port now waits for the late
+/// lanes, until Configuration.Linkwidth.Start's own timeout.
+#[test]
+fn lanes_heard_in_time_that_form_no_link_wait_for_the_late_ones() {
+    let (status, v) = train(&[
+        "--lanes", "16", "--skew", "500", "--timing", "fast", "--seed", "1",
+    ]);
+    assert_eq!(status, Some(0), "{v}");
+    assert_eq!(v["rate_gts"].as_f64(), Some(8.0), "{v}");
+}
+
+/// Recovery.Speed ends 800 ns after the receivers have gone quiet too (the partner's EIOS, or no signal),
+/// not 800 ns after entering it. Seed 6's lanes carry up to 2 us of delay: a port that left after 800 ns
+/// switched rate while its partner, still in Recovery.RcvrCfg, had yet to receive its last TS2s, and the
+/// speed change failed twice; the link came up at 2.5 GT/s after 120 s of wall time simulating the
+/// timeouts. Now it reaches 8 GT/s with no failed speed change.
+#[test]
+fn recovery_speed_waits_for_the_partners_quiet() {
+    let (status, v) = train(&[
+        "--lanes", "16", "--skew", "500", "--timing", "fast", "--seed", "6",
+    ]);
+    assert_eq!(status, Some(0), "{v}");
+    assert_eq!(v["rate_gts"].as_f64(), Some(8.0), "{v}");
+    for side in ["A", "B"] {
+        assert_eq!(v["counters"][side]["speed_change_failures"], 0, "{side}: {v}");
+    }
+}

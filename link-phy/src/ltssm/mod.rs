@@ -154,8 +154,13 @@ pub struct Timing {
     pub recovery_rcvr_cfg: Duration,
     /// Recovery.Idle: 2 ms.
     pub recovery_idle: Duration,
-    /// Electrical idle in Recovery.Speed before switching rate: 800 ns.
+    /// Electrical idle in Recovery.Speed before switching rate, once the receivers are quiet too: 800 ns.
     pub speed_change_idle: Duration,
+    /// How long Recovery.Speed, entered from Recovery.RcvrCfg, waits for the receivers to go quiet before
+    /// switching rate without it: 20 us, a model choice (PCI Express gives no limit). It covers the
+    /// longest lane delays the channel model makes (4 us each way) and the partner's last TS2s; a
+    /// partner that missed the speed change keeps sending, and the rate on trial then fails as before.
+    pub speed_change_quiet_wait: Duration,
     /// After the first lane answers in Configuration, how long to wait for the lanes that lag by skew.
     pub lane_settle: Duration,
     /// TS1 ordered sets to send in Polling.Active before leaving it: 1024.
@@ -176,13 +181,15 @@ impl Timing {
             recovery_rcvr_cfg: Duration::from_ms(48),
             recovery_idle: Duration::from_ms(2),
             speed_change_idle: Duration::from_ns(800),
+            speed_change_quiet_wait: Duration::from_us(20),
             lane_settle: Duration::from_us(2),
             polling_min_ts1: 1024,
         }
     }
 
     /// Every timeout of milliseconds divided by 100 (Polling still sends 1024 TS1, and Detect.Active's 1 us,
-    /// the 2 us lane settle and the 800 ns speed-change idle stay): for sweeps that exercise failures.
+    /// the 2 us lane settle, the 800 ns speed-change idle and its 20 us wait for the receivers' quiet
+    /// stay): for sweeps that exercise failures.
     pub const fn fast() -> Self {
         let p = Timing::pcie();
         Timing {

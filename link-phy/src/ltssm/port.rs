@@ -407,6 +407,12 @@ impl Port {
         }
     }
 
+    /// Whether the port is in Recovery.Speed waiting for its receivers to go quiet (the partner's EIOS,
+    /// or a slot without signal): a driver carries a quiet partner's slots to it until then.
+    pub fn listens_for_quiet(&self) -> bool {
+        self.state == LtssmState::RecoverySpeed && !self.partner_went_quiet
+    }
+
     /// When the port next needs attention: its next transmit slot, or a timer.
     pub fn poll_timeout(&self) -> Option<Instant> {
         // A quiet port has no slot to send; one woken in L1 is due at once (its next slot, which may have
@@ -723,8 +729,10 @@ impl Port {
             _ => {}
         }
         // In L1 the receiver listens only for the partner's EIOS, which says it has gone quiet too: a
-        // driver may skip a quiet transmitter's slots, so the quiet itself need never arrive.
-        let listening_for_eios = self.state == LtssmState::ElectricalIdle && !self.partner_went_quiet;
+        // driver may skip a quiet transmitter's slots, so the quiet itself need never arrive. Recovery.Speed
+        // listens the same way, and also takes a slot without signal as the quiet.
+        let listening_for_eios = matches!(self.state, LtssmState::ElectricalIdle | LtssmState::RecoverySpeed)
+            && !self.partner_went_quiet;
         if self.plan() != Plan::Quiet || listening_for_eios {
             let expected = self.map.map_or(self.detected, |m| m.physical_mask());
             for lane in (0..self.config.lanes).filter(|l| expected & (1 << l) != 0) {
@@ -756,7 +764,11 @@ impl Port {
                 }
             }
             if listening_for_eios {
-                self.partner_went_quiet = core::mem::take(&mut self.eios_received);
+                let speed = self.state == LtssmState::RecoverySpeed;
+                self.partner_went_quiet = core::mem::take(&mut self.eios_received) || (speed && !signal);
+                if speed && self.partner_went_quiet {
+                    self.deadline = Some(now + self.config.timing.speed_change_idle);
+                }
             } else {
                 self.drain_deskew(now, deliver);
             }
@@ -1098,14 +1110,21 @@ impl Port {
                     let echoed = self.lanes_with(TS_TO_ANSWER, |_, ts| {
                         ts.kind == TsKind::Ts1 && ts.link == Some(link) && ts.lane.is_none()
                     }) & !self.left_out_for_deskew;
-                    if self.settled(now, echoed, self.detected & !self.left_out_for_deskew) {
-                        self.link_number = Some(link);
+                    let expected = self.detected & !self.left_out_for_deskew;
+                    if self.settled(now, echoed, expected) {
+                        // PCIe forms the link from "at least one group of Lanes" that can make one.
                         match LaneMap::widest(self.config.lanes, echoed) {
                             Some(map) => {
+                                self.link_number = Some(link);
                                 self.set_map(map);
                                 self.enter(now, LtssmState::ConfigLinkwidthAccept);
                             }
-                            None => self.restart_from_detect(now),
+                            None if echoed & expected == expected || timed_out => {
+                                self.restart_from_detect(now)
+                            }
+                            // Lanes still to be heard (late by more than the settle time) may complete
+                            // one: settle again from now.
+                            None => self.first_answer = Some(now),
                         }
                     } else if timed_out {
                         self.restart_from_detect(now);
@@ -1571,6 +1590,15 @@ impl Port {
             }
             LtssmState::RecoverySpeed => {
                 self.eios_pending = true;
+                // PCIe 4.2.6.4.3: electrical idle until the receiver lanes have entered it too, then 800 ns.
+                // From Recovery.RcvrCfg the partner may still be sending (with a long lane delay, it has
+                // yet to receive this port's last TS2s, and leaving at once dropped them); its EIOS may
+                // also have come first. Following the partner out of L0, or leaving a rate on trial, the
+                // 800 ns start now.
+                self.partner_went_quiet = from != LtssmState::RecoveryRcvrCfg || self.eios_received;
+                if !self.partner_went_quiet {
+                    self.deadline = Some(now + t.speed_change_quiet_wait);
+                }
                 self.eios_received = false;
             }
             LtssmState::L0 => {

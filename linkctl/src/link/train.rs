@@ -26,7 +26,7 @@ pub struct ChannelArgs {
     /// 31 at 32 GT/s. More at 2.5 GT/s, where training starts: the port leaves the lanes it cannot line up
     /// out, and the link comes up narrower at the next attempt; more at a higher rate fails that speed
     /// change (the link comes up slower). A lane whose answer in Configuration lags the first by over 2 us
-    /// (500, both directions' skew counted) is left out too
+    /// (500, both directions' skew counted) is left out too, unless the lanes that answered form no link
     #[arg(long, default_value_t = 0.0, value_parser = crate::check::float)]
     pub skew: f64,
     /// Random bit error rate on every lane, e.g. 1e-6: at least 0 and below 1
