@@ -305,9 +305,10 @@ impl<N: Node> LinkPair<N> {
 /// When to carry electrical idle through `channel` next, for a port gone quiet in Recovery.Speed while
 /// what it sent before is still in the channel's delay line, or for any quiet port while its partner in
 /// Recovery.Speed waits for the quiet to arrive: at the port's next slot time, then slot after slot
-/// (`last` is the previous such time, moved on); `None` when the port sends, or neither holds. Not in L1: there the partner listens for the EIOS alone and wakes on any signal after it, so
-/// the rest of the slot that carried the EIOS, arriving after it, would wake it; a driver need not carry
-/// a quiet port's slots, and the ports' L1 rules expect the last bits before the quiet to stay unsent.
+/// (`last` is the previous such time, moved on); `None` when the port sends, or neither holds. Not in
+/// L1: there the partner listens for the EIOS alone and wakes on any signal after it, so the rest of the
+/// slot that carried the EIOS, arriving after it, would wake it; a driver need not carry a quiet port's
+/// slots, and the ports' L1 rules expect the last bits before the quiet to stay unsent.
 fn drain_due(port: &Port, partner: &Port, channel: &Channel, last: Option<Instant>) -> Option<Instant> {
     let in_flight = port.state() == LtssmState::RecoverySpeed && channel.signal_in_flight();
     // The partner in Recovery.Speed waits for its receivers to go quiet: the quiet itself must arrive
