@@ -512,3 +512,18 @@ fn recovery_speed_waits_for_the_partners_quiet() {
         assert_eq!(v["counters"][side]["speed_change_failures"], 0, "{side}: {v}");
     }
 }
+
+/// With seed 2's skews of up to 300 symbol times, port B forms a link whose lanes its deskew buffer
+/// cannot line up, so no data comes through in Configuration.Idle; its timeout goes on to Recovery
+/// (not Detect), the speed change resets the buffer, and B left no lane out at its failures back to
+/// Detect: training ended in Failed after four failed speed changes. The port now keeps the blame from
+/// that timeout and leaves those lanes out at its next failure.
+#[test]
+fn an_idle_state_that_gets_no_data_blames_the_lanes_it_cannot_deskew() {
+    let (status, v) = train(&["--lanes", "16", "--skew", "300", "--seed", "2"]);
+    assert_eq!(status, Some(0), "{v}");
+    assert_eq!(v["rate_gts"].as_f64(), Some(8.0), "{v}");
+    for side in ["A", "B"] {
+        assert_eq!(v["counters"][side]["speed_change_failures"], 0, "{side}: {v}");
+    }
+}

@@ -163,6 +163,10 @@ pub struct Port {
     /// Physical lanes left out of every later Configuration because the deskew buffer could not line
     /// them up with the others ([`Port::leave_out_unaligned_lanes`]); kept across Detect, cleared by a reset.
     left_out_for_deskew: u32,
+    /// Physical lanes the deskew buffer could not line up when Configuration.Idle or Recovery.Idle timed
+    /// out (no data came through), left out at the next failure back to Detect: by then a rate change
+    /// may have reset the buffer, and lanes are left out only at 8b/10b.
+    blamed_for_deskew: u32,
     reached_l0: bool,
     first_l0: Option<Instant>,
 
@@ -239,6 +243,7 @@ impl Port {
             errors_in_window: 0,
             attempts: 0,
             left_out_for_deskew: 0,
+            blamed_for_deskew: 0,
             reached_l0: false,
             first_l0: None,
             counters: PhyCounters::default(),
@@ -1321,6 +1326,9 @@ impl Port {
     /// old rate from Recovery.RcvrCfg only on electrical idle, which the model does not infer).
     fn training_timed_out(&mut self, now: Instant) {
         let in_idle = matches!(self.state, LtssmState::ConfigIdle | LtssmState::RecoveryIdle);
+        if in_idle {
+            self.blamed_for_deskew |= self.unaligned_lanes();
+        }
         if in_idle && self.idle_to_rlock < IDLE_TO_RLOCK_MAX {
             self.count_idle_to_rlock();
             self.enter(now, LtssmState::RecoveryRcvrLock);
@@ -1477,31 +1485,37 @@ impl Port {
     }
 
     /// Training failed. If the deskew buffer kept overflowing at 8b/10b without aligning (where training
-    /// starts: lanes too far apart for it), leave out the lanes on the side of its last overflow that
+    /// starts: lanes too far apart for it), now or when an idle state last timed out
+    /// ([`Port::blamed_for_deskew`]), leave out the lanes on the side of its last overflow that
     /// logical lane 0 is not on (the late lanes or the early ones), for the next attempts. Each port
     /// decides for its own receiver, without the other, so both keep the same wire (logical lane numbers
     /// are agreed; physical ones differ on a reversed cable), and a link of at least that lane forms on
     /// the lanes both keep. Kept lanes may still lie too far apart: a later failure splits them again,
     /// down to one lane at the most. Whether lanes were left out.
     fn leave_out_unaligned_lanes(&mut self) -> bool {
-        let late_logical = self.deskew_symbols.late_at_overflow();
-        let Some(map) = self
-            .map
-            .filter(|_| self.line_code() == LineCode::Code8b10b && late_logical != 0)
-        else {
-            return false;
-        };
-        // The logical lanes on the other side of the split from lane 0, as physical lanes.
-        let lane_0_late = late_logical & 1 == 1;
-        let leave_out = (0..map.width.lanes())
-            .filter(|&logical| (late_logical >> logical & 1 == 1) != lane_0_late)
-            .filter_map(|logical| map.physical(logical))
-            .fold(0u32, |mask, physical| mask | 1 << physical);
+        let leave_out = self.unaligned_lanes() | core::mem::take(&mut self.blamed_for_deskew);
         if leave_out == 0 {
             return false;
         }
         self.left_out_for_deskew |= leave_out;
         true
+    }
+
+    /// The physical lanes [`Port::leave_out_unaligned_lanes`] would leave out now.
+    fn unaligned_lanes(&self) -> u32 {
+        let late_logical = self.deskew_symbols.late_at_overflow();
+        let Some(map) = self
+            .map
+            .filter(|_| self.line_code() == LineCode::Code8b10b && late_logical != 0)
+        else {
+            return 0;
+        };
+        // The logical lanes on the other side of the split from lane 0, as physical lanes.
+        let lane_0_late = late_logical & 1 == 1;
+        (0..map.width.lanes())
+            .filter(|&logical| (late_logical >> logical & 1 == 1) != lane_0_late)
+            .filter_map(|logical| map.physical(logical))
+            .fold(0u32, |mask, physical| mask | 1 << physical)
     }
 
     /// Back to Detect after a failure; after too many in a row, give up.
