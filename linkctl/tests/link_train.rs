@@ -489,11 +489,20 @@ fn lanes_too_late_for_configuration_are_left_out_and_the_link_trains_narrower() 
 /// lanes, until Configuration.Linkwidth.Start's own timeout.
 #[test]
 fn lanes_heard_in_time_that_form_no_link_wait_for_the_late_ones() {
-    let (status, v) = train(&[
-        "--lanes", "16", "--skew", "500", "--timing", "fast", "--seed", "1",
-    ]);
-    assert_eq!(status, Some(0), "{v}");
-    assert_eq!(v["rate_gts"].as_f64(), Some(8.0), "{v}");
+    up_at_8gts_with_no_failed_speed_change(&["--skew", "500", "--timing", "fast", "--seed", "1"]);
+}
+
+/// Trains 16 lanes with `args` and checks the link came up at 8 GT/s with no speed change failed.
+fn up_at_8gts_with_no_failed_speed_change(args: &[&str]) {
+    let (status, v) = train(&[&["--lanes", "16"], args].concat());
+    assert_eq!(status, Some(0), "{args:?}: {v}");
+    assert_eq!(v["rate_gts"].as_f64(), Some(8.0), "{args:?}: {v}");
+    for side in ["A", "B"] {
+        assert_eq!(
+            v["counters"][side]["speed_change_failures"], 0,
+            "{args:?} {side}: {v}"
+        );
+    }
 }
 
 /// Recovery.Speed ends 800 ns after the receivers have gone quiet too (the partner's EIOS, or no signal),
@@ -503,14 +512,7 @@ fn lanes_heard_in_time_that_form_no_link_wait_for_the_late_ones() {
 /// timeouts. Now it reaches 8 GT/s with no failed speed change.
 #[test]
 fn recovery_speed_waits_for_the_partners_quiet() {
-    let (status, v) = train(&[
-        "--lanes", "16", "--skew", "500", "--timing", "fast", "--seed", "6",
-    ]);
-    assert_eq!(status, Some(0), "{v}");
-    assert_eq!(v["rate_gts"].as_f64(), Some(8.0), "{v}");
-    for side in ["A", "B"] {
-        assert_eq!(v["counters"][side]["speed_change_failures"], 0, "{side}: {v}");
-    }
+    up_at_8gts_with_no_failed_speed_change(&["--skew", "500", "--timing", "fast", "--seed", "6"]);
 }
 
 /// With seed 2's skews of up to 300 symbol times, port B forms a link whose lanes its deskew buffer
@@ -520,10 +522,5 @@ fn recovery_speed_waits_for_the_partners_quiet() {
 /// that timeout and leaves those lanes out at its next failure.
 #[test]
 fn an_idle_state_that_gets_no_data_blames_the_lanes_it_cannot_deskew() {
-    let (status, v) = train(&["--lanes", "16", "--skew", "300", "--seed", "2"]);
-    assert_eq!(status, Some(0), "{v}");
-    assert_eq!(v["rate_gts"].as_f64(), Some(8.0), "{v}");
-    for side in ["A", "B"] {
-        assert_eq!(v["counters"][side]["speed_change_failures"], 0, "{side}: {v}");
-    }
+    up_at_8gts_with_no_failed_speed_change(&["--skew", "300", "--seed", "2"]);
 }
