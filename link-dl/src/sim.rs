@@ -287,8 +287,7 @@ struct Sender {
     next: [u64; VC_COUNT],
     sent: u64,
     rr: usize,
-    /// What held the sender back with its data link's wire out of packets, when last looked at, and the
-    /// wire's count then ([`Wire::now`]).
+    /// What held the sender back, when last looked at, and the wire's count then ([`Wire::now`]).
     held: Option<(Held, Wire)>,
     /// Flit slots on the wire that carried no packet flit while held, by reason ([`Held`] as index).
     held_units: [u64; 2],
@@ -323,7 +322,7 @@ impl Wire {
     }
 }
 
-/// Why a sender with packets left could not send the next while its data link had none to transmit.
+/// Why a sender with packets left could not send the next.
 #[derive(Clone, Copy)]
 enum Held {
     Credit,

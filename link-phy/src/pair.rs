@@ -88,7 +88,8 @@ pub struct LinkPair<N: Node = Port> {
     events: Vec<(Side, PhyEvent)>,
     /// Per direction (A to B, B to A), the next slot time at which electrical idle is carried through
     /// the channel of a port gone quiet for a rate change, while what it sent before is still on its way
-    /// ([`drain_due`]): a quiet port sends no slots, and the channel delivers only as it carries them, so
+    /// or its partner waits for the quiet ([`drain_due`]): a quiet port sends no slots, and the channel
+    /// delivers only as it carries them, so
     /// with a long lane delay its last training sets and EIOS had waited in the delay line until it sent
     /// again, and the rate change then dropped them. Its partner in Recovery.RcvrCfg never saw them and
     /// missed the speed change, which failed after Recovery.RcvrLock's 24 ms at the new rate.

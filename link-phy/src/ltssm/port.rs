@@ -415,7 +415,15 @@ impl Port {
     /// Whether the port is in Recovery.Speed waiting for its receivers to go quiet (the partner's EIOS,
     /// or a slot without signal): a driver carries a quiet partner's slots to it until then.
     pub fn listens_for_quiet(&self) -> bool {
-        self.state == LtssmState::RecoverySpeed && !self.partner_went_quiet
+        self.state == LtssmState::RecoverySpeed && self.listening_for_eios()
+    }
+
+    /// Whether the receiver listens only for the partner's EIOS, which says it has gone quiet too (in L1,
+    /// and in Recovery.Speed, which also takes a slot without signal as the quiet): a driver may skip a
+    /// quiet transmitter's slots, so the quiet itself need never arrive in L1.
+    fn listening_for_eios(&self) -> bool {
+        matches!(self.state, LtssmState::ElectricalIdle | LtssmState::RecoverySpeed)
+            && !self.partner_went_quiet
     }
 
     /// When the port next needs attention: its next transmit slot, or a timer.
@@ -733,11 +741,7 @@ impl Port {
             LtssmState::ElectricalIdle if self.partner_went_quiet => self.wake_requested = true,
             _ => {}
         }
-        // In L1 the receiver listens only for the partner's EIOS, which says it has gone quiet too: a
-        // driver may skip a quiet transmitter's slots, so the quiet itself need never arrive. Recovery.Speed
-        // listens the same way, and also takes a slot without signal as the quiet.
-        let listening_for_eios = matches!(self.state, LtssmState::ElectricalIdle | LtssmState::RecoverySpeed)
-            && !self.partner_went_quiet;
+        let listening_for_eios = self.listening_for_eios();
         if self.plan() != Plan::Quiet || listening_for_eios {
             let expected = self.map.map_or(self.detected, |m| m.physical_mask());
             for lane in (0..self.config.lanes).filter(|l| expected & (1 << l) != 0) {
