@@ -455,9 +455,22 @@ impl Fabric {
     pub fn unreachable(&self, gpus: &[usize]) -> Option<(usize, usize)> {
         gpus.iter().find_map(|&from| {
             gpus.iter()
-                .find(|&&to| to != from && self.routes[self.gpus[from]][to].is_empty())
+                .find(|&&to| to != from && !self.routed(from, to))
                 .map(|&to| (from, to))
         })
+    }
+
+    /// The first of `pairs` (endpoint IDs, as (from, to)) that has no route: [`Fabric::unreachable`] for
+    /// GPUs that do not all send to each other.
+    pub fn unrouted(&self, pairs: &[(usize, usize)]) -> Option<(usize, usize)> {
+        pairs.iter().copied().find(|&(from, to)| !self.routed(from, to))
+    }
+
+    /// Whether GPU `from` has a route to GPU `to` (endpoint IDs).
+    fn routed(&self, from: usize, to: usize) -> bool {
+        (self.gpus.get(from).and_then(|&node| self.routes.get(node)))
+            .and_then(|routes| routes.get(to))
+            .is_some_and(|ports| !ports.is_empty())
     }
 
     /// The nodes a packet from GPU `from` to GPU `to` visits, following the first port of every route set

@@ -582,6 +582,10 @@ pub struct Job {
     /// Whether the job goes on when a failure splits its GPUs, rather than stopping the run: synthetic
     /// traffic does, losing its packets between the parts; a collective cannot.
     pub goes_on_split: bool,
+    /// The pairs of its GPUs (from, to: endpoint IDs) that send to each other, where that is not every
+    /// pair: a ring's neighbours, a tree's parents and children. Only these need routes, so that a
+    /// failure of a link the job does not use (a 4-GPU mesh's diagonal under a ring) does not stop it.
+    pub talks: Option<Vec<(usize, usize)>>,
 }
 
 /// The fabric, running.
@@ -775,6 +779,7 @@ impl Net {
                 name: format!("partition {p}"),
                 gpus,
                 goes_on_split: false,
+                talks: None,
             })
             .collect();
         for t in 0..net.dirs.len() {
@@ -796,14 +801,19 @@ impl Net {
         }
     }
 
-    /// The jobs whose GPUs the routes of `fabric` do not all join, each with its index in `jobs` and a
-    /// pair that no route joins (endpoint IDs).
+    /// The jobs whose GPUs the routes of `fabric` do not all join (those that send to each other), each
+    /// with its index in `jobs` and a pair that no route joins (endpoint IDs).
     fn split_jobs<'a>(
         &'a self,
         fabric: &'a Fabric,
     ) -> impl Iterator<Item = (usize, &'a Job, (usize, usize))> {
-        (self.jobs.iter().enumerate())
-            .filter_map(|(i, job)| fabric.unreachable(&job.gpus).map(|pair| (i, job, pair)))
+        (self.jobs.iter().enumerate()).filter_map(|(i, job)| {
+            let cut = match &job.talks {
+                Some(pairs) => fabric.unrouted(pairs),
+                None => fabric.unreachable(&job.gpus),
+            };
+            cut.map(|pair| (i, job, pair))
+        })
     }
 
     /// Why `job` is split under `fabric`: no route joins its GPUs `a` and `b`.

@@ -565,6 +565,26 @@ pub fn ring_orders(net: &Net, gpus: usize) -> Vec<Vec<usize>> {
         .collect()
 }
 
+/// The pairs of the collective's GPUs (from, to) that send to each other under `algo`, where that is
+/// not every pair: each ring's neighbours (over `orders`), each tree's parents and children. Switch
+/// reduction and all-to-all talk between every pair (`None`).
+pub fn collective_talks(algo: Algo, orders: &[Vec<usize>], gpus: usize) -> Option<Vec<(usize, usize)>> {
+    let mut pairs: Vec<(usize, usize)> = match algo {
+        Algo::Ring => (orders.iter())
+            .flat_map(|order| (0..order.len()).map(|i| (order[i], order[(i + 1) % order.len()])))
+            .filter(|(from, to)| from != to)
+            .collect(),
+        Algo::Tree => (tree::double_tree(gpus).iter())
+            .flat_map(|roles| roles.iter().enumerate())
+            .flat_map(|(g, (_, children))| children.iter().flat_map(move |&c| [(g, c), (c, g)]))
+            .collect(),
+        Algo::SwitchReduce | Algo::P2p => return None,
+    };
+    pairs.sort_unstable();
+    pairs.dedup();
+    Some(pairs)
+}
+
 /// The largest set of Hamiltonian cycles (a cycle may repeat) that together use no pair of GPUs more
 /// often than `units[a][b]` links join them, by a bounded exhaustive search.
 fn disjoint_cycles(units: &mut [Vec<u32>]) -> Vec<Vec<usize>> {
@@ -889,17 +909,20 @@ fn run_with(
             );
         }
     }
-    // The routes must join each job's GPUs (and need not join the two jobs').
+    let orders = ring_orders(&net, gpus);
+    // The routes must join each job's GPUs that send to each other (and need not join the two jobs').
     let mut jobs = vec![Job {
         name: "the collective's GPUs".into(),
         gpus: (0..gpus).collect(),
         goes_on_split: false,
+        talks: collective_talks(sweep.algo, &orders, gpus),
     }];
     if let Some(b) = &sweep.background {
         jobs.push(Job {
             name: "the background traffic's GPUs".into(),
             gpus: b.members(gpus).into_iter().map(usize::from).collect(),
             goes_on_split: true,
+            talks: None,
         });
     }
     net.set_jobs(jobs).map_err(|e| {
@@ -929,7 +952,6 @@ fn run_with(
         .clone()
         .map(|b| RunningBackground::new(&net, &topology, b, gpus, sweep.seed, !sweep.faults.is_empty()))
         .transpose()?;
-    let orders = ring_orders(&net, gpus);
     // What the collective's buffers can come to, counted whole as the fabric's are.
     let buffer_packets = sweep.buffer_bytes / PACKET_BYTES as u64;
     if sweep.algo == Algo::Tree {

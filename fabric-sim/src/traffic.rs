@@ -428,6 +428,7 @@ pub fn run_traffic(topology: &Topology, spec: &TrafficSpec) -> Result<TrafficRep
         name: "the traffic's GPUs".into(),
         gpus: (0..gpus).collect(),
         goes_on_split: true,
+        talks: None,
     }])
     .map_err(|e| format!("{e} (run on the GPUs of one part of the fabric: `linkctl sim traffic --gpus`)"))?;
     let faults = resolve_faults(&spec.faults, topology, &net)?;

@@ -1434,3 +1434,50 @@ fn switch_reduce_runs_on_up_to_32_gpus_and_is_refused_beyond() {
          of its own, and has 32), and star33 has 33"
     );
 }
+
+/// Eight GPUs cabled only to their neighbours in a loop, two links to each, and a slower chord from
+/// gpu0 to gpu4 that no ring uses (rings take the fastest links).
+fn loop_of_eight_with_a_chord() -> Topology {
+    let mut toml = String::from("name = \"loop8\"\n");
+    for g in 0..8 {
+        toml += &format!("[[node]]\nname = \"gpu{g}\"\nkind = \"gpu\"\n");
+    }
+    for g in 0..8 {
+        toml += &format!(
+            "[[link]]\na = \"gpu{g}\"\nb = \"gpu{}\"\ncount = 2\ngbps = 25.0\n",
+            (g + 1) % 8
+        );
+    }
+    toml += "[[link]]\na = \"gpu0\"\nb = \"gpu4\"\ncount = 1\ngbps = 10.0\n";
+    Topology::from_toml(&toml).unwrap()
+}
+
+#[test]
+fn a_loop_of_gpus_runs_a_ring_and_only_the_links_it_uses_stop_it() {
+    let loop8 = |algo, faults: Vec<FaultSpec>| Sweep {
+        topology: loop_of_eight_with_a_chord(),
+        faults,
+        ..sweep("mesh4", Kind::AllReduce, algo, 1 << 20, 1 << 20)
+    };
+    // No route joins gpu1 and gpu3, but the rings never send between them: the ring runs, and a failure
+    // of the chord, which no ring uses, is routed around without stopping it.
+    let clean = run_ok(&loop8(Algo::Ring, vec![]));
+    let chord_down = run_ok(&loop8(Algo::Ring, vec![link("gpu0", "gpu4", 5_000)]));
+    assert_eq!(chord_down.failover.links_failed, 1);
+    assert!(clean.rows[0].busbw > 0.0 && chord_down.rows[0].busbw > 0.0);
+    // A failure of a ring's link cuts two neighbours apart: the run stops and names the pair.
+    let cut = run(&loop8(Algo::Ring, vec![link("gpu2", "gpu3", 5_000)]), &mut |_| {}).unwrap();
+    let why = cut.failure.unwrap_or_default();
+    assert!(
+        !cut.verified
+            && why.starts_with("the fabric cannot go on without the link gpu2 - gpu3: ")
+            && why.contains("no route from gpu2 to gpu3"),
+        "{why}"
+    );
+    // A tree's parents and children are not all neighbours in the loop: refused before it starts.
+    let tree = run(&loop8(Algo::Tree, vec![]), &mut |_| {}).unwrap_err();
+    assert!(
+        tree.contains("the collective's GPUs: no route from gpu1 to gpu3"),
+        "{tree}"
+    );
+}
