@@ -925,10 +925,26 @@ fn run_with(
             talks: None,
         });
     }
+    // Where the rings' neighbours are joined and another algorithm's pairs are not (GPUs cabled in a
+    // loop), the ring is the way to run: say so.
+    let f = net.fabric();
+    let cut = |talks: &Option<Vec<(usize, usize)>>| match talks {
+        Some(pairs) => f.unrouted(pairs).is_some(),
+        None => f.unreachable(&jobs[0].gpus).is_some(),
+    };
+    let ring_runs = sweep.algo != Algo::Ring
+        && sweep.kind != Kind::AllToAll
+        && cut(&jobs[0].talks)
+        && !cut(&collective_talks(Algo::Ring, &orders, gpus));
     net.set_jobs(jobs).map_err(|e| {
+        let ring = if ring_runs {
+            "; the rings' neighbours are joined: `--algo ring` runs here"
+        } else {
+            ""
+        };
         format!(
             "{e} (place each job on GPUs that switches join: `linkctl sim --gpus`, and `--background-gpus` \
-             for a second job)"
+             for a second job{ring})"
         )
     })?;
     if sweep.algo == Algo::SwitchReduce {

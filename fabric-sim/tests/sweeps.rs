@@ -1474,10 +1474,12 @@ fn a_loop_of_gpus_runs_a_ring_and_only_the_links_it_uses_stop_it() {
             && why.contains("no route from gpu2 to gpu3"),
         "{why}"
     );
-    // A tree's parents and children are not all neighbours in the loop: refused before it starts.
+    // A tree's parents and children are not all neighbours in the loop: refused before it starts, with
+    // the way that runs.
     let tree = run(&loop8(Algo::Tree, vec![]), &mut |_| {}).unwrap_err();
     assert!(
-        tree.contains("the collective's GPUs: no route from gpu1 to gpu3"),
+        tree.contains("the collective's GPUs: no route from gpu1 to gpu3")
+            && tree.ends_with("the rings' neighbours are joined: `--algo ring` runs here)"),
         "{tree}"
     );
 }
