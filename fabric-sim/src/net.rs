@@ -588,6 +588,16 @@ pub struct Job {
     pub talks: Option<Vec<(usize, usize)>>,
 }
 
+impl Job {
+    /// A pair of its GPUs that send to each other and that no route of `fabric` joins (endpoint IDs).
+    pub fn unjoined(&self, fabric: &Fabric) -> Option<(usize, usize)> {
+        match &self.talks {
+            Some(pairs) => fabric.unrouted(pairs),
+            None => fabric.unreachable(&self.gpus),
+        }
+    }
+}
+
 /// The fabric, running.
 #[derive(Debug)]
 pub struct Net {
@@ -807,13 +817,7 @@ impl Net {
         &'a self,
         fabric: &'a Fabric,
     ) -> impl Iterator<Item = (usize, &'a Job, (usize, usize))> {
-        (self.jobs.iter().enumerate()).filter_map(|(i, job)| {
-            let cut = match &job.talks {
-                Some(pairs) => fabric.unrouted(pairs),
-                None => fabric.unreachable(&job.gpus),
-            };
-            cut.map(|pair| (i, job, pair))
-        })
+        (self.jobs.iter().enumerate()).filter_map(|(i, job)| job.unjoined(fabric).map(|pair| (i, job, pair)))
     }
 
     /// Why `job` is split under `fabric`: no route joins its GPUs `a` and `b`.

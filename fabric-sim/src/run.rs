@@ -927,15 +927,14 @@ fn run_with(
     }
     // Where the rings' neighbours are joined and another algorithm's pairs are not (GPUs cabled in a
     // loop), the ring is the way to run: say so.
-    let f = net.fabric();
-    let cut = |talks: &Option<Vec<(usize, usize)>>| match talks {
-        Some(pairs) => f.unrouted(pairs).is_some(),
-        None => f.unreachable(&jobs[0].gpus).is_some(),
+    let by_ring = Job {
+        talks: collective_talks(Algo::Ring, &orders, gpus),
+        ..jobs[0].clone()
     };
     let ring_runs = sweep.algo != Algo::Ring
         && sweep.kind != Kind::AllToAll
-        && cut(&jobs[0].talks)
-        && !cut(&collective_talks(Algo::Ring, &orders, gpus));
+        && jobs[0].unjoined(net.fabric()).is_some()
+        && by_ring.unjoined(net.fabric()).is_none();
     net.set_jobs(jobs).map_err(|e| {
         let ring = if ring_runs {
             "; the rings' neighbours are joined: `--algo ring` runs here"
