@@ -471,10 +471,13 @@ pub fn run<const REPLAY: usize, const RX_FLITS: usize>(
         let paused = sleeping.as_ref().is_some_and(|s| pair.now() < s.resume);
         let pair_now = pair.now();
         let link_up = up(&pair);
+        // Each port's wire now: the senders' turns below only queue packets, which puts nothing on it, so
+        // the receivers' turn after them reads the same counts.
+        let wires = [Wire::now(&pair.a.ep), Wire::now(&pair.b.ep)];
         for (s, sender) in tx.iter_mut().enumerate().take(senders) {
             let ep = if s == 0 { &mut pair.a.ep } else { &mut pair.b.ep };
             // The slots since the last look that left without packets count to what held the sender then.
-            let wire = Wire::now(ep);
+            let wire = wires[s];
             if let Some((why, then)) = sender.held.take() {
                 sender.held_units[why as usize] += wire.without_packets_since(then);
             }
@@ -509,7 +512,6 @@ pub fn run<const REPLAY: usize, const RX_FLITS: usize>(
             }
         }
         let now = pair.now();
-        let wires = [Wire::now(&pair.a.ep), Wire::now(&pair.b.ep)];
         for (r, node) in [&mut pair.b, &mut pair.a].into_iter().enumerate().take(senders) {
             let receiver = &mut rx[r];
             while let Some(p) = node.ep.dl.recv() {
