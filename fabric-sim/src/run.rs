@@ -10,6 +10,7 @@ use crate::collective::{
     tree, AllToAll, Check, Kind, Rings, SwitchReduce, Tree, MAX_MESSAGE_BYTES, OP_PARTIAL, OP_RESULT,
     PACKET_BYTES,
 };
+use crate::manager::Fabric;
 use crate::net::{App, FailoverStats, Fault, Job, LinkTotals, Net, MAX_STATE_BYTES};
 use crate::topology::{NodeKind, Topology};
 use crate::traffic::{Background, BackgroundReport, RunningBackground};
@@ -473,8 +474,7 @@ impl std::io::Write for NamedFile {
 /// A ring order for the fabric's first `gpus` GPUs: a cycle over direct GPU-to-GPU links when there is
 /// one (as NCCL builds its rings on NVLink meshes), else the GPUs in order (through switches every order
 /// is as good).
-pub fn ring_order(net: &Net, gpus: usize) -> Vec<usize> {
-    let f = net.fabric();
+pub fn ring_order(f: &Fabric, gpus: usize) -> Vec<usize> {
     let n = gpus.min(f.gpus.len());
     // Bandwidth of the direct trunks between two GPUs (0: none).
     let bandwidth =
@@ -530,11 +530,10 @@ pub fn ring_order(net: &Net, gpus: usize) -> Vec<usize> {
 /// channel over NVLink; the rings then use every link, both ways. Elsewhere (or when the links form no
 /// cycle): the one ring of [`ring_order`] (through switches one ring already loads every link of every
 /// GPU).
-pub fn ring_orders(net: &Net, gpus: usize) -> Vec<Vec<usize>> {
-    let f = net.fabric();
+pub fn ring_orders(f: &Fabric, gpus: usize) -> Vec<Vec<usize>> {
     let n = gpus.min(f.gpus.len());
     if !(3..=16).contains(&n) {
-        return vec![ring_order(net, n)];
+        return vec![ring_order(f, n)];
     }
     // Links between GPU pairs, counting only the fastest kind of direct link.
     let direct: Vec<(usize, usize, usize, f64)> = (0..n)
@@ -553,7 +552,7 @@ pub fn ring_orders(net: &Net, gpus: usize) -> Vec<Vec<usize>> {
     }
     let cycles = disjoint_cycles(&mut units);
     if cycles.is_empty() {
-        return vec![ring_order(net, n)];
+        return vec![ring_order(f, n)];
     }
     cycles
         .into_iter()
@@ -909,7 +908,7 @@ fn run_with(
             );
         }
     }
-    let orders = ring_orders(&net, gpus);
+    let orders = ring_orders(net.fabric(), gpus);
     // The routes must join each job's GPUs that send to each other (and need not join the two jobs').
     let mut jobs = vec![Job {
         name: "the collective's GPUs".into(),

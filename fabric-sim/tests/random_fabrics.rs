@@ -10,12 +10,11 @@
 use std::collections::BTreeMap;
 
 use fabric_sim::collective::Kind;
-use fabric_sim::net::Net;
+use fabric_sim::manager::Fabric;
 use fabric_sim::run::{
     collective_talks, deliveries, ring_orders, run, sizes, Algo, FaultSpec, Report, Sweep,
 };
 use fabric_sim::topology::{NodeKind, Topology};
-use link_dl::DlConfig;
 use link_phy::time::Duration;
 use proptest::prelude::*;
 use rand_core::{Rng, SeedableRng};
@@ -92,8 +91,8 @@ fn fabric_file(gpus: usize, switches: usize, seed: u64) -> (String, Vec<(String,
 /// them out: every pair, but for a ring's neighbours and a tree's parents and children.
 fn talking_pairs(t: &Topology, algo: Algo) -> Vec<(usize, usize)> {
     let n = t.gpus().len();
-    let net = Net::new(t, &[], DlConfig::default(), 1).unwrap();
-    collective_talks(algo, &ring_orders(&net, n), n).unwrap_or_else(|| {
+    let fabric = Fabric::plan(t, &[]).unwrap();
+    collective_talks(algo, &ring_orders(&fabric, n), n).unwrap_or_else(|| {
         (0..n)
             .flat_map(|a| (0..n).map(move |b| (a, b)))
             .filter(|(a, b)| a != b)

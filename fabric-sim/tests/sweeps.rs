@@ -876,7 +876,7 @@ fn the_dgx1_ring_takes_the_doubled_nvlinks() {
     let topology = Topology::builtin("dgx1-hcm").unwrap();
     let net = Net::new(&topology, &[], link_dl::DlConfig::default(), 1).unwrap();
     let f = net.fabric();
-    let order = fabric_sim::run::ring_order(&net, net.fabric().gpus.len());
+    let order = fabric_sim::run::ring_order(net.fabric(), net.fabric().gpus.len());
     assert_eq!(order.len(), 8);
     for (i, &a) in order.iter().enumerate() {
         let b = order[(i + 1) % order.len()];
@@ -898,7 +898,7 @@ fn on_direct_meshes_the_rings_take_every_link_both_ways_once() {
         )
         .unwrap();
         let f = net.fabric();
-        let orders = fabric_sim::run::ring_orders(&net, net.fabric().gpus.len());
+        let orders = fabric_sim::run::ring_orders(net.fabric(), net.fabric().gpus.len());
         assert_eq!(orders.len(), rings, "{topology}: {orders:?}");
         let n = f.gpus.len();
         let mut hops = vec![vec![0usize; n]; n];

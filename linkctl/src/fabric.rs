@@ -13,6 +13,7 @@ use fabric_sim::discover::{
 };
 use fabric_sim::manager::{gang, sets_partition, Dependencies, Fabric, Trunk};
 use fabric_sim::probe::{probe, ProbeReport, PROBE_TIME};
+use fabric_sim::run::{collective_talks, ring_orders, Algo};
 use fabric_sim::topology::{check_node_name, NodeKind, Topology};
 use serde_json::json;
 
@@ -145,6 +146,13 @@ pub fn run(args: FabricArgs) -> anyhow::Result<ExitCode> {
     let split: Vec<(u8, (usize, usize))> = (topology.partition_groups().into_iter())
         .filter_map(|(p, gpus)| fabric.unreachable(&gpus).map(|pair| (p, pair)))
         .collect();
+    // A ring collective on every GPU sends only between each ring's neighbours, so it runs on a fabric
+    // split for other traffic (GPUs cabled in a loop), as `linkctl sim` does.
+    let ring_joined = {
+        let n = fabric.gpus.len();
+        collective_talks(Algo::Ring, &ring_orders(&fabric, n), n)
+            .is_some_and(|pairs| fabric.unrouted(&pairs).is_none())
+    };
     let dependencies = fabric.dependencies();
     let report = if args.probe {
         Some(probe(&topology, &failed, args.seed.unwrap_or(1), PROBE_TIME).map_err(anyhow::Error::msg)?)
@@ -157,6 +165,7 @@ pub fn run(args: FabricArgs) -> anyhow::Result<ExitCode> {
         fabric: &fabric,
         failed: &failed,
         split: &split,
+        ring_joined,
         dependencies: &dependencies,
         probe: report.as_ref(),
     };
@@ -433,6 +442,8 @@ struct View<'a> {
     failed: &'a [usize],
     /// Each partition whose GPUs no route joins, and its first such pair (endpoint IDs).
     split: &'a [(u8, (usize, usize))],
+    /// Whether a ring collective on every GPU has a route between each ring's neighbours.
+    ring_joined: bool,
     dependencies: &'a Dependencies,
     probe: Option<&'a ProbeReport>,
 }
@@ -574,6 +585,13 @@ impl View<'_> {
                  joins them (GPUs do not forward)",
                 self.name(f.gpus[a]),
                 self.name(f.gpus[b])
+            );
+        }
+        if !self.split.is_empty() && self.ring_joined && t.partition_count() == 1 {
+            println!(
+                "# ring collectives on all {} GPUs still run: routes join each ring's neighbours, the only \
+                 GPUs a ring sends between (`linkctl sim --algo ring`)",
+                f.gpus.len()
             );
         }
         match &d.cycle {
@@ -770,6 +788,7 @@ impl View<'_> {
                 "from": self.name(f.gpus[a]),
                 "to": self.name(f.gpus[b]),
             })).collect::<Vec<_>>(),
+            "ring_joined": self.ring_joined,
             "dependencies": {
                 "channels": d.channels,
                 "dependencies": d.dependencies,

@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::{assert_refused, json, linkctl, topology_file, two_stars};
+use common::{assert_refused, gpu_loop, json, linkctl, topology_file, two_stars};
 
 #[test]
 fn dgx_h100_is_planned_deadlock_free_and_its_tables_are_complete() {
@@ -443,10 +443,39 @@ fn a_gpu_cut_off_splits_its_partition_and_the_exit_status_says_so() {
         (Some(42), Some(14))
     );
     assert_eq!(probe["isolated"], true);
+    // gpu0 is some ring's neighbour: rings do not run either.
+    assert_eq!(v["ring_joined"], false);
     let text = String::from_utf8(linkctl(&["fabric"], &args[..8]).stdout).unwrap();
     assert!(
-        text.contains("PARTITION 0 SPLIT: no route from gpu0 to gpu1"),
+        text.contains("PARTITION 0 SPLIT: no route from gpu0 to gpu1") && !text.contains("ring collectives"),
         "{text}"
+    );
+}
+
+#[test]
+fn gpus_cabled_in_a_loop_are_split_for_traffic_but_joined_for_a_ring() {
+    let loop6 = gpu_loop("fabric-loop6.toml", 6);
+    let out = linkctl(&["fabric"], &["--topology", &loop6, "--json"]);
+    assert_eq!(out.status.code(), Some(3));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        v["split"],
+        serde_json::json!([{ "partition": 0, "from": "fpga0", "to": "fpga2" }])
+    );
+    assert_eq!(v["ring_joined"], true);
+    let out = linkctl(&["fabric"], &["--topology", &loop6]);
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        out.status.code() == Some(3)
+            && text.contains("PARTITION 0 SPLIT: no route from fpga0 to fpga2")
+            && text.contains("# ring collectives on all 6 GPUs still run"),
+        "{text}"
+    );
+    // A switched fabric joins every pair, rings' neighbours among them: no split, and nothing to say.
+    let v = json(&["fabric"], &["--topology", "dgx-h100"]);
+    assert_eq!(
+        (v["split"].clone(), v["ring_joined"].clone()),
+        (serde_json::json!([]), serde_json::json!(true))
     );
 }
 

@@ -2157,17 +2157,7 @@ fn a_switch_drained_twice_is_said_to_be_draining_or_drained() {
 
 #[test]
 fn gpus_cabled_in_a_loop_run_a_ring_and_a_tree_is_told_to() {
-    let mut text = String::from("name = \"loop6\"\n");
-    for g in 0..6 {
-        text += &format!("[[node]]\nname = \"fpga{g}\"\nkind = \"gpu\"\n");
-    }
-    for g in 0..6 {
-        text += &format!(
-            "[[link]]\na = \"fpga{g}\"\nb = \"fpga{}\"\ngbps = 12.5\n",
-            (g + 1) % 6
-        );
-    }
-    let ring6 = common::topology_file("sim-loop6.toml", &text);
+    let ring6 = common::gpu_loop("sim-loop6.toml", 6);
     for collective in ["allreduce", "allgather", "reducescatter", "broadcast"] {
         let v = json(&[collective, "--topology", &ring6, "--min", "4K", "--max", "64K"]);
         assert_eq!(v["verified"], true, "{collective}: {v}");

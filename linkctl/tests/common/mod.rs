@@ -91,6 +91,22 @@ pub fn two_stars(file: &str, gpus: usize, switches: usize, partition: u8) -> Str
     topology_file(file, &text)
 }
 
+/// `gpus` GPUs (`fpga0`, `fpga1`...) cabled in a loop, each to the next by one 12.5 GB/s link, as FPGA
+/// boards often are: no switch, so only neighbours have a route.
+pub fn gpu_loop(file: &str, gpus: usize) -> String {
+    let mut text = format!("name = \"loop{gpus}\"\n");
+    for g in 0..gpus {
+        text += &format!("[[node]]\nname = \"fpga{g}\"\nkind = \"gpu\"\n");
+    }
+    for g in 0..gpus {
+        text += &format!(
+            "[[link]]\na = \"fpga{g}\"\nb = \"fpga{}\"\ngbps = 12.5\n",
+            (g + 1) % gpus
+        );
+    }
+    topology_file(file, &text)
+}
+
 /// Write the topology `text` to `file` in the tests' scratch folder; returns its path.
 pub fn topology_file(file: &str, text: &str) -> String {
     let path = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join(file);
