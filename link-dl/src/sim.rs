@@ -468,8 +468,9 @@ pub fn run<const REPLAY: usize, const RX_FLITS: usize>(
                 }
             }
         }
-        let paused = sleeping.as_ref().is_some_and(|s| pair.now() < s.resume);
+        // The pair's clock moves only when it steps, at the end of this pass.
         let pair_now = pair.now();
+        let paused = sleeping.as_ref().is_some_and(|s| pair_now < s.resume);
         let link_up = up(&pair);
         // Each port's wire now: the senders' turns below only queue packets, which puts nothing on it, so
         // the receivers' turn after them reads the same counts.
@@ -511,7 +512,6 @@ pub fn run<const REPLAY: usize, const RX_FLITS: usize>(
                 }
             }
         }
-        let now = pair.now();
         for (r, node) in [&mut pair.b, &mut pair.a].into_iter().enumerate().take(senders) {
             let receiver = &mut rx[r];
             while let Some(p) = node.ep.dl.recv() {
@@ -537,7 +537,7 @@ pub fn run<const REPLAY: usize, const RX_FLITS: usize>(
                 }
                 receiver.next[vc] = k + 1;
                 receiver.delivered += 1;
-                receiver.last_delivery = now;
+                receiver.last_delivery = pair_now;
                 tx[r].wire_at_last_delivery = wires[r];
             }
         }
