@@ -352,6 +352,8 @@ pub struct Report {
     pub avg_busbw: f64,
     /// What failover did, if faults were injected.
     pub failover: FailoverStats,
+    /// Why the fabric manager refused the drains it refused ([`FailoverStats::drains_refused`]), in order.
+    pub drain_refusals: Vec<String>,
     /// What the data links did over the whole sweep: errors they caught, replays, flow control.
     pub links: LinkTotals,
     /// What the switches did over the whole sweep, added up.
@@ -1191,6 +1193,7 @@ fn run_with(
         verified,
         avg_busbw,
         failover: net.failover_stats(),
+        drain_refusals: net.drain_refusals().to_vec(),
         links: net.link_totals(),
         switches: net.switch_totals(),
         trace: net.finish_trace()?,

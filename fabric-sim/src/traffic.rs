@@ -302,6 +302,8 @@ pub struct TrafficReport {
     pub idle_skipped: Duration,
     /// What failover did, if faults were scheduled.
     pub failover: FailoverStats,
+    /// Why the fabric manager refused the drains it refused ([`FailoverStats::drains_refused`]), in order.
+    pub drain_refusals: Vec<String>,
     /// The faults due after the run had ended, which did not happen.
     pub faults_after_end: usize,
     /// Whether the run ended before the fabric manager's new routes after a failure or repair.
@@ -475,6 +477,7 @@ pub fn run_traffic(topology: &Topology, spec: &TrafficSpec) -> Result<TrafficRep
         warmup,
         default_warmup,
         failover: net.failover_stats(),
+        drain_refusals: net.drain_refusals().to_vec(),
         faults_after_end: crate::run::faults_due_after(&spec.faults, net.now()),
         replan_pending: net.replan_owed(),
         replan_waits_for_links: net.replan_waits_for_links(),

@@ -148,7 +148,7 @@ fn a_drain_and_a_failure_of_the_same_switch() {
 }
 
 #[test]
-fn two_drains_go_on_and_draining_every_plane_is_a_cut() {
+fn two_drains_go_on_and_the_drain_of_the_last_plane_is_refused() {
     let mut s = sweep("dgx-h100", Algo::Ring, 1 << 20, 1 << 20);
     s.faults = vec![drain("nvswitch1", 1_000), drain("nvswitch3", 1_500)];
     let f = run_ok(&s).failover;
@@ -180,20 +180,76 @@ fn two_drains_go_on_and_draining_every_plane_is_a_cut() {
         "{f:?}"
     );
     assert_eq!(f.faults_without_effect, 0, "{f:?}");
-    // The fabric manager cannot route around all four: it says so, as for a cut, and drains none.
+    // The fabric manager cannot route around all four: it drains three and refuses the last, the only
+    // path left between the GPUs, which stays in service and carries the collective to the end.
     s.faults = ["nvswitch0", "nvswitch1", "nvswitch2", "nvswitch3"]
         .map(|x| drain(x, 1_000))
         .to_vec();
-    let r = run(&s, &mut |_| {}).unwrap();
-    let why = r.failure.unwrap_or_default();
+    let r = run_ok(&s);
+    assert_lossless(&r.failover);
+    assert_eq!(
+        (r.failover.switches_drained, r.failover.drains_refused),
+        (3, 1),
+        "{:?}",
+        r.failover
+    );
+    assert_eq!(r.drain_refusals.len(), 1, "{:?}", r.drain_refusals);
+    let why = &r.drain_refusals[0];
     assert!(
-        !r.verified
-            && why.starts_with("the fabric cannot go on without the switch nvswitch0 (drained) and")
+        why.starts_with("the fabric manager refused to drain nvswitch3 (it stays in service)")
             && why.contains("no route from"),
         "{why}"
     );
-    assert_eq!(r.failover.switches_drained, 0, "{:?}", r.failover);
-    assert_eq!(r.failover.packets_lost, 0, "{:?}", r.failover);
+}
+
+/// The manager refuses a drain that would cut a job with the links down as they are: whatever the job
+/// (synthetic traffic could go on split, but a maintenance drain must not split it), and counting the
+/// failures so far.
+#[test]
+fn a_drain_is_refused_where_with_the_failures_so_far_it_would_cut_a_job() {
+    let t = Topology::builtin("dgx-h100").unwrap();
+    let spec = |faults| TrafficSpec {
+        faults,
+        ..TrafficSpec::new(Pattern::Uniform, Spread::Links, 0.5)
+    };
+    let every_plane = ["nvswitch0", "nvswitch1", "nvswitch2", "nvswitch3"].map(|x| drain(x, 2_000));
+    let r = run_traffic(&t, &spec(every_plane.to_vec())).unwrap();
+    assert!(r.measured.verified, "{:?}", r.measured.problem);
+    assert_eq!(r.measured.generated, r.measured.delivered);
+    assert_lossless(&r.failover);
+    assert_eq!(
+        (
+            r.failover.switches_drained,
+            r.failover.drains_refused,
+            r.failover.jobs_split
+        ),
+        (3, 1, 0),
+        "{:?}",
+        r.failover
+    );
+    assert!(
+        r.drain_refusals[0].contains("nvswitch3"),
+        "{:?}",
+        r.drain_refusals
+    );
+    // Three switches failed before the collective: the fourth is the only path, and stays in service.
+    let mut s = sweep("dgx-h100", Algo::Ring, 1 << 20, 1 << 20);
+    s.faults = ["nvswitch0", "nvswitch1", "nvswitch2"]
+        .map(|x| fail(x, 0))
+        .to_vec();
+    s.faults.push(drain("nvswitch3", 1_000));
+    let r = run_ok(&s);
+    assert_eq!(
+        (r.failover.switches_drained, r.failover.drains_refused),
+        (0, 1),
+        "{:?}",
+        r.failover
+    );
+    assert!(
+        r.drain_refusals[0].contains("nvswitch3"),
+        "{:?}",
+        r.drain_refusals
+    );
 }
 
 #[test]

@@ -134,17 +134,31 @@ fn gpus_joined(t: &Topology, faults: &[FaultSpec], end: Duration, pairs: &[(usiz
             FaultSpec::Repair { a, b, .. } => {
                 links.insert(pair(a, b), built[&pair(a, b)]);
             }
-            // The routes leave a drained switch out from the fabric manager's plan, before its ports go down.
-            FaultSpec::Switch { switch, .. } | FaultSpec::Drain { switch, .. } => {
+            FaultSpec::Switch { switch, .. } => touching(switch).for_each(|k| {
+                links.insert(k, 0);
+            }),
+            // The routes leave a drained switch out from the fabric manager's plan, before its ports go
+            // down; unless that would cut GPUs that send to each other and are joined now: the manager
+            // refuses the drain.
+            FaultSpec::Drain { switch, .. } => {
+                let mut drained = links.clone();
                 touching(switch).for_each(|k| {
-                    links.insert(k, 0);
-                })
+                    drained.insert(k, 0);
+                });
+                if joined(t, &drained, pairs) || !joined(t, &links, pairs) {
+                    links = drained;
+                }
             }
             FaultSpec::SwitchRepair { switch, .. } => touching(switch).for_each(|k| {
                 links.insert(k, built[&k]);
             }),
         }
     }
+    joined(t, &links, pairs)
+}
+
+/// Whether paths through switches over the trunks with links up in `links` join every pair of `pairs`.
+fn joined(t: &Topology, links: &BTreeMap<(usize, usize), usize>, pairs: &[(usize, usize)]) -> bool {
     let gpus = t.gpus();
     pairs.iter().all(|&(from, to)| {
         let (from, to) = (gpus[from], gpus[to]);

@@ -2155,6 +2155,61 @@ fn a_switch_drained_twice_is_said_to_be_draining_or_drained() {
     }
 }
 
+/// Draining every switch plane of DGX H100: the fabric manager drains three and refuses the last (the
+/// only path left), which the footer, a line of its own and the JSON say; the collective completes.
+#[test]
+fn a_drain_that_would_cut_the_fabric_is_refused_and_the_run_goes_on() {
+    let mut args = vec!["allreduce", "--min", "1M", "--max", "1M"];
+    for switch in ["nvswitch0@1us", "nvswitch1@1us", "nvswitch2@1us", "nvswitch3@1us"] {
+        args.extend(["--drain-switch", switch]);
+    }
+    let out = sim(&args);
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(out.status.success(), "{text}");
+    let footer = text.lines().find(|l| l.starts_with("# Failover:")).unwrap();
+    assert!(
+        footer.ends_with(
+            "; 3 switch(es) drained; 1 drain(s) refused, their switch the only path between GPUs of a job \
+             (kept in service)"
+        ),
+        "{footer}"
+    );
+    let refusal = "# the fabric manager refused to drain nvswitch3 (it stays in service): routed around it, \
+                   the collective's GPUs: no route from gpu";
+    assert!(text.lines().any(|l| l.starts_with(refusal)), "{text}");
+    let v = json(&args);
+    assert_eq!(v["verified"], true, "{v}");
+    let f = &v["failover"];
+    assert_eq!(
+        (&f["switches_drained"], &f["drains_refused"]),
+        (&3.into(), &1.into()),
+        "{f}"
+    );
+    let why = f["drain_refusals"][0].as_str().unwrap_or_default();
+    assert!(why.starts_with(&refusal[2..]), "{f}");
+    // A run whose drains were all carried out has none refused, and says nothing of refusals.
+    let args = [
+        "allreduce",
+        "--min",
+        "1M",
+        "--max",
+        "1M",
+        "--drain-switch",
+        "nvswitch1@1us",
+    ];
+    let text = String::from_utf8(sim(&args).stdout).unwrap();
+    assert!(
+        !text.contains("drain(s) refused") && !text.contains("refused to drain"),
+        "{text}"
+    );
+    let f = &json(&args)["failover"];
+    assert_eq!(
+        (&f["drains_refused"], &f["drain_refusals"]),
+        (&0.into(), &json!([])),
+        "{f}"
+    );
+}
+
 #[test]
 fn gpus_cabled_in_a_loop_run_a_ring_and_a_tree_is_told_to() {
     let ring6 = common::gpu_loop("sim-loop6.toml", 6);

@@ -146,6 +146,9 @@ pub struct FailoverStats {
     /// Drains without effect: every trunk at their switch's ports was down already (an earlier drain
     /// took the switch out of service, or failures took its links).
     pub drains_already_down: u64,
+    /// Drains the fabric manager refused, the switch left in service: without it, no route would join
+    /// two GPUs of a job that the routes join with it (the only path between them). Why: [`Net::drain_refusals`].
+    pub drains_refused: u64,
 }
 
 /// Per GPU, the recent packets it received (by header), so that a packet sent again after a failure is
@@ -282,6 +285,8 @@ pub(super) struct Failover {
     /// Packets lost since the app was last told (original header, and where and why), told after the
     /// event that lost them ([`App::lost`]).
     pub(super) lost: Vec<(u64, String)>,
+    /// Why each refused drain was refused, in the order they came.
+    pub(super) refusals: Vec<String>,
     /// Per trunk: links still working.
     pub(super) links_left: Vec<usize>,
     /// Per node (GPUs only): [`super::Offer::engines_offline`].
@@ -436,6 +441,7 @@ impl Net {
                 stats: FailoverStats::default(),
                 fatal: None,
                 lost: Vec::new(),
+                refusals: Vec::new(),
                 links_left: self.fabric.trunks.iter().map(|t| t.links).collect(),
                 engines_offline: vec![0; n],
                 jobs_split: Vec::new(),
@@ -471,6 +477,11 @@ impl Net {
                 ..f.stats
             })
             .unwrap_or_default()
+    }
+
+    /// Why the fabric manager refused the drains it refused ([`FailoverStats::drains_refused`]), in order.
+    pub fn drain_refusals(&self) -> &[String] {
+        self.failover.as_ref().map_or(&[], |f| &f.refusals)
     }
 
     /// Whether the fabric manager has yet to route for a failure or repair: its delay, or links still
@@ -537,6 +548,16 @@ impl Net {
             f.stats.drains_already_down += 1;
             return;
         }
+        if let Some(why) = self.drain_would_cut(&trunks) {
+            let Some(f) = self.failover.as_mut() else { return };
+            f.stats.drains_refused += 1;
+            let name = self.topology.node_name(node);
+            f.refusals.push(format!(
+                "the fabric manager refused to drain {name} (it stays in service): routed around it, {why}"
+            ));
+            return;
+        }
+        let Some(f) = self.failover.as_mut() else { return };
         f.drains.push(Drain {
             node,
             trunks: trunks.clone(),
@@ -546,6 +567,37 @@ impl Net {
             self.owe_replan(t);
         }
         self.replan_when_up(app);
+    }
+
+    /// Why the fabric manager would refuse to drain a switch whose live trunks are `trunks`, if it would:
+    /// routed around them as well as around the trunks down and those of switches already draining, the
+    /// fabric would leave two GPUs of a job without a route that joins them now. A maintenance drain must
+    /// not cut a running job, whether or not the job could go on split. What failures alone cut is theirs:
+    /// if the fabric cannot be routed even with the switch, the drain is let go ahead.
+    fn drain_would_cut(&self, trunks: &[usize]) -> Option<String> {
+        let f = self.failover.as_ref()?;
+        let mut left_out = self.drained_trunks();
+        left_out.extend(&f.failed);
+        left_out.sort_unstable();
+        left_out.dedup();
+        let with = self.fabric.replan(&self.topology, &left_out).ok()?;
+        left_out.extend(trunks);
+        left_out.sort_unstable();
+        left_out.dedup();
+        let without = match self.fabric.replan(&self.topology, &left_out) {
+            Ok(fabric) => fabric,
+            Err(e) => {
+                return Some(format!(
+                    "the fabric manager could not route the fabric without it: {e}"
+                ))
+            }
+        };
+        self.jobs.iter().find_map(|job| {
+            let pair = job.unjoined(&without)?;
+            job.unjoined(&with)
+                .is_none()
+                .then(|| self.split_message(&without, job, pair))
+        })
     }
 
     /// The trunks drains take out of the routes, in index order.

@@ -421,7 +421,8 @@ pub fn replan_waits_for(links: bool) -> &'static str {
 }
 
 /// What failover did, as the JSON of `sim` and `sim traffic` reports it.
-pub fn failover_json(f: &fabric_sim::net::FailoverStats) -> serde_json::Value {
+/// `refusals`: why the fabric manager refused the drains it refused, as the report gives them.
+pub fn failover_json(f: &fabric_sim::net::FailoverStats, refusals: &[String]) -> serde_json::Value {
     let mut json = json!({
         "links_failed": f.links_failed,
         "links_degraded": f.links_degraded,
@@ -449,6 +450,8 @@ pub fn failover_json(f: &fabric_sim::net::FailoverStats) -> serde_json::Value {
         json["switches_draining"] = json!(f.switches_draining);
         json["drains_already_draining"] = json!(f.drains_already_draining);
         json["drains_already_down"] = json!(f.drains_already_down);
+        json["drains_refused"] = json!(f.drains_refused);
+        json["drain_refusals"] = json!(refusals);
     }
     json
 }
@@ -495,7 +498,8 @@ pub fn failover_line(f: &fabric_sim::net::FailoverStats) -> String {
     )
 }
 
-/// The drains of `f` that found their switch draining or out of service, for the footer.
+/// The drains of `f` that found their switch draining or out of service, or that the fabric manager
+/// refused, for the footer.
 fn drains_without_effect(f: &fabric_sim::net::FailoverStats) -> String {
     let mut said = String::new();
     if f.drains_already_draining > 0 {
@@ -508,6 +512,12 @@ fn drains_without_effect(f: &fabric_sim::net::FailoverStats) -> String {
         said += &format!(
             "; {} drain(s) without effect, their switch already out of service (drained, or its links down)",
             f.drains_already_down
+        );
+    }
+    if f.drains_refused > 0 {
+        said += &format!(
+            "; {} drain(s) refused, their switch the only path between GPUs of a job (kept in service)",
+            f.drains_refused
         );
     }
     said
@@ -536,7 +546,8 @@ pub struct FaultArgs {
     pub fail_switch: Vec<String>,
     /// Drain a switch at a simulated time, e.g. `nvswitch1@20us`: the fabric manager routes around it
     /// (after `--replan-delay`) while its links stay up, and once it and its links hold no packet takes
-    /// its ports down, as `--fail-switch` would, losing nothing (repeatable)
+    /// its ports down, as `--fail-switch` would, losing nothing; refused, the switch left in service, if
+    /// it is the only path left between GPUs of a job (repeatable)
     #[arg(long, value_name = "SWITCH@TIME")]
     pub drain_switch: Vec<String>,
     /// Repair the link between two nodes at a simulated time, e.g. `gpu0:nvswitch1@60us`, after
@@ -1231,6 +1242,9 @@ fn print_table(sweep: &Sweep, r: &Report, trunks: usize) {
     if !sweep.faults.is_empty() {
         let f = r.failover;
         println!("{}", failover_line(&f));
+        for why in &r.drain_refusals {
+            println!("# {why}");
+        }
         if f.engines_offline > 0 {
             println!(
                 "# Switch collective engines taken offline: {} (each lost a GPU{}); {} of their packets dropped, \
@@ -1403,7 +1417,7 @@ fn print_json(sweep: &Sweep, r: &Report, trunks: usize) -> anyhow::Result<()> {
         "collective_verified": collective_verified(r),
         "trace": trace,
         "waves": waves,
-        "failover": failover_json(&r.failover),
+        "failover": failover_json(&r.failover, &r.drain_refusals),
         "faults_after_end": r.faults_after_end,
         "replan_pending": r.replan_pending,
         "background": r.background.as_ref().map(|b| background_json(b, sweep)),

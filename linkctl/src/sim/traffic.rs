@@ -313,7 +313,7 @@ fn point(r: &TrafficReport, saturated: bool, topology: &Topology, measure: Durat
             "replan_pending": r.replan_pending,
             "saturated": saturated,
             "replays": r.links.dl.replays,
-            "failover": failover_json(&r.failover),
+            "failover": failover_json(&r.failover, &r.drain_refusals),
             "bits_flipped": r.links.bits_flipped,
             "switches": switches_json(&r.switches),
             "simulated_us": r.simulated.as_ps() as f64 / 1e6,
@@ -383,6 +383,9 @@ fn print_table(
         }
         if r.failover.links_failed + r.failover.links_degraded + r.failover.drains > 0 {
             println!("#   {}", failover_line(&r.failover).trim_start_matches("# "));
+            for why in &r.drain_refusals {
+                println!("#   {why}");
+            }
         }
         if r.faults_after_end > 0 {
             println!("#   {}", late_faults("the run", r.simulated, r.faults_after_end));
