@@ -184,12 +184,61 @@ pub struct Fabric {
     pub plan: usize,
 }
 
+/// Why the fabric manager refuses a drain ([`Fabric::drain_cut`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum DrainCut {
+    /// Without the switch, no route would join two GPUs of a group.
+    Splits {
+        /// The group's index among those asked about.
+        group: usize,
+        /// The two GPUs (endpoint IDs).
+        pair: (usize, usize),
+    },
+    /// The fabric could not be planned without the switch.
+    Unplanned(String),
+}
+
 impl Fabric {
     /// Work out the fabric of `topology`, optionally without some failed trunks (by index into a first
     /// plan's `trunks`): the routes avoid them. Two GPUs that no path of live trunks through switches
     /// joins get no route between them ([`Fabric::unreachable`] finds them).
     pub fn plan(topology: &Topology, failed: &[usize]) -> Result<Fabric, String> {
         Fabric::plan_over(topology, failed, None, 0)
+    }
+
+    /// Whether the fabric manager refuses to take `trunks` out of the routes (a drain: the live trunks of
+    /// a switch) while `left_out` are out already (trunks down, and those of switches draining): the
+    /// plan without them leaves two GPUs of one of `groups` with no route that joins them, which the plan
+    /// with them joins: the first such group and that pair, or why the fabric could not be planned
+    /// without them. A maintenance drain must not cut a group; what `left_out` cuts
+    /// already is not the drain's doing, so a group split with the trunks does not refuse it.
+    /// `unjoined` finds a pair of a group that a plan does not join, as [`Fabric::unreachable`] does.
+    pub fn drain_cut<G>(
+        &self,
+        topology: &Topology,
+        left_out: &[usize],
+        trunks: &[usize],
+        groups: &[G],
+        unjoined: impl Fn(&G, &Fabric) -> Option<(usize, usize)>,
+    ) -> Option<DrainCut> {
+        let mut out = left_out.to_vec();
+        out.sort_unstable();
+        out.dedup();
+        // Could the fabric not be planned even with the trunks, the drain would not be what cuts it.
+        let with = self.replan(topology, &out).ok()?;
+        out.extend(trunks);
+        out.sort_unstable();
+        out.dedup();
+        let without = match self.replan(topology, &out) {
+            Ok(fabric) => fabric,
+            Err(e) => return Some(DrainCut::Unplanned(e)),
+        };
+        groups.iter().enumerate().find_map(|(i, group)| {
+            let pair = unjoined(group, &without)?;
+            unjoined(group, &with)
+                .is_none()
+                .then_some(DrainCut::Splits { group: i, pair })
+        })
     }
 
     /// Plan again, as [`Fabric::plan`], for switches that hold this plan's routes: a route that changes

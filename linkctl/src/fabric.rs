@@ -11,7 +11,7 @@ use fabric_sim::collective::PACKET_BYTES;
 use fabric_sim::discover::{
     check, discover, node_id, Check, Discovery, FoundNode, NodeType, Wiring, MAX_HOPS,
 };
-use fabric_sim::manager::{gang, sets_partition, Dependencies, Fabric, Trunk};
+use fabric_sim::manager::{gang, sets_partition, Dependencies, DrainCut, Fabric, Trunk};
 use fabric_sim::probe::{probe, ProbeReport, PROBE_TIME};
 use fabric_sim::run::{collective_talks, ring_orders, Algo};
 use fabric_sim::topology::{check_node_name, NodeKind, Topology};
@@ -21,8 +21,8 @@ use crate::check::ensure_once;
 use crate::sim::{load_topology, named_gpus, TopologyArg};
 
 /// Exit status when discovery finds the fabric wired otherwise than the topology says, no route joins
-/// two GPUs of a partition, the routes could deadlock, or the probe finds the partitions not kept or
-/// does not finish.
+/// two GPUs of a partition, the routes could deadlock, the probe finds the partitions not kept or
+/// does not finish, or the manager refuses a drain.
 const EXIT_WRONG: u8 = 3;
 
 #[derive(Args, Debug)]
@@ -47,6 +47,11 @@ pub struct FabricArgs {
     /// still use it (repeatable)
     #[arg(long, value_name = "A:B")]
     pub degrade_link: Vec<String>,
+    /// Drain a switch, as for maintenance, e.g. `nvswitch1`: the manager routes around its live links, or
+    /// refuses if it is the only path left between two GPUs of a partition (exit status 3); in the order
+    /// given, each after those before it (repeatable)
+    #[arg(long, value_name = "SWITCH")]
+    pub drain_switch: Vec<String>,
     /// Print every node discovery found: its ID, the topology's name for it, its type, its ports and the
     /// directed route (the ports to leave through, from the first GPU, or from the first of its part of
     /// the fabric when no live link joins that to the first GPU's) that reaches it
@@ -141,7 +146,16 @@ pub fn run(args: FabricArgs) -> anyhow::Result<ExitCode> {
         return Ok(ExitCode::from(EXIT_WRONG));
     }
     let failed = found.left_out();
-    let fabric = Fabric::plan(&topology, &failed).map_err(anyhow::Error::msg)?;
+    let mut fabric = Fabric::plan(&topology, &failed).map_err(anyhow::Error::msg)?;
+    let drains = plan_drains(&topology, &fabric, &failed, &args.drain_switch)?;
+    let drained: Vec<usize> = drains.iter().flat_map(|d| d.trunks.iter().copied()).collect();
+    // What the routes leave out: the trunks found down, and those of the switches drained.
+    let mut left_out = failed.clone();
+    if !drained.is_empty() {
+        left_out.extend(&drained);
+        left_out.sort_unstable();
+        fabric = Fabric::plan(&topology, &left_out).map_err(anyhow::Error::msg)?;
+    }
     // Partitions with GPUs that no route joins: a failure, or the cabling, split them.
     let split: Vec<(u8, (usize, usize))> = (topology.partition_groups().into_iter())
         .filter_map(|(p, gpus)| fabric.unreachable(&gpus).map(|pair| (p, pair)))
@@ -155,7 +169,7 @@ pub fn run(args: FabricArgs) -> anyhow::Result<ExitCode> {
     };
     let dependencies = fabric.dependencies();
     let report = if args.probe {
-        Some(probe(&topology, &failed, args.seed.unwrap_or(1), PROBE_TIME).map_err(anyhow::Error::msg)?)
+        Some(probe(&topology, &left_out, args.seed.unwrap_or(1), PROBE_TIME).map_err(anyhow::Error::msg)?)
     } else {
         None
     };
@@ -164,6 +178,7 @@ pub fn run(args: FabricArgs) -> anyhow::Result<ExitCode> {
         topology: &topology,
         fabric: &fabric,
         failed: &failed,
+        drains: &drains,
         split: &split,
         ring_joined,
         dependencies: &dependencies,
@@ -174,13 +189,82 @@ pub fn run(args: FabricArgs) -> anyhow::Result<ExitCode> {
     } else {
         view.print(&args);
     }
-    let wrong =
-        dependencies.cycle.is_some() || !split.is_empty() || report.as_ref().is_some_and(|r| !r.isolated());
+    let wrong = dependencies.cycle.is_some()
+        || !split.is_empty()
+        || report.as_ref().is_some_and(|r| !r.isolated())
+        || drains.iter().any(|d| d.refused.is_some());
     Ok(if wrong {
         ExitCode::from(EXIT_WRONG)
     } else {
         ExitCode::SUCCESS
     })
+}
+
+/// A `--drain-switch` as the fabric manager took it.
+struct DrainOutcome {
+    switch: usize,
+    /// The live trunks at the switch's ports, which the routes now leave out: none if the drain was
+    /// refused, or the switch had no live trunk (its links down, or drained).
+    trunks: Vec<usize>,
+    /// Why the manager refused the drain, if it did: the switch stays in service.
+    refused: Option<String>,
+}
+
+/// The drains `switches` (names) in order, each with the trunks found down (`failed`, by index into
+/// `fabric`'s trunks) and those of the drains before it left out, refused as the simulator's manager
+/// refuses one ([`Fabric::drain_cut`]) if it would cut a partition.
+fn plan_drains(
+    topology: &Topology,
+    fabric: &Fabric,
+    failed: &[usize],
+    switches: &[String],
+) -> anyhow::Result<Vec<DrainOutcome>> {
+    let groups = topology.partition_groups();
+    let gpu_sets: Vec<&[usize]> = groups.iter().map(|(_, gpus)| gpus.as_slice()).collect();
+    let mut left_out = failed.to_vec();
+    let (mut named, mut drains) = (Vec::new(), Vec::new());
+    for name in switches {
+        check_node_name(name).map_err(|e| anyhow::anyhow!("bad --drain-switch {name:?}: {e}"))?;
+        let x = topology
+            .node_named(name)
+            .map_err(|e| anyhow::anyhow!("--drain-switch: {e}"))?;
+        if topology.nodes[x].kind != NodeKind::Switch {
+            bail!("--drain-switch: {name} is not a switch");
+        }
+        ensure_once(&mut named, x, "--drain-switch", || name.clone())?;
+        let mut trunks: Vec<usize> = (fabric.ports[x].iter().map(|&(t, _)| t))
+            .filter(|t| !left_out.contains(t))
+            .collect();
+        trunks.sort_unstable();
+        trunks.dedup();
+        let cut = fabric.drain_cut(topology, &left_out, &trunks, &gpu_sets, |gpus, f| {
+            f.unreachable(gpus)
+        });
+        let refused = cut.map(|cut| match cut {
+            DrainCut::Splits {
+                group: g,
+                pair: (a, b),
+            } => format!(
+                "partition {}: no route from {} to {} without it: it is the only path left between them",
+                groups[g].0,
+                fabric.gpu_name(topology, a),
+                fabric.gpu_name(topology, b)
+            ),
+            DrainCut::Unplanned(e) => {
+                format!("the fabric manager could not route the fabric without it: {e}")
+            }
+        });
+        if refused.is_some() {
+            trunks.clear();
+        }
+        left_out.extend(&trunks);
+        drains.push(DrainOutcome {
+            switch: x,
+            trunks,
+            refused,
+        });
+    }
+    Ok(drains)
 }
 
 /// The manager programs the partitions of the topology and `--partition`: a hardware file's would be
@@ -440,6 +524,7 @@ struct View<'a> {
     topology: &'a Topology,
     fabric: &'a Fabric,
     failed: &'a [usize],
+    drains: &'a [DrainOutcome],
     /// Each partition whose GPUs no route joins, and its first such pair (endpoint IDs).
     split: &'a [(u8, (usize, usize))],
     /// Whether a ring collective on every GPU has a route between each ring's neighbours.
@@ -466,12 +551,17 @@ impl View<'_> {
     fn window_limit(&self, i: usize, packet_flits: usize) -> Option<f64> {
         let trunk = &self.fabric.trunks[i];
         match self.degraded(i) {
-            _ if self.failed.contains(&i) => None,
+            _ if self.failed.contains(&i) || self.drained(i) => None,
             Some((links, _)) => trunk
                 .with_links(usize::from(links))
                 .window_limit_gbps(packet_flits),
             None => trunk.window_limit_gbps(packet_flits),
         }
+    }
+
+    /// Whether a drain took trunk `i` out of the routes.
+    fn drained(&self, i: usize) -> bool {
+        self.drains.iter().any(|d| d.trunks.contains(&i))
     }
 
     /// `node:port`.
@@ -587,6 +677,22 @@ impl View<'_> {
                 self.name(f.gpus[b])
             );
         }
+        for d in self.drains {
+            match (&d.refused, d.trunks.len()) {
+                (Some(why), _) => println!(
+                    "# DRAIN OF {} REFUSED, it stays in service: {why}",
+                    self.name(d.switch)
+                ),
+                (None, 0) => println!(
+                    "# drain of {}: nothing to do, every link at its ports is down or drained already",
+                    self.name(d.switch)
+                ),
+                (None, n) => println!(
+                    "# drain of {}: the routes go around its {n} trunk(s), which stay up",
+                    self.name(d.switch)
+                ),
+            }
+        }
         if !self.split.is_empty() && self.ring_joined && t.partition_count() == 1 {
             println!(
                 "# ring collectives on all {} GPUs still run: routes join each ring's neighbours, the only \
@@ -643,6 +749,7 @@ impl View<'_> {
             let mut state = match self.degraded(i) {
                 _ if self.unseen(i) => "  (unreachable: an end not reached, left out)".to_string(),
                 _ if self.failed.contains(&i) => "  (failed)".to_string(),
+                _ if self.drained(i) => "  (drained: up, left out of the routes)".to_string(),
                 Some((links, gbps)) => format!("  (degraded: {links} links up, {gbps:.1} GB/s)"),
                 None => String::new(),
             };
@@ -765,6 +872,7 @@ impl View<'_> {
                     "ber": trunk.ber,
                     "format": trunk.format.name(),
                     "failed": self.failed.contains(&i) && !self.unseen(i),
+                    "drained": self.drained(i),
                     "unreachable": self.unseen(i),
                     "links_up": links_up,
                     "window_limit_gbps": self.window_limit(i, write_flits),
@@ -789,6 +897,11 @@ impl View<'_> {
                 "to": self.name(f.gpus[b]),
             })).collect::<Vec<_>>(),
             "ring_joined": self.ring_joined,
+            "drains": self.drains.iter().map(|d| json!({
+                "switch": self.name(d.switch),
+                "trunks": d.trunks.len(),
+                "refused": d.refused,
+            })).collect::<Vec<_>>(),
             "dependencies": {
                 "channels": d.channels,
                 "dependencies": d.dependencies,

@@ -129,6 +129,71 @@ fn a_failed_link_is_planned_around() {
     assert_eq!(v["probe"]["same_partition_delivered"], 56);
 }
 
+/// `--drain-switch` asks what a maintenance drain would do: the routes go around a drained switch's
+/// links, which stay up, and the manager refuses (exit status 3) a drain whose switch is the only path
+/// left between GPUs of a partition, as the simulator's manager does.
+#[test]
+fn drained_switches_are_routed_around_and_the_only_path_left_is_refused() {
+    let v = json(
+        &["fabric"],
+        &["--drain-switch", "nvswitch1", "--routes", "--probe"],
+    );
+    assert_eq!(
+        v["drains"],
+        serde_json::json!([{"switch": "nvswitch1", "trunks": 8, "refused": null}])
+    );
+    let trunks = v["trunks"].as_array().unwrap();
+    let drained: Vec<_> = trunks.iter().filter(|t| t["drained"] == true).collect();
+    assert_eq!(drained.len(), 8);
+    assert!(drained
+        .iter()
+        .all(|t| t["b"]["node"] == "nvswitch1" && t["failed"] == false));
+    // Every GPU sends on its three other ports, and the probe still reaches every pair.
+    for table in &v["routes"].as_array().unwrap()[4..] {
+        for entry in table["table"].as_array().unwrap() {
+            assert_eq!(entry["ports"], serde_json::json!([0, 2, 3]), "{table}");
+        }
+    }
+    assert_eq!(v["probe"]["same_partition_delivered"], 56);
+    // All four planes: three drained, the last refused and still routed over.
+    let mut args = vec!["fabric"];
+    for switch in ["nvswitch0", "nvswitch1", "nvswitch2", "nvswitch3"] {
+        args.extend(["--drain-switch", switch]);
+    }
+    let out = linkctl(&args, &["--json"]);
+    assert_eq!(out.status.code(), Some(3));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let drains = v["drains"].as_array().unwrap();
+    assert_eq!(drains.iter().filter(|d| d["refused"].is_null()).count(), 3, "{v}");
+    let why = drains[3]["refused"].as_str().unwrap();
+    assert!(why.starts_with("partition 0: no route from gpu0 to gpu"), "{why}");
+    assert_eq!(
+        v["split"],
+        serde_json::json!([]),
+        "the refused switch keeps the GPUs joined"
+    );
+    let text = String::from_utf8(linkctl(&args, &[]).stdout).unwrap();
+    assert!(
+        text.contains("# DRAIN OF nvswitch3 REFUSED, it stays in service: partition 0: no route from gpu0"),
+        "{text}"
+    );
+    assert!(text.contains("# drain of nvswitch2: the routes go around its 8 trunk(s), which stay up"));
+    // A drain counts the links found down: with gpu0's link to nvswitch3 down, nvswitch0 is all that
+    // joins gpu0 once the other two planes are drained.
+    let mut args = vec!["fabric", "--fail-link", "gpu0:nvswitch3"];
+    for (switch, status) in [("nvswitch1", 0), ("nvswitch2", 0), ("nvswitch0", 3)] {
+        args.extend(["--drain-switch", switch]);
+        let out = linkctl(&args, &[]);
+        let text = String::from_utf8(out.stdout).unwrap();
+        assert_eq!(out.status.code(), Some(status), "{switch}: {text}");
+        assert_eq!(
+            text.contains("# DRAIN OF nvswitch0 REFUSED"),
+            status == 3,
+            "{text}"
+        );
+    }
+}
+
 /// On a fat tree a GPU reaches the GPUs of its node in two hops through its NVSwitches or through its
 /// leaf switch; its routes, as `--routes` shows them, take the NVSwitches, and the leaf only out of the
 /// node.
@@ -325,6 +390,10 @@ fn bad_input_is_refused() {
         &["--hardware", "no-such-fabric"],
         &["--degrade-link", "gpu0:gpu1"],
         &["--degrade-link", "gpu0:nvswitch0@1us"],
+        &["--drain-switch", "gpu0"],
+        &["--drain-switch", "nvswitch9"],
+        &["--drain-switch", "nvswitch1@1us"],
+        &["--drain-switch", "nvswitch1", "--drain-switch", "nvswitch1"],
     ] {
         assert_refused(&["fabric"], args);
     }

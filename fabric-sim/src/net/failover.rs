@@ -14,7 +14,7 @@ use switch_fw::switch::{Arrival, Destination};
 use super::{phy_up, write_program, App, Event, Held, Net, NodeState, Offer};
 use crate::discover::{check, discover, port_peer};
 use crate::hashing::MixHash;
-use crate::manager::Trunk;
+use crate::manager::{DrainCut, Trunk};
 use crate::wire;
 
 /// A fault to inject while the fabric runs.
@@ -569,35 +569,26 @@ impl Net {
         self.replan_when_up(app);
     }
 
-    /// Why the fabric manager would refuse to drain a switch whose live trunks are `trunks`, if it would:
-    /// routed around them as well as around the trunks down and those of switches already draining, the
-    /// fabric would leave two GPUs of a job without a route that joins them now. A maintenance drain must
-    /// not cut a running job, whether or not the job could go on split. What failures alone cut is theirs:
-    /// if the fabric cannot be routed even with the switch, the drain is let go ahead.
+    /// Why the fabric manager would refuse to drain a switch whose live trunks are `trunks`, if it would
+    /// ([`Fabric::drain_cut`], over the jobs, with the trunks down and those of switches already draining
+    /// left out).
     fn drain_would_cut(&self, trunks: &[usize]) -> Option<String> {
         let f = self.failover.as_ref()?;
         let mut left_out = self.drained_trunks();
         left_out.extend(&f.failed);
-        left_out.sort_unstable();
-        left_out.dedup();
-        let with = self.fabric.replan(&self.topology, &left_out).ok()?;
-        left_out.extend(trunks);
-        left_out.sort_unstable();
-        left_out.dedup();
-        let without = match self.fabric.replan(&self.topology, &left_out) {
-            Ok(fabric) => fabric,
-            Err(e) => {
-                return Some(format!(
-                    "the fabric manager could not route the fabric without it: {e}"
-                ))
+        let without = |e| format!("the fabric manager could not route the fabric without it: {e}");
+        match self.fabric.drain_cut(
+            &self.topology,
+            &left_out,
+            trunks,
+            &self.jobs,
+            super::Job::unjoined,
+        )? {
+            DrainCut::Splits { group, pair } => {
+                Some(self.split_message(&self.fabric, &self.jobs[group], pair))
             }
-        };
-        self.jobs.iter().find_map(|job| {
-            let pair = job.unjoined(&without)?;
-            job.unjoined(&with)
-                .is_none()
-                .then(|| self.split_message(&without, job, pair))
-        })
+            DrainCut::Unplanned(e) => Some(without(e)),
+        }
     }
 
     /// The trunks drains take out of the routes, in index order.
