@@ -194,7 +194,7 @@ pub enum DrainCut {
         /// The two GPUs (endpoint IDs).
         pair: (usize, usize),
     },
-    /// The fabric could not be planned without the switch.
+    /// The fabric could not be planned without the switch: why, in words.
     Unplanned(String),
 }
 
@@ -231,7 +231,10 @@ impl Fabric {
         out.dedup();
         let without = match self.replan(topology, &out) {
             Ok(fabric) => fabric,
-            Err(e) => return Some(DrainCut::Unplanned(e)),
+            Err(e) => {
+                let why = format!("the fabric manager could not route the fabric without it: {e}");
+                return Some(DrainCut::Unplanned(why));
+            }
         };
         groups.iter().enumerate().find_map(|(i, group)| {
             let pair = unjoined(group, &without)?;

@@ -246,13 +246,7 @@ impl FaultSpec {
         let node = |name: &str| topology.node_named(name);
         let fabric = net.fabric();
         let port_towards = |x: usize, y: usize| fabric.port_towards(topology, x, y);
-        let switch_named = |name: &str| {
-            let x = node(name)?;
-            if topology.nodes[x].kind != NodeKind::Switch {
-                return Err(format!("{name} is not a switch"));
-            }
-            Ok(x)
-        };
+        let switch_named = |name: &str| topology.switch_named(name);
         match self {
             FaultSpec::Link { a, b, at }
             | FaultSpec::OneLink { a, b, at }

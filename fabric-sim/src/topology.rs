@@ -155,6 +155,15 @@ impl Topology {
             .ok_or_else(|| format!("{} has no node {name:?}", self.name))
     }
 
+    /// The index of the switch called `name`: an error if there is no such node, or it is a GPU.
+    pub fn switch_named(&self, name: &str) -> Result<usize, String> {
+        let x = self.node_named(name)?;
+        if self.nodes[x].kind != NodeKind::Switch {
+            return Err(format!("{name} is not a switch"));
+        }
+        Ok(x)
+    }
+
     /// Put GPU `name` in partition `partition`.
     pub fn set_partition(&mut self, name: &str, partition: u8) -> Result<(), String> {
         let x = self.node_named(name)?;

@@ -226,11 +226,8 @@ fn plan_drains(
     for name in switches {
         check_node_name(name).map_err(|e| anyhow::anyhow!("bad --drain-switch {name:?}: {e}"))?;
         let x = topology
-            .node_named(name)
+            .switch_named(name)
             .map_err(|e| anyhow::anyhow!("--drain-switch: {e}"))?;
-        if topology.nodes[x].kind != NodeKind::Switch {
-            bail!("--drain-switch: {name} is not a switch");
-        }
         ensure_once(&mut named, x, "--drain-switch", || name.clone())?;
         let mut trunks: Vec<usize> = (fabric.ports[x].iter().map(|&(t, _)| t))
             .filter(|t| !left_out.contains(t))
@@ -250,9 +247,7 @@ fn plan_drains(
                 fabric.gpu_name(topology, a),
                 fabric.gpu_name(topology, b)
             ),
-            DrainCut::Unplanned(e) => {
-                format!("the fabric manager could not route the fabric without it: {e}")
-            }
+            DrainCut::Unplanned(why) => why,
         });
         if refused.is_some() {
             trunks.clear();

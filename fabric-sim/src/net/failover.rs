@@ -576,7 +576,6 @@ impl Net {
         let f = self.failover.as_ref()?;
         let mut left_out = self.drained_trunks();
         left_out.extend(&f.failed);
-        let without = |e| format!("the fabric manager could not route the fabric without it: {e}");
         match self.fabric.drain_cut(
             &self.topology,
             &left_out,
@@ -587,7 +586,7 @@ impl Net {
             DrainCut::Splits { group, pair } => {
                 Some(self.split_message(&self.fabric, &self.jobs[group], pair))
             }
-            DrainCut::Unplanned(e) => Some(without(e)),
+            DrainCut::Unplanned(why) => Some(why),
         }
     }
 
