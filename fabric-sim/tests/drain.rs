@@ -272,6 +272,19 @@ fn a_drained_switch_takes_its_reduction_engine_offline() {
     assert_eq!((f.switches_drained, f.engines_offline), (1, 1), "{f:?}");
 }
 
+/// A drain takes the switch's engine offline while some of its sums are on their way; the GPUs have them
+/// done again on the other planes, so the size completes before they all arrive. The next size waits for
+/// them: it reuses their headers, and met there a sum of the size before fails its verification (as
+/// the 512 KiB size here did).
+#[test]
+fn what_a_drained_engine_sent_arrives_before_the_next_size() {
+    let mut s = sweep("dgx-h100", Algo::SwitchReduce, 256 << 10, 1 << 20);
+    s.faults = vec![drain("nvswitch1", 2_000)];
+    let f = run_ok(&s).failover;
+    assert_lossless(&f);
+    assert_eq!((f.switches_drained, f.engines_offline), (1, 1), "{f:?}");
+}
+
 #[test]
 fn a_drained_spine_of_a_fat_tree() {
     let mut s = sweep("fat-tree-64", Algo::Ring, 256 << 10, 256 << 10);

@@ -151,6 +151,16 @@ pub struct FailoverStats {
     pub drains_refused: u64,
 }
 
+impl FailoverStats {
+    /// Events that can leave copies of a collective's packets on their way after it is done: trunk
+    /// failures (packets sent again or bounced), and collective engines taken offline, by a failure or
+    /// by a drain (the engine's sums in progress are done again on other planes, while what it had
+    /// already sent still arrives).
+    fn copy_makers(&self) -> u64 {
+        self.links_failed + self.engines_offline
+    }
+}
+
 /// Per GPU, the recent packets it received (by header), so that a packet sent again after a failure is
 /// delivered once. A packet can only be duplicated if it was unacknowledged on a link when the link
 /// failed although the partner had received it, and its copy sent again usually arrives soon after the
@@ -260,8 +270,9 @@ pub(super) struct Failover {
     pub(super) faults: Vec<Fault>,
     /// Trunks down now (a repair takes its trunk out).
     pub(super) failed: Vec<usize>,
-    /// Of the trunk failures so far ([`FailoverStats::links_failed`]), those whose stragglers have been
-    /// let arrive ([`Net::drain_stragglers`]).
+    /// Of the events so far that can leave copies of a collective's packets on their way
+    /// ([`FailoverStats::copy_makers`]), those whose stragglers have been let arrive
+    /// ([`Net::drain_stragglers`]).
     pub(super) failures_drained: u64,
     /// Per node and port: the data link's packets sent before the collective now running started.
     pub(super) size_started: Vec<Vec<u64>>,
@@ -1333,14 +1344,14 @@ impl Net {
         // (and a run with faults scheduled runs as one without until the first).
         // An engine brought back must find the fabric empty too (`bring_engines_back`).
         let quiet_first =
-            f.stats.links_failed != f.failures_drained || !self.engines_to_bring_back().is_empty();
+            f.stats.copy_makers() != f.failures_drained || !self.engines_to_bring_back().is_empty();
         if quiet_first && !self.step_until_quiet(&mut Draining { app }, limit) {
             return;
         }
         self.bring_engines_back();
         if let Some(f) = self.failover.as_mut() {
             f.seen.iter_mut().for_each(Seen::forget_collective);
-            f.failures_drained = f.stats.links_failed;
+            f.failures_drained = f.stats.copy_makers();
             for (started, links) in f.size_started.iter_mut().zip(&self.links) {
                 for (started, link) in started.iter_mut().zip(links) {
                     *started = link.counters().packets_sent;
