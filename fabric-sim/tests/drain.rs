@@ -66,13 +66,13 @@ fn assert_lossless(f: &FailoverStats) {
     );
 }
 
-/// One drain refused, that of `switch`, and said why.
-fn assert_refused_once(f: &FailoverStats, refusals: &[String], switch: &str) {
+/// One drain refused, that of `switch` at `at_us`, and said why.
+fn assert_refused_once(f: &FailoverStats, refusals: &[String], switch: &str, at_us: &str) {
     assert_eq!(f.drains_refused, 1, "{f:?}");
     assert!(
         refusals.len() == 1
             && refusals[0].starts_with(&format!(
-                "the fabric manager refused to drain {switch} (it stays in service)"
+                "the fabric manager refused to drain {switch} at {at_us} us (it stays in service)"
             ))
             && refusals[0].contains("no route from"),
         "{refusals:?}"
@@ -201,7 +201,7 @@ fn two_drains_go_on_and_the_drain_of_the_last_plane_is_refused() {
     let r = run_ok(&s);
     assert_lossless(&r.failover);
     assert_eq!(r.failover.switches_drained, 3, "{:?}", r.failover);
-    assert_refused_once(&r.failover, &r.drain_refusals, "nvswitch3");
+    assert_refused_once(&r.failover, &r.drain_refusals, "nvswitch3", "1.000");
 }
 
 /// The manager refuses a drain that would cut a job with the links down as they are: whatever the job
@@ -225,7 +225,7 @@ fn a_drain_is_refused_where_with_the_failures_so_far_it_would_cut_a_job() {
         "{:?}",
         r.failover
     );
-    assert_refused_once(&r.failover, &r.drain_refusals, "nvswitch3");
+    assert_refused_once(&r.failover, &r.drain_refusals, "nvswitch3", "2.000");
     // Three switches failed before the collective: the fourth is the only path, and stays in service.
     let mut s = sweep("dgx-h100", Algo::Ring, 1 << 20, 1 << 20);
     s.faults = ["nvswitch0", "nvswitch1", "nvswitch2"]
@@ -234,7 +234,7 @@ fn a_drain_is_refused_where_with_the_failures_so_far_it_would_cut_a_job() {
     s.faults.push(drain("nvswitch3", 1_000));
     let r = run_ok(&s);
     assert_eq!(r.failover.switches_drained, 0, "{:?}", r.failover);
-    assert_refused_once(&r.failover, &r.drain_refusals, "nvswitch3");
+    assert_refused_once(&r.failover, &r.drain_refusals, "nvswitch3", "1.000");
 }
 
 #[test]

@@ -2176,8 +2176,9 @@ fn a_drain_that_would_cut_the_fabric_is_refused_and_the_run_goes_on() {
         ),
         "{footer}"
     );
-    let refusal = "# the fabric manager refused to drain nvswitch3 (it stays in service): routed around it, \
-                   the collective's GPUs: no route from gpu";
+    let refusal =
+        "# the fabric manager refused to drain nvswitch3 at 1.000 us (it stays in service): routed \
+                   around it, the collective's GPUs: no route from gpu";
     assert!(text.lines().any(|l| l.starts_with(refusal)), "{text}");
     let v = json(&args);
     assert_eq!(v["verified"], true, "{v}");

@@ -563,8 +563,11 @@ impl Net {
             let Some(f) = self.failover.as_mut() else { return };
             f.stats.drains_refused += 1;
             let name = self.topology.node_name(node);
+            // The time tells apart two refused drains of one switch.
+            let at_us = self.now.as_ps() as f64 / 1e6;
             f.refusals.push(format!(
-                "the fabric manager refused to drain {name} (it stays in service): routed around it, {why}"
+                "the fabric manager refused to drain {name} at {at_us:.3} us (it stays in service): routed \
+                 around it, {why}"
             ));
             return;
         }
