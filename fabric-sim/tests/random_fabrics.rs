@@ -5,7 +5,8 @@
 //! A drain never loses a packet: a run stops for one only after trunk failures.
 //! Every run either verifies or says why it stopped, and a cut is reported exactly when the fabric left
 //! by the failures no longer joins the GPUs that send to each other; the counters add up; a seed gives
-//! the same report twice.
+//! the same report twice. Synthetic traffic runs on the same fabrics with the same faults: it delivers
+//! every packet once, intact, or counts it lost, and only trunk failures lose any.
 
 use std::collections::BTreeMap;
 
@@ -15,6 +16,7 @@ use fabric_sim::run::{
     collective_talks, deliveries, ring_orders, run, sizes, Algo, FaultSpec, Report, Sweep,
 };
 use fabric_sim::topology::{NodeKind, Topology};
+use fabric_sim::traffic::{run_traffic, Pattern, Spread, TrafficSpec};
 use link_phy::time::Duration;
 use proptest::prelude::*;
 use rand_core::{Rng, SeedableRng};
@@ -185,6 +187,63 @@ fn joined(t: &Topology, links: &BTreeMap<(usize, usize), usize>, pairs: &[(usize
     })
 }
 
+/// A fault drawn as (which of the linked `pairs`, what, when, jitter in ns), as a fault option gives it.
+type FaultDraw = (prop::sample::Index, usize, u64, u64);
+
+/// Draws of up to three faults.
+fn fault_draws() -> impl Strategy<Value = Vec<FaultDraw>> {
+    prop::collection::vec(
+        (any::<prop::sample::Index>(), 0usize..7, 0u64..8, 0u64..1000),
+        0..4,
+    )
+}
+
+/// The faults `draws` give on a fabric linking `pairs`: links, ports and switches failing, repaired and
+/// drained at 0, while the links train, as the run goes on, or long after it.
+fn fault_specs(pairs: &[(String, String)], draws: Vec<FaultDraw>) -> Vec<FaultSpec> {
+    let mut faults = Vec::new();
+    for (which, how, when, jitter) in draws {
+        let (a, b) = pairs[which.index(pairs.len())].clone();
+        let at =
+            Duration::from_ns([0, 1, 500, 900, 1_500, 3_000, 20_000, 10_000_000][when as usize] + jitter);
+        faults.push(match how {
+            0 => FaultSpec::Link { a, b, at },
+            1 => FaultSpec::OneLink { a, b, at },
+            2 if b.starts_with('s') => FaultSpec::Port {
+                switch: b,
+                peer: a,
+                at,
+            },
+            3 => FaultSpec::Repair { a, b, at },
+            4 if b.starts_with('s') => FaultSpec::Switch { switch: b, at },
+            5 if b.starts_with('s') => FaultSpec::SwitchRepair { switch: b, at },
+            5 => FaultSpec::Repair { a, b, at },
+            6 if b.starts_with('s') => FaultSpec::Drain { switch: b, at },
+            _ => FaultSpec::Link { a, b, at },
+        });
+    }
+    faults
+}
+
+/// Trunk failures among `faults` due by `end`: a whole switch's are one per trunk it has.
+fn trunk_failures(t: &Topology, faults: &[FaultSpec], end: Duration) -> usize {
+    faults
+        .iter()
+        .filter(|f| f.at() <= end)
+        .map(|f| match f {
+            FaultSpec::Repair { .. } | FaultSpec::SwitchRepair { .. } | FaultSpec::Drain { .. } => 0,
+            FaultSpec::Switch { switch, .. } => {
+                let x = t.node_named(switch).unwrap();
+                let peers: std::collections::BTreeSet<usize> = (t.links.iter())
+                    .filter_map(|l| (l.a == x).then_some(l.b).or((l.b == x).then_some(l.a)))
+                    .collect();
+                peers.len()
+            }
+            _ => 1,
+        })
+        .sum()
+}
+
 fn without_wall_times(mut r: Report) -> Report {
     (r.wall_seconds, r.setup_wall_seconds, r.packets_per_s) = (0.0, 0.0, 0.0);
     r
@@ -202,7 +261,7 @@ proptest! {
         min in prop::sample::select(vec![1u64, 4, 5, 129, 1000, 4097, 20_003]),
         doublings in 0u32..3,
         ber in prop::sample::select(vec![None, None, Some(1e-6)]),
-        faults in prop::collection::vec((any::<prop::sample::Index>(), 0usize..7, 0u64..8, 0u64..1000), 0..4),
+        faults in fault_draws(),
         replan_ns in prop::sample::select(vec![0u64, 0, 1_000, 40_000]),
         seed in 0u64..1000,
     ) {
@@ -219,22 +278,7 @@ proptest! {
         ][collective];
         let mut s = Sweep::new(t, kind, algo, min, min << doublings);
         (s.seed, s.ber, s.limit_per_size) = (seed, ber, Duration::from_ms(5));
-        for (which, how, when, jitter) in faults {
-            let (a, b) = pairs[which.index(pairs.len())].clone();
-            // At 0, while the links train, as collectives run, or long after the sweep.
-            let at = Duration::from_ns([0, 1, 500, 900, 1_500, 3_000, 20_000, 10_000_000][when as usize] + jitter);
-            s.faults.push(match how {
-                0 => FaultSpec::Link { a, b, at },
-                1 => FaultSpec::OneLink { a, b, at },
-                2 if b.starts_with('s') => FaultSpec::Port { switch: b, peer: a, at },
-                3 => FaultSpec::Repair { a, b, at },
-                4 if b.starts_with('s') => FaultSpec::Switch { switch: b, at },
-                5 if b.starts_with('s') => FaultSpec::SwitchRepair { switch: b, at },
-                5 => FaultSpec::Repair { a, b, at },
-                6 if b.starts_with('s') => FaultSpec::Drain { switch: b, at },
-                _ => FaultSpec::Link { a, b, at },
-            });
-        }
+        s.faults = fault_specs(&pairs, faults);
         if !s.faults.is_empty() {
             s.replan_delay = Duration::from_ns(replan_ns);
         }
@@ -247,18 +291,7 @@ proptest! {
         let what = format!("{toml}\n{kind:?} {algo:?} {min} x{doublings} {:?} {:?}: {:?} {:?}", s.ber, s.faults, r.failure, r.rows);
         let end = r.simulated;
         let happened = s.faults.iter().filter(|f| f.at() <= end).count();
-        // Trunk failures that happened: a whole switch's are one per trunk it has.
-        let failures: usize = s.faults.iter().filter(|f| f.at() <= end).map(|f| match f {
-            FaultSpec::Repair { .. } | FaultSpec::SwitchRepair { .. } | FaultSpec::Drain { .. } => 0,
-            FaultSpec::Switch { switch, .. } => {
-                let x = s.topology.node_named(switch).unwrap();
-                let peers: std::collections::BTreeSet<usize> = s.topology.links.iter()
-                    .filter_map(|l| (l.a == x).then_some(l.b).or((l.b == x).then_some(l.a)))
-                    .collect();
-                peers.len()
-            }
-            _ => 1,
-        }).sum();
+        let failures = trunk_failures(&s.topology, &s.faults, end);
         // Drains that happened: each takes its switch's engine offline, as a failure of a port to a GPU does.
         let drains = s.faults.iter().filter(|f| f.at() <= end && matches!(f, FaultSpec::Drain { .. })).count();
         prop_assert_eq!(happened + r.faults_after_end, s.faults.len(), "{}", what);
@@ -320,5 +353,73 @@ proptest! {
         }
         let again = run(&s, &mut |_| {}).unwrap();
         prop_assert_eq!(without_wall_times(again), without_wall_times(r), "{}", what);
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(32))]
+
+    /// Synthetic traffic on the same random fabrics, with the same faults: every packet generated is
+    /// delivered once, intact, or counted lost, and losses come only from trunk failures; with no fault
+    /// and no loss the run verifies; a seed gives the same report twice.
+    #[test]
+    fn random_traffic_delivers_each_packet_once_or_counts_it_lost(
+        gpus in 2usize..9,
+        switches in 0usize..4,
+        cabling in any::<u64>(),
+        pattern in 0usize..4,
+        links in any::<bool>(),
+        load in prop::sample::select(vec![0.02, 0.3, 0.8, 1.0]),
+        payload_bytes in prop::sample::select(vec![16usize, 48, 128]),
+        warmup_ns in prop::sample::select(vec![None, Some(0u64), Some(700)]),
+        measure_ns in prop::sample::select(vec![300u64, 2_000]),
+        ber in prop::sample::select(vec![None, None, Some(1e-6)]),
+        faults in fault_draws(),
+        replan_ns in prop::sample::select(vec![0u64, 0, 1_000, 40_000]),
+        seed in 0u64..1000,
+    ) {
+        let (toml, pairs) = fabric_file(gpus, switches, cabling);
+        let t = Topology::from_toml(&toml).unwrap();
+        let pattern = [Pattern::Uniform, Pattern::Permutation, Pattern::Neighbor, Pattern::Hotspot(0.5)][pattern];
+        let spread = if links { Spread::Links } else { Spread::Flow };
+        let mut spec = TrafficSpec::new(pattern, spread, load);
+        spec.payload_bytes = payload_bytes;
+        spec.warmup = warmup_ns.map(Duration::from_ns);
+        spec.measure = Duration::from_ns(measure_ns);
+        (spec.seed, spec.ber) = (seed, ber);
+        spec.faults = fault_specs(&pairs, faults);
+        if !spec.faults.is_empty() {
+            spec.replan_delay = Duration::from_ns(replan_ns);
+        }
+        // Refused up front (GPUs no switch joins, say): nothing ran.
+        let Ok(r) = run_traffic(&t, &spec) else {
+            return Ok(());
+        };
+        let m = &r.measured;
+        let what = format!(
+            "{toml}\n{pattern:?} {spread:?} load {load} {payload_bytes} B warmup {warmup_ns:?} measure {measure_ns} \
+             ns {ber:?} {:?} replan {replan_ns} ns seed {seed}: {m:?} {:?}",
+            spec.faults, r.failover
+        );
+        // Nothing delivered twice, corrupted, out of order where flows keep one path, or lost while the
+        // receiver has it; and no run stopped: traffic goes on where failures split the GPUs.
+        prop_assert_eq!(&m.problem, &None, "{}", what);
+        prop_assert!(m.delivered + m.lost + m.undelivered == m.generated, "{}", what);
+        let happened = spec.faults.iter().filter(|f| f.at() <= r.simulated).count();
+        prop_assert_eq!(happened + r.faults_after_end, spec.faults.len(), "{}", what);
+        if trunk_failures(&t, &spec.faults, r.simulated) == 0 {
+            // Drains and repairs alone lose nothing, and split no GPUs (the manager refuses a drain that
+            // would).
+            let f = &r.failover;
+            prop_assert_eq!((m.lost, m.unroutable, f.packets_lost, f.jobs_split), (0, 0, 0, 0), "{}", what);
+            prop_assert_eq!((f.links_failed, f.units_lost, f.packets_taken_back), (0, 0, 0), "{}", what);
+        }
+        if spec.faults.is_empty() {
+            prop_assert!(m.verified, "{}", what);
+            prop_assert!(m.generated > 0 || m.source_full > 0 || load < 0.1, "{}", what);
+        }
+        prop_assert_eq!(m.verified, m.lost + m.unroutable + m.undelivered == 0, "{}", what);
+        let again = run_traffic(&t, &spec).unwrap();
+        prop_assert_eq!(format!("{again:?}"), format!("{r:?}"), "{}", what);
     }
 }
