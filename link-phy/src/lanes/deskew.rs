@@ -9,6 +9,12 @@
 //! (one every 1180 symbols), which lets the buffer absorb up to `DEPTH` symbols of skew. At 128b/130b the
 //! marker is the SKP or SDS ordered-set block.
 //!
+//! Markers are of kinds (a SKP; the start of the data stream, an SDS or the first data symbol after an
+//! ordered set), and lanes line up only on markers of one kind. A data stream's start may follow a SKP by
+//! fewer items than the buffer holds: after an overflow empties the buffer, a late lane's next marker is the
+//! SKP the early lanes have already passed, and the early lanes' next is the stream's start. The two are
+//! different instances, and lining them up would shift the lanes by the distance between them.
+//!
 //! Markers come in runs (a SKP ordered set's three SKP symbols and the first data symbol after them), and
 //! before alignment a lane's FIFO starts only at the first marker of a run: the buffer may start, or empty
 //! after a slip, in the middle of a run, when the early lanes have received more of it than the late ones,
@@ -35,7 +41,8 @@ pub const OVERFLOWS_TO_BLAME: u32 = 3;
 pub struct Deskew<T, const DEPTH: usize> {
     fifos: [Deque<T, DEPTH>; MAX_LANES],
     lanes: usize,
-    is_marker: fn(&T) -> bool,
+    /// The kind of marker an item is, if it is one.
+    marker: fn(&T) -> Option<u8>,
     /// Whether each lane's last item was a marker: one more marker then continues a run of them (a SKP
     /// ordered set's SKP symbols and the first data symbol after them) and does not start one.
     in_run: [bool; MAX_LANES],
@@ -57,15 +64,16 @@ pub struct Deskew<T, const DEPTH: usize> {
 }
 
 impl<T: Copy, const DEPTH: usize> Deskew<T, DEPTH> {
-    /// A buffer over `lanes` lanes (logical lanes `0..lanes`) aligning on items for which `is_marker` holds.
-    pub fn new(lanes: usize, is_marker: fn(&T) -> bool) -> Result<Self, Error> {
+    /// A buffer over `lanes` lanes (logical lanes `0..lanes`) aligning on items that `marker` gives a kind
+    /// of marker, lanes lining up only on markers of one kind.
+    pub fn new(lanes: usize, marker: fn(&T) -> Option<u8>) -> Result<Self, Error> {
         if lanes == 0 || lanes > MAX_LANES {
             return Err(Error::UnsupportedWidth { lanes });
         }
         Ok(Deskew {
             fifos: core::array::from_fn(|_| Deque::new()),
             lanes,
-            is_marker,
+            marker,
             in_run: [false; MAX_LANES],
             aligned: false,
             alignments: 0,
@@ -140,7 +148,7 @@ impl<T: Copy, const DEPTH: usize> Deskew<T, DEPTH> {
         let fifo = self.fifos[..self.lanes]
             .get_mut(lane)
             .ok_or(Error::NoSuchLane { lane })?;
-        let marker = (self.is_marker)(&item);
+        let marker = (self.marker)(&item).is_some();
         let starts_run = !core::mem::replace(&mut self.in_run[lane], marker) && marker;
         if !self.aligned && fifo.is_empty() && !starts_run {
             // Before alignment nothing ahead of a lane's first marker is useful. Markers come in runs, and
@@ -180,10 +188,13 @@ impl<T: Copy, const DEPTH: usize> Deskew<T, DEPTH> {
         }
         let markers = self.fifos[..lanes]
             .iter()
-            .filter(|f| f.front().is_some_and(|x| (self.is_marker)(x)))
+            .filter(|f| f.front().is_some_and(|x| (self.marker)(x).is_some()))
             .count();
         if !self.aligned {
             if markers < lanes {
+                return None;
+            }
+            if self.drop_older_markers() {
                 return None;
             }
             self.aligned = true;
@@ -220,15 +231,44 @@ impl<T: Copy, const DEPTH: usize> Deskew<T, DEPTH> {
     }
 }
 
+impl<T: Copy, const DEPTH: usize> Deskew<T, DEPTH> {
+    /// With a marker at the head of every lane's FIFO but not all of one kind, the lanes are at different
+    /// instances of them: empty the FIFOs whose marker differs from that of the lane that reached its
+    /// marker last (the fewest items buffered), which hold an older instance, so that they wait for
+    /// their next. Whether any were emptied.
+    fn drop_older_markers(&mut self) -> bool {
+        let (lanes, marker) = (self.lanes, self.marker);
+        let kind = |f: &Deque<T, DEPTH>| f.front().and_then(marker);
+        let Some(newest) = (self.fifos[..lanes].iter())
+            .min_by_key(|f| f.len())
+            .and_then(kind)
+        else {
+            return false;
+        };
+        let mut dropped = false;
+        for fifo in &mut self.fifos[..lanes] {
+            if kind(fifo) != Some(newest) {
+                fifo.clear();
+                dropped = true;
+            }
+        }
+        dropped
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     const MARK: u16 = 0xFFFF;
 
+    fn marker(x: &u16) -> Option<u8> {
+        (*x == MARK).then_some(0)
+    }
+
     /// Lane streams of counting items with a marker every `period`, lane `l` delayed by `skew[l]` items.
     fn run(skew: &[usize], period: usize, total: usize) -> (usize, Deskew<u16, 64>) {
-        let mut d: Deskew<u16, 64> = Deskew::new(skew.len(), |x| *x == MARK).unwrap();
+        let mut d: Deskew<u16, 64> = Deskew::new(skew.len(), marker).unwrap();
         let item = |t: usize| if t % period == 0 { MARK } else { t as u16 };
         let mut col = [0u16; MAX_LANES];
         let mut columns = 0;
@@ -266,7 +306,7 @@ mod tests {
 
     #[test]
     fn skew_beyond_depth_is_an_error() {
-        let mut d: Deskew<u16, 4> = Deskew::new(2, |x| *x == MARK).unwrap();
+        let mut d: Deskew<u16, 4> = Deskew::new(2, marker).unwrap();
         d.push(0, MARK).unwrap();
         for i in 0..3 {
             d.push(0, i).unwrap();
@@ -304,7 +344,7 @@ mod tests {
 
     #[test]
     fn a_hit_marker_keeps_alignment_but_a_slipped_lane_realigns() {
-        let mut d: Deskew<u16, 64> = Deskew::new(2, |x| *x == MARK).unwrap();
+        let mut d: Deskew<u16, 64> = Deskew::new(2, marker).unwrap();
         let mut col = [0u16; 2];
         // One lane's marker corrupted: the column passes as it is and alignment stays.
         for (a, b) in [(MARK, MARK), (1, 1), (MARK, 99), (2, 2)] {
@@ -344,6 +384,38 @@ mod tests {
         assert_eq!(d.alignments(), 2);
     }
 
+    /// A data stream's start follows a SKP by fewer items than the buffer holds, and lane 1 lags lane 0
+    /// by more than it absorbs. After each overflow lane 1's next marker is the SKP lane 0 has passed, and
+    /// lane 0's is the stream's start: the buffer lined the two up, shifting the lanes by the distance
+    /// between them. Markers of different kinds never line up: the buffer overflows at every marker
+    /// instead, as for any skew it cannot absorb.
+    #[test]
+    fn markers_of_different_kinds_never_line_up() {
+        const START: u16 = 0xFFFE;
+        let kind = |x: &u16| match *x {
+            MARK => Some(0),
+            START => Some(1),
+            _ => None,
+        };
+        // A SKP every 100 items, the stream's start 30 after each; lane 1 is 20 items late.
+        let item = |t: usize| match t % 100 {
+            0 => MARK,
+            30 => START,
+            _ => t as u16,
+        };
+        let mut d: Deskew<u16, 16> = Deskew::new(2, kind).unwrap();
+        let mut col = [0u16; 2];
+        for now in 0..1000 {
+            let _ = d.push(0, item(now));
+            if now >= 20 {
+                let _ = d.push(1, item(now - 20));
+            }
+            assert!(d.pop(&mut col).is_none(), "lined up at {now}: {col:?}");
+        }
+        assert_eq!(d.alignments(), 0);
+        assert_ne!(d.late_at_overflow(), 0, "overflows without aligning between");
+    }
+
     /// A SKP ordered set is a run of markers (its SKP symbols, then the first data symbol). Two bit errors
     /// on one lane at the start of a run look like a slip, and the buffer empties there, in the middle of
     /// the run, when the early lane has received more of it than the late one. The buffer took each lane's
@@ -363,7 +435,7 @@ mod tests {
             120 => HIT,
             _ => item(t),
         };
-        let mut d: Deskew<u16, 16> = Deskew::new(2, |x| *x == MARK).unwrap();
+        let mut d: Deskew<u16, 16> = Deskew::new(2, marker).unwrap();
         let mut col = [0u16; 2];
         let mut shifted = 0;
         for now in 10..300 {
@@ -384,7 +456,7 @@ mod tests {
     /// up on it: the other lane's FIFO filled, and alignment waited for the next run.
     #[test]
     fn a_reset_forgets_the_marker_before_it() {
-        let mut d: Deskew<u16, 16> = Deskew::new(2, |x| *x == MARK).unwrap();
+        let mut d: Deskew<u16, 16> = Deskew::new(2, marker).unwrap();
         d.push(0, MARK).unwrap();
         d.reset(2).unwrap();
         let mut col = [0u16; 2];
@@ -405,7 +477,7 @@ mod tests {
     /// `+= 1`, a debug-build panic there and a silent wrap in release.
     #[test]
     fn counters_count_past_four_billion() {
-        let mut d: Deskew<u16, 4> = Deskew::new(2, |x| *x == MARK).unwrap();
+        let mut d: Deskew<u16, 4> = Deskew::new(2, marker).unwrap();
         d.alignments = u32::MAX.into();
         d.losses = u32::MAX.into();
         d.mismatched_columns = u32::MAX.into();
@@ -427,8 +499,8 @@ mod tests {
 
     #[test]
     fn unknown_lanes_are_refused() {
-        let mut d: Deskew<u16, 4> = Deskew::new(2, |x| *x == MARK).unwrap();
+        let mut d: Deskew<u16, 4> = Deskew::new(2, marker).unwrap();
         assert_eq!(d.push(2, 0), Err(Error::NoSuchLane { lane: 2 }));
-        assert!(Deskew::<u16, 4>::new(17, |_| true).is_err());
+        assert!(Deskew::<u16, 4>::new(17, |_| Some(0)).is_err());
     }
 }

@@ -30,8 +30,34 @@ pub(super) enum BlockItem {
     Data([u8; 16]),
     /// An ordered-set block.
     OrderedSet,
-    /// A SKP or SDS ordered-set block: the deskew marker.
-    Marker,
+    /// A SKP ordered-set block: a deskew marker.
+    Skp,
+    /// An SDS ordered-set block, the start of the data stream: a deskew marker of another kind.
+    Sds,
+}
+
+impl SymbolItem {
+    /// The kind of deskew marker this is, if it is one ([`crate::lanes::Deskew`]): a SKP, or the start of
+    /// the data stream.
+    pub(super) fn marker(&self) -> Option<u8> {
+        match self {
+            SymbolItem::Marker => Some(0),
+            SymbolItem::FirstData(_) => Some(1),
+            SymbolItem::Data(_) | SymbolItem::OrderedSet => None,
+        }
+    }
+}
+
+impl BlockItem {
+    /// The kind of deskew marker this is, if it is one ([`crate::lanes::Deskew`]): a SKP, or the start of
+    /// the data stream.
+    pub(super) fn marker(&self) -> Option<u8> {
+        match self {
+            BlockItem::Skp => Some(0),
+            BlockItem::Sds => Some(1),
+            BlockItem::Data(_) | BlockItem::OrderedSet => None,
+        }
+    }
 }
 
 /// What a lane's receiver reports.
@@ -487,11 +513,11 @@ fn block_events(block: &Block, emit: &mut impl FnMut(LaneEvent)) {
         }
         Ok(OrderedSetBlock::Skp { .. }) => {
             emit(LaneEvent::Skip);
-            BlockItem::Marker
+            BlockItem::Skp
         }
         Ok(OrderedSetBlock::Sds) => {
             emit(LaneEvent::Sds);
-            BlockItem::Marker
+            BlockItem::Sds
         }
         Ok(OrderedSetBlock::Eios) => {
             emit(LaneEvent::ElectricalIdleOs);

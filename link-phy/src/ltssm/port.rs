@@ -196,8 +196,8 @@ impl Port {
             tx: core::array::from_fn(LaneTx::new),
             rx: core::array::from_fn(LaneRx::new),
             track: [LaneTrack::default(); MAX_LANES],
-            deskew_symbols: Deskew::new(1, |x| matches!(x, SymbolItem::Marker | SymbolItem::FirstData(_)))?,
-            deskew_blocks: Deskew::new(1, |x| *x == BlockItem::Marker)?,
+            deskew_symbols: Deskew::new(1, SymbolItem::marker)?,
+            deskew_blocks: Deskew::new(1, BlockItem::marker)?,
             next_tx: now,
             tx_os: None,
             tx_ts: [[Symbol::COM; TS_LEN]; MAX_LANES],
@@ -886,10 +886,7 @@ impl Port {
                         }
                     } else {
                         // Ordered sets restart the unit count; SKP does not interrupt idle.
-                        if column[..width]
-                            .iter()
-                            .any(|i| !matches!(i, SymbolItem::Marker | SymbolItem::FirstData(_)))
-                        {
+                        if column[..width].iter().any(|i| i.marker().is_none()) {
                             self.idle_received = 0;
                         }
                         self.rx_unit_len = 0;
@@ -909,7 +906,7 @@ impl Port {
                         }
                     }
                     if !data {
-                        if column[..width].iter().any(|i| *i != BlockItem::Marker) {
+                        if column[..width].iter().any(|i| i.marker().is_none()) {
                             self.idle_received = 0;
                         }
                         self.rx_units_since_os = 0;
