@@ -6,7 +6,9 @@
 //! Every run either verifies or says why it stopped, and a cut is reported exactly when the fabric left
 //! by the failures no longer joins the GPUs that send to each other; the counters add up; a seed gives
 //! the same report twice. Synthetic traffic runs on the same fabrics with the same faults: it delivers
-//! every packet once, intact, or counts it lost, and only trunk failures lose any.
+//! every packet once, intact, or counts it lost, and only trunk failures lose any. On larger random
+//! fabrics with trunks failed, the fabric manager's routes cannot deadlock and join exactly the GPUs that
+//! live trunks join.
 
 use std::collections::BTreeMap;
 
@@ -421,5 +423,46 @@ proptest! {
         prop_assert_eq!(m.verified, m.lost + m.unroutable + m.undelivered == 0, "{}", what);
         let again = run_traffic(&t, &spec).unwrap();
         prop_assert_eq!(format!("{again:?}"), format!("{r:?}"), "{}", what);
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+
+    /// The fabric manager's routes on larger random fabrics with trunks failed at random: they cannot
+    /// deadlock (the channel dependency graph has no cycle), every pair of GPUs that live trunks through
+    /// switches join has a route, one that reaches its GPU, and no other pair has one.
+    #[test]
+    fn random_fabrics_route_every_joined_pair_without_deadlock(
+        gpus in 2usize..13,
+        switches in 0usize..7,
+        cabling in any::<u64>(),
+        failed in prop::collection::vec(any::<prop::sample::Index>(), 0..5),
+    ) {
+        let (toml, _) = fabric_file(gpus, switches, cabling);
+        let t = Topology::from_toml(&toml).unwrap();
+        let whole = Fabric::plan(&t, &[]).unwrap();
+        let mut failed: Vec<usize> = failed.iter().map(|i| i.index(whole.trunks.len())).collect();
+        failed.sort_unstable();
+        failed.dedup();
+        let what = format!("{toml}\nfailed trunks {failed:?}");
+        let fabric = whole.replan(&t, &failed).unwrap();
+        prop_assert_eq!(fabric.dependencies().cycle, None, "{}", what);
+        let mut live: BTreeMap<(usize, usize), usize> = BTreeMap::new();
+        for trunk in (whole.trunks.iter().enumerate()).filter(|(i, _)| !failed.contains(i)).map(|(_, t)| t) {
+            let (x, y) = (trunk.a.0, trunk.b.0);
+            *live.entry((x.min(y), x.max(y))).or_default() += trunk.links;
+        }
+        for from in 0..gpus {
+            for to in (0..gpus).filter(|&to| to != from) {
+                let joined = joined(&t, &live, &[(from, to)]);
+                let routed = fabric.unrouted(&[(from, to)]).is_none();
+                prop_assert_eq!(routed, joined, "gpu {} to {}: {}", from, to, what);
+                if routed {
+                    let path = fabric.path(from, to);
+                    prop_assert_eq!(path.and_then(|p| p.last().copied()), Some(fabric.gpus[to]), "{}", what);
+                }
+            }
+        }
     }
 }
