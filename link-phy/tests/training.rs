@@ -978,15 +978,23 @@ enum Interruption {
 /// interruption, so that nothing is in flight when a port leaves L0, and resume at once: their ports send
 /// data as soon as each is back in L0. Returns what arrived.
 fn units_across_recoveries(s: &Setup, rounds: usize) -> Numbered {
-    let mut pair = s.pair();
-    assert!(pair.train(LIMIT));
-    let mut traffic = Numbered::new();
     let interruptions = [
         Interruption::Sleep(Side::A),
         Interruption::Retrain,
         Interruption::Sleep(Side::B),
     ];
-    for round in 0..rounds {
+    units_across(
+        s,
+        (0..rounds).map(|round| interruptions[round % interruptions.len()]),
+    )
+}
+
+/// [`units_across_recoveries`], with `interruptions` in that order.
+fn units_across(s: &Setup, interruptions: impl IntoIterator<Item = Interruption>) -> Numbered {
+    let mut pair = s.pair();
+    assert!(pair.train(LIMIT));
+    let mut traffic = Numbered::new();
+    for (round, interruption) in interruptions.into_iter().enumerate() {
         // Traffic, then a pause long enough for what is in flight to arrive.
         traffic.sending = true;
         let until = pair.now() + Duration::from_us(3);
@@ -994,7 +1002,6 @@ fn units_across_recoveries(s: &Setup, rounds: usize) -> Numbered {
         traffic.sending = false;
         let until = pair.now() + Duration::from_us(1);
         traffic.run(&mut pair, until, |_| false);
-        let interruption = interruptions[round % interruptions.len()];
         match interruption {
             Interruption::Retrain => pair.a.request_retrain(),
             Interruption::Sleep(side) => {
@@ -1076,6 +1083,50 @@ fn every_unit_sent_in_l0_arrives_across_recovery() {
             [0, 0],
             "{what}: units delivered before the link-up event"
         );
+    }
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(12))]
+
+    /// [`every_unit_sent_in_l0_arrives_across_recovery`] over random channels (any width, skew every rate
+    /// absorbs, a dead lane, inverted lanes, reversed wiring, any top rate) and random orders of retrains
+    /// and sleeps woken from either side: the link comes back to L0 at its rate each time, and every unit
+    /// sent in L0 arrives, in order, after the link-up event.
+    #[test]
+    fn every_unit_sent_in_l0_arrives_across_random_recoveries(
+        width in 0usize..5,
+        skew_symbols in 0u64..=30,
+        dead in proptest::option::of(0usize..16),
+        inverted in proptest::collection::vec(0usize..16, 0..3),
+        reversed in proptest::prelude::any::<bool>(),
+        rate in 0usize..5,
+        interruptions in proptest::collection::vec(0usize..3, 1..10),
+        seed in 0u64..10_000,
+    ) {
+        let lanes = [1usize, 2, 4, 8, 16][width];
+        let rate = [Rate::Gen1, Rate::Gen2, Rate::Gen3, Rate::Gen4, Rate::Gen5][rate];
+        let mut s = Setup::new(lanes, seed);
+        s.skew_symbols = skew_symbols;
+        s.dead = dead.map(|l| l % lanes).filter(|_| lanes > 1).into_iter().collect();
+        s.inverted = inverted.into_iter().map(|l| l % lanes).filter(|l| !s.dead.contains(l)).collect();
+        s.inverted.sort_unstable();
+        s.inverted.dedup();
+        s.reversed = reversed;
+        s.max_rate = (rate, rate);
+        s.timing = Timing::fast();
+        let interruptions: Vec<Interruption> = (interruptions.iter())
+            .map(|&i| [Interruption::Retrain, Interruption::Sleep(Side::A), Interruption::Sleep(Side::B)][i])
+            .collect();
+        let what = format!(
+            "x{lanes} {rate:?} skew {skew_symbols} dead {:?} inverted {:?} reversed {reversed} seed {seed}: \
+             {interruptions:?}",
+            s.dead, s.inverted
+        );
+        let traffic = units_across(&s, interruptions);
+        proptest::prop_assert!(traffic.expected.iter().all(|&n| n > 20), "{}: {:?}", what, traffic.expected);
+        proptest::prop_assert_eq!(traffic.lost, [None, None], "{}: (expected, received) each way", what);
+        proptest::prop_assert_eq!(traffic.early, [0, 0], "{}: units delivered before the link-up event", what);
     }
 }
 
