@@ -655,6 +655,42 @@ fn a_lane_dying_in_l0_retrains_to_a_narrower_link() {
         .any(|(_, e)| matches!(e, link_phy::ltssm::PhyEvent::LinkDown { .. })));
 }
 
+/// Logical lane 0 of a x2 link dies in L0 at 2.5 GT/s. Its silence overflowed the deskew buffer while the
+/// other lane's symbols kept coming, which blamed lane 0 as late, and a port leaves out the side of the
+/// split that lane 0 is not on: the one lane that worked. With the dead lane left out by Detect too, no
+/// link could form, and training ended in Failed. A silent lane is not a late one: the port blames no lane
+/// for it, and the link comes back x1 on the lane left (found by the random lanes dying above).
+#[test]
+fn a_dead_lane_0_is_not_blamed_for_skew_and_the_other_lane_carries_the_link() {
+    let mut s = Setup::new(2, 0);
+    s.max_rate = (Rate::Gen1, Rate::Gen1);
+    s.timing = Timing::fast();
+    let mut first = s.pair();
+    assert!(first.train(LIMIT));
+    let at = first.now();
+    let mut pair = s.pair();
+    for ch in [&mut pair.ab, &mut pair.ba] {
+        ch.schedule(Fault {
+            at,
+            kind: FaultKind::SetHealth {
+                lane: 0,
+                health: LaneHealth::Dead,
+            },
+        });
+    }
+    pair.run_until(LIMIT, |p| {
+        p.now() > at + Duration::from_us(30) && p.a.is_up() && p.b.is_up()
+            || p.a.state() == LtssmState::Failed
+            || p.b.state() == LtssmState::Failed
+    });
+    assert_up(&pair, LinkWidth::X1, Rate::Gen1);
+    assert!(pair.a.lane_map().unwrap().reversed, "on lane 1");
+    assert!(
+        pair.a.counters().deskew_errors > 0,
+        "the silence overflowed the buffer"
+    );
+}
+
 #[test]
 fn l0_carries_units_in_order_across_skp_at_every_width_and_code() {
     for lanes in [1usize, 2, 8, 16] {
@@ -1087,7 +1123,56 @@ fn every_unit_sent_in_l0_arrives_across_recovery() {
 }
 
 proptest::proptest! {
-    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(12))]
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(8))]
+
+    /// [`a_lane_dying_in_l0_retrains_to_a_narrower_link`] over random channels: any lane of a link of any
+    /// width and rate dies, both ways, at a random time in L0. The link comes back up on the lanes left
+    /// (the widest they can form, or `Failed` if they form none), and carries data in order again.
+    #[test]
+    fn a_random_lane_dying_in_l0_leaves_the_widest_link_the_rest_can_form(
+        width in 1usize..5,
+        skew_symbols in 0u64..=30,
+        reversed in proptest::prelude::any::<bool>(),
+        rate in 0usize..5,
+        lane in 0usize..16,
+        after_ns in 0u64..20_000,
+        seed in 0u64..10_000,
+    ) {
+        let lanes = [1usize, 2, 4, 8, 16][width];
+        let rate = [Rate::Gen1, Rate::Gen2, Rate::Gen3, Rate::Gen4, Rate::Gen5][rate];
+        let lane = lane % lanes;
+        let mut s = Setup::new(lanes, seed);
+        s.skew_symbols = skew_symbols;
+        s.reversed = reversed;
+        s.max_rate = (rate, rate);
+        s.timing = Timing::fast();
+        let what = format!("x{lanes} {rate:?} skew {skew_symbols} reversed {reversed} seed {seed}: lane {lane} dies {after_ns} ns into L0");
+        let mut first = s.pair();
+        proptest::prop_assert!(first.train(LIMIT), "{}", what);
+        let at = first.now() + Duration::from_ns(after_ns);
+        let mut pair = s.pair();
+        // The lane as each channel's transmitter numbers it (port A's lane l is B's lanes - 1 - l, reversed).
+        for (ch, l) in [(&mut pair.ab, lane), (&mut pair.ba, if reversed { lanes - 1 - lane } else { lane })] {
+            ch.schedule(Fault { at, kind: FaultKind::SetHealth { lane: l, health: LaneHealth::Dead } });
+        }
+        let good = s.good_lanes() & !(1 << lane);
+        let widest = LaneMap::widest(lanes, good);
+        pair.run_until(LIMIT, |p| {
+            p.now() > at + Duration::from_us(30)
+                && ((p.a.is_up() && p.b.is_up()) || p.a.state() == LtssmState::Failed || p.b.state() == LtssmState::Failed)
+        });
+        let Some(widest) = widest else {
+            proptest::prop_assert!(!(pair.a.is_up() && pair.b.is_up()), "{}: up without a lane to form a link", what);
+            return Ok(());
+        };
+        proptest::prop_assert!(pair.a.is_up() && pair.b.is_up(), "{}: {:?} / {:?}", what, pair.a.state(), pair.b.state());
+        proptest::prop_assert_eq!(pair.a.lane_map(), Some(widest), "{}", what);
+        let mut traffic = Numbered::new();
+        let until = pair.now() + Duration::from_us(10);
+        traffic.run(&mut pair, until, |_| false);
+        proptest::prop_assert!(traffic.expected.iter().all(|&n| n > 20), "{}: {:?}", what, traffic.expected);
+        proptest::prop_assert_eq!(traffic.lost, [None, None], "{}", what);
+    }
 
     /// [`every_unit_sent_in_l0_arrives_across_recovery`] over random channels (any width, skew every rate
     /// absorbs, a dead lane, inverted lanes, reversed wiring, any top rate) and random orders of retrains

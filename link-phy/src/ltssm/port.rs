@@ -167,6 +167,10 @@ pub struct Port {
     /// out (no data came through), left out at the next failure back to Detect: by then a rate change
     /// may have reset the buffer, and lanes are left out only at 8b/10b.
     blamed_for_deskew: u32,
+    /// Physical lanes of the link that carried no signal where one was expected, since the lanes were
+    /// last reset: a deskew buffer that overflows then waits for a silent lane, not a late one, and
+    /// blames no lane ([`Port::unaligned_lanes`]); Detect leaves a dead lane out.
+    silent_lanes: u32,
     reached_l0: bool,
     first_l0: Option<Instant>,
 
@@ -244,6 +248,7 @@ impl Port {
             attempts: 0,
             left_out_for_deskew: 0,
             blamed_for_deskew: 0,
+            silent_lanes: 0,
             reached_l0: false,
             first_l0: None,
             counters: PhyCounters::default(),
@@ -748,10 +753,13 @@ impl Port {
                 // Bits sent at another rate are noise to this receiver (the far end has not switched yet).
                 let bits = match &slot.lanes[lane] {
                     LaneSignal::Bits(bits) if slot.rate == self.rate => bits,
-                    _ => {
+                    other => {
                         if self.expects_signal() {
                             self.counters.lost_signal += 1;
                             self.note_error(now);
+                            if !matches!(other, LaneSignal::Bits(_)) {
+                                self.silent_lanes |= 1 << lane;
+                            }
                         }
                         continue;
                     }
@@ -1480,6 +1488,7 @@ impl Port {
         let width = self.map.map_or(1, |m| m.width.lanes());
         let _ = self.deskew_symbols.reset(width);
         let _ = self.deskew_blocks.reset(width);
+        self.silent_lanes = 0;
         self.rx_unit_len = 0;
         self.rx_held_len = 0;
         self.rx_units_since_os = 0;
@@ -1511,12 +1520,26 @@ impl Port {
         else {
             return 0;
         };
+        let physical = |logical: u32| {
+            (0..map.width.lanes())
+                .filter(|&l| logical >> l & 1 == 1)
+                .filter_map(|l| map.physical(l))
+                .fold(0u32, |mask, p| mask | 1 << p)
+        };
+        // A lane that went silent (its wire broke, say) is why the buffer overflowed, not skew: blaming
+        // it would leave out the other side, logical lane 0 being the silent one, and the lanes that
+        // work with it. Detect leaves a dead lane out.
+        if physical(late_logical) & self.silent_lanes != 0 {
+            return 0;
+        }
         // The logical lanes on the other side of the split from lane 0, as physical lanes.
         let lane_0_late = late_logical & 1 == 1;
-        (0..map.width.lanes())
-            .filter(|&logical| (late_logical >> logical & 1 == 1) != lane_0_late)
-            .filter_map(|logical| map.physical(logical))
-            .fold(0u32, |mask, physical| mask | 1 << physical)
+        let lanes_mask = (1u32 << map.width.lanes()) - 1;
+        physical(if lane_0_late {
+            !late_logical & lanes_mask
+        } else {
+            late_logical
+        })
     }
 
     /// Back to Detect after a failure; after too many in a row, give up.
