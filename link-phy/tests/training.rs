@@ -655,40 +655,45 @@ fn a_lane_dying_in_l0_retrains_to_a_narrower_link() {
         .any(|(_, e)| matches!(e, link_phy::ltssm::PhyEvent::LinkDown { .. })));
 }
 
-/// Logical lane 0 of a x2 link dies in L0 at 2.5 GT/s. Its silence overflowed the deskew buffer while the
-/// other lane's symbols kept coming, which blamed lane 0 as late, and a port leaves out the side of the
-/// split that lane 0 is not on: the one lane that worked. With the dead lane left out by Detect too, no
-/// link could form, and training ended in Failed. A silent lane is not a late one: the port blames no lane
-/// for it, and the link comes back x1 on the lane left (found by the random lanes dying above).
+/// Logical lane 0 of a x2 link dies (or sticks at a level) in L0 at 2.5 GT/s. The buffer overflowed waiting
+/// for it while the other lane's symbols kept coming, which blamed lane 0 as late, and a port leaves out the
+/// side of the split that lane 0 is not on: the one lane that worked. With the broken lane left out by
+/// Detect or Configuration too, no link could form, and training ended in Failed. A lane with as many
+/// receive errors as symbols is broken, not late: the port blames no lane for it, and the link comes back
+/// x1 on the lane left (found by the random lanes dying above).
 #[test]
-fn a_dead_lane_0_is_not_blamed_for_skew_and_the_other_lane_carries_the_link() {
-    let mut s = Setup::new(2, 0);
-    s.max_rate = (Rate::Gen1, Rate::Gen1);
-    s.timing = Timing::fast();
-    let mut first = s.pair();
-    assert!(first.train(LIMIT));
-    let at = first.now();
-    let mut pair = s.pair();
-    for ch in [&mut pair.ab, &mut pair.ba] {
-        ch.schedule(Fault {
-            at,
-            kind: FaultKind::SetHealth {
-                lane: 0,
-                health: LaneHealth::Dead,
-            },
+fn a_broken_lane_0_is_not_blamed_for_skew_and_the_other_lane_carries_the_link() {
+    for health in [
+        LaneHealth::Dead,
+        LaneHealth::Stuck(false),
+        LaneHealth::Stuck(true),
+    ] {
+        let mut s = Setup::new(2, 0);
+        s.max_rate = (Rate::Gen1, Rate::Gen1);
+        s.timing = Timing::fast();
+        let mut first = s.pair();
+        assert!(first.train(LIMIT));
+        let at = first.now();
+        let mut pair = s.pair();
+        for ch in [&mut pair.ab, &mut pair.ba] {
+            ch.schedule(Fault {
+                at,
+                kind: FaultKind::SetHealth { lane: 0, health },
+            });
+        }
+        pair.run_until(LIMIT, |p| {
+            p.now() > at + Duration::from_us(30) && p.a.is_up() && p.b.is_up()
+                || p.a.state() == LtssmState::Failed
+                || p.b.state() == LtssmState::Failed
         });
+        assert_up(&pair, LinkWidth::X1, Rate::Gen1);
+        assert!(pair.a.lane_map().unwrap().reversed, "{health:?}: on lane 1");
+        assert!(
+            pair.a.counters().deskew_errors > 0,
+            "{health:?}: the buffer overflowed"
+        );
+        assert_eq!(pair.a.lanes_left_out_for_deskew(), 0, "{health:?}");
     }
-    pair.run_until(LIMIT, |p| {
-        p.now() > at + Duration::from_us(30) && p.a.is_up() && p.b.is_up()
-            || p.a.state() == LtssmState::Failed
-            || p.b.state() == LtssmState::Failed
-    });
-    assert_up(&pair, LinkWidth::X1, Rate::Gen1);
-    assert!(pair.a.lane_map().unwrap().reversed, "on lane 1");
-    assert!(
-        pair.a.counters().deskew_errors > 0,
-        "the silence overflowed the buffer"
-    );
 }
 
 #[test]
@@ -1126,7 +1131,7 @@ proptest::proptest! {
     #![proptest_config(proptest::prelude::ProptestConfig::with_cases(8))]
 
     /// [`a_lane_dying_in_l0_retrains_to_a_narrower_link`] over random channels: any lane of a link of any
-    /// width and rate dies, both ways, at a random time in L0. The link comes back up on the lanes left
+    /// width and rate dies or sticks at a level, both ways, at a random time in L0. The link comes back up on the lanes left
     /// (the widest they can form, or `Failed` if they form none), and carries data in order again.
     #[test]
     fn a_random_lane_dying_in_l0_leaves_the_widest_link_the_rest_can_form(
@@ -1135,6 +1140,7 @@ proptest::proptest! {
         reversed in proptest::prelude::any::<bool>(),
         rate in 0usize..5,
         lane in 0usize..16,
+        stuck in proptest::option::of(proptest::prelude::any::<bool>()),
         after_ns in 0u64..20_000,
         seed in 0u64..10_000,
     ) {
@@ -1146,14 +1152,18 @@ proptest::proptest! {
         s.reversed = reversed;
         s.max_rate = (rate, rate);
         s.timing = Timing::fast();
-        let what = format!("x{lanes} {rate:?} skew {skew_symbols} reversed {reversed} seed {seed}: lane {lane} dies {after_ns} ns into L0");
+        let health = stuck.map_or(LaneHealth::Dead, LaneHealth::Stuck);
+        let what = format!(
+            "x{lanes} {rate:?} skew {skew_symbols} reversed {reversed} seed {seed}: lane {lane} {health:?} {after_ns} ns \
+             into L0"
+        );
         let mut first = s.pair();
         proptest::prop_assert!(first.train(LIMIT), "{}", what);
         let at = first.now() + Duration::from_ns(after_ns);
         let mut pair = s.pair();
         // The lane as each channel's transmitter numbers it (port A's lane l is B's lanes - 1 - l, reversed).
         for (ch, l) in [(&mut pair.ab, lane), (&mut pair.ba, if reversed { lanes - 1 - lane } else { lane })] {
-            ch.schedule(Fault { at, kind: FaultKind::SetHealth { lane: l, health: LaneHealth::Dead } });
+            ch.schedule(Fault { at, kind: FaultKind::SetHealth { lane: l, health } });
         }
         let good = s.good_lanes() & !(1 << lane);
         let widest = LaneMap::widest(lanes, good);

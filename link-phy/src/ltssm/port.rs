@@ -167,10 +167,13 @@ pub struct Port {
     /// out (no data came through), left out at the next failure back to Detect: by then a rate change
     /// may have reset the buffer, and lanes are left out only at 8b/10b.
     blamed_for_deskew: u32,
-    /// Physical lanes of the link that carried no signal where one was expected, since the lanes were
-    /// last reset: a deskew buffer that overflows then waits for a silent lane, not a late one, and
-    /// blames no lane ([`Port::unaligned_lanes`]); Detect leaves a dead lane out.
-    silent_lanes: u32,
+    /// Per physical lane, the 8b/10b symbols received and the receive errors (lost signal included) since
+    /// the deskew buffer last overflowed (`[0]`) and between its last two overflows (`[1]`). A late lane
+    /// delivers its symbols, late; one with at least as many errors as symbols does not work (its wire
+    /// broke, or it is stuck at a level): a buffer that overflowed waiting for it blames no lane
+    /// ([`Port::unaligned_lanes`]).
+    lane_symbols: [[u32; MAX_LANES]; 2],
+    lane_errors: [[u32; MAX_LANES]; 2],
     reached_l0: bool,
     first_l0: Option<Instant>,
 
@@ -248,7 +251,8 @@ impl Port {
             attempts: 0,
             left_out_for_deskew: 0,
             blamed_for_deskew: 0,
-            silent_lanes: 0,
+            lane_symbols: [[0; MAX_LANES]; 2],
+            lane_errors: [[0; MAX_LANES]; 2],
             reached_l0: false,
             first_l0: None,
             counters: PhyCounters::default(),
@@ -753,13 +757,11 @@ impl Port {
                 // Bits sent at another rate are noise to this receiver (the far end has not switched yet).
                 let bits = match &slot.lanes[lane] {
                     LaneSignal::Bits(bits) if slot.rate == self.rate => bits,
-                    other => {
+                    _ => {
                         if self.expects_signal() {
                             self.counters.lost_signal += 1;
+                            self.lane_errors[0][lane] = self.lane_errors[0][lane].saturating_add(1);
                             self.note_error(now);
-                            if !matches!(other, LaneSignal::Bits(_)) {
-                                self.silent_lanes |= 1 << lane;
-                            }
                         }
                         continue;
                     }
@@ -832,8 +834,13 @@ impl Port {
             LaneEvent::Skip => self.counters.skp_received += 1,
             LaneEvent::Sds => {}
             LaneEvent::Symbol(item) => {
+                self.lane_symbols[0][lane] = self.lane_symbols[0][lane].saturating_add(1);
                 if let Some(logical) = self.map.and_then(|m| m.logical(lane)) {
                     if self.deskew_symbols.push(logical, item).is_err() {
+                        self.lane_symbols = [core::mem::take(&mut self.lane_symbols[0]), [0; MAX_LANES]];
+                        self.lane_symbols.swap(0, 1);
+                        self.lane_errors = [core::mem::take(&mut self.lane_errors[0]), [0; MAX_LANES]];
+                        self.lane_errors.swap(0, 1);
                         self.counters.deskew_errors += 1;
                         self.note_error(now);
                     }
@@ -848,6 +855,7 @@ impl Port {
                 }
             }
             LaneEvent::Error(e) => {
+                self.lane_errors[0][lane] = self.lane_errors[0][lane].saturating_add(1);
                 match e {
                     RxError::CodeViolation => self.counters.code_violations += 1,
                     RxError::Disparity => self.counters.disparity_errors += 1,
@@ -1488,7 +1496,8 @@ impl Port {
         let width = self.map.map_or(1, |m| m.width.lanes());
         let _ = self.deskew_symbols.reset(width);
         let _ = self.deskew_blocks.reset(width);
-        self.silent_lanes = 0;
+        self.lane_symbols = [[0; MAX_LANES]; 2];
+        self.lane_errors = [[0; MAX_LANES]; 2];
         self.rx_unit_len = 0;
         self.rx_held_len = 0;
         self.rx_units_since_os = 0;
@@ -1526,10 +1535,17 @@ impl Port {
                 .filter_map(|l| map.physical(l))
                 .fold(0u32, |mask, p| mask | 1 << p)
         };
-        // A lane that went silent (its wire broke, say) is why the buffer overflowed, not skew: blaming
-        // it would leave out the other side, logical lane 0 being the silent one, and the lanes that
-        // work with it. Detect leaves a dead lane out.
-        if physical(late_logical) & self.silent_lanes != 0 {
+        // A late lane with as many receive errors as symbols does not work (its wire broke, or it is
+        // stuck): that is why the buffer overflowed, not skew. Blaming it would leave out the other side, the lanes that
+        // work, if it is logical lane 0. Detect, or Configuration, leaves it out instead.
+        let broken = (0..self.config.lanes)
+            .filter(|&p| {
+                let symbols = self.lane_symbols[0][p].saturating_add(self.lane_symbols[1][p]);
+                let errors = self.lane_errors[0][p].saturating_add(self.lane_errors[1][p]);
+                errors.saturating_mul(2) >= symbols
+            })
+            .fold(0u32, |mask, p| mask | 1 << p);
+        if physical(late_logical) & broken != 0 {
             return 0;
         }
         // The logical lanes on the other side of the split from lane 0, as physical lanes.
