@@ -124,6 +124,8 @@ pub struct Port {
     rx_held_index: u64,
     /// Whole units received since the last ordered set (idle ones included).
     rx_units_since_os: u64,
+    /// Whether the last deskewed 8b/10b column was data ([`Port::drain_deskew`]).
+    rx_in_data: bool,
     idle_received: u32,
     /// Whether this state has seen logical idle (any, and enough in a row: PCIe conditions, latched).
     heard_idle: bool,
@@ -223,6 +225,7 @@ impl Port {
             rx_held_len: 0,
             rx_held_index: 0,
             rx_units_since_os: 0,
+            rx_in_data: false,
             idle_received: 0,
             heard_idle: false,
             idle_qualified: false,
@@ -889,13 +892,25 @@ impl Port {
                 let mut column = [SymbolItem::OrderedSet; MAX_LANES];
                 while self.deskew_symbols.pop(&mut column).is_some() {
                     let mut row = [0u8; MAX_LANES];
-                    let mut data = true;
+                    let mut data_lanes = 0;
                     for (byte, item) in row.iter_mut().zip(&column[..width]) {
-                        match *item {
-                            SymbolItem::Data(b) | SymbolItem::FirstData(b) => *byte = b,
-                            _ => data = false,
+                        if let SymbolItem::Data(b) | SymbolItem::FirstData(b) = *item {
+                            *byte = b;
+                            data_lanes += 1;
                         }
                     }
+                    // In L0, a column with data on most lanes is a data column whose other lanes were hit
+                    // (a bit error can make a COM of a data symbol, and that lane then reads the next
+                    // symbols as an ordered set's): passed on with zeros there, as an unreadable symbol
+                    // is, it keeps the units' framing, which an ordered set restarts. Taken for an ordered
+                    // set, it had dropped a row and shifted every unit after it by a row, all of them
+                    // corrupt, up to the next SKP ordered set. Half and half, it goes on as the column
+                    // before it did. In Configuration.Idle and Recovery.Idle the logical idle that takes
+                    // the port to L0 must come on every lane.
+                    let mixed_data = self.state == LtssmState::L0
+                        && (2 * data_lanes > width || (2 * data_lanes == width && self.rx_in_data));
+                    let data = data_lanes == width || mixed_data;
+                    self.rx_in_data = data;
                     if data {
                         if self.data_received(now, &row[..width], deliver) {
                             break;
@@ -1501,6 +1516,7 @@ impl Port {
         self.rx_unit_len = 0;
         self.rx_held_len = 0;
         self.rx_units_since_os = 0;
+        self.rx_in_data = false;
     }
 
     /// Training failed. If the deskew buffer kept overflowing at 8b/10b without aligning (where training
