@@ -12,6 +12,10 @@ use link_phy::time::{Duration, Instant};
 
 const LIMIT: Instant = Instant(200_000_000_000); // 200 ms of simulated time
 
+/// The widths and rates the property tests draw from.
+const WIDTHS: [usize; 5] = [1, 2, 4, 8, 16];
+const RATES: [Rate; 5] = [Rate::Gen1, Rate::Gen2, Rate::Gen3, Rate::Gen4, Rate::Gen5];
+
 struct Setup {
     lanes: usize,
     skew_symbols: u64,
@@ -1218,8 +1222,7 @@ proptest::proptest! {
         at_ns in 0u64..20_000,
         seed in 0u64..10_000,
     ) {
-        let lanes = [1usize, 2, 4, 8, 16][width];
-        let rate = [Rate::Gen1, Rate::Gen2, Rate::Gen3, Rate::Gen4, Rate::Gen5][rate];
+        let (lanes, rate) = (WIDTHS[width], RATES[rate]);
         let mut s = Setup::new(lanes, seed);
         s.skew_symbols = skew_symbols;
         s.reversed = reversed;
@@ -1258,8 +1261,7 @@ proptest::proptest! {
         after_ns in 0u64..20_000,
         seed in 0u64..10_000,
     ) {
-        let lanes = [1usize, 2, 4, 8, 16][width];
-        let rate = [Rate::Gen1, Rate::Gen2, Rate::Gen3, Rate::Gen4, Rate::Gen5][rate];
+        let (lanes, rate) = (WIDTHS[width], RATES[rate]);
         let lane = lane % lanes;
         let mut s = Setup::new(lanes, seed);
         s.skew_symbols = skew_symbols;
@@ -1313,8 +1315,7 @@ proptest::proptest! {
         interruptions in proptest::collection::vec(0usize..3, 1..10),
         seed in 0u64..10_000,
     ) {
-        let lanes = [1usize, 2, 4, 8, 16][width];
-        let rate = [Rate::Gen1, Rate::Gen2, Rate::Gen3, Rate::Gen4, Rate::Gen5][rate];
+        let (lanes, rate) = (WIDTHS[width], RATES[rate]);
         let mut s = Setup::new(lanes, seed);
         s.skew_symbols = skew_symbols;
         s.dead = dead.map(|l| l % lanes).filter(|_| lanes > 1).into_iter().collect();
@@ -1705,7 +1706,7 @@ fn as_port_b_numbers(mask: u32, lanes: usize, reversed: bool) -> u32 {
 }
 
 proptest::proptest! {
-    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(24))]
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(16))]
 
     /// Random channels: any width, skew past the deskew buffer, dead, stuck and inverted lanes, reversed
     /// wiring, bit errors, ports of different top rates. Training ends, never at the time limit: in Failed
@@ -1724,8 +1725,8 @@ proptest::proptest! {
         ber in proptest::sample::select(vec![0.0, 0.0, 1e-7, 1e-6]),
         seed in 0u64..10_000,
     ) {
-        let lanes = [1usize, 2, 4, 8, 16][width];
-        let rate = |r: usize| [Rate::Gen1, Rate::Gen2, Rate::Gen3, Rate::Gen4, Rate::Gen5][r];
+        let lanes = WIDTHS[width];
+        let rate = |r: usize| RATES[r];
         let mut s = Setup::new(lanes, seed);
         s.skew_symbols = skew_symbols;
         for (lane, how) in bad {
