@@ -229,9 +229,7 @@ impl<T: Copy, const DEPTH: usize> Deskew<T, DEPTH> {
         }
         Some(())
     }
-}
 
-impl<T: Copy, const DEPTH: usize> Deskew<T, DEPTH> {
     /// With a marker at the head of every lane's FIFO but not all of one kind, the lanes are at different
     /// instances of them: empty the FIFOs whose marker differs from that of the lane that reached its
     /// marker last (the fewest items buffered), which hold an older instance, so that they wait for
