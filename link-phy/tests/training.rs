@@ -47,6 +47,18 @@ impl Setup {
         }
     }
 
+    /// `lanes` lanes with up to `skew_symbols` of skew, wired straight or `reversed`, both ports up to
+    /// `rate`, with fast timers: the random tests' channel.
+    fn fast(lanes: usize, rate: Rate, skew_symbols: u64, reversed: bool, seed: u64) -> Self {
+        Setup {
+            skew_symbols,
+            reversed,
+            max_rate: (rate, rate),
+            timing: Timing::fast(),
+            ..Setup::new(lanes, seed)
+        }
+    }
+
     fn channel(&self, salt: u64) -> ChannelConfig {
         let mut c = ChannelConfig::clean(self.lanes);
         c.skew = ChannelConfig::random_skew(
@@ -1223,11 +1235,7 @@ proptest::proptest! {
         seed in 0u64..10_000,
     ) {
         let (lanes, rate) = (WIDTHS[width], RATES[rate]);
-        let mut s = Setup::new(lanes, seed);
-        s.skew_symbols = skew_symbols;
-        s.reversed = reversed;
-        s.max_rate = (rate, rate);
-        s.timing = Timing::fast();
+        let s = Setup::fast(lanes, rate, skew_symbols, reversed, seed);
         let lane = lane % lanes;
         // Long enough for a Recovery.Idle timeout (20 us with these timers) after a burst at 20 us: a
         // burst can leave the receiver's deskew a lane out until the next SKP ordered set, and the port
@@ -1263,11 +1271,7 @@ proptest::proptest! {
     ) {
         let (lanes, rate) = (WIDTHS[width], RATES[rate]);
         let lane = lane % lanes;
-        let mut s = Setup::new(lanes, seed);
-        s.skew_symbols = skew_symbols;
-        s.reversed = reversed;
-        s.max_rate = (rate, rate);
-        s.timing = Timing::fast();
+        let s = Setup::fast(lanes, rate, skew_symbols, reversed, seed);
         let health = stuck.map_or(LaneHealth::Dead, LaneHealth::Stuck);
         let what = format!(
             "x{lanes} {rate:?} skew {skew_symbols} reversed {reversed} seed {seed}: lane {lane} {health:?} {after_ns} ns \
@@ -1316,15 +1320,11 @@ proptest::proptest! {
         seed in 0u64..10_000,
     ) {
         let (lanes, rate) = (WIDTHS[width], RATES[rate]);
-        let mut s = Setup::new(lanes, seed);
-        s.skew_symbols = skew_symbols;
+        let mut s = Setup::fast(lanes, rate, skew_symbols, reversed, seed);
         s.dead = dead.map(|l| l % lanes).filter(|_| lanes > 1).into_iter().collect();
         s.inverted = inverted.into_iter().map(|l| l % lanes).filter(|l| !s.dead.contains(l)).collect();
         s.inverted.sort_unstable();
         s.inverted.dedup();
-        s.reversed = reversed;
-        s.max_rate = (rate, rate);
-        s.timing = Timing::fast();
         let interruptions: Vec<Interruption> = (interruptions.iter())
             .map(|&i| [Interruption::Retrain, Interruption::Sleep(Side::A), Interruption::Sleep(Side::B)][i])
             .collect();

@@ -840,10 +840,8 @@ impl Port {
                 self.lane_symbols[0][lane] = self.lane_symbols[0][lane].saturating_add(1);
                 if let Some(logical) = self.map.and_then(|m| m.logical(lane)) {
                     if self.deskew_symbols.push(logical, item).is_err() {
-                        self.lane_symbols = [core::mem::take(&mut self.lane_symbols[0]), [0; MAX_LANES]];
-                        self.lane_symbols.swap(0, 1);
-                        self.lane_errors = [core::mem::take(&mut self.lane_errors[0]), [0; MAX_LANES]];
-                        self.lane_errors.swap(0, 1);
+                        self.lane_symbols = [[0; MAX_LANES], self.lane_symbols[0]];
+                        self.lane_errors = [[0; MAX_LANES], self.lane_errors[0]];
                         self.counters.deskew_errors += 1;
                         self.note_error(now);
                     }
@@ -1552,16 +1550,15 @@ impl Port {
                 .fold(0u32, |mask, p| mask | 1 << p)
         };
         // A late lane with as many receive errors as symbols does not work (its wire broke, or it is
-        // stuck): that is why the buffer overflowed, not skew. Blaming it would leave out the other side, the lanes that
-        // work, if it is logical lane 0. Detect, or Configuration, leaves it out instead.
-        let broken = (0..self.config.lanes)
-            .filter(|&p| {
-                let symbols = self.lane_symbols[0][p].saturating_add(self.lane_symbols[1][p]);
-                let errors = self.lane_errors[0][p].saturating_add(self.lane_errors[1][p]);
-                errors.saturating_mul(2) >= symbols
-            })
-            .fold(0u32, |mask, p| mask | 1 << p);
-        if physical(late_logical) & broken != 0 {
+        // stuck): that is why the buffer overflowed, not skew. Blaming it would leave out the other side,
+        // the lanes that work, if it is logical lane 0. Detect, or Configuration, leaves it out instead.
+        let late = physical(late_logical);
+        let broken = |p: usize| {
+            let symbols = self.lane_symbols[0][p].saturating_add(self.lane_symbols[1][p]);
+            let errors = self.lane_errors[0][p].saturating_add(self.lane_errors[1][p]);
+            errors.saturating_mul(2) >= symbols
+        };
+        if (0..self.config.lanes).any(|p| late >> p & 1 == 1 && broken(p)) {
             return 0;
         }
         // The logical lanes on the other side of the split from lane 0, as physical lanes.
