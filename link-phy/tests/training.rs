@@ -11,6 +11,18 @@ use link_phy::serial::Slot;
 use link_phy::time::{Duration, Instant};
 
 const LIMIT: Instant = Instant(200_000_000_000); // 200 ms of simulated time
+/// The property tests' limit: ten times the longest training seen in 1,500 random channels (2 ms), so that
+/// a case that never ends fails in seconds rather than minutes (a x16 link at 32 GT/s simulates about a
+/// millisecond a second), and shrinking it stays short.
+const RANDOM_LIMIT: Instant = Instant(20_000_000_000);
+/// The property tests' configuration: `cases`, and shrinking a failure for at most two minutes.
+fn random_cases(cases: u32) -> proptest::prelude::ProptestConfig {
+    proptest::prelude::ProptestConfig {
+        cases,
+        max_shrink_time: 120_000,
+        ..proptest::prelude::ProptestConfig::default()
+    }
+}
 
 /// The widths and rates the property tests draw from.
 const WIDTHS: [usize; 5] = [1, 2, 4, 8, 16];
@@ -311,6 +323,56 @@ fn skew_too_large_for_5gts_falls_back_to_2_5gts() {
             "{c:?}"
         );
     }
+}
+
+/// 39 symbol times of skew at 2.5 GT/s (156 ns) on x16 are 38 blocks at 32 GT/s, more than the deskew
+/// buffer holds, and 19 at 16 GT/s: the speed change to 32 GT/s fails and the link comes up at 16 GT/s.
+/// Port B's Recovery.Idle had timed out first, counted, and gone back to Recovery.RcvrLock; its TS1 reached
+/// port A 3 ns before A's own timeout, and A followed it uncounted. At the next timeout B gave the rate up
+/// while A tried it once more: the ports parted, both ended in Detect, which forgot the failed rate, and
+/// every retry reached L0 at 2.5 GT/s and tried 32 GT/s again, for ever (a random test found it).
+#[test]
+fn both_ports_give_up_a_rate_on_trial_when_one_follows_the_others_ts1() {
+    let mut pair = Setup::fast(16, Rate::Gen5, 39, false, 1).pair();
+    assert!(
+        pair.train(Instant(2_000_000_000)),
+        "{:?} / {:?}",
+        pair.a.state(),
+        pair.b.state()
+    );
+    assert_up(&pair, LinkWidth::X16, Rate::Gen4);
+    for port in [&pair.a, &pair.b] {
+        let c = port.counters();
+        assert_eq!((c.training_attempts, c.speed_change_failures), (1, 1), "{c:?}");
+    }
+}
+
+/// A port that gave a rate up no longer offers it. Port B (top rate 5 GT/s) gave 5 GT/s up and, before
+/// L0 at 2.5 GT/s, went to Detect (92 symbol times of skew, more than either rate absorbs), which kept
+/// the rate. Port A (up to 8 GT/s) had been in L0 since and forgot it: after every L0 at 2.5 GT/s it asked
+/// for 5 GT/s, B did not follow, and the two went round Recovery every 3 us for ever (a random test found
+/// it). B's training sets now name only the rates below the one it gave up.
+#[test]
+fn a_rate_one_port_gave_up_is_not_asked_for_by_the_other() {
+    let mut s = Setup::new(4, 9961);
+    s.skew_symbols = 92;
+    s.dead = vec![0, 1];
+    s.reversed = true;
+    s.max_rate = (Rate::Gen3, Rate::Gen2);
+    s.ber = 1e-7;
+    s.timing = Timing::fast();
+    let mut pair = s.pair();
+    assert!(
+        pair.train(Instant(5_000_000_000)),
+        "{:?} / {:?}",
+        pair.a.state(),
+        pair.b.state()
+    );
+    assert_up(&pair, LinkWidth::X1, Rate::Gen1);
+    let up_at = pair.now();
+    pair.run_until(up_at + Duration::from_us(100), |_| false);
+    assert!(pair.a.is_up() && pair.b.is_up());
+    assert!(pair.transitions().iter().all(|t| t.at <= up_at), "left L0 again");
 }
 
 /// Skew past what the 8b/10b deskew buffer absorbs (64 symbol times at 2.5 GT/s, where training starts)
@@ -1215,7 +1277,7 @@ fn a_false_com_in_the_data_stream_does_not_shift_the_units() {
 }
 
 proptest::proptest! {
-    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(8))]
+    #![proptest_config(random_cases(8))]
 
     /// [`a_burst_in_a_skp_ordered_set_never_shifts_a_lane`] over random channels and bursts: any width,
     /// rate and skew the rate absorbs, a burst of up to 64 bits on any lane at any time in the first 20 us
@@ -1278,7 +1340,7 @@ proptest::proptest! {
              into L0"
         );
         let mut first = s.pair();
-        proptest::prop_assert!(first.train(LIMIT), "{}", what);
+        proptest::prop_assert!(first.train(RANDOM_LIMIT), "{}", what);
         let at = first.now() + Duration::from_ns(after_ns);
         let mut pair = s.pair();
         // The lane as each channel's transmitter numbers it (port A's lane l is B's lanes - 1 - l, reversed).
@@ -1287,7 +1349,7 @@ proptest::proptest! {
         }
         let good = s.good_lanes() & !(1 << lane);
         let widest = LaneMap::widest(lanes, good);
-        pair.run_until(LIMIT, |p| {
+        pair.run_until(RANDOM_LIMIT, |p| {
             p.now() > at + Duration::from_us(30)
                 && ((p.a.is_up() && p.b.is_up()) || p.a.state() == LtssmState::Failed || p.b.state() == LtssmState::Failed)
         });
@@ -1706,7 +1768,7 @@ fn as_port_b_numbers(mask: u32, lanes: usize, reversed: bool) -> u32 {
 }
 
 proptest::proptest! {
-    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(16))]
+    #![proptest_config(random_cases(16))]
 
     /// Random channels: any width, skew past the deskew buffer, dead, stuck and inverted lanes, reversed
     /// wiring, bit errors, ports of different top rates. Training ends, never at the time limit: in Failed
@@ -1749,7 +1811,7 @@ proptest::proptest! {
             s.dead, s.stuck, s.inverted, s.max_rate
         );
         let mut pair = s.pair();
-        let up = pair.train(LIMIT);
+        let up = pair.train(RANDOM_LIMIT);
         let (a, b) = (pair.a.state(), pair.b.state());
         let failed = a == LtssmState::Failed || b == LtssmState::Failed;
         proptest::prop_assert!(up || failed, "{case}: ran to the limit in {a:?} / {b:?}");
@@ -1781,7 +1843,7 @@ proptest::proptest! {
             }
         }
         let mut again = s.pair();
-        again.train(LIMIT);
+        again.train(RANDOM_LIMIT);
         proptest::prop_assert_eq!(again.transitions(), &pair.transitions()[..again.transitions().len()], "{}", case);
     }
 }

@@ -145,7 +145,10 @@ pub struct Port {
     speed_change: bool,
     target_rate: Rate,
     previous_rate: Rate,
+    /// A rate a speed change failed at, not tried again until Detect ([`Port::restart_from_detect`]).
     failed_rate: Option<Rate>,
+    /// The link has been in L0 since `failed_rate` failed.
+    l0_since_rate_failed: bool,
     at_new_rate: bool,
     /// PCI Express's idle_to_rlock_transitioned: timeouts of Configuration.Idle or Recovery.Idle that went
     /// back to Recovery.RcvrLock since the link was last in L0 (or the rate last changed, or training
@@ -242,6 +245,7 @@ impl Port {
             target_rate: Rate::Gen1,
             previous_rate: Rate::Gen1,
             failed_rate: None,
+            l0_since_rate_failed: true,
             at_new_rate: false,
             idle_to_rlock: 0,
             idle_after_cfg_timeout: false,
@@ -516,7 +520,7 @@ impl Port {
 
     /// The training set physical lane `lane` sends now.
     fn training_set(&self, kind: TsKind, lane: usize) -> TrainingSet {
-        let mut rates = self.config.max_rate.advertise_up_to();
+        let mut rates = self.rates_to_advertise();
         if self.speed_change {
             rates |= DataRates::SPEED_CHANGE;
         }
@@ -1087,15 +1091,18 @@ impl Port {
         answered & expected == expected || now >= first + self.config.timing.lane_settle
     }
 
+    /// The rates this port will go to: up to its top rate, and below one that failed. A partner whose
+    /// speed change to a rate this port gave up would otherwise ask for it after every L0, and go round
+    /// Recovery for ever while this port did not follow.
+    fn rates_to_advertise(&self) -> DataRates {
+        let below_failed = self.failed_rate.map_or(self.config.max_rate, |failed| {
+            Rate::ALL[(failed as usize).saturating_sub(1)]
+        });
+        self.config.max_rate.min(below_failed).advertise_up_to()
+    }
+
     fn highest_common_rate(&self) -> Rate {
-        let ours = self.config.max_rate.advertise_up_to();
-        let mut best = Rate::highest_in(ours & self.partner_rates).unwrap_or(Rate::Gen1);
-        if let Some(failed) = self.failed_rate {
-            while best >= failed && best > Rate::Gen1 {
-                best = Rate::ALL[(best as usize).saturating_sub(1)];
-            }
-        }
-        best
+        Rate::highest_in(self.rates_to_advertise() & self.partner_rates).unwrap_or(Rate::Gen1)
     }
 
     fn evaluate(&mut self, now: Instant) {
@@ -1265,9 +1272,12 @@ impl Port {
                 if self.idle_qualified && self.idle_sent_after_rx >= IDLE_TO_SEND {
                     self.enter(now, LtssmState::L0);
                 } else if back_to_training {
-                    if self.idle_after_cfg_timeout {
+                    if self.idle_after_cfg_timeout || self.at_new_rate {
                         // Counted as a timeout would be: a partner that answers only with TS1 would
-                        // otherwise keep this port going round Recovery for ever.
+                        // otherwise keep this port going round Recovery for ever. At a rate on trial the
+                        // partner's TS1 says its own Recovery.Idle timed out (it counted that): counted
+                        // here too, the two ports give the rate up at the same next timeout, where
+                        // otherwise one would go back to the old rate while the other stayed at the new.
                         self.count_idle_to_rlock();
                     }
                     self.enter(now, LtssmState::RecoveryRcvrLock);
@@ -1338,7 +1348,7 @@ impl Port {
     /// does not work on this channel: every lane may lock at it and yet the link not come up, as when
     /// the lanes' skew, which is a time, is more symbol times than the deskew buffer holds at the faster
     /// rate. Go back to the previous rate and do not try this one again. Anything else starts over from
-    /// Detect, which forgets the failed rate.
+    /// Detect, which forgets the failed rate once the link has been in L0 at the old one.
     ///
     /// A timeout of Configuration.Idle or Recovery.Idle goes back to Recovery.RcvrLock instead, up to 255
     /// times since L0 at 8 GT/s and above, once at 2.5 and 5 GT/s or at a rate on trial (PCI Express's
@@ -1401,6 +1411,7 @@ impl Port {
     fn fall_back_to_previous_rate(&mut self, now: Instant) {
         self.counters.speed_change_failures += 1;
         self.failed_rate = Some(self.rate);
+        self.l0_since_rate_failed = false;
         self.target_rate = self.previous_rate;
         self.speed_change = false;
         self.enter(now, LtssmState::RecoverySpeed);
@@ -1587,7 +1598,12 @@ impl Port {
         self.link_lanes = 0;
         self.rate = Rate::Gen1;
         self.speed_change = false;
-        self.failed_rate = None;
+        // Detect forgets a failed rate (a narrower link may carry it), but not before L0 at the old rate:
+        // ports that parted while giving the rate up meet again only in Detect, and each retry would reach
+        // L0 at 2.5 GT/s and try the rate again, for ever.
+        if self.l0_since_rate_failed {
+            self.failed_rate = None;
+        }
         self.at_new_rate = false;
         self.idle_to_rlock = 0;
         self.partner_rates = DataRates::empty();
@@ -1671,6 +1687,7 @@ impl Port {
             LtssmState::L0 => {
                 self.attempts = 0;
                 self.reached_l0 = true;
+                self.l0_since_rate_failed = true;
                 self.errors_in_window = 0;
                 self.window_start = now;
                 self.eios_received = false;
@@ -1708,5 +1725,36 @@ impl Port {
             self.events_dropped = self.events_dropped.saturating_add(1);
         }
         let _ = self.events.push_back(event);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn port_giving_up(rate: Rate) -> Port {
+        let mut config = PortConfig::new(4, Role::Downstream);
+        config.max_rate = Rate::Gen5;
+        let mut port = Port::new(config, Instant::ZERO).unwrap();
+        port.previous_rate = Rate::Gen1;
+        port.rate = rate;
+        port.at_new_rate = true;
+        port.fall_back_to_previous_rate(Instant::ZERO);
+        port
+    }
+
+    #[test]
+    fn a_rate_given_up_is_kept_across_detect_until_the_link_is_in_l0_at_the_old_one() {
+        let mut port = port_giving_up(Rate::Gen5);
+        port.restart_from_detect(Instant::ZERO);
+        assert_eq!(port.failed_rate, Some(Rate::Gen5));
+        port.enter(Instant::ZERO, LtssmState::L0);
+        assert_eq!(
+            port.failed_rate,
+            Some(Rate::Gen5),
+            "L0 below the failed rate keeps it"
+        );
+        port.restart_from_detect(Instant::ZERO);
+        assert_eq!(port.failed_rate, None);
     }
 }
