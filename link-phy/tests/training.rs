@@ -11,7 +11,7 @@ use link_phy::serial::Slot;
 use link_phy::time::{Duration, Instant};
 
 const LIMIT: Instant = Instant(200_000_000_000); // 200 ms of simulated time
-/// The property tests' limit: ten times the longest training seen in 1,500 random channels (2 ms), so that
+/// The property tests' limit: ten times the longest training seen in 3,000 random channels (2 ms), so that
 /// a case that never ends fails in seconds rather than minutes (a x16 link at 32 GT/s simulates about a
 /// millisecond a second), and shrinking it stays short.
 const RANDOM_LIMIT: Instant = Instant(20_000_000_000);
