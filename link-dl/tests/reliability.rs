@@ -391,8 +391,8 @@ fn random_channel(
     s.run(&traffic)
 }
 
-/// CI's first failure of [`random_channels_deliver_exactly_once`], which ran for an hour: x16 at up to 32
-/// GT/s, reversed, 39 symbol times of skew (156 ns, more than the deskew buffer holds at 32 GT/s). The
+/// The case of [`random_channels_deliver_exactly_once`] that ran until CI's 90-minute limit: x16 at up to
+/// 32 GT/s, reversed, 39 symbol times of skew (156 ns, more than the deskew buffer holds at 32 GT/s). The
 /// ports parted while giving the rate up, and every retry from Detect tried it again, until the time
 /// limit (the physical layer's test `both_ports_give_up_a_rate_on_trial_when_one_follows_the_others_ts1`).
 #[test]
