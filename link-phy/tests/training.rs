@@ -375,6 +375,25 @@ fn a_rate_one_port_gave_up_is_not_asked_for_by_the_other() {
     assert!(pair.transitions().iter().all(|t| t.at <= up_at), "left L0 again");
 }
 
+/// A 36-bit burst on a x1 link at 16 GT/s, 18.6 us into L0, hit a SKP ordered set's sync header and its
+/// first SKP symbols: the locked decoder took the block for data, which moved the lane's LFSR as a SKP
+/// does not, and every later data block came out garbled (5,084 units in the 40 us after it, none intact),
+/// since only an EIEOS puts the LFSR back and none comes in L0 (a random test found it). Two SKP ordered
+/// sets in a row whose LFSR symbols disagree with the lane's now show the descrambler out of step, and the
+/// port retrains.
+#[test]
+fn a_descrambler_out_of_step_at_128b130b_sends_the_link_to_recovery() {
+    let s = Setup::fast(1, Rate::Gen4, 13, false, 1569);
+    let b = units_across_a_burst(&s, 0, Duration::from_ns(18_583), 36, Duration::from_us(60));
+    assert!(
+        b.late > 0,
+        "{} intact, {} corrupt, none in the last 5 us",
+        b.good,
+        b.corrupt.len()
+    );
+    assert_eq!(b.counters.error_retrains, 1, "{:?}", b.counters);
+}
+
 /// Skew past what the 8b/10b deskew buffer absorbs (64 symbol times at 2.5 GT/s, where training starts)
 /// had ended training in Failed. A port whose buffer overflows leaves out the lanes on the far side of the
 /// overflow from logical lane 0, and the next attempt forms a narrower link on the lanes both ports kept,

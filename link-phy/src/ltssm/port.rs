@@ -158,6 +158,8 @@ pub struct Port {
     /// (or Detect), never for L0, as PCI Express says at 128b/130b (the only code it happens in).
     idle_after_cfg_timeout: bool,
     retrain_requested: bool,
+    /// In L0, a lane's descrambler was found out of step ([`LaneEvent::DescramblerOutOfStep`]).
+    descrambler_out_of_step: bool,
     low_power_requested: bool,
     /// The data link granted the partner's request for L1: its electrical idle ordered set is L1.
     low_power_expected: bool,
@@ -250,6 +252,7 @@ impl Port {
             idle_to_rlock: 0,
             idle_after_cfg_timeout: false,
             retrain_requested: false,
+            descrambler_out_of_step: false,
             low_power_requested: false,
             low_power_expected: false,
             wake_requested: false,
@@ -870,6 +873,17 @@ impl Port {
                 }
                 self.note_error(now);
             }
+            LaneEvent::DescramblerOutOfStep => {
+                self.lane_errors[0][lane] = self.lane_errors[0][lane].saturating_add(1);
+                self.counters.block_errors += 1;
+                self.note_error(now);
+                // Nothing but an EIEOS puts a lane's descrambler back in step, and in L0 none comes: every
+                // later data block on the lane would be garbled. Recovery sends one.
+                let on_link = self.map.is_some_and(|m| m.logical(lane).is_some());
+                if self.state == LtssmState::L0 && on_link {
+                    self.descrambler_out_of_step = true;
+                }
+            }
         }
     }
 
@@ -1323,7 +1337,7 @@ impl Port {
         if self.retrain_requested {
             self.counters.retrain_requests += 1;
             self.retrain(now);
-        } else if self.errors_in_window > self.config.error_threshold {
+        } else if self.errors_in_window > self.config.error_threshold || self.descrambler_out_of_step {
             self.counters.error_retrains += 1;
             self.retrain(now);
         } else if partner_training {
@@ -1441,6 +1455,7 @@ impl Port {
 
     fn retrain(&mut self, now: Instant) {
         self.retrain_requested = false;
+        self.descrambler_out_of_step = false;
         self.counters.retrains += 1;
         self.enter(now, LtssmState::RecoveryRcvrLock);
     }
@@ -1688,6 +1703,7 @@ impl Port {
                 self.attempts = 0;
                 self.reached_l0 = true;
                 self.l0_since_rate_failed = true;
+                self.descrambler_out_of_step = false;
                 self.errors_in_window = 0;
                 self.window_start = now;
                 self.eios_received = false;
