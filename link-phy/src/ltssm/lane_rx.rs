@@ -80,9 +80,9 @@ pub(super) enum LaneEvent {
     Block(BlockItem),
     /// A receiver error.
     Error(RxError),
-    /// Two SKP ordered sets in a row whose LFSR symbols disagree with this lane's descrambler (128b/130b):
-    /// it is out of step (a block taken for the wrong kind moved it wrongly). One could be a SKP hit by a
-    /// bit error.
+    /// The second (or a later) SKP ordered set in a row whose LFSR symbols disagree with this lane's
+    /// descrambler (128b/130b): it is out of step (a block taken for the wrong kind moved it wrongly). One
+    /// alone could be a SKP hit by a bit error.
     DescramblerOutOfStep,
 }
 
@@ -504,7 +504,7 @@ impl LaneRx {
                     self.skp_mismatches_in_a_row = 0;
                 } else {
                     self.skp_mismatches_in_a_row = self.skp_mismatches_in_a_row.saturating_add(1);
-                    if self.skp_mismatches_in_a_row == 2 {
+                    if self.skp_mismatches_in_a_row >= 2 {
                         emit(LaneEvent::DescramblerOutOfStep);
                     }
                 }
