@@ -340,6 +340,7 @@ pub struct LaneDecoder {
     parity: u128,
     last_was_data: bool,
     last_skp_symbols: u8,
+    skp_mismatches_in_a_row: u8,
     counters: DecoderCounters,
 }
 
@@ -353,6 +354,7 @@ impl LaneDecoder {
             parity: 0,
             last_was_data: false,
             last_skp_symbols: 0,
+            skp_mismatches_in_a_row: 0,
             counters: DecoderCounters {
                 blocks: 0,
                 invalid_sync_headers: 0,
@@ -394,6 +396,13 @@ impl LaneDecoder {
     /// Symbols in the last SKP ordered set received (8 to 24; it is delivered in a 16-symbol form).
     pub const fn last_skp_symbols(&self) -> u8 {
         self.last_skp_symbols
+    }
+
+    /// SKP ordered sets in a row, up to the last one received, whose LFSR symbols disagreed with this
+    /// receiver's descrambler. Two or more say its descrambler is out of step; one alone may be a SKP hit by a bit
+    /// error.
+    pub const fn skp_mismatches_in_a_row(&self) -> u8 {
+        self.skp_mismatches_in_a_row
     }
 
     /// Append `count` (at most 64) raw serial bits, the first on the wire in bit 0.
@@ -627,6 +636,7 @@ impl LaneDecoder {
 
     /// Compare a SKP ordered set's LFSR and parity symbols with what this receiver computed.
     fn check_skp(&mut self, tail: [u8; 3]) {
+        let mismatches_before = self.counters.skp_lfsr_mismatches;
         let state = self.scrambler.state();
         if skp_lfsr(tail) != state {
             self.counters.skp_lfsr_mismatches += 1;
@@ -641,6 +651,11 @@ impl LaneDecoder {
         }
         self.parity = 0;
         self.last_was_data = false;
+        self.skp_mismatches_in_a_row = if self.counters.skp_lfsr_mismatches == mismatches_before {
+            0
+        } else {
+            self.skp_mismatches_in_a_row.saturating_add(1)
+        };
     }
 
     /// The fast path for a block-aligned stream of data blocks: `nblocks` blocks packed in `bits` (bit 0 of

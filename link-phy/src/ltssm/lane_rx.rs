@@ -1,7 +1,6 @@
 //! One lane's receiver: polarity, symbol or block alignment, decoding, descrambling, and recognising
 //! ordered sets. It reports what it saw as [`LaneEvent`]s; the port decides what they mean.
 
-use crate::code128b130b::ordered_set::SKP_SYMBOL;
 use crate::code128b130b::{Block, LaneDecoder, OrderedSetBlock, SyncHeader};
 use crate::code8b10b::{encode_symbol, CommaAligner, Decoder};
 use crate::error::Error;
@@ -147,8 +146,6 @@ pub(super) struct LaneRx {
     /// Whether a code group has been taken since the lane started over: the first, a COM after electrical
     /// idle, sets the running disparity expected.
     disparity_known: bool,
-    /// SKP ordered sets in a row whose LFSR symbols disagreed with the descrambler (128b/130b).
-    skp_mismatches_in_a_row: u8,
 }
 
 impl LaneRx {
@@ -166,7 +163,6 @@ impl LaneRx {
             last_unreadable: false,
             since_com: u8::MAX,
             disparity_known: false,
-            skp_mismatches_in_a_row: 0,
         }
     }
 
@@ -492,22 +488,17 @@ impl LaneRx {
             self.blocks.push_bits(chunk, n);
         }
         loop {
-            let before = *self.blocks.counters();
+            let headers_before = self.blocks.counters().invalid_sync_headers;
+            let mismatches_before = self.blocks.counters().skp_lfsr_mismatches;
             let Some(block) = self.blocks.pop() else { break };
-            let after = self.blocks.counters();
-            if after.invalid_sync_headers != before.invalid_sync_headers && block.is_ok() {
+            if self.blocks.counters().invalid_sync_headers != headers_before && block.is_ok() {
                 // Taken as data by the locked decoder, but still a receiver error.
                 emit(LaneEvent::Error(RxError::Block));
             }
-            if matches!(&block, Ok(b) if b.header == SyncHeader::OrderedSet && b.payload[0] == SKP_SYMBOL) {
-                if after.skp_lfsr_mismatches == before.skp_lfsr_mismatches {
-                    self.skp_mismatches_in_a_row = 0;
-                } else {
-                    self.skp_mismatches_in_a_row = self.skp_mismatches_in_a_row.saturating_add(1);
-                    if self.skp_mismatches_in_a_row >= 2 {
-                        emit(LaneEvent::DescramblerOutOfStep);
-                    }
-                }
+            if self.blocks.counters().skp_lfsr_mismatches != mismatches_before
+                && self.blocks.skp_mismatches_in_a_row() >= 2
+            {
+                emit(LaneEvent::DescramblerOutOfStep);
             }
             match block {
                 Ok(block) => block_events(&block, emit),
