@@ -927,6 +927,8 @@ struct AcrossABurst {
     lane: Option<usize>,
     /// The link's width.
     width: usize,
+    /// How long after the link came up B was in L0 again, if it left it.
+    b_up_again: Option<Duration>,
     counters: PhyCounters,
 }
 
@@ -956,6 +958,7 @@ fn units_across_a_burst(s: &Setup, lane: usize, at: Duration, bits: u32, run_for
     });
     let (mut next, mut good, mut corrupt) = (1u64, 0, Vec::new());
     let mut good_before_the_end = None;
+    let (mut b_left_l0, mut b_up_again) = (false, None);
     while pair.now() < t0 + run_for {
         if good_before_the_end.is_none() && pair.now() + Duration::from_us(5) >= t0 + run_for {
             good_before_the_end = Some(good);
@@ -983,6 +986,10 @@ fn units_across_a_burst(s: &Setup, lane: usize, at: Duration, bits: u32, run_for
                 }
             },
         );
+        b_left_l0 |= !pair.b.is_up();
+        if b_left_l0 && b_up_again.is_none() && pair.b.is_up() {
+            b_up_again = Some(pair.now() - t0);
+        }
     }
     let map = pair.a.lane_map().unwrap();
     AcrossABurst {
@@ -991,6 +998,7 @@ fn units_across_a_burst(s: &Setup, lane: usize, at: Duration, bits: u32, run_for
         late: good - good_before_the_end.unwrap_or(good),
         lane: map.logical(lane),
         width: map.width.lanes(),
+        b_up_again,
         counters: *pair.b.counters(),
     }
 }
@@ -1293,6 +1301,31 @@ fn a_false_com_in_the_data_stream_does_not_shift_the_units() {
         b.late
     );
     assert_eq!(b.spoilt_off_the_lane(0), None);
+}
+
+/// A 33-bit burst on lane 1 of a x2 link at 2.5 GT/s, 16.3 us into L0, slips the lane a symbol against
+/// lane 0, and port B retrains. Its deskew buffer was still aligned from L0, a symbol out, so in
+/// Recovery.Idle it took the start of A's data stream (on lane 0 a symbol before lane 1) for a slip and
+/// emptied, to line up on the next SKP ordered set 1.3 us later. A was in L0 by then, sending data, and
+/// B missed its logical idle: B sat out Recovery.Idle's 20 us timeout and came up 24 us after the burst.
+/// The buffer now lines up afresh on entering Recovery, and B is up 2.6 us after the burst (found by the
+/// random bursts below, seed 6851).
+#[test]
+fn a_lane_a_burst_slipped_lines_up_again_in_recovery() {
+    let s = Setup::fast(2, Rate::Gen1, 14, true, 6851);
+    let b = units_across_a_burst(&s, 1, Duration::from_ns(16_277), 33, Duration::from_us(60));
+    let c = b.counters;
+    assert_eq!(
+        (c.error_retrains, c.link_ups),
+        (1, 2),
+        "the burst must send B to Recovery once: {c:?}"
+    );
+    let up_again = b.b_up_again.expect("B left L0");
+    assert!(
+        up_again < Duration::from_us(20),
+        "B up again {up_again:?} after the link came up, the burst at 16.3 us: {c:?}"
+    );
+    assert_eq!(c.deskew_errors, 0, "{c:?}");
 }
 
 proptest::proptest! {

@@ -126,6 +126,14 @@ pub struct Port {
     rx_units_since_os: u64,
     /// Whether the last deskewed 8b/10b column was data ([`Port::drain_deskew`]).
     rx_in_data: bool,
+    /// In Recovery.RcvrLock, line the deskew buffer up afresh at the first column of ordered sets on every
+    /// lane. What took the link to Recovery (a burst, say) may have slipped a lane against the others, and
+    /// a buffer still aligned a symbol out from L0 took the start of the partner's data stream in
+    /// Recovery.Idle for a slip, emptied to wait for the next SKP ordered set, and missed the partner's
+    /// logical idle: the port sat out Recovery.Idle's timeout. Not at once on entering Recovery: the
+    /// partner's last data may still be in the buffer on the late lanes. By that column it has all
+    /// passed, and the partner's data stream starts again only after this port has sent TS2s.
+    realign_deskew: bool,
     idle_received: u32,
     /// Whether this state has seen logical idle (any, and enough in a row: PCIe conditions, latched).
     heard_idle: bool,
@@ -231,6 +239,7 @@ impl Port {
             rx_held_index: 0,
             rx_units_since_os: 0,
             rx_in_data: false,
+            realign_deskew: false,
             idle_received: 0,
             heard_idle: false,
             idle_qualified: false,
@@ -938,6 +947,9 @@ impl Port {
                         }
                         self.rx_unit_len = 0;
                         self.rx_units_since_os = 0;
+                        if column[..width].iter().all(|&i| i == SymbolItem::OrderedSet) {
+                            self.realign_deskew_in_recovery();
+                        }
                     }
                 }
             }
@@ -957,6 +969,9 @@ impl Port {
                             self.idle_received = 0;
                         }
                         self.rx_units_since_os = 0;
+                        if column[..width].iter().all(|&i| i == BlockItem::OrderedSet) {
+                            self.realign_deskew_in_recovery();
+                        }
                         continue;
                     }
                     let mut stream = [0u8; UNIT_BYTES * MAX_LANES];
@@ -1518,8 +1533,24 @@ impl Port {
     /// Adopt the negotiated lanes; the deskew buffers start over at the new width.
     fn set_map(&mut self, map: LaneMap) {
         self.map = Some(map);
-        let _ = self.deskew_symbols.reset(map.width.lanes());
-        let _ = self.deskew_blocks.reset(map.width.lanes());
+        self.reset_deskew();
+    }
+
+    /// At a column of ordered sets on every lane, line the deskew buffer up afresh if Recovery.RcvrLock has
+    /// yet to ([`Port::realign_deskew`]).
+    fn realign_deskew_in_recovery(&mut self) {
+        if self.realign_deskew && self.state == LtssmState::RecoveryRcvrLock {
+            self.realign_deskew = false;
+            self.reset_deskew();
+        }
+    }
+
+    /// Forget the deskew buffers' alignment: they line the link's lanes up afresh on the next marker that
+    /// comes on all of them (a SKP ordered set, or the start of the data stream).
+    fn reset_deskew(&mut self) {
+        let width = self.map.map_or(1, |m| m.width.lanes());
+        let _ = self.deskew_symbols.reset(width);
+        let _ = self.deskew_blocks.reset(width);
     }
 
     fn reset_lanes(&mut self) {
@@ -1532,9 +1563,7 @@ impl Port {
         self.tx_bytes_since_os = 0;
         self.tx_block_is_data = false;
         self.slots_since_skp = 0;
-        let width = self.map.map_or(1, |m| m.width.lanes());
-        let _ = self.deskew_symbols.reset(width);
-        let _ = self.deskew_blocks.reset(width);
+        self.reset_deskew();
         self.lane_symbols = [[0; MAX_LANES]; 2];
         self.lane_errors = [[0; MAX_LANES]; 2];
         self.rx_unit_len = 0;
@@ -1682,6 +1711,7 @@ impl Port {
                 self.eieos_pending = self.line_code() == LineCode::Code128b130b;
                 self.ts_since_eieos = 0;
                 self.eios_received = false;
+                self.realign_deskew = true;
                 if from == LtssmState::L0 {
                     self.push_event(PhyEvent::Retraining { at: now });
                 }
