@@ -101,6 +101,31 @@ impl<T: Copy, const DEPTH: usize> Deskew<T, DEPTH> {
         Ok(())
     }
 
+    /// Forget the alignment but not what each lane has received: every FIFO keeps what follows its first
+    /// marker that starts a run (or nothing), so that the lanes line up afresh on the next marker each
+    /// receives, wherever each is in its stream. [`Deskew::reset`] empties the FIFOs instead, which in
+    /// the middle of a skewed stream drops items the early lanes have received and the late ones have yet
+    /// to: those then line up on a marker the early lanes lost. Call it after a column without markers,
+    /// so that the item before each FIFO's head was none.
+    pub fn realign(&mut self) {
+        let marker = self.marker;
+        for fifo in &mut self.fifos[..self.lanes] {
+            let mut after_marker = false;
+            while let Some(item) = fifo.front() {
+                let is_marker = marker(item).is_some();
+                if is_marker && !after_marker {
+                    break;
+                }
+                after_marker = is_marker;
+                fifo.pop_front();
+            }
+        }
+        self.aligned = false;
+        self.last_mismatch = None;
+        self.late_at_overflow = 0;
+        self.overflows_unaligned = 0;
+    }
+
     /// Whether the lanes are lined up.
     pub fn is_aligned(&self) -> bool {
         self.aligned
@@ -469,6 +494,44 @@ mod tests {
             }
         }
         assert_eq!((columns, d.losses()), (14, 0));
+    }
+
+    /// Realigning keeps what each lane has received: lane 1, 6 items late, has yet to receive the 6 items
+    /// lane 0 holds past the column just popped, and the lanes line up again on the next marker, each
+    /// FIFO keeping its own from it. A reset there drops lane 0's next marker and not lane 1's, and the
+    /// lanes never line up on it.
+    #[test]
+    fn realigning_in_a_skewed_stream_lines_up_on_the_next_marker() {
+        let period = 40;
+        let item = |t: usize| if t % period == 0 { MARK } else { t as u16 };
+        for realign in [true, false] {
+            let mut d: Deskew<u16, 16> = Deskew::new(2, marker).unwrap();
+            let mut col = [0u16; 2];
+            let (mut marker_columns, mut forgotten, mut overflows) = (0, false, 0);
+            for now in 0..3 * period {
+                overflows += usize::from(d.push(0, item(now)).is_err());
+                if now >= 6 {
+                    overflows += usize::from(d.push(1, item(now - 6)).is_err());
+                }
+                while d.pop(&mut col).is_some() {
+                    assert_eq!(col[0], col[1], "column not aligned");
+                    marker_columns += usize::from(col[0] == MARK);
+                    // Lane 0 has the next marker in its FIFO; lane 1 has yet to receive it.
+                    if col[0] == (period - 2) as u16 && !forgotten {
+                        if realign {
+                            d.realign();
+                        } else {
+                            d.reset(2).unwrap();
+                        }
+                        forgotten = true;
+                    }
+                }
+            }
+            // Reset, lane 1 overflows waiting for lane 0 at the marker lane 0 dropped.
+            let expected = if realign { (3, 0) } else { (2, 1) };
+            assert_eq!((marker_columns, overflows), expected, "realign {realign}");
+            assert!(d.is_aligned());
+        }
     }
 
     /// Losses, alignments and mismatched columns count on past 2^32: they were `u32`s added to with

@@ -132,7 +132,8 @@ pub struct Port {
     /// Recovery.Idle for a slip, emptied to wait for the next SKP ordered set, and missed the partner's
     /// logical idle: the port sat out Recovery.Idle's timeout. Not at once on entering Recovery: the
     /// partner's last data may still be in the buffer on the late lanes. By that column it has all
-    /// passed, and the partner's data stream starts again only after this port has sent TS2s.
+    /// passed, and the partner's data stream starts again only after this port has sent TS2s. Each lane
+    /// keeps what it holds from its first marker on ([`Deskew::realign`]).
     realign_deskew: bool,
     idle_received: u32,
     /// Whether this state has seen logical idle (any, and enough in a row: PCIe conditions, latched).
@@ -1541,7 +1542,8 @@ impl Port {
     fn realign_deskew_in_recovery(&mut self) {
         if self.realign_deskew && self.state == LtssmState::RecoveryRcvrLock {
             self.realign_deskew = false;
-            self.reset_deskew();
+            self.deskew_symbols.realign();
+            self.deskew_blocks.realign();
         }
     }
 
