@@ -1336,7 +1336,9 @@ proptest::proptest! {
     /// of L0. The units it spoils are spoilt on that lane's bytes only (at 8b/10b a burst that makes a COM
     /// of a data symbol throws the lane's descrambler off until the port retrains or a SKP ordered set
     /// resets it): a lane is never shifted against the others, and intact units are arriving again 40 us
-    /// later.
+    /// later. A retrain the burst causes ends within 20 us of it, before a Recovery.Idle timeout could
+    /// (a burst that slipped a lane cost one, [`a_lane_a_burst_slipped_lines_up_again_in_recovery`]); the
+    /// slowest, a 128b/130b lane's descrambler put out of step, waits for two SKP ordered sets.
     #[test]
     fn a_random_burst_spoils_only_the_units_it_hits(
         width in 0usize..5,
@@ -1351,9 +1353,8 @@ proptest::proptest! {
         let (lanes, rate) = (WIDTHS[width], RATES[rate]);
         let s = Setup::fast(lanes, rate, skew_symbols, reversed, seed);
         let lane = lane % lanes;
-        // Long enough for a Recovery.Idle timeout (20 us with these timers) after a burst at 20 us: a
-        // burst can leave the receiver's deskew a lane out until the next SKP ordered set, and the port
-        // miss its partner's logical idle in Recovery.Idle.
+        // Long enough for a Recovery.Idle timeout (20 us with these timers) after a burst at 20 us, to
+        // see it if one comes.
         let b = units_across_a_burst(&s, lane, Duration::from_ns(at_ns), bits, Duration::from_us(60));
         let what = format!(
             "x{lanes} {rate:?} skew {skew_symbols} reversed {reversed} seed {seed}: {bits} bits on lane {lane} at \
@@ -1361,6 +1362,13 @@ proptest::proptest! {
             b.good, b.corrupt.len(), b.late
         );
         proptest::prop_assert!(b.late > 0, "{}", what);
+        if let Some(up_again) = b.b_up_again {
+            let after_the_burst = Duration::from_ps(up_again.as_ps().saturating_sub(at_ns * 1000));
+            proptest::prop_assert!(
+                after_the_burst < Duration::from_us(20),
+                "{}: B up again {:?} after the burst", what, after_the_burst
+            );
+        }
         let Some(hit) = b.lane else {
             proptest::prop_assert!(b.corrupt.is_empty(), "{}: the burst missed the link", what);
             return Ok(());
