@@ -1547,7 +1547,7 @@ impl Port {
         }
     }
 
-    /// Forget the deskew buffers' alignment: they line the link's lanes up afresh on the next marker that
+    /// Empty the deskew buffers, at the link's width: they line its lanes up afresh on the next marker that
     /// comes on all of them (a SKP ordered set, or the start of the data stream).
     fn reset_deskew(&mut self) {
         let width = self.map.map_or(1, |m| m.width.lanes());
