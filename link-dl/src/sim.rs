@@ -9,9 +9,9 @@
 
 use std::vec::Vec;
 
-use link_phy::channel::ChannelConfig;
+use link_phy::channel::{ChannelConfig, Fault, FaultKind};
 use link_phy::ltssm::{PhyEvent, Port, PortConfig};
-use link_phy::pair::{LinkPair, Node};
+use link_phy::pair::{LinkPair, Node, Side};
 use link_phy::rate::{LineCode, Rate};
 use link_phy::serial::Slot;
 use link_phy::time::{Duration, Instant};
@@ -147,8 +147,23 @@ pub struct Traffic {
     pub sleep_at: Vec<Duration>,
     /// How long the senders pause at each of [`Traffic::sleep_at`].
     pub sleep_for: Duration,
+    /// Faults of the channels (a burst of bit errors, a lane breaking) at times after the link is first
+    /// up, unlike a [`ChannelConfig`]'s, whose times count from the start of training.
+    pub channel_faults: Vec<ChannelFault>,
     /// Give up after this much simulated time.
     pub limit: Duration,
+}
+
+/// A fault of one direction's channel, at a time after the link is first up ([`Traffic::channel_faults`]).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct ChannelFault {
+    /// The transmitter whose channel it strikes: [`Side::A`] for the channel from A to B. Its lanes are
+    /// numbered as that transmitter numbers them.
+    pub from: Side,
+    /// When, after the link is first up.
+    pub after: Duration,
+    /// What.
+    pub kind: FaultKind,
 }
 
 /// One of [`Traffic::sleep_at`], as it went.
@@ -175,6 +190,7 @@ impl Default for Traffic {
             retrain_at: Vec::new(),
             sleep_at: Vec::new(),
             sleep_for: Duration::from_us(10),
+            channel_faults: Vec::new(),
             limit: Duration::from_ms(500),
         }
     }
@@ -237,6 +253,10 @@ pub struct Report {
     pub limit_reached: bool,
     /// Retrains asked for ([`Traffic::retrain_at`]) that were not done: the run had ended first.
     pub retrains_not_done: usize,
+    /// Whether each of [`Traffic::channel_faults`], in order, struck: not if the run had ended first.
+    pub channel_faults_struck: Vec<bool>,
+    /// Bursts of bit errors the channels injected, both directions.
+    pub bursts: u64,
     /// The sleeps asked for ([`Traffic::sleep_at`]) that went all the way to L1 and back.
     pub sleeps: Vec<Sleep>,
     /// Sleeps not done, or not finished (the run ended first, or the data link refused: not active).
@@ -394,6 +414,23 @@ pub fn run<const REPLAY: usize, const RX_FLITS: usize>(
             last_delivery: start,
         })
         .collect();
+    let channel_faults: Vec<(Side, Fault)> = (traffic.channel_faults.iter())
+        .map(|f| {
+            (
+                f.from,
+                Fault {
+                    at: start + f.after,
+                    kind: f.kind,
+                },
+            )
+        })
+        .collect();
+    for &(from, fault) in &channel_faults {
+        match from {
+            Side::A => pair.ab.schedule(fault),
+            Side::B => pair.ba.schedule(fault),
+        }
+    }
     let mut retrains: Vec<Instant> = traffic.retrain_at.iter().map(|&d| start + d).collect();
     retrains.sort();
     let mut sleeps: Vec<Instant> = traffic.sleep_at.iter().map(|&d| start + d).collect();
@@ -584,6 +621,13 @@ pub fn run<const REPLAY: usize, const RX_FLITS: usize>(
     report.phy = [*pair.a.ep.phy.counters(), *pair.b.ep.phy.counters()];
     report.phy_states = [pair.a.ep.phy.state().name(), pair.b.ep.phy.state().name()];
     report.bits_flipped = pair.ab.stats().flipped + pair.ba.stats().flipped;
+    report.bursts = pair.ab.stats().bursts + pair.ba.stats().bursts;
+    report.channel_faults_struck = (channel_faults.iter())
+        .map(|(from, fault)| match from {
+            Side::A => !pair.ab.is_pending(fault),
+            Side::B => !pair.ba.is_pending(fault),
+        })
+        .collect();
     for i in 0..3 {
         report.flit_faults[i] = pair.a.injected[i] + pair.b.injected[i];
     }

@@ -214,6 +214,11 @@ impl Channel {
         self.faults.insert(at, fault);
     }
 
+    /// Whether `fault` is still to strike: it was configured or scheduled, and its time has not come.
+    pub fn is_pending(&self, fault: &Fault) -> bool {
+        self.faults.contains(fault)
+    }
+
     /// What the channel has done so far.
     pub fn stats(&self) -> ChannelStats {
         self.stats

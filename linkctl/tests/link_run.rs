@@ -203,6 +203,124 @@ fn a_retrain_after_the_run_is_reported_not_done() {
     );
 }
 
+/// `--burst` and `--lane-dies`: a 64-bit burst on lane 1 at 2 us spoils a packet, which the data link
+/// replays, and lane 3 breaking at 4 us sends the x4 link back through training to x2. Nothing is lost.
+#[test]
+fn a_burst_and_a_lane_dying_mid_run_lose_nothing() {
+    let args = [
+        "--lanes",
+        "4",
+        "--timing",
+        "fast",
+        "--packets",
+        "1000",
+        "--burst",
+        "1:64@2",
+        "--lane-dies",
+        "3@4",
+    ];
+    let v = json(&args);
+    assert_intact(&v, 1000, 128);
+    assert_eq!(
+        (
+            v["bursts"].as_u64(),
+            v["lanes_died"].as_u64(),
+            v["lanes"].as_u64()
+        ),
+        (Some(1), Some(1), Some(2)),
+        "{v}"
+    );
+    assert_eq!(
+        (v["bursts_not_done"].as_u64(), v["lane_deaths_not_done"].as_u64()),
+        (Some(0), Some(0))
+    );
+    assert!(v["bits_flipped"].as_u64() >= Some(1), "{v}");
+    assert!(
+        v["replays"].as_u64() >= Some(1),
+        "the burst must spoil a packet: {v}"
+    );
+    let clean = json(&args[..6]);
+    assert_eq!(
+        (clean["bits_flipped"].as_u64(), clean["lanes"].as_u64()),
+        (Some(0), Some(4))
+    );
+    assert!(v["retrains"].as_u64() > clean["retrains"].as_u64(), "{v}");
+}
+
+/// A `--burst` or `--lane-dies` time after the last delivery is said not to have been done.
+#[test]
+fn channel_faults_after_the_run_are_reported_not_done() {
+    let args = [
+        "--packets",
+        "100",
+        "--burst",
+        "0:8@1000000",
+        "--lane-dies",
+        "1@1000000",
+    ];
+    let v = json(&args);
+    assert_intact(&v, 100, 128);
+    assert_eq!(
+        (
+            v["bursts"].as_u64(),
+            v["bursts_not_done"].as_u64(),
+            v["lanes_died"].as_u64(),
+            v["lane_deaths_not_done"].as_u64()
+        ),
+        (Some(0), Some(1), Some(0), Some(1)),
+        "{v}"
+    );
+    let out = common::linkctl(&["link", "run"], &args);
+    assert_eq!(out.status.code(), Some(0));
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        text.contains("note: 1 of the --burst and 1 of the --lane-dies times came after the run had ended"),
+        "{text}"
+    );
+}
+
+#[test]
+fn malformed_channel_faults_are_refused() {
+    for (args, says) in [
+        (["--burst", "1:33"], "expected LANE:BITS@US"),
+        (["--burst", "1@5"], "expected LANE:BITS@US"),
+        (["--burst", "8:33@5"], "lane 8, but the ports have lanes 0 to 7"),
+        (["--burst", "x:33@5"], "is not a lane number"),
+        (
+            ["--burst", "1:0@5"],
+            "the bits must be a whole number from 1 to 1000000",
+        ),
+        (["--burst", "1:33@-2"], "--burst must be a time in microseconds"),
+        (["--burst", "1:33@soon"], "must be a number of microseconds"),
+        (["--lane-dies", "3"], "expected LANE@US"),
+        (["--lane-dies", "9@3"], "lane 9, but the ports have lanes 0 to 7"),
+        (
+            ["--lane-dies", "2@nan"],
+            "--lane-dies must be a time in microseconds",
+        ),
+    ] {
+        common::assert_refused(&["link", "run"], &args);
+        let out = common::linkctl(&["link", "run"], &args);
+        let err = String::from_utf8(out.stderr).unwrap();
+        assert!(err.contains(says), "{args:?}: {err}");
+    }
+    for (args, says) in [
+        (
+            ["--lane-dies", "2@3", "--lane-dies", "2@5"],
+            "lane 2 is given twice",
+        ),
+        (
+            ["--lane-dies", "2@3", "--dead-lane", "2"],
+            "lane 2 is a --dead-lane already",
+        ),
+    ] {
+        common::assert_refused(&["link", "run"], &args);
+        let out = common::linkctl(&["link", "run"], &args);
+        let err = String::from_utf8(out.stderr).unwrap();
+        assert!(err.contains(says), "{args:?}: {err}");
+    }
+}
+
 /// A link that comes up and then goes down for good (here its retraining fails at a high bit error rate)
 /// is reported down, with when, and the packets not delivered put down to it: not to the time limit,
 /// nor as a link of no lanes (it had said "x0 at 2.5 GT/s" and "inf%" of the line rate).

@@ -4,9 +4,11 @@ use std::process::ExitCode;
 use std::time::Instant as WallClock;
 
 use anyhow::{bail, Context};
-use link_dl::sim::{self, FlitFaults, Report, Traffic};
+use link_dl::sim::{self, ChannelFault, FlitFaults, Report, Traffic};
 use link_dl::{DlConfig, Vc};
+use link_phy::channel::{FaultKind, LaneHealth};
 use link_phy::ltssm::LtssmState;
+use link_phy::pair::Side;
 use link_phy::rate::{LineCode, Rate};
 use link_phy::time::Duration;
 use serde_json::{json, Value};
@@ -55,6 +57,15 @@ pub struct RunArgs {
     /// Ask port A to retrain at these simulated times after the link is up, in microseconds (repeatable)
     #[arg(long = "retrain-at", value_name = "US", value_parser = crate::check::float)]
     pub retrain_at: Vec<f64>,
+    /// A burst of bit errors on the channel from A to B, as `LANE:BITS@US`: BITS bits (1 to 1000000) of
+    /// lane LANE (numbered at port A) from US microseconds after the link is up, each flipped with
+    /// probability 1/2, the first always (repeatable)
+    #[arg(long = "burst", value_name = "LANE:BITS@US")]
+    pub bursts: Vec<String>,
+    /// A lane breaking during the run, as `LANE@US`: lane LANE (numbered at port A) goes dead, both
+    /// directions, US microseconds after the link is up, and the link retrains without it (repeatable)
+    #[arg(long = "lane-dies", value_name = "LANE@US")]
+    pub lane_dies: Vec<String>,
     /// Pause the traffic at these simulated times after the link is up, in microseconds (repeatable),
     /// while port A's data link takes the link to low power (L1) by the power-management handshake; the
     /// first packet after the pause wakes it
@@ -148,6 +159,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     let times = |flag, list: &[f64]| -> anyhow::Result<Vec<Duration>> {
         list.iter().map(|&us| micros(flag, us)).collect()
     };
+    let channel_faults = channel_faults(&args)?;
     let retrain_at = times("--retrain-at", &args.retrain_at)?;
     let sleep_at = times("--sleep-at", &args.sleep_at)?;
     let sleep_for = micros("--sleep-for", args.sleep_for)?;
@@ -164,6 +176,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         retrain_at,
         sleep_at,
         sleep_for,
+        channel_faults,
         limit,
     };
     let started = WallClock::now();
@@ -201,7 +214,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     if args.json {
         println!("{}", serde_json::to_string_pretty(&value)?);
     } else {
-        print_text(&report, &value);
+        print_text(&report, &value, &args);
     }
     let intact =
         report.complete && report.duplicates == 0 && report.corrupted == 0 && report.out_of_order == 0;
@@ -210,6 +223,76 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     } else {
         ExitCode::from(EXIT_UNDELIVERED)
     })
+}
+
+/// The longest burst `--burst` takes, in bits.
+const MAX_BURST_BITS: u32 = 1_000_000;
+
+/// `--burst` and `--lane-dies` as faults of the channels.
+fn channel_faults(args: &RunArgs) -> anyhow::Result<Vec<ChannelFault>> {
+    let lanes = args.channel.lanes;
+    // `LANE...@US` of `flag`: what comes before the `@`, and the time.
+    let split = |flag: &str, spec: &str, form: &str| -> anyhow::Result<(String, Duration)> {
+        let Some((what, us)) = spec.split_once('@') else {
+            bail!("{flag} {spec:?}: expected {form}");
+        };
+        let us: f64 = us.trim().parse().map_err(|_| {
+            anyhow::anyhow!("{flag} {spec:?}: the time after `@` must be a number of microseconds")
+        })?;
+        Ok((what.trim().to_owned(), micros(flag, us)?))
+    };
+    let lane = |flag: &str, spec: &str, text: &str| -> anyhow::Result<usize> {
+        match text.parse::<usize>() {
+            Ok(l) if l < lanes => Ok(l),
+            Ok(l) => bail!(
+                "{flag} {spec:?}: lane {l}, but the ports have lanes 0 to {}",
+                lanes - 1
+            ),
+            Err(_) => bail!("{flag} {spec:?}: {text:?} is not a lane number"),
+        }
+    };
+    let mut faults = Vec::new();
+    for spec in &args.bursts {
+        let form = "LANE:BITS@US, e.g. 1:33@5.5";
+        let (what, after) = split("--burst", spec, form)?;
+        let Some((l, bits)) = what.split_once(':') else {
+            bail!("--burst {spec:?}: expected {form}");
+        };
+        let lane = lane("--burst", spec, l.trim())?;
+        let bits = match bits.trim().parse::<u32>() {
+            Ok(b @ 1..=MAX_BURST_BITS) => b,
+            _ => bail!("--burst {spec:?}: the bits must be a whole number from 1 to {MAX_BURST_BITS}"),
+        };
+        faults.push(ChannelFault {
+            from: Side::A,
+            after,
+            kind: FaultKind::Burst { lane, bits },
+        });
+    }
+    let mut dying = Vec::new();
+    for spec in &args.lane_dies {
+        let (what, after) = split("--lane-dies", spec, "LANE@US, e.g. 3@20")?;
+        let lane = lane("--lane-dies", spec, &what)?;
+        if args.channel.dead_lanes.contains(&lane) {
+            bail!("--lane-dies {spec:?}: lane {lane} is a --dead-lane already");
+        }
+        // A second death would change nothing: as with --dead-lane, refused rather than taken silently.
+        if dying.contains(&lane) {
+            bail!("--lane-dies: lane {lane} is given twice");
+        }
+        dying.push(lane);
+        for from in [Side::A, Side::B] {
+            faults.push(ChannelFault {
+                from,
+                after,
+                kind: FaultKind::SetHealth {
+                    lane: args.channel.lane_at_transmitter(lane, from),
+                    health: LaneHealth::Dead,
+                },
+            });
+        }
+    }
+    Ok(faults)
 }
 
 /// The most `--drop`, `--duplicate` and `--corrupt` may be.
@@ -285,10 +368,26 @@ fn to_json(r: &Report, args: &RunArgs, wall_seconds: f64, code: LineCode, limit:
     v["both_ways"] = json!(args.both_ways);
     v["idle_for_credit_us"] = json!(r.idle_for_credit.as_ps() as f64 / 1e6);
     v["idle_for_replay_us"] = json!(r.idle_for_replay.as_ps() as f64 / 1e6);
+    let (bursts_not_done, deaths_not_done) = channel_faults_not_done(r, args);
+    v["bursts"] = json!(r.bursts);
+    v["bursts_not_done"] = json!(r.active.then_some(bursts_not_done));
+    v["lanes_died"] = json!(args.lane_dies.len() - deaths_not_done);
+    v["lane_deaths_not_done"] = json!(r.active.then_some(deaths_not_done));
     v
 }
 
-fn print_text(r: &Report, v: &Value) {
+/// The `--burst` and `--lane-dies` faults that did not strike (the run ended first): the report has one
+/// entry a burst, then two a lane death (one a direction, struck together but for the lanes' skew).
+fn channel_faults_not_done(r: &Report, args: &RunArgs) -> (usize, usize) {
+    let (bursts, deaths) = r
+        .channel_faults_struck
+        .split_at(args.bursts.len().min(r.channel_faults_struck.len()));
+    let bursts_not_done = bursts.iter().filter(|&&struck| !struck).count();
+    let deaths_not_done = deaths.chunks(2).filter(|both| !both.iter().any(|&s| s)).count();
+    (bursts_not_done, deaths_not_done)
+}
+
+fn print_text(r: &Report, v: &Value, args: &RunArgs) {
     if !r.active {
         print_down(r, v);
         return;
@@ -330,6 +429,13 @@ fn print_text(r: &Report, v: &Value) {
         println!(
             "note: {} of the --retrain-at times came after the run had ended ({:.1} us after the link came up): not done",
             r.retrains_not_done,
+            r.elapsed.as_ps() as f64 / 1e6
+        );
+    }
+    let (bursts_not_done, deaths_not_done) = channel_faults_not_done(r, args);
+    if bursts_not_done + deaths_not_done > 0 {
+        println!(
+            "note: {bursts_not_done} of the --burst and {deaths_not_done} of the --lane-dies times came after the run had ended ({:.1} us after the link came up): not done",
             r.elapsed.as_ps() as f64 / 1e6
         );
     }
@@ -432,8 +538,13 @@ fn print_down(r: &Report, v: &Value) {
 
 fn print_errors(r: &Report, v: &Value) {
     println!(
-        "errors: {} bits flipped, {} CRC errors, {} NAKs, {} replays, {} replay timeouts, {} FEC corrections; {} entries to Recovery (both ports, counting the speed change at bring-up{})",
+        "errors: {} bits flipped{}, {} CRC errors, {} NAKs, {} replays, {} replay timeouts, {} FEC corrections; {} entries to Recovery (both ports, counting the speed change at bring-up{})",
         r.bits_flipped,
+        match r.bursts {
+            0 => String::new(),
+            1 => " (1 burst)".into(),
+            n => format!(" ({n} bursts)"),
+        },
         v["crc_errors"],
         v["naks"],
         v["replays"],

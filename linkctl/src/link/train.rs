@@ -88,6 +88,18 @@ impl ChannelArgs {
         LinkPair::new(down, up, ab, ba).context("cannot build the ports")
     }
 
+    /// Lane `lane`, numbered at port A, as the transmitter at `from` numbers it on its channel. A
+    /// channel's lanes are its transmitter's: A's for the channel from A, B's for the other, where A's lane
+    /// l arrives on B's lane lanes - 1 - l when the wiring is reversed. A lane named at A is one pair of
+    /// wires, so the channel from B has it at B's number for it.
+    pub fn lane_at_transmitter(&self, lane: usize, from: Side) -> usize {
+        if from == Side::B && self.reversed {
+            self.lanes - 1 - lane
+        } else {
+            lane
+        }
+    }
+
     /// The two ports' configurations (downstream, upstream) and the two directions' channels (A to B,
     /// B to A) these arguments describe.
     pub fn configs(&self) -> anyhow::Result<([PortConfig; 2], [ChannelConfig; 2])> {
@@ -146,16 +158,8 @@ impl ChannelArgs {
             health[l] = LaneHealth::Dead;
         }
         let max_skew = Duration::from_ps((self.skew * Rate::Gen1.slot_time().as_ps() as f64).round() as u64);
-        // A channel's lanes are its transmitter's: A's for the channel from A (salt 0), B's for the
-        // other, where A's lane l arrives on B's lane lanes - 1 - l when the wiring is reversed. A lane
-        // named at A is one pair of wires, so the channel from B has it at B's number for it.
-        let at_transmitter = |l: usize, salt: u64| {
-            if salt == 1 && self.reversed {
-                self.lanes - 1 - l
-            } else {
-                l
-            }
-        };
+        let at_transmitter =
+            |l: usize, salt: u64| self.lane_at_transmitter(l, if salt == 0 { Side::A } else { Side::B });
         let channel = |salt: u64| {
             let seed = self.seed.wrapping_mul(2).wrapping_add(salt);
             let mut c = ChannelConfig::clean(self.lanes);
