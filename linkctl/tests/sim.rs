@@ -1547,8 +1547,7 @@ fn the_buffer_per_connection_can_be_set_as_nccl_buffsize() {
         "--buffsize",
         "64M",
     ];
-    common::assert_refused(&["sim"], &args);
-    assert!(String::from_utf8_lossy(&sim(&args).stderr).contains("smaller --buffsize"));
+    common::assert_refused_saying(&["sim"], &args, "smaller --buffsize");
     // The algorithms that keep no buffer per connection refuse a size for it, which would do nothing.
     common::assert_refused(
         &["sim"],

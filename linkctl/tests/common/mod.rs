@@ -46,10 +46,16 @@ pub fn json(command: &[&str], args: &[&str]) -> serde_json::Value {
 
 /// The subcommand must refuse `args` with an error message and a failing exit, not a panic.
 pub fn assert_refused(command: &[&str], args: &[&str]) {
+    assert_refused_saying(command, args, "error");
+}
+
+/// [`assert_refused`], the message saying `says`.
+pub fn assert_refused_saying(command: &[&str], args: &[&str], says: &str) {
     let out = linkctl(command, args);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success(), "{args:?} was accepted");
     assert!(stderr.contains("error"), "{args:?}: {stderr}");
+    assert!(stderr.contains(says), "{args:?}: {stderr}");
     assert!(!stderr.contains("panicked"), "{args:?}: {stderr}");
 }
 
