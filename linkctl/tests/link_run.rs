@@ -245,6 +245,13 @@ fn a_burst_and_a_lane_dying_mid_run_lose_nothing() {
         (Some(0), Some(4))
     );
     assert!(v["retrains"].as_u64() > clean["retrains"].as_u64(), "{v}");
+    let text = String::from_utf8(common::linkctl(&["link", "run"], &args).stdout).unwrap();
+    for line in [
+        "(1 burst)",
+        "lanes died: 1 (--lane-dies), the link retraining on the lanes left: x2 at the end",
+    ] {
+        assert!(text.contains(line), "{line:?} in {text}");
+    }
 }
 
 /// A `--burst` or `--lane-dies` time after the last delivery is said not to have been done.

@@ -433,6 +433,13 @@ fn print_text(r: &Report, v: &Value, args: &RunArgs) {
         );
     }
     let (bursts_not_done, deaths_not_done) = channel_faults_not_done(r, args);
+    let died = args.lane_dies.len() - deaths_not_done;
+    if died > 0 {
+        println!(
+            "lanes died: {died} (--lane-dies), the link retraining on the lanes left: x{} at the end",
+            r.width
+        );
+    }
     if bursts_not_done + deaths_not_done > 0 {
         println!(
             "note: {bursts_not_done} of the --burst and {deaths_not_done} of the --lane-dies times came after the run had ended ({:.1} us after the link came up): not done",
