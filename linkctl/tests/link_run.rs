@@ -254,6 +254,36 @@ fn a_burst_and_a_lane_dying_mid_run_lose_nothing() {
     }
 }
 
+/// `--burst b:...` strikes the channel from B to A: with traffic both ways (and the wiring reversed, the
+/// lane named at A), A finds the spoilt packet, NAKs it, and B replays it.
+#[test]
+fn a_burst_on_the_channel_from_b_spoils_what_b_sends() {
+    let v = json(&[
+        "--lanes",
+        "4",
+        "--timing",
+        "fast",
+        "--packets",
+        "1000",
+        "--both-ways",
+        "--reversed",
+        "--burst",
+        "b:1:64@2",
+    ]);
+    assert_intact(&v, 2000, 128);
+    assert_eq!(v["bursts"], 1, "{v}");
+    let [a, b] = [&v["counters"][0], &v["counters"][1]];
+    assert!(
+        a["naks_sent"].as_u64() >= Some(1) && b["replays"].as_u64() >= Some(1),
+        "{v}"
+    );
+    assert_eq!(
+        (b["naks_sent"].as_u64(), a["replays"].as_u64()),
+        (Some(0), Some(0)),
+        "{v}"
+    );
+}
+
 /// A `--burst` or `--lane-dies` time after the last delivery is said not to have been done.
 #[test]
 fn channel_faults_after_the_run_are_reported_not_done() {
@@ -288,9 +318,10 @@ fn channel_faults_after_the_run_are_reported_not_done() {
 
 #[test]
 fn malformed_channel_faults_are_refused() {
-    let cases: [(&[&str], &str); 12] = [
-        (&["--burst", "1:33"], "expected LANE:BITS@US"),
-        (&["--burst", "1@5"], "expected LANE:BITS@US"),
+    let cases: [(&[&str], &str); 13] = [
+        (&["--burst", "1:33"], "expected [b:]LANE:BITS@US"),
+        (&["--burst", "1@5"], "expected [b:]LANE:BITS@US"),
+        (&["--burst", "c:1:33@5"], "\"c\" is not a lane number"),
         (&["--burst", "8:33@5"], "lane 8, but the ports have lanes 0 to 7"),
         (&["--burst", "x:33@5"], "is not a lane number"),
         (

@@ -59,8 +59,8 @@ pub struct RunArgs {
     pub retrain_at: Vec<f64>,
     /// A burst of bit errors on the channel from A to B, as `LANE:BITS@US`: BITS bits (1 to 1000000) of
     /// lane LANE (numbered at port A) from US microseconds after the link is up, each flipped with
-    /// probability 1/2, the first always (repeatable)
-    #[arg(long = "burst", value_name = "LANE:BITS@US")]
+    /// probability 1/2, the first always; `b:LANE:BITS@US` on the channel from B to A (repeatable)
+    #[arg(long = "burst", value_name = "[b:]LANE:BITS@US")]
     pub bursts: Vec<String>,
     /// A lane breaking during the run, as `LANE@US`: lane LANE (numbered at port A) goes dead, both
     /// directions, US microseconds after the link is up, and the link retrains without it (repeatable)
@@ -253,8 +253,13 @@ fn channel_faults(args: &RunArgs) -> anyhow::Result<Vec<ChannelFault>> {
     };
     let mut faults = Vec::new();
     for spec in &args.bursts {
-        let form = "LANE:BITS@US, e.g. 1:33@5.5";
+        let form = "[b:]LANE:BITS@US, e.g. 1:33@5.5 or b:1:33@5.5";
         let (what, after) = split("--burst", spec, form)?;
+        // `b:` first: the channel from B to A, its lane named at A as every lane option's is.
+        let (from, what) = match what.strip_prefix("b:") {
+            Some(rest) => (Side::B, rest),
+            None => (Side::A, what.as_str()),
+        };
         let Some((l, bits)) = what.split_once(':') else {
             bail!("--burst {spec:?}: expected {form}");
         };
@@ -264,9 +269,12 @@ fn channel_faults(args: &RunArgs) -> anyhow::Result<Vec<ChannelFault>> {
             _ => bail!("--burst {spec:?}: the bits must be a whole number from 1 to {MAX_BURST_BITS}"),
         };
         faults.push(ChannelFault {
-            from: Side::A,
+            from,
             after,
-            kind: FaultKind::Burst { lane, bits },
+            kind: FaultKind::Burst {
+                lane: args.channel.lane_at_transmitter(lane, from),
+                bits,
+            },
         });
     }
     let mut dying = Vec::new();
