@@ -203,22 +203,14 @@ fn a_retrain_after_the_run_is_reported_not_done() {
     );
 }
 
+/// The channel-fault tests' link: x4 with the fast training timers, carrying 1,000 packets.
+const FAST_X4: [&str; 6] = ["--lanes", "4", "--timing", "fast", "--packets", "1000"];
+
 /// `--burst` and `--lane-dies`: a 64-bit burst on lane 1 at 2 us spoils a packet, which the data link
 /// replays, and lane 3 breaking at 4 us sends the x4 link back through training to x2. Nothing is lost.
 #[test]
 fn a_burst_and_a_lane_dying_mid_run_lose_nothing() {
-    let args = [
-        "--lanes",
-        "4",
-        "--timing",
-        "fast",
-        "--packets",
-        "1000",
-        "--burst",
-        "1:64@2",
-        "--lane-dies",
-        "3@4",
-    ];
+    let args = [&FAST_X4[..], &["--burst", "1:64@2", "--lane-dies", "3@4"]].concat();
     let v = json(&args);
     assert_intact(&v, 1000, 128);
     assert_eq!(
@@ -239,7 +231,7 @@ fn a_burst_and_a_lane_dying_mid_run_lose_nothing() {
         v["replays"].as_u64() >= Some(1),
         "the burst must spoil a packet: {v}"
     );
-    let clean = json(&args[..6]);
+    let clean = json(&FAST_X4);
     assert_eq!(
         (clean["bits_flipped"].as_u64(), clean["lanes"].as_u64()),
         (Some(0), Some(4))
@@ -258,18 +250,13 @@ fn a_burst_and_a_lane_dying_mid_run_lose_nothing() {
 /// lane named at A), A finds the spoilt packet, NAKs it, and B replays it.
 #[test]
 fn a_burst_on_the_channel_from_b_spoils_what_b_sends() {
-    let v = json(&[
-        "--lanes",
-        "4",
-        "--timing",
-        "fast",
-        "--packets",
-        "1000",
-        "--both-ways",
-        "--reversed",
-        "--burst",
-        "b:1:64@2",
-    ]);
+    let v = json(
+        &[
+            &FAST_X4[..],
+            &["--both-ways", "--reversed", "--burst", "b:1:64@2"],
+        ]
+        .concat(),
+    );
     assert_intact(&v, 2000, 128);
     assert_eq!(v["bursts"], 1, "{v}");
     let [a, b] = [&v["counters"][0], &v["counters"][1]];
