@@ -1308,8 +1308,8 @@ fn a_false_com_in_the_data_stream_does_not_shift_the_units() {
 /// Recovery.Idle it took the start of A's data stream (on lane 0 a symbol before lane 1) for a slip and
 /// emptied, to line up on the next SKP ordered set 1.3 us later. A was in L0 by then, sending data, and
 /// B missed its logical idle: B sat out Recovery.Idle's 20 us timeout and came up 24 us after the burst.
-/// The buffer now lines up afresh on entering Recovery, and B is up 2.6 us after the burst (found by the
-/// random bursts below, seed 6851).
+/// The buffer now lines up afresh in Recovery.RcvrLock, at the first column of ordered sets on every lane,
+/// and B is up 2.6 us after the burst (found by the random bursts below, seed 6851).
 #[test]
 fn a_lane_a_burst_slipped_lines_up_again_in_recovery() {
     let s = Setup::fast(2, Rate::Gen1, 14, true, 6851);

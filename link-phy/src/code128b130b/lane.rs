@@ -341,6 +341,9 @@ pub struct LaneDecoder {
     last_was_data: bool,
     last_skp_symbols: u8,
     skp_mismatches_in_a_row: u8,
+    /// A SKP ordered set since [`LaneDecoder::take_descrambler_out_of_step`] last looked was the second or
+    /// a later one in a row to disagree.
+    descrambler_out_of_step: bool,
     counters: DecoderCounters,
 }
 
@@ -355,6 +358,7 @@ impl LaneDecoder {
             last_was_data: false,
             last_skp_symbols: 0,
             skp_mismatches_in_a_row: 0,
+            descrambler_out_of_step: false,
             counters: DecoderCounters {
                 blocks: 0,
                 invalid_sync_headers: 0,
@@ -398,11 +402,11 @@ impl LaneDecoder {
         self.last_skp_symbols
     }
 
-    /// SKP ordered sets in a row, up to the last one received, whose LFSR symbols disagreed with this
-    /// receiver's descrambler. Two or more say its descrambler is out of step; one alone may be a SKP hit by a bit
-    /// error.
-    pub const fn skp_mismatches_in_a_row(&self) -> u8 {
-        self.skp_mismatches_in_a_row
+    /// Whether a SKP ordered set received since the last call was the second or a later one in a row whose
+    /// LFSR symbols disagreed with this receiver's descrambler: it is out of step. One alone may be a SKP
+    /// hit by a bit error.
+    pub fn take_descrambler_out_of_step(&mut self) -> bool {
+        core::mem::take(&mut self.descrambler_out_of_step)
     }
 
     /// Append `count` (at most 64) raw serial bits, the first on the wire in bit 0.
@@ -636,26 +640,24 @@ impl LaneDecoder {
 
     /// Compare a SKP ordered set's LFSR and parity symbols with what this receiver computed.
     fn check_skp(&mut self, tail: [u8; 3]) {
-        let mismatches_before = self.counters.skp_lfsr_mismatches;
         let state = self.scrambler.state();
-        if skp_lfsr(tail) != state {
-            self.counters.skp_lfsr_mismatches += 1;
-        }
+        let mut mismatches = u64::from(skp_lfsr(tail) != state);
         let bit7 = tail[0] >> 7 == 1;
         if self.last_was_data {
             if bit7 != (self.parity.count_ones() & 1 == 1) {
                 self.counters.data_parity_errors += 1;
             }
         } else if bit7 != (state >> 22 == 0) {
-            self.counters.skp_lfsr_mismatches += 1;
+            mismatches += 1;
         }
+        self.counters.skp_lfsr_mismatches += mismatches;
         self.parity = 0;
         self.last_was_data = false;
-        self.skp_mismatches_in_a_row = if self.counters.skp_lfsr_mismatches == mismatches_before {
-            0
-        } else {
-            self.skp_mismatches_in_a_row.saturating_add(1)
+        self.skp_mismatches_in_a_row = match mismatches {
+            0 => 0,
+            _ => self.skp_mismatches_in_a_row.saturating_add(1),
         };
+        self.descrambler_out_of_step |= self.skp_mismatches_in_a_row >= 2;
     }
 
     /// The fast path for a block-aligned stream of data blocks: `nblocks` blocks packed in `bits` (bit 0 of

@@ -489,15 +489,12 @@ impl LaneRx {
         }
         loop {
             let headers_before = self.blocks.counters().invalid_sync_headers;
-            let mismatches_before = self.blocks.counters().skp_lfsr_mismatches;
             let Some(block) = self.blocks.pop() else { break };
             if self.blocks.counters().invalid_sync_headers != headers_before && block.is_ok() {
                 // Taken as data by the locked decoder, but still a receiver error.
                 emit(LaneEvent::Error(RxError::Block));
             }
-            if self.blocks.counters().skp_lfsr_mismatches != mismatches_before
-                && self.blocks.skp_mismatches_in_a_row() >= 2
-            {
+            if self.blocks.take_descrambler_out_of_step() {
                 emit(LaneEvent::DescramblerOutOfStep);
             }
             match block {

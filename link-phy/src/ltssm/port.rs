@@ -167,7 +167,8 @@ pub struct Port {
     /// (or Detect), never for L0, as PCI Express says at 128b/130b (the only code it happens in).
     idle_after_cfg_timeout: bool,
     retrain_requested: bool,
-    /// In L0, a lane's descrambler was found out of step ([`LaneEvent::DescramblerOutOfStep`]).
+    /// In L0, a lane's descrambler was found out of step ([`LaneEvent::DescramblerOutOfStep`]); cleared on
+    /// entering L0.
     descrambler_out_of_step: bool,
     low_power_requested: bool,
     /// The data link granted the partner's request for L1: its electrical idle ordered set is L1.
@@ -1471,7 +1472,6 @@ impl Port {
 
     fn retrain(&mut self, now: Instant) {
         self.retrain_requested = false;
-        self.descrambler_out_of_step = false;
         self.counters.retrains += 1;
         self.enter(now, LtssmState::RecoveryRcvrLock);
     }

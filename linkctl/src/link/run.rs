@@ -214,7 +214,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     if args.json {
         println!("{}", serde_json::to_string_pretty(&value)?);
     } else {
-        print_text(&report, &value, &args);
+        print_text(&report, &value);
     }
     let intact =
         report.complete && report.duplicates == 0 && report.corrupted == 0 && report.out_of_order == 0;
@@ -395,7 +395,7 @@ fn channel_faults_not_done(r: &Report, args: &RunArgs) -> (usize, usize) {
     (bursts_not_done, deaths_not_done)
 }
 
-fn print_text(r: &Report, v: &Value, args: &RunArgs) {
+fn print_text(r: &Report, v: &Value) {
     if !r.active {
         print_down(r, v);
         return;
@@ -440,8 +440,12 @@ fn print_text(r: &Report, v: &Value, args: &RunArgs) {
             r.elapsed.as_ps() as f64 / 1e6
         );
     }
-    let (bursts_not_done, deaths_not_done) = channel_faults_not_done(r, args);
-    let died = args.lane_dies.len() - deaths_not_done;
+    let count = |key: &str| v[key].as_u64().unwrap_or(0);
+    let (died, bursts_not_done, deaths_not_done) = (
+        count("lanes_died"),
+        count("bursts_not_done"),
+        count("lane_deaths_not_done"),
+    );
     if died > 0 {
         println!(
             "lanes died: {died} (--lane-dies), the link retraining on the lanes left: x{} at the end",

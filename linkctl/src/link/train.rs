@@ -158,21 +158,21 @@ impl ChannelArgs {
             health[l] = LaneHealth::Dead;
         }
         let max_skew = Duration::from_ps((self.skew * Rate::Gen1.slot_time().as_ps() as f64).round() as u64);
-        let at_transmitter =
-            |l: usize, salt: u64| self.lane_at_transmitter(l, if salt == 0 { Side::A } else { Side::B });
-        let channel = |salt: u64| {
+        // Each direction's channel draws from its own seed.
+        let channel = |from: Side| {
+            let salt = u64::from(from == Side::B);
             let seed = self.seed.wrapping_mul(2).wrapping_add(salt);
             let mut c = ChannelConfig::clean(self.lanes);
             c.skew = ChannelConfig::random_skew(self.lanes, max_skew, seed);
             c.ber = self.ber;
             c.health = vec![LaneHealth::Good; self.lanes];
             for (l, &h) in health.iter().enumerate() {
-                c.health[at_transmitter(l, salt)] = h;
+                c.health[self.lane_at_transmitter(l, from)] = h;
             }
             c.inverted = self
                 .inverted_lanes
                 .iter()
-                .map(|&l| at_transmitter(l, salt))
+                .map(|&l| self.lane_at_transmitter(l, from))
                 .collect();
             c.reversed = self.reversed;
             c.seed = seed;
@@ -186,7 +186,7 @@ impl ChannelArgs {
         };
         Ok((
             [port(Role::Downstream), port(Role::Upstream)],
-            [channel(0), channel(1)],
+            [channel(Side::A), channel(Side::B)],
         ))
     }
 }
