@@ -3,7 +3,7 @@
 
 use link_phy::code128b130b::ordered_set::{EIEOS, EIOS, FTS, SDS, TS1_ID, TS2_ID};
 use link_phy::code128b130b::token::{frame_crc, frame_parity, EDB, EDS, SDP};
-use link_phy::code128b130b::{Block, FramingToken, LaneEncoder, OrderedSetBlock, SyncHeader};
+use link_phy::code128b130b::{Block, FramingToken, LaneDecoder, LaneEncoder, OrderedSetBlock, SyncHeader};
 use link_phy::ordered_set::{DataRates, TrainingSet};
 use link_phy::Error;
 
@@ -156,4 +156,16 @@ fn spec_worked_example_lane0_data_block() {
         ks,
         [0x6C, 0xBD, 0x94, 0x98, 0x53, 0xC6, 0xD8, 0xCE, 0x50, 0x6A, 0x75, 0xC1, 0x04, 0x4F, 0xC3, 0x07]
     );
+    // A receiver that knows where the block starts takes it back without an EIEOS to align on; one that
+    // must search for an EIEOS delivers nothing.
+    let (mut aligned, mut searching) = (LaneDecoder::aligned(0), LaneDecoder::new(0));
+    for decoder in [&mut aligned, &mut searching] {
+        for (k, chunk) in out.chunks(8).enumerate() {
+            let mut word = [0u8; 8];
+            word[..chunk.len()].copy_from_slice(chunk);
+            decoder.push_bits(u64::from_le_bytes(word), (130 - 64 * k as u32).min(64));
+        }
+    }
+    assert_eq!(aligned.pop(), Some(Ok(Block::data([0; 16]))));
+    assert_eq!((aligned.pop(), searching.pop()), (None, None));
 }

@@ -370,6 +370,15 @@ impl LaneDecoder {
         }
     }
 
+    /// The receiver of `lane` with its block boundaries already known, as right after an EIEOS (the
+    /// descrambler at the lane's seed): for a capture, or a stream of blocks, that starts at a block
+    /// boundary without an EIEOS to find it by.
+    pub const fn aligned(lane: usize) -> Self {
+        let mut decoder = LaneDecoder::new(lane);
+        decoder.alignment = BlockAlignment::Aligned;
+        decoder
+    }
+
     /// Forget everything but the lane and the counters, as after electrical idle.
     pub fn reset(&mut self) {
         let counters = self.counters;

@@ -1,5 +1,6 @@
-//! `linkctl phy encode` and `decode`: the 8b/10b line code on raw data, for checking against other
-//! implementations, waveform captures and published tables.
+//! `linkctl phy encode` and `decode`: the line codes on raw data, for checking against other
+//! implementations, waveform captures and published tables. 8b/10b is here; 128b/130b, which works on
+//! blocks, is in [`super::blocks`].
 
 use std::io::{self, BufWriter, Read, Write};
 
@@ -8,8 +9,12 @@ use link_phy::code8b10b::{Decoder, Encoder, SymbolName};
 use link_phy::symbol::control;
 use link_phy::{Disparity, Symbol};
 
-/// The only line code these commands handle; 128b/130b works on blocks, not bytes.
-const SUPPORTED_CODE: &str = "8b10b";
+/// The line codes, as `--code` names them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Code {
+    Code8b10b,
+    Code128b130b,
+}
 
 /// Bytes read from stdin at a time when encoding.
 const CHUNK: usize = 64 * 1024;
@@ -24,20 +29,37 @@ pub enum StartingDisparity {
 
 #[derive(clap::Args, Debug)]
 #[command(after_help = "\
-Output: one code group per line, three lowercase hex digits with bit `a` (the first bit on the wire) \
-as the least significant bit, so K28.5 at RD- is 17c. The running disparity carries over from byte to \
-byte, starting from --rd.")]
+Output at 8b10b: one code group per line, three lowercase hex digits with bit `a` (the first bit on the \
+wire) as the least significant bit, so K28.5 at RD- is 17c. The running disparity carries over from byte \
+to byte, starting from --rd.
+
+At 128b130b: every 16 bytes of input are a data block, scrambled with the lane's LFSR from its seed (as \
+after an EIEOS); the input must be a whole number of blocks. One block per line: the sync header H1H0 in \
+binary (10 data, 01 ordered set), a space, then the 16 symbols as sent (scrambled) in hex, symbol 0 first, \
+so sixteen zero bytes on lane 0 are `10 6cbd949853c6d8ce506a75c1044fc307`. With --packed, the raw wire \
+bits instead: H0 first, each symbol bit 0 first, every block straight after the one before, packed from \
+bit 0 of the first byte (four blocks fill 65 bytes; the last byte is padded with zeros).")]
 pub struct EncodeArgs {
-    /// Line code (only 8b10b)
+    /// Line code: 8b10b or 128b130b
     #[arg(long, value_name = "CODE")]
     code: String,
-    /// Running disparity to start in
-    #[arg(long, value_enum, default_value = "neg")]
-    rd: StartingDisparity,
+    /// Running disparity to start in (8b10b)
+    #[arg(long, value_enum)]
+    rd: Option<StartingDisparity>,
     /// Send every byte as a control (K) symbol; input must be K bytes only
-    /// (1c 3c 5c 7c 9c bc dc fc = K28.0-K28.7, f7 fb fd fe = K23.7 K27.7 K29.7 K30.7)
+    /// (1c 3c 5c 7c 9c bc dc fc = K28.0-K28.7, f7 fb fd fe = K23.7 K27.7 K29.7 K30.7) (8b10b)
     #[arg(long)]
     control: bool,
+    /// Lane number 0-31, whose seed (lane mod 8) the scrambler starts from (128b130b; default 0)
+    #[arg(long)]
+    lane: Option<u32>,
+    /// Write the wire bits packed into bytes instead of a block per line (128b130b)
+    #[arg(long)]
+    packed: bool,
+    /// Send an EIEOS and an SDS ordered set before the data, as a transmitter starts a data stream: a
+    /// receiver finds the block boundaries at the EIEOS (128b130b)
+    #[arg(long)]
+    stream_start: bool,
 }
 
 #[derive(clap::Args, Debug)]
@@ -55,21 +77,65 @@ Errors: an invalid code group, or a valid one from the wrong running disparity, 
 position (0 is the first group); the bytes before it are still written, and the exit status is non-zero. \
 A token that is not a hex code group ends decoding the same way: the groups before it are decoded and \
 written, then the error is reported. The input is decoded as it is read, in memory that does not grow \
-with it.")]
+with it.
+
+At 128b130b: blocks one per line as `linkctl phy encode --code 128b130b` writes them (blank lines and \
+lines starting with # are skipped), starting at a block boundary; or with --packed, raw wire bits as a \
+capture of the lane holds them, searched for an EIEOS to find the block boundaries as a receiver does \
+(the bits before it are skipped), unless --aligned says the capture starts at a boundary. Blocks are \
+descrambled with the lane's LFSR by the rules of the specification (an EIEOS resets it, a SKP ordered set \
+does not advance it). Output: the data blocks' bytes, raw, or with --blocks one line per block: its \
+number, `data` or `ordered-set`, its 16 symbols descrambled, and what an ordered set is (EIEOS, SDS, a \
+training set's fields, a SKP ordered set's LFSR and whether it agrees with the receiver's). A block with \
+an undefined sync header (00, 11) is an error, except in a data stream (after an SDS), where the \
+receiver counts it and takes the block by its content.")]
 pub struct DecodeArgs {
-    /// Line code (only 8b10b)
+    /// Line code: 8b10b or 128b130b
     #[arg(long, value_name = "CODE")]
     code: String,
-    /// Print one symbol name per line (D10.2, K28.5) instead of raw bytes
+    /// Print one symbol name per line (D10.2, K28.5) instead of raw bytes (8b10b)
     #[arg(long)]
     symbols: bool,
+    /// Lane number 0-31, whose seed (lane mod 8) the descrambler starts from (128b130b; default 0)
+    #[arg(long)]
+    lane: Option<u32>,
+    /// Read raw wire bits packed into bytes instead of a block per line (128b130b)
+    #[arg(long)]
+    packed: bool,
+    /// The packed bits start at a block boundary: do not search for an EIEOS (128b130b)
+    #[arg(long, requires = "packed")]
+    aligned: bool,
+    /// Print one line per block (number, type, symbols, what it is) instead of the data's bytes (128b130b)
+    #[arg(long)]
+    blocks: bool,
 }
 
-fn check_code(code: &str) -> anyhow::Result<()> {
-    if code != SUPPORTED_CODE {
-        bail!("unsupported line code {code:?}: these commands handle only --code {SUPPORTED_CODE}");
+fn parse_code(code: &str) -> anyhow::Result<Code> {
+    match code {
+        "8b10b" => Ok(Code::Code8b10b),
+        "128b130b" => Ok(Code::Code128b130b),
+        _ => bail!("unsupported line code {code:?}: use --code 8b10b or --code 128b130b"),
+    }
+}
+
+/// Refuse the options given (named, and whether each was) that do not apply to `code`.
+fn refuse_options_of_the_other_code(code: &str, options: &[(&str, bool)]) -> anyhow::Result<()> {
+    if let Some((name, _)) = options.iter().find(|(_, given)| *given) {
+        bail!("{name} does not apply to --code {code}");
     }
     Ok(())
+}
+
+/// The options of `--code 128b130b`, checked.
+fn block_options(lane: Option<u32>, packed: bool) -> anyhow::Result<super::blocks::BlockOptions> {
+    let lane = lane.unwrap_or(0);
+    if lane > 31 {
+        bail!("--lane {lane} is out of range: lanes are numbered 0 to 31");
+    }
+    Ok(super::blocks::BlockOptions {
+        lane: lane as usize,
+        packed,
+    })
 }
 
 fn disparity(rd: StartingDisparity) -> Disparity {
@@ -80,8 +146,22 @@ fn disparity(rd: StartingDisparity) -> Disparity {
 }
 
 pub fn encode(args: EncodeArgs) -> anyhow::Result<()> {
-    check_code(&args.code)?;
-    let mut encoder = Encoder::with_disparity(disparity(args.rd));
+    if parse_code(&args.code)? == Code::Code128b130b {
+        refuse_options_of_the_other_code(
+            &args.code,
+            &[("--rd", args.rd.is_some()), ("--control", args.control)],
+        )?;
+        return super::blocks::encode(&block_options(args.lane, args.packed)?, args.stream_start);
+    }
+    refuse_options_of_the_other_code(
+        &args.code,
+        &[
+            ("--lane", args.lane.is_some()),
+            ("--packed", args.packed),
+            ("--stream-start", args.stream_start),
+        ],
+    )?;
+    let mut encoder = Encoder::with_disparity(disparity(args.rd.unwrap_or(StartingDisparity::Neg)));
     let mut input = io::stdin().lock();
     let mut out = BufWriter::new(io::stdout().lock());
     let mut bytes = vec![0u8; CHUNK];
@@ -117,7 +197,20 @@ pub fn encode(args: EncodeArgs) -> anyhow::Result<()> {
 }
 
 pub fn decode(args: DecodeArgs) -> anyhow::Result<()> {
-    check_code(&args.code)?;
+    if parse_code(&args.code)? == Code::Code128b130b {
+        refuse_options_of_the_other_code(&args.code, &[("--symbols", args.symbols)])?;
+        let options = block_options(args.lane, args.packed)?;
+        return super::blocks::decode(&options, args.blocks, args.aligned);
+    }
+    refuse_options_of_the_other_code(
+        &args.code,
+        &[
+            ("--lane", args.lane.is_some()),
+            ("--packed", args.packed),
+            ("--aligned", args.aligned),
+            ("--blocks", args.blocks),
+        ],
+    )?;
     let mut input = io::stdin().lock();
     let mut out = BufWriter::new(io::stdout().lock());
     let mut text = vec![0u8; CHUNK];
@@ -329,7 +422,7 @@ fn error_position(e: &link_phy::Error) -> usize {
 }
 
 /// Read until `buf` is full or the input ends, so chunks are whole unless at the end.
-fn read_some(input: &mut impl Read, buf: &mut [u8]) -> io::Result<usize> {
+pub(super) fn read_some(input: &mut impl Read, buf: &mut [u8]) -> io::Result<usize> {
     let mut filled = 0;
     while filled < buf.len() {
         match input.read(&mut buf[filled..]) {

@@ -2,14 +2,15 @@
 
 use clap::Subcommand;
 
+mod blocks;
 mod code;
 mod scramble;
 
 #[derive(Subcommand, Debug)]
 pub enum PhyCommand {
-    /// Encode raw bytes from stdin into line-code groups, one per line
+    /// Encode raw bytes from stdin into line-code groups (8b/10b) or blocks (128b/130b), one per line
     Encode(code::EncodeArgs),
-    /// Decode line-code groups (whitespace-separated hex) from stdin into raw bytes
+    /// Decode line-code groups (whitespace-separated hex) or blocks from stdin into raw bytes
     Decode(code::DecodeArgs),
     /// XOR stdin with the scrambler keystream from reset
     Scramble(scramble::ScrambleArgs),

@@ -27,9 +27,16 @@ pub fn linkctl_with_input(command: &[&str], args: &[&str], input: &[u8]) -> Outp
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    // A command that fails early may close its input before reading it all.
-    let _ = child.stdin.take().unwrap().write_all(input);
-    child.wait_with_output().unwrap()
+    // Written beside the reading of its output, so that a command that writes much before it has read
+    // all its input does not wait on a full pipe for ever. A command that fails early may close its input
+    // before reading it all.
+    let mut stdin = child.stdin.take().unwrap();
+    std::thread::scope(|scope| {
+        scope.spawn(move || {
+            let _ = stdin.write_all(input);
+        });
+        child.wait_with_output().unwrap()
+    })
 }
 
 /// Runs the subcommand with `--json`, requires success, and parses what it printed.

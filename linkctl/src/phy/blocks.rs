@@ -1,0 +1,427 @@
+//! `linkctl phy encode` and `decode` with `--code 128b130b`: one lane's blocks (a sync header and 16
+//! symbols), scrambled with the lane's LFSR as docs/spec.md section 1.3 says, for checking a transmitter
+//! or a capture against the specification.
+//!
+//! Blocks are written one per line as text (the header H1H0 in binary, then the 16 symbols on the wire in
+//! hex, symbol 0 first) or, with `--packed`, as the raw wire bits packed as in spec 1.3.1: what a capture
+//! of the serial lane holds.
+
+use std::fmt::Write as _;
+use std::io::{self, BufRead, BufWriter, Read, Write};
+
+use anyhow::{bail, Context};
+use link_phy::code128b130b::block::{from_wire, to_wire};
+use link_phy::code128b130b::ordered_set::skp_lfsr;
+use link_phy::code128b130b::{Block, LaneDecoder, LaneEncoder, OrderedSetBlock, SyncHeader, BLOCK_SYMBOLS};
+use link_phy::ordered_set::{TrainingSet, TsKind};
+use link_phy::rate::Rate;
+
+use super::code::read_some;
+
+/// Bytes read from stdin at a time: whole blocks of data, and whole 8-byte words of packed bits.
+const CHUNK: usize = 64 * 1024;
+
+/// The longest line a block may be written on (its text is 35 characters), so that what is held of a line
+/// stays small whatever the input.
+const LONGEST_LINE: usize = 1024;
+
+/// What `--code 128b130b` takes beyond the line code.
+pub struct BlockOptions {
+    /// The lane whose scrambler seed (lane mod 8) is used.
+    pub lane: usize,
+    /// Raw wire bits instead of a block per line.
+    pub packed: bool,
+}
+
+/// Encode stdin's bytes as data blocks, 16 bytes each, after an EIEOS and an SDS if `stream_start`.
+pub fn encode(options: &BlockOptions, stream_start: bool) -> anyhow::Result<()> {
+    let mut encoder = LaneEncoder::new(options.lane);
+    let mut out = BlockWriter::new(BufWriter::new(io::stdout().lock()), options.packed);
+    if stream_start {
+        for set in [OrderedSetBlock::Eieos, OrderedSetBlock::Sds] {
+            out.block(encoder.encode_block(&set.to_block()))?;
+        }
+    }
+    let mut input = io::stdin().lock();
+    let mut bytes = vec![0u8; CHUNK];
+    let mut offset = 0usize;
+    loop {
+        let n = read_some(&mut input, &mut bytes).context("reading stdin")?;
+        let whole = n - n % BLOCK_SYMBOLS;
+        for payload in bytes[..whole].chunks_exact(BLOCK_SYMBOLS) {
+            let payload: [u8; BLOCK_SYMBOLS] = payload.try_into().unwrap_or_default();
+            out.block(encoder.encode_block(&Block::data(payload)))?;
+        }
+        offset += n;
+        // A short read is the end of the input.
+        if n < CHUNK {
+            out.finish()?;
+            if whole < n {
+                bail!(
+                    "the input is {offset} bytes, which is not a whole number of 16-byte data blocks: the \
+                     {} bytes after the last whole block were not encoded",
+                    n - whole
+                );
+            }
+            return Ok(());
+        }
+    }
+}
+
+/// Decode blocks from stdin: the data blocks' bytes, or with `describe` a line per block. A packed
+/// capture that is not `aligned` is searched for an EIEOS first, as a receiver does.
+pub fn decode(options: &BlockOptions, describe: bool, aligned: bool) -> anyhow::Result<()> {
+    let mut decoder = if aligned || !options.packed {
+        LaneDecoder::aligned(options.lane)
+    } else {
+        LaneDecoder::new(options.lane)
+    };
+    let mut report = Report {
+        out: BufWriter::new(io::stdout().lock()),
+        describe,
+        delivered: 0,
+    };
+    let mut input = io::stdin().lock();
+    let outcome = if options.packed {
+        decode_packed(&mut input, &mut decoder, &mut report)
+    } else {
+        decode_text(&mut input, &mut decoder, &mut report)
+    };
+    report.out.flush().context("writing stdout")?;
+    outcome
+}
+
+/// Raw wire bits, bit 0 of the first byte first.
+fn decode_packed(
+    input: &mut impl Read,
+    decoder: &mut LaneDecoder,
+    report: &mut Report<impl Write>,
+) -> anyhow::Result<()> {
+    let mut bytes = vec![0u8; CHUNK];
+    let mut bits_read = 0u64;
+    loop {
+        let n = read_some(input, &mut bytes).context("reading stdin")?;
+        for word in bytes[..n].chunks(8) {
+            let mut w = [0u8; 8];
+            w[..word.len()].copy_from_slice(word);
+            let count = 8 * word.len() as u32;
+            // Taken at once: the receiver holds only a few blocks' worth of bits.
+            decoder.push_bits(u64::from_le_bytes(w), count);
+            bits_read += u64::from(count);
+            report.take(decoder)?;
+        }
+        if n < CHUNK {
+            break;
+        }
+    }
+    if report.delivered == 0 && bits_read >= u64::from(link_phy::code128b130b::BLOCK_BITS) {
+        bail!(
+            "no EIEOS in the {bits_read} bits read, so no block boundary was found (give --aligned if the \
+             capture starts at one)"
+        );
+    }
+    Ok(())
+}
+
+/// A block per line: the header H1H0 in binary, then 32 hex digits. Blank lines and lines starting with
+/// `#` are skipped.
+fn decode_text(
+    input: &mut impl BufRead,
+    decoder: &mut LaneDecoder,
+    report: &mut Report<impl Write>,
+) -> anyhow::Result<()> {
+    let mut line = Vec::new();
+    let mut number = 0usize;
+    loop {
+        line.clear();
+        let n = input
+            .by_ref()
+            .take(LONGEST_LINE as u64 + 1)
+            .read_until(b'\n', &mut line)
+            .context("reading stdin")?;
+        if n == 0 {
+            return Ok(());
+        }
+        number += 1;
+        if line.len() > LONGEST_LINE {
+            bail!("line {number}: longer than {LONGEST_LINE} characters");
+        }
+        let Some((header, payload)) = parse_block_line(&line).with_context(|| format!("line {number}"))?
+        else {
+            continue;
+        };
+        let (first, last) = to_wire(header, payload);
+        decoder.push_bits(first as u64, 64);
+        decoder.push_bits((first >> 64) as u64, 64);
+        decoder.push_bits(u64::from(last), 2);
+        report.take(decoder)?;
+    }
+}
+
+/// The header bits (H0 in bit 0) and the scrambled payload (symbol 0 in the low byte) of a block's line,
+/// or `None` for a blank line or a comment.
+fn parse_block_line(line: &[u8]) -> anyhow::Result<Option<(u8, u128)>> {
+    let Ok(text) = std::str::from_utf8(line) else {
+        bail!("not text (expected a sync header and 32 hex digits)");
+    };
+    let mut tokens = text.split_whitespace();
+    let header = match tokens.next() {
+        None => return Ok(None),
+        Some(t) if t.starts_with('#') => return Ok(None),
+        Some(t) => t,
+    };
+    // Written H1H0, so read as a binary number it is the header with H0 in bit 0.
+    let header = match header {
+        "00" | "01" | "10" | "11" => u8::from_str_radix(header, 2).unwrap_or_default(),
+        other => bail!("{other:?} is not a sync header: two binary digits H1H0 (10 data, 01 ordered set)"),
+    };
+    let Some(symbols) = tokens.next() else {
+        bail!("a sync header without its 16 symbols");
+    };
+    if symbols.len() != 2 * BLOCK_SYMBOLS || !symbols.bytes().all(|b| b.is_ascii_hexdigit()) {
+        bail!("{symbols:?} is not 16 symbols: 32 hex digits, symbol 0 first");
+    }
+    if let Some(extra) = tokens.next() {
+        bail!("{extra:?} after the block's 16 symbols");
+    }
+    let mut payload = [0u8; BLOCK_SYMBOLS];
+    for (k, symbol) in payload.iter_mut().enumerate() {
+        *symbol = u8::from_str_radix(&symbols[2 * k..2 * k + 2], 16).unwrap_or_default();
+    }
+    Ok(Some((header, u128::from_le_bytes(payload))))
+}
+
+/// Where decoded blocks go: their data bytes, or a line each.
+struct Report<W: Write> {
+    out: W,
+    describe: bool,
+    /// Blocks delivered so far.
+    delivered: u64,
+}
+
+impl<W: Write> Report<W> {
+    /// Every block the decoder has ready; its first error ends the decoding.
+    fn take(&mut self, decoder: &mut LaneDecoder) -> anyhow::Result<()> {
+        loop {
+            let before = *decoder.counters();
+            let Some(block) = decoder.pop() else {
+                return Ok(());
+            };
+            let block = block?;
+            let after = *decoder.counters();
+            if self.describe {
+                let mut line = format!("{} {} ", self.delivered, kind_name(block.header));
+                for symbol in block.payload {
+                    let _ = write!(line, "{symbol:02x}");
+                }
+                if after.invalid_sync_headers > before.invalid_sync_headers {
+                    line.push_str(" (undefined sync header, taken by its content)");
+                }
+                if block.header == SyncHeader::OrderedSet {
+                    line.push(' ');
+                    describe_ordered_set(&mut line, &block.payload, decoder, &before, &after);
+                }
+                writeln!(self.out, "{line}").context("writing stdout")?;
+            } else if block.header == SyncHeader::Data {
+                self.out.write_all(&block.payload).context("writing stdout")?;
+            }
+            self.delivered += 1;
+        }
+    }
+}
+
+fn kind_name(header: SyncHeader) -> &'static str {
+    match header {
+        SyncHeader::Data => "data",
+        SyncHeader::OrderedSet => "ordered-set",
+    }
+}
+
+/// What an ordered set is, and for a SKP ordered set whether its LFSR and data parity agree with the
+/// receiver's (the counters before and after it was decoded).
+fn describe_ordered_set(
+    line: &mut String,
+    payload: &[u8; BLOCK_SYMBOLS],
+    decoder: &LaneDecoder,
+    before: &link_phy::code128b130b::DecoderCounters,
+    after: &link_phy::code128b130b::DecoderCounters,
+) {
+    let _ = match OrderedSetBlock::parse(payload) {
+        Ok(OrderedSetBlock::Eieos) => write!(line, "EIEOS"),
+        Ok(OrderedSetBlock::Eios) => write!(line, "EIOS"),
+        Ok(OrderedSetBlock::Sds) => write!(line, "SDS"),
+        Ok(OrderedSetBlock::Fts) => write!(line, "FTS"),
+        Ok(OrderedSetBlock::Skp { tail }) => {
+            let _ = write!(
+                line,
+                "SKP of {} symbols on the wire, LFSR {:06x}",
+                decoder.last_skp_symbols(),
+                skp_lfsr(tail)
+            );
+            if after.skp_lfsr_mismatches > before.skp_lfsr_mismatches {
+                line.push_str(", which disagrees with the receiver's");
+            }
+            if after.data_parity_errors > before.data_parity_errors {
+                line.push_str(", data parity wrong");
+            }
+            Ok(())
+        }
+        Ok(OrderedSetBlock::Training(ts)) => write_training_set(line, &ts),
+        Err(e) => write!(line, "unrecognised ({e})"),
+    };
+}
+
+/// `TS1 link PAD lane 3 N_FTS 32 rates 2.5/5/8 GT/s`, then any control bits and requests.
+fn write_training_set(line: &mut String, ts: &TrainingSet) -> std::fmt::Result {
+    let number = |n: Option<u8>| n.map_or("PAD".to_owned(), |n| n.to_string());
+    write!(
+        line,
+        "{} link {} lane {} N_FTS {} rates ",
+        match ts.kind {
+            TsKind::Ts1 => "TS1",
+            TsKind::Ts2 => "TS2",
+        },
+        number(ts.link),
+        number(ts.lane),
+        ts.n_fts
+    )?;
+    let rates: Vec<String> = Rate::ALL
+        .iter()
+        .filter(|r| ts.rates.contains(r.advertised_bit()))
+        .map(|r| r.gts().to_string())
+        .collect();
+    write!(line, "{} GT/s", rates.join("/"))?;
+    let requests = ts.rates.difference(Rate::Gen5.advertise_up_to());
+    let names = requests.iter_names().map(|(name, _)| name);
+    for name in names.chain(ts.control.iter_names().map(|(name, _)| name)) {
+        write!(line, " {name}")?;
+    }
+    Ok(())
+}
+
+/// Blocks as text lines or packed wire bits.
+struct BlockWriter<W: Write> {
+    out: W,
+    packed: bool,
+    /// Packed bits not yet written, the first in bit 0, and how many.
+    carry: u64,
+    carry_bits: u32,
+    text: String,
+}
+
+impl<W: Write> BlockWriter<W> {
+    fn new(out: W, packed: bool) -> Self {
+        BlockWriter {
+            out,
+            packed,
+            carry: 0,
+            carry_bits: 0,
+            text: String::with_capacity(40),
+        }
+    }
+
+    /// One block's 130 wire bits: (the first 128, H0 in bit 0; the last 2).
+    fn block(&mut self, (first, last): (u128, u8)) -> anyhow::Result<()> {
+        if self.packed {
+            self.bits(first as u64, 64)?;
+            self.bits((first >> 64) as u64, 64)?;
+            return self.bits(u64::from(last), 2);
+        }
+        let (header, payload) = from_wire(first, last);
+        self.text.clear();
+        // H1H0, as PCI Express writes a sync header.
+        let _ = write!(self.text, "{}{} ", header >> 1, header & 1);
+        for symbol in payload.to_le_bytes() {
+            let _ = write!(self.text, "{symbol:02x}");
+        }
+        self.text.push('\n');
+        self.out.write_all(self.text.as_bytes()).context("writing stdout")
+    }
+
+    /// Append the low `count` (at most 64) bits of `bits`, writing every whole byte.
+    fn bits(&mut self, bits: u64, count: u32) -> anyhow::Result<()> {
+        let bits = if count == 64 {
+            bits
+        } else {
+            bits & ((1 << count) - 1)
+        };
+        let mut pending = [0u8; 16];
+        let wide = u128::from(self.carry) | u128::from(bits) << self.carry_bits;
+        let total = self.carry_bits + count;
+        let whole = (total / 8) as usize;
+        pending.copy_from_slice(&wide.to_le_bytes());
+        self.out.write_all(&pending[..whole]).context("writing stdout")?;
+        self.carry_bits = total % 8;
+        self.carry = (wide >> (8 * whole)) as u64 & ((1 << self.carry_bits) - 1);
+        Ok(())
+    }
+
+    /// Write the last bits, the rest of their byte zero.
+    fn finish(&mut self) -> anyhow::Result<()> {
+        if self.carry_bits > 0 {
+            self.out
+                .write_all(&[self.carry as u8])
+                .context("writing stdout")?;
+            self.carry_bits = 0;
+        }
+        self.out.flush().context("writing stdout")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn packed_blocks_are_the_bits_back_to_back() {
+        // Three blocks of known bits: the packed bytes, read bit by bit, give each block's 130 bits in turn.
+        let blocks = [
+            (0x0123_4567_89AB_CDEF_FEDC_BA98_7654_3210u128, 0b10u8),
+            (u128::MAX, 0b01),
+            (0xDEAD_BEEF << 40, 0b11),
+        ];
+        let mut w = BlockWriter::new(Vec::new(), true);
+        for b in blocks {
+            w.block(b).unwrap();
+        }
+        w.finish().unwrap();
+        assert_eq!(w.out.len(), (3 * 130usize).div_ceil(8));
+        let bit = |i: usize| w.out[i / 8] >> (i % 8) & 1;
+        for (k, (first, last)) in blocks.iter().enumerate() {
+            for i in 0..130 {
+                let want = if i < 128 {
+                    (first >> i) as u8 & 1
+                } else {
+                    last >> (i - 128) & 1
+                };
+                assert_eq!(bit(130 * k + i), want, "block {k} bit {i}");
+            }
+        }
+        // The padding after the last block is zero.
+        assert_eq!(w.out[w.out.len() - 1] >> (390 % 8), 0);
+    }
+
+    #[test]
+    fn a_block_line_is_parsed_as_written() {
+        let mut w = BlockWriter::new(Vec::new(), false);
+        let wire = to_wire(SyncHeader::Data.bits(), 0x0706_0504_0302_0100u128 | 0xFF << 120);
+        w.block(wire).unwrap();
+        let text = String::from_utf8(w.out).unwrap();
+        assert_eq!(text, "10 000102030405060700000000000000ff\n");
+        let (header, payload) = parse_block_line(text.as_bytes()).unwrap().unwrap();
+        assert_eq!(to_wire(header, payload), wire);
+        assert_eq!(parse_block_line(b"  \n").unwrap(), None);
+        assert_eq!(parse_block_line(b"# a comment\n").unwrap(), None);
+        for (bad, says) in [
+            (&b"2 00"[..], "not a sync header"),
+            (b"10", "without its 16 symbols"),
+            (b"10 0001", "not 16 symbols"),
+            (b"10 000102030405060700000000000000fg", "not 16 symbols"),
+            (b"10 000102030405060700000000000000ff x", "after the block"),
+            (b"10 \xff", "not text"),
+        ] {
+            let e = parse_block_line(bad).unwrap_err().to_string();
+            assert!(e.contains(says), "{bad:?}: {e}");
+        }
+    }
+}
