@@ -177,6 +177,40 @@ fn a_capture_of_a_lane_is_decoded_as_a_receiver_decodes_it() {
             lines[8]
         );
         assert!(lines[9].starts_with("9 data "), "{}", lines[9]);
+        // The same blocks as JSON, a line each.
+        let json = String::from_utf8(ok(&[&decode[..], &["--json"]].concat(), &wire)).unwrap();
+        let objects: Vec<serde_json::Value> =
+            json.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+        assert_eq!(objects.len(), blocks.len());
+        for (k, (v, line)) in objects.iter().zip(&lines).enumerate() {
+            assert_eq!(v["block"], k);
+            assert_eq!(v["undefined_sync_header"], false);
+            let words: Vec<&str> = line.split(' ').collect();
+            assert_eq!(
+                (v["kind"].as_str(), v["symbols"].as_str()),
+                (Some(words[1]), Some(words[2]))
+            );
+        }
+        let ts1 = &objects[1]["ordered_set"];
+        assert_eq!(ts1["name"], "TS1");
+        assert_eq!(ts1["link"].as_u64(), Some(4));
+        assert_eq!(ts1["lane"].as_u64(), Some(lane.parse().unwrap()));
+        assert_eq!(
+            (ts1["n_fts"].as_u64(), &ts1["rates_gts"]),
+            (Some(45), &serde_json::json!([2.5, 5.0, 8.0]))
+        );
+        assert_eq!(ts1["flags"], serde_json::json!(["SPEED_CHANGE"]));
+        assert_eq!(objects[5]["ordered_set"]["name"], "SDS");
+        assert_eq!(objects[6].get("ordered_set"), None);
+        let skp = &objects[8]["ordered_set"];
+        assert_eq!(
+            (skp["name"].as_str(), skp["symbols_on_the_wire"].as_u64()),
+            (Some("SKP"), Some(16))
+        );
+        assert_eq!(
+            (&skp["lfsr_agrees"], &skp["data_parity_agrees"]),
+            (&true.into(), &true.into())
+        );
     }
 }
 
@@ -197,6 +231,19 @@ fn a_skp_ordered_set_that_disagrees_with_the_receiver_is_shown() {
     let lines = String::from_utf8(lines).unwrap();
     let skp = lines.lines().nth(8).unwrap();
     assert!(skp.ends_with("which disagrees with the receiver's"), "{skp}");
+    let json = ok(
+        &[
+            "decode", "--code", "128b130b", "--packed", "--lane", "1", "--json",
+        ],
+        &wire,
+    );
+    let json = String::from_utf8(json).unwrap();
+    let skp: serde_json::Value = serde_json::from_str(json.lines().nth(8).unwrap()).unwrap();
+    let set = &skp["ordered_set"];
+    assert_eq!(
+        (&set["lfsr_agrees"], &set["data_parity_agrees"]),
+        (&false.into(), &true.into())
+    );
     // Its parity bit instead (bit 7 of the symbol after SKP_END).
     let mut wire = capture(1, &blocks, 0);
     let bit = 8 * 130 + 2 + 13 * 8 + 7;
@@ -286,6 +333,16 @@ fn bad_input_and_options_are_refused_clearly() {
             &["decode", "--code", "8b10b", "--blocks"],
             b"",
             "--blocks does not apply",
+        ),
+        (
+            &["decode", "--code", "8b10b", "--json"],
+            b"",
+            "--json does not apply",
+        ),
+        (
+            &["decode", "--code", "128b130b", "--json", "--blocks"],
+            b"",
+            "cannot be used with",
         ),
         (
             &["decode", "--code", "8b10b", "--lane", "1"],

@@ -68,9 +68,9 @@ pub fn encode(options: &BlockOptions, stream_start: bool) -> anyhow::Result<()> 
     }
 }
 
-/// Decode blocks from stdin: the data blocks' bytes, or with `describe` a line per block. A packed
+/// Decode blocks from stdin, written as `output` says. A packed
 /// capture that is not `aligned` is searched for an EIEOS first, as a receiver does.
-pub fn decode(options: &BlockOptions, describe: bool, aligned: bool) -> anyhow::Result<()> {
+pub fn decode(options: &BlockOptions, output: Output, aligned: bool) -> anyhow::Result<()> {
     let mut decoder = if aligned || !options.packed {
         LaneDecoder::aligned(options.lane)
     } else {
@@ -78,7 +78,7 @@ pub fn decode(options: &BlockOptions, describe: bool, aligned: bool) -> anyhow::
     };
     let mut report = Report {
         out: BufWriter::new(io::stdout().lock()),
-        describe,
+        output,
         delivered: 0,
     };
     let mut input = io::stdin().lock();
@@ -191,10 +191,21 @@ fn parse_block_line(line: &[u8]) -> anyhow::Result<Option<(u8, u128)>> {
     Ok(Some((header, u128::from_le_bytes(payload))))
 }
 
-/// Where decoded blocks go: their data bytes, or a line each.
+/// How decoded blocks are written.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Output {
+    /// The data blocks' bytes, raw.
+    Bytes,
+    /// A line of text per block.
+    Lines,
+    /// A JSON object per block, a line each.
+    Json,
+}
+
+/// Where decoded blocks go.
 struct Report<W: Write> {
     out: W,
-    describe: bool,
+    output: Output,
     /// Blocks delivered so far.
     delivered: u64,
 }
@@ -209,94 +220,185 @@ impl<W: Write> Report<W> {
             };
             let block = block?;
             let after = *decoder.counters();
-            if self.describe {
-                let mut line = format!("{} {} ", self.delivered, kind_name(block.header));
-                for symbol in block.payload {
-                    let _ = write!(line, "{symbol:02x}");
-                }
-                if after.invalid_sync_headers > before.invalid_sync_headers {
-                    line.push_str(" (undefined sync header, taken by its content)");
-                }
-                if block.header == SyncHeader::OrderedSet {
-                    line.push(' ');
-                    describe_ordered_set(&mut line, &block.payload, decoder, &before, &after);
-                }
-                writeln!(self.out, "{line}").context("writing stdout")?;
-            } else if block.header == SyncHeader::Data {
-                self.out.write_all(&block.payload).context("writing stdout")?;
+            let decoded = Decoded {
+                number: self.delivered,
+                block,
+                undefined_header: after.invalid_sync_headers > before.invalid_sync_headers,
+                skp: SkpCheck {
+                    symbols: decoder.last_skp_symbols(),
+                    lfsr_agrees: after.skp_lfsr_mismatches == before.skp_lfsr_mismatches,
+                    parity_agrees: after.data_parity_errors == before.data_parity_errors,
+                },
+            };
+            match self.output {
+                Output::Bytes if block.header == SyncHeader::Data => self.out.write_all(&block.payload),
+                Output::Bytes => Ok(()),
+                Output::Lines => writeln!(self.out, "{}", decoded.line()),
+                Output::Json => writeln!(self.out, "{}", decoded.json()),
             }
+            .context("writing stdout")?;
             self.delivered += 1;
         }
     }
 }
 
-fn kind_name(header: SyncHeader) -> &'static str {
-    match header {
-        SyncHeader::Data => "data",
-        SyncHeader::OrderedSet => "ordered-set",
+/// One block as the receiver decoded it, for `--blocks` and `--json`.
+struct Decoded {
+    /// Blocks delivered before it.
+    number: u64,
+    /// Descrambled.
+    block: Block,
+    /// Its sync header was undefined (00b, 11b): in a data stream the receiver takes the block by its content.
+    undefined_header: bool,
+    /// What the receiver made of it if it is a SKP ordered set.
+    skp: SkpCheck,
+}
+
+/// A SKP ordered set against the receiver.
+struct SkpCheck {
+    /// Its length on the wire.
+    symbols: u8,
+    /// Its LFSR symbols equal the receiver's LFSR.
+    lfsr_agrees: bool,
+    /// Its data parity bit (after a data block) equals the receiver's.
+    parity_agrees: bool,
+}
+
+impl Decoded {
+    fn kind(&self) -> &'static str {
+        match self.block.header {
+            SyncHeader::Data => "data",
+            SyncHeader::OrderedSet => "ordered-set",
+        }
+    }
+
+    fn symbols(&self) -> String {
+        self.block.payload.iter().map(|s| format!("{s:02x}")).collect()
+    }
+
+    /// What an ordered set is, `None` for a data block.
+    fn ordered_set(&self) -> Option<Result<OrderedSetBlock, link_phy::Error>> {
+        (self.block.header == SyncHeader::OrderedSet).then(|| OrderedSetBlock::parse(&self.block.payload))
+    }
+
+    /// `3 ordered-set 1e04... TS1 link 4 lane 0 N_FTS 45 rates 2.5/5/8 GT/s SPEED_CHANGE`.
+    fn line(&self) -> String {
+        let mut line = format!("{} {} {}", self.number, self.kind(), self.symbols());
+        if self.undefined_header {
+            line.push_str(" (undefined sync header, taken by its content)");
+        }
+        let _ = match self.ordered_set() {
+            None => Ok(()),
+            Some(Ok(OrderedSetBlock::Skp { tail })) => {
+                let skp = &self.skp;
+                let _ = write!(
+                    line,
+                    " SKP of {} symbols on the wire, LFSR {:06x}",
+                    skp.symbols,
+                    skp_lfsr(tail)
+                );
+                if !skp.lfsr_agrees {
+                    line.push_str(", which disagrees with the receiver's");
+                }
+                if !skp.parity_agrees {
+                    line.push_str(", data parity wrong");
+                }
+                Ok(())
+            }
+            Some(Ok(OrderedSetBlock::Training(ts))) => write!(
+                line,
+                " {} link {} lane {} N_FTS {} rates {} GT/s{}",
+                ts_name(&ts),
+                lane_or_link(ts.link),
+                lane_or_link(ts.lane),
+                ts.n_fts,
+                rates(&ts)
+                    .iter()
+                    .map(f64::to_string)
+                    .collect::<Vec<_>>()
+                    .join("/"),
+                flags(&ts).iter().map(|f| format!(" {f}")).collect::<String>()
+            ),
+            Some(Ok(other)) => write!(line, " {}", simple_name(&other)),
+            Some(Err(e)) => write!(line, " unrecognised ({e})"),
+        };
+        line
+    }
+
+    /// The same as a JSON object: `block`, `kind`, `symbols`, `undefined_sync_header`, and for an ordered
+    /// set `ordered_set` with its fields.
+    fn json(&self) -> serde_json::Value {
+        let mut v = serde_json::json!({
+            "block": self.number,
+            "kind": self.kind(),
+            "symbols": self.symbols(),
+            "undefined_sync_header": self.undefined_header,
+        });
+        let set = match self.ordered_set() {
+            None => return v,
+            Some(Ok(OrderedSetBlock::Skp { tail })) => serde_json::json!({
+                "name": "SKP",
+                "symbols_on_the_wire": self.skp.symbols,
+                "lfsr": format!("{:06x}", skp_lfsr(tail)),
+                "lfsr_agrees": self.skp.lfsr_agrees,
+                "data_parity_agrees": self.skp.parity_agrees,
+            }),
+            Some(Ok(OrderedSetBlock::Training(ts))) => serde_json::json!({
+                "name": ts_name(&ts),
+                "link": ts.link,
+                "lane": ts.lane,
+                "n_fts": ts.n_fts,
+                "rates_gts": rates(&ts),
+                "flags": flags(&ts),
+            }),
+            Some(Ok(other)) => serde_json::json!({ "name": simple_name(&other) }),
+            Some(Err(e)) => serde_json::json!({ "name": null, "unrecognised": e.to_string() }),
+        };
+        v["ordered_set"] = set;
+        v
     }
 }
 
-/// What an ordered set is, and for a SKP ordered set whether its LFSR and data parity agree with the
-/// receiver's (the counters before and after it was decoded).
-fn describe_ordered_set(
-    line: &mut String,
-    payload: &[u8; BLOCK_SYMBOLS],
-    decoder: &LaneDecoder,
-    before: &link_phy::code128b130b::DecoderCounters,
-    after: &link_phy::code128b130b::DecoderCounters,
-) {
-    let _ = match OrderedSetBlock::parse(payload) {
-        Ok(OrderedSetBlock::Eieos) => write!(line, "EIEOS"),
-        Ok(OrderedSetBlock::Eios) => write!(line, "EIOS"),
-        Ok(OrderedSetBlock::Sds) => write!(line, "SDS"),
-        Ok(OrderedSetBlock::Fts) => write!(line, "FTS"),
-        Ok(OrderedSetBlock::Skp { tail }) => {
-            let _ = write!(
-                line,
-                "SKP of {} symbols on the wire, LFSR {:06x}",
-                decoder.last_skp_symbols(),
-                skp_lfsr(tail)
-            );
-            if after.skp_lfsr_mismatches > before.skp_lfsr_mismatches {
-                line.push_str(", which disagrees with the receiver's");
-            }
-            if after.data_parity_errors > before.data_parity_errors {
-                line.push_str(", data parity wrong");
-            }
-            Ok(())
-        }
-        Ok(OrderedSetBlock::Training(ts)) => write_training_set(line, &ts),
-        Err(e) => write!(line, "unrecognised ({e})"),
-    };
+fn ts_name(ts: &TrainingSet) -> &'static str {
+    match ts.kind {
+        TsKind::Ts1 => "TS1",
+        TsKind::Ts2 => "TS2",
+    }
 }
 
-/// `TS1 link PAD lane 3 N_FTS 32 rates 2.5/5/8 GT/s`, then any control bits and requests.
-fn write_training_set(line: &mut String, ts: &TrainingSet) -> std::fmt::Result {
-    let number = |n: Option<u8>| n.map_or("PAD".to_owned(), |n| n.to_string());
-    write!(
-        line,
-        "{} link {} lane {} N_FTS {} rates ",
-        match ts.kind {
-            TsKind::Ts1 => "TS1",
-            TsKind::Ts2 => "TS2",
-        },
-        number(ts.link),
-        number(ts.lane),
-        ts.n_fts
-    )?;
-    let rates: Vec<String> = Rate::ALL
+/// The name of an ordered set without fields to show.
+fn simple_name(set: &OrderedSetBlock) -> &'static str {
+    match set {
+        OrderedSetBlock::Eieos => "EIEOS",
+        OrderedSetBlock::Eios => "EIOS",
+        OrderedSetBlock::Sds => "SDS",
+        OrderedSetBlock::Fts => "FTS",
+        OrderedSetBlock::Skp { .. } => "SKP",
+        OrderedSetBlock::Training(ts) => ts_name(ts),
+    }
+}
+
+/// A training set's link or lane number, PAD for none.
+fn lane_or_link(n: Option<u8>) -> String {
+    n.map_or("PAD".to_owned(), |n| n.to_string())
+}
+
+/// The rates a training set advertises, in GT/s.
+fn rates(ts: &TrainingSet) -> Vec<f64> {
+    Rate::ALL
         .iter()
         .filter(|r| ts.rates.contains(r.advertised_bit()))
-        .map(|r| r.gts().to_string())
-        .collect();
-    write!(line, "{} GT/s", rates.join("/"))?;
+        .map(|r| r.gts())
+        .collect()
+}
+
+/// The requests of a training set's rate identifier (a speed change) and its training control bits.
+fn flags(ts: &TrainingSet) -> Vec<&'static str> {
     let requests = ts.rates.difference(Rate::Gen5.advertise_up_to());
     let names = requests.iter_names().map(|(name, _)| name);
-    for name in names.chain(ts.control.iter_names().map(|(name, _)| name)) {
-        write!(line, " {name}")?;
-    }
-    Ok(())
+    names
+        .chain(ts.control.iter_names().map(|(name, _)| name))
+        .collect()
 }
 
 /// Blocks as text lines or packed wire bits.

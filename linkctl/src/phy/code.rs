@@ -64,7 +64,7 @@ pub struct EncodeArgs {
 
 #[derive(clap::Args, Debug)]
 #[command(after_help = "\
-Input: code groups as hexadecimal numbers (an optional 0x prefix is allowed) separated by whitespace, \
+Input at 8b10b: code groups as hexadecimal numbers (an optional 0x prefix is allowed) separated by whitespace, \
 bit `a` as the least significant bit, exactly as `linkctl phy encode` prints them.
 
 The starting running disparity is taken from the stream: the first code group that belongs to only one \
@@ -86,7 +86,8 @@ capture of the lane holds them, searched for an EIEOS to find the block boundari
 descrambled with the lane's LFSR by the rules of the specification (an EIEOS resets it, a SKP ordered set \
 does not advance it). Output: the data blocks' bytes, raw, or with --blocks one line per block: its \
 number, `data` or `ordered-set`, its 16 symbols descrambled, and what an ordered set is (EIEOS, SDS, a \
-training set's fields, a SKP ordered set's LFSR and whether it agrees with the receiver's). A block with \
+training set's fields, a SKP ordered set's LFSR and whether it agrees with the receiver's), or with \
+--json the same as one JSON object per line per block. A block with \
 an undefined sync header (00, 11) is an error, except in a data stream (after an SDS), where the \
 receiver counts it and takes the block by its content.")]
 pub struct DecodeArgs {
@@ -106,8 +107,12 @@ pub struct DecodeArgs {
     #[arg(long, requires = "packed")]
     aligned: bool,
     /// Print one line per block (number, type, symbols, what it is) instead of the data's bytes (128b130b)
-    #[arg(long)]
+    #[arg(long, conflicts_with = "json")]
     blocks: bool,
+    /// Print one JSON object per line per block instead of the data's bytes: `block`, `kind`, `symbols`,
+    /// `undefined_sync_header`, and for an ordered set `ordered_set` with its fields (128b130b)
+    #[arg(long)]
+    json: bool,
 }
 
 fn parse_code(code: &str) -> anyhow::Result<Code> {
@@ -200,7 +205,12 @@ pub fn decode(args: DecodeArgs) -> anyhow::Result<()> {
     if parse_code(&args.code)? == Code::Code128b130b {
         refuse_options_of_the_other_code(&args.code, &[("--symbols", args.symbols)])?;
         let options = block_options(args.lane, args.packed)?;
-        return super::blocks::decode(&options, args.blocks, args.aligned);
+        let output = match (args.blocks, args.json) {
+            (true, _) => super::blocks::Output::Lines,
+            (false, true) => super::blocks::Output::Json,
+            (false, false) => super::blocks::Output::Bytes,
+        };
+        return super::blocks::decode(&options, output, args.aligned);
     }
     refuse_options_of_the_other_code(
         &args.code,
@@ -209,6 +219,7 @@ pub fn decode(args: DecodeArgs) -> anyhow::Result<()> {
             ("--packed", args.packed),
             ("--aligned", args.aligned),
             ("--blocks", args.blocks),
+            ("--json", args.json),
         ],
     )?;
     let mut input = io::stdin().lock();
