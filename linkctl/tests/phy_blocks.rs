@@ -320,11 +320,6 @@ fn bad_input_and_options_are_refused_clearly() {
             "--control does not apply",
         ),
         (
-            &["encode", "--code", "8b10b", "--packed"],
-            b"",
-            "--packed does not apply to --code 8b10b",
-        ),
-        (
             &["encode", "--code", "8b10b", "--stream-start"],
             b"",
             "--stream-start does not apply",

@@ -177,3 +177,102 @@ fn empty_input_gives_empty_output() {
         assert!(o.stdout.is_empty());
     }
 }
+
+/// `codes` packed as a capture of the lane: `junk` bits of noise first, then each group bit `a` first.
+fn packed(codes: &[u16], junk: u32) -> Vec<u8> {
+    let mut bits: Vec<u8> = (0..junk).map(|i| (i * 7 % 3 == 0) as u8).collect();
+    for &c in codes {
+        bits.extend((0..10).map(|i| (c >> i & 1) as u8));
+    }
+    let mut out = vec![0u8; bits.len().div_ceil(8)];
+    for (i, b) in bits.iter().enumerate() {
+        out[i / 8] |= b << (i % 8);
+    }
+    out
+}
+
+#[test]
+fn packed_encode_is_the_code_groups_back_to_back() {
+    for args in [&["--control"][..], &[]] {
+        let input: &[u8] = if args.is_empty() {
+            &DATA
+        } else {
+            &[0xBC, 0x1C, 0xFB, 0xFC, 0xBC]
+        };
+        let text = linkctl(&[&["phy", "encode", "--code", "8b10b"][..], args].concat(), input);
+        let codes: Vec<u16> = stdout(&text)
+            .split_whitespace()
+            .map(|g| u16::from_str_radix(g, 16).unwrap())
+            .collect();
+        let o = linkctl(
+            &[&["phy", "encode", "--code", "8b10b", "--packed"][..], args].concat(),
+            input,
+        );
+        assert!(o.status.success(), "{}", stderr(&o));
+        assert_eq!(o.stdout, packed(&codes, 0), "{args:?}");
+        // docs/spec.md 1.1: K28.5 from RD- then RD+.
+        let com = linkctl(
+            &["phy", "encode", "--code", "8b10b", "--control", "--packed"],
+            &[0xBC; 2],
+        );
+        assert_eq!(com.stdout, [0x7C, 0x0D, 0x0A]);
+        let aligned = ["phy", "decode", "--code", "8b10b", "--packed", "--aligned"];
+        assert_eq!(linkctl(&aligned, &o.stdout).stdout, input);
+    }
+}
+
+#[test]
+fn a_packed_capture_is_aligned_at_its_first_comma() {
+    // COM, then data, as a lane carries a training set: the receiver finds the boundary at the comma
+    // wherever the capture started, and the bits before it are not decoded.
+    let mut symbols = vec![link_phy::Symbol::Control(0xBC)];
+    symbols.extend(DATA.iter().map(|&b| link_phy::Symbol::Data(b)));
+    symbols.extend([link_phy::Symbol::Control(0xBC), link_phy::Symbol::Data(0x4A)]);
+    let mut codes = vec![0u16; symbols.len()];
+    link_phy::code8b10b::Encoder::new()
+        .encode_symbols(&symbols, &mut codes)
+        .unwrap();
+    for junk in [0, 1, 5, 9, 13] {
+        let capture = packed(&codes, junk);
+        let o = linkctl(&["phy", "decode", "--code", "8b10b", "--packed"], &capture);
+        assert!(o.status.success(), "{junk}: {}", stderr(&o));
+        let bytes: Vec<u8> = symbols.iter().map(|s| s.byte()).collect();
+        assert_eq!(o.stdout, bytes, "{junk} bits before the comma");
+        let o = linkctl(
+            &["phy", "decode", "--code", "8b10b", "--packed", "--symbols"],
+            &capture,
+        );
+        assert!(stdout(&o).starts_with("K28.5\nD10.2\nD11.7\n"), "{}", stdout(&o));
+    }
+    // A group that does not decode ends it, named by its place after the comma.
+    let mut broken = codes.clone();
+    broken[3] = 0x3FF;
+    let o = linkctl(
+        &["phy", "decode", "--code", "8b10b", "--packed"],
+        &packed(&broken, 3),
+    );
+    assert!(!o.status.success());
+    assert_eq!(o.stdout, [0xBC, 0x4A, 0xEB]);
+    assert!(stderr(&o).contains("code group 3"), "{}", stderr(&o));
+}
+
+#[test]
+fn packed_options_are_refused_where_they_do_not_apply() {
+    for (args, says) in [
+        (&["phy", "decode", "--code", "8b10b", "--packed"][..], "no comma"),
+        (&["phy", "decode", "--code", "8b10b", "--aligned"], "--packed"),
+        (
+            &["phy", "encode", "--code", "8b10b", "--stream-start"],
+            "--stream-start does not apply",
+        ),
+        (
+            &["phy", "decode", "--code", "8b10b", "--lane", "2"],
+            "--lane does not apply",
+        ),
+    ] {
+        let o = linkctl(args, &[0x55; 40]);
+        assert!(!o.status.success(), "{args:?}");
+        let err = stderr(&o);
+        assert!(err.contains(says) && !err.contains("panicked"), "{args:?}: {err}");
+    }
+}

@@ -16,6 +16,7 @@ use link_phy::code128b130b::{Block, LaneDecoder, LaneEncoder, OrderedSetBlock, S
 use link_phy::ordered_set::{TrainingSet, TsKind};
 use link_phy::rate::Rate;
 
+use super::bits::BitWriter;
 use super::code::read_some;
 
 /// Bytes read from stdin at a time: whole blocks of data, and whole 8-byte words of packed bits.
@@ -403,21 +404,16 @@ fn flags(ts: &TrainingSet) -> Vec<&'static str> {
 
 /// Blocks as text lines or packed wire bits.
 struct BlockWriter<W: Write> {
-    out: W,
+    out: BitWriter<W>,
     packed: bool,
-    /// Packed bits not yet written, the first in bit 0, and how many.
-    carry: u64,
-    carry_bits: u32,
     text: String,
 }
 
 impl<W: Write> BlockWriter<W> {
     fn new(out: W, packed: bool) -> Self {
         BlockWriter {
-            out,
+            out: BitWriter::new(out),
             packed,
-            carry: 0,
-            carry_bits: 0,
             text: String::with_capacity(40),
         }
     }
@@ -425,9 +421,9 @@ impl<W: Write> BlockWriter<W> {
     /// One block's 130 wire bits: (the first 128, H0 in bit 0; the last 2).
     fn block(&mut self, (first, last): (u128, u8)) -> anyhow::Result<()> {
         if self.packed {
-            self.bits(first as u64, 64)?;
-            self.bits((first >> 64) as u64, 64)?;
-            return self.bits(u64::from(last), 2);
+            self.out.push(first as u64, 64)?;
+            self.out.push((first >> 64) as u64, 64)?;
+            return self.out.push(u64::from(last), 2);
         }
         let (header, payload) = from_wire(first, last);
         self.text.clear();
@@ -437,36 +433,14 @@ impl<W: Write> BlockWriter<W> {
             let _ = write!(self.text, "{symbol:02x}");
         }
         self.text.push('\n');
-        self.out.write_all(self.text.as_bytes()).context("writing stdout")
+        self.out
+            .inner()
+            .write_all(self.text.as_bytes())
+            .context("writing stdout")
     }
 
-    /// Append the low `count` (at most 64) bits of `bits`, writing every whole byte.
-    fn bits(&mut self, bits: u64, count: u32) -> anyhow::Result<()> {
-        let bits = if count == 64 {
-            bits
-        } else {
-            bits & ((1 << count) - 1)
-        };
-        let mut pending = [0u8; 16];
-        let wide = u128::from(self.carry) | u128::from(bits) << self.carry_bits;
-        let total = self.carry_bits + count;
-        let whole = (total / 8) as usize;
-        pending.copy_from_slice(&wide.to_le_bytes());
-        self.out.write_all(&pending[..whole]).context("writing stdout")?;
-        self.carry_bits = total % 8;
-        self.carry = (wide >> (8 * whole)) as u64 & ((1 << self.carry_bits) - 1);
-        Ok(())
-    }
-
-    /// Write the last bits, the rest of their byte zero.
     fn finish(&mut self) -> anyhow::Result<()> {
-        if self.carry_bits > 0 {
-            self.out
-                .write_all(&[self.carry as u8])
-                .context("writing stdout")?;
-            self.carry_bits = 0;
-        }
-        self.out.flush().context("writing stdout")
+        self.out.finish()
     }
 }
 
@@ -487,8 +461,9 @@ mod tests {
             w.block(b).unwrap();
         }
         w.finish().unwrap();
-        assert_eq!(w.out.len(), (3 * 130usize).div_ceil(8));
-        let bit = |i: usize| w.out[i / 8] >> (i % 8) & 1;
+        let out = w.out.inner();
+        assert_eq!(out.len(), (3 * 130usize).div_ceil(8));
+        let bit = |i: usize| out[i / 8] >> (i % 8) & 1;
         for (k, (first, last)) in blocks.iter().enumerate() {
             for i in 0..130 {
                 let want = if i < 128 {
@@ -500,7 +475,7 @@ mod tests {
             }
         }
         // The padding after the last block is zero.
-        assert_eq!(w.out[w.out.len() - 1] >> (390 % 8), 0);
+        assert_eq!(out[out.len() - 1] >> (390 % 8), 0);
     }
 
     #[test]
@@ -508,7 +483,7 @@ mod tests {
         let mut w = BlockWriter::new(Vec::new(), false);
         let wire = to_wire(SyncHeader::Data.bits(), 0x0706_0504_0302_0100u128 | 0xFF << 120);
         w.block(wire).unwrap();
-        let text = String::from_utf8(w.out).unwrap();
+        let text = String::from_utf8(w.out.inner().clone()).unwrap();
         assert_eq!(text, "10 000102030405060700000000000000ff\n");
         let (header, payload) = parse_block_line(text.as_bytes()).unwrap().unwrap();
         assert_eq!(to_wire(header, payload), wire);

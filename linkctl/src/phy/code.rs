@@ -5,9 +5,11 @@
 use std::io::{self, BufWriter, Read, Write};
 
 use anyhow::{bail, Context};
-use link_phy::code8b10b::{Decoder, Encoder, SymbolName};
+use link_phy::code8b10b::{CommaAligner, Decoder, Encoder, SymbolName};
 use link_phy::symbol::control;
 use link_phy::{Disparity, Symbol};
+
+use super::bits::BitWriter;
 
 /// The line codes, as `--code` names them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -31,7 +33,9 @@ pub enum StartingDisparity {
 #[command(after_help = "\
 Output at 8b10b: one code group per line, three lowercase hex digits with bit `a` (the first bit on the \
 wire) as the least significant bit, so K28.5 at RD- is 17c. The running disparity carries over from byte \
-to byte, starting from --rd.
+to byte, starting from --rd. With --packed, the serial bits instead: each group bit `a` first, every group \
+straight after the one before, packed from bit 0 of the first byte (four groups fill 5 bytes; the last \
+byte is padded with zeros).
 
 At 128b130b: every 16 bytes of input are a data block, scrambled with the lane's LFSR from its seed (as \
 after an EIEOS); the input must be a whole number of blocks. One block per line: the sync header H1H0 in \
@@ -53,7 +57,8 @@ pub struct EncodeArgs {
     /// Lane number 0-31, whose seed (lane mod 8) the scrambler starts from (128b130b; default 0)
     #[arg(long)]
     lane: Option<u32>,
-    /// Write the wire bits packed into bytes instead of a block per line (128b130b)
+    /// Write the serial bits packed into bytes (bit `a` or H0 first, from bit 0 of the first byte) instead
+    /// of a code group or block per line
     #[arg(long)]
     packed: bool,
     /// Send an EIEOS and an SDS ordered set before the data, as a transmitter starts a data stream: a
@@ -66,6 +71,10 @@ pub struct EncodeArgs {
 #[command(after_help = "\
 Input at 8b10b: code groups as hexadecimal numbers (an optional 0x prefix is allowed) separated by whitespace, \
 bit `a` as the least significant bit, exactly as `linkctl phy encode` prints them.
+
+With --packed, serial bits as a capture of the lane holds them (bit `a` first, from bit 0 of the first \
+byte), aligned at the first comma (K28.1, K28.5, K28.7) as a receiver aligns, the bits before it skipped, \
+unless --aligned says the capture starts at a code-group boundary.
 
 The starting running disparity is taken from the stream: the first code group that belongs to only one \
 column decides it (groups valid in both, like D10.2, are decoded the same either way).
@@ -100,10 +109,11 @@ pub struct DecodeArgs {
     /// Lane number 0-31, whose seed (lane mod 8) the descrambler starts from (128b130b; default 0)
     #[arg(long)]
     lane: Option<u32>,
-    /// Read raw wire bits packed into bytes instead of a block per line (128b130b)
+    /// Read serial bits packed into bytes, as a capture of the lane holds them, instead of a code group or
+    /// block per line; the receiver finds the boundaries at a comma (8b10b) or an EIEOS (128b130b)
     #[arg(long)]
     packed: bool,
-    /// The packed bits start at a block boundary: do not search for an EIEOS (128b130b)
+    /// The packed bits start at a code group or block boundary: do not search for a comma or an EIEOS
     #[arg(long, requires = "packed")]
     aligned: bool,
     /// Print one line per block (number, type, symbols, what it is) instead of the data's bytes (128b130b)
@@ -162,13 +172,12 @@ pub fn encode(args: EncodeArgs) -> anyhow::Result<()> {
         &args.code,
         &[
             ("--lane", args.lane.is_some()),
-            ("--packed", args.packed),
             ("--stream-start", args.stream_start),
         ],
     )?;
     let mut encoder = Encoder::with_disparity(disparity(args.rd.unwrap_or(StartingDisparity::Neg)));
     let mut input = io::stdin().lock();
-    let mut out = BufWriter::new(io::stdout().lock());
+    let mut out = BitWriter::new(BufWriter::new(io::stdout().lock()));
     let mut bytes = vec![0u8; CHUNK];
     let mut codes = vec![0u16; CHUNK];
     let mut symbols = Vec::with_capacity(if args.control { CHUNK } else { 0 });
@@ -194,11 +203,16 @@ pub fn encode(args: EncodeArgs) -> anyhow::Result<()> {
         } else {
             encoder.encode_data(bytes, &mut codes[..n])?;
         }
-        write_code_groups(&mut out, &codes[..n]).context("writing stdout")?;
+        if args.packed {
+            for &code in &codes[..n] {
+                out.push(u64::from(code), 10)?;
+            }
+        } else {
+            write_code_groups(out.inner(), &codes[..n]).context("writing stdout")?;
+        }
         offset += n;
     }
-    out.flush().context("writing stdout")?;
-    Ok(())
+    out.finish()
 }
 
 pub fn decode(args: DecodeArgs) -> anyhow::Result<()> {
@@ -216,12 +230,13 @@ pub fn decode(args: DecodeArgs) -> anyhow::Result<()> {
         &args.code,
         &[
             ("--lane", args.lane.is_some()),
-            ("--packed", args.packed),
-            ("--aligned", args.aligned),
             ("--blocks", args.blocks),
             ("--json", args.json),
         ],
     )?;
+    if args.packed {
+        return decode_packed(args.symbols, args.aligned);
+    }
     let mut input = io::stdin().lock();
     let mut out = BufWriter::new(io::stdout().lock());
     let mut text = vec![0u8; CHUNK];
@@ -229,19 +244,106 @@ pub fn decode(args: DecodeArgs) -> anyhow::Result<()> {
     loop {
         let n = read_some(&mut input, &mut text).context("reading stdin")?;
         let (symbols, outcome) = decoding.decode(&text[..n], n == 0);
-        if args.symbols {
-            for s in symbols {
-                writeln!(out, "{}", SymbolName(*s)).context("writing stdout")?;
-            }
-        } else {
-            let bytes: Vec<u8> = symbols.iter().map(|s| s.byte()).collect();
-            out.write_all(&bytes).context("writing stdout")?;
-        }
+        write_symbols(&mut out, symbols, args.symbols)?;
         if outcome.is_err() || n == 0 {
             out.flush().context("writing stdout")?;
             return outcome;
         }
     }
+}
+
+/// Decode packed serial bits: a capture of a lane, aligned at its first comma (or from its first bit if
+/// `aligned`), as a receiver aligns.
+fn decode_packed(names: bool, aligned: bool) -> anyhow::Result<()> {
+    let mut input = io::stdin().lock();
+    let mut out = BufWriter::new(io::stdout().lock());
+    let mut bytes = vec![0u8; CHUNK];
+    let mut groups = PackedGroups::new(aligned);
+    let mut decoding = BothDisparities::default();
+    let mut codes = Vec::new();
+    let mut bits_read = 0u64;
+    loop {
+        let n = read_some(&mut input, &mut bytes).context("reading stdin")?;
+        bits_read += 8 * n as u64;
+        codes.clear();
+        groups.push(&bytes[..n], &mut codes);
+        let (symbols, outcome) = decoding.decode(&codes);
+        write_symbols(&mut out, symbols, names)?;
+        if outcome.is_err() || n < CHUNK {
+            out.flush().context("writing stdout")?;
+            if outcome.is_ok() && !groups.found_alignment() && bits_read >= 10 {
+                bail!(
+                    "no comma (K28.1, K28.5 or K28.7) in the {bits_read} bits read, so no code-group \
+                     boundary was found (give --aligned if the capture starts at one)"
+                );
+            }
+            return outcome.map_err(Into::into);
+        }
+    }
+}
+
+/// Code groups from packed serial bits.
+enum PackedGroups {
+    /// Aligned by the receiver's comma search.
+    Searching(CommaAligner),
+    /// Every ten bits from the first: the bits of a group not yet complete, and how many.
+    Aligned { carry: u64, bits: u32 },
+}
+
+impl PackedGroups {
+    fn new(aligned: bool) -> Self {
+        if aligned {
+            PackedGroups::Aligned { carry: 0, bits: 0 }
+        } else {
+            PackedGroups::Searching(CommaAligner::new())
+        }
+    }
+
+    /// The code groups `bytes` complete, onto `codes`.
+    fn push(&mut self, bytes: &[u8], codes: &mut Vec<u16>) {
+        match self {
+            PackedGroups::Searching(aligner) => {
+                for word in bytes.chunks(8) {
+                    let mut w = [0u8; 8];
+                    w[..word.len()].copy_from_slice(word);
+                    // Taken at once: the aligner holds only a few dozen groups.
+                    aligner.push_bits(u64::from_le_bytes(w), 8 * word.len() as u32);
+                    codes.extend(std::iter::from_fn(|| aligner.pop()));
+                }
+            }
+            PackedGroups::Aligned { carry, bits } => {
+                for &byte in bytes {
+                    *carry |= u64::from(byte) << *bits;
+                    *bits += 8;
+                    if *bits >= 10 {
+                        codes.push((*carry & 0x3FF) as u16);
+                        *carry >>= 10;
+                        *bits -= 10;
+                    }
+                }
+            }
+        }
+    }
+
+    fn found_alignment(&self) -> bool {
+        match self {
+            PackedGroups::Searching(aligner) => aligner.is_aligned(),
+            PackedGroups::Aligned { .. } => true,
+        }
+    }
+}
+
+/// Decoded symbols as raw bytes, or with `names` one name per line.
+fn write_symbols(out: &mut impl Write, symbols: &[Symbol], names: bool) -> anyhow::Result<()> {
+    if names {
+        for s in symbols {
+            writeln!(out, "{}", SymbolName(*s)).context("writing stdout")?;
+        }
+    } else {
+        let bytes: Vec<u8> = symbols.iter().map(|s| s.byte()).collect();
+        out.write_all(&bytes).context("writing stdout")?;
+    }
+    Ok(())
 }
 
 /// Hex text to symbols, a piece at a time.

@@ -2,6 +2,7 @@
 
 use clap::Subcommand;
 
+mod bits;
 mod blocks;
 mod code;
 mod scramble;
