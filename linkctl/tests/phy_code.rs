@@ -178,11 +178,16 @@ fn empty_input_gives_empty_output() {
     }
 }
 
-/// `codes` packed as a capture of the lane: `junk` bits of noise first, then each group bit `a` first.
+/// `codes` packed as a capture of the lane: `junk` bits of noise first, then each group bit `a` first,
+/// padded as `phy encode --packed` pads.
 fn packed(codes: &[u16], junk: u32) -> Vec<u8> {
     let mut bits: Vec<u8> = (0..junk).map(|i| (i * 7 % 3 == 0) as u8).collect();
     for &c in codes {
         bits.extend((0..10).map(|i| (c >> i & 1) as u8));
+    }
+    // The padding `phy encode --packed` gives the last byte: alternating, the first unlike the last bit.
+    while bits.len() % 8 != 0 {
+        bits.push(1 - bits[bits.len() - 1]);
     }
     let mut out = vec![0u8; bits.len().div_ceil(8)];
     for (i, b) in bits.iter().enumerate() {
@@ -215,7 +220,7 @@ fn packed_encode_is_the_code_groups_back_to_back() {
             &["phy", "encode", "--code", "8b10b", "--control", "--packed"],
             &[0xBC; 2],
         );
-        assert_eq!(com.stdout, [0x7C, 0x0D, 0x0A]);
+        assert_eq!(com.stdout, [0x7C, 0x0D, 0xAA]);
         let aligned = ["phy", "decode", "--code", "8b10b", "--packed", "--aligned"];
         assert_eq!(linkctl(&aligned, &o.stdout).stdout, input);
     }

@@ -46,6 +46,18 @@ impl<W: Write> BitWriter<W> {
         Ok(())
     }
 
+    /// Fill the byte the last bits are in with alternating bits, the first unlike the last bit written:
+    /// padding that makes no run of more than one bit, so that it forms no comma (five equal bits) with
+    /// what came before.
+    pub fn pad_alternating(&mut self) -> anyhow::Result<()> {
+        if self.carry_bits == 0 {
+            return Ok(());
+        }
+        let last = self.carry >> (self.carry_bits - 1) & 1;
+        let pattern = if last == 1 { 0b1010_1010 } else { 0b0101_0101 };
+        self.push(pattern, 8 - self.carry_bits)
+    }
+
     /// Write the last bits, the rest of their byte zero, and flush.
     pub fn finish(&mut self) -> anyhow::Result<()> {
         if self.carry_bits > 0 {

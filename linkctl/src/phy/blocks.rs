@@ -478,6 +478,86 @@ mod tests {
         assert_eq!(out[out.len() - 1] >> (390 % 8), 0);
     }
 
+    /// A seeded source of random numbers for the tests.
+    fn xorshift(seed: u64) -> impl FnMut() -> u64 {
+        let mut x = seed | 1;
+        move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        }
+    }
+
+    #[test]
+    fn damaged_captures_decode_without_panicking_and_clean_ones_exactly() {
+        for case in 0..300u64 {
+            let mut next = xorshift(case + 1);
+            let lane = (next() % 32) as usize;
+            let data: Vec<u8> = (0..16 * (next() % 40)).map(|_| next() as u8).collect();
+            let mut blocks = vec![OrderedSetBlock::Eieos.to_block(), OrderedSetBlock::Sds.to_block()];
+            for (k, chunk) in data.chunks(16).enumerate() {
+                if k % 7 == 3 {
+                    blocks.push(OrderedSetBlock::skp().to_block());
+                }
+                blocks.push(Block::data(chunk.try_into().unwrap()));
+            }
+            // Noise before the stream, so that the receiver must find its EIEOS.
+            let mut capture = BitWriter::new(Vec::new());
+            let junk = (next() % 300) as u32;
+            for _ in 0..junk / 64 {
+                capture.push(next(), 64).unwrap();
+            }
+            capture.push(next(), junk % 64).unwrap();
+            let mut encoder = LaneEncoder::new(lane);
+            for block in &blocks {
+                let (first, last) = encoder.encode_block(block);
+                capture.push(first as u64, 64).unwrap();
+                capture.push((first >> 64) as u64, 64).unwrap();
+                capture.push(u64::from(last), 2).unwrap();
+            }
+            capture.finish().unwrap();
+            let mut capture = capture.inner().clone();
+            let damaged = case % 2 == 1;
+            if damaged {
+                for _ in 0..1 + next() % 20 {
+                    let at = (next() as usize) % (8 * capture.len());
+                    capture[at / 8] ^= 1 << (at % 8);
+                }
+                capture.truncate(capture.len() - (next() as usize % (capture.len() / 2 + 1)));
+            }
+            for output in [Output::Bytes, Output::Lines, Output::Json] {
+                let mut report = Report {
+                    out: Vec::new(),
+                    output,
+                    delivered: 0,
+                };
+                let outcome = decode_packed(&mut &capture[..], &mut LaneDecoder::new(lane), &mut report);
+                if !damaged {
+                    assert!(outcome.is_ok(), "case {case}: {outcome:?}");
+                    assert_eq!(report.delivered, blocks.len() as u64, "case {case}");
+                    if output == Output::Bytes {
+                        assert_eq!(report.out, data, "case {case}");
+                    }
+                }
+            }
+        }
+        // Text that is mostly not blocks at all.
+        for case in 0..300u64 {
+            let mut next = xorshift(case + 1000);
+            let alphabet = b"0123456789abcdefg #\n\t\xff";
+            let text: Vec<u8> = (0..next() % 400)
+                .map(|_| alphabet[next() as usize % alphabet.len()])
+                .collect();
+            let mut report = Report {
+                out: Vec::new(),
+                output: Output::Json,
+                delivered: 0,
+            };
+            let _ = decode_text(&mut &text[..], &mut LaneDecoder::aligned(0), &mut report);
+        }
+    }
+
     #[test]
     fn a_block_line_is_parsed_as_written() {
         let mut w = BlockWriter::new(Vec::new(), false);

@@ -35,7 +35,7 @@ Output at 8b10b: one code group per line, three lowercase hex digits with bit `a
 wire) as the least significant bit, so K28.5 at RD- is 17c. The running disparity carries over from byte \
 to byte, starting from --rd. With --packed, the serial bits instead: each group bit `a` first, every group \
 straight after the one before, packed from bit 0 of the first byte (four groups fill 5 bytes; the last \
-byte is padded with zeros).
+byte is padded with alternating bits, the first unlike the last bit sent, so that they form no comma).
 
 At 128b130b: every 16 bytes of input are a data block, scrambled with the lane's LFSR from its seed (as \
 after an EIEOS); the input must be a whole number of blocks. One block per line: the sync header H1H0 in \
@@ -212,6 +212,9 @@ pub fn encode(args: EncodeArgs) -> anyhow::Result<()> {
         }
         offset += n;
     }
+    // Zeros after the last group could form a comma with its last bits, at which a receiver that has seen
+    // a single comma would realign.
+    out.pad_alternating()?;
     out.finish()
 }
 
@@ -576,6 +579,47 @@ mod tests {
             }
         }
         (symbols, Ok(()))
+    }
+
+    #[test]
+    fn packed_captures_align_at_their_comma_whatever_the_pieces() {
+        let mut x = 0x2545_F491_4F6C_DD1Du64;
+        let mut next = move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        for case in 0..100 {
+            // Noise, then COM and data: the groups from the comma on, however the bytes arrive.
+            let mut symbols = vec![Symbol::Control(control::COM)];
+            symbols.extend((0..next() % 200).map(|_| Symbol::Data(next() as u8)));
+            let mut codes = vec![0u16; symbols.len()];
+            Encoder::new().encode_symbols(&symbols, &mut codes).unwrap();
+            let mut capture = BitWriter::new(Vec::new());
+            // Bits that hold no comma (alternating ones and zeros), so the first comma is the COM.
+            let junk = (next() % 40) as u32;
+            capture.push(0x5555_5555_5555_5555 >> (next() % 2), junk).unwrap();
+            for &c in &codes {
+                capture.push(u64::from(c), 10).unwrap();
+            }
+            capture.pad_alternating().unwrap();
+            capture.finish().unwrap();
+            let capture = capture.inner().clone();
+            let piece = 1 + (next() % 20) as usize;
+            let mut groups = PackedGroups::new(false);
+            let mut found = Vec::new();
+            for bytes in capture.chunks(piece) {
+                groups.push(bytes, &mut found);
+            }
+            assert_eq!(
+                found, codes,
+                "case {case}: {junk} bits of noise, pieces of {piece}"
+            );
+            let mut decoding = BothDisparities::default();
+            let (decoded, outcome) = decoding.decode(&found);
+            assert_eq!((decoded, outcome), (&symbols[..], Ok(())), "case {case}");
+        }
     }
 
     #[test]
