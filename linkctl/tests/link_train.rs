@@ -524,3 +524,131 @@ fn recovery_speed_waits_for_the_partners_quiet() {
 fn an_idle_state_that_gets_no_data_blames_the_lanes_it_cannot_deskew() {
     up_at_8gts_with_no_failed_speed_change(&["--skew", "300", "--seed", "2"]);
 }
+
+/// `phy decode` of a capture file, which must succeed: what it printed.
+fn decode_capture(path: &std::path::Path, args: &[&str]) -> Vec<u8> {
+    let file = std::fs::read(path).unwrap();
+    let out = common::linkctl_with_input(&["phy", "decode"], &[&["--packed"][..], args].concat(), &file);
+    assert!(
+        out.status.success(),
+        "{path:?} {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out.stdout
+}
+
+/// The capture is what each transmitter sent, a file per lane and stretch of signal at one rate, and
+/// `phy decode` reads it as the partner's receiver did: training sets with the link's numbers, the
+/// EIOS before the speed change, and at 8 GT/s a data stream of logical idle descrambled with the lane
+/// number the link gave the lane (which a reversed wiring makes differ from the physical lane at B).
+#[test]
+fn a_capture_holds_what_each_transmitter_sent() {
+    let dir = std::env::temp_dir().join(format!("linkctl-capture-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let args = [
+        "--lanes",
+        "2",
+        "--max-rate",
+        "8",
+        "--timing",
+        "fast",
+        "--reversed",
+    ];
+    let (code, r) = train(&[&args[..], &["--capture", dir.to_str().unwrap()]].concat());
+    assert_eq!(code, Some(0), "{r}");
+    let index: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("capture.json")).unwrap()).unwrap();
+    let segments = index["segments"].as_array().unwrap();
+    assert_eq!(
+        (
+            r["capture"]["files"].as_u64(),
+            r["capture"]["truncated"].as_bool()
+        ),
+        (Some(segments.len() as u64), Some(false))
+    );
+    // Each port's two lanes: training at 2.5 GT/s, then after the speed change at 8 GT/s.
+    assert_eq!(segments.len(), 8, "{index}");
+    let mut bytes = 0;
+    for s in segments {
+        let path = dir.join(s["file"].as_str().unwrap());
+        let bits = s["bits"].as_u64().unwrap();
+        assert_eq!(std::fs::metadata(&path).unwrap().len(), bits.div_ceil(8), "{s}");
+        bytes += bits.div_ceil(8);
+        let port = s["port"].as_str().unwrap();
+        if s["code"] == "8b10b" {
+            // TS1 with a PAD link number first; the EIOS that ends the 2.5 GT/s stretch last.
+            let symbols = decode_capture(&path, &["--code", "8b10b", "--symbols"]);
+            let symbols = String::from_utf8(symbols).unwrap();
+            assert!(
+                symbols.starts_with("K28.5\nK23.7\nK23.7\n"),
+                "{s}: {}",
+                &symbols[..40]
+            );
+            assert!(symbols.ends_with("K28.5\nK28.3\nK28.3\nK28.3\n"), "{s}");
+            assert!(
+                symbols.contains("K28.5\nD0.0\n"),
+                "{s}: no training set with link number 0"
+            );
+            continue;
+        }
+        assert_eq!(s["rate_gts"], 8.0);
+        let lane = s["lane_number"].as_u64().unwrap();
+        let physical = s["lane"].as_u64().unwrap();
+        // Port A numbers its lanes as they are; the reversed wiring makes B's the other way round.
+        assert_eq!(lane, if port == "A" { physical } else { 1 - physical }, "{s}");
+        let blocks = decode_capture(
+            &path,
+            &["--code", "128b130b", "--lane", &lane.to_string(), "--blocks"],
+        );
+        let blocks = String::from_utf8(blocks).unwrap();
+        let blocks: Vec<&str> = blocks.lines().collect();
+        assert!(blocks[0].ends_with("EIEOS"), "{s}: {}", blocks[0]);
+        assert!(
+            blocks[1].contains(&format!("TS1 link 0 lane {lane} N_FTS")),
+            "{s}: {}",
+            blocks[1]
+        );
+        let sds = blocks.iter().position(|b| b.ends_with(" SDS")).unwrap();
+        let data: Vec<&&str> = blocks[sds..].iter().filter(|b| b.contains(" data ")).collect();
+        assert!(data.len() > 100, "{s}");
+        assert!(
+            data.iter().all(|b| b.ends_with(&"0".repeat(32))),
+            "{s}: logical idle"
+        );
+        // With another lane's seed the same blocks are not idle.
+        let wrong = (lane + 1).to_string();
+        let garbled = decode_capture(&path, &["--code", "128b130b", "--lane", &wrong]);
+        assert!(garbled.iter().any(|&b| b != 0), "{s}");
+    }
+    assert_eq!(index["bytes"].as_u64(), Some(bytes));
+    // Text says where it went.
+    let out = linkctl(
+        &["link", "train"],
+        &[&args[..], &["--capture", dir.to_str().unwrap()]].concat(),
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains(&format!("capture: 8 files, {bytes} bytes, in {}", dir.display())),
+        "{text}"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn a_capture_directory_that_cannot_be_made_is_refused() {
+    let file = std::env::temp_dir().join(format!("linkctl-capture-file-{}", std::process::id()));
+    std::fs::write(&file, b"not a directory").unwrap();
+    common::assert_refused_saying(
+        &["link", "train"],
+        &[
+            "--lanes",
+            "1",
+            "--timing",
+            "fast",
+            "--capture",
+            file.to_str().unwrap(),
+        ],
+        "creating",
+    );
+    std::fs::remove_file(&file).unwrap();
+}

@@ -5,6 +5,7 @@ use std::process::ExitCode;
 use clap::Subcommand;
 use serde_json::{json, Value};
 
+mod capture;
 mod run;
 mod train;
 

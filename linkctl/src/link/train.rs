@@ -5,12 +5,14 @@ use std::process::ExitCode;
 use anyhow::{bail, Context};
 use link_phy::channel::{ChannelConfig, LaneHealth};
 use link_phy::lanes::LinkWidth;
+use link_phy::ltssm::Port;
 use link_phy::ltssm::{LtssmState, PhyCounters, PortConfig, Role, Timing};
-use link_phy::pair::{LinkPair, Side};
+use link_phy::pair::{LinkPair, Node, Side, Transition};
 use link_phy::rate::Rate;
 use link_phy::time::{Duration, Instant};
 use serde_json::{json, Value};
 
+use super::capture::Capturing;
 use crate::check::ensure_below;
 
 /// Exit status when the link did not come up: distinct from usage errors.
@@ -68,6 +70,11 @@ pub struct TrainArgs {
     /// Print one JSON object instead of text
     #[arg(long)]
     pub json: bool,
+    /// Write what each port's transmitter sends on each lane into this directory (created if missing):
+    /// serial bits packed as `linkctl phy decode --packed` reads them, a file per stretch of signal at one
+    /// rate, listed with their rates and times in `capture.json` (at most 256 MiB in all)
+    #[arg(long, value_name = "DIR")]
+    pub capture: Option<std::path::PathBuf>,
 }
 
 pub fn parse_rate(s: &str) -> anyhow::Result<Rate> {
@@ -246,13 +253,13 @@ pub fn stopped_at_limit(up: bool, state: &str, limit_came: bool) -> bool {
 }
 
 /// The report of a trained (or failed) pair, as JSON.
-pub fn report(pair: &LinkPair) -> Value {
-    let a = &pair.a;
-    let up = a.is_up() && pair.b.is_up();
+pub fn report<N: Node>(pair: &LinkPair<N>) -> Value {
+    let (a, b) = (pair.a.port(), pair.b.port());
+    let up = a.is_up() && b.is_up();
     let state = if up {
         LtssmState::L0.name()
     } else {
-        reported_state([a.state().name(), pair.b.state().name()])
+        reported_state([a.state().name(), b.state().name()])
     };
     let last_l0 = pair
         .transitions()
@@ -261,7 +268,7 @@ pub fn report(pair: &LinkPair) -> Value {
         .map(|t| t.at)
         .max()
         .filter(|_| up);
-    let first_l0 = match (a.first_l0(), pair.b.first_l0()) {
+    let first_l0 = match (a.first_l0(), b.first_l0()) {
         (Some(x), Some(y)) => Some(x.max(y)),
         _ => None,
     };
@@ -287,14 +294,14 @@ pub fn report(pair: &LinkPair) -> Value {
         "time_to_l0_us": last_l0.map(us),
         "time_to_first_l0_us": first_l0.map(us),
         // Lane numbers, as --invert-lane takes them (each port's own physical numbering), not the mask.
-        "inverted_lanes": { "A": lane_list(a.inverted_lanes()), "B": lane_list(pair.b.inverted_lanes()) },
+        "inverted_lanes": { "A": lane_list(a.inverted_lanes()), "B": lane_list(b.inverted_lanes()) },
         // Lanes a port's receiver could not deskew with the rest, left out of the link (spec 1.5).
         "lanes_left_out_for_deskew": {
             "A": lane_list(a.lanes_left_out_for_deskew()),
-            "B": lane_list(pair.b.lanes_left_out_for_deskew()),
+            "B": lane_list(b.lanes_left_out_for_deskew()),
         },
         "history": history,
-        "counters": { "A": counters_json(a.counters()), "B": counters_json(pair.b.counters()) },
+        "counters": { "A": counters_json(a.counters()), "B": counters_json(b.counters()) },
         "channel": {
             "bits": pair.ab.stats().bits + pair.ba.stats().bits,
             "flipped": pair.ab.stats().flipped + pair.ba.stats().flipped,
@@ -310,17 +317,37 @@ pub fn run(args: TrainArgs) -> anyhow::Result<ExitCode> {
             args.limit_ms
         );
     }
-    let mut pair = args.channel.build()?;
     let limit = Instant((args.limit_ms * 1e9) as u64);
-    let up = pair.train(limit);
-    let mut report = report(&pair);
-    // Training stops at the limit in whatever state the ports are in, which need not be a final one.
-    let state = report["state"].as_str().unwrap_or_default();
-    report["limit_reached"] = json!(stopped_at_limit(up, state, pair.now() >= limit));
+    let (up, report, transitions) = match &args.capture {
+        None => {
+            let mut pair = args.channel.build()?;
+            let up = pair.train(limit);
+            (up, trained_report(&pair, up, limit), pair.transitions().to_vec())
+        }
+        Some(dir) => {
+            std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+            let ([down, up_config], [ab, ba]) = args.channel.configs()?;
+            let port = |config, side| -> anyhow::Result<Capturing> {
+                let port = Port::new(config, Instant::ZERO).context("cannot build the ports")?;
+                Ok(Capturing::new(
+                    port,
+                    side,
+                    dir,
+                    super::capture::CAPTURE_LIMIT_BYTES / 2,
+                ))
+            };
+            let mut pair = LinkPair::with_nodes(port(down, Side::A)?, port(up_config, Side::B)?, ab, ba);
+            let up = pair.train(limit);
+            let mut report = trained_report(&pair, up, limit);
+            let LinkPair { a, b, .. } = &mut pair;
+            report["capture"] = super::capture::write_index(dir, [a, b])?;
+            (up, report, pair.transitions().to_vec())
+        }
+    };
     if args.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {
-        print_text(&args.channel, &pair, &report);
+        print_text(&args.channel, &transitions, &report);
     }
     Ok(if up {
         ExitCode::SUCCESS
@@ -329,7 +356,16 @@ pub fn run(args: TrainArgs) -> anyhow::Result<ExitCode> {
     })
 }
 
-fn print_text(c: &ChannelArgs, pair: &LinkPair, report: &Value) {
+/// [`report`] of a pair that trained (`up`) or stopped at `limit`.
+fn trained_report<N: Node>(pair: &LinkPair<N>, up: bool, limit: Instant) -> Value {
+    let mut report = report(pair);
+    // Training stops at the limit in whatever state the ports are in, which need not be a final one.
+    let state = report["state"].as_str().unwrap_or_default();
+    report["limit_reached"] = json!(stopped_at_limit(up, state, pair.now() >= limit));
+    report
+}
+
+fn print_text(c: &ChannelArgs, transitions: &[Transition], report: &Value) {
     println!(
         "two x{} ports, max {} GT/s, skew up to {} symbol times, BER {}, dead lanes {:?}, stuck {:?}, inverted {:?}{}, seed {}",
         c.lanes,
@@ -346,7 +382,7 @@ fn print_text(c: &ChannelArgs, pair: &LinkPair, report: &Value) {
     );
     println!();
     println!("{:>12}  {:<4} state", "time (us)", "port");
-    for t in pair.transitions() {
+    for t in transitions {
         println!(
             "{:>12.3}  {:<4} {}",
             us(t.at),
@@ -396,6 +432,19 @@ fn print_text(c: &ChannelArgs, pair: &LinkPair, report: &Value) {
         println!(
             "port {side}: {} receiver errors, {} polarity inversions, {} retrains, {} speed changes ({} failed), {} training attempts",
             k["receiver_errors"], k["polarity_inversions"], k["retrains"], k["speed_changes"], k["speed_change_failures"], k["training_attempts"]
+        );
+    }
+    let capture = &report["capture"];
+    if let Some(dir) = capture["dir"].as_str() {
+        println!(
+            "capture: {} files, {} bytes, in {dir} (listed in capture.json){}",
+            capture["files"],
+            capture["bytes"],
+            if capture["truncated"] == json!(true) {
+                "; stopped at its limit before training ended"
+            } else {
+                ""
+            }
         );
     }
 }

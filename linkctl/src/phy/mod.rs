@@ -2,7 +2,7 @@
 
 use clap::Subcommand;
 
-mod bits;
+pub(crate) mod bits;
 mod blocks;
 mod code;
 mod scramble;
