@@ -49,6 +49,8 @@ mod link;
 mod noise;
 mod phy;
 mod sim;
+#[cfg(test)]
+mod test_rng;
 mod tl;
 mod words;
 

@@ -692,13 +692,7 @@ mod tests {
     /// A stream of packets (some corrupted, some cut), control flits, idle runs and random units, from
     /// `seed`.
     fn stream(seed: u64, units: usize) -> Vec<u8> {
-        let mut x = seed | 1;
-        let mut next = move || {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x
-        };
+        let mut next = crate::test_rng::xorshift(seed);
         let mut bytes = Vec::new();
         while bytes.len() < units * FLIT_LEN {
             match next() % 6 {

@@ -447,6 +447,7 @@ impl<W: Write> BlockWriter<W> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::test_rng::xorshift;
 
     #[test]
     fn packed_blocks_are_the_bits_back_to_back() {
@@ -476,17 +477,6 @@ mod tests {
         }
         // The padding after the last block is zero.
         assert_eq!(out[out.len() - 1] >> (390 % 8), 0);
-    }
-
-    /// A seeded source of random numbers for the tests.
-    fn xorshift(seed: u64) -> impl FnMut() -> u64 {
-        let mut x = seed | 1;
-        move || {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x
-        }
     }
 
     #[test]

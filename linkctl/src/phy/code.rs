@@ -583,13 +583,7 @@ mod tests {
 
     #[test]
     fn packed_captures_align_at_their_comma_whatever_the_pieces() {
-        let mut x = 0x2545_F491_4F6C_DD1Du64;
-        let mut next = move || {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x
-        };
+        let mut next = crate::test_rng::xorshift(0x2545_F491_4F6C_DD1D);
         for case in 0..100 {
             // Noise, then COM and data: the groups from the comma on, however the bytes arrive.
             let mut symbols = vec![Symbol::Control(control::COM)];
@@ -624,13 +618,7 @@ mod tests {
 
     #[test]
     fn decoding_in_pieces_gives_what_decoding_whole_gives() {
-        let mut x = 0x9E37_79B9_7F4A_7C15u64;
-        let mut next = move || {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x
-        };
+        let mut next = crate::test_rng::xorshift(0x9E37_79B9_7F4A_7C15);
         for case in 0..60 {
             let rd = if case % 2 == 0 {
                 Disparity::Negative
