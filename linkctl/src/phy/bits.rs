@@ -5,6 +5,15 @@ use std::io::Write;
 
 use anyhow::Context;
 
+/// Packed bits as words of up to 64 bits, the first on the wire in bit 0, and how many bits each holds.
+pub fn words(bytes: &[u8]) -> impl Iterator<Item = (u64, u32)> + '_ {
+    bytes.chunks(8).map(|word| {
+        let mut w = [0u8; 8];
+        w[..word.len()].copy_from_slice(word);
+        (u64::from_le_bytes(w), 8 * word.len() as u32)
+    })
+}
+
 /// Writes serial bits packed into bytes, each byte as soon as it is whole.
 pub struct BitWriter<W: Write> {
     out: W,

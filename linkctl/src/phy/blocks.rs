@@ -16,7 +16,7 @@ use link_phy::code128b130b::{Block, LaneDecoder, LaneEncoder, OrderedSetBlock, S
 use link_phy::ordered_set::{TrainingSet, TsKind};
 use link_phy::rate::Rate;
 
-use super::bits::BitWriter;
+use super::bits::{words, BitWriter};
 use super::code::read_some;
 
 /// Bytes read from stdin at a time: whole blocks of data, and whole 8-byte words of packed bits.
@@ -69,8 +69,8 @@ pub fn encode(options: &BlockOptions, stream_start: bool) -> anyhow::Result<()> 
     }
 }
 
-/// Decode blocks from stdin, written as `output` says. A packed
-/// capture that is not `aligned` is searched for an EIEOS first, as a receiver does.
+/// Decode blocks from stdin, written as `output` says. A packed capture that is not `aligned` is
+/// searched for an EIEOS first, as a receiver does.
 pub fn decode(options: &BlockOptions, output: Output, aligned: bool) -> anyhow::Result<()> {
     let mut decoder = if aligned || !options.packed {
         LaneDecoder::aligned(options.lane)
@@ -102,12 +102,9 @@ fn decode_packed(
     let mut bits_read = 0u64;
     loop {
         let n = read_some(input, &mut bytes).context("reading stdin")?;
-        for word in bytes[..n].chunks(8) {
-            let mut w = [0u8; 8];
-            w[..word.len()].copy_from_slice(word);
-            let count = 8 * word.len() as u32;
+        for (word, count) in words(&bytes[..n]) {
             // Taken at once: the receiver holds only a few blocks' worth of bits.
-            decoder.push_bits(u64::from_le_bytes(w), count);
+            decoder.push_bits(word, count);
             bits_read += u64::from(count);
             report.take(decoder)?;
         }

@@ -9,7 +9,7 @@ use link_phy::code8b10b::{CommaAligner, Decoder, Encoder, SymbolName};
 use link_phy::symbol::control;
 use link_phy::{Disparity, Symbol};
 
-use super::bits::BitWriter;
+use super::bits::{words, BitWriter};
 
 /// The line codes, as `--code` names them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -306,11 +306,9 @@ impl PackedGroups {
     fn push(&mut self, bytes: &[u8], codes: &mut Vec<u16>) {
         match self {
             PackedGroups::Searching(aligner) => {
-                for word in bytes.chunks(8) {
-                    let mut w = [0u8; 8];
-                    w[..word.len()].copy_from_slice(word);
+                for (word, count) in words(bytes) {
                     // Taken at once: the aligner holds only a few dozen groups.
-                    aligner.push_bits(u64::from_le_bytes(w), 8 * word.len() as u32);
+                    aligner.push_bits(word, count);
                     codes.extend(std::iter::from_fn(|| aligner.pop()));
                 }
             }
