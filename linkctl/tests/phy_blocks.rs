@@ -153,6 +153,13 @@ fn a_capture_of_a_lane_is_decoded_as_a_receiver_decodes_it() {
             data,
             "lane {lane}, {junk} bits before the EIEOS"
         );
+        // The same capture from a lane whose pair is swapped.
+        let inverted: Vec<u8> = wire.iter().map(|b| !b).collect();
+        assert_eq!(ok(&[&decode[..], &["--invert"]].concat(), &inverted), data);
+        assert!(
+            !linkctl(&decode, &inverted).status.success(),
+            "found an EIEOS in inverted bits"
+        );
         let lines = String::from_utf8(ok(&[&decode[..], &["--blocks"]].concat(), &wire)).unwrap();
         let lines: Vec<&str> = lines.lines().collect();
         assert_eq!(lines.len(), blocks.len(), "{lines:#?}");

@@ -249,6 +249,17 @@ fn a_packed_capture_is_aligned_at_its_first_comma() {
         );
         assert!(stdout(&o).starts_with("K28.5\nD10.2\nD11.7\n"), "{}", stdout(&o));
     }
+    // A lane whose pair is swapped: every bit inverted, which --invert undoes.
+    let bytes: Vec<u8> = symbols.iter().map(|s| s.byte()).collect();
+    let inverted: Vec<u8> = packed(&codes, 6).iter().map(|b| !b).collect();
+    let o = linkctl(
+        &["phy", "decode", "--code", "8b10b", "--packed", "--invert"],
+        &inverted,
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(o.stdout, bytes);
+    let o = linkctl(&["phy", "decode", "--code", "8b10b", "--packed"], &inverted);
+    assert_ne!(o.stdout, bytes);
     // A group that does not decode ends it, named by its place after the comma.
     let mut broken = codes.clone();
     broken[3] = 0x3FF;

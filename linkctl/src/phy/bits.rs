@@ -1,9 +1,22 @@
 //! Serial bits packed into bytes as a capture of a lane holds them: the first bit on the wire in bit 0 of
 //! the first byte (docs/spec.md 1.1 and 1.3.1).
 
-use std::io::Write;
+use std::io::{Read, Write};
 
 use anyhow::Context;
+
+/// Reads packed bits with every bit inverted: a lane whose differential pair is swapped.
+pub struct Inverting<R: Read>(pub R);
+
+impl<R: Read> Read for Inverting<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.0.read(buf)?;
+        for byte in &mut buf[..n] {
+            *byte = !*byte;
+        }
+        Ok(n)
+    }
+}
 
 /// Packed bits as words of up to 64 bits, the first on the wire in bit 0, and how many bits each holds.
 pub fn words(bytes: &[u8]) -> impl Iterator<Item = (u64, u32)> + '_ {

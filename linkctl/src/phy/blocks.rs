@@ -16,7 +16,7 @@ use link_phy::code128b130b::{Block, LaneDecoder, LaneEncoder, OrderedSetBlock, S
 use link_phy::ordered_set::{TrainingSet, TsKind};
 use link_phy::rate::Rate;
 
-use super::bits::{words, BitWriter};
+use super::bits::{words, BitWriter, Inverting};
 use super::code::read_some;
 
 /// Bytes read from stdin at a time: whole blocks of data, and whole 8-byte words of packed bits.
@@ -70,8 +70,8 @@ pub fn encode(options: &BlockOptions, stream_start: bool) -> anyhow::Result<()> 
 }
 
 /// Decode blocks from stdin, written as `output` says. A packed capture that is not `aligned` is
-/// searched for an EIEOS first, as a receiver does.
-pub fn decode(options: &BlockOptions, output: Output, aligned: bool) -> anyhow::Result<()> {
+/// searched for an EIEOS first, as a receiver does; one that is `invert`ed has every bit inverted first.
+pub fn decode(options: &BlockOptions, output: Output, aligned: bool, invert: bool) -> anyhow::Result<()> {
     let mut decoder = if aligned || !options.packed {
         LaneDecoder::aligned(options.lane)
     } else {
@@ -83,7 +83,9 @@ pub fn decode(options: &BlockOptions, output: Output, aligned: bool) -> anyhow::
         delivered: 0,
     };
     let mut input = io::stdin().lock();
-    let outcome = if options.packed {
+    let outcome = if options.packed && invert {
+        decode_packed(&mut Inverting(input), &mut decoder, &mut report)
+    } else if options.packed {
         decode_packed(&mut input, &mut decoder, &mut report)
     } else {
         decode_text(&mut input, &mut decoder, &mut report)

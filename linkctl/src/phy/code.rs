@@ -9,7 +9,7 @@ use link_phy::code8b10b::{CommaAligner, Decoder, Encoder, SymbolName};
 use link_phy::symbol::control;
 use link_phy::{Disparity, Symbol};
 
-use super::bits::{words, BitWriter};
+use super::bits::{words, BitWriter, Inverting};
 
 /// The line codes, as `--code` names them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -116,6 +116,10 @@ pub struct DecodeArgs {
     /// The packed bits start at a code group or block boundary: do not search for a comma or an EIEOS
     #[arg(long, requires = "packed")]
     aligned: bool,
+    /// Invert every packed bit first: a capture of a lane whose differential pair is swapped (polarity
+    /// inverted), which a receiver corrects for
+    #[arg(long, requires = "packed")]
+    invert: bool,
     /// Print one line per block (number, type, symbols, what it is) instead of the data's bytes (128b130b)
     #[arg(long, conflicts_with = "json")]
     blocks: bool,
@@ -227,7 +231,7 @@ pub fn decode(args: DecodeArgs) -> anyhow::Result<()> {
             (false, true) => super::blocks::Output::Json,
             (false, false) => super::blocks::Output::Bytes,
         };
-        return super::blocks::decode(&options, output, args.aligned);
+        return super::blocks::decode(&options, output, args.aligned, args.invert);
     }
     refuse_options_of_the_other_code(
         &args.code,
@@ -238,7 +242,11 @@ pub fn decode(args: DecodeArgs) -> anyhow::Result<()> {
         ],
     )?;
     if args.packed {
-        return decode_packed(args.symbols, args.aligned);
+        return if args.invert {
+            decode_packed(Inverting(io::stdin().lock()), args.symbols, args.aligned)
+        } else {
+            decode_packed(io::stdin().lock(), args.symbols, args.aligned)
+        };
     }
     let mut input = io::stdin().lock();
     let mut out = BufWriter::new(io::stdout().lock());
@@ -257,8 +265,7 @@ pub fn decode(args: DecodeArgs) -> anyhow::Result<()> {
 
 /// Decode packed serial bits: a capture of a lane, aligned at its first comma (or from its first bit if
 /// `aligned`), as a receiver aligns.
-fn decode_packed(names: bool, aligned: bool) -> anyhow::Result<()> {
-    let mut input = io::stdin().lock();
+fn decode_packed(mut input: impl Read, names: bool, aligned: bool) -> anyhow::Result<()> {
     let mut out = BufWriter::new(io::stdout().lock());
     let mut bytes = vec![0u8; CHUNK];
     let mut groups = PackedGroups::new(aligned);
