@@ -589,6 +589,38 @@ fn a_capture_holds_what_each_transmitter_sent() {
                 symbols.contains("K28.5\nD0.0\n"),
                 "{s}: no training set with link number 0"
             );
+            // Read as a receiver reads it: training sets with the numbers the link agreed (the lane
+            // numbers need not be the physical ones), logical idle descrambled to zeros, the EIOS, and
+            // no receiver error.
+            let events = decode_capture(&path, &["--code", "8b10b", "--events"]);
+            let events = String::from_utf8(events).unwrap();
+            let lines: Vec<&str> = events.lines().collect();
+            assert!(
+                lines[0].starts_with("TS1 link PAD lane PAD N_FTS 32 rates 2.5/5/8 GT/s"),
+                "{s}: {}",
+                lines[0]
+            );
+            assert!(
+                lines.iter().any(|l| l.starts_with("TS2 link 0 lane ")),
+                "{s}: {events}"
+            );
+            let idle: Vec<&&str> = lines.iter().filter(|l| l.starts_with("data ")).collect();
+            assert!(
+                !idle.is_empty() && idle.iter().all(|l| l[5..].bytes().all(|b| b == b'0')),
+                "{s}: {events}"
+            );
+            assert_eq!(lines.last(), Some(&"EIOS"), "{s}");
+            assert!(!events.contains("error"), "{s}: {events}");
+            // The same as JSON: each line an object, a run of the same training set counted.
+            let json = String::from_utf8(decode_capture(&path, &["--code", "8b10b", "--json"])).unwrap();
+            let objects: Vec<serde_json::Value> =
+                json.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+            assert_eq!(objects.len(), lines.len());
+            assert_eq!(objects[0]["training_set"]["name"], "TS1");
+            let count = lines[0]
+                .rsplit_once("(x")
+                .map_or(1, |(_, n)| n.trim_end_matches(')').parse().unwrap());
+            assert_eq!(objects[0]["count"].as_u64(), Some(count));
             continue;
         }
         assert_eq!(s["rate_gts"], 8.0);

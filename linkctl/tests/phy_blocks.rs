@@ -339,7 +339,7 @@ fn bad_input_and_options_are_refused_clearly() {
         (
             &["decode", "--code", "8b10b", "--json"],
             b"",
-            "--json does not apply",
+            "--json applies to --code 8b10b only with --packed",
         ),
         (
             &["decode", "--code", "128b130b", "--json", "--blocks"],

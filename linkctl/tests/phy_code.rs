@@ -285,6 +285,11 @@ fn packed_options_are_refused_where_they_do_not_apply() {
             &["phy", "decode", "--code", "8b10b", "--lane", "2"],
             "--lane does not apply",
         ),
+        (&["phy", "decode", "--code", "8b10b", "--events"], "--packed"),
+        (
+            &["phy", "decode", "--code", "128b130b", "--packed", "--events"],
+            "--events does not apply",
+        ),
     ] {
         let o = linkctl(args, &[0x55; 40]);
         assert!(!o.status.success(), "{args:?}");

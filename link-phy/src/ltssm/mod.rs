@@ -24,8 +24,10 @@
 
 mod lane_rx;
 mod lane_tx;
+mod monitor;
 mod port;
 
+pub use monitor::{LaneMonitor, MonitorEvent};
 pub use port::Port;
 
 use crate::lanes::LinkWidth;

@@ -13,11 +13,10 @@ use anyhow::{bail, Context};
 use link_phy::code128b130b::block::{from_wire, to_wire};
 use link_phy::code128b130b::ordered_set::skp_lfsr;
 use link_phy::code128b130b::{Block, LaneDecoder, LaneEncoder, OrderedSetBlock, SyncHeader, BLOCK_SYMBOLS};
-use link_phy::ordered_set::{TrainingSet, TsKind};
-use link_phy::rate::Rate;
 
 use super::bits::{words, BitWriter, Inverting};
 use super::code::read_some;
+use super::training_set;
 
 /// Bytes read from stdin at a time: whole blocks of data, and whole 8-byte words of packed bits.
 const CHUNK: usize = 64 * 1024;
@@ -305,20 +304,7 @@ impl Decoded {
                 }
                 Ok(())
             }
-            Some(Ok(OrderedSetBlock::Training(ts))) => write!(
-                line,
-                " {} link {} lane {} N_FTS {} rates {} GT/s{}",
-                ts_name(&ts),
-                lane_or_link(ts.link),
-                lane_or_link(ts.lane),
-                ts.n_fts,
-                rates(&ts)
-                    .iter()
-                    .map(f64::to_string)
-                    .collect::<Vec<_>>()
-                    .join("/"),
-                flags(&ts).iter().map(|f| format!(" {f}")).collect::<String>()
-            ),
+            Some(Ok(OrderedSetBlock::Training(ts))) => write!(line, " {}", training_set::text(&ts)),
             Some(Ok(other)) => write!(line, " {}", simple_name(&other)),
             Some(Err(e)) => write!(line, " unrecognised ({e})"),
         };
@@ -343,26 +329,12 @@ impl Decoded {
                 "lfsr_agrees": self.skp.lfsr_agrees,
                 "data_parity_agrees": self.skp.parity_agrees,
             }),
-            Some(Ok(OrderedSetBlock::Training(ts))) => serde_json::json!({
-                "name": ts_name(&ts),
-                "link": ts.link,
-                "lane": ts.lane,
-                "n_fts": ts.n_fts,
-                "rates_gts": rates(&ts),
-                "flags": flags(&ts),
-            }),
+            Some(Ok(OrderedSetBlock::Training(ts))) => training_set::json(&ts),
             Some(Ok(other)) => serde_json::json!({ "name": simple_name(&other) }),
             Some(Err(e)) => serde_json::json!({ "name": null, "unrecognised": e.to_string() }),
         };
         v["ordered_set"] = set;
         v
-    }
-}
-
-fn ts_name(ts: &TrainingSet) -> &'static str {
-    match ts.kind {
-        TsKind::Ts1 => "TS1",
-        TsKind::Ts2 => "TS2",
     }
 }
 
@@ -374,31 +346,8 @@ fn simple_name(set: &OrderedSetBlock) -> &'static str {
         OrderedSetBlock::Sds => "SDS",
         OrderedSetBlock::Fts => "FTS",
         OrderedSetBlock::Skp { .. } => "SKP",
-        OrderedSetBlock::Training(ts) => ts_name(ts),
+        OrderedSetBlock::Training(ts) => training_set::name(ts),
     }
-}
-
-/// A training set's link or lane number, PAD for none.
-fn lane_or_link(n: Option<u8>) -> String {
-    n.map_or("PAD".to_owned(), |n| n.to_string())
-}
-
-/// The rates a training set advertises, in GT/s.
-fn rates(ts: &TrainingSet) -> Vec<f64> {
-    Rate::ALL
-        .iter()
-        .filter(|r| ts.rates.contains(r.advertised_bit()))
-        .map(|r| r.gts())
-        .collect()
-}
-
-/// The requests of a training set's rate identifier (a speed change) and its training control bits.
-fn flags(ts: &TrainingSet) -> Vec<&'static str> {
-    let requests = ts.rates.difference(Rate::Gen5.advertise_up_to());
-    let names = requests.iter_names().map(|(name, _)| name);
-    names
-        .chain(ts.control.iter_names().map(|(name, _)| name))
-        .collect()
 }
 
 /// Blocks as text lines or packed wire bits.

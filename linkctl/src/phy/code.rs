@@ -124,9 +124,16 @@ pub struct DecodeArgs {
     #[arg(long, conflicts_with = "json")]
     blocks: bool,
     /// Print one JSON object per line per block instead of the data's bytes: `block`, `kind`, `symbols`,
-    /// `undefined_sync_header`, and for an ordered set `ordered_set` with its fields (128b130b)
+    /// `undefined_sync_header`, and for an ordered set `ordered_set` with its fields (128b130b); or per
+    /// receiver event (8b10b, with --packed, as --events)
     #[arg(long)]
     json: bool,
+    /// Read the capture as a port's lane receiver does and print what it saw, a line each: training sets
+    /// with their fields, SKP and electrical idle ordered sets (a run of the same one counted), the data
+    /// stream descrambled (16 bytes a line), polarity inversion and receiver errors, which do not stop it
+    /// (8b10b, with --packed)
+    #[arg(long, requires = "packed", conflicts_with = "symbols")]
+    events: bool,
 }
 
 fn parse_code(code: &str) -> anyhow::Result<Code> {
@@ -224,7 +231,10 @@ pub fn encode(args: EncodeArgs) -> anyhow::Result<()> {
 
 pub fn decode(args: DecodeArgs) -> anyhow::Result<()> {
     if parse_code(&args.code)? == Code::Code128b130b {
-        refuse_options_of_the_other_code(&args.code, &[("--symbols", args.symbols)])?;
+        refuse_options_of_the_other_code(
+            &args.code,
+            &[("--symbols", args.symbols), ("--events", args.events)],
+        )?;
         let options = block_options(args.lane, args.packed)?;
         let output = match (args.blocks, args.json) {
             (true, _) => super::blocks::Output::Lines,
@@ -235,12 +245,18 @@ pub fn decode(args: DecodeArgs) -> anyhow::Result<()> {
     }
     refuse_options_of_the_other_code(
         &args.code,
-        &[
-            ("--lane", args.lane.is_some()),
-            ("--blocks", args.blocks),
-            ("--json", args.json),
-        ],
+        &[("--lane", args.lane.is_some()), ("--blocks", args.blocks)],
     )?;
+    if args.json && !args.packed {
+        bail!("--json applies to --code 8b10b only with --packed (the receiver's events)");
+    }
+    if args.events || args.json {
+        return if args.invert {
+            super::events::decode(Inverting(io::stdin().lock()), args.json)
+        } else {
+            super::events::decode(io::stdin().lock(), args.json)
+        };
+    }
     if args.packed {
         return if args.invert {
             decode_packed(Inverting(io::stdin().lock()), args.symbols, args.aligned)

@@ -5,7 +5,9 @@ use clap::Subcommand;
 pub(crate) mod bits;
 mod blocks;
 mod code;
+mod events;
 mod scramble;
+mod training_set;
 
 #[derive(Subcommand, Debug)]
 pub enum PhyCommand {
