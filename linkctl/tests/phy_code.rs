@@ -287,6 +287,18 @@ fn packed_options_are_refused_where_they_do_not_apply() {
         ),
         (&["phy", "decode", "--code", "8b10b", "--events"], "--packed"),
         (
+            &[
+                "phy",
+                "decode",
+                "--code",
+                "8b10b",
+                "--packed",
+                "--aligned",
+                "--json",
+            ],
+            "--aligned does not apply",
+        ),
+        (
             &["phy", "decode", "--code", "128b130b", "--packed", "--events"],
             "--events does not apply",
         ),

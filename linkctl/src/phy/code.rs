@@ -251,6 +251,11 @@ pub fn decode(args: DecodeArgs) -> anyhow::Result<()> {
         bail!("--json applies to --code 8b10b only with --packed (the receiver's events)");
     }
     if args.events || args.json {
+        if args.aligned {
+            bail!(
+                "--aligned does not apply to the receiver's events: a lane receiver aligns at commas itself"
+            );
+        }
         return if args.invert {
             super::events::decode(Inverting(io::stdin().lock()), args.json)
         } else {
