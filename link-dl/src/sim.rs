@@ -426,10 +426,7 @@ pub fn run<const REPLAY: usize, const RX_FLITS: usize>(
         })
         .collect();
     for &(from, fault) in &channel_faults {
-        match from {
-            Side::A => pair.ab.schedule(fault),
-            Side::B => pair.ba.schedule(fault),
-        }
+        pair.channel_from_mut(from).schedule(fault);
     }
     let mut retrains: Vec<Instant> = traffic.retrain_at.iter().map(|&d| start + d).collect();
     retrains.sort();
@@ -623,10 +620,7 @@ pub fn run<const REPLAY: usize, const RX_FLITS: usize>(
     report.bits_flipped = pair.ab.stats().flipped + pair.ba.stats().flipped;
     report.bursts = pair.ab.stats().bursts + pair.ba.stats().bursts;
     report.channel_faults_struck = (channel_faults.iter())
-        .map(|(from, fault)| match from {
-            Side::A => !pair.ab.is_pending(fault),
-            Side::B => !pair.ba.is_pending(fault),
-        })
+        .map(|(from, fault)| !pair.channel_from(*from).is_pending(fault))
         .collect();
     for i in 0..3 {
         report.flit_faults[i] = pair.a.injected[i] + pair.b.injected[i];

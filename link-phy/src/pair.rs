@@ -159,6 +159,22 @@ impl<N: Node> LinkPair<N> {
         }
     }
 
+    /// The channel the transmitter at `side` sends into: [`LinkPair::ab`] for A.
+    pub fn channel_from(&self, side: Side) -> &Channel {
+        match side {
+            Side::A => &self.ab,
+            Side::B => &self.ba,
+        }
+    }
+
+    /// [`LinkPair::channel_from`], mutably.
+    pub fn channel_from_mut(&mut self, side: Side) -> &mut Channel {
+        match side {
+            Side::A => &mut self.ab,
+            Side::B => &mut self.ba,
+        }
+    }
+
     /// Advance to the next thing that happens, sending logical idle in L0. Returns false when nothing will
     /// ever happen again (both ports quiet with no timer).
     pub fn step(&mut self) -> bool {

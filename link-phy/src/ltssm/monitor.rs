@@ -63,8 +63,9 @@ impl LaneMonitor {
         let (mut bits, mut left) = (bits, count.min(64));
         while left > 0 {
             let n = left.min(10);
-            self.push_group(bits & ((1 << n) - 1), n, emit);
-            bits = bits.checked_shr(n).unwrap_or(0);
+            // The group's bits are the low `n`; `SlotBits::push` takes no more.
+            self.push_group(bits, n, emit);
+            bits >>= n;
             left -= n;
         }
     }

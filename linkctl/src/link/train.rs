@@ -91,8 +91,15 @@ pub fn parse_rate(s: &str) -> anyhow::Result<Rate> {
 impl ChannelArgs {
     /// The pair of ports and channels these arguments describe.
     pub fn build(&self) -> anyhow::Result<LinkPair> {
+        self.build_with(|port, _| port)
+    }
+
+    /// [`ChannelArgs::build`], each port made a node by `node`, which is given its side.
+    pub fn build_with<N: Node>(&self, mut node: impl FnMut(Port, Side) -> N) -> anyhow::Result<LinkPair<N>> {
         let ([down, up], [ab, ba]) = self.configs()?;
-        LinkPair::new(down, up, ab, ba).context("cannot build the ports")
+        let port = |config| Port::new(config, Instant::ZERO).context("cannot build the ports");
+        let (a, b) = (node(port(down)?, Side::A), node(port(up)?, Side::B));
+        Ok(LinkPair::with_nodes(a, b, ab, ba))
     }
 
     /// Lane `lane`, numbered at port A, as the transmitter at `from` numbers it on its channel. A
@@ -318,36 +325,32 @@ pub fn run(args: TrainArgs) -> anyhow::Result<ExitCode> {
         );
     }
     let limit = Instant((args.limit_ms * 1e9) as u64);
-    let (up, report, transitions) = match &args.capture {
-        None => {
-            let mut pair = args.channel.build()?;
-            let up = pair.train(limit);
-            (up, trained_report(&pair, up, limit), pair.transitions().to_vec())
-        }
-        Some(dir) => {
-            std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-            let ([down, up_config], [ab, ba]) = args.channel.configs()?;
-            let port = |config, side| -> anyhow::Result<Capturing> {
-                let port = Port::new(config, Instant::ZERO).context("cannot build the ports")?;
-                Ok(Capturing::new(
-                    port,
-                    side,
-                    dir,
-                    super::capture::CAPTURE_LIMIT_BYTES / 2,
-                ))
-            };
-            let mut pair = LinkPair::with_nodes(port(down, Side::A)?, port(up_config, Side::B)?, ab, ba);
-            let up = pair.train(limit);
-            let mut report = trained_report(&pair, up, limit);
-            let LinkPair { a, b, .. } = &mut pair;
-            report["capture"] = super::capture::write_index(dir, [a, b])?;
-            (up, report, pair.transitions().to_vec())
-        }
+    let Some(dir) = &args.capture else {
+        let mut pair = args.channel.build()?;
+        let up = pair.train(limit);
+        return print(&args, &pair, up, &trained_report(&pair, up, limit));
     };
+    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    let half = super::capture::CAPTURE_LIMIT_BYTES / 2;
+    let mut pair = (args.channel).build_with(|port, side| Capturing::new(port, side, dir, half))?;
+    let up = pair.train(limit);
+    let mut report = trained_report(&pair, up, limit);
+    let LinkPair { a, b, .. } = &mut pair;
+    report["capture"] = super::capture::write_index(dir, [a, b])?;
+    print(&args, &pair, up, &report)
+}
+
+/// Print `report` of `pair` as `args` ask, and the exit status: whether the link came `up`.
+fn print<N: Node>(
+    args: &TrainArgs,
+    pair: &LinkPair<N>,
+    up: bool,
+    report: &Value,
+) -> anyhow::Result<ExitCode> {
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
+        println!("{}", serde_json::to_string_pretty(report)?);
     } else {
-        print_text(&args.channel, &transitions, &report);
+        print_text(&args.channel, pair.transitions(), report);
     }
     Ok(if up {
         ExitCode::SUCCESS

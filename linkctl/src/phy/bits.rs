@@ -1,18 +1,31 @@
 //! Serial bits packed into bytes as a capture of a lane holds them: the first bit on the wire in bit 0 of
 //! the first byte (docs/spec.md 1.1 and 1.3.1).
 
-use std::io::{Read, Write};
+use std::io::{self, Read, StdinLock, Write};
 
 use anyhow::Context;
 
-/// Reads packed bits with every bit inverted: a lane whose differential pair is swapped.
-pub struct Inverting<R: Read>(pub R);
+/// Stdin as packed bits, every bit inverted if `invert`: a capture of a lane whose differential pair is
+/// swapped.
+pub fn packed_stdin(invert: bool) -> impl Read {
+    PackedStdin {
+        input: io::stdin().lock(),
+        invert,
+    }
+}
 
-impl<R: Read> Read for Inverting<R> {
-    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
-        let n = self.0.read(buf)?;
-        for byte in &mut buf[..n] {
-            *byte = !*byte;
+struct PackedStdin {
+    input: StdinLock<'static>,
+    invert: bool,
+}
+
+impl Read for PackedStdin {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let n = self.input.read(buf)?;
+        if self.invert {
+            for byte in &mut buf[..n] {
+                *byte = !*byte;
+            }
         }
         Ok(n)
     }

@@ -14,7 +14,7 @@ use link_phy::code128b130b::block::{from_wire, to_wire};
 use link_phy::code128b130b::ordered_set::skp_lfsr;
 use link_phy::code128b130b::{Block, LaneDecoder, LaneEncoder, OrderedSetBlock, SyncHeader, BLOCK_SYMBOLS};
 
-use super::bits::{words, BitWriter, Inverting};
+use super::bits::{packed_stdin, words, BitWriter};
 use super::code::read_some;
 use super::training_set;
 
@@ -81,13 +81,10 @@ pub fn decode(options: &BlockOptions, output: Output, aligned: bool, invert: boo
         output,
         delivered: 0,
     };
-    let mut input = io::stdin().lock();
-    let outcome = if options.packed && invert {
-        decode_packed(&mut Inverting(input), &mut decoder, &mut report)
-    } else if options.packed {
-        decode_packed(&mut input, &mut decoder, &mut report)
+    let outcome = if options.packed {
+        decode_packed(&mut packed_stdin(invert), &mut decoder, &mut report)
     } else {
-        decode_text(&mut input, &mut decoder, &mut report)
+        decode_text(&mut io::stdin().lock(), &mut decoder, &mut report)
     };
     report.out.flush().context("writing stdout")?;
     outcome

@@ -9,7 +9,7 @@ use link_phy::code8b10b::{CommaAligner, Decoder, Encoder, SymbolName};
 use link_phy::symbol::control;
 use link_phy::{Disparity, Symbol};
 
-use super::bits::{words, BitWriter, Inverting};
+use super::bits::{packed_stdin, words, BitWriter};
 
 /// The line codes, as `--code` names them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -256,18 +256,10 @@ pub fn decode(args: DecodeArgs) -> anyhow::Result<()> {
                 "--aligned does not apply to the receiver's events: a lane receiver aligns at commas itself"
             );
         }
-        return if args.invert {
-            super::events::decode(Inverting(io::stdin().lock()), args.json)
-        } else {
-            super::events::decode(io::stdin().lock(), args.json)
-        };
+        return super::events::decode(packed_stdin(args.invert), args.json);
     }
     if args.packed {
-        return if args.invert {
-            decode_packed(Inverting(io::stdin().lock()), args.symbols, args.aligned)
-        } else {
-            decode_packed(io::stdin().lock(), args.symbols, args.aligned)
-        };
+        return decode_packed(packed_stdin(args.invert), args.symbols, args.aligned);
     }
     let mut input = io::stdin().lock();
     let mut out = BufWriter::new(io::stdout().lock());
