@@ -125,6 +125,24 @@ impl<const REPLAY: usize, const RX_FLITS: usize> Node for SimEndpoint<REPLAY, RX
     }
 }
 
+/// A node [`run`] can drive: a [`SimEndpoint`], or a node around one (one that records what its endpoint
+/// sends, say), so that a caller can watch the link without the harness knowing.
+pub trait SimNode<const REPLAY: usize, const RX_FLITS: usize>: Node {
+    /// The endpoint inside.
+    fn sim(&self) -> &SimEndpoint<REPLAY, RX_FLITS>;
+    /// The endpoint inside, mutably.
+    fn sim_mut(&mut self) -> &mut SimEndpoint<REPLAY, RX_FLITS>;
+}
+
+impl<const REPLAY: usize, const RX_FLITS: usize> SimNode<REPLAY, RX_FLITS> for SimEndpoint<REPLAY, RX_FLITS> {
+    fn sim(&self) -> &SimEndpoint<REPLAY, RX_FLITS> {
+        self
+    }
+    fn sim_mut(&mut self) -> &mut SimEndpoint<REPLAY, RX_FLITS> {
+        self
+    }
+}
+
 /// What traffic to send.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Traffic {
@@ -377,8 +395,8 @@ struct Receiver {
 }
 
 /// Bring the pair up and run `traffic` over it.
-pub fn run<const REPLAY: usize, const RX_FLITS: usize>(
-    mut pair: LinkPair<SimEndpoint<REPLAY, RX_FLITS>>,
+pub fn run<const REPLAY: usize, const RX_FLITS: usize, N: SimNode<REPLAY, RX_FLITS>>(
+    pair: &mut LinkPair<N>,
     traffic: &Traffic,
 ) -> Report {
     let flits = traffic.payload.div_ceil(FLIT_LEN).min(MAX_PAYLOAD_FLITS);
@@ -389,12 +407,14 @@ pub fn run<const REPLAY: usize, const RX_FLITS: usize>(
     };
     let limit = Instant::ZERO + traffic.limit;
     let mut report = Report::default();
-    let active = pair.run_until(limit, |p| p.a.ep.dl.is_active() && p.b.ep.dl.is_active());
+    let active = pair.run_until(limit, |p| {
+        p.a.sim().ep.dl.is_active() && p.b.sim().ep.dl.is_active()
+    });
     let start = pair.now();
     report.active = active;
     report.time_to_active = start.saturating_since(Instant::ZERO);
     let senders = if traffic.both_ways { 2 } else { 1 };
-    let mut tx: Vec<Sender> = [&pair.a.ep, &pair.b.ep]
+    let mut tx: Vec<Sender> = [&pair.a.sim().ep, &pair.b.sim().ep]
         .map(Wire::now)
         .into_iter()
         .map(|wire| Sender {
@@ -433,44 +453,45 @@ pub fn run<const REPLAY: usize, const RX_FLITS: usize>(
     let mut sleeps: Vec<Instant> = traffic.sleep_at.iter().map(|&d| start + d).collect();
     sleeps.sort();
     let mut sleeping: Option<Sleeping> = None;
-    let asleep = |pair: &LinkPair<SimEndpoint<REPLAY, RX_FLITS>>| {
-        pair.a.ep.dl.power_state() == PowerState::Asleep && pair.b.ep.dl.power_state() == PowerState::Asleep
+    let asleep = |pair: &LinkPair<N>| {
+        pair.a.sim().ep.dl.power_state() == PowerState::Asleep
+            && pair.b.sim().ep.dl.power_state() == PowerState::Asleep
     };
     let mut payload = [[0u8; FLIT_LEN]; MAX_PAYLOAD_FLITS];
     // Saturating: a count past the range runs to the time limit, as a count it cannot reach does.
     let total = traffic.packets.saturating_mul(senders as u64);
     // Up: both physical ports in L0 and both data links active (a data link stays active while its port
     // retrains, and a port that cannot retrain stays down).
-    let up = |pair: &LinkPair<SimEndpoint<REPLAY, RX_FLITS>>| {
-        let (a, b) = (&pair.a.ep, &pair.b.ep);
+    let up = |pair: &LinkPair<N>| {
+        let (a, b) = (&pair.a.sim().ep, &pair.b.sim().ep);
         a.phy.is_up() && b.phy.is_up() && a.dl.is_active() && b.dl.is_active()
     };
     // The link as it was when last seen up: its width, rate and code, and when.
     let phy_now =
         |phy: &link_phy::ltssm::Port| (phy.width().map_or(0, |w| w.lanes()), phy.rate(), phy.line_code());
-    let mut last_up = (pair.now(), phy_now(&pair.a.ep.phy));
+    let mut last_up = (pair.now(), phy_now(&pair.a.sim().ep.phy));
     // Each width, rate and code the link came up with, from when it was first seen up with it: goodput
     // is measured against the line rate of the time, so that a link that fell back to a lower rate late
     // in the run does not have what it carried at the higher one measured against the lower (which gave
     // an efficiency above 100%). Only changes are kept.
     let mut line_rates: Vec<(Instant, LinkShape)> = Vec::new();
     while active && pair.now() <= limit && rx.iter().map(|r| r.delivered).sum::<u64>() < total {
-        if up(&pair) {
-            last_up = (pair.now(), phy_now(&pair.a.ep.phy));
+        if up(pair) {
+            last_up = (pair.now(), phy_now(&pair.a.sim().ep.phy));
             if line_rates.last().is_none_or(|(_, shape)| *shape != last_up.1) {
                 line_rates.push(last_up);
             }
         }
         // A port retrains only from L0 (it ignores a request elsewhere), so a request that falls due
         // while it is not there waits for it: else it would be neither done nor counted as not done.
-        if pair.a.ep.phy.is_up() && retrains.first().is_some_and(|&t| pair.now() >= t) {
+        if pair.a.sim().ep.phy.is_up() && retrains.first().is_some_and(|&t| pair.now() >= t) {
             retrains.remove(0);
-            pair.a.ep.phy.request_retrain();
+            pair.a.sim_mut().ep.phy.request_retrain();
         }
         if sleeping.is_none() && sleeps.first().is_some_and(|&t| pair.now() >= t) {
             let now = pair.now();
             sleeps.remove(0);
-            if pair.a.ep.dl.request_low_power().is_ok() {
+            if pair.a.sim_mut().ep.dl.request_low_power().is_ok() {
                 sleeping = Some(Sleeping {
                     asked: now,
                     resume: now + traffic.sleep_for,
@@ -482,16 +503,16 @@ pub fn run<const REPLAY: usize, const RX_FLITS: usize>(
             }
         }
         if let Some(s) = &mut sleeping {
-            if s.entered.is_none() && asleep(&pair) {
+            if s.entered.is_none() && asleep(pair) {
                 s.entered = Some(pair.now());
             }
-            let back = |p: &LinkPair<SimEndpoint<REPLAY, RX_FLITS>>| {
+            let back = |p: &LinkPair<N>| {
                 up(p)
-                    && p.a.ep.dl.power_state() == PowerState::On
-                    && p.b.ep.dl.power_state() == PowerState::On
+                    && p.a.sim().ep.dl.power_state() == PowerState::On
+                    && p.b.sim().ep.dl.power_state() == PowerState::On
             };
             if let (Some(entered), Some(woken)) = (s.entered, s.woken) {
-                if back(&pair) {
+                if back(pair) {
                     report.sleeps.push(Sleep {
                         asked_at: s.asked.saturating_since(start),
                         entry: entered.saturating_since(s.asked),
@@ -505,12 +526,16 @@ pub fn run<const REPLAY: usize, const RX_FLITS: usize>(
         // The pair's clock moves only when it steps, at the end of this pass.
         let pair_now = pair.now();
         let paused = sleeping.as_ref().is_some_and(|s| pair_now < s.resume);
-        let link_up = up(&pair);
+        let link_up = up(pair);
         // Each port's wire now: the senders' turns below only queue packets, which puts nothing on it, so
         // the receivers' turn after them reads the same counts.
-        let wires = [Wire::now(&pair.a.ep), Wire::now(&pair.b.ep)];
+        let wires = [Wire::now(&pair.a.sim().ep), Wire::now(&pair.b.sim().ep)];
         for (s, sender) in tx.iter_mut().enumerate().take(senders) {
-            let ep = if s == 0 { &mut pair.a.ep } else { &mut pair.b.ep };
+            let ep = if s == 0 {
+                &mut pair.a.sim_mut().ep
+            } else {
+                &mut pair.b.sim_mut().ep
+            };
             // The slots since the last look that left without packets count to what held the sender then.
             let wire = wires[s];
             if let Some((why, then)) = sender.held.take() {
@@ -548,7 +573,7 @@ pub fn run<const REPLAY: usize, const RX_FLITS: usize>(
         }
         for (r, node) in [&mut pair.b, &mut pair.a].into_iter().enumerate().take(senders) {
             let receiver = &mut rx[r];
-            while let Some(p) = node.ep.dl.recv() {
+            while let Some(p) = node.sim_mut().ep.dl.recv() {
                 let vc = p.vc.index();
                 let k = receiver.next[vc];
                 if p.tl < tl_of(k) {
@@ -613,21 +638,24 @@ pub fn run<const REPLAY: usize, const RX_FLITS: usize>(
         report.idle_for_credit = report.idle_for_credit + share(sender.held_units[Held::Credit as usize]);
         report.idle_for_replay = report.idle_for_replay + share(sender.held_units[Held::Replay as usize]);
     }
-    report.dl = [*pair.a.ep.dl.counters(), *pair.b.ep.dl.counters()];
-    report.retrains = pair.a.ep.phy.counters().retrains + pair.b.ep.phy.counters().retrains;
-    report.phy = [*pair.a.ep.phy.counters(), *pair.b.ep.phy.counters()];
-    report.phy_states = [pair.a.ep.phy.state().name(), pair.b.ep.phy.state().name()];
+    report.dl = [*pair.a.sim().ep.dl.counters(), *pair.b.sim().ep.dl.counters()];
+    report.retrains = pair.a.sim().ep.phy.counters().retrains + pair.b.sim().ep.phy.counters().retrains;
+    report.phy = [*pair.a.sim().ep.phy.counters(), *pair.b.sim().ep.phy.counters()];
+    report.phy_states = [
+        pair.a.sim().ep.phy.state().name(),
+        pair.b.sim().ep.phy.state().name(),
+    ];
     report.bits_flipped = pair.ab.stats().flipped + pair.ba.stats().flipped;
     report.bursts = pair.ab.stats().bursts + pair.ba.stats().bursts;
     report.channel_faults_struck = (channel_faults.iter())
         .map(|(from, fault)| !pair.channel_from(*from).is_pending(fault))
         .collect();
     for i in 0..3 {
-        report.flit_faults[i] = pair.a.injected[i] + pair.b.injected[i];
+        report.flit_faults[i] = pair.a.sim().injected[i] + pair.b.sim().injected[i];
     }
-    let up_at_end = up(&pair);
+    let up_at_end = up(pair);
     let (width, rate, code) = if up_at_end {
-        phy_now(&pair.a.ep.phy)
+        phy_now(&pair.a.sim().ep.phy)
     } else {
         last_up.1
     };
@@ -679,9 +707,24 @@ pub fn pair<const REPLAY: usize, const RX_FLITS: usize>(
     faults: FlitFaults,
     seed: u64,
 ) -> Result<LinkPair<SimEndpoint<REPLAY, RX_FLITS>>, link_phy::Error> {
+    pair_with(phy, dl, [ab, ba], faults, seed, |endpoint, _| endpoint)
+}
+
+/// [`pair`], each endpoint made a node by `node`, which is given its side.
+pub fn pair_with<const REPLAY: usize, const RX_FLITS: usize, N: SimNode<REPLAY, RX_FLITS>>(
+    phy: [PortConfig; 2],
+    dl: DlConfig,
+    [ab, ba]: [ChannelConfig; 2],
+    faults: FlitFaults,
+    seed: u64,
+    mut node: impl FnMut(SimEndpoint<REPLAY, RX_FLITS>, Side) -> N,
+) -> Result<LinkPair<N>, link_phy::Error> {
     Ok(LinkPair::with_nodes(
-        SimEndpoint::new(phy[0], dl, faults, seed)?,
-        SimEndpoint::new(phy[1], dl, faults, seed.wrapping_add(1))?,
+        node(SimEndpoint::new(phy[0], dl, faults, seed)?, Side::A),
+        node(
+            SimEndpoint::new(phy[1], dl, faults, seed.wrapping_add(1))?,
+            Side::B,
+        ),
         ab,
         ba,
     ))

@@ -34,7 +34,7 @@ fn run<const REPLAY: usize>(ber: f64, fec: bool) -> Report {
         fec,
         ..DlConfig::default()
     };
-    let pair = sim::pair::<REPLAY, 64>(
+    let mut pair = sim::pair::<REPLAY, 64>(
         [port(Role::Downstream), port(Role::Upstream)],
         dl,
         channel(0),
@@ -44,7 +44,7 @@ fn run<const REPLAY: usize>(ber: f64, fec: bool) -> Report {
     )
     .unwrap();
     sim::run(
-        pair,
+        &mut pair,
         &Traffic {
             packets: PACKETS,
             ..Traffic::default()

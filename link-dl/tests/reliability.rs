@@ -77,7 +77,7 @@ impl Setup {
             fec: self.fec,
             ..DlConfig::default()
         };
-        let pair = sim::pair::<REPLAY, 64>(
+        let mut pair = sim::pair::<REPLAY, 64>(
             [port(Role::Downstream), port(Role::Upstream)],
             dl,
             channel(0),
@@ -86,7 +86,7 @@ impl Setup {
             self.seed,
         )
         .unwrap();
-        sim::run(pair, traffic)
+        sim::run(&mut pair, traffic)
     }
 }
 

@@ -1,4 +1,5 @@
-//! `linkctl link train --capture DIR`: what each port's transmitter sent on each lane, as serial bits
+//! `linkctl link train --capture DIR` and `link run --capture DIR`: what each port's transmitter sent on
+//! each lane, as serial bits
 //! packed into files the way a capture of the lane holds them (docs/spec.md 1.1 and 1.3.1), so that a
 //! board's transmitter can be compared with the model's bit for bit, and `linkctl phy decode --packed`
 //! reads them.
@@ -11,7 +12,8 @@ use std::io::BufWriter;
 use std::path::{Path, PathBuf};
 
 use anyhow::Context;
-use link_phy::lanes::MAX_LANES;
+use link_dl::sim::{SimEndpoint, SimNode};
+use link_phy::lanes::{LaneMap, MAX_LANES};
 use link_phy::ltssm::{PhyEvent, Port};
 use link_phy::pair::{Node, Side};
 use link_phy::rate::Rate;
@@ -25,9 +27,34 @@ use crate::phy::bits::BitWriter;
 /// sends 300 MB a second on each of 32 lanes.
 pub const CAPTURE_LIMIT_BYTES: u64 = 256 << 20;
 
-/// A port whose transmitter's lanes are written to files as it sends.
-pub struct Capturing {
-    port: Port,
+/// Where to capture a link's lanes, if anywhere.
+#[derive(clap::Args, Debug, Clone, Default)]
+pub struct CaptureArgs {
+    /// Write what each port's transmitter sends on each lane into this directory (created if missing):
+    /// serial bits packed as `linkctl phy decode --packed` reads them, a file per stretch of signal at one
+    /// rate, listed with their rates and times in `capture.json` (at most 256 MiB in all)
+    #[arg(long, value_name = "DIR")]
+    pub capture: Option<PathBuf>,
+}
+
+impl CaptureArgs {
+    /// The directory, created, and each port's share of the limit, if a capture was asked for.
+    pub fn prepare(&self) -> anyhow::Result<Option<(&Path, u64)>> {
+        let Some(dir) = &self.capture else { return Ok(None) };
+        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+        Ok(Some((dir, CAPTURE_LIMIT_BYTES / 2)))
+    }
+}
+
+/// A node (a bare port, or an endpoint with its data link) whose transmitter's lanes are written to files
+/// as it sends, if it was given somewhere to write them.
+pub struct Capturing<N> {
+    node: N,
+    recorder: Option<Recorder>,
+}
+
+/// The files of one port's capture.
+pub struct Recorder {
     side: Side,
     dir: PathBuf,
     lanes: Vec<LaneCapture>,
@@ -59,12 +86,21 @@ struct Segment {
     bits: u64,
 }
 
-impl Capturing {
-    /// Capture what `port`, at `side` of the pair, sends into files in `dir` (which must exist), at most
-    /// `limit` bytes.
-    pub fn new(port: Port, side: Side, dir: &Path, limit: u64) -> Self {
+impl<N: Node> Capturing<N> {
+    /// Capture what `node`, at `side` of the pair, sends into files in `to`'s directory (which must
+    /// exist), at most `to`'s bytes; or, without `to`, only pass it on.
+    pub fn new(node: N, side: Side, to: Option<(&Path, u64)>) -> Self {
         Capturing {
-            port,
+            node,
+            recorder: to.map(|(dir, limit)| Recorder::new(side, dir, limit)),
+        }
+    }
+}
+
+impl Recorder {
+    /// A capture of what the port at `side` sends, into files in `dir`, at most `limit` bytes.
+    pub fn new(side: Side, dir: &Path, limit: u64) -> Self {
+        Recorder {
             side,
             dir: dir.to_owned(),
             lanes: (0..MAX_LANES).map(|_| LaneCapture::default()).collect(),
@@ -82,16 +118,17 @@ impl Capturing {
         }
     }
 
-    fn record(&mut self, now: Instant, slot: &Slot) {
+    /// The port sent `slot` at `now`, with the lane map `map`.
+    fn record(&mut self, now: Instant, slot: &Slot, map: Option<LaneMap>) {
         if self.error.is_some() || self.truncated {
             return;
         }
-        if let Err(e) = self.try_record(now, slot) {
+        if let Err(e) = self.try_record(now, slot, map) {
             self.error = Some(format!("{e:#}"));
         }
     }
 
-    fn try_record(&mut self, now: Instant, slot: &Slot) -> anyhow::Result<()> {
+    fn try_record(&mut self, now: Instant, slot: &Slot, map: Option<LaneMap>) -> anyhow::Result<()> {
         let end = now + slot.rate.slot_time();
         for lane in 0..MAX_LANES {
             let LaneSignal::Bits(bits) = &slot.lanes[lane] else {
@@ -112,7 +149,7 @@ impl Capturing {
                 let segment = Segment {
                     file,
                     rate: slot.rate,
-                    lane_number: self.port.lane_map().and_then(|m| m.logical(lane)),
+                    lane_number: map.and_then(|m| m.logical(lane)),
                     start: now,
                     end,
                     bits: 0,
@@ -186,39 +223,52 @@ impl Capturing {
     }
 }
 
-impl Node for Capturing {
+impl<N: Node> Node for Capturing<N> {
     fn port(&self) -> &Port {
-        &self.port
+        self.node.port()
     }
     fn port_mut(&mut self) -> &mut Port {
-        &mut self.port
+        self.node.port_mut()
     }
     fn transmit(&mut self, now: Instant, fill: &mut dyn FnMut(&mut [u8])) -> Slot {
-        let slot = Node::transmit(&mut self.port, now, fill);
-        self.record(now, &slot);
+        let slot = self.node.transmit(now, fill);
+        if let Some(recorder) = &mut self.recorder {
+            recorder.record(now, &slot, self.node.port().lane_map());
+        }
         slot
     }
     fn receive(&mut self, now: Instant, slot: &Slot, deliver: &mut dyn FnMut(&[u8], u64)) {
-        Node::receive(&mut self.port, now, slot, deliver)
+        self.node.receive(now, slot, deliver)
     }
     fn poll_timeout(&self) -> Option<Instant> {
-        Node::poll_timeout(&self.port)
+        self.node.poll_timeout()
     }
     fn handle_timeout(&mut self, now: Instant) {
-        Node::handle_timeout(&mut self.port, now)
+        self.node.handle_timeout(now)
     }
     fn poll_phy_event(&mut self) -> Option<PhyEvent> {
-        Node::poll_phy_event(&mut self.port)
+        self.node.poll_phy_event()
+    }
+}
+
+impl<const REPLAY: usize, const RX_FLITS: usize> SimNode<REPLAY, RX_FLITS>
+    for Capturing<SimEndpoint<REPLAY, RX_FLITS>>
+{
+    fn sim(&self) -> &SimEndpoint<REPLAY, RX_FLITS> {
+        &self.node
+    }
+    fn sim_mut(&mut self) -> &mut SimEndpoint<REPLAY, RX_FLITS> {
+        &mut self.node
     }
 }
 
 /// Finish both ports' captures and write `capture.json` into `dir`: the index of the segments, each
 /// with its file, port, physical lane, the lane number the link gave it (what `phy decode --lane` takes
 /// at 128b/130b), rate and line code, start and end and bits; what it says for the report.
-pub fn write_index(dir: &Path, ports: [&mut Capturing; 2]) -> anyhow::Result<Value> {
+pub fn write_index<N: Node>(dir: &Path, ports: [&mut Capturing<N>; 2]) -> anyhow::Result<Value> {
     let mut segments = Vec::new();
     let mut truncated = false;
-    for port in ports {
+    for port in ports.into_iter().filter_map(|c| c.recorder.as_mut()) {
         port.finish()
             .with_context(|| format!("finishing the capture in {}", dir.display()))?;
         let (s, t) = port.segments()?;
@@ -246,10 +296,25 @@ pub fn write_index(dir: &Path, ports: [&mut Capturing; 2]) -> anyhow::Result<Val
     }))
 }
 
+/// The text line for a report's `capture` key, if it has one.
+pub fn print_summary(capture: &Value) {
+    if let Some(dir) = capture["dir"].as_str() {
+        println!(
+            "capture: {} files, {} bytes, in {dir} (listed in capture.json){}",
+            capture["files"],
+            capture["bytes"],
+            if capture["truncated"] == json!(true) {
+                "; stopped at its limit before the end"
+            } else {
+                ""
+            }
+        );
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use link_phy::ltssm::{PortConfig, Role};
     use link_phy::serial::SlotBits;
 
     fn slot(rate: Rate, lanes: &[Option<u64>]) -> Slot {
@@ -268,20 +333,19 @@ mod tests {
     fn a_lane_is_cut_where_its_rate_changes_or_it_falls_idle_and_the_limit_ends_it() {
         let dir = std::env::temp_dir().join(format!("linkctl-capture-unit-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
-        let port = Port::new(PortConfig::new(2, Role::Downstream), Instant::ZERO).unwrap();
-        let mut c = Capturing::new(port, Side::B, &dir, 9);
+        let mut c = Recorder::new(Side::B, &dir, 9);
         let t = |ns| Instant::ZERO + link_phy::time::Duration::from_ns(ns);
         // Lane 0: two slots, idle, one more (a new segment), idle, one at another rate; lane 1 from the
         // second slot, idle, then at the other rate. 10 bits a slot: the 72nd bit ends the capture.
-        c.record(t(0), &slot(Rate::Gen1, &[Some(0x17C), None]));
-        c.record(t(4), &slot(Rate::Gen1, &[Some(0x283), Some(1)]));
-        c.record(t(8), &slot(Rate::Gen1, &[None, Some(2)]));
-        c.record(t(12), &slot(Rate::Gen1, &[Some(3), None]));
-        c.record(t(14), &slot(Rate::Gen2, &[None, Some(4)]));
+        c.record(t(0), &slot(Rate::Gen1, &[Some(0x17C), None]), None);
+        c.record(t(4), &slot(Rate::Gen1, &[Some(0x283), Some(1)]), None);
+        c.record(t(8), &slot(Rate::Gen1, &[None, Some(2)]), None);
+        c.record(t(12), &slot(Rate::Gen1, &[Some(3), None]), None);
+        c.record(t(14), &slot(Rate::Gen2, &[None, Some(4)]), None);
         assert!(!c.truncated);
-        c.record(t(16), &slot(Rate::Gen2, &[Some(5), Some(6)]));
+        c.record(t(16), &slot(Rate::Gen2, &[Some(5), Some(6)]), None);
         assert!(c.truncated);
-        c.record(t(18), &slot(Rate::Gen2, &[Some(5), Some(6)]));
+        c.record(t(18), &slot(Rate::Gen2, &[Some(5), Some(6)]), None);
         let (segments, truncated) = c.segments().unwrap();
         assert!(truncated);
         let summary: Vec<(u64, String, u64)> = segments

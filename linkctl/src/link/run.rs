@@ -8,11 +8,12 @@ use link_dl::sim::{self, ChannelFault, FlitFaults, Report, Traffic};
 use link_dl::{DlConfig, Vc};
 use link_phy::channel::{FaultKind, LaneHealth};
 use link_phy::ltssm::LtssmState;
-use link_phy::pair::Side;
+use link_phy::pair::{LinkPair, Side};
 use link_phy::rate::{LineCode, Rate};
 use link_phy::time::Duration;
 use serde_json::{json, Value};
 
+use super::capture::{CaptureArgs, Capturing};
 use super::train::{parse_rate, ChannelArgs};
 use crate::check::ensure_within;
 
@@ -83,6 +84,8 @@ pub struct RunArgs {
     /// Probability per received unit that one of its bits is flipped past the physical layer, at most 0.1
     #[arg(long, default_value_t = 0.0, value_parser = crate::check::float)]
     pub corrupt: f64,
+    #[command(flatten)]
+    pub capture: CaptureArgs,
     /// Print one JSON object instead of text
     #[arg(long)]
     pub json: bool,
@@ -179,17 +182,32 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         channel_faults,
         limit,
     };
+    let capture = args.capture.prepare()?;
     let started = WallClock::now();
     // Each size is its own build of the link (the buffers are const generics, as on the board), so the
-    // choices are few: every replay size with every receive size.
+    // choices are few: every replay size with every receive size. The nodes are always wrapped for a
+    // capture, which costs a branch a slot when there is none, so as not to build each twice.
     macro_rules! go {
-        ($replay:literal, $rx:literal) => {
-            sim::run(
-                sim::pair::<$replay, $rx>([down, up], dl, ab, ba, faults, channel.seed)
-                    .context("cannot build the ports")?,
-                &traffic,
+        ($replay:literal, $rx:literal) => {{
+            let mut pair = sim::pair_with::<$replay, $rx, _>(
+                [down, up],
+                dl,
+                [ab, ba],
+                faults,
+                channel.seed,
+                |endpoint, side| Capturing::new(endpoint, side, capture),
             )
-        };
+            .context("cannot build the ports")?;
+            let report = sim::run(&mut pair, &traffic);
+            let written = match capture {
+                Some((dir, _)) => {
+                    let LinkPair { a, b, .. } = &mut pair;
+                    Some(super::capture::write_index(dir, [a, b])?)
+                }
+                None => None,
+            };
+            (report, written)
+        }};
         ($replay:literal) => {
             match args.rx_flits {
                 64 => go!($replay, 64),
@@ -200,7 +218,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
             }
         };
     }
-    let report = match args.replay {
+    let (report, written) = match args.replay {
         8 => go!(8),
         16 => go!(16),
         32 => go!(32),
@@ -210,7 +228,10 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         other => bail!("--replay must be 8, 16, 32, 64, 128 or 256 packets, not {other}"),
     };
     let wall = started.elapsed().as_secs_f64();
-    let value = to_json(&report, &args, wall, code, limit);
+    let mut value = to_json(&report, &args, wall, code, limit);
+    if let Some(written) = written {
+        value["capture"] = written;
+    }
     if args.json {
         println!("{}", serde_json::to_string_pretty(&value)?);
     } else {
@@ -396,6 +417,11 @@ fn channel_faults_not_done(r: &Report, args: &RunArgs) -> (usize, usize) {
 }
 
 fn print_text(r: &Report, v: &Value) {
+    print_report(r, v);
+    super::capture::print_summary(&v["capture"]);
+}
+
+fn print_report(r: &Report, v: &Value) {
     if !r.active {
         print_down(r, v);
         return;

@@ -12,7 +12,7 @@ use link_phy::rate::Rate;
 use link_phy::time::{Duration, Instant};
 use serde_json::{json, Value};
 
-use super::capture::Capturing;
+use super::capture::{CaptureArgs, Capturing};
 use crate::check::ensure_below;
 
 /// Exit status when the link did not come up: distinct from usage errors.
@@ -70,11 +70,8 @@ pub struct TrainArgs {
     /// Print one JSON object instead of text
     #[arg(long)]
     pub json: bool,
-    /// Write what each port's transmitter sends on each lane into this directory (created if missing):
-    /// serial bits packed as `linkctl phy decode --packed` reads them, a file per stretch of signal at one
-    /// rate, listed with their rates and times in `capture.json` (at most 256 MiB in all)
-    #[arg(long, value_name = "DIR")]
-    pub capture: Option<std::path::PathBuf>,
+    #[command(flatten)]
+    pub capture: CaptureArgs,
 }
 
 pub fn parse_rate(s: &str) -> anyhow::Result<Rate> {
@@ -325,18 +322,16 @@ pub fn run(args: TrainArgs) -> anyhow::Result<ExitCode> {
         );
     }
     let limit = Instant((args.limit_ms * 1e9) as u64);
-    let Some(dir) = &args.capture else {
+    let Some(to) = args.capture.prepare()? else {
         let mut pair = args.channel.build()?;
         let up = pair.train(limit);
         return print(&args, &pair, up, &trained_report(&pair, up, limit));
     };
-    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-    let half = super::capture::CAPTURE_LIMIT_BYTES / 2;
-    let mut pair = (args.channel).build_with(|port, side| Capturing::new(port, side, dir, half))?;
+    let mut pair = (args.channel).build_with(|port, side| Capturing::new(port, side, Some(to)))?;
     let up = pair.train(limit);
     let mut report = trained_report(&pair, up, limit);
     let LinkPair { a, b, .. } = &mut pair;
-    report["capture"] = super::capture::write_index(dir, [a, b])?;
+    report["capture"] = super::capture::write_index(to.0, [a, b])?;
     print(&args, &pair, up, &report)
 }
 
@@ -437,17 +432,5 @@ fn print_text(c: &ChannelArgs, transitions: &[Transition], report: &Value) {
             k["receiver_errors"], k["polarity_inversions"], k["retrains"], k["speed_changes"], k["speed_change_failures"], k["training_attempts"]
         );
     }
-    let capture = &report["capture"];
-    if let Some(dir) = capture["dir"].as_str() {
-        println!(
-            "capture: {} files, {} bytes, in {dir} (listed in capture.json){}",
-            capture["files"],
-            capture["bytes"],
-            if capture["truncated"] == json!(true) {
-                "; stopped at its limit before training ended"
-            } else {
-                ""
-            }
-        );
-    }
+    super::capture::print_summary(&report["capture"]);
 }
