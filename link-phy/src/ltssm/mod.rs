@@ -22,6 +22,7 @@
 //! units to send, and `deliver` is handed whole units received, with their position counted from the
 //! last ordered set. All-zero units are logical idle.
 
+mod columns;
 mod lane_rx;
 mod lane_tx;
 mod monitor;

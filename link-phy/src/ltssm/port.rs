@@ -2,11 +2,11 @@
 
 use heapless::Deque;
 
-use super::lane_rx::{BlockItem, LaneEvent, LaneRx, RxError, SymbolItem};
+use super::columns::{Column, Columns, COLUMN_BYTES};
+use super::lane_rx::{LaneEvent, LaneRx, RxError};
 use super::lane_tx::LaneTx;
 use super::{LtssmState, PhyCounters, PhyEvent, PortConfig, Role, UNIT_BYTES};
 use crate::code128b130b::{Block, OrderedSetBlock, SyncHeader};
-use crate::lanes::deskew::Deskew;
 use crate::lanes::{stripe, LaneMap, LinkWidth, MAX_LANES};
 use crate::ordered_set::{DataRates, TrainingSet, TsKind, EIOS_8B10B, SKP_8B10B, TS_LEN};
 use crate::rate::{LineCode, Rate};
@@ -14,8 +14,6 @@ use crate::serial::{LaneSignal, Slot};
 use crate::symbol::Symbol;
 use crate::time::Instant;
 
-/// Symbol times of lane-to-lane skew a receiver absorbs at 8b/10b (docs/spec.md section 1.5).
-pub const DESKEW_SYMBOLS: usize = 64;
 /// Symbol times between SKP ordered sets at 8b/10b (PCIe: 1180 to 1538).
 const SKP_INTERVAL_SYMBOLS: u32 = 1180;
 /// Blocks between SKP ordered sets at 128b/130b (PCIe: 370 to 375).
@@ -95,8 +93,7 @@ pub struct Port {
     track: [LaneTrack; MAX_LANES],
     /// A lane's FIFO holds its marker and the symbols after it until the latest lane's marker comes: one
     /// more than the skew absorbed.
-    deskew_symbols: Deskew<SymbolItem, { DESKEW_SYMBOLS + 1 }>,
-    deskew_blocks: Deskew<BlockItem, 32>,
+    columns: Columns,
 
     next_tx: Instant,
     tx_os: Option<(TxOrderedSet, usize)>,
@@ -124,8 +121,6 @@ pub struct Port {
     rx_held_index: u64,
     /// Whole units received since the last ordered set (idle ones included).
     rx_units_since_os: u64,
-    /// Whether the last deskewed 8b/10b column was data ([`Port::drain_deskew`]).
-    rx_in_data: bool,
     /// In Recovery.RcvrLock, line the deskew buffer up afresh at the first column of ordered sets on every
     /// lane. What took the link to Recovery (a burst, say) may have slipped a lane against the others, and
     /// a buffer still aligned a symbol out from L0 took the start of the partner's data stream in
@@ -220,8 +215,7 @@ impl Port {
             tx: core::array::from_fn(LaneTx::new),
             rx: core::array::from_fn(LaneRx::new),
             track: [LaneTrack::default(); MAX_LANES],
-            deskew_symbols: Deskew::new(1, SymbolItem::marker)?,
-            deskew_blocks: Deskew::new(1, BlockItem::marker)?,
+            columns: Columns::new()?,
             next_tx: now,
             tx_os: None,
             tx_ts: [[Symbol::COM; TS_LEN]; MAX_LANES],
@@ -240,7 +234,6 @@ impl Port {
             rx_held_len: 0,
             rx_held_index: 0,
             rx_units_since_os: 0,
-            rx_in_data: false,
             realign_deskew: false,
             idle_received: 0,
             heard_idle: false,
@@ -857,7 +850,7 @@ impl Port {
             LaneEvent::Symbol(item) => {
                 self.lane_symbols[0][lane] = self.lane_symbols[0][lane].saturating_add(1);
                 if let Some(logical) = self.map.and_then(|m| m.logical(lane)) {
-                    if self.deskew_symbols.push(logical, item).is_err() {
+                    if self.columns.push_symbol(logical, item).is_err() {
                         self.lane_symbols = [[0; MAX_LANES], self.lane_symbols[0]];
                         self.lane_errors = [[0; MAX_LANES], self.lane_errors[0]];
                         self.counters.deskew_errors += 1;
@@ -867,7 +860,7 @@ impl Port {
             }
             LaneEvent::Block(item) => {
                 if let Some(logical) = self.map.and_then(|m| m.logical(lane)) {
-                    if self.deskew_blocks.push(logical, item).is_err() {
+                    if self.columns.push_block(logical, item).is_err() {
                         self.counters.deskew_errors += 1;
                         self.note_error(now);
                     }
@@ -911,81 +904,34 @@ impl Port {
 
     fn drain_deskew(&mut self, now: Instant, deliver: &mut dyn FnMut(&[u8], u64)) {
         let Some(map) = self.map else { return };
-        let width = map.width.lanes();
-        let losses_before = self.deskew_symbols.losses() + self.deskew_blocks.losses();
+        let losses_before = self.columns.losses();
         self.deliver_held(deliver);
-        match self.line_code() {
-            LineCode::Code8b10b => {
-                let mut column = [SymbolItem::OrderedSet; MAX_LANES];
-                while self.deskew_symbols.pop(&mut column).is_some() {
-                    let mut row = [0u8; MAX_LANES];
-                    let mut data_lanes = 0;
-                    for (byte, item) in row.iter_mut().zip(&column[..width]) {
-                        if let SymbolItem::Data(b) | SymbolItem::FirstData(b) = *item {
-                            *byte = b;
-                            data_lanes += 1;
-                        }
-                    }
-                    // In L0, a column with data on most lanes is a data column whose other lanes were hit
-                    // (a bit error can make a COM of a data symbol, and that lane then reads the next
-                    // symbols as an ordered set's): passed on with zeros there, as an unreadable symbol
-                    // is, it keeps the units' framing, which an ordered set restarts. Taken for an ordered
-                    // set, it had dropped a row and shifted every unit after it by a row, all of them
-                    // corrupt, up to the next SKP ordered set. Half and half, it goes on as the column
-                    // before it did. In Configuration.Idle and Recovery.Idle the logical idle that takes
-                    // the port to L0 must come on every lane.
-                    let mixed_data = self.state == LtssmState::L0
-                        && (2 * data_lanes > width || (2 * data_lanes == width && self.rx_in_data));
-                    let data = data_lanes == width || mixed_data;
-                    self.rx_in_data = data;
-                    if data {
-                        if self.data_received(now, &row[..width], deliver) {
-                            break;
-                        }
-                    } else {
-                        // Ordered sets restart the unit count; SKP does not interrupt idle.
-                        if column[..width].iter().any(|i| i.marker().is_none()) {
-                            self.idle_received = 0;
-                        }
-                        self.rx_unit_len = 0;
-                        self.rx_units_since_os = 0;
-                        if column[..width].iter().all(|&i| i == SymbolItem::OrderedSet) {
-                            self.realign_deskew_in_recovery();
-                        }
+        let lenient = self.state == LtssmState::L0;
+        let mut stream = [0u8; COLUMN_BYTES];
+        while let Some(column) = self
+            .columns
+            .pop(self.line_code(), map.width, lenient, &mut stream)
+        {
+            match column {
+                Column::Data(len) => {
+                    if self.data_received(now, &stream[..len], deliver) {
+                        break;
                     }
                 }
-            }
-            LineCode::Code128b130b => {
-                let mut column = [BlockItem::OrderedSet; MAX_LANES];
-                while self.deskew_blocks.pop(&mut column).is_some() {
-                    let mut lanes_data = [0u8; UNIT_BYTES * MAX_LANES];
-                    let mut data = true;
-                    for (l, item) in column[..width].iter().enumerate() {
-                        match item {
-                            BlockItem::Data(p) => lanes_data[l * 16..l * 16 + 16].copy_from_slice(p),
-                            _ => data = false,
-                        }
+                Column::OrderedSets { all, interrupts_idle } => {
+                    // Ordered sets restart the unit count; SKP does not interrupt idle.
+                    if interrupts_idle {
+                        self.idle_received = 0;
                     }
-                    if !data {
-                        if column[..width].iter().any(|i| i.marker().is_none()) {
-                            self.idle_received = 0;
-                        }
-                        self.rx_units_since_os = 0;
-                        if column[..width].iter().all(|&i| i == BlockItem::OrderedSet) {
-                            self.realign_deskew_in_recovery();
-                        }
-                        continue;
-                    }
-                    let mut stream = [0u8; UNIT_BYTES * MAX_LANES];
-                    if stripe::unstripe(&lanes_data[..16 * width], map.width, &mut stream).is_ok()
-                        && self.data_received(now, &stream[..16 * width], deliver)
-                    {
-                        break;
+                    self.rx_unit_len = 0;
+                    self.rx_units_since_os = 0;
+                    if all {
+                        self.realign_deskew_in_recovery();
                     }
                 }
             }
         }
-        let losses = self.deskew_symbols.losses() + self.deskew_blocks.losses();
+        let losses = self.columns.losses();
         if losses > losses_before {
             self.counters.deskew_errors += losses - losses_before;
             self.note_error(now);
@@ -1542,17 +1488,14 @@ impl Port {
     fn realign_deskew_in_recovery(&mut self) {
         if self.realign_deskew && self.state == LtssmState::RecoveryRcvrLock {
             self.realign_deskew = false;
-            self.deskew_symbols.realign();
-            self.deskew_blocks.realign();
+            self.columns.realign();
         }
     }
 
     /// Empty the deskew buffers, at the link's width: they line its lanes up afresh on the next marker that
     /// comes on all of them (a SKP ordered set, or the start of the data stream).
     fn reset_deskew(&mut self) {
-        let width = self.map.map_or(1, |m| m.width.lanes());
-        let _ = self.deskew_symbols.reset(width);
-        let _ = self.deskew_blocks.reset(width);
+        self.columns.reset(self.map.map_or(LinkWidth::X1, |m| m.width));
     }
 
     fn reset_lanes(&mut self) {
@@ -1571,7 +1514,6 @@ impl Port {
         self.rx_unit_len = 0;
         self.rx_held_len = 0;
         self.rx_units_since_os = 0;
-        self.rx_in_data = false;
     }
 
     /// Training failed. If the deskew buffer kept overflowing at 8b/10b without aligning (where training
@@ -1593,7 +1535,7 @@ impl Port {
 
     /// The physical lanes [`Port::leave_out_unaligned_lanes`] would leave out now.
     fn unaligned_lanes(&self) -> u32 {
-        let late_logical = self.deskew_symbols.late_at_overflow();
+        let late_logical = self.columns.late_at_overflow();
         let Some(map) = self
             .map
             .filter(|_| self.line_code() == LineCode::Code8b10b && late_logical != 0)
