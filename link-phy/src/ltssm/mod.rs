@@ -25,9 +25,11 @@
 mod columns;
 mod lane_rx;
 mod lane_tx;
+mod link_monitor;
 mod monitor;
 mod port;
 
+pub use link_monitor::{LaneNumbers, LinkEvent, LinkMonitor};
 pub use monitor::{LaneMonitor, MonitorEvent};
 pub use port::Port;
 

@@ -1,9 +1,10 @@
-//! A lane receiver on its own, for reading a capture of a lane at 2.5 or 5 GT/s: the comma alignment,
-//! decoding, polarity correction, descrambling and ordered-set recognition a port's lane receiver does,
-//! reported as events instead of acted on.
+//! A lane receiver on its own, for reading a capture of a lane: the alignment, decoding, polarity
+//! correction, descrambling and ordered-set recognition a port's lane receiver does, reported as events
+//! instead of acted on.
 
-use super::lane_rx::{LaneEvent, LaneRx, RxError, SymbolItem};
+use super::lane_rx::{BlockItem, LaneEvent, LaneRx, RxError, SymbolItem};
 use crate::ordered_set::TrainingSet;
+use crate::rate::LineCode;
 use crate::serial::SlotBits;
 
 /// What a [`LaneMonitor`] saw, in the order it was received.
@@ -33,13 +34,58 @@ pub enum MonitorEvent {
     MalformedOrderedSet,
     /// A control symbol where none belongs.
     UnexpectedSymbol,
+    /// A start-of-data-stream ordered set (128b/130b).
+    StartOfData,
+    /// A block whose sync header is neither a data block's nor an ordered set's (128b/130b).
+    BlockError,
+    /// A second SKP ordered set in a row whose LFSR disagrees with the lane's descrambler (128b/130b): the
+    /// data blocks after it are not descrambled right until the next EIEOS.
+    DescramblerOutOfStep,
 }
 
-/// One lane's receiver at 8b/10b, on its own: push the lane's serial bits, get what a port's receiver
-/// would make of them.
+impl MonitorEvent {
+    /// What a lane receiver's event says, if it says anything of its own: ordered-set symbols are
+    /// reported whole, 128b/130b data blocks are left to the stream ([`super::LinkMonitor`]).
+    pub(super) fn from_lane(event: LaneEvent) -> Option<MonitorEvent> {
+        Some(match event {
+            LaneEvent::Training(ts) => MonitorEvent::Training(ts),
+            LaneEvent::PolarityInverted => MonitorEvent::PolarityInverted,
+            LaneEvent::ElectricalIdleOs => MonitorEvent::ElectricalIdle,
+            LaneEvent::Skip => MonitorEvent::Skip,
+            LaneEvent::Sds => MonitorEvent::StartOfData,
+            LaneEvent::Symbol(SymbolItem::Data(byte)) => MonitorEvent::Data { byte, first: false },
+            LaneEvent::Symbol(SymbolItem::FirstData(byte)) => MonitorEvent::Data { byte, first: true },
+            LaneEvent::Error(RxError::CodeViolation | RxError::Disparity) => MonitorEvent::CodeError,
+            LaneEvent::Error(RxError::MalformedOrderedSet) => MonitorEvent::MalformedOrderedSet,
+            LaneEvent::Error(RxError::Block) => MonitorEvent::BlockError,
+            LaneEvent::Error(RxError::UnexpectedSymbol) => MonitorEvent::UnexpectedSymbol,
+            LaneEvent::DescramblerOutOfStep => MonitorEvent::DescramblerOutOfStep,
+            LaneEvent::Symbol(SymbolItem::OrderedSet | SymbolItem::Marker)
+            | LaneEvent::Block(
+                BlockItem::Data(_) | BlockItem::OrderedSet | BlockItem::Skp | BlockItem::Sds,
+            ) => return None,
+        })
+    }
+
+    /// Whether this is a receiver error.
+    pub fn is_error(&self) -> bool {
+        matches!(
+            self,
+            MonitorEvent::CodeError
+                | MonitorEvent::MalformedOrderedSet
+                | MonitorEvent::UnexpectedSymbol
+                | MonitorEvent::BlockError
+                | MonitorEvent::DescramblerOutOfStep
+        )
+    }
+}
+
+/// One lane's receiver, on its own: push the lane's serial bits, get what a port's receiver would make
+/// of them.
 #[derive(Clone, Debug)]
 pub struct LaneMonitor {
     rx: LaneRx,
+    code: LineCode,
 }
 
 impl Default for LaneMonitor {
@@ -49,18 +95,42 @@ impl Default for LaneMonitor {
 }
 
 impl LaneMonitor {
-    /// A receiver that has seen nothing: it aligns at the first comma.
+    /// A receiver at 8b/10b that has seen nothing: it aligns at the first comma.
     pub fn new() -> Self {
-        // The lane number seeds only the 128b/130b descrambler, which this does not use.
-        LaneMonitor { rx: LaneRx::new(0) }
+        // The lane number seeds only the 128b/130b descrambler.
+        Self::with_code(LineCode::Code8b10b, 0)
+    }
+
+    /// A receiver in `code` that has seen nothing, for the lane numbered `lane_number` (at 128b/130b its
+    /// descrambler's seed; it aligns at the first EIEOS).
+    pub(super) fn with_code(code: LineCode, lane_number: usize) -> Self {
+        LaneMonitor {
+            rx: LaneRx::new(lane_number),
+            code,
+        }
     }
 
     /// Take the next `count` (at most 64) serial bits, the first on the wire in bit 0, and report what
     /// they complete.
     pub fn push_bits(&mut self, bits: u64, count: u32, emit: &mut impl FnMut(MonitorEvent)) {
+        self.push_lane(bits, count, &mut |event| {
+            if let Some(event) = MonitorEvent::from_lane(event) {
+                emit(event);
+            }
+        });
+    }
+
+    /// [`LaneMonitor::push_bits`], with the lane receiver's own events.
+    pub(super) fn push_lane(&mut self, bits: u64, count: u32, emit: &mut impl FnMut(LaneEvent)) {
+        let (mut bits, mut left) = (bits, count.min(64));
+        if self.code == LineCode::Code128b130b {
+            let mut slot = SlotBits::EMPTY;
+            slot.push(bits, left);
+            self.rx.receive_128b130b(&slot, emit);
+            return;
+        }
         // A code group at a time, so that bits after a training set that turns out inverted are taken
         // inverted, as a port's are slot by slot.
-        let (mut bits, mut left) = (bits, count.min(64));
         while left > 0 {
             let n = left.min(10);
             // The group's bits are the low `n`; `SlotBits::push` takes no more.
@@ -70,32 +140,12 @@ impl LaneMonitor {
         }
     }
 
-    fn push_group(&mut self, bits: u64, count: u32, emit: &mut impl FnMut(MonitorEvent)) {
+    fn push_group(&mut self, bits: u64, count: u32, emit: &mut impl FnMut(LaneEvent)) {
         let mut slot = SlotBits::EMPTY;
         slot.push(bits, count);
         let mut inverted = false;
         self.rx.receive_8b10b(&slot, &mut |event| {
-            let event = match event {
-                LaneEvent::Training(ts) => MonitorEvent::Training(ts),
-                LaneEvent::PolarityInverted => {
-                    inverted = true;
-                    MonitorEvent::PolarityInverted
-                }
-                LaneEvent::ElectricalIdleOs => MonitorEvent::ElectricalIdle,
-                LaneEvent::Skip => MonitorEvent::Skip,
-                LaneEvent::Symbol(SymbolItem::Data(byte)) => MonitorEvent::Data { byte, first: false },
-                LaneEvent::Symbol(SymbolItem::FirstData(byte)) => MonitorEvent::Data { byte, first: true },
-                LaneEvent::Error(RxError::CodeViolation | RxError::Disparity) => MonitorEvent::CodeError,
-                LaneEvent::Error(RxError::MalformedOrderedSet | RxError::Block) => {
-                    MonitorEvent::MalformedOrderedSet
-                }
-                LaneEvent::Error(RxError::UnexpectedSymbol) => MonitorEvent::UnexpectedSymbol,
-                // Ordered-set symbols are reported whole, above; the rest are 128b/130b's.
-                LaneEvent::Symbol(SymbolItem::OrderedSet | SymbolItem::Marker)
-                | LaneEvent::Sds
-                | LaneEvent::Block(_)
-                | LaneEvent::DescramblerOutOfStep => return,
-            };
+            inverted |= event == LaneEvent::PolarityInverted;
             emit(event);
         });
         if inverted {

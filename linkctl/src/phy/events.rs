@@ -121,7 +121,8 @@ impl<W: Write> Report<W> {
     }
 }
 
-fn event_text(event: &MonitorEvent) -> String {
+/// A lane receiver's event as a line of text (also `link decode`'s).
+pub(crate) fn event_text(event: &MonitorEvent) -> String {
     match event {
         MonitorEvent::Training(ts) => training_set::text(ts),
         MonitorEvent::PolarityInverted => {
@@ -132,11 +133,17 @@ fn event_text(event: &MonitorEvent) -> String {
         MonitorEvent::CodeError => "error: a code group that does not decode".to_owned(),
         MonitorEvent::MalformedOrderedSet => "error: a malformed ordered set".to_owned(),
         MonitorEvent::UnexpectedSymbol => "error: a control symbol where none belongs".to_owned(),
+        MonitorEvent::StartOfData => "SDS".to_owned(),
+        MonitorEvent::BlockError => "error: a block with an undefined sync header".to_owned(),
+        MonitorEvent::DescramblerOutOfStep => {
+            "error: the descrambler is out of step (a second SKP whose LFSR disagrees)".to_owned()
+        }
         MonitorEvent::Data { .. } => "data".to_owned(),
     }
 }
 
-fn event_json(event: &MonitorEvent) -> Value {
+/// A lane receiver's event as JSON (also `link decode`'s).
+pub(crate) fn event_json(event: &MonitorEvent) -> Value {
     match event {
         MonitorEvent::Training(ts) => {
             json!({ "event": "training_set", "training_set": training_set::json(ts) })
@@ -147,6 +154,9 @@ fn event_json(event: &MonitorEvent) -> Value {
         MonitorEvent::CodeError => json!({ "event": "error", "error": "code_group" }),
         MonitorEvent::MalformedOrderedSet => json!({ "event": "error", "error": "malformed_ordered_set" }),
         MonitorEvent::UnexpectedSymbol => json!({ "event": "error", "error": "unexpected_symbol" }),
+        MonitorEvent::StartOfData => json!({ "event": "sds" }),
+        MonitorEvent::BlockError => json!({ "event": "error", "error": "sync_header" }),
+        MonitorEvent::DescramblerOutOfStep => json!({ "event": "error", "error": "descrambler_out_of_step" }),
         MonitorEvent::Data { byte, first } => {
             json!({ "event": "data", "bytes": format!("{byte:02x}"), "first": first })
         }
