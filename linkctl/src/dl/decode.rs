@@ -43,7 +43,11 @@ pub struct DecodeArgs {
 pub fn decode(args: DecodeArgs) -> anyhow::Result<ExitCode> {
     let mut out = io::BufWriter::new(io::stdout().lock());
     let mut decoder = Decoder {
-        sim_header: args.sim_header,
+        tl: if args.sim_header {
+            TlReading::Sim
+        } else {
+            TlReading::Transaction
+        },
         ..Decoder::default()
     };
     let mut bad = false;
@@ -225,7 +229,7 @@ impl Units {
 /// the next packet starts, the units up to the next control flit whose CRC checks are discarded (idle
 /// ones aside). It holds at most one packet's units.
 #[derive(Default)]
-struct Decoder {
+pub(crate) struct Decoder {
     /// The index of the next unit.
     at: usize,
     /// A run of idle (or, with `true`, discarded) units still going on: its first unit and length.
@@ -234,19 +238,44 @@ struct Decoder {
     packet: Option<(PacketHeader, usize, Vec<Flit>)>,
     /// Whether the framing is lost after an error.
     resync: bool,
-    /// Whether packets carry the simulator's transaction-layer headers.
-    sim_header: bool,
+    /// How packets' transaction-layer field is read.
+    tl: TlReading,
+}
+
+/// How a packet's transaction-layer field is read.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum TlReading {
+    /// As section 3's transactions and coherence messages.
+    #[default]
+    Transaction,
+    /// As the simulator's GPUs write it (section 7.1).
+    Sim,
+    /// Not read: the field as a number (`link run` numbers its packets there).
+    Raw,
 }
 
 impl Decoder {
-    fn push<E>(&mut self, unit: Flit, emit: &mut impl FnMut(Value) -> Result<(), E>) -> Result<(), E> {
+    /// A decoder reading packets' transaction-layer field as `tl` says.
+    pub(crate) fn new(tl: TlReading) -> Self {
+        Decoder {
+            tl,
+            ..Decoder::default()
+        }
+    }
+
+    /// The next unit; what it completes goes to `emit`.
+    pub(crate) fn push<E>(
+        &mut self,
+        unit: Flit,
+        emit: &mut impl FnMut(Value) -> Result<(), E>,
+    ) -> Result<(), E> {
         let at = self.at;
         self.at += 1;
         if let Some((header, _, units)) = &mut self.packet {
             units.push(unit);
             if units.len() == 1 + usize::from(header.payload_flits) {
                 if let Some((header, first, units)) = self.packet.take() {
-                    return self.item(packet(first, &units, header, self.sim_header).0, emit);
+                    return self.item(packet(first, &units, header, self.tl).0, emit);
                 }
             }
             return Ok(());
@@ -292,7 +321,7 @@ impl Decoder {
                     self.packet = Some((header, at, units));
                     return Ok(());
                 }
-                Ok(header) => packet(at, &[unit], header, self.sim_header).0,
+                Ok(header) => packet(at, &[unit], header, self.tl).0,
                 Err(e) => malformed(at, &e),
             },
             Err(e) => malformed(at, &e),
@@ -301,10 +330,10 @@ impl Decoder {
     }
 
     /// The end of the input: a run ends, and a packet still coming was cut short.
-    fn finish<E>(&mut self, emit: &mut impl FnMut(Value) -> Result<(), E>) -> Result<(), E> {
+    pub(crate) fn finish<E>(&mut self, emit: &mut impl FnMut(Value) -> Result<(), E>) -> Result<(), E> {
         self.end_run(emit)?;
         match self.packet.take() {
-            Some((header, first, units)) => self.item(packet(first, &units, header, self.sim_header).0, emit),
+            Some((header, first, units)) => self.item(packet(first, &units, header, self.tl).0, emit),
             None => Ok(()),
         }
     }
@@ -345,9 +374,8 @@ fn malformed(at: usize, error: &dyn std::fmt::Display) -> Value {
 }
 
 /// The packet whose header flit is `units[0]`, parsed as `header` (cut short if `units` are fewer than it
-/// announces), its transaction-layer header read as the simulator's if `sim_header`, and the units it
-/// takes.
-fn packet(at: usize, units: &[Flit], header: PacketHeader, sim_header: bool) -> (Value, usize) {
+/// announces), its transaction-layer header read as `tl` says, and the units it takes.
+fn packet(at: usize, units: &[Flit], header: PacketHeader, tl: TlReading) -> (Value, usize) {
     let len = 1 + usize::from(header.payload_flits);
     let mut item = json!({
         "at": at,
@@ -371,7 +399,9 @@ fn packet(at: usize, units: &[Flit], header: PacketHeader, sim_header: bool) -> 
     let crc_ok = check_packet_crc(packet.as_flattened()).is_ok();
     item["crc_ok"] = json!(crc_ok);
     // The transaction layer's reading: its header, and whether a receiver would take the packet.
-    let tl_error = if sim_header {
+    let tl_error = if tl == TlReading::Raw {
+        None
+    } else if tl == TlReading::Sim {
         let (simulated, error) = simulated(header.tl);
         item["simulated"] = simulated;
         error
@@ -631,7 +661,8 @@ fn simulated_text(h: &Value) -> String {
 }
 
 /// One line of text for an item.
-fn text(item: &Value) -> String {
+/// An item as a line of text (also `link decode`'s).
+pub(crate) fn text(item: &Value) -> String {
     let at = item["at"].as_u64().unwrap_or_default();
     let s = |key: &str| item[key].as_str().unwrap_or_default().to_owned();
     match item["kind"].as_str() {
@@ -740,10 +771,11 @@ mod tests {
 
     /// [`decode_in_pieces`], reading headers as the simulator's if `sim_header`.
     fn decode_with(bytes: &[u8], piece: usize, sim_header: bool) -> Vec<Value> {
-        let mut decoder = Decoder {
-            sim_header,
-            ..Decoder::default()
-        };
+        let mut decoder = Decoder::new(if sim_header {
+            TlReading::Sim
+        } else {
+            TlReading::Transaction
+        });
         let (mut units, mut items) = (Units::default(), Vec::new());
         let mut keep = |item: Value| -> Result<(), ()> {
             items.push(item);

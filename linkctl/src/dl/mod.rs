@@ -5,7 +5,7 @@ use std::process::ExitCode;
 use clap::Subcommand;
 
 mod crc;
-mod decode;
+pub(crate) mod decode;
 
 #[derive(Subcommand, Debug)]
 pub enum DlCommand {

@@ -6,6 +6,7 @@ use clap::Subcommand;
 use serde_json::{json, Value};
 
 mod capture;
+mod decode;
 mod run;
 mod train;
 
@@ -19,12 +20,17 @@ pub enum LinkCommand {
     /// goodput (exit status 3 if the link did not come up, or anything was lost, duplicated or corrupted)
     // Boxed: its options make it several times the size of the other commands.
     Run(Box<run::RunArgs>),
+    /// Read a capture of a link's lanes (`--capture`'s directory) as the partner's port reads it: each
+    /// lane's ordered sets and errors, the lanes deskewed and unstriped, and the data stream's packets,
+    /// control flits and idle, as `dl decode` prints them (exit status 2 if anything does not check)
+    Decode(decode::DecodeArgs),
 }
 
 pub fn run(cmd: LinkCommand) -> anyhow::Result<ExitCode> {
     match cmd {
         LinkCommand::Train(args) => train::run(args),
         LinkCommand::Run(args) => run::run(*args),
+        LinkCommand::Decode(args) => decode::decode(args),
     }
 }
 

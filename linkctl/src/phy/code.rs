@@ -556,7 +556,7 @@ fn error_position(e: &link_phy::Error) -> usize {
 }
 
 /// Read until `buf` is full or the input ends, so chunks are whole unless at the end.
-pub(super) fn read_some(input: &mut impl Read, buf: &mut [u8]) -> io::Result<usize> {
+pub(crate) fn read_some(input: &mut impl Read, buf: &mut [u8]) -> io::Result<usize> {
     let mut filled = 0;
     while filled < buf.len() {
         match input.read(&mut buf[filled..]) {

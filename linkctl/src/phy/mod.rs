@@ -4,8 +4,8 @@ use clap::Subcommand;
 
 pub(crate) mod bits;
 mod blocks;
-mod code;
-mod events;
+pub(crate) mod code;
+pub(crate) mod events;
 mod scramble;
 mod training_set;
 

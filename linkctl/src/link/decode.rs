@@ -1,0 +1,546 @@
+//! `linkctl link decode DIR`: a capture of a link's lanes (`link train --capture`, `link run --capture`,
+//! or a board's, in the same files) read back as the partner's port reads it: each lane's receiver, the
+//! lanes deskewed and unstriped (`link_phy::ltssm::LinkMonitor`), and the data stream read by the data
+//! link's decoder (`dl decode`): packets, control flits, idle, and anything damaged.
+
+use std::fs::File;
+use std::io::{self, BufWriter, Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use anyhow::{bail, ensure, Context};
+use link_phy::lanes::MAX_LANES;
+use link_phy::ltssm::{LaneNumbers, LinkEvent, LinkMonitor, MonitorEvent};
+use link_phy::rate::LineCode;
+use serde_json::{json, Value};
+
+use crate::dl::decode::{text as item_text, Decoder, TlReading};
+use crate::phy::bits::words;
+use crate::phy::events::event_text;
+
+/// The largest `capture.json` read: a capture has a few files per lane and rate change.
+const MAX_INDEX_BYTES: u64 = 16 << 20;
+/// Bytes read from a lane's file at a time.
+const CHUNK: usize = 64 * 1024;
+
+#[derive(clap::Args, Debug)]
+pub struct DecodeArgs {
+    /// The capture's directory, with its `capture.json` (docs/spec.md 1.6)
+    dir: PathBuf,
+    /// Only this port's transmitter: `a` or `b`
+    #[arg(long)]
+    port: Option<String>,
+    /// Only this stretch (numbered as the output numbers them, over both ports)
+    #[arg(long)]
+    stretch: Option<usize>,
+    /// How to read packets' transaction-layer field: `raw` (a number: link run numbers its packets there),
+    /// `transaction` (docs/spec.md section 3) or `sim` (the simulator's, section 7.1)
+    #[arg(long, value_enum, default_value = "raw")]
+    tl: TlReading,
+    /// Print the data stream's 16-byte units in hex, one per line (what `linkctl dl decode` reads), instead
+    /// of decoding them; the rest goes to stderr. A stream starts afresh in each stretch: pick one with
+    /// `--stretch`
+    #[arg(long, conflicts_with = "json")]
+    units: bool,
+    /// One JSON object per line: each stretch, lane numbering, data-link item (as `dl decode --json`
+    /// prints it, with `port` and `stretch`), stream error and lane summary
+    #[arg(long)]
+    json: bool,
+}
+
+/// One file of the capture, as `capture.json` lists it.
+#[derive(Clone, Debug)]
+struct Segment {
+    file: String,
+    port: char,
+    lane: usize,
+    lane_number: Option<u8>,
+    rate_gts: f64,
+    code: LineCode,
+    start_us: f64,
+    end_us: f64,
+    bits: u64,
+}
+
+/// Read the capture and print what the receivers make of it; exit status 2 if anything did not check
+/// (a receiver error, lanes that could not be deskewed, a unit cut short, a packet that does not check).
+pub fn decode(args: DecodeArgs) -> anyhow::Result<ExitCode> {
+    let port = match args.port.as_deref().map(str::to_ascii_uppercase).as_deref() {
+        None => None,
+        Some("A") => Some('A'),
+        Some("B") => Some('B'),
+        Some(other) => bail!("--port must be a or b, not {other:?}"),
+    };
+    let stretches = stretches(read_index(&args.dir)?)?;
+    if let Some(n) = args.stretch {
+        ensure!(
+            n < stretches.len(),
+            "--stretch {n}: the capture has {} stretches",
+            stretches.len()
+        );
+    }
+    let chosen: Vec<(usize, &Vec<Segment>)> = (stretches.iter().enumerate())
+        .filter(|(i, s)| port.is_none_or(|p| s[0].port == p) && args.stretch.is_none_or(|n| n == *i))
+        .collect();
+    ensure!(
+        !chosen.is_empty(),
+        "the capture has no files for that port and stretch"
+    );
+    let mut out = Output {
+        out: BufWriter::new(io::stdout().lock()),
+        json: args.json,
+        units: args.units,
+        bad: false,
+    };
+    for (index, stretch) in chosen {
+        decode_stretch(&args.dir, index, stretch, args.tl, &mut out)?;
+    }
+    out.out.flush().context("writing stdout")?;
+    Ok(if out.bad {
+        ExitCode::from(2)
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
+/// `capture.json`, checked: every segment's fields, a file name without a directory in it.
+fn read_index(dir: &Path) -> anyhow::Result<Vec<Segment>> {
+    let path = dir.join("capture.json");
+    let mut text = String::new();
+    File::open(&path)
+        .with_context(|| format!("opening {}", path.display()))?
+        .take(MAX_INDEX_BYTES + 1)
+        .read_to_string(&mut text)
+        .with_context(|| format!("reading {}", path.display()))?;
+    ensure!(
+        text.len() as u64 <= MAX_INDEX_BYTES,
+        "{} is over {} MiB: not a capture index",
+        path.display(),
+        MAX_INDEX_BYTES >> 20
+    );
+    let index: Value =
+        serde_json::from_str(&text).with_context(|| format!("{} is not JSON", path.display()))?;
+    let Some(list) = index["segments"].as_array() else {
+        bail!("{} has no \"segments\" list", path.display());
+    };
+    list.iter()
+        .enumerate()
+        .map(|(i, s)| segment(s).with_context(|| format!("{}: segment {i}", path.display())))
+        .collect()
+}
+
+fn segment(s: &Value) -> anyhow::Result<Segment> {
+    let str_field = |key: &str| {
+        s[key]
+            .as_str()
+            .with_context(|| format!("\"{key}\" is not a string"))
+    };
+    let num = |key: &str| {
+        s[key]
+            .as_f64()
+            .with_context(|| format!("\"{key}\" is not a number"))
+    };
+    let file = str_field("file")?.to_owned();
+    ensure!(
+        !file.is_empty() && !file.contains(['/', '\\']) && file != "." && file != "..",
+        "\"file\" must name a file in the capture's directory, not {file:?}"
+    );
+    let port = match str_field("port")? {
+        "A" => 'A',
+        "B" => 'B',
+        other => bail!("\"port\" must be \"A\" or \"B\", not {other:?}"),
+    };
+    let lane = s["lane"].as_u64().filter(|&l| l < MAX_LANES as u64);
+    let Some(lane) = lane else {
+        bail!(
+            "\"lane\" must be a lane number below {MAX_LANES}, not {}",
+            s["lane"]
+        );
+    };
+    let lane_number = match &s["lane_number"] {
+        Value::Null => None,
+        n => Some(n.as_u64().filter(|&n| n < MAX_LANES as u64).with_context(|| {
+            format!("\"lane_number\" must be null or a lane number below {MAX_LANES}, not {n}")
+        })? as u8),
+    };
+    let code = match str_field("code")? {
+        "8b10b" => LineCode::Code8b10b,
+        "128b130b" => LineCode::Code128b130b,
+        other => bail!("\"code\" must be \"8b10b\" or \"128b130b\", not {other:?}"),
+    };
+    let Some(bits) = s["bits"].as_u64() else {
+        bail!("\"bits\" must be a count of bits, not {}", s["bits"]);
+    };
+    Ok(Segment {
+        file,
+        port,
+        lane: lane as usize,
+        lane_number,
+        rate_gts: num("rate_gts")?,
+        code,
+        start_us: num("start_us")?,
+        end_us: num("end_us")?,
+        bits,
+    })
+}
+
+/// The segments grouped into stretches: a port's lanes from the same start at the same rate, which a
+/// receiver reads together; in order of port, then time.
+fn stretches(mut segments: Vec<Segment>) -> anyhow::Result<Vec<Vec<Segment>>> {
+    segments.sort_by(|x, y| {
+        (x.port, x.start_us, x.lane)
+            .partial_cmp(&(y.port, y.start_us, y.lane))
+            .unwrap_or(std::cmp::Ordering::Equal)
+    });
+    let mut stretches: Vec<Vec<Segment>> = Vec::new();
+    for s in segments {
+        match stretches.last_mut() {
+            Some(last)
+                if last[0].port == s.port
+                    && last[0].start_us == s.start_us
+                    && last[0].rate_gts == s.rate_gts
+                    && last[0].code == s.code =>
+            {
+                ensure!(
+                    last.iter().all(|l| l.lane != s.lane),
+                    "port {} lane {} has two files starting at {} us: {} and {}",
+                    s.port,
+                    s.lane,
+                    s.start_us,
+                    last.iter().find(|l| l.lane == s.lane).map_or("", |l| &l.file),
+                    s.file
+                );
+                last.push(s);
+            }
+            _ => stretches.push(vec![s]),
+        }
+    }
+    Ok(stretches)
+}
+
+/// One lane's file, read a word at a time up to its bit count.
+struct LaneFile {
+    lane: usize,
+    name: String,
+    input: File,
+    buf: Vec<u8>,
+    filled: usize,
+    at: usize,
+    bits_left: u64,
+}
+
+impl LaneFile {
+    /// The next up to 64 bits, the first on the wire in bit 0, and how many.
+    fn next_word(&mut self) -> anyhow::Result<Option<(u64, u32)>> {
+        if self.bits_left == 0 {
+            return Ok(None);
+        }
+        if self.at >= self.filled {
+            self.filled = crate::phy::code::read_some(&mut self.input, &mut self.buf)
+                .with_context(|| format!("reading {}", self.name))?;
+            self.at = 0;
+            ensure!(
+                self.filled > 0,
+                "{} ends {} bits short of what capture.json says",
+                self.name,
+                self.bits_left
+            );
+        }
+        let end = (self.at + 8).min(self.filled);
+        let (word, count) = words(&self.buf[self.at..end]).next().unwrap_or((0, 0));
+        self.at = end;
+        let count = u64::from(count).min(self.bits_left) as u32;
+        self.bits_left -= u64::from(count);
+        Ok(Some((word, count)))
+    }
+}
+
+/// What is printed, and whether anything did not check.
+struct Output<W: Write> {
+    out: W,
+    json: bool,
+    units: bool,
+    bad: bool,
+}
+
+impl<W: Write> Output<W> {
+    fn line(&mut self, text: &str) -> anyhow::Result<()> {
+        writeln!(self.out, "{text}").context("writing stdout")
+    }
+
+    /// A JSON object, or its text; on stderr when the units are printed.
+    fn item(&mut self, value: &Value, text: impl FnOnce() -> String) -> anyhow::Result<()> {
+        if self.units {
+            eprintln!("{}", text());
+            Ok(())
+        } else if self.json {
+            self.line(&value.to_string())
+        } else {
+            self.line(&text())
+        }
+    }
+}
+
+/// Per lane, how many of each kind of event its receiver reported.
+#[derive(Default)]
+struct LaneTally {
+    training_sets: u64,
+    skp: u64,
+    eios: u64,
+    sds: u64,
+    polarity_inversions: u64,
+    errors: u64,
+}
+
+fn decode_stretch<W: Write>(
+    dir: &Path,
+    index: usize,
+    stretch: &[Segment],
+    tl: TlReading,
+    out: &mut Output<W>,
+) -> anyhow::Result<()> {
+    let first = &stretch[0];
+    let port = first.port;
+    let lanes: Vec<usize> = stretch.iter().map(|s| s.lane).collect();
+    let end_us = stretch.iter().map(|s| s.end_us).fold(first.start_us, f64::max);
+    let head = json!({
+        "event": "stretch", "port": port.to_string(), "stretch": index, "rate_gts": first.rate_gts,
+        "code": first.code.name(), "start_us": first.start_us, "end_us": end_us, "lanes": lanes,
+        "files": stretch.iter().map(|s| s.file.as_str()).collect::<Vec<_>>(),
+    });
+    out.item(&head, || {
+        format!(
+            "port {port}, stretch {index}: {} GT/s {}, {:.3} to {:.3} us, lanes {}",
+            first.rate_gts,
+            first.code.name(),
+            first.start_us,
+            end_us,
+            list(&lanes)
+        )
+    })?;
+    let mut numbers = LaneNumbers::default();
+    for s in stretch {
+        numbers.0[s.lane] = s.lane_number;
+    }
+    if first.code == LineCode::Code128b130b && numbers.width().is_none() {
+        out.bad = true;
+        let problem = "at 128b/130b every lane of the stream needs its lane number (its descrambler's seed), and capture.json does not give them as a link's: ordered sets only";
+        out.item(
+            &json!({"event": "error", "port": port.to_string(), "stretch": index, "error": problem}),
+            || format!("error: {problem}"),
+        )?;
+    }
+    let mut monitor = LinkMonitor::new(first.code, numbers).context("building the monitor")?;
+    let mut files = stretch
+        .iter()
+        .map(|s| {
+            let path = dir.join(&s.file);
+            Ok(LaneFile {
+                lane: s.lane,
+                name: path.display().to_string(),
+                input: File::open(&path).with_context(|| format!("opening {}", path.display()))?,
+                buf: vec![0; CHUNK],
+                filled: 0,
+                at: 0,
+                bits_left: s.bits,
+            })
+        })
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    let mut reader = StreamReader {
+        decoder: Decoder::new(tl),
+        port,
+        stretch: index,
+        tally: (0..MAX_LANES).map(|_| LaneTally::default()).collect(),
+        deskew_lost: 0,
+        stream_units: 0,
+        numbers: None,
+    };
+    if monitor.width().is_some() {
+        reader.numbers = Some(monitor.numbers());
+    }
+    // A word from each lane in turn: the lanes stay within a few symbols of each other, far less than the
+    // deskew buffer holds.
+    let mut events = Vec::new();
+    loop {
+        let mut any = false;
+        for file in &mut files {
+            if let Some((word, count)) = file.next_word()? {
+                any = true;
+                monitor.push_bits(file.lane, word, count, &mut |e| events.push(owned(e)));
+            }
+        }
+        for event in events.drain(..) {
+            reader.event(event, out)?;
+        }
+        if !any {
+            break;
+        }
+    }
+    reader.finish(&lanes, out)
+}
+
+/// A [`LinkEvent`] with its units copied, to be handled after the monitor's call.
+enum Event {
+    Lane(usize, MonitorEvent),
+    Lanes(LaneNumbers),
+    Units(Vec<u8>),
+    StreamStopped(usize),
+    DeskewLost,
+}
+
+fn owned(event: LinkEvent) -> Event {
+    match event {
+        LinkEvent::Lane { lane, event } => Event::Lane(lane, event),
+        LinkEvent::Lanes(numbers) => Event::Lanes(numbers),
+        LinkEvent::Units(units) => Event::Units(units.to_vec()),
+        LinkEvent::StreamStopped { dropped } => Event::StreamStopped(dropped),
+        LinkEvent::DeskewLost => Event::DeskewLost,
+    }
+}
+
+/// One stretch's stream on its way out.
+struct StreamReader {
+    decoder: Decoder,
+    port: char,
+    stretch: usize,
+    tally: Vec<LaneTally>,
+    deskew_lost: u64,
+    stream_units: u64,
+    /// Lane numbers learnt and not yet printed: a change comes a lane at a time, and only the numbering
+    /// the stream is read with is printed (before its units, or at the end).
+    numbers: Option<LaneNumbers>,
+}
+
+impl StreamReader {
+    fn event<W: Write>(&mut self, event: Event, out: &mut Output<W>) -> anyhow::Result<()> {
+        match event {
+            Event::Lane(lane, e) => {
+                let t = &mut self.tally[lane];
+                match e {
+                    MonitorEvent::Training(_) => t.training_sets += 1,
+                    MonitorEvent::Skip => t.skp += 1,
+                    MonitorEvent::ElectricalIdle => t.eios += 1,
+                    MonitorEvent::StartOfData => t.sds += 1,
+                    MonitorEvent::PolarityInverted => t.polarity_inversions += 1,
+                    MonitorEvent::Data { .. } => {}
+                    _ => {
+                        t.errors += 1;
+                        out.bad = true;
+                        let v = json!({"event": "lane_error", "port": self.port.to_string(),
+                                       "stretch": self.stretch, "lane": lane, "error": event_text(&e)});
+                        out.item(&v, || format!("lane {lane}: {}", event_text(&e)))?;
+                    }
+                }
+            }
+            Event::Lanes(numbers) => self.numbers = Some(numbers),
+            Event::Units(units) => {
+                self.print_numbers(out)?;
+                for unit in units.chunks_exact(16) {
+                    self.stream_units += 1;
+                    if out.units {
+                        let hex: String = unit.iter().map(|b| format!("{b:02x}")).collect();
+                        out.line(&hex)?;
+                        continue;
+                    }
+                    let flit: [u8; 16] = unit.try_into().context("a 16-byte unit")?;
+                    let (port, stretch) = (self.port.to_string(), self.stretch);
+                    self.decoder.push(flit, &mut |mut item: Value| {
+                        out.bad |= item["ok"] == false;
+                        item["port"] = json!(port);
+                        item["stretch"] = json!(stretch);
+                        out.item(&item, || item_text(&item))
+                    })?;
+                }
+            }
+            Event::StreamStopped(0) => {}
+            Event::StreamStopped(dropped) => {
+                out.bad = true;
+                let v = json!({"event": "unit_cut_short", "port": self.port.to_string(),
+                               "stretch": self.stretch, "bytes": dropped});
+                out.item(&v, || {
+                    format!("error: ordered sets {dropped} bytes into a unit: the unit is dropped")
+                })?;
+            }
+            Event::DeskewLost => {
+                self.deskew_lost += 1;
+                out.bad = true;
+                let v =
+                    json!({"event": "deskew_lost", "port": self.port.to_string(), "stretch": self.stretch});
+                out.item(&v, || {
+                    "error: the lanes could not be lined up (further apart than the deskew buffer holds)"
+                        .to_owned()
+                })?;
+            }
+        }
+        Ok(())
+    }
+
+    fn print_numbers<W: Write>(&mut self, out: &mut Output<W>) -> anyhow::Result<()> {
+        match self.numbers.take() {
+            Some(numbers) => self.numbering(&numbers, out),
+            None => Ok(()),
+        }
+    }
+
+    /// The lanes' numbers changed.
+    fn numbering<W: Write>(&mut self, numbers: &LaneNumbers, out: &mut Output<W>) -> anyhow::Result<()> {
+        let pairs: Vec<(usize, u8)> = (numbers.0.iter().enumerate())
+            .filter_map(|(p, n)| n.map(|n| (p, n)))
+            .collect();
+        let width = numbers.width().map(|w| w.lanes());
+        let v = json!({"event": "lanes", "port": self.port.to_string(), "stretch": self.stretch,
+                       "lane_numbers": pairs.iter().map(|&(p, n)| json!({"lane": p, "number": n})).collect::<Vec<_>>(),
+                       "width": width});
+        out.item(&v, || {
+            let list: Vec<String> = pairs.iter().map(|(p, n)| format!("{p}->{n}")).collect();
+            match width {
+                Some(w) => format!(
+                    "lanes numbered {} (physical->logical): a x{w} stream",
+                    list.join(" ")
+                ),
+                None if list.is_empty() => "lanes unnumbered: no stream".to_owned(),
+                None => format!(
+                    "lanes numbered {}: no stream (not 0 to w-1 for a width w)",
+                    list.join(" ")
+                ),
+            }
+        })
+    }
+
+    /// The end of the stretch: a packet cut short, and each lane's tally.
+    fn finish<W: Write>(mut self, lanes: &[usize], out: &mut Output<W>) -> anyhow::Result<()> {
+        self.print_numbers(out)?;
+        let (port, stretch) = (self.port.to_string(), self.stretch);
+        self.decoder.finish(&mut |mut item: Value| {
+            out.bad |= item["ok"] == false;
+            item["port"] = json!(port);
+            item["stretch"] = json!(stretch);
+            out.item(&item, || item_text(&item))
+        })?;
+        for &lane in lanes {
+            let t = &self.tally[lane];
+            let v = json!({"event": "lane_summary", "port": port, "stretch": stretch, "lane": lane,
+                           "training_sets": t.training_sets, "skp": t.skp, "eios": t.eios, "sds": t.sds,
+                           "polarity_inversions": t.polarity_inversions, "errors": t.errors});
+            out.item(&v, || {
+                format!(
+                    "lane {lane}: {} training sets, {} SKP, {} SDS, {} EIOS, {} polarity inversions, {} errors",
+                    t.training_sets, t.skp, t.sds, t.eios, t.polarity_inversions, t.errors
+                )
+            })?;
+        }
+        let v = json!({"event": "stream", "port": port, "stretch": stretch, "units": self.stream_units,
+                       "deskew_lost": self.deskew_lost});
+        out.item(&v, || {
+            format!(
+                "stream: {} units, deskew lost {} times",
+                self.stream_units, self.deskew_lost
+            )
+        })
+    }
+}
+
+/// Lanes as `0,1,2`.
+fn list(lanes: &[usize]) -> String {
+    lanes.iter().map(|l| l.to_string()).collect::<Vec<_>>().join(",")
+}
