@@ -43,7 +43,7 @@ pub struct DecodeArgs {
     #[arg(long, conflicts_with = "json")]
     units: bool,
     /// One JSON object per line: each stretch, lane numbering, data-link item (as `dl decode --json`
-    /// prints it, with `port` and `stretch`), stream error and lane summary
+    /// prints it, with `tx_port` and `stretch`), stream error and lane summary
     #[arg(long)]
     json: bool,
 }
@@ -304,7 +304,7 @@ fn decode_stretch<W: Write>(
     let lanes: Vec<usize> = stretch.iter().map(|s| s.lane).collect();
     let end_us = stretch.iter().map(|s| s.end_us).fold(first.start_us, f64::max);
     let head = json!({
-        "event": "stretch", "port": port.to_string(), "stretch": index, "rate_gts": first.rate_gts,
+        "event": "stretch", "tx_port": port.to_string(), "stretch": index, "rate_gts": first.rate_gts,
         "code": first.code.name(), "start_us": first.start_us, "end_us": end_us, "lanes": lanes,
         "files": stretch.iter().map(|s| s.file.as_str()).collect::<Vec<_>>(),
     });
@@ -326,7 +326,7 @@ fn decode_stretch<W: Write>(
         out.bad = true;
         let problem = "at 128b/130b every lane of the stream needs its lane number (its descrambler's seed), and capture.json does not give them as a link's: ordered sets only";
         out.item(
-            &json!({"event": "error", "port": port.to_string(), "stretch": index, "error": problem}),
+            &json!({"event": "error", "tx_port": port.to_string(), "stretch": index, "error": problem}),
             || format!("error: {problem}"),
         )?;
     }
@@ -426,7 +426,7 @@ impl StreamReader {
                     _ => {
                         t.errors += 1;
                         out.bad = true;
-                        let v = json!({"event": "lane_error", "port": self.port.to_string(),
+                        let v = json!({"event": "lane_error", "tx_port": self.port.to_string(),
                                        "stretch": self.stretch, "lane": lane, "error": event_text(&e)});
                         out.item(&v, || format!("lane {lane}: {}", event_text(&e)))?;
                     }
@@ -446,7 +446,7 @@ impl StreamReader {
                     let (port, stretch) = (self.port.to_string(), self.stretch);
                     self.decoder.push(flit, &mut |mut item: Value| {
                         out.bad |= item["ok"] == false;
-                        item["port"] = json!(port);
+                        item["tx_port"] = json!(port);
                         item["stretch"] = json!(stretch);
                         out.item(&item, || item_text(&item))
                     })?;
@@ -455,7 +455,7 @@ impl StreamReader {
             Event::StreamStopped(0) => {}
             Event::StreamStopped(dropped) => {
                 out.bad = true;
-                let v = json!({"event": "unit_cut_short", "port": self.port.to_string(),
+                let v = json!({"event": "unit_cut_short", "tx_port": self.port.to_string(),
                                "stretch": self.stretch, "bytes": dropped});
                 out.item(&v, || {
                     format!("error: ordered sets {dropped} bytes into a unit: the unit is dropped")
@@ -464,8 +464,7 @@ impl StreamReader {
             Event::DeskewLost => {
                 self.deskew_lost += 1;
                 out.bad = true;
-                let v =
-                    json!({"event": "deskew_lost", "port": self.port.to_string(), "stretch": self.stretch});
+                let v = json!({"event": "deskew_lost", "tx_port": self.port.to_string(), "stretch": self.stretch});
                 out.item(&v, || {
                     "error: the lanes could not be lined up (further apart than the deskew buffer holds)"
                         .to_owned()
@@ -488,7 +487,7 @@ impl StreamReader {
             .filter_map(|(p, n)| n.map(|n| (p, n)))
             .collect();
         let width = numbers.width().map(|w| w.lanes());
-        let v = json!({"event": "lanes", "port": self.port.to_string(), "stretch": self.stretch,
+        let v = json!({"event": "lanes", "tx_port": self.port.to_string(), "stretch": self.stretch,
                        "lane_numbers": pairs.iter().map(|&(p, n)| json!({"lane": p, "number": n})).collect::<Vec<_>>(),
                        "width": width});
         out.item(&v, || {
@@ -513,13 +512,13 @@ impl StreamReader {
         let (port, stretch) = (self.port.to_string(), self.stretch);
         self.decoder.finish(&mut |mut item: Value| {
             out.bad |= item["ok"] == false;
-            item["port"] = json!(port);
+            item["tx_port"] = json!(port);
             item["stretch"] = json!(stretch);
             out.item(&item, || item_text(&item))
         })?;
         for &lane in lanes {
             let t = &self.tally[lane];
-            let v = json!({"event": "lane_summary", "port": port, "stretch": stretch, "lane": lane,
+            let v = json!({"event": "lane_summary", "tx_port": port, "stretch": stretch, "lane": lane,
                            "training_sets": t.training_sets, "skp": t.skp, "eios": t.eios, "sds": t.sds,
                            "polarity_inversions": t.polarity_inversions, "errors": t.errors});
             out.item(&v, || {
@@ -529,7 +528,7 @@ impl StreamReader {
                 )
             })?;
         }
-        let v = json!({"event": "stream", "port": port, "stretch": stretch, "units": self.stream_units,
+        let v = json!({"event": "stream", "tx_port": port, "stretch": stretch, "units": self.stream_units,
                        "deskew_lost": self.deskew_lost});
         out.item(&v, || {
             format!(

@@ -1,0 +1,197 @@
+//! `linkctl link run --capture` and `linkctl link decode`: a link's traffic captured lane by lane and read
+//! back as the partner's port reads it, every packet sent found with its CRC checking; damage found;
+//! a bad capture index refused.
+
+mod common;
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+
+use serde_json::Value;
+
+fn temp_dir(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("linkctl-decode-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    dir
+}
+
+/// `link run` with `args`, captured into `dir`; its report.
+fn run_captured(dir: &Path, args: &[&str]) -> Value {
+    common::json(
+        &["link", "run"],
+        &[args, &["--timing", "fast", "--capture", dir.to_str().unwrap()]].concat(),
+    )
+}
+
+/// `link decode --json` of `dir` with `args`: its exit status and the objects it printed.
+fn decode(dir: &Path, args: &[&str]) -> (Option<i32>, Vec<Value>) {
+    let out = common::linkctl(
+        &["link", "decode"],
+        &[&[dir.to_str().unwrap(), "--json"][..], args].concat(),
+    );
+    assert!(out.stderr.is_empty(), "{}", String::from_utf8_lossy(&out.stderr));
+    let items = String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    (out.status.code(), items)
+}
+
+/// Both directions' traffic, captured at 8b/10b on x4 and at 128b/130b on a reversed x2, decodes to every
+/// packet each port sent, once, its CRC checking, with the lanes numbered as the link numbered them (B's
+/// backward on the reversed link), and no receiver error on any lane.
+#[test]
+fn a_captured_run_decodes_to_every_packet_sent() {
+    for (lanes, rate, reversed) in [(4, "5", false), (2, "8", true)] {
+        let dir = temp_dir(&format!("run{lanes}"));
+        let mut args = vec!["--lanes", if lanes == 4 { "4" } else { "2" }, "--max-rate", rate];
+        args.extend(["--packets", "40", "--both-ways"]);
+        if reversed {
+            args.push("--reversed");
+        }
+        let report = run_captured(&dir, &args);
+        assert_eq!(report["packets_delivered"], 80, "{report}");
+        assert!(
+            report["capture"]["files"].as_u64().unwrap() >= 2 * lanes as u64,
+            "{report}"
+        );
+        let (code, items) = decode(&dir, &[]);
+        assert_eq!(code, Some(0));
+        for port in ["A", "B"] {
+            let of_port = |kind: &'static str| {
+                items
+                    .iter()
+                    .filter(move |i| i["tx_port"] == port && (i["kind"] == kind || i["event"] == kind))
+            };
+            let numbers: BTreeSet<u64> = of_port("packet")
+                .map(|p| {
+                    assert_eq!(p["crc_ok"], true, "{p}");
+                    u64::from_str_radix(p["tl"].as_str().unwrap(), 16).unwrap()
+                })
+                .collect();
+            assert_eq!(numbers, (0..40).collect(), "port {port} lanes {lanes}");
+            assert_eq!(
+                of_port("packet").count(),
+                40,
+                "each packet once: no replays on a clean channel"
+            );
+            for summary in of_port("lane_summary") {
+                assert_eq!(summary["errors"], 0, "{summary}");
+                assert!(summary["training_sets"].as_u64().unwrap() > 0, "{summary}");
+            }
+            let last_numbering = of_port("lanes").last().unwrap();
+            assert_eq!(last_numbering["width"], lanes, "{last_numbering}");
+            let backward = reversed && port == "B";
+            for n in last_numbering["lane_numbers"].as_array().unwrap() {
+                let (lane, number) = (n["lane"].as_u64().unwrap(), n["number"].as_u64().unwrap());
+                let expected = if backward { lanes as u64 - 1 - lane } else { lane };
+                assert_eq!(number, expected, "port {port}: {last_numbering}");
+            }
+        }
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
+
+/// `--units` prints the stream `dl decode` reads: the two agree on every packet and flit.
+#[test]
+fn units_are_the_stream_dl_decode_reads() {
+    let dir = temp_dir("units");
+    run_captured(&dir, &["--lanes", "2", "--max-rate", "8", "--packets", "10"]);
+    // Stretch 1: port A at 8 GT/s, where the packets are.
+    let direct = common::linkctl(
+        &["link", "decode"],
+        &[dir.to_str().unwrap(), "--stretch", "1", "--tl", "transaction"],
+    );
+    let units = common::linkctl(
+        &["link", "decode"],
+        &[dir.to_str().unwrap(), "--stretch", "1", "--units"],
+    );
+    assert!(String::from_utf8_lossy(&units.stderr).contains("port A, stretch 1: 8 GT/s 128b130b"));
+    let via_dl = common::linkctl_with_input(&["dl", "decode"], &[], &units.stdout);
+    let items = |out: &[u8]| -> Vec<String> {
+        String::from_utf8_lossy(out)
+            .lines()
+            .filter(|l| l.starts_with(' '))
+            .map(str::to_owned)
+            .collect()
+    };
+    let direct = items(&direct.stdout);
+    assert_eq!(
+        direct.iter().filter(|l| l.contains("packet")).count(),
+        10,
+        "{direct:?}"
+    );
+    assert_eq!(direct, items(&via_dl.stdout));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// Bits flipped in a lane's file are found: a receiver error on the lane or a packet that does not check,
+/// and exit status 2.
+#[test]
+fn damage_in_a_capture_is_found() {
+    let dir = temp_dir("damage");
+    run_captured(&dir, &["--lanes", "2", "--max-rate", "8", "--packets", "200"]);
+    let file = dir.join("a-lane1-1.bin");
+    let mut bytes = std::fs::read(&file).unwrap();
+    let middle = bytes.len() / 2;
+    for b in &mut bytes[middle..middle + 4] {
+        *b ^= 0x24;
+    }
+    std::fs::write(&file, bytes).unwrap();
+    let (code, items) = decode(&dir, &["--port", "a"]);
+    assert_eq!(code, Some(2));
+    assert!(
+        items
+            .iter()
+            .any(|i| i["ok"] == false || i["event"] == "lane_error"),
+        "{items:?}"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn a_bad_capture_is_refused() {
+    let dir = temp_dir("bad");
+    run_captured(&dir, &["--lanes", "1", "--max-rate", "2.5", "--packets", "2"]);
+    let d = dir.to_str().unwrap();
+    let decode = ["link", "decode"];
+    common::assert_refused_saying(&decode, &[d, "--port", "c"], "--port must be a or b");
+    common::assert_refused_saying(&decode, &[d, "--stretch", "9"], "--stretch 9: the capture has 2");
+    common::assert_refused_saying(&decode, &[d, "--units", "--json"], "cannot be used with");
+    let index_path = dir.join("capture.json");
+    let index = std::fs::read_to_string(&index_path).unwrap();
+    let segment = |edit: &dyn Fn(&mut Value)| {
+        let mut v: Value = serde_json::from_str(&index).unwrap();
+        edit(&mut v["segments"][0]);
+        std::fs::write(&index_path, v.to_string()).unwrap();
+    };
+    for (edit, says) in [
+        (
+            &(|s: &mut Value| s["file"] = "../a-lane0-0.bin".into()) as &dyn Fn(&mut Value),
+            "must name a file",
+        ),
+        (
+            &|s: &mut Value| s["lane"] = 99.into(),
+            "\"lane\" must be a lane number below 16",
+        ),
+        (
+            &|s: &mut Value| s["lane_number"] = "x".into(),
+            "\"lane_number\" must be null",
+        ),
+        (&|s: &mut Value| s["code"] = "9b11b".into(), "\"code\" must be"),
+        (&|s: &mut Value| s["port"] = "C".into(), "\"port\" must be"),
+        (
+            &|s: &mut Value| s["bits"] = (s["bits"].as_u64().unwrap() + 64).into(),
+            "bits short of what capture.json says",
+        ),
+    ] {
+        segment(edit);
+        common::assert_refused_saying(&decode, &[d], says);
+    }
+    std::fs::write(&index_path, "{").unwrap();
+    common::assert_refused_saying(&decode, &[d], "is not JSON");
+    std::fs::remove_file(&index_path).unwrap();
+    common::assert_refused_saying(&decode, &[d], "opening");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
