@@ -80,7 +80,7 @@ fn a_captured_run_decodes_to_every_packet_sent() {
                 assert_eq!(summary["errors"], 0, "{summary}");
                 assert!(summary["training_sets"].as_u64().unwrap() > 0, "{summary}");
             }
-            let last_numbering = of_port("lanes").last().unwrap();
+            let last_numbering = of_port("lanes").next_back().unwrap();
             assert_eq!(last_numbering["width"], lanes, "{last_numbering}");
             let backward = reversed && port == "B";
             for n in last_numbering["lane_numbers"].as_array().unwrap() {
