@@ -4,8 +4,10 @@
 use std::vec::Vec;
 
 use crate::channel::{Channel, ChannelConfig};
-use crate::ltssm::{LtssmState, PhyEvent, Port, PortConfig};
-use crate::serial::Slot;
+use crate::lanes::MAX_LANES;
+use crate::ltssm::{LaneNumbers, LinkEvent, LinkMonitor, LtssmState, PhyEvent, Port, PortConfig};
+use crate::rate::Rate;
+use crate::serial::{LaneSignal, Slot};
 use crate::time::Instant;
 
 /// One end of a pair: a physical layer, alone or with layers above it.
@@ -47,6 +49,102 @@ impl Node for Port {
     }
     fn poll_phy_event(&mut self) -> Option<PhyEvent> {
         self.poll_event()
+    }
+}
+
+/// A node whose transmitter's lanes are recorded in memory from the first slot at `rate` on: what a
+/// capture of them holds, for a [`crate::ltssm::LinkMonitor`] to read (tests and fuzzing; `linkctl` writes
+/// captures to files instead).
+#[derive(Debug)]
+pub struct Recording<N: Node = Port> {
+    /// The node.
+    pub node: N,
+    /// The rate recorded at.
+    pub rate: Rate,
+    /// Each physical lane's bits, as the slots gave them: words of up to 64 bits, the first on the wire
+    /// in bit 0, and how many each holds.
+    pub lanes: [Vec<(u64, u32)>; MAX_LANES],
+    /// The lane numbers the link had given the lanes when recording began.
+    pub numbers: Option<LaneNumbers>,
+}
+
+impl<N: Node> Recording<N> {
+    /// Record what `node` sends at `rate`.
+    pub fn new(node: N, rate: Rate) -> Self {
+        Recording {
+            node,
+            rate,
+            lanes: Default::default(),
+            numbers: None,
+        }
+    }
+}
+
+impl<N: Node> Node for Recording<N> {
+    fn port(&self) -> &Port {
+        self.node.port()
+    }
+    fn port_mut(&mut self) -> &mut Port {
+        self.node.port_mut()
+    }
+    fn transmit(&mut self, now: Instant, fill: &mut dyn FnMut(&mut [u8])) -> Slot {
+        let slot = self.node.transmit(now, fill);
+        if slot.rate == self.rate {
+            let map = self.node.port().lane_map();
+            self.numbers.get_or_insert_with(|| {
+                LaneNumbers(core::array::from_fn(|p| {
+                    map.and_then(|m| m.logical(p)).map(|l| l as u8)
+                }))
+            });
+            for (lane, signal) in self.lanes.iter_mut().zip(&slot.lanes) {
+                if let LaneSignal::Bits(bits) = signal {
+                    lane.extend(bits.chunks());
+                }
+            }
+        }
+        slot
+    }
+    fn receive(&mut self, now: Instant, slot: &Slot, deliver: &mut dyn FnMut(&[u8], u64)) {
+        self.node.receive(now, slot, deliver)
+    }
+    fn poll_timeout(&self) -> Option<Instant> {
+        self.node.poll_timeout()
+    }
+    fn handle_timeout(&mut self, now: Instant) {
+        self.node.handle_timeout(now)
+    }
+    fn poll_phy_event(&mut self) -> Option<PhyEvent> {
+        self.node.poll_phy_event()
+    }
+}
+
+/// Feed recorded lanes (as [`Recording::lanes`] holds them) into `monitor`, a word from each lane in turn,
+/// lane `l` delayed by `delay_bits[l]` zero bits first (captured that much later than the others; lanes
+/// without an entry are not delayed).
+pub fn replay_lanes(
+    monitor: &mut LinkMonitor,
+    lanes: &[Vec<(u64, u32)>],
+    delay_bits: &[u32],
+    emit: &mut impl FnMut(LinkEvent),
+) {
+    let delay = |l: usize| delay_bits.get(l).copied().unwrap_or(0);
+    let words = |l: usize| delay(l).div_ceil(64) as usize + lanes[l].len();
+    let longest = (0..lanes.len()).map(words).max().unwrap_or(0);
+    for i in 0..longest {
+        for (lane, recorded) in lanes.iter().enumerate() {
+            let zeros = delay(lane);
+            let zero_words = zeros.div_ceil(64) as usize;
+            if i < zero_words {
+                let count = if i + 1 == zero_words && zeros % 64 != 0 {
+                    zeros % 64
+                } else {
+                    64
+                };
+                monitor.push_bits(lane, 0, count, emit);
+            } else if let Some(&(bits, count)) = recorded.get(i - zero_words) {
+                monitor.push_bits(lane, bits, count, emit);
+            }
+        }
     }
 }
 

@@ -4,76 +4,21 @@
 #![cfg(feature = "std")]
 
 use link_phy::channel::ChannelConfig;
-use link_phy::ltssm::{
-    LaneNumbers, LinkEvent, LinkMonitor, MonitorEvent, PhyEvent, Port, PortConfig, Role, Timing,
-};
-use link_phy::pair::{LinkPair, Node, Side};
+use link_phy::ltssm::{LaneNumbers, LinkEvent, LinkMonitor, MonitorEvent, Port, PortConfig, Role, Timing};
+use link_phy::pair::{replay_lanes, LinkPair, Recording, Side};
 use link_phy::rate::{LineCode, Rate};
-use link_phy::serial::{LaneSignal, Slot};
 use link_phy::time::Instant;
-
-/// A port whose transmitter's lanes are recorded, from the first slot at `rate` on.
-struct Tap {
-    port: Port,
-    rate: Rate,
-    lanes: Vec<Vec<(u64, u32)>>,
-    /// The lane numbers when recording began.
-    numbers: Option<LaneNumbers>,
-}
-
-impl Node for Tap {
-    fn port(&self) -> &Port {
-        &self.port
-    }
-    fn port_mut(&mut self) -> &mut Port {
-        &mut self.port
-    }
-    fn transmit(&mut self, now: Instant, fill: &mut dyn FnMut(&mut [u8])) -> Slot {
-        let slot = self.port.poll_transmit(now, fill);
-        if slot.rate == self.rate {
-            let map = self.port.lane_map();
-            self.numbers.get_or_insert_with(|| {
-                LaneNumbers(core::array::from_fn(|p| {
-                    map.and_then(|m| m.logical(p)).map(|l| l as u8)
-                }))
-            });
-            for (lane, signal) in slot.lanes.iter().enumerate().take(self.port.config().lanes) {
-                if let LaneSignal::Bits(bits) = signal {
-                    self.lanes[lane].extend(bits.chunks());
-                }
-            }
-        }
-        slot
-    }
-    fn receive(&mut self, now: Instant, slot: &Slot, deliver: &mut dyn FnMut(&[u8], u64)) {
-        self.port.receive(now, slot, deliver)
-    }
-    fn poll_timeout(&self) -> Option<Instant> {
-        self.port.poll_timeout()
-    }
-    fn handle_timeout(&mut self, now: Instant) {
-        self.port.handle_timeout(now)
-    }
-    fn poll_phy_event(&mut self) -> Option<PhyEvent> {
-        self.port.poll_event()
-    }
-}
 
 /// Train `lanes` lanes (wired `reversed`) up to `max_rate`, send `units` units of a counting pattern from
 /// B in L0, and return what A's port delivered and B's tap recorded at `rate`.
-fn run(lanes: usize, max_rate: Rate, rate: Rate, reversed: bool, units: usize) -> (Vec<u8>, Tap) {
+fn run(lanes: usize, max_rate: Rate, rate: Rate, reversed: bool, units: usize) -> (Vec<u8>, Recording) {
     let port = |role| {
         let mut config = PortConfig::new(lanes, role);
         config.max_rate = max_rate;
         config.timing = Timing::fast();
         Port::new(config, Instant::ZERO).unwrap()
     };
-    let tap = |role| Tap {
-        port: port(role),
-        rate,
-        lanes: vec![Vec::new(); lanes],
-        numbers: None,
-    };
+    let tap = |role| Recording::new(port(role), rate);
     let mut channel = ChannelConfig::clean(lanes);
     channel.reversed = reversed;
     let mut pair = LinkPair::with_nodes(
@@ -108,8 +53,8 @@ fn run(lanes: usize, max_rate: Rate, rate: Rate, reversed: bool, units: usize) -
     (delivered, b)
 }
 
-/// What a monitor given `numbers` makes of the recorded lanes, each delayed by its entry of `delay_bits`
-/// (zeros first), pushed a slot's chunk at a time from each lane in turn: its events, and the units.
+/// What a monitor given `numbers` makes of the recorded lanes, each delayed by its entry of `delay_bits`:
+/// its events (but training sets and SKP), and the units.
 fn monitor(
     code: LineCode,
     numbers: LaneNumbers,
@@ -118,31 +63,14 @@ fn monitor(
 ) -> (Vec<String>, Vec<u8>, LinkMonitor) {
     let mut m = LinkMonitor::new(code, numbers).unwrap();
     let (mut events, mut units) = (Vec::new(), Vec::new());
-    let delayed: Vec<Vec<(u64, u32)>> = lanes
-        .iter()
-        .zip(delay_bits)
-        .map(|(chunks, &delay)| {
-            let mut d: Vec<(u64, u32)> = (0..delay / 32).map(|_| (0, 32)).collect();
-            d.push((0, delay % 32));
-            d.extend(chunks);
-            d
-        })
-        .collect();
-    let longest = delayed.iter().map(Vec::len).max().unwrap_or(0);
-    for i in 0..longest {
-        for (lane, chunks) in delayed.iter().enumerate() {
-            if let Some(&(bits, count)) = chunks.get(i) {
-                m.push_bits(lane, bits, count, &mut |e| match e {
-                    LinkEvent::Units(u) => units.extend_from_slice(u),
-                    LinkEvent::Lane {
-                        event: MonitorEvent::Training(_) | MonitorEvent::Skip,
-                        ..
-                    } => {}
-                    other => events.push(format!("{other:?}")),
-                });
-            }
-        }
-    }
+    replay_lanes(&mut m, lanes, delay_bits, &mut |e| match e {
+        LinkEvent::Units(u) => units.extend_from_slice(u),
+        LinkEvent::Lane {
+            event: MonitorEvent::Training(_) | MonitorEvent::Skip,
+            ..
+        } => {}
+        other => events.push(format!("{other:?}")),
+    });
     (events, units, m)
 }
 

@@ -10,6 +10,7 @@
 
 pub mod code128b130b;
 pub mod code8b10b;
+pub mod link_monitor;
 pub mod ltssm;
 
 /// Every fuzz entry point, by the name of its cargo-fuzz target.
@@ -22,4 +23,5 @@ pub const TARGETS: &[(&str, fn(&[u8]))] = &[
     ("align_8b10b", code8b10b::align_8b10b),
     ("parse_training_set", ltssm::parse_training_set),
     ("port_receive", ltssm::port_receive),
+    ("link_monitor", link_monitor::link_monitor),
 ];
