@@ -11,7 +11,7 @@ use std::vec::Vec;
 
 use link_phy::channel::{ChannelConfig, Fault, FaultKind};
 use link_phy::ltssm::{PhyEvent, Port, PortConfig};
-use link_phy::pair::{LinkPair, Node, Side};
+use link_phy::pair::{LinkPair, Node, Side, Tap, Tapped};
 use link_phy::rate::{LineCode, Rate};
 use link_phy::serial::Slot;
 use link_phy::time::{Duration, Instant};
@@ -140,6 +140,17 @@ impl<const REPLAY: usize, const RX_FLITS: usize> SimNode<REPLAY, RX_FLITS> for S
     }
     fn sim_mut(&mut self) -> &mut SimEndpoint<REPLAY, RX_FLITS> {
         self
+    }
+}
+
+impl<const REPLAY: usize, const RX_FLITS: usize, N: SimNode<REPLAY, RX_FLITS>, T: Tap>
+    SimNode<REPLAY, RX_FLITS> for Tapped<N, T>
+{
+    fn sim(&self) -> &SimEndpoint<REPLAY, RX_FLITS> {
+        self.node.sim()
+    }
+    fn sim_mut(&mut self) -> &mut SimEndpoint<REPLAY, RX_FLITS> {
+        self.node.sim_mut()
     }
 }
 

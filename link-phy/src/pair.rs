@@ -52,35 +52,23 @@ impl Node for Port {
     }
 }
 
-/// A node whose transmitter's lanes are recorded in memory from the first slot at `rate` on: what a
-/// capture of them holds, for a [`crate::ltssm::LinkMonitor`] to read (tests and fuzzing; `linkctl` writes
-/// captures to files instead).
+/// What watches the slots a node sends: a recording in memory ([`LaneRecorder`]), or `linkctl`'s capture
+/// to files.
+pub trait Tap {
+    /// `port` sent `slot` at `now`.
+    fn sent(&mut self, now: Instant, slot: &Slot, port: &Port);
+}
+
+/// A node whose transmitter a [`Tap`] watches; otherwise it is the node.
 #[derive(Debug)]
-pub struct Recording<N: Node = Port> {
+pub struct Tapped<N, T> {
     /// The node.
     pub node: N,
-    /// The rate recorded at.
-    pub rate: Rate,
-    /// Each physical lane's bits, as the slots gave them: words of up to 64 bits, the first on the wire
-    /// in bit 0, and how many each holds.
-    pub lanes: [Vec<(u64, u32)>; MAX_LANES],
-    /// The lane numbers the link had given the lanes when recording began.
-    pub numbers: Option<LaneNumbers>,
+    /// What watches it.
+    pub tap: T,
 }
 
-impl<N: Node> Recording<N> {
-    /// Record what `node` sends at `rate`.
-    pub fn new(node: N, rate: Rate) -> Self {
-        Recording {
-            node,
-            rate,
-            lanes: Default::default(),
-            numbers: None,
-        }
-    }
-}
-
-impl<N: Node> Node for Recording<N> {
+impl<N: Node, T: Tap> Node for Tapped<N, T> {
     fn port(&self) -> &Port {
         self.node.port()
     }
@@ -89,19 +77,7 @@ impl<N: Node> Node for Recording<N> {
     }
     fn transmit(&mut self, now: Instant, fill: &mut dyn FnMut(&mut [u8])) -> Slot {
         let slot = self.node.transmit(now, fill);
-        if slot.rate == self.rate {
-            let map = self.node.port().lane_map();
-            self.numbers.get_or_insert_with(|| {
-                LaneNumbers(core::array::from_fn(|p| {
-                    map.and_then(|m| m.logical(p)).map(|l| l as u8)
-                }))
-            });
-            for (lane, signal) in self.lanes.iter_mut().zip(&slot.lanes) {
-                if let LaneSignal::Bits(bits) = signal {
-                    lane.extend(bits.chunks());
-                }
-            }
-        }
+        self.tap.sent(now, &slot, self.node.port());
         slot
     }
     fn receive(&mut self, now: Instant, slot: &Slot, deliver: &mut dyn FnMut(&[u8], u64)) {
@@ -115,6 +91,55 @@ impl<N: Node> Node for Recording<N> {
     }
     fn poll_phy_event(&mut self) -> Option<PhyEvent> {
         self.node.poll_phy_event()
+    }
+}
+
+/// A node whose transmitter's lanes are recorded in memory: what a capture of them holds, for a
+/// [`crate::ltssm::LinkMonitor`] to read (tests and fuzzing).
+pub type Recording<N = Port> = Tapped<N, LaneRecorder>;
+
+impl<N: Node> Recording<N> {
+    /// Record what `node` sends at `rate`.
+    pub fn new(node: N, rate: Rate) -> Self {
+        Tapped {
+            node,
+            tap: LaneRecorder {
+                rate,
+                lanes: Default::default(),
+                numbers: None,
+            },
+        }
+    }
+}
+
+/// A transmitter's lanes, recorded from the first slot at `rate` on.
+#[derive(Debug)]
+pub struct LaneRecorder {
+    /// The rate recorded at.
+    pub rate: Rate,
+    /// Each physical lane's bits, as the slots gave them: words of up to 64 bits, the first on the wire
+    /// in bit 0, and how many each holds.
+    pub lanes: [Vec<(u64, u32)>; MAX_LANES],
+    /// The lane numbers the link had given the lanes when recording began.
+    pub numbers: Option<LaneNumbers>,
+}
+
+impl Tap for LaneRecorder {
+    fn sent(&mut self, _now: Instant, slot: &Slot, port: &Port) {
+        if slot.rate != self.rate {
+            return;
+        }
+        let map = port.lane_map();
+        self.numbers.get_or_insert_with(|| {
+            LaneNumbers(core::array::from_fn(|p| {
+                map.and_then(|m| m.logical(p)).map(|l| l as u8)
+            }))
+        });
+        for (lane, signal) in self.lanes.iter_mut().zip(&slot.lanes) {
+            if let LaneSignal::Bits(bits) = signal {
+                lane.extend(bits.chunks());
+            }
+        }
     }
 }
 

@@ -100,7 +100,12 @@ fn an_8b10b_capture_gives_the_delivered_stream_with_lane_numbers_read_from_train
         assert!(delivered.len() >= 300 * 16);
         // Lanes captured up to 30 symbols apart.
         let delays: Vec<u32> = (0..lanes as u32).map(|l| (l * 97) % 300).collect();
-        let (events, units, m) = monitor(LineCode::Code8b10b, LaneNumbers::default(), &tap.lanes, &delays);
+        let (events, units, m) = monitor(
+            LineCode::Code8b10b,
+            LaneNumbers::default(),
+            &tap.tap.lanes,
+            &delays,
+        );
         assert_stream_is(&units, &delivered);
         assert_eq!(
             m.width().map(|w| w.lanes()),
@@ -125,10 +130,10 @@ fn an_8b10b_capture_gives_the_delivered_stream_with_lane_numbers_read_from_train
 fn a_128b130b_capture_gives_the_delivered_stream_with_lane_numbers_given() {
     for (lanes, reversed) in [(1, false), (2, true), (4, false)] {
         let (delivered, tap) = run(lanes, Rate::Gen3, Rate::Gen3, reversed, 300);
-        let numbers = tap.numbers.expect("recorded at 8 GT/s");
+        let numbers = tap.tap.numbers.expect("recorded at 8 GT/s");
         // Lanes captured up to three blocks apart.
         let delays: Vec<u32> = (0..lanes as u32).map(|l| (l * 131) % 400).collect();
-        let (events, units, m) = monitor(LineCode::Code128b130b, numbers, &tap.lanes, &delays);
+        let (events, units, m) = monitor(LineCode::Code128b130b, numbers, &tap.tap.lanes, &delays);
         assert_stream_is(&units, &delivered);
         assert_eq!(m.width().map(|w| w.lanes()), Some(lanes));
         assert!(
@@ -141,7 +146,7 @@ fn a_128b130b_capture_gives_the_delivered_stream_with_lane_numbers_given() {
         if lanes > 1 {
             let mut wrong = numbers;
             wrong.0.swap(0, 1);
-            let (_, units, _) = monitor(LineCode::Code128b130b, wrong, &tap.lanes, &delays);
+            let (_, units, _) = monitor(LineCode::Code128b130b, wrong, &tap.tap.lanes, &delays);
             assert!(!units
                 .windows(delivered.len().min(64))
                 .any(|w| w == &delivered[..delivered.len().min(64)]));

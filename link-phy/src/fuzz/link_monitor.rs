@@ -45,8 +45,8 @@ fn recordings() -> &'static [Recorded; 2] {
             let up = |p: &LinkPair<Recording>| p.a.port().is_up() && p.b.port().is_up();
             let limit = Instant(Duration::from_ms(50).as_ps());
             assert!(pair.run_until(limit, up), "recorded link did not train");
-            let keep_from = pair.b.lanes[0].len().saturating_sub(600);
-            for lane in &mut pair.b.lanes {
+            let keep_from = pair.b.tap.lanes[0].len().saturating_sub(600);
+            for lane in &mut pair.b.tap.lanes {
                 lane.drain(..keep_from.min(lane.len()));
             }
             let until = pair.now() + Duration::from_us(2);
@@ -69,11 +69,11 @@ fn recordings() -> &'static [Recorded; 2] {
             let b = pair.b;
             let numbers = match code {
                 LineCode::Code8b10b => LaneNumbers::default(),
-                LineCode::Code128b130b => b.numbers.expect("recorded at 8 GT/s"),
+                LineCode::Code128b130b => b.tap.numbers.expect("recorded at 8 GT/s"),
             };
             let mut stream = Vec::new();
             let mut monitor = LinkMonitor::new(code, numbers).expect("a monitor");
-            replay_lanes(&mut monitor, &b.lanes, &[], &mut |e| {
+            replay_lanes(&mut monitor, &b.tap.lanes, &[], &mut |e| {
                 if let LinkEvent::Units(u) = e {
                     stream.extend_from_slice(u);
                 }
@@ -82,7 +82,7 @@ fn recordings() -> &'static [Recorded; 2] {
             Recorded {
                 code,
                 numbers,
-                lanes: b.lanes,
+                lanes: b.tap.lanes,
                 stream,
             }
         })

@@ -12,10 +12,9 @@ use std::io::BufWriter;
 use std::path::{Path, PathBuf};
 
 use anyhow::Context;
-use link_dl::sim::{SimEndpoint, SimNode};
 use link_phy::lanes::{LaneMap, MAX_LANES};
-use link_phy::ltssm::{PhyEvent, Port};
-use link_phy::pair::{Node, Side};
+use link_phy::ltssm::Port;
+use link_phy::pair::{Node, Side, Tap, Tapped};
 use link_phy::rate::Rate;
 use link_phy::serial::{LaneSignal, Slot};
 use link_phy::time::Instant;
@@ -48,9 +47,17 @@ impl CaptureArgs {
 
 /// A node (a bare port, or an endpoint with its data link) whose transmitter's lanes are written to files
 /// as it sends, if it was given somewhere to write them.
-pub struct Capturing<N> {
-    node: N,
-    recorder: Option<Recorder>,
+pub type Capturing<N> = Tapped<N, Capture>;
+
+/// The files of one port's capture, if it has one.
+pub struct Capture(Option<Recorder>);
+
+impl Tap for Capture {
+    fn sent(&mut self, now: Instant, slot: &Slot, port: &Port) {
+        if let Some(recorder) = &mut self.0 {
+            recorder.record(now, slot, port.lane_map());
+        }
+    }
 }
 
 /// The files of one port's capture.
@@ -86,14 +93,12 @@ struct Segment {
     bits: u64,
 }
 
-impl<N: Node> Capturing<N> {
-    /// Capture what `node`, at `side` of the pair, sends into files in `to`'s directory (which must
-    /// exist), at most `to`'s bytes; or, without `to`, only pass it on.
-    pub fn new(node: N, side: Side, to: Option<(&Path, u64)>) -> Self {
-        Capturing {
-            node,
-            recorder: to.map(|(dir, limit)| Recorder::new(side, dir, limit)),
-        }
+/// Capture what `node`, at `side` of the pair, sends into files in `to`'s directory (which must exist),
+/// at most `to`'s bytes; or, without `to`, only pass it on.
+pub fn capturing<N: Node>(node: N, side: Side, to: Option<(&Path, u64)>) -> Capturing<N> {
+    Tapped {
+        node,
+        tap: Capture(to.map(|(dir, limit)| Recorder::new(side, dir, limit))),
     }
 }
 
@@ -223,52 +228,13 @@ impl Recorder {
     }
 }
 
-impl<N: Node> Node for Capturing<N> {
-    fn port(&self) -> &Port {
-        self.node.port()
-    }
-    fn port_mut(&mut self) -> &mut Port {
-        self.node.port_mut()
-    }
-    fn transmit(&mut self, now: Instant, fill: &mut dyn FnMut(&mut [u8])) -> Slot {
-        let slot = self.node.transmit(now, fill);
-        if let Some(recorder) = &mut self.recorder {
-            recorder.record(now, &slot, self.node.port().lane_map());
-        }
-        slot
-    }
-    fn receive(&mut self, now: Instant, slot: &Slot, deliver: &mut dyn FnMut(&[u8], u64)) {
-        self.node.receive(now, slot, deliver)
-    }
-    fn poll_timeout(&self) -> Option<Instant> {
-        self.node.poll_timeout()
-    }
-    fn handle_timeout(&mut self, now: Instant) {
-        self.node.handle_timeout(now)
-    }
-    fn poll_phy_event(&mut self) -> Option<PhyEvent> {
-        self.node.poll_phy_event()
-    }
-}
-
-impl<const REPLAY: usize, const RX_FLITS: usize> SimNode<REPLAY, RX_FLITS>
-    for Capturing<SimEndpoint<REPLAY, RX_FLITS>>
-{
-    fn sim(&self) -> &SimEndpoint<REPLAY, RX_FLITS> {
-        &self.node
-    }
-    fn sim_mut(&mut self) -> &mut SimEndpoint<REPLAY, RX_FLITS> {
-        &mut self.node
-    }
-}
-
 /// Finish both ports' captures and write `capture.json` into `dir`: the index of the segments, each
 /// with its file, port, physical lane, the lane number the link gave it (what `phy decode --lane` takes
 /// at 128b/130b), rate and line code, start and end and bits; what it says for the report.
 pub fn write_index<N: Node>(dir: &Path, ports: [&mut Capturing<N>; 2]) -> anyhow::Result<Value> {
     let mut segments = Vec::new();
     let mut truncated = false;
-    for port in ports.into_iter().filter_map(|c| c.recorder.as_mut()) {
+    for port in ports.into_iter().filter_map(|c| c.tap.0.as_mut()) {
         port.finish()
             .with_context(|| format!("finishing the capture in {}", dir.display()))?;
         let (s, t) = port.segments()?;

@@ -13,7 +13,7 @@ use link_phy::rate::{LineCode, Rate};
 use link_phy::time::Duration;
 use serde_json::{json, Value};
 
-use super::capture::{CaptureArgs, Capturing};
+use super::capture::{capturing, CaptureArgs};
 use super::train::{parse_rate, ChannelArgs};
 use crate::check::ensure_within;
 
@@ -195,7 +195,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
                 [ab, ba],
                 faults,
                 channel.seed,
-                |endpoint, side| Capturing::new(endpoint, side, capture),
+                |endpoint, side| capturing(endpoint, side, capture),
             )
             .context("cannot build the ports")?;
             let report = sim::run(&mut pair, &traffic);

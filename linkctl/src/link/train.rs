@@ -12,7 +12,7 @@ use link_phy::rate::Rate;
 use link_phy::time::{Duration, Instant};
 use serde_json::{json, Value};
 
-use super::capture::{CaptureArgs, Capturing};
+use super::capture::{capturing, CaptureArgs};
 use crate::check::ensure_below;
 
 /// Exit status when the link did not come up: distinct from usage errors.
@@ -327,7 +327,7 @@ pub fn run(args: TrainArgs) -> anyhow::Result<ExitCode> {
         let up = pair.train(limit);
         return print(&args, &pair, up, &trained_report(&pair, up, limit));
     };
-    let mut pair = (args.channel).build_with(|port, side| Capturing::new(port, side, Some(to)))?;
+    let mut pair = (args.channel).build_with(|port, side| capturing(port, side, Some(to)))?;
     let up = pair.train(limit);
     let mut report = trained_report(&pair, up, limit);
     let LinkPair { a, b, .. } = &mut pair;
