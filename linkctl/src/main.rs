@@ -139,7 +139,7 @@ fn main() -> ExitCode {
         Err(e) => return usage_error(e),
     };
     let result = match cli.command {
-        Command::Phy(cmd) => phy::run(cmd).map(|()| ExitCode::SUCCESS),
+        Command::Phy(cmd) => phy::run(cmd),
         Command::Dl(cmd) => dl::run(cmd),
         Command::Link(cmd) => link::run(cmd),
         Command::Bench(cmd) => bench::run(cmd).map(|()| ExitCode::SUCCESS),

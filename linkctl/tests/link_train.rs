@@ -647,10 +647,17 @@ fn a_capture_holds_what_each_transmitter_sent() {
             data.iter().all(|b| b.ends_with(&"0".repeat(32))),
             "{s}: logical idle"
         );
-        // With another lane's seed the same blocks are not idle.
+        // With another lane's seed the same blocks are not idle, and the SKP ordered sets' data parity
+        // disagrees with the receiver's: a receiver error, exit status 2.
         let wrong = (lane + 1).to_string();
-        let garbled = decode_capture(&path, &["--code", "128b130b", "--lane", &wrong]);
-        assert!(garbled.iter().any(|&b| b != 0), "{s}");
+        let file = std::fs::read(&path).unwrap();
+        let garbled = common::linkctl_with_input(
+            &["phy", "decode"],
+            &["--packed", "--code", "128b130b", "--lane", &wrong],
+            &file,
+        );
+        assert_eq!(garbled.status.code(), Some(2), "{s}");
+        assert!(garbled.stdout.iter().any(|&b| b != 0), "{s}");
     }
     assert_eq!(index["bytes"].as_u64(), Some(bytes));
     // Text says where it went.

@@ -28,6 +28,13 @@ fn ok(args: &[&str], stdin: &[u8]) -> Vec<u8> {
     o.stdout
 }
 
+/// Runs a command that must find a receiver error (exit status 2), and gives what it wrote.
+fn found_errors(args: &[&str], stdin: &[u8]) -> Vec<u8> {
+    let o = linkctl(args, stdin);
+    assert_eq!(o.status.code(), Some(2), "{args:?}: {}", stderr(&o));
+    o.stdout
+}
+
 /// The 17 bytes of spec 1.3.7: sixteen 00h in a data block on lane 0, packed.
 const WORKED_EXAMPLE: [u8; 17] = [
     0xB2, 0xF5, 0x52, 0x62, 0x4E, 0x19, 0x63, 0x3B, 0x43, 0xA9, 0xD5, 0x05, 0x13, 0x3C, 0x0D, 0x1F, 0x00,
@@ -229,7 +236,7 @@ fn a_skp_ordered_set_that_disagrees_with_the_receiver_is_shown() {
     // The SKP ordered set is block 8; its last symbol, LFSR[7:0], starts 2 + 15 * 8 bits in.
     let bit = 8 * 130 + 2 + 15 * 8;
     wire[bit / 8] ^= 1 << (bit % 8);
-    let lines = ok(
+    let lines = found_errors(
         &[
             "decode", "--code", "128b130b", "--packed", "--lane", "1", "--blocks",
         ],
@@ -238,7 +245,7 @@ fn a_skp_ordered_set_that_disagrees_with_the_receiver_is_shown() {
     let lines = String::from_utf8(lines).unwrap();
     let skp = lines.lines().nth(8).unwrap();
     assert!(skp.ends_with("which disagrees with the receiver's"), "{skp}");
-    let json = ok(
+    let json = found_errors(
         &[
             "decode", "--code", "128b130b", "--packed", "--lane", "1", "--json",
         ],
@@ -255,7 +262,7 @@ fn a_skp_ordered_set_that_disagrees_with_the_receiver_is_shown() {
     let mut wire = capture(1, &blocks, 0);
     let bit = 8 * 130 + 2 + 13 * 8 + 7;
     wire[bit / 8] ^= 1 << (bit % 8);
-    let lines = ok(
+    let lines = found_errors(
         &[
             "decode", "--code", "128b130b", "--packed", "--lane", "1", "--blocks",
         ],
@@ -283,7 +290,8 @@ fn decode_stops_at_an_undefined_sync_header_outside_a_data_stream() {
     assert!(!o.status.success());
     assert_eq!(o.stdout, bytes(4, 48)[..32]);
     assert!(stderr(&o).contains("block 2: sync header 11"), "{}", stderr(&o));
-    // In a data stream (after an SDS) the receiver counts it and takes the block as data.
+    // In a data stream (after an SDS) the receiver counts it and takes the block as data: a receiver
+    // error, and exit status 2.
     let text = ok(&["encode", "--code", "128b130b", "--stream-start"], &bytes(4, 48));
     let mut lines: Vec<String> = String::from_utf8(text)
         .unwrap()
@@ -295,7 +303,7 @@ fn decode_stops_at_an_undefined_sync_header_outside_a_data_stream() {
         &["decode", "--code", "128b130b", "--blocks"],
         lines.join("\n").as_bytes(),
     );
-    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
     let line = stdout(&o).lines().nth(3).unwrap().to_owned();
     assert!(
         line.starts_with("3 data") && line.ends_with("(undefined sync header, taken by its content)"),

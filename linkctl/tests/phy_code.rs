@@ -272,6 +272,30 @@ fn a_packed_capture_is_aligned_at_its_first_comma() {
     assert!(stderr(&o).contains("code group 3"), "{}", stderr(&o));
 }
 
+/// `--events` reports a receiver error as a finding, and the exit status says so: 2, as `dl decode` and
+/// `link decode` exit on damage; 0 when the receiver saw none.
+#[test]
+fn receiver_errors_in_a_lane_give_exit_status_2() {
+    let mut symbols = vec![link_phy::Symbol::Control(0xBC)];
+    symbols.extend(DATA.iter().map(|&b| link_phy::Symbol::Data(b)));
+    let mut codes = vec![0u16; symbols.len()];
+    link_phy::code8b10b::Encoder::new()
+        .encode_symbols(&symbols, &mut codes)
+        .unwrap();
+    let events = ["phy", "decode", "--code", "8b10b", "--packed", "--events"];
+    let o = linkctl(&events, &packed(&codes, 0));
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(!stdout(&o).contains("error"), "{}", stdout(&o));
+    codes[3] = 0x3FF;
+    let o = linkctl(&events, &packed(&codes, 0));
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(
+        stdout(&o).contains("error: a code group that does not decode"),
+        "{}",
+        stdout(&o)
+    );
+}
+
 #[test]
 fn packed_options_are_refused_where_they_do_not_apply() {
     for (args, says) in [

@@ -70,7 +70,9 @@ pub fn encode(options: &BlockOptions, stream_start: bool) -> anyhow::Result<()> 
 
 /// Decode blocks from stdin, written as `output` says. A packed capture that is not `aligned` is
 /// searched for an EIEOS first, as a receiver does; one that is `invert`ed has every bit inverted first.
-pub fn decode(options: &BlockOptions, output: Output, aligned: bool, invert: bool) -> anyhow::Result<()> {
+/// Decode blocks from stdin; whether any had an undefined sync header or was a SKP ordered set that
+/// disagrees with the receiver.
+pub fn decode(options: &BlockOptions, output: Output, aligned: bool, invert: bool) -> anyhow::Result<bool> {
     let mut decoder = if aligned || !options.packed {
         LaneDecoder::aligned(options.lane)
     } else {
@@ -80,6 +82,7 @@ pub fn decode(options: &BlockOptions, output: Output, aligned: bool, invert: boo
         out: BufWriter::new(io::stdout().lock()),
         output,
         delivered: 0,
+        errors: false,
     };
     let outcome = if options.packed {
         decode_packed(&mut packed_stdin(invert), &mut decoder, &mut report)
@@ -87,7 +90,7 @@ pub fn decode(options: &BlockOptions, output: Output, aligned: bool, invert: boo
         decode_text(&mut io::stdin().lock(), &mut decoder, &mut report)
     };
     report.out.flush().context("writing stdout")?;
-    outcome
+    outcome.map(|()| report.errors)
 }
 
 /// Raw wire bits, bit 0 of the first byte first.
@@ -204,6 +207,8 @@ struct Report<W: Write> {
     output: Output,
     /// Blocks delivered so far.
     delivered: u64,
+    /// Whether a block had an undefined sync header or a SKP ordered set disagreed with the receiver.
+    errors: bool,
 }
 
 impl<W: Write> Report<W> {
@@ -226,6 +231,7 @@ impl<W: Write> Report<W> {
                     parity_agrees: after.data_parity_errors == before.data_parity_errors,
                 },
             };
+            self.errors |= decoded.undefined_header || !decoded.skp.lfsr_agrees || !decoded.skp.parity_agrees;
             match self.output {
                 Output::Bytes if block.header == SyncHeader::Data => self.out.write_all(&block.payload),
                 Output::Bytes => Ok(()),
@@ -466,11 +472,13 @@ mod tests {
                     out: Vec::new(),
                     output,
                     delivered: 0,
+                    errors: false,
                 };
                 let outcome = decode_packed(&mut &capture[..], &mut LaneDecoder::new(lane), &mut report);
                 if !damaged {
                     assert!(outcome.is_ok(), "case {case}: {outcome:?}");
                     assert_eq!(report.delivered, blocks.len() as u64, "case {case}");
+                    assert!(!report.errors, "case {case}: a clean capture reports no error");
                     if output == Output::Bytes {
                         assert_eq!(report.out, data, "case {case}");
                     }
@@ -488,6 +496,7 @@ mod tests {
                 out: Vec::new(),
                 output: Output::Json,
                 delivered: 0,
+                errors: false,
             };
             let _ = decode_text(&mut &text[..], &mut LaneDecoder::aligned(0), &mut report);
         }

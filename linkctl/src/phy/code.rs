@@ -3,6 +3,7 @@
 //! blocks, is in [`super::blocks`].
 
 use std::io::{self, BufWriter, Read, Write};
+use std::process::ExitCode;
 
 use anyhow::{bail, Context};
 use link_phy::code8b10b::{CommaAligner, Decoder, Encoder, SymbolName};
@@ -229,7 +230,9 @@ pub fn encode(args: EncodeArgs) -> anyhow::Result<()> {
     out.finish()
 }
 
-pub fn decode(args: DecodeArgs) -> anyhow::Result<()> {
+/// Decode as `args` say; exit status 2 if a receiver reading a capture reported an error (`--events`,
+/// or a 128b/130b block with an undefined sync header or a SKP ordered set that disagrees with it).
+pub fn decode(args: DecodeArgs) -> anyhow::Result<ExitCode> {
     if parse_code(&args.code)? == Code::Code128b130b {
         refuse_options_of_the_other_code(
             &args.code,
@@ -241,7 +244,7 @@ pub fn decode(args: DecodeArgs) -> anyhow::Result<()> {
             (false, true) => super::blocks::Output::Json,
             (false, false) => super::blocks::Output::Bytes,
         };
-        return super::blocks::decode(&options, output, args.aligned, args.invert);
+        return super::blocks::decode(&options, output, args.aligned, args.invert).map(exit_status);
     }
     refuse_options_of_the_other_code(
         &args.code,
@@ -256,10 +259,11 @@ pub fn decode(args: DecodeArgs) -> anyhow::Result<()> {
                 "--aligned does not apply to the receiver's events: a lane receiver aligns at commas itself"
             );
         }
-        return super::events::decode(packed_stdin(args.invert), args.json);
+        return super::events::decode(packed_stdin(args.invert), args.json).map(exit_status);
     }
     if args.packed {
-        return decode_packed(packed_stdin(args.invert), args.symbols, args.aligned);
+        return decode_packed(packed_stdin(args.invert), args.symbols, args.aligned)
+            .map(|()| ExitCode::SUCCESS);
     }
     let mut input = io::stdin().lock();
     let mut out = BufWriter::new(io::stdout().lock());
@@ -271,8 +275,17 @@ pub fn decode(args: DecodeArgs) -> anyhow::Result<()> {
         write_symbols(&mut out, symbols, args.symbols)?;
         if outcome.is_err() || n == 0 {
             out.flush().context("writing stdout")?;
-            return outcome;
+            return outcome.map(|()| ExitCode::SUCCESS);
         }
+    }
+}
+
+/// Exit status 2 if the receiver reported errors: `dl decode`'s and `link decode`'s for damage.
+fn exit_status(errors: bool) -> ExitCode {
+    if errors {
+        ExitCode::from(2)
+    } else {
+        ExitCode::SUCCESS
     }
 }
 

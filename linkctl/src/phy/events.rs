@@ -17,8 +17,9 @@ const CHUNK: usize = 64 * 1024;
 /// Data bytes on one line of text or in one JSON object.
 const DATA_PER_LINE: usize = 16;
 
-/// Read packed bits from `input` and write what the receiver saw, as text or JSON lines.
-pub fn decode(mut input: impl Read, json: bool) -> anyhow::Result<()> {
+/// Read packed bits from `input` and write what the receiver saw, as text or JSON lines; whether it
+/// reported a receiver error.
+pub fn decode(mut input: impl Read, json: bool) -> anyhow::Result<bool> {
     let mut monitor = LaneMonitor::new();
     let mut report = Report {
         out: BufWriter::new(io::stdout().lock()),
@@ -26,6 +27,7 @@ pub fn decode(mut input: impl Read, json: bool) -> anyhow::Result<()> {
         data: Vec::with_capacity(DATA_PER_LINE),
         data_first: false,
         repeated: None,
+        errors: false,
     };
     let mut bytes = vec![0u8; CHUNK];
     let mut events = Vec::new();
@@ -39,7 +41,8 @@ pub fn decode(mut input: impl Read, json: bool) -> anyhow::Result<()> {
         }
         if n < CHUNK {
             report.flush()?;
-            return report.out.flush().context("writing stdout");
+            report.out.flush().context("writing stdout")?;
+            return Ok(report.errors);
         }
     }
 }
@@ -54,10 +57,13 @@ struct Report<W: Write> {
     data_first: bool,
     /// The last event other than data, and how many times in a row it came.
     repeated: Option<(MonitorEvent, u64)>,
+    /// Whether a receiver error came.
+    errors: bool,
 }
 
 impl<W: Write> Report<W> {
     fn event(&mut self, event: MonitorEvent) -> anyhow::Result<()> {
+        self.errors |= event.is_error();
         if let MonitorEvent::Data { byte, first } = event {
             self.flush_repeated()?;
             if first || self.data.len() == DATA_PER_LINE {

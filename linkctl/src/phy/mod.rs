@@ -1,5 +1,7 @@
 //! `linkctl phy`: line coding and scrambling of raw data, for checking against other implementations.
 
+use std::process::ExitCode;
+
 use clap::Subcommand;
 
 pub(crate) mod bits;
@@ -19,10 +21,10 @@ pub enum PhyCommand {
     Scramble(scramble::ScrambleArgs),
 }
 
-pub fn run(cmd: PhyCommand) -> anyhow::Result<()> {
+pub fn run(cmd: PhyCommand) -> anyhow::Result<ExitCode> {
     match cmd {
-        PhyCommand::Encode(args) => code::encode(args),
+        PhyCommand::Encode(args) => code::encode(args).map(|()| ExitCode::SUCCESS),
         PhyCommand::Decode(args) => code::decode(args),
-        PhyCommand::Scramble(args) => scramble::scramble(args),
+        PhyCommand::Scramble(args) => scramble::scramble(args).map(|()| ExitCode::SUCCESS),
     }
 }
