@@ -93,6 +93,42 @@ fn a_captured_run_decodes_to_every_packet_sent() {
     }
 }
 
+/// A board's capture may not say which lane number each lane carries: at 128b/130b, where the number
+/// seeds the lane's descrambler, they are read from the training sets, and the stream is the same.
+#[test]
+fn lane_numbers_left_out_at_128b130b_are_read_from_training_sets() {
+    let dir = temp_dir("numbers");
+    run_captured(
+        &dir,
+        &[
+            "--lanes",
+            "2",
+            "--max-rate",
+            "8",
+            "--reversed",
+            "--packets",
+            "20",
+            "--both-ways",
+        ],
+    );
+    let (code, with_numbers) = decode(&dir, &[]);
+    assert_eq!(code, Some(0));
+    let index_path = dir.join("capture.json");
+    let mut index: Value = serde_json::from_str(&std::fs::read_to_string(&index_path).unwrap()).unwrap();
+    for s in index["segments"].as_array_mut().unwrap() {
+        s["lane_number"] = Value::Null;
+    }
+    std::fs::write(&index_path, index.to_string()).unwrap();
+    let (code, without) = decode(&dir, &[]);
+    assert_eq!(code, Some(0));
+    let notes: Vec<&Value> = without.iter().filter(|i| i["event"] == "note").collect();
+    assert_eq!(notes.len(), 2, "one per 8 GT/s stretch: {notes:?}");
+    let rest: Vec<&Value> = without.iter().filter(|i| i["event"] != "note").collect();
+    assert_eq!(rest, with_numbers.iter().collect::<Vec<_>>());
+    assert_eq!(with_numbers.iter().filter(|i| i["kind"] == "packet").count(), 40);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 /// `--units` prints the stream `dl decode` reads: the two agree on every packet and flit.
 #[test]
 fn units_are_the_stream_dl_decode_reads() {

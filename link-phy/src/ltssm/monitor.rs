@@ -101,6 +101,13 @@ impl LaneMonitor {
         Self::with_code(LineCode::Code8b10b, 0)
     }
 
+    /// A receiver at 128b/130b that has seen nothing, for the lane numbered `lane_number` (its
+    /// descrambler's seed, which training sets' symbols 1 to 13 are scrambled with too): it aligns at the
+    /// first EIEOS.
+    pub fn new_128b130b(lane_number: usize) -> Self {
+        Self::with_code(LineCode::Code128b130b, lane_number)
+    }
+
     /// A receiver in `code` that has seen nothing, for the lane numbered `lane_number` (at 128b/130b its
     /// descrambler's seed; it aligns at the first EIEOS).
     pub(super) fn with_code(code: LineCode, lane_number: usize) -> Self {

@@ -10,7 +10,7 @@ use std::process::ExitCode;
 
 use anyhow::{bail, ensure, Context};
 use link_phy::lanes::MAX_LANES;
-use link_phy::ltssm::{LaneNumbers, LinkEvent, LinkMonitor, MonitorEvent};
+use link_phy::ltssm::{LaneMonitor, LaneNumbers, LinkEvent, LinkMonitor, MonitorEvent};
 use link_phy::rate::LineCode;
 use serde_json::{json, Value};
 
@@ -323,14 +323,44 @@ fn decode_stretch<W: Write>(
         numbers.0[s.lane] = s.lane_number;
     }
     if first.code == LineCode::Code128b130b && numbers.width().is_none() {
-        out.bad = true;
-        let problem = "at 128b/130b every lane of the stream needs its lane number (its descrambler's seed), and capture.json does not give them as a link's: ordered sets only";
-        out.item(
-            &json!({"event": "error", "tx_port": port.to_string(), "stretch": index, "error": problem}),
-            || format!("error: {problem}"),
-        )?;
+        // A lane's number seeds its descrambler, so it must be known before its data: a first reading
+        // finds it in the training sets (as Configuration or Recovery gave it), the second reads the
+        // stream with it.
+        numbers = numbers_from_training_sets(dir, stretch, numbers)?;
+        let problem = if numbers.width().is_some() {
+            "lane numbers read from the training sets (capture.json gives none)"
+        } else {
+            out.bad = true;
+            "at 128b/130b every lane of the stream needs its lane number (its descrambler's seed): neither capture.json nor the training sets give them as a link's, so ordered sets only"
+        };
+        let v = json!({"event": "note", "tx_port": port.to_string(), "stretch": index, "note": problem});
+        out.item(&v, || format!("note: {problem}"))?;
     }
     let mut monitor = LinkMonitor::new(first.code, numbers).context("building the monitor")?;
+    let mut reader = StreamReader {
+        decoder: Decoder::new(tl),
+        port,
+        stretch: index,
+        tally: (0..MAX_LANES).map(|_| LaneTally::default()).collect(),
+        deskew_lost: 0,
+        stream_units: 0,
+        numbers: None,
+    };
+    if monitor.width().is_some() {
+        reader.numbers = Some(monitor.numbers());
+    }
+    read_lanes(dir, stretch, &mut monitor, &mut |event| reader.event(event, out))?;
+    reader.finish(&lanes, out)
+}
+
+/// Feed `monitor` the stretch's files, a word from each lane in turn (the lanes stay within a few symbols
+/// of each other, far less than the deskew buffer holds), and `handle` what it reports.
+fn read_lanes(
+    dir: &Path,
+    stretch: &[Segment],
+    monitor: &mut LinkMonitor,
+    handle: &mut dyn FnMut(Event) -> anyhow::Result<()>,
+) -> anyhow::Result<()> {
     let mut files = stretch
         .iter()
         .map(|s| {
@@ -346,20 +376,6 @@ fn decode_stretch<W: Write>(
             })
         })
         .collect::<anyhow::Result<Vec<_>>>()?;
-    let mut reader = StreamReader {
-        decoder: Decoder::new(tl),
-        port,
-        stretch: index,
-        tally: (0..MAX_LANES).map(|_| LaneTally::default()).collect(),
-        deskew_lost: 0,
-        stream_units: 0,
-        numbers: None,
-    };
-    if monitor.width().is_some() {
-        reader.numbers = Some(monitor.numbers());
-    }
-    // A word from each lane in turn: the lanes stay within a few symbols of each other, far less than the
-    // deskew buffer holds.
     let mut events = Vec::new();
     loop {
         let mut any = false;
@@ -370,13 +386,50 @@ fn decode_stretch<W: Write>(
             }
         }
         for event in events.drain(..) {
-            reader.event(event, out)?;
+            handle(event)?;
         }
         if !any {
-            break;
+            return Ok(());
         }
     }
-    reader.finish(&lanes, out)
+}
+
+/// The most bytes of a lane's file read to find its lane number.
+const NUMBER_SEARCH_BYTES: usize = 16 * 1024;
+
+/// `known` with each lane it does not number given the number its training sets say, if any. At
+/// 128b/130b a training set's symbols 1 to 13 are scrambled with the lane's own seed, so a receiver with
+/// the wrong one cannot read them: each number is tried on the start of the lane's file until one reads a
+/// training set that carries it.
+fn numbers_from_training_sets(
+    dir: &Path,
+    stretch: &[Segment],
+    known: LaneNumbers,
+) -> anyhow::Result<LaneNumbers> {
+    let mut numbers = known;
+    for s in stretch.iter().filter(|s| known.0[s.lane].is_none()) {
+        let path = dir.join(&s.file);
+        let mut start = vec![0u8; NUMBER_SEARCH_BYTES.min(s.bits.div_ceil(8) as usize)];
+        let n = crate::phy::code::read_some(
+            &mut File::open(&path).with_context(|| format!("opening {}", path.display()))?,
+            &mut start,
+        )
+        .with_context(|| format!("reading {}", path.display()))?;
+        numbers.0[s.lane] = (0..MAX_LANES as u8).find(|&candidate| {
+            let mut monitor = LaneMonitor::new_128b130b(usize::from(candidate));
+            let mut found = false;
+            for (word, count) in words(&start[..n]) {
+                monitor.push_bits(word, count, &mut |e| {
+                    found |= matches!(e, MonitorEvent::Training(ts) if ts.lane == Some(candidate));
+                });
+                if found {
+                    break;
+                }
+            }
+            found
+        });
+    }
+    Ok(numbers)
 }
 
 /// A [`LinkEvent`] with its units copied, to be handled after the monitor's call.
