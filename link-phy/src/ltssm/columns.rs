@@ -65,11 +65,13 @@ impl Columns {
 
     /// Logical lane `lane`'s next symbol (8b/10b); an error if its buffer overflowed (the lanes are
     /// further apart than it holds, and it starts over).
+    #[inline]
     pub(super) fn push_symbol(&mut self, lane: usize, item: SymbolItem) -> Result<(), Error> {
         self.symbols.push(lane, item)
     }
 
     /// Logical lane `lane`'s next block (128b/130b), as [`Columns::push_symbol`].
+    #[inline]
     pub(super) fn push_block(&mut self, lane: usize, item: BlockItem) -> Result<(), Error> {
         self.blocks.push(lane, item)
     }
@@ -84,7 +86,9 @@ impl Columns {
         self.symbols.late_at_overflow()
     }
 
-    /// The next column of a link of `width` in `code`, once every lane has it, its data into `stream`.
+    /// The next column of a link of `width` in `code`, once every lane has it, its data into `stream`
+    /// (which must hold a column: `width` bytes at 8b/10b, 16 for each lane at 128b/130b; a column it
+    /// cannot hold is left in the buffers).
     ///
     /// At 8b/10b a column with data on most lanes is a data column whose other lanes were hit, when
     /// `lenient` (a bit error can make a COM of a data symbol, and that lane then reads the next symbols as
@@ -93,14 +97,22 @@ impl Columns {
     /// every unit after it by a row, all of them corrupt, up to the next SKP ordered set. Half and half, it
     /// goes on as the column before it did. A port is lenient in L0 only: in Configuration.Idle and
     /// Recovery.Idle the logical idle that takes it to L0 must come on every lane.
+    #[inline]
     pub(super) fn pop(
         &mut self,
         code: LineCode,
         width: LinkWidth,
         lenient: bool,
-        stream: &mut [u8; COLUMN_BYTES],
+        stream: &mut [u8],
     ) -> Option<Column> {
         let lanes = width.lanes();
+        let needed = match code {
+            LineCode::Code8b10b => lanes,
+            LineCode::Code128b130b => UNIT_BYTES * lanes,
+        };
+        if stream.len() < needed {
+            return None;
+        }
         match code {
             LineCode::Code8b10b => {
                 let mut column = [SymbolItem::OrderedSet; MAX_LANES];

@@ -907,11 +907,18 @@ impl Port {
         let losses_before = self.columns.losses();
         self.deliver_held(deliver);
         let lenient = self.state == LtssmState::L0;
-        let mut stream = [0u8; COLUMN_BYTES];
-        while let Some(column) = self
-            .columns
-            .pop(self.line_code(), map.width, lenient, &mut stream)
-        {
+        // A column of symbols is a row of bytes; of blocks, sixteen rows. No buffer for the larger is
+        // made where the smaller is enough: this runs at every slot.
+        let mut row = [0u8; MAX_LANES];
+        let mut blocks;
+        let stream: &mut [u8] = match self.line_code() {
+            LineCode::Code8b10b => &mut row,
+            LineCode::Code128b130b => {
+                blocks = [0u8; COLUMN_BYTES];
+                &mut blocks
+            }
+        };
+        while let Some(column) = self.columns.pop(self.line_code(), map.width, lenient, stream) {
             match column {
                 Column::Data(len) => {
                     if self.data_received(now, &stream[..len], deliver) {
