@@ -129,6 +129,44 @@ fn lane_numbers_left_out_at_128b130b_are_read_from_training_sets() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// A retrain in the middle of the traffic (the same rate, so the same stretch): the packet it cuts short
+/// is shown as cut by the link leaving L0, which is no damage (exit status 0), and the stream starts over
+/// when the link is back, where the data link replays it: every packet is there whole.
+#[test]
+fn a_retrain_restarts_the_stream() {
+    let dir = temp_dir("retrain");
+    run_captured(
+        &dir,
+        &[
+            "--lanes",
+            "2",
+            "--max-rate",
+            "8",
+            "--packets",
+            "300",
+            "--retrain-at",
+            "1",
+        ],
+    );
+    let (code, items) = decode(&dir, &["--port", "a"]);
+    assert_eq!(code, Some(0));
+    let cut: Vec<&Value> = items.iter().filter(|i| i["left_l0"] == true).collect();
+    assert_eq!(cut.len(), 1, "{cut:?}");
+    let whole: BTreeSet<u64> = items
+        .iter()
+        .filter(|i| i["kind"] == "packet" && i["crc_ok"] == true)
+        .map(|p| u64::from_str_radix(p["tl"].as_str().unwrap(), 16).unwrap())
+        .collect();
+    assert_eq!(whole, (0..300).collect());
+    assert!(
+        items
+            .iter()
+            .any(|i| i["event"] == "lane_summary" && i["sds"] == 2),
+        "two starts of data"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 /// `--units` prints the stream `dl decode` reads: the two agree on every packet and flit.
 #[test]
 fn units_are_the_stream_dl_decode_reads() {

@@ -338,6 +338,15 @@ impl Decoder {
         }
     }
 
+    /// The stream starts over (the link retrained, and the data link with it): as [`Decoder::finish`],
+    /// and the next unit starts a packet, a control flit or idle, whatever came before. Units are still
+    /// numbered on from here.
+    pub(crate) fn restart<E>(&mut self, emit: &mut impl FnMut(Value) -> Result<(), E>) -> Result<(), E> {
+        self.finish(emit)?;
+        self.resync = false;
+        Ok(())
+    }
+
     fn end_run<E>(&mut self, emit: &mut impl FnMut(Value) -> Result<(), E>) -> Result<(), E> {
         match self.run.take() {
             Some((true, at, units)) => {

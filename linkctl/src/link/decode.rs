@@ -345,6 +345,7 @@ fn decode_stretch<W: Write>(
         deskew_lost: 0,
         stream_units: 0,
         numbers: None,
+        in_stream: false,
     };
     if monitor.width().is_some() {
         reader.numbers = Some(monitor.numbers());
@@ -462,12 +463,18 @@ struct StreamReader {
     /// Lane numbers learnt and not yet printed: a change comes a lane at a time, and only the numbering
     /// the stream is read with is printed (before its units, or at the end).
     numbers: Option<LaneNumbers>,
+    /// Whether units came since the stream last started: training sets or an EIOS after them mean the
+    /// link left L0, and the data link starts its framing over when it is back.
+    in_stream: bool,
 }
 
 impl StreamReader {
     fn event<W: Write>(&mut self, event: Event, out: &mut Output<W>) -> anyhow::Result<()> {
         match event {
             Event::Lane(lane, e) => {
+                if matches!(e, MonitorEvent::Training(_) | MonitorEvent::ElectricalIdle) {
+                    self.restart(out)?;
+                }
                 let t = &mut self.tally[lane];
                 match e {
                     MonitorEvent::Training(_) => t.training_sets += 1,
@@ -488,6 +495,7 @@ impl StreamReader {
             Event::Lanes(numbers) => self.numbers = Some(numbers),
             Event::Units(units) => {
                 self.print_numbers(out)?;
+                self.in_stream = true;
                 for unit in units.chunks_exact(16) {
                     self.stream_units += 1;
                     if out.units {
@@ -496,13 +504,8 @@ impl StreamReader {
                         continue;
                     }
                     let flit: [u8; 16] = unit.try_into().context("a 16-byte unit")?;
-                    let (port, stretch) = (self.port.to_string(), self.stretch);
-                    self.decoder.push(flit, &mut |mut item: Value| {
-                        out.bad |= item["ok"] == false;
-                        item["tx_port"] = json!(port);
-                        item["stretch"] = json!(stretch);
-                        out.item(&item, || item_text(&item))
-                    })?;
+                    self.decoder
+                        .push(flit, &mut items(out, self.port, self.stretch))?;
                 }
             }
             Event::StreamStopped(0) => {}
@@ -525,6 +528,33 @@ impl StreamReader {
             }
         }
         Ok(())
+    }
+
+    /// The link left L0: a packet still coming was cut short, and the stream starts over.
+    fn restart<W: Write>(&mut self, out: &mut Output<W>) -> anyhow::Result<()> {
+        if !std::mem::take(&mut self.in_stream) {
+            return Ok(());
+        }
+        // A packet the link's leaving L0 cut short is no damage (the data link replays it), but it is
+        // shown.
+        let (port, stretch) = (self.port.to_string(), self.stretch);
+        self.decoder.restart(&mut |mut item: Value| {
+            item["tx_port"] = json!(port);
+            item["stretch"] = json!(stretch);
+            if item.get("error").is_some() && item["kind"] == "packet" {
+                item["left_l0"] = json!(true);
+            } else {
+                out.bad |= item["ok"] == false;
+            }
+            out.item(&item, || {
+                let text = item_text(&item);
+                if item["left_l0"] == true {
+                    format!("{text} (the link left L0: the data link replays it)")
+                } else {
+                    text
+                }
+            })
+        })
     }
 
     fn print_numbers<W: Write>(&mut self, out: &mut Output<W>) -> anyhow::Result<()> {
@@ -562,13 +592,8 @@ impl StreamReader {
     /// The end of the stretch: a packet cut short, and each lane's tally.
     fn finish<W: Write>(mut self, lanes: &[usize], out: &mut Output<W>) -> anyhow::Result<()> {
         self.print_numbers(out)?;
+        self.decoder.finish(&mut items(out, self.port, self.stretch))?;
         let (port, stretch) = (self.port.to_string(), self.stretch);
-        self.decoder.finish(&mut |mut item: Value| {
-            out.bad |= item["ok"] == false;
-            item["tx_port"] = json!(port);
-            item["stretch"] = json!(stretch);
-            out.item(&item, || item_text(&item))
-        })?;
         for &lane in lanes {
             let t = &self.tally[lane];
             let v = json!({"event": "lane_summary", "tx_port": port, "stretch": stretch, "lane": lane,
@@ -589,6 +614,20 @@ impl StreamReader {
                 self.stream_units, self.deskew_lost
             )
         })
+    }
+}
+
+/// Where the data link decoder's items go: to `out`, marked with the stretch's port and number.
+fn items<W: Write>(
+    out: &mut Output<W>,
+    port: char,
+    stretch: usize,
+) -> impl FnMut(Value) -> anyhow::Result<()> + '_ {
+    move |mut item| {
+        out.bad |= item["ok"] == false;
+        item["tx_port"] = json!(port.to_string());
+        item["stretch"] = json!(stretch);
+        out.item(&item, || item_text(&item))
     }
 }
 
