@@ -15,12 +15,27 @@ fn temp_dir(name: &str) -> PathBuf {
     dir
 }
 
-/// `link run` with `args`, captured into `dir`; its report.
-fn run_captured(dir: &Path, args: &[&str]) -> Value {
+/// `link run` with `args` (separated by spaces), captured into `dir`; its report.
+fn run_captured(dir: &Path, args: &str) -> Value {
+    let args: Vec<&str> = args.split_whitespace().collect();
     common::json(
         &["link", "run"],
-        &[args, &["--timing", "fast", "--capture", dir.to_str().unwrap()]].concat(),
+        &[
+            &args[..],
+            &["--timing", "fast", "--capture", dir.to_str().unwrap()],
+        ]
+        .concat(),
     )
+}
+
+/// The capture index in `dir`.
+fn read_index(dir: &Path) -> Value {
+    serde_json::from_str(&std::fs::read_to_string(dir.join("capture.json")).unwrap()).unwrap()
+}
+
+/// Write `index` as the capture index in `dir`.
+fn write_index(dir: &Path, index: &Value) {
+    std::fs::write(dir.join("capture.json"), index.to_string()).unwrap();
 }
 
 /// `link decode --json` of `dir` with `args`: its exit status and the objects it printed.
@@ -45,11 +60,8 @@ fn decode(dir: &Path, args: &[&str]) -> (Option<i32>, Vec<Value>) {
 fn a_captured_run_decodes_to_every_packet_sent() {
     for (lanes, rate, reversed) in [(4, "5", false), (2, "8", true)] {
         let dir = temp_dir(&format!("run{lanes}"));
-        let mut args = vec!["--lanes", if lanes == 4 { "4" } else { "2" }, "--max-rate", rate];
-        args.extend(["--packets", "40", "--both-ways"]);
-        if reversed {
-            args.push("--reversed");
-        }
+        let reversing = if reversed { "--reversed" } else { "" };
+        let args = format!("--lanes {lanes} --max-rate {rate} --packets 40 --both-ways {reversing}");
         let report = run_captured(&dir, &args);
         assert_eq!(report["packets_delivered"], 80, "{report}");
         assert!(
@@ -98,27 +110,14 @@ fn a_captured_run_decodes_to_every_packet_sent() {
 #[test]
 fn lane_numbers_left_out_at_128b130b_are_read_from_training_sets() {
     let dir = temp_dir("numbers");
-    run_captured(
-        &dir,
-        &[
-            "--lanes",
-            "2",
-            "--max-rate",
-            "8",
-            "--reversed",
-            "--packets",
-            "20",
-            "--both-ways",
-        ],
-    );
+    run_captured(&dir, "--lanes 2 --max-rate 8 --reversed --packets 20 --both-ways");
     let (code, with_numbers) = decode(&dir, &[]);
     assert_eq!(code, Some(0));
-    let index_path = dir.join("capture.json");
-    let mut index: Value = serde_json::from_str(&std::fs::read_to_string(&index_path).unwrap()).unwrap();
+    let mut index = read_index(&dir);
     for s in index["segments"].as_array_mut().unwrap() {
         s["lane_number"] = Value::Null;
     }
-    std::fs::write(&index_path, index.to_string()).unwrap();
+    write_index(&dir, &index);
     let (code, without) = decode(&dir, &[]);
     assert_eq!(code, Some(0));
     let notes: Vec<&Value> = without.iter().filter(|i| i["event"] == "note").collect();
@@ -135,19 +134,7 @@ fn lane_numbers_left_out_at_128b130b_are_read_from_training_sets() {
 #[test]
 fn a_retrain_restarts_the_stream() {
     let dir = temp_dir("retrain");
-    run_captured(
-        &dir,
-        &[
-            "--lanes",
-            "2",
-            "--max-rate",
-            "8",
-            "--packets",
-            "300",
-            "--retrain-at",
-            "1",
-        ],
-    );
+    run_captured(&dir, "--lanes 2 --max-rate 8 --packets 300 --retrain-at 1");
     let (code, items) = decode(&dir, &["--port", "a"]);
     assert_eq!(code, Some(0));
     let cut: Vec<&Value> = items.iter().filter(|i| i["left_l0"] == true).collect();
@@ -171,7 +158,7 @@ fn a_retrain_restarts_the_stream() {
 #[test]
 fn units_are_the_stream_dl_decode_reads() {
     let dir = temp_dir("units");
-    run_captured(&dir, &["--lanes", "2", "--max-rate", "8", "--packets", "10"]);
+    run_captured(&dir, "--lanes 2 --max-rate 8 --packets 10");
     // Stretch 1: port A at 8 GT/s, where the packets are.
     let direct = common::linkctl(
         &["link", "decode"],
@@ -205,7 +192,7 @@ fn units_are_the_stream_dl_decode_reads() {
 #[test]
 fn damage_in_a_capture_is_found() {
     let dir = temp_dir("damage");
-    run_captured(&dir, &["--lanes", "2", "--max-rate", "8", "--packets", "200"]);
+    run_captured(&dir, "--lanes 2 --max-rate 8 --packets 200");
     let file = dir.join("a-lane1-1.bin");
     let mut bytes = std::fs::read(&file).unwrap();
     let middle = bytes.len() / 2;
@@ -229,9 +216,8 @@ fn damage_in_a_capture_is_found() {
 #[test]
 fn random_bits_in_the_files_end_cleanly() {
     let dir = temp_dir("random");
-    run_captured(&dir, &["--lanes", "2", "--max-rate", "8", "--packets", "5"]);
-    let index_path = dir.join("capture.json");
-    let index: Value = serde_json::from_str(&std::fs::read_to_string(&index_path).unwrap()).unwrap();
+    run_captured(&dir, "--lanes 2 --max-rate 8 --packets 5");
+    let index = read_index(&dir);
     let mut x = 0x9E37_79B9_7F4A_7C15u64;
     for round in 0..4 {
         let mut edited = index.clone();
@@ -251,7 +237,7 @@ fn random_bits_in_the_files_end_cleanly() {
                 .collect();
             std::fs::write(dir.join(s["file"].as_str().unwrap()), bytes).unwrap();
         }
-        std::fs::write(&index_path, edited.to_string()).unwrap();
+        write_index(&dir, &edited);
         let (code, items) = decode(&dir, &[]);
         assert!(matches!(code, Some(0 | 2)), "round {round}: {code:?}");
         assert!(items.iter().any(|i| i["event"] == "stream"), "round {round}");
@@ -262,18 +248,17 @@ fn random_bits_in_the_files_end_cleanly() {
 #[test]
 fn a_bad_capture_is_refused() {
     let dir = temp_dir("bad");
-    run_captured(&dir, &["--lanes", "1", "--max-rate", "2.5", "--packets", "2"]);
+    run_captured(&dir, "--lanes 1 --max-rate 2.5 --packets 2");
     let d = dir.to_str().unwrap();
     let decode = ["link", "decode"];
     common::assert_refused_saying(&decode, &[d, "--port", "c"], "--port must be a or b");
     common::assert_refused_saying(&decode, &[d, "--stretch", "9"], "--stretch 9: the capture has 2");
     common::assert_refused_saying(&decode, &[d, "--units", "--json"], "cannot be used with");
-    let index_path = dir.join("capture.json");
-    let index = std::fs::read_to_string(&index_path).unwrap();
+    let index = read_index(&dir);
     let segment = |edit: &dyn Fn(&mut Value)| {
-        let mut v: Value = serde_json::from_str(&index).unwrap();
+        let mut v = index.clone();
         edit(&mut v["segments"][0]);
-        std::fs::write(&index_path, v.to_string()).unwrap();
+        write_index(&dir, &v);
     };
     for (edit, says) in [
         (
@@ -298,6 +283,7 @@ fn a_bad_capture_is_refused() {
         segment(edit);
         common::assert_refused_saying(&decode, &[d], says);
     }
+    let index_path = dir.join("capture.json");
     std::fs::write(&index_path, "{").unwrap();
     common::assert_refused_saying(&decode, &[d], "is not JSON");
     std::fs::remove_file(&index_path).unwrap();
