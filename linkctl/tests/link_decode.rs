@@ -154,6 +154,40 @@ fn a_retrain_restarts_the_stream() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// `--lane-events` prints each lane's ordered sets in order, a run of the same one as one line: their
+/// counts add up to the lane's summary, and the training sets carry the lane's number.
+#[test]
+fn lane_events_add_up_to_the_summary() {
+    let dir = temp_dir("lane-events");
+    run_captured(&dir, "--lanes 2 --max-rate 5 --reversed --packets 5");
+    let (code, items) = decode(&dir, &["--lane-events", "--port", "b"]);
+    assert_eq!(code, Some(0));
+    for summary in items.iter().filter(|i| i["event"] == "lane_summary") {
+        let lane = summary["lane"].as_u64().unwrap();
+        let of_lane = |kind: &'static str| {
+            items
+                .iter()
+                .filter(move |i| {
+                    i["event"] == "lane" && i["lane"] == lane && i["stretch"] == summary["stretch"]
+                })
+                .filter(move |i| i["lane_event"] == kind)
+        };
+        let count = |kind| of_lane(kind).map(|i| i["count"].as_u64().unwrap()).sum::<u64>();
+        assert_eq!(
+            count("training_set"),
+            summary["training_sets"].as_u64().unwrap(),
+            "{summary}"
+        );
+        assert_eq!(count("skp"), summary["skp"].as_u64().unwrap(), "{summary}");
+        // On the reversed link B's physical lane l is logical lane 1 - l.
+        assert!(
+            of_lane("training_set").any(|i| i["training_set"]["lane"] == 1 - lane),
+            "lane {lane}: {summary}"
+        );
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 /// `--units` prints the stream `dl decode` reads: the two agree on every packet and flit.
 #[test]
 fn units_are_the_stream_dl_decode_reads() {

@@ -16,7 +16,7 @@ use serde_json::{json, Value};
 
 use crate::dl::decode::{text as item_text, Decoder, TlReading};
 use crate::phy::bits::words;
-use crate::phy::events::event_text;
+use crate::phy::events::{event_json, event_text};
 
 /// The largest `capture.json` read: a capture has a few files per lane and rate change.
 const MAX_INDEX_BYTES: u64 = 16 << 20;
@@ -42,6 +42,10 @@ pub struct DecodeArgs {
     /// `--stretch`
     #[arg(long, conflicts_with = "json")]
     units: bool,
+    /// Print each lane's ordered sets and errors as they come (a run of the same one as one line, with its
+    /// count), not only their counts
+    #[arg(long)]
+    lane_events: bool,
     /// One JSON object per line: each stretch, lane numbering, data-link item (as `dl decode --json`
     /// prints it, with `tx_port` and `stretch`), stream error and lane summary
     #[arg(long)]
@@ -90,6 +94,7 @@ pub fn decode(args: DecodeArgs) -> anyhow::Result<ExitCode> {
         out: BufWriter::new(io::stdout().lock()),
         json: args.json,
         units: args.units,
+        lane_events: args.lane_events,
         bad: false,
     };
     for (index, stretch) in chosen {
@@ -260,6 +265,7 @@ struct Output<W: Write> {
     out: W,
     json: bool,
     units: bool,
+    lane_events: bool,
     bad: bool,
 }
 
@@ -346,6 +352,7 @@ fn decode_stretch<W: Write>(
         stream_units: 0,
         numbers: None,
         in_stream: false,
+        repeated: vec![None; MAX_LANES],
     };
     if monitor.width().is_some() {
         reader.numbers = Some(monitor.numbers());
@@ -463,6 +470,8 @@ struct StreamReader {
     /// Lane numbers learnt and not yet printed: a change comes a lane at a time, and only the numbering
     /// the stream is read with is printed (before its units, or at the end).
     numbers: Option<LaneNumbers>,
+    /// With `--lane-events`, each lane's last event and how many times in a row it came.
+    repeated: Vec<Option<(MonitorEvent, u64)>>,
     /// Whether units came since the stream last started: training sets or an EIOS after them mean the
     /// link left L0, and the data link starts its framing over when it is back.
     in_stream: bool,
@@ -486,9 +495,20 @@ impl StreamReader {
                     _ => {
                         t.errors += 1;
                         out.bad = true;
-                        let v = json!({"event": "lane_error", "tx_port": self.port.to_string(),
-                                       "stretch": self.stretch, "lane": lane, "error": event_text(&e)});
-                        out.item(&v, || format!("lane {lane}: {}", event_text(&e)))?;
+                        if !out.lane_events {
+                            let v = json!({"event": "lane_error", "tx_port": self.port.to_string(),
+                                           "stretch": self.stretch, "lane": lane, "error": event_text(&e)});
+                            out.item(&v, || format!("lane {lane}: {}", event_text(&e)))?;
+                        }
+                    }
+                }
+                if out.lane_events {
+                    match &mut self.repeated[lane] {
+                        Some((last, count)) if *last == e => *count += 1,
+                        _ => {
+                            self.flush_lane(lane, out)?;
+                            self.repeated[lane] = Some((e, 1));
+                        }
                     }
                 }
             }
@@ -528,6 +548,28 @@ impl StreamReader {
             }
         }
         Ok(())
+    }
+
+    /// Print lane `lane`'s run of the same event, if it has one.
+    fn flush_lane<W: Write>(&mut self, lane: usize, out: &mut Output<W>) -> anyhow::Result<()> {
+        let Some((event, count)) = self.repeated[lane].take() else {
+            return Ok(());
+        };
+        let mut v = event_json(&event);
+        v["lane_event"] = v["event"].take();
+        v["event"] = json!("lane");
+        v["tx_port"] = json!(self.port.to_string());
+        v["stretch"] = json!(self.stretch);
+        v["lane"] = json!(lane);
+        v["count"] = json!(count);
+        out.item(&v, || {
+            let text = event_text(&event);
+            if count > 1 {
+                format!("lane {lane}: {text} (x{count})")
+            } else {
+                format!("lane {lane}: {text}")
+            }
+        })
     }
 
     /// The link left L0: a packet still coming was cut short, and the stream starts over.
@@ -591,6 +633,9 @@ impl StreamReader {
 
     /// The end of the stretch: a packet cut short, and each lane's tally.
     fn finish<W: Write>(mut self, lanes: &[usize], out: &mut Output<W>) -> anyhow::Result<()> {
+        for &lane in lanes {
+            self.flush_lane(lane, out)?;
+        }
         self.print_numbers(out)?;
         self.decoder.finish(&mut items(out, self.port, self.stretch))?;
         let (port, stretch) = (self.port.to_string(), self.stretch);
