@@ -59,8 +59,9 @@ impl LaneNumbers {
 /// turn (no lane more than the deskew buffer's depth ahead of the others), and get what a port's
 /// receiver makes of them.
 ///
-/// At 128b/130b each lane's number must be given: it seeds the lane's descrambler. At 8b/10b numbers are
-/// also read from the training sets, as Configuration assigns them: a training set with a lane number
+/// At 128b/130b each lane's number must be given: it seeds the lane's descrambler, which scrambles the
+/// training sets that carry it too (`linkctl link decode` finds it by trying each on the lane's
+/// [`LaneMonitor`]). At 8b/10b numbers are also read from the training sets, as Configuration assigns them: a training set with a lane number
 /// gives its lane that number, and one with PAD takes it away.
 #[derive(Clone, Debug)]
 pub struct LinkMonitor {
@@ -105,7 +106,7 @@ impl LinkMonitor {
     }
 
     /// Take physical lane `lane`'s next `count` (at most 64) serial bits, the first on the wire in bit 0,
-    /// and report what they complete. Bits of a lane past the port's are ignored.
+    /// and report what they complete. Bits of a lane past the sixteenth are ignored.
     pub fn push_bits(&mut self, lane: usize, bits: u64, count: u32, emit: &mut impl FnMut(LinkEvent)) {
         let Some(monitor) = self.lanes.get_mut(lane) else {
             return;
