@@ -188,6 +188,34 @@ fn lane_events_add_up_to_the_summary() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// The README's example of `link decode` prints what the README shows, line for line (the lines it cuts
+/// aside).
+#[test]
+fn the_readmes_example_is_what_it_prints() {
+    let readme = include_str!("../../README.md");
+    let example = readme
+        .split("prints (the middle cut here) what port A sent at 8 GT/s after the speed change:\n\n```text\n")
+        .nth(1)
+        .and_then(|rest| rest.split("```").next())
+        .expect("the README's example");
+    let dir = temp_dir("readme");
+    let d = dir.to_str().unwrap();
+    let run = "--lanes 4 --max-rate 8 --packets 100 --capture".split(' ');
+    let out = common::linkctl(&["link", "run"], &run.chain([d]).collect::<Vec<_>>());
+    assert!(out.status.success());
+    let out = common::linkctl(&["link", "decode"], &[d, "--port", "a", "--stretch", "1"]);
+    assert_eq!(out.status.code(), Some(0));
+    let printed = String::from_utf8(out.stdout).unwrap();
+    let mut lines = printed.lines();
+    for shown in example.lines().filter(|l| *l != "...") {
+        assert!(
+            lines.any(|l| l == shown),
+            "not printed in this order: {shown}\n{printed}"
+        );
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 /// `--units` prints the stream `dl decode` reads: the two agree on every packet and flit.
 #[test]
 fn units_are_the_stream_dl_decode_reads() {
