@@ -432,7 +432,7 @@ impl Ring {
     /// Ring `part` of `parts` that share a collective of `bytes` (see [`Kind`] for what the size means)
     /// over GPUs in ring `order`: it moves the `part`-th of the buffer's packets (one range, the shares
     /// differing by at most a packet; part 0 of 1 moves them all; for all-gather and reduce-scatter, the
-    /// `part`-th of every GPU's block, [`Blocks`]). `ports_to_next[g][p]` says whether GPU `g`'s port `p`
+    /// `part`-th of every GPU's block, `Blocks`). `ports_to_next[g][p]` says whether GPU `g`'s port `p`
     /// reaches the next GPU in the ring.
     #[allow(clippy::too_many_arguments)]
     pub fn part(

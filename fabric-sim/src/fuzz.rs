@@ -268,7 +268,7 @@ impl Management for Liars {
     }
 }
 
-/// Discovery over a fabric of nodes whose registers lie (see [`Liars`]): it ends, with an error or with
+/// Discovery over a fabric of nodes whose registers lie (see `Liars`): it ends, with an error or with
 /// what it found, within a bounded number of reads; a node ID is found once; every trunk it reports joins
 /// two found nodes' ports whose registers name each other; and setting the result against a topology
 /// does not fail.

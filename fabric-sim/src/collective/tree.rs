@@ -250,7 +250,7 @@ impl Tree {
     }
 
     /// Whether an all-reduce of `bytes` over `n` ranks with a buffer of `buffer` bytes per connection
-    /// has few enough chunks for its credits, which count a tree's chunks in [`COUNT_BITS`] bits; if not,
+    /// has few enough chunks for its credits, which count a tree's chunks in `COUNT_BITS` bits; if not,
     /// why (a larger buffer makes larger chunks).
     pub fn fits(bytes: u64, n: usize, buffer: u64) -> Result<(), String> {
         let (packets, chunk_packets) = Tree::cut(bytes, chunk_bytes(bytes, n, buffer));

@@ -40,7 +40,7 @@ const fn ts_identifier(id: u8) -> u8 {
 /// - Ordered sets: unscrambled, except TS1/TS2 symbols 1-13, and 14-15 unless they carry DC balance.
 /// - The LFSR advances over every symbol except those of a SKP ordered set, and is reset to the lane's seed
 ///   after an EIEOS. Sync headers are never scrambled and do not advance it.
-/// - A SKP ordered set's last three symbols are filled in with the data parity (or ~LFSR[22]) and the
+/// - A SKP ordered set's last three symbols are filled in with the data parity (or ~LFSR\[22\]) and the
 ///   current LFSR.
 #[derive(Clone, Debug)]
 pub struct LaneEncoder {

@@ -71,7 +71,7 @@ pub enum OrderedSetBlock {
     /// Electrical idle.
     Eios,
     /// SKP ordered set (clock compensation). `tail` holds the three symbols after SKP_END: bit 7 of the
-    /// first is the data parity (after a data block) or ~LFSR[22], then LFSR[22:16], LFSR[15:8], LFSR[7:0].
+    /// first is the data parity (after a data block) or ~LFSR\[22\], then LFSR\[22:16\], LFSR\[15:8\], LFSR\[7:0\].
     /// The transmitter fills them in ([`super::LaneEncoder`]); what is given here is ignored on transmit.
     Skp {
         /// Symbols 4N+1 .. 4N+3.

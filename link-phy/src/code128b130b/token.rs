@@ -6,7 +6,7 @@
 //! |-------|---------|--------|
 //! | IDL   | 1 | `00h` |
 //! | SDP   | 2 | `F0h ACh` |
-//! | STP   | 4 | +0: [7:4] length[3:0], [3:0] `1111b`; +1: [7] frame parity, [6:0] length[10:4]; +2: [7:4] frame CRC, [3:0] sequence[11:8]; +3: sequence[7:0] |
+//! | STP   | 4 | +0: \[7:4\] length\[3:0\], \[3:0\] `1111b`; +1: \[7\] frame parity, \[6:0\] length\[10:4\]; +2: \[7:4\] frame CRC, \[3:0\] sequence\[11:8\]; +3: sequence\[7:0\] |
 //! | EDB   | 4 | `C0h C0h C0h C0h` |
 //! | EDS   | 4 | `1Fh 80h 90h 00h` (an STP shape with length 1, which no TLP has) |
 
@@ -46,7 +46,7 @@ pub enum FramingToken {
     Eds,
 }
 
-/// The frame CRC of an 11-bit TLP length (PCIe 4.2.2.3.1): C = (L[0]x^14 + L[1]x^13 + ... + L[10]x^4)
+/// The frame CRC of an 11-bit TLP length (PCIe 4.2.2.3.1): C = (L\[0\]x^14 + L\[1\]x^13 + ... + L\[10\]x^4)
 /// mod (x^4 + x + 1), written out as the specification's four XOR equations.
 pub const fn frame_crc(length: u16) -> u8 {
     // Each CRC bit is the parity of the length bits its equation names.

@@ -57,7 +57,7 @@ impl Gen3Scrambler {
         self.lane
     }
 
-    /// The LFSR, D0 in bit 0 (the value SKP ordered sets carry as LFSR[22:0]).
+    /// The LFSR, D0 in bit 0 (the value SKP ordered sets carry as LFSR\[22:0\]).
     pub const fn state(&self) -> u32 {
         self.state
     }

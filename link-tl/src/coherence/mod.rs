@@ -16,8 +16,8 @@
 //! line; an agent whose own count of GOs received differs holds the snoop until the GO arrives.
 //!
 //! With `std`: [`explore`] checks every interleaving of a small system exhaustively, [`stress`] runs a
-//! seeded random workload over real data links with faults injected, and [`fuzz`] is the decoder's fuzz
-//! entry point.
+//! seeded random workload over real data links with faults injected, and [`crate::fuzz`] holds the
+//! decoder's fuzz entry point.
 
 pub mod agent;
 pub mod home;
