@@ -16,7 +16,7 @@ use serde_json::{json, Value};
 
 use crate::dl::decode::{text as item_text, Decoder, TlReading};
 use crate::phy::bits::words;
-use crate::phy::events::{event_json, event_text};
+use crate::phy::events::{event_text, run_json, run_text, Run};
 
 /// The largest `capture.json` read: a capture has a few files per lane and rate change.
 const MAX_INDEX_BYTES: u64 = 16 << 20;
@@ -352,7 +352,7 @@ fn decode_stretch<W: Write>(
         stream_units: 0,
         numbers: None,
         in_stream: false,
-        repeated: vec![None; MAX_LANES],
+        repeated: vec![Run::default(); MAX_LANES],
     };
     if monitor.width().is_some() {
         reader.numbers = Some(monitor.numbers());
@@ -471,7 +471,7 @@ struct StreamReader {
     /// the stream is read with is printed (before its units, or at the end).
     numbers: Option<LaneNumbers>,
     /// With `--lane-events`, each lane's last event and how many times in a row it came.
-    repeated: Vec<Option<(MonitorEvent, u64)>>,
+    repeated: Vec<Run>,
     /// Whether units came since the stream last started: training sets or an EIOS after them mean the
     /// link left L0, and the data link starts its framing over when it is back.
     in_stream: bool,
@@ -503,12 +503,8 @@ impl StreamReader {
                     }
                 }
                 if out.lane_events {
-                    match &mut self.repeated[lane] {
-                        Some((last, count)) if *last == e => *count += 1,
-                        _ => {
-                            self.flush_lane(lane, out)?;
-                            self.repeated[lane] = Some((e, 1));
-                        }
+                    if let Some(ended) = self.repeated[lane].add(e) {
+                        self.print_lane_run(lane, ended, out)?;
                     }
                 }
             }
@@ -552,24 +548,25 @@ impl StreamReader {
 
     /// Print lane `lane`'s run of the same event, if it has one.
     fn flush_lane<W: Write>(&mut self, lane: usize, out: &mut Output<W>) -> anyhow::Result<()> {
-        let Some((event, count)) = self.repeated[lane].take() else {
-            return Ok(());
-        };
-        let mut v = event_json(&event);
+        match self.repeated[lane].take() {
+            Some(run) => self.print_lane_run(lane, run, out),
+            None => Ok(()),
+        }
+    }
+
+    fn print_lane_run<W: Write>(
+        &self,
+        lane: usize,
+        (event, count): (MonitorEvent, u64),
+        out: &mut Output<W>,
+    ) -> anyhow::Result<()> {
+        let mut v = run_json(&event, count);
         v["lane_event"] = v["event"].take();
         v["event"] = json!("lane");
         v["tx_port"] = json!(self.port.to_string());
         v["stretch"] = json!(self.stretch);
         v["lane"] = json!(lane);
-        v["count"] = json!(count);
-        out.item(&v, || {
-            let text = event_text(&event);
-            if count > 1 {
-                format!("lane {lane}: {text} (x{count})")
-            } else {
-                format!("lane {lane}: {text}")
-            }
-        })
+        out.item(&v, || format!("lane {lane}: {}", run_text(&event, count)))
     }
 
     /// The link left L0: a packet still coming was cut short, and the stream starts over.

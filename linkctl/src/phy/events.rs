@@ -26,7 +26,7 @@ pub fn decode(mut input: impl Read, json: bool) -> anyhow::Result<bool> {
         json,
         data: Vec::with_capacity(DATA_PER_LINE),
         data_first: false,
-        repeated: None,
+        repeated: Run::default(),
         errors: false,
     };
     let mut bytes = vec![0u8; CHUNK];
@@ -55,8 +55,8 @@ struct Report<W: Write> {
     data: Vec<u8>,
     /// Whether the run of data started right after an ordered set.
     data_first: bool,
-    /// The last event other than data, and how many times in a row it came.
-    repeated: Option<(MonitorEvent, u64)>,
+    /// The run of the same event other than data still going on.
+    repeated: Run,
     /// Whether a receiver error came.
     errors: bool,
 }
@@ -76,14 +76,10 @@ impl<W: Write> Report<W> {
             return Ok(());
         }
         self.flush_data()?;
-        match &mut self.repeated {
-            Some((last, count)) if *last == event => *count += 1,
-            _ => {
-                self.flush_repeated()?;
-                self.repeated = Some((event, 1));
-            }
+        match self.repeated.add(event) {
+            Some(ended) => self.print_run(ended),
+            None => Ok(()),
         }
-        Ok(())
     }
 
     fn flush(&mut self) -> anyhow::Result<()> {
@@ -106,25 +102,62 @@ impl<W: Write> Report<W> {
     }
 
     fn flush_repeated(&mut self) -> anyhow::Result<()> {
-        let Some((event, count)) = self.repeated.take() else {
-            return Ok(());
-        };
-        if self.json {
-            let mut v = event_json(&event);
-            v["count"] = json!(count);
-            return self.line(&v.to_string());
+        match self.repeated.take() {
+            Some(run) => self.print_run(run),
+            None => Ok(()),
         }
-        let text = event_text(&event);
-        if count > 1 {
-            self.line(&format!("{text} (x{count})"))
+    }
+
+    fn print_run(&mut self, (event, count): (MonitorEvent, u64)) -> anyhow::Result<()> {
+        if self.json {
+            self.line(&run_json(&event, count).to_string())
         } else {
-            self.line(&text)
+            self.line(&run_text(&event, count))
         }
     }
 
     fn line(&mut self, text: &str) -> anyhow::Result<()> {
         writeln!(self.out, "{text}").context("writing stdout")
     }
+}
+
+/// A run of the same receiver event: an ordered set a lane sends many times in a row is one line.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct Run(Option<(MonitorEvent, u64)>);
+
+impl Run {
+    /// Count `event` in; the run it ends (another event's, and how many times it came), if any.
+    pub(crate) fn add(&mut self, event: MonitorEvent) -> Option<(MonitorEvent, u64)> {
+        match &mut self.0 {
+            Some((last, count)) if *last == event => {
+                *count += 1;
+                None
+            }
+            run => run.replace((event, 1)),
+        }
+    }
+
+    /// The run going on, ended.
+    pub(crate) fn take(&mut self) -> Option<(MonitorEvent, u64)> {
+        self.0.take()
+    }
+}
+
+/// A run of `count` of `event` as a line of text: the event, and the count when more than one.
+pub(crate) fn run_text(event: &MonitorEvent, count: u64) -> String {
+    let text = event_text(event);
+    if count > 1 {
+        format!("{text} (x{count})")
+    } else {
+        text
+    }
+}
+
+/// A run of `count` of `event` as JSON: the event's, with `count`.
+pub(crate) fn run_json(event: &MonitorEvent, count: u64) -> Value {
+    let mut v = event_json(event);
+    v["count"] = json!(count);
+    v
 }
 
 /// A lane receiver's event as a line of text (also `link decode`'s).
@@ -148,8 +181,8 @@ pub(crate) fn event_text(event: &MonitorEvent) -> String {
     }
 }
 
-/// A lane receiver's event as JSON (also `link decode`'s).
-pub(crate) fn event_json(event: &MonitorEvent) -> Value {
+/// A lane receiver's event as JSON.
+fn event_json(event: &MonitorEvent) -> Value {
     match event {
         MonitorEvent::Training(ts) => {
             json!({ "event": "training_set", "training_set": training_set::json(ts) })
