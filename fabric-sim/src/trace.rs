@@ -31,6 +31,20 @@ pub const RECORD_PACKET: u8 = 1;
 /// A control flit.
 pub const RECORD_CONTROL: u8 = 2;
 
+/// How a record's packets lay out their transaction-layer header (pseudo-header byte 10), so that a reader
+/// such as the Wireshark dissector knows which fields to show.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[repr(u8)]
+pub enum TlLayout {
+    /// The simulator's own header (docs/spec.md section 7.1): every trace of `linkctl sim`.
+    #[default]
+    Simulator = 0,
+    /// The transaction layer's header and flits (section 3), as `linkctl tl copy` sends them.
+    Transaction = 1,
+    /// No layout: the field is a number (`linkctl link run` numbers its packets there).
+    Raw = 2,
+}
+
 /// Which link and direction a unit crossed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Hop {
@@ -43,7 +57,7 @@ pub struct Hop {
 }
 
 /// The 12-byte pseudo-header of a record.
-pub fn pseudo_header(record: u8, hop: Hop) -> [u8; PSEUDO_HEADER_LEN] {
+pub fn pseudo_header(record: u8, hop: Hop, layout: TlLayout) -> [u8; PSEUDO_HEADER_LEN] {
     let mut h = [0u8; PSEUDO_HEADER_LEN];
     h[0] = VERSION;
     h[1] = record;
@@ -52,6 +66,7 @@ pub fn pseudo_header(record: u8, hop: Hop) -> [u8; PSEUDO_HEADER_LEN] {
     h[6..8].copy_from_slice(&hop.to.0.to_be_bytes());
     h[8] = hop.from.1;
     h[9] = hop.to.1;
+    h[10] = layout as u8;
     h
 }
 
@@ -103,6 +118,7 @@ pub struct Tracer<W: Write> {
     /// What was written and left out so far.
     pub summary: TraceSummary,
     limit: u64,
+    layout: TlLayout,
 }
 
 impl<W: Write> std::fmt::Debug for Tracer<W> {
@@ -132,7 +148,15 @@ impl<W: Write> Tracer<W> {
             held: BinaryHeap::new(),
             summary: TraceSummary::default(),
             limit,
+            layout: TlLayout::Simulator,
         })
+    }
+
+    /// The trace's packets carry transaction-layer headers laid out as `layout` (the simulator's unless
+    /// told).
+    pub fn with_tl_layout(mut self, layout: TlLayout) -> Self {
+        self.layout = layout;
+        self
     }
 
     /// Every unit from now on is sent at `now` or later: write what was sent before, except what is later
@@ -224,7 +248,7 @@ impl<W: Write> Tracer<W> {
         self.held.push(Reverse(Held {
             at: at.as_ps(),
             made: self.summary.records,
-            pseudo_header: pseudo_header(record, hop),
+            pseudo_header: pseudo_header(record, hop, self.layout),
             bytes: bytes.to_vec(),
         }));
         self.summary.records += 1;
@@ -257,5 +281,156 @@ impl<W: Write> Drop for Tracer<W> {
     /// Whatever is held is written (errors are for [`Tracer::flush`] to report).
     fn drop(&mut self) {
         let _ = self.flush();
+    }
+}
+
+/// One record of a trace, as [`read`] gives it back.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Record {
+    /// Its time, in nanoseconds.
+    pub ns: u64,
+    /// Its pseudo-header.
+    pub pseudo_header: [u8; PSEUDO_HEADER_LEN],
+    /// The data-link bytes after it: a packet or a control flit.
+    pub bytes: Vec<u8>,
+}
+
+impl Record {
+    /// The node that sent it (pseudo-header bytes 4-5).
+    pub fn from_node(&self) -> u16 {
+        u16::from_be_bytes([self.pseudo_header[4], self.pseudo_header[5]])
+    }
+}
+
+/// Why bytes are not a trace of section 7.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ReadError {
+    /// Shorter than the 24-byte file header.
+    NoHeader,
+    /// Not pcap with nanosecond timestamps (magic `A1B23C4Dh`, little-endian).
+    Magic(u32),
+    /// Not link type 147.
+    LinkType(u32),
+    /// The record at this byte offset is cut short.
+    Truncated(usize),
+    /// The record at this byte offset is shorter than its pseudo-header, or says it was cut (captured
+    /// length below its length), which a trace never is.
+    BadLength(usize),
+}
+
+impl std::fmt::Display for ReadError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ReadError::NoHeader => write!(f, "shorter than a pcap file header"),
+            ReadError::Magic(m) => write!(f, "magic {m:08X}h is not pcap with nanosecond timestamps"),
+            ReadError::LinkType(t) => write!(f, "link type {t}, not {LINKTYPE}"),
+            ReadError::Truncated(at) => write!(f, "the record at byte {at} is cut short"),
+            ReadError::BadLength(at) => write!(f, "the record at byte {at} has a bad length"),
+        }
+    }
+}
+
+impl std::error::Error for ReadError {}
+
+fn le32(bytes: &[u8], at: usize) -> Option<u32> {
+    Some(u32::from_le_bytes(bytes.get(at..at + 4)?.try_into().ok()?))
+}
+
+/// The records of a trace (section 7), in file order; a typed error for anything else.
+pub fn read(bytes: &[u8]) -> Result<Vec<Record>, ReadError> {
+    let magic = le32(bytes, 0).ok_or(ReadError::NoHeader)?;
+    let link_type = le32(bytes, 20).ok_or(ReadError::NoHeader)?;
+    if magic != MAGIC_NS {
+        return Err(ReadError::Magic(magic));
+    }
+    if link_type != LINKTYPE {
+        return Err(ReadError::LinkType(link_type));
+    }
+    let mut records = Vec::new();
+    let mut at = 24;
+    while at < bytes.len() {
+        let field = |i| le32(bytes, at + i).ok_or(ReadError::Truncated(at));
+        let (sec, nsec, captured, len) = (field(0)?, field(4)?, field(8)?, field(12)?);
+        let captured = captured as usize;
+        if captured != len as usize || captured < PSEUDO_HEADER_LEN {
+            return Err(ReadError::BadLength(at));
+        }
+        let body = (bytes.get(at + 16..)).and_then(|rest| rest.get(..captured));
+        let body = body.ok_or(ReadError::Truncated(at))?;
+        let mut pseudo_header = [0u8; PSEUDO_HEADER_LEN];
+        pseudo_header.copy_from_slice(&body[..PSEUDO_HEADER_LEN]);
+        records.push(Record {
+            ns: u64::from(sec) * 1_000_000_000 + u64::from(nsec),
+            pseudo_header,
+            bytes: body[PSEUDO_HEADER_LEN..].to_vec(),
+        });
+        at += 16 + captured;
+    }
+    Ok(records)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// A trace of an Update flit and a one-flit packet, as the tracer writes it.
+    fn small_trace() -> Vec<u8> {
+        let mut out = Vec::new();
+        let hop = Hop {
+            trunk: 0,
+            from: (0, 0),
+            to: (1, 0),
+        };
+        let mut tracer = Tracer::new(&mut out, 2, 10)
+            .unwrap()
+            .with_tl_layout(TlLayout::Raw);
+        let update = ControlFlit {
+            kind: ControlKind::Update,
+            ack: link_dl::seq::Seq::new(5),
+            credits: [1, 2, 3, 4],
+        }
+        .emit();
+        tracer.unit(0, hop, Instant(10_000), &update).unwrap();
+        tracer.flush().unwrap();
+        drop(tracer);
+        out
+    }
+
+    #[test]
+    fn what_the_tracer_writes_reads_back() {
+        let records = read(&small_trace()).unwrap();
+        assert_eq!(records.len(), 1);
+        assert_eq!(records[0].ns, 10);
+        assert_eq!(records[0].from_node(), 0);
+        assert_eq!(records[0].pseudo_header[10], TlLayout::Raw as u8);
+        assert_eq!(records[0].bytes.len(), FLIT_LEN);
+    }
+
+    #[test]
+    fn a_cut_trace_is_refused_with_where() {
+        let trace = small_trace();
+        assert_eq!(read(&trace[..20]), Err(ReadError::NoHeader));
+        assert_eq!(read(&trace[..24]).map(|r| r.len()), Ok(0));
+        for end in 25..trace.len() {
+            assert_eq!(read(&trace[..end]), Err(ReadError::Truncated(24)), "cut at {end}");
+        }
+        let mut other = trace.clone();
+        other[20] = 1;
+        assert_eq!(read(&other), Err(ReadError::LinkType(1)));
+        let mut short = trace;
+        short[24 + 8..24 + 12].copy_from_slice(&11u32.to_le_bytes());
+        short[24 + 12..24 + 16].copy_from_slice(&11u32.to_le_bytes());
+        assert_eq!(read(&short), Err(ReadError::BadLength(24)));
+    }
+
+    proptest! {
+        /// Hostile bytes after a valid file header end in records or a typed error, never a panic.
+        #[test]
+        fn any_bytes_read_without_panic(tail in proptest::collection::vec(any::<u8>(), 0..200)) {
+            let mut bytes = small_trace()[..24].to_vec();
+            bytes.extend_from_slice(&tail);
+            let _ = read(&bytes);
+        }
     }
 }

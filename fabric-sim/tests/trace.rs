@@ -8,7 +8,7 @@ use fabric_sim::collective::{Kind, OP_PARTIAL, OP_RESULT};
 use fabric_sim::discover::node_id;
 use fabric_sim::run::{run, Algo, Recording, Report, Sweep};
 use fabric_sim::topology::Topology;
-use fabric_sim::trace::{pseudo_header, Hop, Tracer, LINKTYPE, MAGIC_NS, RECORD_CONTROL, RECORD_PACKET};
+use fabric_sim::trace::{self, pseudo_header, Hop, Record, TlLayout, Tracer, RECORD_CONTROL, RECORD_PACKET};
 use fabric_sim::wire;
 use link_dl::flit::{check_packet_crc, ControlFlit, ControlKind, IdentFlit, PacketHeader, FLIT_LEN};
 use link_dl::seq::Seq;
@@ -43,32 +43,8 @@ fn traced_sweep(path: &Path, limit: u64) -> Report {
     report
 }
 
-/// One record: timestamp in ns, pseudo-header, data-link bytes.
-struct Record {
-    ns: u64,
-    pseudo: [u8; 12],
-    bytes: Vec<u8>,
-}
-
 fn read_pcap(path: &Path) -> Vec<Record> {
-    let data = std::fs::read(path).unwrap();
-    assert_eq!(u32::from_le_bytes(data[0..4].try_into().unwrap()), MAGIC_NS);
-    assert_eq!(u32::from_le_bytes(data[20..24].try_into().unwrap()), LINKTYPE);
-    let mut records = Vec::new();
-    let mut at = 24;
-    while at < data.len() {
-        let field = |i: usize| u32::from_le_bytes(data[at + i..at + i + 4].try_into().unwrap());
-        let (sec, nsec, incl, orig) = (field(0), field(4), field(8) as usize, field(12) as usize);
-        assert_eq!(incl, orig, "records are never truncated");
-        let body = &data[at + 16..at + 16 + incl];
-        records.push(Record {
-            ns: u64::from(sec) * 1_000_000_000 + u64::from(nsec),
-            pseudo: body[..12].try_into().unwrap(),
-            bytes: body[12..].to_vec(),
-        });
-        at += 16 + incl;
-    }
-    records
+    trace::read(&std::fs::read(path).unwrap()).unwrap()
 }
 
 #[test]
@@ -85,7 +61,7 @@ fn every_record_is_a_packet_or_control_flit_that_checks() {
     // Each link direction initialises once: one InitFc1, one InitFc2 and one Ident recorded, the repeats
     // counted.
     let directions = 2 * 6;
-    let control = |r: &Record| r.pseudo[1] == RECORD_CONTROL;
+    let control = |r: &Record| r.pseudo_header[1] == RECORD_CONTROL;
     let flit = |r: &Record| -> [u8; FLIT_LEN] { r.bytes[..].try_into().unwrap() };
     let init = |r: &Record| {
         control(r)
@@ -105,8 +81,8 @@ fn every_record_is_a_packet_or_control_flit_that_checks() {
     // Each says the sending node and port of its record: node IDs are the hashes of the node names.
     for r in records.iter().filter(|r| control(r)) {
         if let Ok(ident) = IdentFlit::parse(&flit(r)) {
-            let sender = usize::from(u16::from_be_bytes([r.pseudo[4], r.pseudo[5]]));
-            assert_eq!(ident.port, r.pseudo[8]);
+            let sender = usize::from(u16::from_be_bytes([r.pseudo_header[4], r.pseudo_header[5]]));
+            assert_eq!(ident.port, r.pseudo_header[8]);
             assert_eq!(ident.node, node_id(&mesh4.nodes[sender].name));
         }
     }
@@ -115,13 +91,16 @@ fn every_record_is_a_packet_or_control_flit_that_checks() {
     // Per link direction (trunk, sending node): the time of the last record.
     let mut last = std::collections::HashMap::new();
     for r in &records {
-        assert_eq!(r.pseudo[0], 1, "pseudo-header version");
-        let previous = last.insert((r.pseudo[2..4].to_vec(), r.pseudo[4..6].to_vec()), r.ns);
+        assert_eq!(r.pseudo_header[0], 1, "pseudo-header version");
+        let previous = last.insert(
+            (r.pseudo_header[2..4].to_vec(), r.pseudo_header[4..6].to_vec()),
+            r.ns,
+        );
         assert!(
             previous.is_none_or(|p| p <= r.ns),
             "time runs forward on each link direction"
         );
-        match r.pseudo[1] {
+        match r.pseudo_header[1] {
             RECORD_PACKET => {
                 let head: [u8; FLIT_LEN] = r.bytes[..FLIT_LEN].try_into().unwrap();
                 let header = PacketHeader::parse(&head).unwrap();
@@ -183,7 +162,10 @@ fn the_worked_example_of_section_7() {
         spec().contains(&record),
         "the spec no longer shows the record:\n{record}"
     );
-    assert_eq!(pseudo_header(RECORD_CONTROL, hop)[..], out[24 + 16..24 + 28]);
+    assert_eq!(
+        pseudo_header(RECORD_CONTROL, hop, TlLayout::Simulator)[..],
+        out[24 + 16..24 + 28]
+    );
 }
 
 fn tshark_available() -> bool {
@@ -262,9 +244,9 @@ fn tshark_reads_the_fields_the_simulator_wrote() {
             .expect("15 fields and the summary");
         let (fields, info) = (&line[..at], &line[at + 1..]);
         let mut summary = None;
-        let be16 = |i: usize| u16::from_be_bytes([r.pseudo[i], r.pseudo[i + 1]]);
+        let be16 = |i: usize| u16::from_be_bytes([r.pseudo_header[i], r.pseudo_header[i + 1]]);
         let crc = u32::from_le_bytes(r.bytes[12..16].try_into().unwrap());
-        let expected = match r.pseudo[1] {
+        let expected = match r.pseudo_header[1] {
             RECORD_PACKET => {
                 packets += 1;
                 let h = PacketHeader::parse(&r.bytes[..16].try_into().unwrap()).unwrap();
@@ -386,7 +368,7 @@ fn tshark_names_every_collective_opcode_of_the_simulators_header() {
         let lines = String::from_utf8(out.stdout).unwrap();
         assert_eq!(lines.lines().count(), records.len());
         for (line, r) in lines.lines().zip(&records) {
-            if r.pseudo[1] != RECORD_PACKET {
+            if r.pseudo_header[1] != RECORD_PACKET {
                 continue;
             }
             let tl = PacketHeader::parse(&r.bytes[..16].try_into().unwrap())
@@ -484,7 +466,7 @@ fn a_packet_that_straddles_two_bursts_keeps_the_records_in_time_order() {
     std::fs::write(&path, &out).unwrap();
     let records = read_pcap(&path);
     std::fs::remove_file(&path).unwrap();
-    let order: Vec<(u64, u8)> = records.iter().map(|r| (r.ns, r.pseudo[1])).collect();
+    let order: Vec<(u64, u8)> = records.iter().map(|r| (r.ns, r.pseudo_header[1])).collect();
     assert_eq!(order, [(0, RECORD_PACKET), (5, RECORD_CONTROL)]);
 }
 

@@ -52,6 +52,7 @@ mod sim;
 #[cfg(test)]
 mod test_rng;
 mod tl;
+mod trace;
 mod words;
 
 #[derive(Parser, Debug)]

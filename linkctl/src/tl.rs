@@ -16,6 +16,8 @@ use crate::words::plural;
 
 use crate::check::{ensure_below, ensure_unit_wire_ber};
 use crate::sim::parse_bytes;
+use crate::trace::{summary_json, summary_text, LinkTrace, PcapArgs};
+use fabric_sim::trace::TlLayout;
 
 #[derive(Subcommand, Debug)]
 pub enum TlCommand {
@@ -58,6 +60,8 @@ pub struct CopyArgs {
     /// Print one JSON object instead of text
     #[arg(long)]
     pub json: bool,
+    #[command(flatten)]
+    pub trace: PcapArgs,
 }
 
 pub fn run(cmd: TlCommand) -> anyhow::Result<ExitCode> {
@@ -102,12 +106,13 @@ fn copy(args: CopyArgs) -> anyhow::Result<ExitCode> {
         pair.a.copy_to(offset, Window::flat(1, len).base + offset, size)
     }
     .context("cannot start the copy")?;
+    let mut trace = args.trace.open(TlLayout::Transaction)?;
     let started = WallClock::now();
     let mut result = None;
     // Far more unit times than the copy needs even at a high error rate.
     let limit = 64 + 4 * size / 16 + 10_000_000;
     for _ in 0..limit {
-        pair.step(&mut |side, event| {
+        let mut on_event = |side, event| {
             if let Event::Done(Done::Transfer {
                 handle: h, result: r, ..
             }) = event
@@ -116,11 +121,25 @@ fn copy(args: CopyArgs) -> anyhow::Result<ExitCode> {
                     result = Some(r);
                 }
             }
-        });
+        };
+        match trace.as_mut() {
+            None => pair.step(&mut on_event),
+            Some(trace) => {
+                let mut written = Ok(());
+                pair.step_tapped(&mut on_event, &mut |side, at, unit| {
+                    if written.is_ok() {
+                        written = trace.unit(if side == Side::A { 0 } else { 1 }, at, unit);
+                    }
+                });
+                written?;
+                trace.advance(pair.link.now)?;
+            }
+        }
         if result.is_some() {
             break;
         }
     }
+    let trace = trace.map(LinkTrace::finish).transpose()?;
     let wall = started.elapsed().as_secs_f64();
     let elapsed_ps = (pair.link.now.as_ps() - start.as_ps()) as f64;
     // A copy that failed or did not finish is reported as the run it was, not as bad input.
@@ -163,6 +182,7 @@ fn copy(args: CopyArgs) -> anyhow::Result<ExitCode> {
         "simulated_us": elapsed_ps / 1e6,
         "bandwidth_gbps": gbps,
         "wall_seconds": wall,
+        "trace": trace.as_ref().map(summary_json),
     });
     if args.json {
         println!("{}", serde_json::to_string_pretty(&value)?);
@@ -193,6 +213,9 @@ fn copy(args: CopyArgs) -> anyhow::Result<ExitCode> {
             "{:.1} us of simulated time over x8 at 8 GT/s: {gbps:.2} GB/s; {wall:.2} s of wall time",
             elapsed_ps / 1e6
         );
+        if let Some(t) = &trace {
+            println!("trace: {}", summary_text(t));
+        }
     }
     Ok(if verified && untouched {
         ExitCode::SUCCESS

@@ -316,6 +316,12 @@ fn a_bad_capture_is_refused() {
     common::assert_refused_saying(&decode, &[d, "--port", "c"], "--port must be a or b");
     common::assert_refused_saying(&decode, &[d, "--stretch", "9"], "--stretch 9: the capture has 2");
     common::assert_refused_saying(&decode, &[d, "--units", "--json"], "cannot be used with");
+    common::assert_refused_saying(
+        &decode,
+        &[d, "--pcap", "/dev/stdout"],
+        "--pcap names standard output",
+    );
+    common::assert_refused_saying(&decode, &[d, "--pcap-limit", "3"], "--pcap");
     let index = read_index(&dir);
     let segment = |edit: &dyn Fn(&mut Value)| {
         let mut v = index.clone();
@@ -351,4 +357,97 @@ fn a_bad_capture_is_refused() {
     std::fs::remove_file(&index_path).unwrap();
     common::assert_refused_saying(&decode, &[d], "opening");
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// `--pcap` writes what the receivers read as a trace (section 7): port A's packets and control flits
+/// from node 0, port B's from node 1, a record per packet the decoder read (CRC checking, the same
+/// header) and per control or identity flit but the initialisation flits that repeat, in time order
+/// within the stretches' times, the layout byte as `--tl` says; tshark with the dissector reads each
+/// port's packet numbers back.
+#[test]
+fn a_decoded_capture_is_written_as_a_trace() {
+    use fabric_sim::trace::{read, TlLayout, RECORD_PACKET};
+    use link_dl::flit::{check_packet_crc, PacketHeader};
+    let dir = temp_dir("pcap");
+    run_captured(&dir, "--lanes 4 --max-rate 8 --packets 40 --both-ways");
+    let pcap = std::env::temp_dir().join(format!("linkctl-decode-{}.pcap", std::process::id()));
+    let (code, items) = decode(&dir, &["--pcap", pcap.to_str().unwrap()]);
+    assert_eq!(code, Some(0));
+    let records = read(&std::fs::read(&pcap).unwrap()).unwrap();
+    let summary = items.iter().find(|i| i["event"] == "trace").unwrap();
+    assert_eq!(summary["records"], records.len());
+    assert_eq!(summary["dropped"], 0);
+    assert!(records.windows(2).all(|w| w[0].ns <= w[1].ns), "time order");
+    assert!(records.iter().all(|r| r.pseudo_header[10] == TlLayout::Raw as u8));
+    let stretches: Vec<&Value> = items.iter().filter(|i| i["event"] == "stretch").collect();
+    let mut numbers = Vec::new();
+    for (node, port) in [(0u16, "A"), (1, "B")] {
+        let packets: Vec<&Value> = (items.iter())
+            .filter(|i| i["tx_port"] == port && i["kind"] == "packet")
+            .collect();
+        let of_node: Vec<_> = records.iter().filter(|r| r.from_node() == node).collect();
+        let recorded: Vec<_> = (of_node.iter())
+            .filter(|r| r.pseudo_header[1] == RECORD_PACKET)
+            .collect();
+        assert_eq!(recorded.len(), packets.len(), "port {port}");
+        for (r, p) in recorded.iter().zip(&packets) {
+            check_packet_crc(&r.bytes).unwrap();
+            let header = PacketHeader::parse(r.bytes[..16].try_into().unwrap()).unwrap();
+            assert_eq!(Ok(header.tl), u64::from_str_radix(p["tl"].as_str().unwrap(), 16));
+            assert_eq!(u64::from(header.seq.get()), p["seq"].as_u64().unwrap());
+        }
+        numbers.push(
+            recorded
+                .iter()
+                .map(|r| PacketHeader::parse(r.bytes[..16].try_into().unwrap()).unwrap().tl)
+                .collect::<Vec<u64>>(),
+        );
+        // Within the port's stretches.
+        let (start, end) =
+            (stretches.iter())
+                .filter(|s| s["tx_port"] == port)
+                .fold((f64::MAX, 0.0f64), |(a, b), s| {
+                    (
+                        a.min(s["start_us"].as_f64().unwrap()),
+                        b.max(s["end_us"].as_f64().unwrap()),
+                    )
+                });
+        assert!(of_node
+            .iter()
+            .all(|r| (start * 1e3..=end * 1e3).contains(&(r.ns as f64))));
+    }
+    let flits = (items.iter())
+        .filter(|i| i["kind"] == "control" || i["kind"] == "ident")
+        .count() as u64;
+    let control_records = records
+        .iter()
+        .filter(|r| r.pseudo_header[1] != RECORD_PACKET)
+        .count() as u64;
+    assert_eq!(control_records + summary["init_repeats"].as_u64().unwrap(), flits);
+    // The layout follows --tl.
+    for (tl, layout) in [
+        ("transaction", TlLayout::Transaction),
+        ("sim", TlLayout::Simulator),
+    ] {
+        let (_, _) = decode(
+            &dir,
+            &["--port", "a", "--tl", tl, "--pcap", pcap.to_str().unwrap()],
+        );
+        let records = read(&std::fs::read(&pcap).unwrap()).unwrap();
+        assert!(records
+            .iter()
+            .all(|r| r.pseudo_header[10] == layout as u8 && r.from_node() == 0));
+    }
+    if common::tshark_available() {
+        decode(&dir, &["--pcap", pcap.to_str().unwrap()]);
+        let rows = common::tshark_fields(&pcap, &["openlink.from_node", "openlink.tl.number"]);
+        for (node, sent) in numbers.iter().enumerate() {
+            let read: Vec<u64> = (rows.iter())
+                .filter(|r| r[0] == node.to_string() && !r[1].is_empty())
+                .map(|r| r[1].parse().unwrap())
+                .collect();
+            assert_eq!(&read, sent, "node {node}");
+            assert_eq!(read, (0..40).collect::<Vec<u64>>(), "node {node}");
+        }
+    }
 }

@@ -67,9 +67,17 @@ fn bad_input_is_a_clear_error_not_a_panic() {
         &["--drop", "0.5"],
         &["--duplicate", "-0.1"],
         &["--drop", "lots"],
+        &["--pcap-limit", "5"],
     ] {
         common::assert_refused(&["tl", "copy"], args);
     }
+    let copy = ["tl", "copy"];
+    common::assert_refused_saying(&copy, &["--pcap", "/dev/stdout"], "--pcap names standard output");
+    common::assert_refused_saying(
+        &copy,
+        &["--pcap", "/no/such/dir/t.pcap"],
+        "cannot create --pcap file",
+    );
 }
 
 #[test]
@@ -174,5 +182,111 @@ fn sizes_and_rates_out_of_range_are_refused_with_the_range() {
     ] {
         let e = error(args);
         assert!(e.contains(expected), "{args:?}: {e}");
+    }
+}
+
+/// `--pcap` traces the copy's link (section 7, the transaction layer's layout) and tshark with the
+/// dissector reads every packet's transaction as `dl decode` reads it: posted writes, reads with their
+/// extension flits, completions, and the read that flushes posted writes.
+#[test]
+fn the_trace_of_a_copy_reads_in_wireshark_as_dl_decode_reads_it() {
+    for (name, args) in [
+        ("push", &["--size", "5000", "--offset", "7"][..]),
+        ("pull", &["--size", "5000", "--offset", "7", "--pull"]),
+    ] {
+        let pcap = std::env::temp_dir().join(format!("linkctl-tl-{name}-{}.pcap", std::process::id()));
+        let v = json(&[args, &["--pcap", pcap.to_str().unwrap()]].concat());
+        assert_eq!(v["verified"], true, "{v}");
+        let records = fabric_sim::trace::read(&std::fs::read(&pcap).unwrap()).unwrap();
+        assert_eq!(v["trace"]["records"], records.len(), "{v}");
+        assert!(records.windows(2).all(|w| w[0].ns <= w[1].ns), "time order");
+        let packets: Vec<&fabric_sim::trace::Record> = (records.iter())
+            .filter(|r| r.pseudo_header[1] == fabric_sim::trace::RECORD_PACKET)
+            .collect();
+        assert_eq!(v["packets"], packets.len(), "every packet is recorded once: {v}");
+        assert!(records
+            .iter()
+            .all(|r| r.pseudo_header[10] == fabric_sim::trace::TlLayout::Transaction as u8));
+        // dl decode's reading of each packet record.
+        let hex: String = (packets.iter())
+            .flat_map(|r| r.bytes.iter().map(|b| format!("{b:02x}")))
+            .collect();
+        let out = common::linkctl_with_input(&["dl", "decode"], &["--json"], hex.as_bytes());
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let decoded: Vec<serde_json::Value> = (String::from_utf8(out.stdout).unwrap().lines())
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        assert_eq!(decoded.len(), packets.len());
+        let opcodes: std::collections::BTreeSet<String> = (decoded.iter())
+            .map(|d| d["transaction"]["opcode"].as_str().unwrap().to_owned())
+            .collect();
+        let expected: &[&str] = if name == "pull" {
+            &["Completion", "Read"]
+        } else {
+            &["Completion", "PostedWrite", "PostedWritePartial", "Read"]
+        };
+        assert_eq!(opcodes, expected.iter().map(|s| s.to_string()).collect());
+        if !common::tshark_available() {
+            continue;
+        }
+        let fields = [
+            "openlink.record",
+            "openlink.txn.opcode",
+            "openlink.txn.dest",
+            "openlink.txn.address",
+            "openlink.txn.ext.requester",
+            "openlink.txn.ext.tag",
+            "openlink.txn.ext.first_byte",
+            "openlink.txn.ext.length",
+            "openlink.txn.completer",
+            "openlink.txn.tag",
+            "openlink.txn.status",
+            "openlink.txn.offset",
+            "openlink.txn.length",
+        ];
+        let rows = common::tshark_fields(&pcap, &fields);
+        assert_eq!(rows.len(), records.len());
+        let read: Vec<&Vec<String>> = rows.iter().filter(|r| r[0] == "1").collect();
+        for (row, d) in read.iter().zip(&decoded) {
+            let t = &d["transaction"];
+            let num = |i: usize| -> u64 {
+                let f = row[i].as_str();
+                f.strip_prefix("0x")
+                    .map_or_else(|| f.parse().unwrap(), |h| u64::from_str_radix(h, 16).unwrap())
+            };
+            let names = [
+                (0x01, "PostedWrite"),
+                (0x02, "PostedWritePartial"),
+                (0x08, "Read"),
+                (0x10, "Completion"),
+            ];
+            let opcode = names.iter().find(|n| n.1 == t["opcode"]).unwrap().0;
+            assert_eq!(num(1), opcode, "{row:?} {d}");
+            assert_eq!(num(2), t["dest"], "{row:?} {d}");
+            if opcode == 0x10 {
+                assert_eq!(num(8), t["completer"], "{row:?} {d}");
+                assert_eq!(num(9), t["tag"], "{row:?} {d}");
+                assert_eq!(t["status"], "Success");
+                assert_eq!(num(10), 0, "{row:?} {d}");
+                assert_eq!(num(11), t["offset"], "{row:?} {d}");
+                assert_eq!(num(12), t["length"], "{row:?} {d}");
+                continue;
+            }
+            let address = u64::from_str_radix(t["address"].as_str().unwrap(), 16).unwrap();
+            if opcode == 0x08 {
+                assert_eq!(num(3) | num(6), address, "{row:?} {d}");
+                assert_eq!(num(4), t["requester"], "{row:?} {d}");
+                assert_eq!(num(5), t["tag"], "{row:?} {d}");
+                assert_eq!(num(7), t["length"], "{row:?} {d}");
+            } else {
+                assert_eq!(num(3), address, "{row:?} {d}");
+                assert_eq!(row[4], "", "no extension flit on the posted channel: {row:?}");
+            }
+        }
     }
 }

@@ -2,8 +2,11 @@
 --
 -- Traces are classic pcap files with link type 147 (LINKTYPE_USER0). Each record is a 12-byte
 -- pseudo-header (which link and direction) followed by one data-link packet or control flit as its
--- transmitter sent it (docs/spec.md sections 2.2 and 2.3). A packet's transaction-layer header is the
--- simulated GPUs' own (docs/spec.md section 7.1): opcode, destination, source, multicast and offset.
+-- transmitter sent it (docs/spec.md sections 2.2 and 2.3). The pseudo-header's byte 10 says how a
+-- packet's transaction-layer header is laid out: the simulated GPUs' own (section 7.1: opcode,
+-- destination, source, multicast and offset; `linkctl sim`), the transaction layer's (section 3, with
+-- the request extension flit and coherence messages; `linkctl tl copy`, `link decode --tl transaction`),
+-- or none, the field being a number (`linkctl link run` numbers its packets there).
 --
 --   tshark -X lua_script:tools/wireshark/openlink.lua -r trace.pcap -V
 --   wireshark -X lua_script:tools/wireshark/openlink.lua trace.pcap
@@ -22,6 +25,29 @@ local sim_opcodes = {
     [0x05] = "tree credit", [0x08] = "ld_reduce", [0x09] = "engine read", [0x0A] = "read answer",
     [0x0B] = "sum", [0x0F] = "returned",
 }
+-- The transaction layer's opcodes (docs/spec.md sections 3.1 and 3.9).
+local txn_opcodes = {
+    [0x01] = "PostedWrite", [0x02] = "PostedWritePartial", [0x03] = "Message", [0x08] = "Read",
+    [0x09] = "Write", [0x0A] = "FetchAdd", [0x0B] = "Swap", [0x0C] = "CompareSwap", [0x10] = "Completion",
+    [0x18] = "coherence request", [0x19] = "snoop", [0x1A] = "snoop response",
+    [0x1B] = "snoop response with data", [0x1C] = "GO", [0x1D] = "GO with data", [0x1E] = "write-back",
+}
+local message_codes = { [0x01] = "doorbell", [0x02] = "interrupt", [0x7F] = "vendor-defined" }
+local statuses = { [0] = "success", [1] = "unsupported request", [2] = "completer abort", [3] = "poisoned" }
+-- Coherence messages' codes, per opcode (section 3.9).
+local coherence_codes = {
+    [0x18] = { [0] = "RdCurr", [1] = "RdShared", [2] = "RdAny", [3] = "RdOwn", [4] = "CleanEvict",
+        [5] = "DirtyEvict" },
+    [0x19] = { [0] = "SnpData", [1] = "SnpInv", [2] = "SnpCur" },
+    [0x1A] = { [0] = "RspIHitI", [1] = "RspIHitSE", [2] = "RspSHitSE", [3] = "RspVHitV" },
+    [0x1B] = { [0] = "RspIFwdM", [1] = "RspSFwdM", [2] = "RspVFwdV" },
+    [0x1C] = { [0] = "GO-I", [1] = "GO-S", [2] = "GO-E", [3] = "GO-M", [4] = "GO_WritePull" },
+    [0x1D] = { [0] = "GO-I with data", [1] = "GO-S with data", [2] = "GO-E with data", [3] = "GO-M with data" },
+    [0x1E] = { [0] = "write-back data" },
+}
+local layouts = { [0] = "the simulator's (section 7.1)", [1] = "the transaction layer's (section 3)",
+    [2] = "none (a number)" }
+local LAYOUT_SIM, LAYOUT_TXN, LAYOUT_RAW = 0, 1, 2
 local groups = { [62] = "every GPU behind the switch", [63] = "the switch's collective engine" }
 local OP_TREE_CREDIT, OP_RETURNED = 0x05, 0x0F
 
@@ -53,6 +79,29 @@ f.credit_tree = ProtoField.uint8("openlink.tl.credit.tree", "Tree")
 f.credit_direction = ProtoField.uint8("openlink.tl.credit.direction", "Direction", base.DEC,
     { [0] = "up (partial sums)", [1] = "down (results)" })
 f.credit_count = ProtoField.uint32("openlink.tl.credit.count", "Chunk slots freed")
+f.layout = ProtoField.uint8("openlink.layout", "Transaction-layer layout", base.DEC, layouts)
+f.number = ProtoField.uint64("openlink.tl.number", "Number")
+f.txn_opcode = ProtoField.uint8("openlink.txn.opcode", "Opcode", base.HEX, txn_opcodes)
+f.txn_dest = ProtoField.uint16("openlink.txn.dest", "Destination endpoint")
+f.txn_address = ProtoField.uint64("openlink.txn.address", "Local address of the first data flit", base.HEX)
+f.txn_message = ProtoField.uint8("openlink.txn.message", "Message", base.HEX, message_codes)
+f.txn_index = ProtoField.uint16("openlink.txn.index", "Index (doorbell, vector or vendor)")
+f.txn_completer = ProtoField.uint16("openlink.txn.completer", "Completer")
+f.txn_tag = ProtoField.uint16("openlink.txn.tag", "Tag")
+f.txn_status = ProtoField.uint8("openlink.txn.status", "Status", base.DEC, statuses)
+f.txn_offset = ProtoField.uint16("openlink.txn.offset", "Offset of the first data byte")
+f.txn_has_data = ProtoField.uint8("openlink.txn.has_data", "Data follows", base.DEC, { [0] = "no", [1] = "yes" })
+f.txn_length = ProtoField.uint16("openlink.txn.length", "Data bytes")
+f.coh_code = ProtoField.uint8("openlink.txn.coh.code", "Code")
+f.coh_message = ProtoField.string("openlink.txn.coh.message", "Message")
+f.coh_source = ProtoField.uint16("openlink.txn.coh.source", "Source endpoint")
+f.coh_phase = ProtoField.uint8("openlink.txn.coh.phase", "Phase")
+f.coh_line = ProtoField.uint32("openlink.txn.coh.line", "Line (local address bits 34:6)", base.HEX)
+f.ext_requester = ProtoField.uint16("openlink.txn.ext.requester", "Requester")
+f.ext_tag = ProtoField.uint16("openlink.txn.ext.tag", "Tag")
+f.ext_first_byte = ProtoField.uint8("openlink.txn.ext.first_byte", "First byte (address bits 3:0)")
+f.ext_length = ProtoField.uint16("openlink.txn.ext.length", "Length in bytes")
+f.ext_value = ProtoField.uint64("openlink.txn.ext.value", "Value", base.HEX)
 f.control = ProtoField.uint8("openlink.control", "Control kind", base.DEC, control_kinds)
 f.credits = ProtoField.uint16("openlink.credits", "Credits")
 f.ident_port = ProtoField.uint8("openlink.ident.port", "Sender's port")
@@ -63,6 +112,119 @@ f.payload = ProtoField.bytes("openlink.payload", "Payload")
 -- The 96-bit word W of a flit (bytes 0-11, big-endian) as its top 32 bits and low 64 bits.
 local function word(tvb)
     return tvb(0, 4):uint(), tvb(4, 8):uint64()
+end
+
+-- The simulator's header (section 7.1) under `t`; a summary for the info column.
+local function simulated(t, flit, tl)
+    local opcode = (tl:rshift(53)):tonumber()
+    local dest = (tl:rshift(43):band(0x3FF)):tonumber()
+    local source = (tl:rshift(33):band(0x3FF)):tonumber()
+    local multicast = bit.band(flit(7, 1):uint(), 1)
+    local offset = flit(8, 4):uint()
+    -- Bytes 4-11 hold bits 63:0 of the flit's word: the opcode (bits 57:53) is in bytes 4-5, the
+    -- destination (52:43) in 5-6, the source (42:33) in 6-7.
+    t:add(f.opcode, flit(4, 2), opcode)
+    if multicast == 1 then
+        t:add(f.group, flit(5, 2), dest)
+    else
+        t:add(f.dest, flit(5, 2), dest)
+    end
+    t:add(f.source, flit(6, 2), source)
+    t:add(f.multicast, flit(7, 1), multicast)
+    local o = t:add(f.offset, flit(8, 4), offset)
+    local what = sim_opcodes[opcode] or string.format("opcode %02Xh", opcode)
+    if opcode == OP_RETURNED then
+        local original = bit.rshift(offset, 27)
+        o:add(f.returned_opcode, flit(8, 1), original)
+        what = "returned " .. (sim_opcodes[original] or string.format("opcode %02Xh", original))
+        offset = bit.band(offset, 0x07FFFFFF)
+    elseif opcode == OP_TREE_CREDIT then
+        o:add(f.credit_tree, flit(8, 1), bit.band(bit.rshift(offset, 26), 1))
+        o:add(f.credit_direction, flit(8, 1), bit.band(bit.rshift(offset, 25), 1))
+        o:add(f.credit_count, flit(8, 4), bit.band(offset, 0x01FFFFFF))
+    end
+    local to = multicast == 1 and string.format("group %d", dest) or tostring(dest)
+    return string.format("%s %d -> %s, offset %Xh", what, source, to, offset)
+end
+
+-- Bits hi:lo of the 58-bit header `tl`, as a number (at most 32 bits wide).
+local function bits(tl, hi, lo)
+    return (tl:rshift(lo):band(bit.lshift(1, hi - lo + 1) - 1)):tonumber()
+end
+
+-- The request extension flit (section 3.3) at `ext` under `top`; a summary.
+local function extension(top, ext)
+    local x = top:add(openlink, ext, "Extension flit")
+    local b0, b1, b2, b3, b4 = ext(0, 1):uint(), ext(1, 1):uint(), ext(2, 1):uint(), ext(3, 1):uint(),
+        ext(4, 1):uint()
+    local requester = bit.bor(bit.lshift(b0, 2), bit.rshift(b1, 6))
+    local tag = bit.bor(bit.lshift(bit.band(b1, 0x3F), 4), bit.rshift(b2, 4))
+    local length = bit.bor(bit.lshift(b3, 5), bit.rshift(b4, 3))
+    x:add(f.ext_requester, ext(0, 2), requester)
+    x:add(f.ext_tag, ext(1, 2), tag)
+    x:add(f.ext_first_byte, ext(2, 1), bit.band(b2, 0xF))
+    x:add(f.ext_length, ext(3, 2), length)
+    x:add(f.ext_value, ext(8, 8))
+    return requester, tag, bit.band(b2, 0xF), length
+end
+
+-- The transaction layer's header (sections 3.2 and 3.9) under `t`, and the extension flit a packet on the
+-- request channel or a message carries; a summary for the info column.
+local function transaction(t, top, flit, tl, vc, flits)
+    local opcode = bits(tl, 57, 53)
+    local dest = bits(tl, 52, 43)
+    t:add(f.txn_opcode, flit(4, 2), opcode)
+    t:add(f.txn_dest, flit(5, 2), dest)
+    local name = txn_opcodes[opcode] or string.format("opcode %02Xh", opcode)
+    local ext
+    if flits > 0 and (vc == 0 or opcode == 0x03) then
+        ext = flit(16, 16)
+    end
+    if opcode == 0x10 then
+        local has_data = bits(tl, 8, 8)
+        local length = has_data == 1 and bits(tl, 7, 1) + 1 or 0
+        t:add(f.txn_completer, flit(6, 2), bits(tl, 42, 33))
+        t:add(f.txn_tag, flit(7, 2), bits(tl, 32, 23))
+        t:add(f.txn_status, flit(8, 1), bits(tl, 22, 21))
+        t:add(f.txn_offset, flit(8, 3), bits(tl, 20, 9))
+        t:add(f.txn_has_data, flit(10, 1), has_data)
+        t:add(f.txn_length, flit(11, 1), length)
+        return string.format("%s to %d from %d, tag %d, %s, %d bytes at offset %d", name, dest,
+            bits(tl, 42, 33), bits(tl, 32, 23), statuses[bits(tl, 22, 21)], length, bits(tl, 20, 9))
+    elseif opcode == 0x03 then
+        local code = bits(tl, 42, 35)
+        t:add(f.txn_message, flit(6, 1), code)
+        t:add(f.txn_index, flit(6, 3), bits(tl, 34, 19))
+        local what = string.format("%s %s %d to %d", name, message_codes[code] or string.format("%02Xh", code),
+            bits(tl, 34, 19), dest)
+        if ext then
+            local requester = extension(top, ext)
+            what = what .. string.format(" from %d, value %s", requester, ext(8, 8):uint64():tohex())
+        end
+        return what
+    elseif opcode >= 0x18 and opcode <= 0x1E then
+        local code = bits(tl, 42, 40)
+        local message = (coherence_codes[opcode] or {})[code] or string.format("%s code %d", name, code)
+        t:add(f.coh_code, flit(6, 1), code)
+        t:add(f.coh_message, flit(6, 1), message)
+        t:add(f.coh_source, flit(6, 2), bits(tl, 39, 30))
+        t:add(f.coh_phase, flit(8, 1), bits(tl, 29, 29))
+        t:add(f.coh_line, flit(8, 4), bits(tl, 28, 0))
+        local from = bits(tl, 39, 30)
+        if ext then
+            from = extension(top, ext)
+        end
+        return string.format("%s to %d from %d, line %Xh", message, dest, from, bits(tl, 28, 0))
+    end
+    -- Memory requests: the 43-bit field is the address's bits 46:4.
+    local address = tl:band(UInt64.new(0xFFFFFFFF, 0x7FF)):lshift(4)
+    t:add(f.txn_address, flit(6, 6), address)
+    if ext then
+        local requester, tag, first, length = extension(top, ext)
+        return string.format("%s to %d, address %sh, %d bytes, requester %d tag %d", name, dest,
+            address:bor(UInt64.new(first)):tohex():gsub("^0+(.)", "%1"), length, requester, tag)
+    end
+    return string.format("%s to %d, address %sh", name, dest, address:tohex():gsub("^0+(.)", "%1"))
 end
 
 function openlink.dissector(tvb, pinfo, tree)
@@ -79,6 +241,10 @@ function openlink.dissector(tvb, pinfo, tree)
     ph:add(f.to_node, tvb(6, 2))
     ph:add(f.from_port, tvb(8, 1))
     ph:add(f.to_port, tvb(9, 1))
+    ph:add(f.layout, tvb(10, 1))
+    local layout = tvb(10, 1):uint()
+    pinfo.cols.src = string.format("node %d port %d", tvb(4, 2):uint(), tvb(8, 1):uint())
+    pinfo.cols.dst = string.format("node %d port %d", tvb(6, 2):uint(), tvb(9, 1):uint())
 
     local flit = tvb(12):tvb()
     local hi, lo = word(flit)
@@ -101,40 +267,21 @@ function openlink.dissector(tvb, pinfo, tree)
         dl:add(f.credit_vc, flit(3, 1), bit.band(bit.rshift(hi, 2), 0x3))
         dl:add(f.credit, flit(3, 2), credit)
         local t = dl:add(f.tl, flit(4, 8), tl)
-        local opcode = (tl:rshift(53)):tonumber()
-        local dest = (tl:rshift(43):band(0x3FF)):tonumber()
-        local source = (tl:rshift(33):band(0x3FF)):tonumber()
-        local multicast = bit.band(flit(7, 1):uint(), 1)
-        local offset = flit(8, 4):uint()
-        -- Bytes 4-11 hold bits 63:0 of the flit's word: the opcode (bits 57:53) is in bytes 4-5, the
-        -- destination (52:43) in 5-6, the source (42:33) in 6-7.
-        t:add(f.opcode, flit(4, 2), opcode)
-        if multicast == 1 then
-            t:add(f.group, flit(5, 2), dest)
+        local what
+        if layout == LAYOUT_TXN then
+            what = transaction(t, top, flit, tl, vc, flits)
+        elseif layout == LAYOUT_RAW then
+            t:add(f.number, flit(4, 8), tl)
+            what = "number " .. tostring(tl)
         else
-            t:add(f.dest, flit(5, 2), dest)
-        end
-        t:add(f.source, flit(6, 2), source)
-        t:add(f.multicast, flit(7, 1), multicast)
-        local o = t:add(f.offset, flit(8, 4), offset)
-        local what = sim_opcodes[opcode] or string.format("opcode %02Xh", opcode)
-        if opcode == OP_RETURNED then
-            local original = bit.rshift(offset, 27)
-            o:add(f.returned_opcode, flit(8, 1), original)
-            what = "returned " .. (sim_opcodes[original] or string.format("opcode %02Xh", original))
-            offset = bit.band(offset, 0x07FFFFFF)
-        elseif opcode == OP_TREE_CREDIT then
-            o:add(f.credit_tree, flit(8, 1), bit.band(bit.rshift(offset, 26), 1))
-            o:add(f.credit_direction, flit(8, 1), bit.band(bit.rshift(offset, 25), 1))
-            o:add(f.credit_count, flit(8, 4), bit.band(offset, 0x01FFFFFF))
+            what = simulated(t, flit, tl)
         end
         dl:add_le(f.crc, flit(12, 4))
         if flit:len() > 16 then
             top:add(f.payload, flit(16))
         end
-        local to = multicast == 1 and string.format("group %d", dest) or tostring(dest)
-        pinfo.cols.info = string.format("%s seq %d ack %d, %s %d -> %s, offset %Xh, %d payload flits",
-            vcs[vc], seq, bit.band(bit.rshift(hi, 4), 0x3FF), what, source, to, offset, flits)
+        pinfo.cols.info = string.format("%s seq %d ack %d, %s, %d payload flits", vcs[vc], seq,
+            bit.band(bit.rshift(hi, 4), 0x3FF), what, flits)
     elseif kind == 2 and control == 5 then
         -- Ident (docs/spec.md section 2.3): the sender's port and node ID.
         dl:add(f.control, flit(0, 1), control)

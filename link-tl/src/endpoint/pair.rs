@@ -9,7 +9,7 @@
 use link_dl::flit::FLIT_LEN;
 use link_dl::fuzz::BackToBack;
 use link_dl::DlConfig;
-use link_phy::time::Duration;
+use link_phy::time::{Duration, Instant};
 
 use crate::address::AddressMap;
 use crate::endpoint::{Endpoint, Event, Memory};
@@ -124,12 +124,13 @@ impl<'m, A: Memory, B: Memory> Pair<'m, A, B> {
     }
 
     /// [`BackToBack::step_with`] plus lost and repeated units; the wire's generator draws them too.
-    fn step_wire_with_losses(&mut self) {
+    fn step_wire_with_losses(&mut self, tap: &mut impl FnMut(Side, Instant, &[u8; FLIT_LEN])) {
         let link = &mut self.link;
         let (mut ab, mut ba) = ([0u8; FLIT_LEN], [0u8; FLIT_LEN]);
         link.a.poll_unit(link.now, &mut ab);
         link.b.poll_unit(link.now, &mut ba);
         for (unit, to_b) in [(&mut ab, true), (&mut ba, false)] {
+            tap(if to_b { Side::A } else { Side::B }, link.now, unit);
             self.wire.apply(unit);
             let copies = if self.wire.uniform() < self.losses.drop {
                 self.losses.dropped += 1;
@@ -152,14 +153,27 @@ impl<'m, A: Memory, B: Memory> Pair<'m, A, B> {
     /// One unit time: both endpoints send what they can, one unit crosses each way, received packets go
     /// up to the endpoints while they can take them, timeouts fire, and each event is handed to `event`.
     pub fn step(&mut self, event: &mut impl FnMut(Side, Event)) {
+        self.step_tapped(event, &mut |_, _, _| {});
+    }
+
+    /// [`Pair::step`], with each unit handed to `tap` as its sender put it on the wire (before any error),
+    /// with the sender and the time: for a trace of the link.
+    pub fn step_tapped(
+        &mut self,
+        event: &mut impl FnMut(Side, Event),
+        tap: &mut impl FnMut(Side, Instant, &[u8; FLIT_LEN]),
+    ) {
         let now = self.link.now;
         self.a.poll_transmit(now, &mut self.link.a);
         self.b.poll_transmit(now, &mut self.link.b);
         if self.losses.drop > 0.0 || self.losses.duplicate > 0.0 {
-            self.step_wire_with_losses();
+            self.step_wire_with_losses(tap);
         } else {
             let wire = &mut self.wire;
-            self.link.step_with(|unit| wire.apply(unit));
+            self.link.step_each(|unit, from_a| {
+                tap(if from_a { Side::A } else { Side::B }, now, unit);
+                wire.apply(unit);
+            });
         }
         while self.a.can_receive() {
             let Some(packet) = self.link.a.recv() else { break };

@@ -254,6 +254,18 @@ pub(crate) enum TlReading {
     Raw,
 }
 
+impl TlReading {
+    /// How a trace's pseudo-header names this reading, for the dissector (docs/spec.md section 7).
+    pub(crate) fn layout(self) -> fabric_sim::trace::TlLayout {
+        use fabric_sim::trace::TlLayout;
+        match self {
+            TlReading::Transaction => TlLayout::Transaction,
+            TlReading::Sim => TlLayout::Simulator,
+            TlReading::Raw => TlLayout::Raw,
+        }
+    }
+}
+
 impl Decoder {
     /// A decoder reading packets' transaction-layer field as `tl` says.
     pub(crate) fn new(tl: TlReading) -> Self {

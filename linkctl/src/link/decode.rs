@@ -17,6 +17,8 @@ use serde_json::{json, Value};
 use crate::dl::decode::{text as item_text, Decoder, TlReading};
 use crate::phy::bits::words;
 use crate::phy::events::{event_text, run_json, run_text, Run};
+use crate::trace::{summary_json, summary_text, LinkTrace, PcapArgs};
+use link_phy::time::Instant;
 
 /// The largest `capture.json` read: a capture has a few files per lane and rate change.
 const MAX_INDEX_BYTES: u64 = 16 << 20;
@@ -50,6 +52,11 @@ pub struct DecodeArgs {
     /// prints it, with `tx_port` and `stretch`), stream error and lane summary
     #[arg(long)]
     json: bool,
+    /// With `--pcap FILE`, the packets and control flits read, as a trace for Wireshark (section 7): port A
+    /// is node 0, port B node 1; each record at the time its first unit started on its lanes, as the
+    /// receiver's bit count places it
+    #[command(flatten)]
+    trace: PcapArgs,
 }
 
 /// One file of the capture, as `capture.json` lists it.
@@ -96,9 +103,16 @@ pub fn decode(args: DecodeArgs) -> anyhow::Result<ExitCode> {
         units: args.units,
         lane_events: args.lane_events,
         bad: false,
+        trace: args.trace.open(args.tl.layout())?,
     };
     for (index, stretch) in chosen {
         decode_stretch(&args.dir, index, stretch, args.tl, &mut out)?;
+    }
+    if let Some(trace) = out.trace.take() {
+        let summary = trace.finish()?;
+        let mut v = summary_json(&summary);
+        v["event"] = json!("trace");
+        out.item(&v, || format!("trace: {}", summary_text(&summary)))?;
     }
     out.out.flush().context("writing stdout")?;
     Ok(if out.bad {
@@ -232,6 +246,8 @@ struct LaneFile {
     filled: usize,
     at: usize,
     bits_left: u64,
+    /// Bits read so far.
+    read: u64,
 }
 
 impl LaneFile {
@@ -256,6 +272,7 @@ impl LaneFile {
         self.at = end;
         let count = u64::from(count).min(self.bits_left) as u32;
         self.bits_left -= u64::from(count);
+        self.read += u64::from(count);
         Ok(Some((word, count)))
     }
 }
@@ -267,6 +284,8 @@ struct Output<W: Write> {
     units: bool,
     lane_events: bool,
     bad: bool,
+    /// `--pcap`'s trace.
+    trace: Option<LinkTrace>,
 }
 
 impl<W: Write> Output<W> {
@@ -344,6 +363,16 @@ fn decode_stretch<W: Write>(
     }
     let mut monitor = LinkMonitor::new(first.code, numbers).context("building the monitor")?;
     let mut reader = StreamReader {
+        clock: UnitClock {
+            start_ps: first.start_us * 1e6,
+            ps_per_bit: 1e3 / first.rate_gts,
+            bits_per_byte: if first.code == LineCode::Code8b10b {
+                10.0
+            } else {
+                8.0 * 130.0 / 128.0
+            },
+            width: monitor.width().map_or(1, |w| w.lanes()),
+        },
         decoder: Decoder::new(tl),
         port,
         stretch: index,
@@ -357,17 +386,20 @@ fn decode_stretch<W: Write>(
     if monitor.width().is_some() {
         reader.numbers = Some(monitor.numbers());
     }
-    read_lanes(dir, stretch, &mut monitor, &mut |event| reader.event(event, out))?;
+    read_lanes(dir, stretch, &mut monitor, &mut |event, read| {
+        reader.event(event, read, out)
+    })?;
     reader.finish(&lanes, out)
 }
 
 /// Feed `monitor` the stretch's files, a word from each lane in turn (the lanes stay within a few symbols
-/// of each other, far less than the deskew buffer holds), and `handle` what it reports.
+/// of each other, far less than the deskew buffer holds), and `handle` what it reports, with the bits read
+/// on the lane whose word it came after.
 fn read_lanes(
     dir: &Path,
     stretch: &[Segment],
     monitor: &mut LinkMonitor,
-    handle: &mut dyn FnMut(Event) -> anyhow::Result<()>,
+    handle: &mut dyn FnMut(Event, u64) -> anyhow::Result<()>,
 ) -> anyhow::Result<()> {
     let mut files = stretch
         .iter()
@@ -381,6 +413,7 @@ fn read_lanes(
                 filled: 0,
                 at: 0,
                 bits_left: s.bits,
+                read: 0,
             })
         })
         .collect::<anyhow::Result<Vec<_>>>()?;
@@ -390,11 +423,12 @@ fn read_lanes(
         for file in &mut files {
             if let Some((word, count)) = file.next_word()? {
                 any = true;
-                monitor.push_bits(file.lane, word, count, &mut |e| events.push(owned(e)));
+                let read = file.read;
+                monitor.push_bits(file.lane, word, count, &mut |e| events.push((owned(e), read)));
             }
         }
-        for event in events.drain(..) {
-            handle(event)?;
+        for (event, read) in events.drain(..) {
+            handle(event, read)?;
         }
         if !any {
             return Ok(());
@@ -459,8 +493,31 @@ fn owned(event: LinkEvent) -> Event {
     }
 }
 
+/// Where a stretch's units sat on its lanes' wire.
+struct UnitClock {
+    /// The stretch's start.
+    start_ps: f64,
+    ps_per_bit: f64,
+    /// Bits on a lane per byte of the stream (the line code's).
+    bits_per_byte: f64,
+    /// Lanes the stream is striped over.
+    width: usize,
+}
+
+impl UnitClock {
+    /// When the `k`th of `n` units that came out together started on the wire, if the last of them ended
+    /// `read` bits into each lane: the lanes carry a unit in `16 / width` bytes each. An estimate, to within
+    /// the word and the ordered sets between units.
+    fn unit_start(&self, read: u64, k: usize, n: usize) -> Instant {
+        let unit_bits = 16.0 / self.width as f64 * self.bits_per_byte;
+        let start_bits = (read as f64 - (n - k) as f64 * unit_bits).max(0.0);
+        Instant((self.start_ps + start_bits * self.ps_per_bit).round() as u64)
+    }
+}
+
 /// One stretch's stream on its way out.
 struct StreamReader {
+    clock: UnitClock,
     decoder: Decoder,
     port: char,
     stretch: usize,
@@ -478,7 +535,7 @@ struct StreamReader {
 }
 
 impl StreamReader {
-    fn event<W: Write>(&mut self, event: Event, out: &mut Output<W>) -> anyhow::Result<()> {
+    fn event<W: Write>(&mut self, event: Event, read: u64, out: &mut Output<W>) -> anyhow::Result<()> {
         match event {
             Event::Lane(lane, e) => {
                 if matches!(e, MonitorEvent::Training(_) | MonitorEvent::ElectricalIdle) {
@@ -508,12 +565,22 @@ impl StreamReader {
                     }
                 }
             }
-            Event::Lanes(numbers) => self.numbers = Some(numbers),
+            Event::Lanes(numbers) => {
+                if let Some(width) = numbers.width() {
+                    self.clock.width = width.lanes();
+                }
+                self.numbers = Some(numbers);
+            }
             Event::Units(units) => {
                 self.print_numbers(out)?;
                 self.in_stream = true;
-                for unit in units.chunks_exact(16) {
+                let n = units.len() / 16;
+                for (k, unit) in units.chunks_exact(16).enumerate() {
                     self.stream_units += 1;
+                    if let Some(trace) = &mut out.trace {
+                        let at = self.clock.unit_start(read, k, n);
+                        trace.unit(self.node(), at, unit.try_into().context("a 16-byte unit")?)?;
+                    }
                     if out.units {
                         let hex: String = unit.iter().map(|b| format!("{b:02x}")).collect();
                         out.line(&hex)?;
@@ -569,10 +636,18 @@ impl StreamReader {
         out.item(&v, || format!("lane {lane}: {}", run_text(&event, count)))
     }
 
+    /// The trace's node for the stretch's port.
+    fn node(&self) -> u16 {
+        u16::from(self.port == 'B')
+    }
+
     /// The link left L0: a packet still coming was cut short, and the stream starts over.
     fn restart<W: Write>(&mut self, out: &mut Output<W>) -> anyhow::Result<()> {
         if !std::mem::take(&mut self.in_stream) {
             return Ok(());
+        }
+        if let Some(trace) = &mut out.trace {
+            trace.cut(self.node());
         }
         // A packet the link's leaving L0 cut short is no damage (the data link replays it), but it is
         // shown.
@@ -634,6 +709,9 @@ impl StreamReader {
             self.flush_lane(lane, out)?;
         }
         self.print_numbers(out)?;
+        if let Some(trace) = &mut out.trace {
+            trace.cut(self.node());
+        }
         self.decoder.finish(&mut items(out, self.port, self.stretch))?;
         let (port, stretch) = (self.port.to_string(), self.stretch);
         for &lane in lanes {

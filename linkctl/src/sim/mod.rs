@@ -118,13 +118,8 @@ pub struct SimArgs {
 /// Traces of the links, as `sim` and `sim traffic` take them.
 #[derive(Args, Debug)]
 pub struct TraceArgs {
-    /// Write a pcap trace of every packet and control flit the links carry (link type 147, decoded by
-    /// tools/wireshark/openlink.lua; format in docs/spec.md section 7)
-    #[arg(long, value_name = "FILE")]
-    pub pcap: Option<std::path::PathBuf>,
-    /// Most records the trace holds; the rest are counted, not written
-    #[arg(long, default_value_t = 1_000_000, requires = "pcap")]
-    pub pcap_limit: u64,
+    #[command(flatten)]
+    pub pcap: crate::trace::PcapArgs,
     /// Write waveforms of every link direction's state, activity and replay-buffer occupancy (VCD, for
     /// GTKWave; signals in docs/spec.md section 8)
     #[arg(long, value_name = "FILE")]
@@ -166,7 +161,7 @@ fn same_file(x: &std::path::Path, y: &std::path::Path) -> std::io::Result<bool> 
 /// `/dev/fd/1`, `/proc/self/fd/1`; `/dev/stderr`, `/dev/fd/2`, `/proc/self/fd/2`), or by any name the file,
 /// pipe or socket it was sent to ([`same_file`]'s rule, so that a trace may go to `/dev/null` with the
 /// report).
-fn standard_stream(path: &std::path::Path) -> std::io::Result<Option<&'static str>> {
+pub(crate) fn standard_stream(path: &std::path::Path) -> std::io::Result<Option<&'static str>> {
     let streams = [
         (
             "standard output, where the report goes",
@@ -191,9 +186,9 @@ fn standard_stream(path: &std::path::Path) -> std::io::Result<Option<&'static st
 impl TraceArgs {
     /// `--pcap` with its limit.
     pub fn pcap(&self) -> Option<run::Recording> {
-        self.pcap.clone().map(|path| run::Recording {
+        self.pcap.pcap.clone().map(|path| run::Recording {
             path,
-            limit: self.pcap_limit,
+            limit: self.pcap.pcap_limit,
             name: "--pcap".into(),
         })
     }
@@ -212,7 +207,7 @@ impl TraceArgs {
     /// overwrite the other's bytes.
     pub fn check_files(&self, plot: Option<&std::path::Path>) -> anyhow::Result<()> {
         let files = [
-            ("--pcap", self.pcap.as_deref()),
+            ("--pcap", self.pcap.pcap.as_deref()),
             ("--vcd", self.vcd.as_deref()),
             ("--plot", plot),
         ];
@@ -237,7 +232,7 @@ impl TraceArgs {
 
     /// Whether a trace or waveforms are asked for.
     pub fn any(&self) -> bool {
-        self.pcap.is_some() || self.vcd.is_some()
+        self.pcap.pcap.is_some() || self.vcd.is_some()
     }
 }
 
@@ -251,11 +246,7 @@ pub fn trace_lines(
 ) -> Vec<String> {
     let mut lines = Vec::new();
     if let Some(t) = trace {
-        lines.push(format!(
-            "# Trace: {} records written, {} left out by --pcap-limit; {} repeated initialisation flits \
-             counted, not recorded",
-            t.records, t.dropped, t.init_repeats
-        ));
+        lines.push(format!("# Trace: {}", crate::trace::summary_text(&t)));
         let nodes: Vec<String> = (topology.nodes.iter().enumerate())
             .map(|(x, n)| format!("{x} {}", n.name))
             .collect();
@@ -278,12 +269,11 @@ pub fn trace_json(
 ) -> (serde_json::Value, serde_json::Value) {
     let nodes: Vec<&str> = topology.nodes.iter().map(|n| n.name.as_str()).collect();
     (
-        json!(trace.map(|t| json!({
-            "records": t.records,
-            "dropped": t.dropped,
-            "init_repeats": t.init_repeats,
-            "nodes": nodes,
-        }))),
+        json!(trace.map(|t| {
+            let mut v = crate::trace::summary_json(&t);
+            v["nodes"] = json!(nodes);
+            v
+        })),
         json!(waves.map(|(changes, dropped)| json!({"changes": changes, "dropped": dropped}))),
     )
 }

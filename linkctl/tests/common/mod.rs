@@ -126,3 +126,40 @@ pub fn topology_file(file: &str, text: &str) -> String {
     std::fs::write(&path, text).unwrap();
     path.to_str().unwrap().to_string()
 }
+
+/// Whether tshark is here to run the dissector's tests; with `OPENLINK_REQUIRE_TSHARK` set (as
+/// scripts/test.sh sets it where it could install tshark) it must be.
+pub fn tshark_available() -> bool {
+    let found = Command::new("tshark")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !found {
+        assert!(
+            std::env::var_os("OPENLINK_REQUIRE_TSHARK").is_none(),
+            "OPENLINK_REQUIRE_TSHARK is set but tshark is not installed"
+        );
+        eprintln!("tshark is not installed: skipping the dissector test (scripts/test.sh installs it)");
+    }
+    found
+}
+
+/// `fields` of every record of the trace at `pcap`, as tshark reads them with our dissector (an empty
+/// string for a field a record does not have).
+pub fn tshark_fields(pcap: &std::path::Path, fields: &[&str]) -> Vec<Vec<String>> {
+    let lua = concat!(env!("CARGO_MANIFEST_DIR"), "/../tools/wireshark/openlink.lua");
+    let mut command = Command::new("tshark");
+    command
+        .args(["-X", &format!("lua_script:{lua}"), "-r"])
+        .arg(pcap)
+        .args(["-T", "fields", "-E", "separator=,", "-E", "occurrence=f"]);
+    for field in fields {
+        command.args(["-e", field]);
+    }
+    let out = command.output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8(out.stdout).unwrap();
+    text.lines()
+        .map(|l| l.split(',').map(str::to_owned).collect())
+        .collect()
+}
