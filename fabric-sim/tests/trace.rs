@@ -590,3 +590,82 @@ fn tshark_names_the_low_power_handshake_flits() {
         "6\tPM_Enter_L1 ack 17\n7\tPM_Request_Ack ack 1023\n"
     );
 }
+
+/// What the coherence test reads of each record.
+const COHERENCE_FIELDS: [&str; 10] = [
+    "openlink.layout",
+    "openlink.txn.opcode",
+    "openlink.txn.dest",
+    "openlink.txn.coh.message",
+    "openlink.txn.coh.source",
+    "openlink.txn.coh.phase",
+    "openlink.txn.coh.line",
+    "openlink.txn.ext.requester",
+    "openlink.txn.ext.length",
+    "_ws.col.Info",
+];
+
+/// The dissector reads the coherence examples of section 3.9 from a trace of section 3's layout (7.2):
+/// agent 3's RdOwn of line 2Ah to home 1 with its extension flit, and home 1's SnpInv of it with phase 1.
+#[test]
+fn tshark_reads_the_coherence_examples_of_section_3_9() {
+    if !tshark_available() {
+        return;
+    }
+    let path = temp("tshark-coherence.pcap");
+    let hop = Hop {
+        trunk: 0,
+        from: (0, 0),
+        to: (1, 0),
+    };
+    let mut tracer = Tracer::new(std::fs::File::create(&path).unwrap(), 2, 10)
+        .unwrap()
+        .with_tl_layout(TlLayout::Transaction);
+    let examples = [
+        (
+            link_dl::vc::Vc::Request,
+            0x0300_0B00_0000_002A_u64,
+            Some([0x00, 0xC0, 0x00, 0x02]),
+        ),
+        (link_dl::vc::Vc::Snoop, 0x0320_1900_6000_002A, None),
+    ];
+    for (i, (vc, tl, extension)) in examples.into_iter().enumerate() {
+        let mut packet = vec![0u8; FLIT_LEN * (1 + usize::from(extension.is_some()))];
+        let header = PacketHeader {
+            payload_flits: u8::from(extension.is_some()),
+            vc,
+            seq: Seq::new(i as u16),
+            ack: Seq::new(1023),
+            credit_vc: link_dl::vc::Vc::Request,
+            credit: 0,
+            tl,
+        };
+        header
+            .emit((&mut packet[..FLIT_LEN]).try_into().unwrap())
+            .unwrap();
+        if let Some(bytes) = extension {
+            packet[FLIT_LEN..FLIT_LEN + 4].copy_from_slice(&bytes);
+        }
+        link_dl::flit::seal_packet(&mut packet);
+        let at = Instant::ZERO + Duration::from_ns(10 * i as u64);
+        for unit in packet.chunks_exact(FLIT_LEN) {
+            tracer.unit(0, hop, at, unit.try_into().unwrap()).unwrap();
+        }
+    }
+    tracer.flush().unwrap();
+    let lua = concat!(env!("CARGO_MANIFEST_DIR"), "/../tools/wireshark/openlink.lua");
+    let out = Command::new("tshark")
+        .args(["-X", &format!("lua_script:{lua}"), "-r"])
+        .arg(&path)
+        .args(["-T", "fields", "-E", "separator=,"])
+        .args(COHERENCE_FIELDS.iter().flat_map(|f| ["-e", f]))
+        .output()
+        .unwrap();
+    std::fs::remove_file(&path).unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(
+        String::from_utf8(out.stdout).unwrap(),
+        "1,0x18,1,RdOwn,0,0,0x0000002a,3,64,request seq 0 ack 1023, RdOwn to 1 from 3, line 2Ah, 1 payload flits\n\
+         1,0x19,3,SnpInv,1,1,0x0000002a,,,snoop seq 1 ack 1023, SnpInv to 3 from 1, line 2Ah, 0 payload flits\n"
+    );
+}
