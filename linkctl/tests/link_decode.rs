@@ -450,4 +450,38 @@ fn a_decoded_capture_is_written_as_a_trace() {
             assert_eq!(read, (0..40).collect::<Vec<u64>>(), "node {node}");
         }
     }
+    std::fs::remove_file(&pcap).unwrap();
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// A capture with bits flipped on a lane makes a trace with packets whose CRC fails, recorded as read;
+/// the dissector's CRC check agrees with the data link's on every record.
+#[test]
+fn the_dissector_checks_each_records_crc_as_the_data_link_does() {
+    let dir = temp_dir("pcap-damage");
+    run_captured(&dir, "--lanes 2 --max-rate 8 --packets 200");
+    let file = dir.join("a-lane1-1.bin");
+    let mut bytes = std::fs::read(&file).unwrap();
+    for at in (bytes.len() / 4..bytes.len() * 3 / 4).step_by(997) {
+        bytes[at] ^= 0x10;
+    }
+    std::fs::write(&file, bytes).unwrap();
+    let pcap = std::env::temp_dir().join(format!("linkctl-decode-damage-{}.pcap", std::process::id()));
+    let (code, _) = decode(&dir, &["--port", "a", "--pcap", pcap.to_str().unwrap()]);
+    assert_eq!(code, Some(2));
+    let records = fabric_sim::trace::read(&std::fs::read(&pcap).unwrap()).unwrap();
+    let good: Vec<bool> = (records.iter())
+        .map(|r| link_dl::flit::check_packet_crc(&r.bytes).is_ok())
+        .collect();
+    assert!(
+        good.iter().any(|&g| !g) && good.iter().filter(|&&g| g).count() > 100,
+        "{good:?}"
+    );
+    if common::tshark_available() {
+        let rows = common::tshark_fields(&pcap, &["openlink.crc.status"]);
+        let read: Vec<bool> = rows.iter().map(|r| r[0] == "1").collect();
+        assert_eq!(read, good);
+    }
+    std::fs::remove_file(&pcap).unwrap();
+    std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -232,6 +232,7 @@ fn the_trace_of_a_copy_reads_in_wireshark_as_dl_decode_reads_it() {
         };
         assert_eq!(opcodes, expected.iter().map(|s| s.to_string()).collect());
         if !common::tshark_available() {
+            std::fs::remove_file(&pcap).unwrap();
             continue;
         }
         let fields = [
@@ -288,5 +289,9 @@ fn the_trace_of_a_copy_reads_in_wireshark_as_dl_decode_reads_it() {
                 assert_eq!(row[4], "", "no extension flit on the posted channel: {row:?}");
             }
         }
+        // The dissector's CRC check agrees with the data link's: every packet was sent whole.
+        let crc = common::tshark_fields(&pcap, &["openlink.crc.status"]);
+        assert!(crc.iter().all(|r| r[0] == "1"), "{crc:?}");
+        std::fs::remove_file(&pcap).unwrap();
     }
 }

@@ -107,6 +107,49 @@ f.credits = ProtoField.uint16("openlink.credits", "Credits")
 f.ident_port = ProtoField.uint8("openlink.ident.port", "Sender's port")
 f.ident_node = ProtoField.uint64("openlink.ident.node", "Sender's node ID", base.HEX)
 f.crc = ProtoField.uint32("openlink.crc", "CRC-32C", base.HEX)
+f.crc_status = ProtoField.uint8("openlink.crc.status", "CRC status", base.DEC, { [0] = "bad", [1] = "good" })
+local ef_bad_crc = ProtoExpert.new("openlink.crc.bad", "CRC-32C does not match: the receiver discards it",
+    expert.group.CHECKSUM, expert.severity.ERROR)
+openlink.experts = { ef_bad_crc }
+
+-- CRC-32C (docs/spec.md section 2.6), reflected: a table of the polynomial 82F63B78h, by byte.
+local crc_table = {}
+for i = 0, 255 do
+    local c = i
+    for _ = 1, 8 do
+        if bit.band(c, 1) == 1 then
+            c = bit.bxor(bit.rshift(c, 1), 0x82F63B78)
+        else
+            c = bit.rshift(c, 1)
+        end
+    end
+    crc_table[i] = c
+end
+
+-- Whether the CRC field (bytes 12-15, least significant byte first) of the packet or flit `flit` is the
+-- CRC-32C of its other bytes: 0-11, then 16 to the end.
+local function crc_good(flit)
+    local c = bit.bnot(0)
+    local function feed(from, to)
+        for i = from, to do
+            c = bit.bxor(crc_table[bit.band(bit.bxor(c, flit(i, 1):uint()), 0xFF)], bit.rshift(c, 8))
+        end
+    end
+    feed(0, 11)
+    feed(16, flit:len() - 1)
+    return bit.tobit(bit.bnot(c)) == bit.tobit(flit(12, 4):le_uint())
+end
+
+-- The CRC field under `dl`, checked; whether it is good.
+local function add_crc(dl, flit)
+    dl:add_le(f.crc, flit(12, 4))
+    local good = crc_good(flit)
+    local status = dl:add(f.crc_status, flit(12, 4), good and 1 or 0)
+    if not good then
+        status:add_proto_expert_info(ef_bad_crc)
+    end
+    return good
+end
 f.payload = ProtoField.bytes("openlink.payload", "Payload")
 
 -- The 96-bit word W of a flit (bytes 0-11, big-endian) as its top 32 bits and low 64 bits.
@@ -276,26 +319,27 @@ function openlink.dissector(tvb, pinfo, tree)
         else
             what = simulated(t, flit, tl)
         end
-        dl:add_le(f.crc, flit(12, 4))
+        local good = add_crc(dl, flit)
         if flit:len() > 16 then
             top:add(f.payload, flit(16))
         end
-        pinfo.cols.info = string.format("%s seq %d ack %d, %s, %d payload flits", vcs[vc], seq,
-            bit.band(bit.rshift(hi, 4), 0x3FF), what, flits)
+        pinfo.cols.info = string.format("%s%s seq %d ack %d, %s, %d payload flits", good and "" or "[bad CRC] ",
+            vcs[vc], seq, bit.band(bit.rshift(hi, 4), 0x3FF), what, flits)
     elseif kind == 2 and control == 5 then
         -- Ident (docs/spec.md section 2.3): the sender's port and node ID.
         dl:add(f.control, flit(0, 1), control)
         dl:add(f.ident_port, flit(1, 1))
         dl:add(f.ident_node, flit(4, 8))
-        dl:add_le(f.crc, flit(12, 4))
-        pinfo.cols.info = string.format("Ident node %s port %d", tostring(lo:tohex()), flit(1, 1):uint())
+        local good = add_crc(dl, flit)
+        pinfo.cols.info = string.format("%sIdent node %s port %d", good and "" or "[bad CRC] ",
+            tostring(lo:tohex()), flit(1, 1):uint())
     elseif kind == 2 then
         dl:add(f.control, flit(0, 1), control)
         for i = 0, 3 do
             dl:add(f.credits, flit(4 + 2 * i, 2))
         end
-        dl:add_le(f.crc, flit(12, 4))
-        pinfo.cols.info = string.format("%s ack %d", control_kinds[control] or "control",
+        local good = add_crc(dl, flit)
+        pinfo.cols.info = string.format("%s%s ack %d", good and "" or "[bad CRC] ", control_kinds[control] or "control",
             bit.band(bit.rshift(hi, 4), 0x3FF))
     end
     return tvb:len()
