@@ -24,6 +24,7 @@ pub type Target = (&'static str, fn(&[u8]));
 pub const TARGETS: &[Target] = &[
     ("topology_toml", topology_toml),
     ("discovery_registers", discovery_registers),
+    ("trace_read", trace_read),
 ];
 
 /// GPUs up to which a fabric is probed (a packet per pair).
@@ -303,6 +304,43 @@ pub fn discovery_registers(data: &[u8]) {
     assert!(c.differences.len() >= found.nodes.len(), "{:?}", c.differences);
     assert_eq!(c.unreached.len(), mesh.nodes.len());
     assert_eq!((c.down.len(), c.unseen.len()), (0, gang(&mesh).0.len()));
+}
+
+/// Reads `data` as a trace's records after a valid file header (`docs/spec.md` section 7), and `data` alone
+/// as a whole file: a typed error or records, never a panic; records read account for every byte, each
+/// exactly once (24 bytes of file header, then per record 16 of record header, the pseudo-header and its
+/// bytes), and written again as the tracer writes records they are the input's bytes wherever its
+/// nanoseconds field is below a second.
+pub fn trace_read(data: &[u8]) {
+    use crate::trace::{read, LINKTYPE, MAGIC_NS, PSEUDO_HEADER_LEN};
+    let _ = read(data);
+    let mut file = vec![0u8; 24];
+    file[0..4].copy_from_slice(&MAGIC_NS.to_le_bytes());
+    file[20..24].copy_from_slice(&LINKTYPE.to_le_bytes());
+    file.extend_from_slice(data);
+    let Ok(records) = read(&file) else {
+        return;
+    };
+    let mut again = file[..24].to_vec();
+    for r in &records {
+        let len = (PSEUDO_HEADER_LEN + r.bytes.len()) as u32;
+        again.extend_from_slice(&((r.ns / 1_000_000_000) as u32).to_le_bytes());
+        again.extend_from_slice(&((r.ns % 1_000_000_000) as u32).to_le_bytes());
+        again.extend_from_slice(&len.to_le_bytes());
+        again.extend_from_slice(&len.to_le_bytes());
+        again.extend_from_slice(&r.pseudo_header);
+        again.extend_from_slice(&r.bytes);
+    }
+    assert_eq!(again.len(), file.len(), "every byte read once");
+    let mut at = 24;
+    for r in &records {
+        let nsec = u32::from_le_bytes(file[at + 4..at + 8].try_into().unwrap());
+        let len = 16 + PSEUDO_HEADER_LEN + r.bytes.len();
+        if nsec < 1_000_000_000 {
+            assert_eq!(again[at..at + len], file[at..at + len], "the record at byte {at}");
+        }
+        at += len;
+    }
 }
 
 #[cfg(test)]
