@@ -12,6 +12,10 @@ use link_tl::coherence::explore::{explore_observed, Config, Report, World, MAX_O
 use link_tl::coherence::stress::{self, StressConfig, MAX_AGENTS, MAX_LINES};
 use serde_json::json;
 
+use crate::trace::{summary_json, summary_text, LinkTrace, PcapArgs};
+use fabric_sim::trace::{Hop, TlLayout};
+use link_phy::time::Instant;
+
 use crate::check::ensure_unit_wire_ber;
 use crate::words::plural;
 
@@ -99,6 +103,9 @@ pub struct CoherenceArgs {
     /// Print one JSON object instead of text
     #[arg(long)]
     pub json: bool,
+    /// The stress's links, as a trace for Wireshark (docs/spec.md 7.2)
+    #[command(flatten)]
+    pub trace: PcapArgs,
 }
 
 /// A reordering bound as given on the command line (`None`: any).
@@ -120,6 +127,7 @@ pub fn run(args: CoherenceArgs) -> anyhow::Result<ExitCode> {
         ("--ops", args.ops.is_some()),
         ("--seed", args.seed.is_some()),
         ("--ber", args.ber.is_some()),
+        ("--pcap", args.trace.pcap.is_some()),
     ];
     let exploration_options = [
         ("--values", args.values.is_some()),
@@ -174,15 +182,50 @@ fn run_stress(args: &CoherenceArgs) -> anyhow::Result<ExitCode> {
     );
     ensure!(ops > 0, "--ops must be at least 1");
     ensure_unit_wire_ber(ber)?;
-    let started = WallClock::now();
-    let r = stress::run(&StressConfig {
+    let config = StressConfig {
         agents,
         lines,
         ops,
         seed,
         ber,
-    });
+    };
+    let mut trace = args.trace.open_links(TlLayout::Transaction, agents)?;
+    let started = WallClock::now();
+    let r = match trace.as_mut() {
+        None => stress::run(&config),
+        Some(trace) => {
+            // Link i joins agent i (node i + 1, port 0) to the home (node 0, port i); every link steps at
+            // the same times, so a unit at a later time means the earlier ones are all in.
+            let (mut written, mut last) = (Ok(()), Instant::ZERO);
+            let r = stress::run_tapped(&config, |link, from_agent, at, unit| {
+                let (agent, home) = ((link as u16 + 1, 0), (0, link as u8));
+                let hop = if from_agent {
+                    Hop {
+                        trunk: link as u16,
+                        from: agent,
+                        to: home,
+                    }
+                } else {
+                    Hop {
+                        trunk: link as u16,
+                        from: home,
+                        to: agent,
+                    }
+                };
+                if written.is_ok() && at > last {
+                    written = trace.advance(at);
+                    last = at;
+                }
+                if written.is_ok() {
+                    written = trace.unit_on(2 * link + usize::from(!from_agent), hop, at, unit);
+                }
+            });
+            written?;
+            r
+        }
+    };
     let wall = started.elapsed().as_secs_f64();
+    let trace = trace.map(LinkTrace::finish).transpose()?;
     let value = json!({
         "agents": agents,
         "lines": lines,
@@ -207,6 +250,7 @@ fn run_stress(args: &CoherenceArgs) -> anyhow::Result<ExitCode> {
         "complete": r.complete,
         "links_stalled": r.links_stalled,
         "wall_seconds": wall,
+        "trace": trace.as_ref().map(summary_json),
     });
     if args.json {
         println!("{}", serde_json::to_string_pretty(&value)?);
@@ -238,6 +282,9 @@ fn run_stress(args: &CoherenceArgs) -> anyhow::Result<ExitCode> {
             plural(r.replays, "replay"),
             plural(r.steps, "unit time")
         );
+        if let Some(t) = &trace {
+            println!("trace: {}", summary_text(t));
+        }
         match (&r.first_violation, &r.links_stalled) {
             (None, _) if r.complete => println!("invariant violations: 0"),
             (None, Some(why)) => println!("did not complete: {why}"),

@@ -1,7 +1,7 @@
-//! `--pcap FILE` for the commands that carry or read one link (`tl copy`, `link decode`): a trace of its
-//! packets and control flits in the simulator's format (docs/spec.md section 7), for Wireshark with
-//! `tools/wireshark/openlink.lua`. The link is trunk 0 between node 0 (endpoint 0, port A) and node 1
-//! (endpoint 1, port B), port 0 at each end.
+//! `--pcap FILE` for the commands that carry or read links outside the fabric simulator (`tl copy`, `link
+//! decode`, `coherence`): a trace of their packets and control flits in the simulator's format
+//! (docs/spec.md section 7), for Wireshark with `tools/wireshark/openlink.lua`. One link is trunk 0
+//! between node 0 (endpoint 0, port A) and node 1 (endpoint 1, port B), port 0 at each end.
 
 use std::fs::File;
 use std::io::BufWriter;
@@ -27,8 +27,14 @@ pub struct PcapArgs {
 }
 
 impl PcapArgs {
-    /// The trace asked for, its file made, its packets' transaction-layer headers laid out as `layout`.
+    /// The trace asked for, of one link, its file made, its packets' transaction-layer headers laid out as
+    /// `layout`.
     pub fn open(&self, layout: TlLayout) -> anyhow::Result<Option<LinkTrace>> {
+        self.open_links(layout, 1)
+    }
+
+    /// [`PcapArgs::open`] for `links` links.
+    pub fn open_links(&self, layout: TlLayout, links: usize) -> anyhow::Result<Option<LinkTrace>> {
         let Some(path) = &self.pcap else {
             return Ok(None);
         };
@@ -36,7 +42,7 @@ impl PcapArgs {
             bail!("--pcap names {stream}: give it a file of its own");
         }
         let file = File::create(path).with_context(|| format!("cannot create --pcap file {path:?}"))?;
-        let tracer = Tracer::new(BufWriter::new(file), 2, self.pcap_limit)
+        let tracer = Tracer::new(BufWriter::new(file), 2 * links, self.pcap_limit)
             .with_context(|| format!("writing --pcap file {path:?}"))?;
         Ok(Some(LinkTrace {
             tracer: tracer.with_tl_layout(layout),
@@ -45,7 +51,7 @@ impl PcapArgs {
     }
 }
 
-/// A trace of one link being written.
+/// A trace of links being written.
 pub struct LinkTrace {
     tracer: Tracer<BufWriter<File>>,
     path: PathBuf,
@@ -61,9 +67,20 @@ impl LinkTrace {
         }
     }
 
-    /// A unit endpoint `from` (0 or 1) sent at `at`.
+    /// A unit endpoint `from` (0 or 1) of a one-link trace sent at `at`.
     pub fn unit(&mut self, from: u16, at: Instant, unit: &[u8; FLIT_LEN]) -> anyhow::Result<()> {
-        (self.tracer.unit(usize::from(from), Self::hop(from), at, unit))
+        self.unit_on(usize::from(from), Self::hop(from), at, unit)
+    }
+
+    /// A unit sent at `at` across `hop`, direction `direction` of the trace (`2 * link + 0 or 1`).
+    pub fn unit_on(
+        &mut self,
+        direction: usize,
+        hop: Hop,
+        at: Instant,
+        unit: &[u8; FLIT_LEN],
+    ) -> anyhow::Result<()> {
+        (self.tracer.unit(direction, hop, at, unit))
             .with_context(|| format!("writing --pcap file {:?}", self.path))
     }
 

@@ -89,9 +89,11 @@ fn bad_input_is_a_clear_error_not_a_panic() {
         &["--explore", "--values", "8", "--agents", "2", "--lines", "1"],
         &["--explore", "--reorder", "33"],
         &["--explore", "--reorder", "some"],
+        &["--pcap-limit", "4"],
     ] {
         common::assert_refused(&["coherence"], args);
     }
+    assert!(refusal(&["--explore", "--pcap", "x.pcap"]).contains("--pcap is an option of the stress"));
 }
 
 /// The one-line error `args` are refused with.
@@ -228,4 +230,81 @@ fn a_count_of_one_is_singular_in_every_summary() {
         assert!(text.contains("1 "), "{args:?}: {text}");
         assert_eq!(plurals_after_one(&text), Vec::<String>::new(), "{args:?}: {text}");
     }
+}
+
+/// `--pcap` traces every agent's link to the home (section 7.2): a request record per request the home
+/// received and a snoop record per snoop it sent, agent `i` as node `i + 1` on trunk `i - 1`, the home as
+/// node 0; tshark with the dissector reads each coherence message's fields as the header's bits say.
+#[test]
+fn the_stress_is_traced_for_wireshark() {
+    use link_dl::flit::{check_packet_crc, PacketHeader};
+    let pcap = std::env::temp_dir().join(format!("linkctl-coherence-{}.pcap", std::process::id()));
+    let v = json(&["--agents", "3", "--lines", "4", "--ops", "300", "--ber", "0"]);
+    let traced = json(&[
+        "--agents",
+        "3",
+        "--lines",
+        "4",
+        "--ops",
+        "300",
+        "--ber",
+        "0",
+        "--pcap",
+        pcap.to_str().unwrap(),
+    ]);
+    assert_eq!(traced["violations"], 0, "{traced}");
+    assert_eq!(traced["requests"], v["requests"], "the trace changes nothing");
+    let records = fabric_sim::trace::read(&std::fs::read(&pcap).unwrap()).unwrap();
+    assert_eq!(traced["trace"]["records"], records.len());
+    assert!(records.windows(2).all(|w| w[0].ns <= w[1].ns), "time order");
+    let headers: Vec<(u16, u64)> = (records.iter())
+        .filter(|r| r.pseudo_header[1] == fabric_sim::trace::RECORD_PACKET)
+        .map(|r| {
+            check_packet_crc(&r.bytes).unwrap();
+            let h = PacketHeader::parse(r.bytes[..16].try_into().unwrap()).unwrap();
+            let (trunk, from) = (
+                u16::from_be_bytes([r.pseudo_header[2], r.pseudo_header[3]]),
+                r.from_node(),
+            );
+            // The agent's end is node trunk + 1; the home is node 0 at port `trunk`.
+            assert!(from == trunk + 1 || (from == 0 && u16::from(r.pseudo_header[8]) == trunk));
+            (from, h.tl)
+        })
+        .collect();
+    let count = |opcode: u64| headers.iter().filter(|(_, tl)| tl >> 53 == opcode).count();
+    assert_eq!(count(0x18), v["requests"].as_u64().unwrap() as usize);
+    assert_eq!(count(0x19), v["snoops"].as_u64().unwrap() as usize);
+    assert!(headers
+        .iter()
+        .all(|&(from, tl)| (0x18..=0x1E).contains(&(tl >> 53))
+            && (from == 0) == matches!(tl >> 53, 0x19 | 0x1C | 0x1D)));
+    if common::tshark_available() {
+        let rows = common::tshark_fields(
+            &pcap,
+            &[
+                "openlink.record",
+                "openlink.txn.opcode",
+                "openlink.txn.dest",
+                "openlink.txn.coh.code",
+                "openlink.txn.coh.line",
+            ],
+        );
+        let read: Vec<(u64, u64, u64, u64)> = (rows.iter())
+            .filter(|r| r[0] == "1")
+            .map(|r| {
+                let hex = |f: &str| u64::from_str_radix(f.trim_start_matches("0x"), 16).unwrap();
+                (
+                    hex(&r[1]),
+                    r[2].parse().unwrap(),
+                    r[3].parse().unwrap(),
+                    hex(&r[4]),
+                )
+            })
+            .collect();
+        let expected: Vec<(u64, u64, u64, u64)> = (headers.iter())
+            .map(|&(_, tl)| (tl >> 53, (tl >> 43) & 0x3FF, (tl >> 40) & 7, tl & 0x1FFF_FFFF))
+            .collect();
+        assert_eq!(read, expected);
+    }
+    std::fs::remove_file(&pcap).unwrap();
 }

@@ -19,9 +19,10 @@ use std::format;
 use std::string::String;
 use std::vec::Vec;
 
-use link_dl::flit::Flit;
+use link_dl::flit::{Flit, FLIT_LEN};
 use link_dl::fuzz::BackToBack;
 use link_dl::{DlConfig, Vc};
+use link_phy::time::Instant;
 
 use super::agent::{CachingAgent, CoreOp};
 use super::home::HomeAgent;
@@ -178,8 +179,26 @@ pub fn run(config: &StressConfig) -> StressReport {
     run_with(config, |_, _| {})
 }
 
+/// [`run`], with every unit put on a wire handed to `tap` as its sender sent it (before the wire's bit
+/// errors): the agent's index (link `i` joins agent `i` to the home), whether the agent sent it (or the
+/// home), and the time. Every link steps at the same times, one unit time at a time.
+pub fn run_tapped(
+    config: &StressConfig,
+    tap: impl FnMut(usize, bool, Instant, &[u8; FLIT_LEN]),
+) -> StressReport {
+    run_inner(config, |_, _| {}, tap)
+}
+
 /// [`run`] with the home and agents prepared by `prepare` (tests plant bugs in them).
 fn run_with(config: &StressConfig, prepare: impl FnOnce(&mut Home, &mut [Agent])) -> StressReport {
+    run_inner(config, prepare, |_, _, _, _| {})
+}
+
+fn run_inner(
+    config: &StressConfig,
+    prepare: impl FnOnce(&mut Home, &mut [Agent]),
+    mut tap: impl FnMut(usize, bool, Instant, &[u8; FLIT_LEN]),
+) -> StressReport {
     assert!((1..=MAX_AGENTS).contains(&config.agents) && (1..=MAX_LINES).contains(&config.lines));
     let n = config.agents;
     let mut agents: Vec<Agent> = (0..n).map(|_| Agent::new()).collect();
@@ -263,7 +282,11 @@ fn run_with(config: &StressConfig, prepare: impl FnOnce(&mut Home, &mut [Agent])
         // One unit time on every link; what arrives goes to the engines.
         let mut progress = false;
         for (i, (link, wire)) in links.iter_mut().zip(wires.iter_mut()).enumerate() {
-            link.step_with(|unit| wire.apply(unit));
+            let now = link.now;
+            link.step_each(|unit, from_agent| {
+                tap(i, from_agent, now, unit);
+                wire.apply(unit);
+            });
             while let Some(p) = link.b.recv() {
                 delivered += 1;
                 match decode::<LINE_BYTES>(p.vc, p.tl, &p.payload) {
