@@ -42,6 +42,9 @@ done
 step "clippy, warnings denied (benchmarks are compiled here, not run)"
 cargo clippy --locked --workspace --all-targets -- -D warnings
 
+step "documentation, warnings denied (after clippy, whose checked dependencies it reuses)"
+RUSTDOCFLAGS="-D warnings" cargo doc --locked --no-deps --workspace
+
 step "tests"
 # Property tests draw their random cases from a fixed seed here, so that every run checks the same cases
 # and a failure is the change's doing; unset, proptest draws new ones each run, as it does with

@@ -313,9 +313,11 @@ pub enum ReadError {
     LinkType(u32),
     /// The record at this byte offset is cut short.
     Truncated(usize),
-    /// The record at this byte offset is shorter than its pseudo-header, or says it was cut (captured
-    /// length below its length), which a trace never is.
+    /// The record at this byte offset is shorter than its pseudo-header or longer than the longest packet
+    /// after it, or says it was cut (captured length below its length), which a trace never is.
     BadLength(usize),
+    /// The input could not be read.
+    Io(io::ErrorKind),
 }
 
 impl std::fmt::Display for ReadError {
@@ -325,46 +327,93 @@ impl std::fmt::Display for ReadError {
             ReadError::Magic(m) => write!(f, "magic {m:08X}h is not pcap with nanosecond timestamps"),
             ReadError::LinkType(t) => write!(f, "link type {t}, not {LINKTYPE}"),
             ReadError::Truncated(at) => write!(f, "the record at byte {at} is cut short"),
-            ReadError::BadLength(at) => write!(f, "the record at byte {at} has a bad length"),
+            ReadError::BadLength(at) => write!(
+                f,
+                "the record at byte {at} has a bad length (a record is a pseudo-header and up to {MAX_PACKET_LEN} \
+                 bytes, never cut)"
+            ),
+            ReadError::Io(kind) => write!(f, "{kind}"),
         }
     }
 }
 
 impl std::error::Error for ReadError {}
 
-fn le32(bytes: &[u8], at: usize) -> Option<u32> {
-    Some(u32::from_le_bytes(bytes.get(at..at + 4)?.try_into().ok()?))
+/// Reads a trace's records one at a time, in memory for one record whatever the trace's length.
+#[derive(Debug)]
+pub struct Reader<R: io::Read> {
+    input: R,
+    /// Bytes read so far: where the next record starts.
+    at: usize,
+}
+
+/// Read into `buf` until it is full or the input ends; how many bytes it holds.
+fn fill(input: &mut impl io::Read, buf: &mut [u8]) -> Result<usize, ReadError> {
+    let mut n = 0;
+    while n < buf.len() {
+        match input.read(&mut buf[n..]) {
+            Ok(0) => break,
+            Ok(k) => n += k,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(ReadError::Io(e.kind())),
+        }
+    }
+    Ok(n)
+}
+
+impl<R: io::Read> Reader<R> {
+    /// A reader of the trace `input`, its file header read and checked.
+    pub fn new(mut input: R) -> Result<Self, ReadError> {
+        let mut header = [0u8; 24];
+        if fill(&mut input, &mut header)? < header.len() {
+            return Err(ReadError::NoHeader);
+        }
+        let field =
+            |at: usize| u32::from_le_bytes([header[at], header[at + 1], header[at + 2], header[at + 3]]);
+        if field(0) != MAGIC_NS {
+            return Err(ReadError::Magic(field(0)));
+        }
+        if field(20) != LINKTYPE {
+            return Err(ReadError::LinkType(field(20)));
+        }
+        Ok(Reader { input, at: 24 })
+    }
+
+    /// The next record, or `None` at the end of the trace.
+    pub fn next_record(&mut self) -> Result<Option<Record>, ReadError> {
+        let at = self.at;
+        let mut head = [0u8; 16];
+        match fill(&mut self.input, &mut head)? {
+            0 => return Ok(None),
+            16 => {}
+            _ => return Err(ReadError::Truncated(at)),
+        }
+        let field = |i: usize| u32::from_le_bytes([head[i], head[i + 1], head[i + 2], head[i + 3]]);
+        let (sec, nsec, captured, len) = (field(0), field(4), field(8) as usize, field(12) as usize);
+        if captured != len || !(PSEUDO_HEADER_LEN..=PSEUDO_HEADER_LEN + MAX_PACKET_LEN).contains(&captured) {
+            return Err(ReadError::BadLength(at));
+        }
+        let mut body = [0u8; PSEUDO_HEADER_LEN + MAX_PACKET_LEN];
+        if fill(&mut self.input, &mut body[..captured])? < captured {
+            return Err(ReadError::Truncated(at));
+        }
+        let mut pseudo_header = [0u8; PSEUDO_HEADER_LEN];
+        pseudo_header.copy_from_slice(&body[..PSEUDO_HEADER_LEN]);
+        self.at += 16 + captured;
+        Ok(Some(Record {
+            ns: u64::from(sec) * 1_000_000_000 + u64::from(nsec),
+            pseudo_header,
+            bytes: body[PSEUDO_HEADER_LEN..captured].to_vec(),
+        }))
+    }
 }
 
 /// The records of a trace (section 7), in file order; a typed error for anything else.
 pub fn read(bytes: &[u8]) -> Result<Vec<Record>, ReadError> {
-    let magic = le32(bytes, 0).ok_or(ReadError::NoHeader)?;
-    let link_type = le32(bytes, 20).ok_or(ReadError::NoHeader)?;
-    if magic != MAGIC_NS {
-        return Err(ReadError::Magic(magic));
-    }
-    if link_type != LINKTYPE {
-        return Err(ReadError::LinkType(link_type));
-    }
+    let mut reader = Reader::new(bytes)?;
     let mut records = Vec::new();
-    let mut at = 24;
-    while at < bytes.len() {
-        let field = |i| le32(bytes, at + i).ok_or(ReadError::Truncated(at));
-        let (sec, nsec, captured, len) = (field(0)?, field(4)?, field(8)?, field(12)?);
-        let captured = captured as usize;
-        if captured != len as usize || captured < PSEUDO_HEADER_LEN {
-            return Err(ReadError::BadLength(at));
-        }
-        let body = (bytes.get(at + 16..)).and_then(|rest| rest.get(..captured));
-        let body = body.ok_or(ReadError::Truncated(at))?;
-        let mut pseudo_header = [0u8; PSEUDO_HEADER_LEN];
-        pseudo_header.copy_from_slice(&body[..PSEUDO_HEADER_LEN]);
-        records.push(Record {
-            ns: u64::from(sec) * 1_000_000_000 + u64::from(nsec),
-            pseudo_header,
-            bytes: body[PSEUDO_HEADER_LEN..].to_vec(),
-        });
-        at += 16 + captured;
+    while let Some(record) = reader.next_record()? {
+        records.push(record);
     }
     Ok(records)
 }
@@ -422,6 +471,13 @@ mod tests {
         short[24 + 8..24 + 12].copy_from_slice(&11u32.to_le_bytes());
         short[24 + 12..24 + 16].copy_from_slice(&11u32.to_le_bytes());
         assert_eq!(read(&short), Err(ReadError::BadLength(24)));
+        // Longer than a pseudo-header and the longest packet: refused before anything is allocated for it.
+        let mut long = small_trace();
+        let len = (PSEUDO_HEADER_LEN + MAX_PACKET_LEN + 1) as u32;
+        long[24 + 8..24 + 12].copy_from_slice(&len.to_le_bytes());
+        long[24 + 12..24 + 16].copy_from_slice(&len.to_le_bytes());
+        long.resize(24 + 16 + len as usize, 0);
+        assert_eq!(read(&long), Err(ReadError::BadLength(24)));
     }
 
     proptest! {

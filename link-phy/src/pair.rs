@@ -143,7 +143,7 @@ impl Tap for LaneRecorder {
     }
 }
 
-/// Feed recorded lanes (as [`Recording::lanes`] holds them) into `monitor`, a word from each lane in turn,
+/// Feed recorded lanes (as [`LaneRecorder::lanes`] holds them) into `monitor`, a word from each lane in turn,
 /// lane `l` delayed by `delay_bits[l]` zero bits first (captured that much later than the others; lanes
 /// without an entry are not delayed).
 pub fn replay_lanes(

@@ -139,8 +139,8 @@ fn copy(args: CopyArgs) -> anyhow::Result<ExitCode> {
             break;
         }
     }
-    let trace = trace.map(LinkTrace::finish).transpose()?;
     let wall = started.elapsed().as_secs_f64();
+    let trace = trace.map(LinkTrace::finish).transpose()?;
     let elapsed_ps = (pair.link.now.as_ps() - start.as_ps()) as f64;
     // A copy that failed or did not finish is reported as the run it was, not as bad input.
     let (moved, failure) = match result {

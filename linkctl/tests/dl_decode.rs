@@ -324,3 +324,75 @@ fn empty_input_is_refused() {
         assert!(out.stdout.is_empty(), "{args:?}");
     }
 }
+
+/// `--pcap` reads a trace record by record, each read as its pseudo-header's layout says, with its time and
+/// hop: a copy's records as section 3's transactions, a simulation's by the simulator's header (7.1);
+/// `at` numbers the records. A file cut inside a record is an error after the records before it, and a
+/// file that is not a trace is refused with a message.
+#[test]
+fn a_trace_reads_back_record_by_record() {
+    use fabric_sim::trace::read as read_trace;
+    let dir = std::env::temp_dir().join(format!("linkctl-dl-pcap-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (copy, sim) = (dir.join("copy.pcap"), dir.join("sim.pcap"));
+    let c = common::linkctl(
+        &["tl", "copy"],
+        &["--size", "1000", "--pull", "--pcap", copy.to_str().unwrap()],
+    );
+    assert!(c.status.success());
+    let args = [
+        "--topology",
+        "mesh4",
+        "--min",
+        "1K",
+        "--max",
+        "1K",
+        "--pcap",
+        sim.to_str().unwrap(),
+    ];
+    assert!(common::linkctl(&["sim", "allreduce"], &args).status.success());
+    for (path, key) in [(&copy, "transaction"), (&sim, "simulated")] {
+        let records = read_trace(&std::fs::read(path).unwrap()).unwrap();
+        let out = decode(&["--pcap", path.to_str().unwrap(), "--json"], b"");
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let items: Vec<serde_json::Value> = (String::from_utf8(out.stdout).unwrap().lines())
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        assert_eq!(items.len(), records.len(), "an item per record");
+        for (n, (item, record)) in items.iter().zip(&records).enumerate() {
+            assert_eq!(item["at"], n);
+            assert_eq!(item["time_ns"], record.ns);
+            assert_eq!(item["from_node"], record.from_node());
+            assert_eq!(item["ok"], true, "{item}");
+            if item["kind"] == "packet" {
+                assert!(item[key].is_object(), "{item}");
+                assert_eq!(item["flits"].as_u64().unwrap() as usize * 16, record.bytes.len());
+            }
+        }
+        assert!(items.iter().any(|i| i["kind"] == "packet"));
+    }
+    let whole = std::fs::read(&copy).unwrap();
+    let cut = dir.join("cut.pcap");
+    std::fs::write(&cut, &whole[..whole.len() - 5]).unwrap();
+    let out = decode(&["--pcap", cut.to_str().unwrap()], b"");
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("is cut short"));
+    let lines = String::from_utf8(out.stdout).unwrap().lines().count();
+    assert_eq!(
+        lines + 1,
+        read_trace(&whole).unwrap().len(),
+        "the records before the cut are read"
+    );
+    common::assert_refused_saying(&["dl", "decode"], &["--pcap", "Cargo.toml"], "is not a trace");
+    common::assert_refused_saying(
+        &["dl", "decode"],
+        &["--pcap", "x", "--binary"],
+        "cannot be used with",
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -33,6 +33,11 @@ pub struct DecodeArgs {
     /// source, offset: docs/spec.md section 7.1) instead of as section 3's transactions
     #[arg(long)]
     sim_header: bool,
+    /// Read a trace (docs/spec.md section 7: `sim`, `tl copy`, `coherence` or `link decode` with `--pcap`)
+    /// instead: each record as its own stream, read as its pseudo-header's layout says, with its time and
+    /// hop; `at` is then the record's number
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["hex", "binary", "sim_header"])]
+    pcap: Option<std::path::PathBuf>,
 }
 
 /// Decode the units as they are read, in memory bounded by a packet's units whatever the length of the
@@ -41,6 +46,9 @@ pub struct DecodeArgs {
 /// error when it is reached: the units before it are decoded and printed first, as a stream that ends
 /// there.
 pub fn decode(args: DecodeArgs) -> anyhow::Result<ExitCode> {
+    if let Some(path) = &args.pcap {
+        return decode_trace(path, args.json);
+    }
     let mut out = io::BufWriter::new(io::stdout().lock());
     let mut decoder = Decoder {
         tl: if args.sim_header {
@@ -94,6 +102,74 @@ pub fn decode(args: DecodeArgs) -> anyhow::Result<ExitCode> {
     decoder.finish(&mut print)?;
     out.flush().context("writing stdout")?;
     read?;
+    Ok(if bad { ExitCode::from(2) } else { ExitCode::SUCCESS })
+}
+
+/// `--pcap`: each record of the trace at `path` decoded as a stream of its own, with its time and hop, a
+/// record at a time; exit status 2 if any does not check. A file that is not a trace is an error when it is
+/// reached, after the records before it.
+fn decode_trace(path: &std::path::Path, json: bool) -> anyhow::Result<ExitCode> {
+    use fabric_sim::trace::{Reader, TlLayout};
+    let file = std::fs::File::open(path).with_context(|| format!("opening {}", path.display()))?;
+    let mut reader = Reader::new(io::BufReader::new(file))
+        .with_context(|| format!("{} is not a trace (docs/spec.md section 7)", path.display()))?;
+    let mut out = io::BufWriter::new(io::stdout().lock());
+    let mut bad = false;
+    let mut number = 0u64;
+    let result = loop {
+        let record = match reader.next_record() {
+            Ok(Some(record)) => record,
+            Ok(None) => break Ok(()),
+            Err(e) => break Err(anyhow::Error::new(e).context(format!("reading {}", path.display()))),
+        };
+        let p = record.pseudo_header;
+        let tl = match p[10] {
+            l if l == TlLayout::Simulator as u8 => TlReading::Sim,
+            l if l == TlLayout::Transaction as u8 => TlReading::Transaction,
+            _ => TlReading::Raw,
+        };
+        let hop = json!({
+            "time_ns": record.ns, "trunk": u16::from_be_bytes([p[2], p[3]]),
+            "from_node": record.from_node(), "from_port": p[8],
+            "to_node": u16::from_be_bytes([p[6], p[7]]), "to_port": p[9],
+        });
+        let mut print = |mut item: Value| -> anyhow::Result<()> {
+            bad |= item["ok"] == false;
+            item["at"] = json!(number);
+            for (key, value) in hop.as_object().into_iter().flatten() {
+                item[key] = value.clone();
+            }
+            if json {
+                writeln!(out, "{item}")
+            } else {
+                writeln!(
+                    out,
+                    "{}  ({} ns, trunk {}, node {} port {} -> node {} port {})",
+                    text(&item),
+                    item["time_ns"],
+                    item["trunk"],
+                    item["from_node"],
+                    item["from_port"],
+                    item["to_node"],
+                    item["to_port"]
+                )
+            }
+            .context("writing stdout")
+        };
+        let mut decoder = Decoder::new(tl);
+        let mut units = Units::default();
+        for unit in units.add(&record.bytes) {
+            decoder.push(unit, &mut print)?;
+        }
+        decoder.finish(&mut print)?;
+        if let Err(e) = units.finish() {
+            let item = json!({"kind": "malformed", "ok": false, "error": format!("{e:#}")});
+            print(item)?;
+        }
+        number += 1;
+    };
+    out.flush().context("writing stdout")?;
+    result?;
     Ok(if bad { ExitCode::from(2) } else { ExitCode::SUCCESS })
 }
 
