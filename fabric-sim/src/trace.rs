@@ -347,27 +347,19 @@ pub struct Reader<R: io::Read> {
     at: usize,
 }
 
-/// Read into `buf` until it is full or the input ends; how many bytes it holds.
-fn fill(input: &mut impl io::Read, buf: &mut [u8]) -> Result<usize, ReadError> {
-    let mut n = 0;
-    while n < buf.len() {
-        match input.read(&mut buf[n..]) {
-            Ok(0) => break,
-            Ok(k) => n += k,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(ReadError::Io(e.kind())),
-        }
-    }
-    Ok(n)
+/// Fill `buf`; `short` if the input ends first.
+fn read_exact(input: &mut impl io::Read, buf: &mut [u8], short: ReadError) -> Result<(), ReadError> {
+    input.read_exact(buf).map_err(|e| match e.kind() {
+        io::ErrorKind::UnexpectedEof => short,
+        kind => ReadError::Io(kind),
+    })
 }
 
 impl<R: io::Read> Reader<R> {
     /// A reader of the trace `input`, its file header read and checked.
     pub fn new(mut input: R) -> Result<Self, ReadError> {
         let mut header = [0u8; 24];
-        if fill(&mut input, &mut header)? < header.len() {
-            return Err(ReadError::NoHeader);
-        }
+        read_exact(&mut input, &mut header, ReadError::NoHeader)?;
         let field =
             |at: usize| u32::from_le_bytes([header[at], header[at + 1], header[at + 2], header[at + 3]]);
         if field(0) != MAGIC_NS {
@@ -382,21 +374,24 @@ impl<R: io::Read> Reader<R> {
     /// The next record, or `None` at the end of the trace.
     pub fn next_record(&mut self) -> Result<Option<Record>, ReadError> {
         let at = self.at;
+        // The trace may end before a record, not inside one.
         let mut head = [0u8; 16];
-        match fill(&mut self.input, &mut head)? {
-            0 => return Ok(None),
-            16 => {}
-            _ => return Err(ReadError::Truncated(at)),
+        loop {
+            match self.input.read(&mut head[..1]) {
+                Ok(0) => return Ok(None),
+                Ok(_) => break,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(ReadError::Io(e.kind())),
+            }
         }
+        read_exact(&mut self.input, &mut head[1..], ReadError::Truncated(at))?;
         let field = |i: usize| u32::from_le_bytes([head[i], head[i + 1], head[i + 2], head[i + 3]]);
         let (sec, nsec, captured, len) = (field(0), field(4), field(8) as usize, field(12) as usize);
         if captured != len || !(PSEUDO_HEADER_LEN..=PSEUDO_HEADER_LEN + MAX_PACKET_LEN).contains(&captured) {
             return Err(ReadError::BadLength(at));
         }
         let mut body = [0u8; PSEUDO_HEADER_LEN + MAX_PACKET_LEN];
-        if fill(&mut self.input, &mut body[..captured])? < captured {
-            return Err(ReadError::Truncated(at));
-        }
+        read_exact(&mut self.input, &mut body[..captured], ReadError::Truncated(at))?;
         let mut pseudo_header = [0u8; PSEUDO_HEADER_LEN];
         pseudo_header.copy_from_slice(&body[..PSEUDO_HEADER_LEN]);
         self.at += 16 + captured;

@@ -576,19 +576,26 @@ fn tshark_names_the_low_power_handshake_flits() {
         tracer.unit(i, hop, at, &flit).unwrap();
     }
     tracer.flush().unwrap();
+    assert_eq!(
+        tshark_fields(&path, &["openlink.control", "_ws.col.Info"]),
+        "6\tPM_Enter_L1 ack 17\n7\tPM_Request_Ack ack 1023\n"
+    );
+}
+
+/// `fields` of each record of the hand-made trace at `path` (removed after), as tshark with the dissector
+/// prints them: a line per record, tab-separated.
+fn tshark_fields(path: &Path, fields: &[&str]) -> String {
     let lua = concat!(env!("CARGO_MANIFEST_DIR"), "/../tools/wireshark/openlink.lua");
     let out = Command::new("tshark")
         .args(["-X", &format!("lua_script:{lua}"), "-r"])
-        .arg(&path)
-        .args(["-T", "fields", "-e", "openlink.control", "-e", "_ws.col.Info"])
+        .arg(path)
+        .args(["-T", "fields"])
+        .args(fields.iter().flat_map(|f| ["-e", f]))
         .output()
         .unwrap();
-    std::fs::remove_file(&path).unwrap();
+    std::fs::remove_file(path).unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    assert_eq!(
-        String::from_utf8(out.stdout).unwrap(),
-        "6\tPM_Enter_L1 ack 17\n7\tPM_Request_Ack ack 1023\n"
-    );
+    String::from_utf8(out.stdout).unwrap()
 }
 
 /// What the coherence test reads of each record.
@@ -653,19 +660,9 @@ fn tshark_reads_the_coherence_examples_of_section_3_9() {
         }
     }
     tracer.flush().unwrap();
-    let lua = concat!(env!("CARGO_MANIFEST_DIR"), "/../tools/wireshark/openlink.lua");
-    let out = Command::new("tshark")
-        .args(["-X", &format!("lua_script:{lua}"), "-r"])
-        .arg(&path)
-        .args(["-T", "fields", "-E", "separator=,"])
-        .args(COHERENCE_FIELDS.iter().flat_map(|f| ["-e", f]))
-        .output()
-        .unwrap();
-    std::fs::remove_file(&path).unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     assert_eq!(
-        String::from_utf8(out.stdout).unwrap(),
-        "1,0x18,1,RdOwn,0,0,0x0000002a,3,64,request seq 0 ack 1023, RdOwn to 1 from 3, line 2Ah, 1 payload flits\n\
-         1,0x19,3,SnpInv,1,1,0x0000002a,,,snoop seq 1 ack 1023, SnpInv to 3 from 1, line 2Ah, 0 payload flits\n"
+        tshark_fields(&path, &COHERENCE_FIELDS),
+        "1\t0x18\t1\tRdOwn\t0\t0\t0x0000002a\t3\t64\trequest seq 0 ack 1023, RdOwn to 1 from 3, line 2Ah, 1 payload flits\n\
+         1\t0x19\t3\tSnpInv\t1\t1\t0x0000002a\t\t\tsnoop seq 1 ack 1023, SnpInv to 3 from 1, line 2Ah, 0 payload flits\n"
     );
 }
