@@ -9,6 +9,8 @@ use link_dl::Vc;
 use link_tl::header::{Header, Opcode};
 
 mod common;
+#[path = "../src/test_rng.rs"]
+mod test_rng;
 
 fn decode(args: &[&str], input: &[u8]) -> Output {
     common::linkctl_with_input(&["dl", "decode"], args, input)
@@ -395,4 +397,47 @@ fn a_trace_reads_back_record_by_record() {
         "cannot be used with",
     );
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// A trace of records of random bytes and lengths (whole units or not, any layout byte) reads to the end:
+/// exit status 0 or 2, something printed for every record, nothing on stderr.
+#[test]
+fn a_trace_of_random_records_reads_without_panic() {
+    let mut next = test_rng::xorshift(0x5EED_7ACE);
+    let path = std::env::temp_dir().join(format!("linkctl-dl-random-{}.pcap", std::process::id()));
+    let mut file = Vec::new();
+    file.extend_from_slice(&fabric_sim::trace::MAGIC_NS.to_le_bytes());
+    file.extend_from_slice(&[0; 16]);
+    file.extend_from_slice(&fabric_sim::trace::LINKTYPE.to_le_bytes());
+    let records = 300;
+    for n in 0..records {
+        let len = if n % 3 == 0 {
+            16 * (1 + next() % 10)
+        } else {
+            next() % 161
+        } as usize;
+        let mut pseudo_header = [0u8; 12];
+        pseudo_header.iter_mut().for_each(|b| *b = next() as u8);
+        pseudo_header[10] %= 4;
+        let total = (12 + len) as u32;
+        file.extend_from_slice(&(n as u32).to_le_bytes());
+        file.extend_from_slice(&0u32.to_le_bytes());
+        file.extend_from_slice(&total.to_le_bytes());
+        file.extend_from_slice(&total.to_le_bytes());
+        file.extend_from_slice(&pseudo_header);
+        file.extend((0..len).map(|_| next() as u8));
+    }
+    std::fs::write(&path, &file).unwrap();
+    let out = decode(&["--pcap", path.to_str().unwrap(), "--json"], b"");
+    std::fs::remove_file(&path).unwrap();
+    assert!(matches!(out.status.code(), Some(0 | 2)), "{out:?}");
+    assert!(out.stderr.is_empty(), "{}", String::from_utf8_lossy(&out.stderr));
+    let seen: std::collections::BTreeSet<u64> = (String::from_utf8(out.stdout).unwrap().lines())
+        .map(|l| {
+            serde_json::from_str::<serde_json::Value>(l).unwrap()["at"]
+                .as_u64()
+                .unwrap()
+        })
+        .collect();
+    assert_eq!(seen, (0..records).collect());
 }
