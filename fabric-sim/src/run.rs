@@ -407,6 +407,9 @@ pub struct Recording {
     pub limit: u64,
     /// What its errors call it, before its path: the option that asked for it (`linkctl`'s `--pcap`).
     pub name: String,
+    /// For a trace: only the links with an end at one of these nodes (by name), all when empty. Waveforms
+    /// take every link.
+    pub only_nodes: Vec<String>,
 }
 
 /// Have `net` write a pcap trace of its links to `pcap` and waveforms of their states to `vcd`, if
@@ -417,11 +420,35 @@ pub(crate) fn record_links(
     pcap: &Option<Recording>,
     vcd: &Option<Recording>,
 ) -> Result<(), String> {
+    // Which directions the trace keeps, checked before any file is made.
+    let kept = match pcap {
+        Some(pcap) if !pcap.only_nodes.is_empty() => {
+            if let Some(unknown) =
+                (pcap.only_nodes.iter()).find(|n| !topology.nodes.iter().any(|x| &x.name == *n))
+            {
+                let names: Vec<&str> = topology.nodes.iter().map(|n| n.name.as_str()).collect();
+                return Err(format!(
+                    "{}: the trace is to keep node {unknown:?}'s links, but the simulated fabric has no such \
+                     node (it has {})",
+                    pcap.name,
+                    names.join(", ")
+                ));
+            }
+            let kept = (net.direction_names(topology).iter())
+                .map(|d| pcap.only_nodes.iter().any(|n| *n == d.node || *n == d.peer))
+                .collect();
+            Some(kept)
+        }
+        _ => None,
+    };
     // Errors writing come from the file, which names itself in them (`NamedFile`).
     if let Some(pcap) = pcap {
         let out = create_output(pcap)?;
-        let tracer =
+        let mut tracer =
             crate::trace::Tracer::new(out, net.directions(), pcap.limit).map_err(|e| e.to_string())?;
+        if let Some(kept) = kept {
+            tracer = tracer.keep_only(kept);
+        }
         net.set_trace(tracer);
     }
     if let Some(vcd) = vcd {

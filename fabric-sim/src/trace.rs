@@ -119,6 +119,8 @@ pub struct Tracer<W: Write> {
     pub summary: TraceSummary,
     limit: u64,
     layout: TlLayout,
+    /// Per direction, whether its units are recorded (all, when `None`).
+    kept: Option<Vec<bool>>,
 }
 
 impl<W: Write> std::fmt::Debug for Tracer<W> {
@@ -149,7 +151,15 @@ impl<W: Write> Tracer<W> {
             summary: TraceSummary::default(),
             limit,
             layout: TlLayout::Simulator,
+            kept: None,
         })
+    }
+
+    /// Record only the directions `kept` marks (by index, as [`Tracer::unit`] numbers them); the others'
+    /// units are passed over, neither recorded nor counted.
+    pub fn keep_only(mut self, kept: Vec<bool>) -> Self {
+        self.kept = Some(kept);
+        self
     }
 
     /// The trace's packets carry transaction-layer headers laid out as `layout` (the simulator's unless
@@ -178,6 +188,9 @@ impl<W: Write> Tracer<W> {
     /// its packet is whole, and written once [`Tracer::advance`] passes its time (or at
     /// [`Tracer::flush`]).
     pub fn unit(&mut self, direction: usize, hop: Hop, at: Instant, unit: &[u8; FLIT_LEN]) -> io::Result<()> {
+        if (self.kept.as_ref()).is_some_and(|kept| !kept.get(direction).copied().unwrap_or(false)) {
+            return Ok(());
+        }
         let Some(slot) = self.pending.get_mut(direction) else {
             return Ok(());
         };

@@ -28,6 +28,7 @@ fn recording(path: &Path, limit: u64) -> Recording {
         path: path.to_path_buf(),
         limit,
         name: "the recording".into(),
+        only_nodes: Vec::new(),
     }
 }
 
@@ -665,4 +666,42 @@ fn tshark_reads_the_coherence_examples_of_section_3_9() {
         "1\t0x18\t1\tRdOwn\t0\t0\t0x0000002a\t3\t64\trequest seq 0 ack 1023, RdOwn to 1 from 3, line 2Ah, 1 payload flits\n\
          1\t0x19\t3\tSnpInv\t1\t1\t0x0000002a\t\t\tsnoop seq 1 ack 1023, SnpInv to 3 from 1, line 2Ah, 0 payload flits\n"
     );
+}
+
+/// A trace kept to some nodes' links holds exactly the records of the whole trace that cross one of them,
+/// in the same order; a node the fabric does not have is refused before any file is made.
+#[test]
+fn a_trace_of_some_nodes_is_the_whole_traces_records_on_their_links() {
+    let (whole, some) = (temp("whole.pcap"), temp("some.pcap"));
+    traced_sweep(&whole, 1_000_000);
+    let topology = Topology::builtin("mesh4").unwrap();
+    let sweep = |path: &Path, only: &[&str]| Sweep {
+        limit_per_size: Duration::from_ms(10),
+        pcap: Some(Recording {
+            only_nodes: only.iter().map(|n| n.to_string()).collect(),
+            ..recording(path, 1_000_000)
+        }),
+        ..Sweep::new(topology.clone(), Kind::AllReduce, Algo::Ring, 1024, 4096)
+    };
+    assert!(
+        run(&sweep(&some, &["gpu1", "gpu3"]), &mut |_| {})
+            .unwrap()
+            .verified
+    );
+    let node = |name: &str| topology.nodes.iter().position(|n| n.name == name).unwrap() as u16;
+    let (n1, n3) = (node("gpu1"), node("gpu3"));
+    let touches = |r: &Record| {
+        let to = u16::from_be_bytes([r.pseudo_header[6], r.pseudo_header[7]]);
+        [n1, n3].contains(&r.from_node()) || [n1, n3].contains(&to)
+    };
+    let expected: Vec<Record> = read_pcap(&whole).into_iter().filter(touches).collect();
+    let kept = read_pcap(&some);
+    assert!(!kept.is_empty() && kept.len() < read_pcap(&whole).len());
+    assert_eq!(kept, expected);
+    let missing = temp("missing.pcap");
+    let refused = run(&sweep(&missing, &["gpu9"]), &mut |_| {}).unwrap_err();
+    assert!(refused.contains("\"gpu9\""), "{refused}");
+    assert!(!missing.exists(), "no file is made for a refused trace");
+    std::fs::remove_file(&whole).unwrap();
+    std::fs::remove_file(&some).unwrap();
 }

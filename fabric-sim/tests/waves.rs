@@ -22,6 +22,7 @@ fn sweep(topology: &str, path: &Path, limit: u64, faults: Vec<FaultSpec>) -> Rep
             path: path.to_path_buf(),
             limit,
             name: "the waveforms".into(),
+            only_nodes: Vec::new(),
         }),
         ..Sweep::new(topology, Kind::AllReduce, Algo::Ring, 1024, 64 * 1024)
     };

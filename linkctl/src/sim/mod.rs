@@ -120,6 +120,10 @@ pub struct SimArgs {
 pub struct TraceArgs {
     #[command(flatten)]
     pub pcap: crate::trace::PcapArgs,
+    /// Trace only the links with an end at one of these nodes (names, comma-separated, as the topology
+    /// and the report's `# Trace nodes` line name them)
+    #[arg(long, value_name = "NAMES", value_delimiter = ',', requires = "pcap")]
+    pub pcap_nodes: Vec<String>,
     /// Write waveforms of every link direction's state, activity and replay-buffer occupancy (VCD, for
     /// GTKWave; signals in docs/spec.md section 8)
     #[arg(long, value_name = "FILE")]
@@ -190,6 +194,7 @@ impl TraceArgs {
             path,
             limit: self.pcap.pcap_limit,
             name: "--pcap".into(),
+            only_nodes: self.pcap_nodes.clone(),
         })
     }
 
@@ -199,6 +204,7 @@ impl TraceArgs {
             path,
             limit: self.vcd_limit,
             name: "--vcd".into(),
+            only_nodes: Vec::new(),
         })
     }
 
