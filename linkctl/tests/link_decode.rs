@@ -485,3 +485,105 @@ fn the_dissector_checks_each_records_crc_as_the_data_link_does() {
     std::fs::remove_file(&pcap).unwrap();
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// A capture of a link running FEC (`link run --fec`, `capture.json`'s `fec`) is read in FEC blocks: every
+/// packet found, its CRC checking; a burst on one lane inside a block is corrected by the code and every
+/// packet still checks; read without the blocks (the index's `fec` false) the check units break the
+/// stream; and the stream's units through `dl decode --fec` give the same packets.
+#[test]
+fn a_fec_capture_is_read_in_blocks_and_a_lanes_burst_corrected() {
+    let dir = temp_dir("fec");
+    let report = run_captured(&dir, "--lanes 4 --max-rate 8 --packets 60 --fec");
+    assert_eq!(report["packets_delivered"], 60, "{report}");
+    assert_eq!(read_index(&dir)["fec"], true);
+    let numbers = |items: &[Value]| -> Vec<u64> {
+        (items.iter())
+            .filter(|i| i["tx_port"] == "A" && i["kind"] == "packet" && i["crc_ok"] == true)
+            .map(|i| u64::from_str_radix(i["tl"].as_str().unwrap(), 16).unwrap())
+            .collect()
+    };
+    let fec = |items: &[Value]| -> Value {
+        (items.iter())
+            .filter(|i| i["tx_port"] == "A" && i["event"] == "fec")
+            .fold(
+                serde_json::json!({"blocks": 0, "corrected_bytes": 0}),
+                |mut sum, f| {
+                    for key in ["blocks", "corrected_bytes"] {
+                        sum[key] = (sum[key].as_u64().unwrap() + f[key].as_u64().unwrap()).into();
+                    }
+                    sum
+                },
+            )
+    };
+    let (code, items) = decode(&dir, &["--port", "a"]);
+    assert_eq!(code, Some(0));
+    assert_eq!(numbers(&items), (0..60).collect::<Vec<u64>>());
+    assert!(fec(&items)["blocks"].as_u64().unwrap() > 30, "{}", fec(&items));
+    assert_eq!(fec(&items)["corrected_bytes"], 0);
+    // The units as dl decode --fec reads them.
+    let stretch = (items.iter())
+        .filter(|i| i["event"] == "stretch" && i["rate_gts"] == 8.0)
+        .map(|i| i["stretch"].as_u64().unwrap().to_string())
+        .next()
+        .unwrap();
+    let units = common::linkctl(
+        &["link", "decode"],
+        &[dir.to_str().unwrap(), "--stretch", &stretch, "--units"],
+    );
+    let out = common::linkctl_with_input(&["dl", "decode"], &["--fec", "--json"], &units.stdout);
+    // dl decode reads the field as section 3's transactions, where link run's packet numbers are not
+    // (exit status 2 for that alone): the data link's side must all check.
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let read: Vec<Value> = (String::from_utf8(out.stdout).unwrap().lines())
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .collect();
+    assert!(
+        read.iter()
+            .all(|i| i["ok"] == true || i.get("tl_error").is_some()),
+        "{read:?}"
+    );
+    let summary = read.iter().find(|i| i["kind"] == "fec").unwrap();
+    let in_stretch = (items.iter())
+        .find(|i| {
+            i["event"] == "fec" && i["stretch"].as_u64().map(|n| n.to_string()) == Some(stretch.clone())
+        })
+        .unwrap();
+    assert_eq!(summary["blocks"], in_stretch["blocks"]);
+    let read: Vec<u64> = (read.iter())
+        .filter(|i| i["kind"] == "packet" && i["crc_ok"] == true)
+        .map(|i| u64::from_str_radix(i["tl"].as_str().unwrap(), 16).unwrap())
+        .collect();
+    assert_eq!(read, (0..60).collect::<Vec<u64>>());
+    // Eight bits of one lane flipped inside a 128b/130b block's payload, two fifths into the stretch.
+    let file = dir.join("a-lane1-1.bin");
+    let mut bytes = std::fs::read(&file).unwrap();
+    let bit = 130 * (bytes.len() * 8 * 2 / 5 / 130) + 20;
+    for b in bit..bit + 8 {
+        bytes[b / 8] ^= 1 << (b % 8);
+    }
+    std::fs::write(&file, &bytes).unwrap();
+    let (code, items) = decode(&dir, &["--port", "a"]);
+    assert_eq!(code, Some(0), "{items:?}");
+    assert_eq!(numbers(&items), (0..60).collect::<Vec<u64>>());
+    assert!(
+        fec(&items)["corrected_bytes"].as_u64().unwrap() >= 1,
+        "{}",
+        fec(&items)
+    );
+    // Without the blocks, the check units are read as flits.
+    let mut index = read_index(&dir);
+    index["fec"] = false.into();
+    write_index(&dir, &index);
+    let (code, _) = decode(&dir, &["--port", "a"]);
+    assert_eq!(code, Some(2));
+    // --fec reads them in blocks whatever the index says.
+    let (code, items) = decode(&dir, &["--port", "a", "--fec"]);
+    assert_eq!(code, Some(0));
+    assert_eq!(numbers(&items), (0..60).collect::<Vec<u64>>());
+    std::fs::remove_dir_all(&dir).unwrap();
+}

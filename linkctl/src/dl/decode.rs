@@ -38,6 +38,11 @@ pub struct DecodeArgs {
     /// hop; `at` is then the record's number
     #[arg(long, value_name = "FILE", conflicts_with_all = ["hex", "binary", "sim_header"])]
     pcap: Option<std::path::PathBuf>,
+    /// The units are in FEC blocks (docs/spec.md 2.7), the first unit starting one: each block's 15 flits
+    /// are decoded once it is whole and corrected where the code can (`at` then counts flits), and the
+    /// blocks are summed up at the end
+    #[arg(long, conflicts_with = "pcap")]
+    fec: bool,
 }
 
 /// Decode the units as they are read, in memory bounded by a packet's units whatever the length of the
@@ -69,9 +74,19 @@ pub fn decode(args: DecodeArgs) -> anyhow::Result<ExitCode> {
         .context("writing stdout")
     };
     let mut units = Units::default();
+    let (mut fec, mut index) = (args.fec.then(FecBlocks::new), 0u64);
     let mut take = |bytes: &[u8]| -> anyhow::Result<()> {
         for unit in units.add(bytes) {
-            decoder.push(unit, &mut print)?;
+            let Some(fec) = fec.as_mut() else {
+                decoder.push(unit, &mut print)?;
+                continue;
+            };
+            index += 1;
+            if let Some((flits, _)) = fec.push(index - 1, &unit) {
+                for flit in flits {
+                    decoder.push(flit, &mut print)?;
+                }
+            }
         }
         Ok(())
     };
@@ -100,6 +115,13 @@ pub fn decode(args: DecodeArgs) -> anyhow::Result<ExitCode> {
     let read = read.and_then(|()| units.finish());
     // Bad input ends the stream where it is: a run or a packet still going on there is reported too.
     decoder.finish(&mut print)?;
+    if let Some(fec) = &fec {
+        // A block the input ended in is left out: the input cut it, not the link.
+        let mut v = fec.summary();
+        v["kind"] = json!("fec");
+        v["ok"] = json!(fec.uncorrectable == 0 && fec.out_of_step == 0);
+        print(v)?;
+    }
     out.flush().context("writing stdout")?;
     read?;
     Ok(if bad { ExitCode::from(2) } else { ExitCode::SUCCESS })
@@ -262,6 +284,95 @@ impl Hex {
         ensure!(!self.prefix, "0x with no hex digit after it");
         ensure!(self.high.is_none() && !self.zero, "an odd number of hex digits");
         Ok(())
+    }
+}
+
+/// A stream's FEC blocks (docs/spec.md 2.7) put together from its units, as a receiving data link does: 16
+/// units a block, a unit's place in its block being its index (from the stream's start or its last ordered
+/// set) modulo 16; each whole block is checked and corrected, and its 15 flits go on (the check unit does
+/// not).
+pub(crate) struct FecBlocks {
+    block: link_dl::fec::Block,
+    have: usize,
+    /// Blocks read whole.
+    pub(crate) blocks: u64,
+    /// Bytes the code corrected.
+    pub(crate) corrected: u64,
+    /// Blocks it could not correct (left as received: their packets' CRC tells).
+    pub(crate) uncorrectable: u64,
+    /// Units dropped out of step with the blocks (a block's units came in out of order, or a block was
+    /// left unfinished where the stream went on).
+    pub(crate) out_of_step: u64,
+}
+
+/// The flits of a FEC block.
+pub(crate) const FEC_FLITS: usize = link_dl::fec::DATA_LEN / FLIT_LEN;
+
+impl FecBlocks {
+    pub(crate) fn new() -> Self {
+        FecBlocks {
+            block: [0; link_dl::fec::BLOCK_LEN],
+            have: 0,
+            blocks: 0,
+            corrected: 0,
+            uncorrectable: 0,
+            out_of_step: 0,
+        }
+    }
+
+    /// The unit at `index`: once it completes a block, the block's flits, corrected where the code could,
+    /// and whether it could.
+    pub(crate) fn push(&mut self, index: u64, unit: &Flit) -> Option<([Flit; FEC_FLITS], bool)> {
+        let position = (index % (link_dl::fec::BLOCK_LEN / FLIT_LEN) as u64) as usize;
+        if position != self.have {
+            self.out_of_step += self.have as u64;
+            self.have = 0;
+            if position != 0 {
+                self.out_of_step += 1;
+                return None;
+            }
+        }
+        self.block[position * FLIT_LEN..][..FLIT_LEN].copy_from_slice(unit);
+        self.have += 1;
+        if self.have * FLIT_LEN < link_dl::fec::BLOCK_LEN {
+            return None;
+        }
+        self.have = 0;
+        self.blocks += 1;
+        let corrected = match link_dl::fec::decode(&mut self.block) {
+            Ok(c) => {
+                self.corrected += u64::from(c.symbols);
+                true
+            }
+            Err(_) => {
+                self.uncorrectable += 1;
+                false
+            }
+        };
+        let mut flits = [[0u8; FLIT_LEN]; FEC_FLITS];
+        for (flit, bytes) in flits.iter_mut().zip(self.block.chunks_exact(FLIT_LEN)) {
+            flit.copy_from_slice(bytes);
+        }
+        Some((flits, corrected))
+    }
+
+    /// The link left L0: a block begun is dropped, as the data link drops it (no damage: it replays).
+    pub(crate) fn restart(&mut self) {
+        self.have = 0;
+    }
+
+    /// Ordered sets came inside the stream: a block begun is dropped and its units counted out of step
+    /// (a transmitter keeps ordered sets between blocks); whether one was.
+    pub(crate) fn cut(&mut self) -> bool {
+        let have = std::mem::take(&mut self.have);
+        self.out_of_step += have as u64;
+        have > 0
+    }
+
+    /// What the blocks came to, as JSON.
+    pub(crate) fn summary(&self) -> Value {
+        json!({"blocks": self.blocks, "corrected_bytes": self.corrected,
+               "uncorrectable_blocks": self.uncorrectable, "units_out_of_step": self.out_of_step})
     }
 }
 
@@ -806,6 +917,10 @@ pub(crate) fn text(item: &Value) -> String {
             }
             line
         }
+        Some("fec") => format!(
+            "fec: {} blocks, {} bytes corrected, {} uncorrectable, {} units out of step",
+            item["blocks"], item["corrected_bytes"], item["uncorrectable_blocks"], item["units_out_of_step"]
+        ),
         _ => format!("{at:>6}  malformed: {}", s("error")),
     }
 }

@@ -230,8 +230,9 @@ impl Recorder {
 
 /// Finish both ports' captures and write `capture.json` into `dir`: the index of the segments, each
 /// with its file, port, physical lane, the lane number the link gave it (what `phy decode --lane` takes
-/// at 128b/130b), rate and line code, start and end and bits; what it says for the report.
-pub fn write_index<N: Node>(dir: &Path, ports: [&mut Capturing<N>; 2]) -> anyhow::Result<Value> {
+/// at 128b/130b), rate and line code, start and end and bits; whether the data link ran FEC (its units are
+/// then in blocks of docs/spec.md 2.7); what it says for the report.
+pub fn write_index<N: Node>(dir: &Path, ports: [&mut Capturing<N>; 2], fec: bool) -> anyhow::Result<Value> {
     let mut segments = Vec::new();
     let mut truncated = false;
     for port in ports.into_iter().filter_map(|c| c.tap.0.as_mut()) {
@@ -246,6 +247,7 @@ pub fn write_index<N: Node>(dir: &Path, ports: [&mut Capturing<N>; 2]) -> anyhow
         .map(|s| s["bits"].as_u64().unwrap_or(0).div_ceil(8))
         .sum();
     let index = json!({
+        "fec": fec,
         "segments": segments,
         "bytes": bytes,
         "truncated": truncated,

@@ -14,7 +14,7 @@ use link_phy::ltssm::{LaneMonitor, LaneNumbers, LinkEvent, LinkMonitor, MonitorE
 use link_phy::rate::LineCode;
 use serde_json::{json, Value};
 
-use crate::dl::decode::{text as item_text, Decoder, TlReading};
+use crate::dl::decode::{text as item_text, Decoder, FecBlocks, TlReading};
 use crate::phy::bits::words;
 use crate::phy::events::{event_text, run_json, run_text, Run};
 use crate::trace::{summary_json, summary_text, LinkTrace, PcapArgs};
@@ -48,6 +48,11 @@ pub struct DecodeArgs {
     /// count), not only their counts
     #[arg(long)]
     lane_events: bool,
+    /// Read the data stream in FEC blocks (docs/spec.md 2.7: 15 flits and a check unit, corrected where
+    /// the code can), as `capture.json`'s `fec` says for `link run --fec`'s captures: give it for a board's
+    /// capture of a link running FEC
+    #[arg(long)]
+    fec: bool,
     /// One JSON object per line: each stretch, lane numbering, data-link item (as `dl decode --json`
     /// prints it, with `tx_port` and `stretch`), stream error and lane summary
     #[arg(long)]
@@ -82,7 +87,9 @@ pub fn decode(args: DecodeArgs) -> anyhow::Result<ExitCode> {
         Some("B") => Some('B'),
         Some(other) => bail!("--port must be a or b, not {other:?}"),
     };
-    let stretches = stretches(read_index(&args.dir)?)?;
+    let (segments, index_fec) = read_index(&args.dir)?;
+    let fec = args.fec || index_fec;
+    let stretches = stretches(segments)?;
     if let Some(n) = args.stretch {
         ensure!(
             n < stretches.len(),
@@ -106,7 +113,7 @@ pub fn decode(args: DecodeArgs) -> anyhow::Result<ExitCode> {
         trace: args.trace.open(args.tl.layout())?,
     };
     for (index, stretch) in chosen {
-        decode_stretch(&args.dir, index, stretch, args.tl, &mut out)?;
+        decode_stretch(&args.dir, index, stretch, args.tl, fec, &mut out)?;
     }
     if let Some(trace) = out.trace.take() {
         let summary = trace.finish()?;
@@ -122,8 +129,9 @@ pub fn decode(args: DecodeArgs) -> anyhow::Result<ExitCode> {
     })
 }
 
-/// `capture.json`, checked: every segment's fields, a file name without a directory in it.
-fn read_index(dir: &Path) -> anyhow::Result<Vec<Segment>> {
+/// `capture.json`, checked: every segment's fields, a file name without a directory in it; and whether it
+/// says the data link ran FEC (false when it does not say).
+fn read_index(dir: &Path) -> anyhow::Result<(Vec<Segment>, bool)> {
     let path = dir.join("capture.json");
     let mut text = String::new();
     File::open(&path)
@@ -142,10 +150,17 @@ fn read_index(dir: &Path) -> anyhow::Result<Vec<Segment>> {
     let Some(list) = index["segments"].as_array() else {
         bail!("{} has no \"segments\" list", path.display());
     };
-    list.iter()
+    let fec = match &index["fec"] {
+        Value::Null => false,
+        Value::Bool(fec) => *fec,
+        other => bail!("{}: \"fec\" must be true or false, not {other}", path.display()),
+    };
+    let segments = list
+        .iter()
         .enumerate()
         .map(|(i, s)| segment(s).with_context(|| format!("{}: segment {i}", path.display())))
-        .collect()
+        .collect::<anyhow::Result<_>>()?;
+    Ok((segments, fec))
 }
 
 fn segment(s: &Value) -> anyhow::Result<Segment> {
@@ -322,6 +337,7 @@ fn decode_stretch<W: Write>(
     index: usize,
     stretch: &[Segment],
     tl: TlReading,
+    fec: bool,
     out: &mut Output<W>,
 ) -> anyhow::Result<()> {
     let first = &stretch[0];
@@ -374,6 +390,9 @@ fn decode_stretch<W: Write>(
             width: monitor.width().map_or(1, |w| w.lanes()),
         },
         decoder: Decoder::new(tl),
+        fec: fec.then(FecBlocks::new),
+        units_since_os: 0,
+        fec_times: [Instant::ZERO; 16],
         port,
         stretch: index,
         tally: (0..MAX_LANES).map(|_| LaneTally::default()).collect(),
@@ -519,6 +538,12 @@ impl UnitClock {
 struct StreamReader {
     clock: UnitClock,
     decoder: Decoder,
+    /// With FEC, the blocks being put together.
+    fec: Option<FecBlocks>,
+    /// Units since the stream started or ordered sets last came: a unit's place in its FEC block.
+    units_since_os: u64,
+    /// When each unit of the FEC block being put together started on the wire.
+    fec_times: [Instant; 16],
     port: char,
     stretch: usize,
     tally: Vec<LaneTally>,
@@ -577,22 +602,43 @@ impl StreamReader {
                 let n = units.len() / 16;
                 for (k, unit) in units.chunks_exact(16).enumerate() {
                     self.stream_units += 1;
-                    if let Some(trace) = &mut out.trace {
-                        let at = self.clock.unit_start(read, k, n);
-                        trace.unit(self.node(), at, unit.try_into().context("a 16-byte unit")?)?;
-                    }
+                    let at = self.clock.unit_start(read, k, n);
+                    let unit: [u8; 16] = unit.try_into().context("a 16-byte unit")?;
                     if out.units {
                         let hex: String = unit.iter().map(|b| format!("{b:02x}")).collect();
                         out.line(&hex)?;
-                        continue;
                     }
-                    let flit: [u8; 16] = unit.try_into().context("a 16-byte unit")?;
-                    self.decoder
-                        .push(flit, &mut items(out, self.port, self.stretch))?;
+                    let index = self.units_since_os;
+                    self.units_since_os += 1;
+                    let Some(fec) = self.fec.as_mut() else {
+                        self.flit(unit, at, out)?;
+                        continue;
+                    };
+                    self.fec_times[(index % 16) as usize] = at;
+                    let out_of_step = fec.out_of_step;
+                    let block = fec.push(index, &unit);
+                    if fec.out_of_step > out_of_step {
+                        self.fec_error("units out of step with the FEC blocks: dropped", out)?;
+                    }
+                    if let Some((flits, corrected)) = block {
+                        if !corrected {
+                            self.fec_error("a FEC block the code could not correct: left as received", out)?;
+                        }
+                        let times = self.fec_times;
+                        for (flit, at) in flits.into_iter().zip(times) {
+                            self.flit(flit, at, out)?;
+                        }
+                    }
                 }
             }
-            Event::StreamStopped(0) => {}
             Event::StreamStopped(dropped) => {
+                self.units_since_os = 0;
+                if self.fec.as_mut().is_some_and(FecBlocks::cut) {
+                    self.fec_error("ordered sets inside a FEC block: the block is dropped", out)?;
+                }
+                if dropped == 0 {
+                    return Ok(());
+                }
                 out.bad = true;
                 let v = json!({"event": "unit_cut_short", "tx_port": self.port.to_string(),
                                "stretch": self.stretch, "bytes": dropped});
@@ -641,6 +687,26 @@ impl StreamReader {
         u16::from(self.port == 'B')
     }
 
+    /// A flit of the data stream (with FEC, of a block read whole), which started on the wire at `at`:
+    /// into the trace, and read by the data link's decoder unless the units are printed instead.
+    fn flit<W: Write>(&mut self, flit: [u8; 16], at: Instant, out: &mut Output<W>) -> anyhow::Result<()> {
+        if let Some(trace) = &mut out.trace {
+            trace.unit(self.node(), at, &flit)?;
+        }
+        if out.units {
+            return Ok(());
+        }
+        self.decoder.push(flit, &mut items(out, self.port, self.stretch))
+    }
+
+    /// Something about the FEC blocks did not check.
+    fn fec_error<W: Write>(&self, error: &str, out: &mut Output<W>) -> anyhow::Result<()> {
+        out.bad = true;
+        let v = json!({"event": "fec_error", "tx_port": self.port.to_string(), "stretch": self.stretch,
+                       "error": error});
+        out.item(&v, || format!("error: {error}"))
+    }
+
     /// The link left L0: a packet still coming was cut short, and the stream starts over.
     fn restart<W: Write>(&mut self, out: &mut Output<W>) -> anyhow::Result<()> {
         if !std::mem::take(&mut self.in_stream) {
@@ -648,6 +714,10 @@ impl StreamReader {
         }
         if let Some(trace) = &mut out.trace {
             trace.cut(self.node());
+        }
+        self.units_since_os = 0;
+        if let Some(fec) = self.fec.as_mut() {
+            fec.restart();
         }
         // A packet the link's leaving L0 cut short is no damage (the data link replays it), but it is
         // shown.
@@ -713,6 +783,19 @@ impl StreamReader {
             trace.cut(self.node());
         }
         self.decoder.finish(&mut items(out, self.port, self.stretch))?;
+        if let Some(fec) = &self.fec {
+            // A block begun when the capture ended is not counted: the capture cut it, not the link.
+            let mut v = fec.summary();
+            v["event"] = json!("fec");
+            v["tx_port"] = json!(self.port.to_string());
+            v["stretch"] = json!(self.stretch);
+            out.item(&v, || {
+                format!(
+                    "fec: {} blocks, {} bytes corrected, {} uncorrectable, {} units out of step",
+                    fec.blocks, fec.corrected, fec.uncorrectable, fec.out_of_step
+                )
+            })?;
+        }
         let (port, stretch) = (self.port.to_string(), self.stretch);
         for &lane in lanes {
             let t = &self.tally[lane];

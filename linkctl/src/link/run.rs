@@ -202,7 +202,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
             let written = match capture {
                 Some((dir, _)) => {
                     let LinkPair { a, b, .. } = &mut pair;
-                    Some(super::capture::write_index(dir, [a, b])?)
+                    Some(super::capture::write_index(dir, [a, b], args.fec)?)
                 }
                 None => None,
             };

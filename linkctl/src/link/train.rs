@@ -331,7 +331,7 @@ pub fn run(args: TrainArgs) -> anyhow::Result<ExitCode> {
     let up = pair.train(limit);
     let mut report = trained_report(&pair, up, limit);
     let LinkPair { a, b, .. } = &mut pair;
-    report["capture"] = super::capture::write_index(to.0, [a, b])?;
+    report["capture"] = super::capture::write_index(to.0, [a, b], false)?;
     print(&args, &pair, up, &report)
 }
 
