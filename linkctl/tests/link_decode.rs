@@ -273,8 +273,8 @@ fn damage_in_a_capture_is_found() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
-/// Files of random bits under a valid index, at either line code, with or without lane numbers: read to
-/// the end without a panic, exit status 0 or 2, and nothing on stderr.
+/// Files of random bits under a valid index, at either line code, with or without lane numbers, with or
+/// without FEC blocks: read to the end without a panic, exit status 0 or 2, and nothing on stderr.
 #[test]
 fn random_bits_in_the_files_end_cleanly() {
     let dir = temp_dir("random");
@@ -283,6 +283,8 @@ fn random_bits_in_the_files_end_cleanly() {
     let mut x = 0x9E37_79B9_7F4A_7C15u64;
     for round in 0..4 {
         let mut edited = index.clone();
+        // Half the rounds read the stream in FEC blocks.
+        edited["fec"] = (round >= 2).into();
         for s in edited["segments"].as_array_mut().unwrap() {
             let bits = s["bits"].as_u64().unwrap().min(40_000);
             s["bits"] = bits.into();
