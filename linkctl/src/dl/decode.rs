@@ -30,13 +30,17 @@ pub struct DecodeArgs {
     #[arg(long)]
     json: bool,
     /// Read packets' transaction-layer headers as the simulator's GPUs write them (opcode, destination,
-    /// source, offset: docs/spec.md section 7.1) instead of as section 3's transactions
-    #[arg(long)]
+    /// source, offset: docs/spec.md section 7.1) instead of as section 3's transactions: `--tl sim`
+    #[arg(long, conflicts_with = "tl")]
     sim_header: bool,
+    /// How to read packets' transaction-layer field: `transaction` (section 3), `sim` (the simulator's,
+    /// section 7.1) or `raw` (a number: `link run` numbers its packets there)
+    #[arg(long, value_enum)]
+    tl: Option<TlReading>,
     /// Read a trace (docs/spec.md section 7: `sim`, `tl copy`, `coherence` or `link decode` with `--pcap`)
     /// instead: each record as its own stream, read as its pseudo-header's layout says, with its time and
     /// hop; `at` is then the record's number
-    #[arg(long, value_name = "FILE", conflicts_with_all = ["hex", "binary", "sim_header"])]
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["hex", "binary", "sim_header", "tl"])]
     pcap: Option<std::path::PathBuf>,
     /// The units are in FEC blocks (docs/spec.md 2.7), the first unit starting one: each block's 15 flits
     /// are decoded once it is whole and corrected where the code can (`at` then counts flits), and the
@@ -56,10 +60,10 @@ pub fn decode(args: DecodeArgs) -> anyhow::Result<ExitCode> {
     }
     let mut out = io::BufWriter::new(io::stdout().lock());
     let mut decoder = Decoder {
-        tl: if args.sim_header {
-            TlReading::Sim
-        } else {
-            TlReading::Transaction
+        tl: match args.tl {
+            Some(tl) => tl,
+            None if args.sim_header => TlReading::Sim,
+            None => TlReading::Transaction,
         },
         ..Decoder::default()
     };
