@@ -407,8 +407,7 @@ pub struct Recording {
     pub limit: u64,
     /// What its errors call it, before its path: the option that asked for it (`linkctl`'s `--pcap`).
     pub name: String,
-    /// For a trace: only the links with an end at one of these nodes (by name), all when empty. Waveforms
-    /// take every link.
+    /// Only the links with an end at one of these nodes (by name), all when empty.
     pub only_nodes: Vec<String>,
 }
 
@@ -420,44 +419,49 @@ pub(crate) fn record_links(
     pcap: &Option<Recording>,
     vcd: &Option<Recording>,
 ) -> Result<(), String> {
-    // Which directions the trace keeps, checked before any file is made.
-    let kept = match pcap {
-        Some(pcap) if !pcap.only_nodes.is_empty() => {
-            if let Some(unknown) =
-                (pcap.only_nodes.iter()).find(|n| !topology.nodes.iter().any(|x| &x.name == *n))
-            {
-                let names: Vec<&str> = topology.nodes.iter().map(|n| n.name.as_str()).collect();
-                return Err(format!(
-                    "{}: the trace is to keep node {unknown:?}'s links, but the simulated fabric has no such \
-                     node (it has {})",
-                    pcap.name,
-                    names.join(", ")
-                ));
-            }
-            let kept = (net.direction_names(topology).iter())
-                .map(|d| pcap.only_nodes.iter().any(|n| *n == d.node || *n == d.peer))
-                .collect();
-            Some(kept)
-        }
-        _ => None,
-    };
+    // Which directions each keeps, checked before any file is made.
+    let pcap_kept = pcap
+        .as_ref()
+        .map(|r| kept_directions(net, topology, r))
+        .transpose()?;
+    let vcd_kept = vcd
+        .as_ref()
+        .map(|r| kept_directions(net, topology, r))
+        .transpose()?;
     // Errors writing come from the file, which names itself in them (`NamedFile`).
-    if let Some(pcap) = pcap {
+    if let (Some(pcap), Some(kept)) = (pcap, pcap_kept) {
         let out = create_output(pcap)?;
-        let mut tracer =
+        let tracer =
             crate::trace::Tracer::new(out, net.directions(), pcap.limit).map_err(|e| e.to_string())?;
-        if let Some(kept) = kept {
-            tracer = tracer.keep_only(kept);
-        }
-        net.set_trace(tracer);
+        net.set_trace(tracer.keep_only(kept));
     }
-    if let Some(vcd) = vcd {
+    if let (Some(vcd), Some(kept)) = (vcd, vcd_kept) {
         let out = create_output(vcd)?;
-        let waves = crate::vcd::Waves::new(out, &net.direction_names(topology), vcd.limit)
+        let waves = crate::vcd::Waves::new_kept(out, &net.direction_names(topology), &kept, vcd.limit)
             .map_err(|e| e.to_string())?;
         net.set_waves(waves);
     }
     Ok(())
+}
+
+/// Per direction of `net` (as it numbers them), whether `recording` keeps it: every one, or with
+/// `only_nodes` those with an end at one of them; an error for a name the fabric does not have.
+fn kept_directions(net: &Net, topology: &Topology, recording: &Recording) -> Result<Vec<bool>, String> {
+    let only = &recording.only_nodes;
+    if let Some(unknown) = only
+        .iter()
+        .find(|n| !topology.nodes.iter().any(|x| &x.name == *n))
+    {
+        let names: Vec<&str> = topology.nodes.iter().map(|n| n.name.as_str()).collect();
+        return Err(format!(
+            "{}: it is to keep node {unknown:?}'s links, but the simulated fabric has no such node (it has {})",
+            recording.name,
+            names.join(", ")
+        ));
+    }
+    Ok((net.direction_names(topology).iter())
+        .map(|d| only.is_empty() || only.iter().any(|n| *n == d.node || *n == d.peer))
+        .collect())
 }
 
 /// A buffered file for a trace or waveforms, whose write errors name it, or the error naming it.

@@ -63,6 +63,8 @@ pub struct Waves<W: Write> {
     /// Time of the last `#` line written.
     written_at: Option<Instant>,
     limit: u64,
+    /// Per direction, whether its signals are kept (declared and written).
+    kept: Vec<bool>,
     /// Value changes written.
     pub changes: u64,
     /// Value changes the limit left out.
@@ -82,7 +84,15 @@ impl<W: Write> std::fmt::Debug for Waves<W> {
 impl<W: Write> Waves<W> {
     /// Write the header declaring the signals of `directions` (in the order the simulator numbers them)
     /// and their values at time 0: every link Down, idle, nothing to replay.
-    pub fn new(mut out: W, directions: &[DirectionName], limit: u64) -> io::Result<Self> {
+    pub fn new(out: W, directions: &[DirectionName], limit: u64) -> io::Result<Self> {
+        Self::new_kept(out, directions, &vec![true; directions.len()], limit)
+    }
+
+    /// [`Waves::new`] for the directions `kept` marks only: the others are neither declared nor written.
+    pub fn new_kept(mut out: W, directions: &[DirectionName], kept: &[bool], limit: u64) -> io::Result<Self> {
+        let kept: Vec<bool> = (0..directions.len())
+            .map(|i| kept.get(i).copied().unwrap_or(false))
+            .collect();
         writeln!(
             out,
             "$version openlink fabric-sim {} $end",
@@ -92,14 +102,14 @@ impl<W: Write> Waves<W> {
         writeln!(out, "$scope module fabric $end")?;
         // Group the directions by transmitting node, in order of first appearance.
         let mut nodes: Vec<&str> = Vec::new();
-        for d in directions {
+        for (d, _) in directions.iter().zip(&kept).filter(|(_, &k)| k) {
             if !nodes.contains(&d.node.as_str()) {
                 nodes.push(&d.node);
             }
         }
         for node in nodes {
             writeln!(out, "$scope module {node} $end")?;
-            for (i, d) in directions.iter().enumerate().filter(|(_, d)| d.node == node) {
+            for (i, d) in (directions.iter().enumerate()).filter(|&(i, d)| kept[i] && d.node == node) {
                 let base = i * SIGNALS_PER_DIRECTION;
                 writeln!(out, "$scope module p{}_to_{} $end", d.port, d.peer)?;
                 writeln!(out, "$var wire 2 {} state $end", identifier(base))?;
@@ -122,6 +132,7 @@ impl<W: Write> Waves<W> {
             falls: BinaryHeap::new(),
             written_at: None,
             limit,
+            kept,
             changes: 0,
             dropped: 0,
         };
@@ -129,6 +140,9 @@ impl<W: Write> Waves<W> {
         writeln!(waves.out, "$dumpvars")?;
         waves.written_at = Some(Instant::ZERO);
         for i in 0..directions.len() {
+            if !waves.kept[i] {
+                continue;
+            }
             let base = i * SIGNALS_PER_DIRECTION;
             waves.write(base, 0)?;
             waves.write(base + 1, 0)?;
@@ -140,6 +154,9 @@ impl<W: Write> Waves<W> {
 
     /// Direction `dir`'s transmitter is in `state` with `replay` packets unacknowledged at `at`.
     pub fn link(&mut self, at: Instant, dir: usize, state: DlState, replay: usize) -> io::Result<()> {
+        if !self.kept.get(dir).copied().unwrap_or(false) {
+            return Ok(());
+        }
         let base = dir * SIGNALS_PER_DIRECTION;
         self.change(at, base, state_code(state))?;
         let replay = (replay as u64).min((1 << REPLAY_BITS) - 1);
@@ -148,6 +165,9 @@ impl<W: Write> Waves<W> {
 
     /// Direction `dir` serializes units from `at` until `until`.
     pub fn burst(&mut self, at: Instant, dir: usize, until: Instant) -> io::Result<()> {
+        if !self.kept.get(dir).copied().unwrap_or(false) {
+            return Ok(());
+        }
         self.change(at, dir * SIGNALS_PER_DIRECTION + 1, 1)?;
         self.busy_until[dir] = until;
         self.falls.push(Reverse((until, dir)));

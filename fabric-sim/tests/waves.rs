@@ -239,3 +239,45 @@ fn the_worked_example_of_section_8() {
         "the spec no longer shows the file:\n{example}"
     );
 }
+
+/// Waveforms kept to some nodes' links declare exactly the whole file's signals of the directions with an
+/// end at one of them, under the same identifiers and scopes, and each changes as it does in the whole
+/// file.
+#[test]
+fn waveforms_of_some_nodes_are_the_whole_files_signals_on_their_links() {
+    let (whole, some) = (temp("whole.vcd"), temp("some.vcd"));
+    sweep("mesh4", &whole, u64::MAX, Vec::new());
+    let sweep = Sweep {
+        limit_per_size: Duration::from_ms(10),
+        vcd: Some(Recording {
+            path: some.clone(),
+            limit: u64::MAX,
+            name: "the waveforms".into(),
+            only_nodes: vec!["gpu1".into()],
+        }),
+        ..Sweep::new(
+            Topology::builtin("mesh4").unwrap(),
+            Kind::AllReduce,
+            Algo::Ring,
+            1024,
+            64 * 1024,
+        )
+    };
+    assert!(run(&sweep, &mut |_| {}).unwrap().verified);
+    let (whole_dump, some_dump) = (parse(&whole), parse(&some));
+    // A direction's scope is fabric.<node>.p<port>_to_<peer>.
+    let touches = |scope: &str| scope.starts_with("fabric.gpu1.") || scope.ends_with("_to_gpu1");
+    let expected: HashMap<&String, &(String, String, usize)> = whole_dump
+        .vars
+        .iter()
+        .filter(|(_, (scope, _, _))| touches(scope))
+        .collect();
+    assert!(!expected.is_empty() && expected.len() < whole_dump.vars.len());
+    assert_eq!(some_dump.vars.iter().collect::<HashMap<_, _>>(), expected);
+    for id in some_dump.vars.keys() {
+        assert_eq!(some_dump.initial.get(id), whole_dump.initial.get(id), "{id}");
+        assert_eq!(some_dump.changes.get(id), whole_dump.changes.get(id), "{id}");
+    }
+    std::fs::remove_file(&whole).unwrap();
+    std::fs::remove_file(&some).unwrap();
+}

@@ -1376,7 +1376,7 @@ fn bad_input_is_a_clear_error_not_a_panic() {
         // A limit without its file would be silently ignored; two outputs in one file overwrite each other.
         &["allreduce", "--max", "4K", "--pcap-limit", "5"],
         &["allreduce", "--max", "4K", "--vcd-limit", "5"],
-        &["allreduce", "--max", "4K", "--pcap-nodes", "gpu0"],
+        &["allreduce", "--max", "4K", "--trace-nodes", "gpu0"],
         &[
             "allreduce",
             "--max",
@@ -2215,8 +2215,8 @@ fn gpus_cabled_in_a_loop_run_a_ring_and_a_tree_is_told_to() {
     );
 }
 
-/// `--pcap-nodes` keeps the trace to some nodes' links: a name the simulated fabric does not have is
-/// refused before the run, with the names it has, and the trace's file is not made.
+/// `--trace-nodes` keeps the trace and the waveforms to some nodes' links: a name the simulated fabric does
+/// not have is refused before the run, with the names it has, and no file is made.
 #[test]
 fn a_trace_kept_to_unknown_nodes_is_refused() {
     let pcap = std::env::temp_dir().join(format!("linkctl-sim-nodes-{}.pcap", std::process::id()));
@@ -2225,10 +2225,15 @@ fn a_trace_kept_to_unknown_nodes_is_refused() {
         &["sim"],
         &[
             &mesh2[..],
-            &["--pcap", pcap.to_str().unwrap(), "--pcap-nodes", "gpu0,nvswitch9"],
+            &[
+                "--pcap",
+                pcap.to_str().unwrap(),
+                "--trace-nodes",
+                "gpu0,nvswitch9",
+            ],
         ]
         .concat(),
-        "the trace is to keep node \"nvswitch9\"'s links, but the simulated fabric has no such node (it has \
+        "it is to keep node \"nvswitch9\"'s links, but the simulated fabric has no such node (it has \
          gpu0, gpu1)",
     );
     assert!(!pcap.exists());

@@ -120,10 +120,6 @@ pub struct SimArgs {
 pub struct TraceArgs {
     #[command(flatten)]
     pub pcap: crate::trace::PcapArgs,
-    /// Trace only the links with an end at one of these nodes (names, comma-separated, as the topology
-    /// and the report's `# Trace nodes` line name them)
-    #[arg(long, value_name = "NAMES", value_delimiter = ',', requires = "pcap")]
-    pub pcap_nodes: Vec<String>,
     /// Write waveforms of every link direction's state, activity and replay-buffer occupancy (VCD, for
     /// GTKWave; signals in docs/spec.md section 8)
     #[arg(long, value_name = "FILE")]
@@ -131,6 +127,10 @@ pub struct TraceArgs {
     /// Most value changes the waveforms hold; the rest are counted, not written
     #[arg(long, default_value_t = 10_000_000, requires = "vcd")]
     pub vcd_limit: u64,
+    /// Keep the trace and the waveforms to the links with an end at one of these nodes (names,
+    /// comma-separated, as the topology and the report's `# Trace nodes` line name them)
+    #[arg(long, value_name = "NAMES", value_delimiter = ',')]
+    pub trace_nodes: Vec<String>,
 }
 
 /// Whether writing `x` and `y` would write one file. Two that exist are one if they are the same regular
@@ -194,7 +194,7 @@ impl TraceArgs {
             path,
             limit: self.pcap.pcap_limit,
             name: "--pcap".into(),
-            only_nodes: self.pcap_nodes.clone(),
+            only_nodes: self.trace_nodes.clone(),
         })
     }
 
@@ -204,7 +204,7 @@ impl TraceArgs {
             path,
             limit: self.vcd_limit,
             name: "--vcd".into(),
-            only_nodes: Vec::new(),
+            only_nodes: self.trace_nodes.clone(),
         })
     }
 
@@ -212,6 +212,10 @@ impl TraceArgs {
     /// standard output, where the report goes, or standard error, where errors and progress go: each would
     /// overwrite the other's bytes.
     pub fn check_files(&self, plot: Option<&std::path::Path>) -> anyhow::Result<()> {
+        ensure!(
+            self.trace_nodes.is_empty() || self.any(),
+            "--trace-nodes keeps the trace (--pcap) or the waveforms (--vcd) to some nodes' links: give one"
+        );
         let files = [
             ("--pcap", self.pcap.pcap.as_deref()),
             ("--vcd", self.vcd.as_deref()),
