@@ -441,3 +441,108 @@ fn a_trace_of_random_records_reads_without_panic() {
         .collect();
     assert_eq!(seen, (0..records).collect());
 }
+
+/// Atomics' operand flits and a partial write's byte enables (section 3.3), written into a trace: `dl
+/// decode --pcap` gives each operand, expected value and the enabled bytes as the packets carry them, and
+/// tshark with the dissector reads the same.
+#[test]
+fn operands_and_byte_enables_read_alike_in_dl_decode_and_the_dissector() {
+    use fabric_sim::trace::{Hop, TlLayout, Tracer};
+    use link_tl::packet::{Atomic, AtomicOp, Packet, RequestId, Tlp};
+    let atomic = |op, size, operand, compare| {
+        Tlp::Atomic(Atomic {
+            dest: 2,
+            op,
+            addr: 0x40,
+            size,
+            id: RequestId { requester: 5, tag: 9 },
+            operand,
+            compare,
+        })
+    };
+    let mut packets = Vec::new();
+    for tlp in [
+        atomic(AtomicOp::FetchAdd, 8, 0x0123_4567_89AB_CDEF, 0),
+        atomic(AtomicOp::CompareSwap, 4, 0xDEAD_BEEF, 0x1234_5678),
+        atomic(AtomicOp::Swap, 4, 0x0000_0007, 0),
+    ] {
+        let mut p = Packet::new();
+        tlp.emit(&mut p).unwrap();
+        packets.push(p);
+    }
+    let mut partial = Packet::new();
+    partial.posted_write(2, 0x1003, &[0xAA; 20]).unwrap();
+    packets.push(partial);
+    let path = std::env::temp_dir().join(format!("linkctl-dl-operands-{}.pcap", std::process::id()));
+    let hop = Hop {
+        trunk: 0,
+        from: (0, 0),
+        to: (1, 0),
+    };
+    let mut tracer = Tracer::new(std::fs::File::create(&path).unwrap(), 2, 100)
+        .unwrap()
+        .with_tl_layout(TlLayout::Transaction);
+    for (i, p) in packets.iter().enumerate() {
+        let mut bytes = vec![0u8; p.flits() * FLIT_LEN];
+        let header = PacketHeader {
+            payload_flits: p.payload().len() as u8,
+            vc: p.vc(),
+            seq: Seq::new(i as u16),
+            ack: Seq::new(1023),
+            credit_vc: Vc::Request,
+            credit: 0,
+            tl: p.tl(),
+        };
+        header.emit((&mut bytes[..FLIT_LEN]).try_into().unwrap()).unwrap();
+        bytes[FLIT_LEN..].copy_from_slice(p.payload().as_flattened());
+        seal_packet(&mut bytes);
+        let at = link_phy::time::Instant(1000 * i as u64);
+        for unit in bytes.chunks_exact(FLIT_LEN) {
+            tracer.unit(0, hop, at, unit.try_into().unwrap()).unwrap();
+        }
+    }
+    tracer.flush().unwrap();
+    drop(tracer);
+    let out = decode(&["--pcap", path.to_str().unwrap(), "--json"], b"");
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    let items: Vec<serde_json::Value> = (String::from_utf8(out.stdout).unwrap().lines())
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let t = |i: usize, key: &str| items[i]["transaction"][key].clone();
+    assert_eq!(t(0, "operand"), "0123456789abcdef");
+    assert_eq!(t(1, "operand"), "deadbeef");
+    assert_eq!(t(1, "compare"), "12345678");
+    assert_eq!(t(2, "operand"), "00000007");
+    assert!(items[2]["transaction"].get("compare").is_none());
+    assert_eq!(t(3, "opcode"), "PostedWritePartial");
+    assert_eq!(t(3, "enabled_bytes"), 20);
+    assert_eq!(t(3, "first_enabled"), 3);
+    if common::tshark_available() {
+        let fields = [
+            "openlink.txn.operand",
+            "openlink.txn.compare",
+            "openlink.txn.enabled_bytes",
+            "openlink.txn.first_enabled",
+        ];
+        let rows = common::tshark_fields(&path, &fields);
+        let rows: Vec<Vec<&str>> = rows
+            .iter()
+            .map(|r| r.iter().map(String::as_str).collect())
+            .collect();
+        assert_eq!(
+            rows,
+            [
+                vec!["0x0123456789abcdef", "", "", ""],
+                vec!["0x00000000deadbeef", "0x0000000012345678", "", ""],
+                vec!["0x0000000000000007", "", "", ""],
+                vec!["", "", "20", "3"],
+            ]
+        );
+    }
+    std::fs::remove_file(&path).unwrap();
+}

@@ -92,6 +92,10 @@ f.txn_status = ProtoField.uint8("openlink.txn.status", "Status", base.DEC, statu
 f.txn_offset = ProtoField.uint16("openlink.txn.offset", "Offset of the first data byte")
 f.txn_has_data = ProtoField.uint8("openlink.txn.has_data", "Data follows", base.DEC, { [0] = "no", [1] = "yes" })
 f.txn_length = ProtoField.uint16("openlink.txn.length", "Data bytes")
+f.txn_enabled = ProtoField.uint8("openlink.txn.enabled_bytes", "Bytes enabled")
+f.txn_first_enabled = ProtoField.uint8("openlink.txn.first_enabled", "First byte enabled")
+f.txn_operand = ProtoField.uint64("openlink.txn.operand", "Operand", base.HEX)
+f.txn_compare = ProtoField.uint64("openlink.txn.compare", "Expected value (CompareSwap)", base.HEX)
 f.coh_code = ProtoField.uint8("openlink.txn.coh.code", "Code")
 f.coh_message = ProtoField.string("openlink.txn.coh.message", "Message")
 f.coh_source = ProtoField.uint16("openlink.txn.coh.source", "Source endpoint")
@@ -264,10 +268,45 @@ local function transaction(t, top, flit, tl, vc, flits)
     t:add(f.txn_address, flit(6, 6), address)
     if ext then
         local requester, tag, first, length = extension(top, ext)
-        return string.format("%s to %d, address %sh, %d bytes, requester %d tag %d", name, dest,
+        local what = string.format("%s to %d, address %sh, %d bytes, requester %d tag %d", name, dest,
             address:bor(UInt64.new(first)):tohex():gsub("^0+(.)", "%1"), length, requester, tag)
+        -- An atomic's operand flit (section 3.3): little-endian values of `length` (4 or 8) bytes.
+        if opcode >= 0x0A and opcode <= 0x0C and flits >= 2 and (length == 4 or length == 8) then
+            local o = flit(32, 16)
+            local operand = o(0, length):le_uint64()
+            local ops = top:add(openlink, o, "Operand flit")
+            ops:add(f.txn_operand, o(0, length), operand)
+            what = what .. ", operand " .. operand:tohex():sub(17 - 2 * length):upper() .. "h"
+            if opcode == 0x0C then
+                local compare = o(8, length):le_uint64()
+                ops:add(f.txn_compare, o(8, length), compare)
+                what = what .. ", expected " .. compare:tohex():sub(17 - 2 * length):upper() .. "h"
+            end
+        end
+        return what
     end
-    return string.format("%s to %d, address %sh", name, dest, address:tohex():gsub("^0+(.)", "%1"))
+    local what = string.format("%s to %d, address %sh", name, dest, address:tohex():gsub("^0+(.)", "%1"))
+    -- A partial write's byte-enable flit (section 3.3): a 128-bit little-endian mask, bit i for byte i.
+    if opcode == 0x02 and flits >= 1 then
+        local mask = flit(16, 16)
+        local count, first = 0, nil
+        for i = 0, 15 do
+            local byte = mask(i, 1):uint()
+            for b = 0, 7 do
+                if bit.band(bit.rshift(byte, b), 1) == 1 then
+                    count = count + 1
+                    first = first or (8 * i + b)
+                end
+            end
+        end
+        local be = top:add(openlink, mask, "Byte-enable flit")
+        be:add(f.txn_enabled, mask, count)
+        if first then
+            be:add(f.txn_first_enabled, mask, first)
+            what = what .. string.format(", %d bytes enabled from byte %d", count, first)
+        end
+    end
+    return what
 end
 
 function openlink.dissector(tvb, pinfo, tree)

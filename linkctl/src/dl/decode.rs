@@ -629,9 +629,26 @@ fn packet(at: usize, units: &[Flit], header: PacketHeader, tl: TlReading) -> (Va
         if let Ok(h) = Header::parse(header.tl) {
             item["transaction"] = transaction(&h, packet.get(1));
         }
-        Tlp::parse(header.vc, header.tl, &packet[1..])
-            .err()
-            .map(|e| e.to_string())
+        let parsed = Tlp::parse(header.vc, header.tl, &packet[1..]);
+        match &parsed {
+            // What the flits after the header say: a partial write's enabled bytes, an atomic's operands.
+            Ok(Tlp::PostedWrite(w)) => {
+                if let Some(mask) = w.enables {
+                    item["transaction"]["enabled_bytes"] = json!(mask.count_ones());
+                    item["transaction"]["first_enabled"] = json!(mask.trailing_zeros());
+                }
+            }
+            Ok(Tlp::Atomic(a)) => {
+                let digits = usize::from(a.size) * 2;
+                item["transaction"]["size"] = json!(a.size);
+                item["transaction"]["operand"] = json!(format!("{:0digits$x}", a.operand));
+                if a.op == link_tl::packet::AtomicOp::CompareSwap {
+                    item["transaction"]["compare"] = json!(format!("{:0digits$x}", a.compare));
+                }
+            }
+            _ => {}
+        }
+        parsed.err().map(|e| e.to_string())
     };
     if let Some(e) = &tl_error {
         item["tl_error"] = json!(e);
@@ -837,6 +854,18 @@ fn transaction_text(t: &Value) -> String {
                     ", {} bytes for endpoint {}, tag {}",
                     t["length"], t["requester"], t["tag"]
                 );
+            }
+            if t.get("enabled_bytes").is_some() {
+                line += &format!(
+                    ", {} bytes enabled from byte {}",
+                    t["enabled_bytes"], t["first_enabled"]
+                );
+            }
+            if t.get("operand").is_some() {
+                line += &format!(", operand {}h", s("operand").to_uppercase());
+            }
+            if t.get("compare").is_some() {
+                line += &format!(", expected {}h", s("compare").to_uppercase());
             }
             line
         }
