@@ -46,10 +46,20 @@ impl<const REPLAY: usize, const RX_FLITS: usize> Endpoint<REPLAY, RX_FLITS> {
 
     /// The bits of the next slot, with the data link's units in it.
     pub fn poll_transmit(&mut self, now: Instant) -> Slot {
+        self.poll_transmit_tapped(now, |_| {})
+    }
+
+    /// [`Endpoint::poll_transmit`], each flit the data link puts in the slot handed to `tap` as well (not a
+    /// FEC block's check unit).
+    #[inline]
+    pub fn poll_transmit_tapped(&mut self, now: Instant, mut tap: impl FnMut(&[u8])) -> Slot {
         let dl = &mut self.dl;
         let slot = self.phy.poll_transmit(now, &mut |buf| {
             for unit in buf.chunks_mut(FLIT_LEN) {
                 dl.poll_unit(now, unit);
+                if !dl.sent_check_unit() {
+                    tap(unit);
+                }
             }
         });
         self.sync(now);

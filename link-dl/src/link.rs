@@ -1107,6 +1107,12 @@ impl<const REPLAY: usize, const RX_FLITS: usize> DataLink<REPLAY, RX_FLITS> {
         out[..n].copy_from_slice(&flit[..n]);
     }
 
+    /// Whether the last unit [`DataLink::poll_unit`] gave was a FEC block's check unit (the block's
+    /// sixteenth, not a flit): for a watcher that records flits.
+    pub fn sent_check_unit(&self) -> bool {
+        self.config.fec && self.fec_tx_unit == 0
+    }
+
     /// Let timers fire, then fill `out` with the units the link sends now, up to the first that would be
     /// idle (or the end of `out`), and return how many: the same units as [`DataLink::handle_timeout`]
     /// and then [`DataLink::poll_unit`] while [`DataLink::has_pending_output`] holds, but the flits of a

@@ -51,6 +51,27 @@ pub struct SimEndpoint<const REPLAY: usize = 64, const RX_FLITS: usize = 64> {
     rng: Xoshiro256PlusPlus,
     /// Units dropped, duplicated and corrupted by the injector.
     pub injected: [u64; 3],
+    /// Given each unit the data link sends, with the start of the slot that carries it (a trace).
+    unit_tap: Option<UnitTap>,
+}
+
+/// A watcher of the units an endpoint sends.
+type Watcher = std::boxed::Box<dyn FnMut(Instant, &[u8])>;
+
+/// What watches the units an endpoint sends.
+pub struct UnitTap(Watcher);
+
+impl UnitTap {
+    /// `watch` is given each unit with the start of the slot that carries it.
+    pub fn new(watch: impl FnMut(Instant, &[u8]) + 'static) -> Self {
+        UnitTap(std::boxed::Box::new(watch))
+    }
+}
+
+impl core::fmt::Debug for UnitTap {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.write_str("UnitTap")
+    }
 }
 
 impl<const REPLAY: usize, const RX_FLITS: usize> SimEndpoint<REPLAY, RX_FLITS> {
@@ -66,7 +87,13 @@ impl<const REPLAY: usize, const RX_FLITS: usize> SimEndpoint<REPLAY, RX_FLITS> {
             faults,
             rng: Xoshiro256PlusPlus::seed_from_u64(seed ^ 0xF11_7F11),
             injected: [0; 3],
+            unit_tap: None,
         })
+    }
+
+    /// Hand every unit the data link sends to `tap`, with the start of the slot that carries it.
+    pub fn set_unit_tap(&mut self, tap: UnitTap) {
+        self.unit_tap = Some(tap);
     }
 
     fn chance(rng: &mut Xoshiro256PlusPlus, p: f64) -> bool {
@@ -82,7 +109,10 @@ impl<const REPLAY: usize, const RX_FLITS: usize> Node for SimEndpoint<REPLAY, RX
         &mut self.ep.phy
     }
     fn transmit(&mut self, now: Instant, _fill: &mut dyn FnMut(&mut [u8])) -> Slot {
-        self.ep.poll_transmit(now)
+        match self.unit_tap.as_mut() {
+            None => self.ep.poll_transmit(now),
+            Some(UnitTap(tap)) => self.ep.poll_transmit_tapped(now, |unit| tap(now, unit)),
+        }
     }
     fn receive(&mut self, now: Instant, slot: &Slot, _deliver: &mut dyn FnMut(&[u8], u64)) {
         if !self.faults.any() {

@@ -86,6 +86,10 @@ pub struct RunArgs {
     pub corrupt: f64,
     #[command(flatten)]
     pub capture: CaptureArgs,
+    /// The data link's packets and control flits as each port sends them (before the physical layer and
+    /// the channel), as a trace for Wireshark (docs/spec.md 7.2)
+    #[command(flatten)]
+    pub trace: crate::trace::PcapArgs,
     /// Print one JSON object instead of text
     #[arg(long)]
     pub json: bool,
@@ -183,6 +187,9 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         limit,
     };
     let capture = args.capture.prepare()?;
+    // Both ports' taps write into one trace; the first error writing it is kept for after the run.
+    let trace = (args.trace.open(fabric_sim::trace::TlLayout::Raw)?)
+        .map(|t| std::rc::Rc::new(std::cell::RefCell::new((t, None::<anyhow::Error>))));
     let started = WallClock::now();
     // Each size is its own build of the link (the buffers are const generics, as on the board), so the
     // choices are few: every replay size with every receive size. The nodes are always wrapped for a
@@ -195,7 +202,12 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
                 [ab, ba],
                 faults,
                 channel.seed,
-                |endpoint, side| capturing(endpoint, side, capture),
+                |mut endpoint, side| {
+                    if let Some(trace) = &trace {
+                        endpoint.set_unit_tap(unit_tap(trace.clone(), side));
+                    }
+                    capturing(endpoint, side, capture)
+                },
             )
             .context("cannot build the ports")?;
             let report = sim::run(&mut pair, &traffic);
@@ -232,10 +244,25 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     if let Some(written) = written {
         value["capture"] = written;
     }
+    let mut traced = None;
+    if let Some(trace) = trace {
+        let (trace, error) = std::rc::Rc::try_unwrap(trace)
+            .map_err(|_| anyhow::anyhow!("the trace is still held by a port"))?
+            .into_inner();
+        if let Some(e) = error {
+            return Err(e);
+        }
+        let summary = trace.finish()?;
+        value["trace"] = crate::trace::summary_json(&summary);
+        traced = Some(summary);
+    }
     if args.json {
         println!("{}", serde_json::to_string_pretty(&value)?);
     } else {
         print_text(&report, &value);
+        if let Some(t) = &traced {
+            println!("trace: {}", crate::trace::summary_text(t));
+        }
     }
     let intact =
         report.complete && report.duplicates == 0 && report.corrupted == 0 && report.out_of_order == 0;
@@ -419,6 +446,25 @@ fn channel_faults_not_done(r: &Report, args: &RunArgs) -> (usize, usize) {
 fn print_text(r: &Report, v: &Value) {
     print_report(r, v);
     super::capture::print_summary(&v["capture"]);
+}
+
+/// A port's tap into the shared trace: each unit it sends, at its slot's start, port A as node 0.
+fn unit_tap(
+    trace: std::rc::Rc<std::cell::RefCell<(crate::trace::LinkTrace, Option<anyhow::Error>)>>,
+    side: link_phy::pair::Side,
+) -> link_dl::sim::UnitTap {
+    let node = u16::from(side == link_phy::pair::Side::B);
+    link_dl::sim::UnitTap::new(move |at, unit| {
+        let mut held = trace.borrow_mut();
+        let (trace, error) = &mut *held;
+        if error.is_none() {
+            if let Ok(unit) = <&[u8; 16]>::try_from(unit) {
+                if let Err(e) = trace.unit(node, at, unit) {
+                    *error = Some(e);
+                }
+            }
+        }
+    })
 }
 
 fn print_report(r: &Report, v: &Value) {
