@@ -399,17 +399,20 @@ fn a_trace_reads_back_record_by_record() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
-/// A trace of records of random bytes and lengths (whole units or not, any layout byte) reads to the end:
-/// exit status 0 or 2, something printed for every record, nothing on stderr.
+/// A trace of records of random bytes and lengths (whole units or not, any layout byte, most of them
+/// starting as a packet's header flit, whose flit count may claim more than the record holds) reads to
+/// the end: exit status 0 or 2, something printed for every record, nothing on stderr; and the dissector
+/// reads every record without a Lua error.
 #[test]
 fn a_trace_of_random_records_reads_without_panic() {
     let mut next = test_rng::xorshift(0x5EED_7ACE);
     let path = std::env::temp_dir().join(format!("linkctl-dl-random-{}.pcap", std::process::id()));
     let mut file = Vec::new();
     file.extend_from_slice(&fabric_sim::trace::MAGIC_NS.to_le_bytes());
-    file.extend_from_slice(&[0; 16]);
+    // Version 2.4, time zone and accuracy 0, snapshot length 65535: a file tshark opens.
+    file.extend_from_slice(&[2, 0, 4, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xFF, 0xFF, 0, 0]);
     file.extend_from_slice(&fabric_sim::trace::LINKTYPE.to_le_bytes());
-    let records = 300;
+    let records = 2000;
     for n in 0..records {
         let len = if n % 3 == 0 {
             16 * (1 + next() % 10)
@@ -425,10 +428,38 @@ fn a_trace_of_random_records_reads_without_panic() {
         file.extend_from_slice(&total.to_le_bytes());
         file.extend_from_slice(&total.to_le_bytes());
         file.extend_from_slice(&pseudo_header);
+        let body = file.len();
         file.extend((0..len).map(|_| next() as u8));
+        if len > 0 && n % 4 != 0 {
+            // The header flit's kind: a packet.
+            file[body] = (file[body] & 0x3F) | 0x40;
+        }
     }
     std::fs::write(&path, &file).unwrap();
     let out = decode(&["--pcap", path.to_str().unwrap(), "--json"], b"");
+    if common::tshark_available() {
+        let lua = concat!(env!("CARGO_MANIFEST_DIR"), "/../tools/wireshark/openlink.lua");
+        let tshark = std::process::Command::new("tshark")
+            .args(["-X", &format!("lua_script:{lua}"), "-V", "-r"])
+            .arg(&path)
+            .output()
+            .unwrap();
+        assert!(
+            tshark.status.success(),
+            "{}",
+            String::from_utf8_lossy(&tshark.stderr)
+        );
+        let text = String::from_utf8_lossy(&tshark.stdout);
+        assert!(
+            text.matches("openlink").count() > records as usize,
+            "the dissector ran"
+        );
+        assert!(
+            !text.contains("Lua Error"),
+            "{}",
+            text.lines().find(|l| l.contains("Lua Error")).unwrap_or("")
+        );
+    }
     std::fs::remove_file(&path).unwrap();
     assert!(matches!(out.status.code(), Some(0 | 2)), "{out:?}");
     assert!(out.stderr.is_empty(), "{}", String::from_utf8_lossy(&out.stderr));

@@ -224,7 +224,8 @@ local function transaction(t, top, flit, tl, vc, flits)
     t:add(f.txn_dest, flit(5, 2), dest)
     local name = txn_opcodes[opcode] or string.format("opcode %02Xh", opcode)
     local ext
-    if flits > 0 and (vc == 0 or opcode == 0x03) then
+    -- Flits are read only where the record holds them: a damaged header may claim more than it has.
+    if flits > 0 and flit:len() >= 32 and (vc == 0 or opcode == 0x03) then
         ext = flit(16, 16)
     end
     if opcode == 0x10 then
@@ -271,7 +272,8 @@ local function transaction(t, top, flit, tl, vc, flits)
         local what = string.format("%s to %d, address %sh, %d bytes, requester %d tag %d", name, dest,
             address:bor(UInt64.new(first)):tohex():gsub("^0+(.)", "%1"), length, requester, tag)
         -- An atomic's operand flit (section 3.3): little-endian values of `length` (4 or 8) bytes.
-        if opcode >= 0x0A and opcode <= 0x0C and flits >= 2 and (length == 4 or length == 8) then
+        if opcode >= 0x0A and opcode <= 0x0C and flits >= 2 and flit:len() >= 48
+            and (length == 4 or length == 8) then
             local o = flit(32, 16)
             local operand = o(0, length):le_uint64()
             local ops = top:add(openlink, o, "Operand flit")
@@ -287,7 +289,7 @@ local function transaction(t, top, flit, tl, vc, flits)
     end
     local what = string.format("%s to %d, address %sh", name, dest, address:tohex():gsub("^0+(.)", "%1"))
     -- A partial write's byte-enable flit (section 3.3): a 128-bit little-endian mask, bit i for byte i.
-    if opcode == 0x02 and flits >= 1 then
+    if opcode == 0x02 and flits >= 1 and flit:len() >= 32 then
         local mask = flit(16, 16)
         local count, first = 0, nil
         for i = 0, 15 do
