@@ -292,6 +292,27 @@ fn the_trace_of_a_copy_reads_in_wireshark_as_dl_decode_reads_it() {
         // The dissector's CRC check agrees with the data link's: every packet was sent whole.
         let crc = common::tshark_fields(&pcap, &["openlink.crc.status"]);
         assert!(crc.iter().all(|r| r[0] == "1"), "{crc:?}");
+        // The README's display filters select what they say: the reads endpoint 1 sent, and no record
+        // with a bad CRC.
+        let reads = (decoded.iter().zip(&packets))
+            .filter(|(d, r)| d["transaction"]["opcode"] == "Read" && r.from_node() == 1)
+            .count();
+        let filtered = |filter: &str| {
+            let lua = concat!(env!("CARGO_MANIFEST_DIR"), "/../tools/wireshark/openlink.lua");
+            let out = std::process::Command::new("tshark")
+                .args(["-X", &format!("lua_script:{lua}"), "-Y", filter, "-r"])
+                .arg(&pcap)
+                .output()
+                .unwrap();
+            assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+            String::from_utf8(out.stdout).unwrap().lines().count()
+        };
+        assert_eq!(
+            filtered("openlink.from_node == 1 && openlink.txn.opcode == 0x08"),
+            reads
+        );
+        assert_eq!(filtered("openlink.crc.status == 0"), 0);
+        assert!((name == "pull") == (reads > 0));
         std::fs::remove_file(&pcap).unwrap();
     }
 }
