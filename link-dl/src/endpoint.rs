@@ -68,10 +68,21 @@ impl<const REPLAY: usize, const RX_FLITS: usize> Endpoint<REPLAY, RX_FLITS> {
 
     /// The bits that arrived during a slot.
     pub fn receive(&mut self, now: Instant, slot: &Slot) {
+        self.receive_tapped(now, slot, |_| {})
+    }
+
+    /// [`Endpoint::receive`], each flit the physical layer delivers handed to `tap` as well, as it
+    /// arrived (before the data link checks it; not a FEC block's check unit).
+    #[inline]
+    pub fn receive_tapped(&mut self, now: Instant, slot: &Slot, mut tap: impl FnMut(&[u8])) {
         let dl = &mut self.dl;
         self.phy.receive(now, slot, &mut |data, index| {
             for (i, unit) in data.chunks(FLIT_LEN).enumerate() {
-                dl.receive_unit(now, unit, index + i as u64);
+                let index = index + i as u64;
+                if !dl.is_check_unit_at(index) {
+                    tap(unit);
+                }
+                dl.receive_unit(now, unit, index);
             }
         });
         self.sync(now);

@@ -1113,6 +1113,11 @@ impl<const REPLAY: usize, const RX_FLITS: usize> DataLink<REPLAY, RX_FLITS> {
         self.config.fec && self.fec_tx_unit == 0
     }
 
+    /// Whether the unit [`DataLink::receive_unit`] takes at position `index` is a FEC block's check unit.
+    pub fn is_check_unit_at(&self, index: u64) -> bool {
+        self.config.fec && index % u64::from(FEC_UNITS) == u64::from(FEC_UNITS) - 1
+    }
+
     /// Let timers fire, then fill `out` with the units the link sends now, up to the first that would be
     /// idle (or the end of `out`), and return how many: the same units as [`DataLink::handle_timeout`]
     /// and then [`DataLink::poll_unit`] while [`DataLink::has_pending_output`] holds, but the flits of a

@@ -53,6 +53,8 @@ pub struct SimEndpoint<const REPLAY: usize = 64, const RX_FLITS: usize = 64> {
     pub injected: [u64; 3],
     /// Given each unit the data link sends, with the start of the slot that carries it (a trace).
     unit_tap: Option<UnitTap>,
+    /// Given each unit the data link receives, as it arrives (after the injector's faults).
+    received_tap: Option<UnitTap>,
 }
 
 /// A watcher of the units an endpoint sends.
@@ -88,12 +90,20 @@ impl<const REPLAY: usize, const RX_FLITS: usize> SimEndpoint<REPLAY, RX_FLITS> {
             rng: Xoshiro256PlusPlus::seed_from_u64(seed ^ 0xF11_7F11),
             injected: [0; 3],
             unit_tap: None,
+            received_tap: None,
         })
     }
 
     /// Hand every unit the data link sends to `tap`, with the start of the slot that carries it.
     pub fn set_unit_tap(&mut self, tap: UnitTap) {
         self.unit_tap = Some(tap);
+    }
+
+    /// Hand every unit the data link receives to `tap` as it arrives, with the time of the slot that
+    /// brought it: after the channel's errors and the injector's faults (a dropped unit is not there, a
+    /// duplicated one is there twice), before the data link checks it. A FEC block's check unit is not.
+    pub fn set_received_tap(&mut self, tap: UnitTap) {
+        self.received_tap = Some(tap);
     }
 
     fn chance(rng: &mut Xoshiro256PlusPlus, p: f64) -> bool {
@@ -116,10 +126,14 @@ impl<const REPLAY: usize, const RX_FLITS: usize> Node for SimEndpoint<REPLAY, RX
     }
     fn receive(&mut self, now: Instant, slot: &Slot, _deliver: &mut dyn FnMut(&[u8], u64)) {
         if !self.faults.any() {
-            self.ep.receive(now, slot);
+            match self.received_tap.as_mut() {
+                None => self.ep.receive(now, slot),
+                Some(UnitTap(tap)) => self.ep.receive_tapped(now, slot, |unit| tap(now, unit)),
+            }
             return;
         }
         let (faults, rng, injected) = (self.faults, &mut self.rng, &mut self.injected);
+        let mut tap = self.received_tap.as_mut().map(|UnitTap(tap)| tap);
         let dl = &mut self.ep.dl;
         self.ep.phy.receive(now, slot, &mut |data, index| {
             for (i, unit) in data.chunks(FLIT_LEN).enumerate() {
@@ -135,9 +149,16 @@ impl<const REPLAY: usize, const RX_FLITS: usize> Node for SimEndpoint<REPLAY, RX
                     let bit = (rng.next_u32() % 128) as usize;
                     unit_copy[bit / 8] ^= 1 << (bit % 8);
                 }
-                dl.receive_unit(now, &unit_copy, index);
-                if Self::chance(rng, faults.duplicate) {
+                let copies = if Self::chance(rng, faults.duplicate) {
                     injected[1] += 1;
+                    2
+                } else {
+                    1
+                };
+                for _ in 0..copies {
+                    if let Some(tap) = tap.as_mut().filter(|_| !dl.is_check_unit_at(index)) {
+                        tap(now, &unit_copy);
+                    }
                     dl.receive_unit(now, &unit_copy, index);
                 }
             }

@@ -618,3 +618,61 @@ fn a_run_is_traced_as_its_data_links_send() {
         std::fs::remove_file(&pcap).unwrap();
     }
 }
+
+/// `--pcap-received` traces the units as each port's data link receives them: on a clean run its packets
+/// are the packets sent, record for record, none earlier than sent; with bit errors, records with a bad CRC
+/// are there exactly when the data links counted CRC errors.
+#[test]
+fn a_run_is_traced_as_its_data_links_receive() {
+    use link_dl::flit::check_packet_crc;
+    let read = |ber: &str, received: bool| {
+        let pcap = std::env::temp_dir().join(format!(
+            "linkctl-run-rx-{ber}-{received}-{}.pcap",
+            std::process::id()
+        ));
+        let args = [
+            "--lanes",
+            "2",
+            "--packets",
+            "30",
+            "--both-ways",
+            "--timing",
+            "fast",
+            "--ber",
+            ber,
+        ];
+        let rx: &[&str] = if received { &["--pcap-received"] } else { &[] };
+        let v = json(&[&args[..], rx, &["--pcap", pcap.to_str().unwrap()]].concat());
+        assert_intact(&v, 60, 128);
+        let records = fabric_sim::trace::read(&std::fs::read(&pcap).unwrap()).unwrap();
+        std::fs::remove_file(&pcap).unwrap();
+        (v, records)
+    };
+    let (_, sent) = read("0", false);
+    let (_, received) = read("0", true);
+    for node in [0u16, 1] {
+        // The packets (initialisation flits sent before the partner's receiver was up are not received).
+        let packets = |records: &[fabric_sim::trace::Record]| -> Vec<(u64, Vec<u8>)> {
+            (records.iter())
+                .filter(|r| r.from_node() == node && r.pseudo_header[1] == fabric_sim::trace::RECORD_PACKET)
+                .map(|r| (r.ns, r.bytes.clone()))
+                .collect()
+        };
+        let (rx, tx) = (packets(&received), packets(&sent));
+        assert_eq!(rx.len(), tx.len(), "node {node}");
+        for ((rx_ns, rx_bytes), (tx_ns, tx_bytes)) in rx.iter().zip(&tx) {
+            assert_eq!(rx_bytes, tx_bytes, "node {node}");
+            assert!(
+                rx_ns >= tx_ns,
+                "node {node}: received at {rx_ns} ns, sent at {tx_ns} ns"
+            );
+        }
+    }
+    let (v, noisy) = read("1e-4", true);
+    let bad = noisy
+        .iter()
+        .filter(|r| check_packet_crc(&r.bytes).is_err())
+        .count();
+    assert!(v["crc_errors"].as_u64().unwrap() > 0, "{v}");
+    assert!(bad > 0, "the corrupted units are in the trace");
+}

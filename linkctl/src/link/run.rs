@@ -90,6 +90,10 @@ pub struct RunArgs {
     /// the channel), as a trace for Wireshark (docs/spec.md 7.2)
     #[command(flatten)]
     pub trace: crate::trace::PcapArgs,
+    /// Trace the units as each port's data link receives them instead (after the channel's bit errors
+    /// and the injected flit faults, before the data link checks them): corrupted ones show with a bad CRC
+    #[arg(long, requires = "pcap")]
+    pub pcap_received: bool,
     /// Print one JSON object instead of text
     #[arg(long)]
     pub json: bool,
@@ -204,7 +208,18 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
                 channel.seed,
                 |mut endpoint, side| {
                     if let Some(trace) = &trace {
-                        endpoint.set_unit_tap(unit_tap(trace.clone(), side));
+                        // A unit port B receives was sent by port A: the trace names its sender.
+                        let sender = match (args.pcap_received, side) {
+                            (false, side) => side,
+                            (true, link_phy::pair::Side::A) => link_phy::pair::Side::B,
+                            (true, link_phy::pair::Side::B) => link_phy::pair::Side::A,
+                        };
+                        let tap = unit_tap(trace.clone(), sender);
+                        if args.pcap_received {
+                            endpoint.set_received_tap(tap);
+                        } else {
+                            endpoint.set_unit_tap(tap);
+                        }
                     }
                     capturing(endpoint, side, capture)
                 },
@@ -448,12 +463,13 @@ fn print_text(r: &Report, v: &Value) {
     super::capture::print_summary(&v["capture"]);
 }
 
-/// A port's tap into the shared trace: each unit it sends, at its slot's start, port A as node 0.
+/// A tap into the shared trace of the direction `sender` sends on: each unit, at its slot's start, port A as
+/// node 0.
 fn unit_tap(
     trace: std::rc::Rc<std::cell::RefCell<(crate::trace::LinkTrace, Option<anyhow::Error>)>>,
-    side: link_phy::pair::Side,
+    sender: link_phy::pair::Side,
 ) -> link_dl::sim::UnitTap {
-    let node = u16::from(side == link_phy::pair::Side::B);
+    let node = u16::from(sender == link_phy::pair::Side::B);
     link_dl::sim::UnitTap::new(move |at, unit| {
         let mut held = trace.borrow_mut();
         let (trace, error) = &mut *held;
