@@ -57,14 +57,15 @@ pub struct SimEndpoint<const REPLAY: usize = 64, const RX_FLITS: usize = 64> {
     received_tap: Option<UnitTap>,
 }
 
-/// A watcher of the units an endpoint sends.
+/// A watcher of the units an endpoint sends or receives.
 type Watcher = std::boxed::Box<dyn FnMut(Instant, &[u8])>;
 
-/// What watches the units an endpoint sends.
+/// What watches the units an endpoint sends or receives ([`SimEndpoint::set_unit_tap`],
+/// [`SimEndpoint::set_received_tap`]).
 pub struct UnitTap(Watcher);
 
 impl UnitTap {
-    /// `watch` is given each unit with the start of the slot that carries it.
+    /// `watch` is given each unit with the time of the slot that carries it.
     pub fn new(watch: impl FnMut(Instant, &[u8]) + 'static) -> Self {
         UnitTap(std::boxed::Box::new(watch))
     }
