@@ -42,9 +42,9 @@ pub struct DecodeArgs {
     /// hop; `at` is then the record's number
     #[arg(long, value_name = "FILE", conflicts_with_all = ["hex", "binary", "sim_header", "tl"])]
     pcap: Option<std::path::PathBuf>,
-    /// The units are in FEC blocks (docs/spec.md 2.7), the first unit starting one: each block's 15 flits
-    /// are decoded once it is whole and corrected where the code can (`at` then counts flits), and the
-    /// blocks are summed up at the end
+    /// The units are in FEC blocks (docs/spec.md 2.7): where the blocks start is found from the first 256
+    /// units (the input may start inside a block); each block's 15 flits are decoded once it is whole and
+    /// corrected where the code can (`at` then counts flits), and the blocks are summed up at the end
     #[arg(long, conflicts_with = "pcap")]
     fec: bool,
 }
@@ -78,18 +78,12 @@ pub fn decode(args: DecodeArgs) -> anyhow::Result<ExitCode> {
         .context("writing stdout")
     };
     let mut units = Units::default();
-    let (mut fec, mut index) = (args.fec.then(FecBlocks::new), 0u64);
+    let mut fec = args.fec.then(FecStream::default);
     let mut take = |bytes: &[u8]| -> anyhow::Result<()> {
         for unit in units.add(bytes) {
-            let Some(fec) = fec.as_mut() else {
-                decoder.push(unit, &mut print)?;
-                continue;
-            };
-            index += 1;
-            if let Some((flits, _)) = fec.push(index - 1, &unit) {
-                for flit in flits {
-                    decoder.push(flit, &mut print)?;
-                }
+            match fec.as_mut() {
+                None => decoder.push(unit, &mut print)?,
+                Some(fec) => fec.push(unit, &mut |flit| decoder.push(flit, &mut print))?,
             }
         }
         Ok(())
@@ -118,12 +112,17 @@ pub fn decode(args: DecodeArgs) -> anyhow::Result<ExitCode> {
     };
     let read = read.and_then(|()| units.finish());
     // Bad input ends the stream where it is: a run or a packet still going on there is reported too.
+    if let Some(fec) = fec.as_mut() {
+        fec.finish(&mut |flit| decoder.push(flit, &mut print))?;
+    }
     decoder.finish(&mut print)?;
     if let Some(fec) = &fec {
         // A block the input ended in is left out: the input cut it, not the link.
-        let mut v = fec.summary();
+        let blocks = &fec.blocks;
+        let mut v = blocks.summary();
         v["kind"] = json!("fec");
-        v["ok"] = json!(fec.uncorrectable == 0 && fec.out_of_step == 0);
+        v["units_before_first_block"] = json!(fec.offset.unwrap_or(0));
+        v["ok"] = json!(blocks.uncorrectable == 0 && blocks.out_of_step == 0);
         print(v)?;
     }
     out.flush().context("writing stdout")?;
@@ -312,6 +311,12 @@ pub(crate) struct FecBlocks {
 /// The flits of a FEC block.
 pub(crate) const FEC_FLITS: usize = link_dl::fec::DATA_LEN / FLIT_LEN;
 
+impl Default for FecBlocks {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
 impl FecBlocks {
     pub(crate) fn new() -> Self {
         FecBlocks {
@@ -378,6 +383,80 @@ impl FecBlocks {
         json!({"blocks": self.blocks, "corrected_bytes": self.corrected,
                "uncorrectable_blocks": self.uncorrectable, "units_out_of_step": self.out_of_step})
     }
+}
+
+/// Units before `dl decode --fec` finds where the blocks start: 16 blocks' worth.
+const ALIGN_UNITS: usize = 16 * 16;
+
+/// `dl decode --fec`'s stream, which may start anywhere in a block (a board's dump): the first
+/// [`ALIGN_UNITS`] units are held until the blocks' start is found, then every block is read.
+#[derive(Default)]
+struct FecStream {
+    blocks: FecBlocks,
+    first: Vec<Flit>,
+    /// Units before the first whole block, once found.
+    offset: Option<usize>,
+    index: u64,
+}
+
+impl FecStream {
+    /// The next unit; the flits of each block it completes go to `flit`.
+    fn push(&mut self, unit: Flit, flit: &mut impl FnMut(Flit) -> anyhow::Result<()>) -> anyhow::Result<()> {
+        if self.offset.is_some() {
+            return self.feed(unit, flit);
+        }
+        self.first.push(unit);
+        if self.first.len() < ALIGN_UNITS {
+            return Ok(());
+        }
+        self.align(flit)
+    }
+
+    /// The end of the input: if it was too short to hold the units the search takes, search what came.
+    fn finish(&mut self, flit: &mut impl FnMut(Flit) -> anyhow::Result<()>) -> anyhow::Result<()> {
+        match self.offset {
+            Some(_) => Ok(()),
+            None => self.align(flit),
+        }
+    }
+
+    /// Find where the blocks start in the units held, and read them from there.
+    fn align(&mut self, flit: &mut impl FnMut(Flit) -> anyhow::Result<()>) -> anyhow::Result<()> {
+        let offset = block_start(&self.first);
+        self.offset = Some(offset);
+        for unit in std::mem::take(&mut self.first).into_iter().skip(offset) {
+            self.feed(unit, flit)?;
+        }
+        Ok(())
+    }
+
+    fn feed(&mut self, unit: Flit, flit: &mut impl FnMut(Flit) -> anyhow::Result<()>) -> anyhow::Result<()> {
+        self.index += 1;
+        match self.blocks.push(self.index - 1, &unit) {
+            Some((flits, _)) => flits.into_iter().try_for_each(flit),
+            None => Ok(()),
+        }
+    }
+}
+
+/// Where FEC blocks start in `units`: the offset, 0 to 15, at which the most blocks check with nothing to
+/// correct, leaving out blocks of all zeros (idle, a codeword at any offset); the first such offset, and
+/// 0 when none checks.
+fn block_start(units: &[Flit]) -> usize {
+    let per_block = link_dl::fec::BLOCK_LEN / FLIT_LEN;
+    let clean = |offset: usize| {
+        (units.get(offset..).unwrap_or_default().chunks_exact(per_block))
+            .filter(|block| {
+                let mut bytes: link_dl::fec::Block = [0; link_dl::fec::BLOCK_LEN];
+                bytes.copy_from_slice(block.as_flattened());
+                bytes.iter().any(|&b| b != 0)
+                    && link_dl::fec::decode(&mut bytes).is_ok_and(|c| c.symbols == 0)
+            })
+            .count()
+    };
+    (0..per_block)
+        .max_by_key(|&offset| (clean(offset), std::cmp::Reverse(offset)))
+        .unwrap_or(0)
 }
 
 /// Bytes to 16-byte units, a piece at a time.
