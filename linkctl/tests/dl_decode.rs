@@ -577,3 +577,20 @@ fn operands_and_byte_enables_read_alike_in_dl_decode_and_the_dissector() {
     }
     std::fs::remove_file(&path).unwrap();
 }
+
+/// `--fec` on random units of any length, short of the 256 units its search for the blocks' start takes
+/// or past them, ends cleanly: exit status 0 or 2, a FEC summary last, nothing on stderr.
+#[test]
+fn random_units_in_fec_blocks_end_cleanly() {
+    let mut next = test_rng::xorshift(0xFEC0_5EED);
+    for units in [1usize, 15, 16, 255, 256, 257, 700] {
+        let bytes: Vec<u8> = (0..units * FLIT_LEN).map(|_| next() as u8).collect();
+        let out = decode(&["--fec", "--binary", "--json"], &bytes);
+        assert!(matches!(out.status.code(), Some(0 | 2)), "{units} units: {out:?}");
+        assert!(out.stderr.is_empty(), "{}", String::from_utf8_lossy(&out.stderr));
+        let last: serde_json::Value =
+            serde_json::from_str(String::from_utf8(out.stdout).unwrap().lines().last().unwrap()).unwrap();
+        assert_eq!(last["kind"], "fec", "{units} units");
+        assert!(last["units_before_first_block"].as_u64().unwrap() < 16);
+    }
+}
