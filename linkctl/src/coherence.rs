@@ -15,6 +15,7 @@ use serde_json::json;
 use crate::trace::{summary_json, summary_text, LinkTrace, PcapArgs};
 use fabric_sim::trace::{Hop, TlLayout};
 use link_phy::time::Instant;
+use link_tl::endpoint::pair::TapPoint;
 
 use crate::check::ensure_unit_wire_ber;
 use crate::words::plural;
@@ -106,6 +107,10 @@ pub struct CoherenceArgs {
     /// The stress's links, as a trace for Wireshark (docs/spec.md 7.2)
     #[command(flatten)]
     pub trace: PcapArgs,
+    /// Trace the units as each end's data link takes them instead (after the wire's bit errors):
+    /// corrupted ones show with a bad CRC
+    #[arg(long, requires = "pcap")]
+    pub pcap_received: bool,
 }
 
 /// A reordering bound as given on the command line (`None`: any).
@@ -128,6 +133,7 @@ pub fn run(args: CoherenceArgs) -> anyhow::Result<ExitCode> {
         ("--seed", args.seed.is_some()),
         ("--ber", args.ber.is_some()),
         ("--pcap", args.trace.pcap.is_some()),
+        ("--pcap-received", args.pcap_received),
     ];
     let exploration_options = [
         ("--values", args.values.is_some()),
@@ -197,7 +203,15 @@ fn run_stress(args: &CoherenceArgs) -> anyhow::Result<ExitCode> {
             // Link i joins agent i (node i + 1, port 0) to the home (node 0, port i); every link steps at
             // the same times, so a unit at a later time means the earlier ones are all in.
             let (mut written, mut last) = (Ok(()), Instant::ZERO);
-            let r = stress::run_tapped(&config, |link, from_agent, at, unit| {
+            let point = if args.pcap_received {
+                TapPoint::Received
+            } else {
+                TapPoint::Sent
+            };
+            let r = stress::run_tapped(&config, |link, from_agent, at, unit, seen| {
+                if seen != point {
+                    return;
+                }
                 let (agent, home) = ((link as u16 + 1, 0), (0, link as u8));
                 let hop = if from_agent {
                     Hop {

@@ -6,7 +6,7 @@ use std::time::Instant as WallClock;
 
 use anyhow::{bail, ensure, Context};
 use clap::Subcommand;
-use link_tl::endpoint::pair::{Pair, Side};
+use link_tl::endpoint::pair::{Pair, Side, TapPoint};
 use link_tl::endpoint::{in_range, Memory, MemoryError};
 use link_tl::endpoint::{Direction, Done, Event};
 use link_tl::{AddressMap, Window};
@@ -62,6 +62,10 @@ pub struct CopyArgs {
     pub json: bool,
     #[command(flatten)]
     pub trace: PcapArgs,
+    /// Trace the units as each endpoint's data link takes them instead (after the wire's bit errors, lost
+    /// and repeated units): corrupted ones show with a bad CRC
+    #[arg(long, requires = "pcap")]
+    pub pcap_received: bool,
 }
 
 pub fn run(cmd: TlCommand) -> anyhow::Result<ExitCode> {
@@ -126,8 +130,13 @@ fn copy(args: CopyArgs) -> anyhow::Result<ExitCode> {
             None => pair.step(&mut on_event),
             Some(trace) => {
                 let mut written = Ok(());
-                pair.step_tapped(&mut on_event, &mut |side, at, unit| {
-                    if written.is_ok() {
+                let point = if args.pcap_received {
+                    TapPoint::Received
+                } else {
+                    TapPoint::Sent
+                };
+                pair.step_tapped(&mut on_event, &mut |side, at, unit, seen| {
+                    if written.is_ok() && seen == point {
                         written = trace.unit(if side == Side::A { 0 } else { 1 }, at, unit);
                     }
                 });

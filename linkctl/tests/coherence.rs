@@ -308,3 +308,36 @@ fn the_stress_is_traced_for_wireshark() {
     }
     std::fs::remove_file(&pcap).unwrap();
 }
+
+/// `--pcap-received`: on clean wires the trace as received is the trace as sent; it is an option of the
+/// stress and of a trace.
+#[test]
+fn the_stress_traced_as_received_is_as_sent_on_clean_wires() {
+    let trace = |received: bool| {
+        let pcap = std::env::temp_dir().join(format!(
+            "linkctl-coherence-rx-{received}-{}.pcap",
+            std::process::id()
+        ));
+        let rx: &[&str] = if received { &["--pcap-received"] } else { &[] };
+        let args = [
+            "--agents",
+            "2",
+            "--lines",
+            "4",
+            "--ops",
+            "200",
+            "--ber",
+            "0",
+            "--pcap",
+            pcap.to_str().unwrap(),
+        ];
+        let v = json(&[&args[..], rx].concat());
+        assert_eq!(v["violations"], 0, "{v}");
+        let records = fabric_sim::trace::read(&std::fs::read(&pcap).unwrap()).unwrap();
+        std::fs::remove_file(&pcap).unwrap();
+        records
+    };
+    assert_eq!(trace(true), trace(false));
+    assert!(refusal(&["--pcap-received"]).contains("--pcap"));
+    assert!(refusal(&["--explore", "--pcap", "x.pcap", "--pcap-received"]).contains("option of the stress"));
+}

@@ -316,3 +316,33 @@ fn the_trace_of_a_copy_reads_in_wireshark_as_dl_decode_reads_it() {
         std::fs::remove_file(&pcap).unwrap();
     }
 }
+
+/// `--pcap-received` traces the units as the endpoints' data links take them: on a clean wire the same
+/// records as sent; with bit errors, records with a bad CRC. It needs `--pcap`.
+#[test]
+fn a_copys_trace_as_received_shows_the_wires_errors() {
+    use link_dl::flit::check_packet_crc;
+    let trace = |ber: &str, received: bool| {
+        let pcap = std::env::temp_dir().join(format!(
+            "linkctl-tl-rx-{ber}-{received}-{}.pcap",
+            std::process::id()
+        ));
+        let rx: &[&str] = if received { &["--pcap-received"] } else { &[] };
+        let v = json(
+            &[
+                &["--size", "64K", "--ber", ber, "--pcap", pcap.to_str().unwrap()][..],
+                rx,
+            ]
+            .concat(),
+        );
+        assert_eq!(v["verified"], true, "{v}");
+        let records = fabric_sim::trace::read(&std::fs::read(&pcap).unwrap()).unwrap();
+        std::fs::remove_file(&pcap).unwrap();
+        (v, records)
+    };
+    assert_eq!(trace("0", true).1, trace("0", false).1);
+    let (v, noisy) = trace("1e-5", true);
+    assert!(v["crc_errors"].as_u64().unwrap() > 0, "{v}");
+    assert!(noisy.iter().any(|r| check_packet_crc(&r.bytes).is_err()));
+    common::assert_refused(&["tl", "copy"], &["--pcap-received"]);
+}

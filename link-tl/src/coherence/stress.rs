@@ -28,7 +28,7 @@ use super::agent::{CachingAgent, CoreOp};
 use super::home::HomeAgent;
 use super::message::CacheState;
 use super::wire::{decode, encode, Envelope, LINE_BYTES};
-use crate::endpoint::pair::BitErrors;
+use crate::endpoint::pair::{BitErrors, TapPoint};
 
 /// Most agents a stress runs.
 pub const MAX_AGENTS: usize = 8;
@@ -179,25 +179,26 @@ pub fn run(config: &StressConfig) -> StressReport {
     run_with(config, |_, _| {})
 }
 
-/// [`run`], with every unit put on a wire handed to `tap` as its sender sent it (before the wire's bit
-/// errors): the agent's index (link `i` joins agent `i` to the home), whether the agent sent it (or the
-/// home), and the time. Every link steps at the same times, one unit time at a time.
+/// [`run`], with every unit put on a wire handed to `tap` as its sender sent it and as its receiver took
+/// it, after the wire's bit errors ([`TapPoint`]): the agent's index (link `i` joins agent `i` to the
+/// home), whether the agent sent it (or the home), and the time. Every link steps at the same times, one
+/// unit time at a time.
 pub fn run_tapped(
     config: &StressConfig,
-    tap: impl FnMut(usize, bool, Instant, &[u8; FLIT_LEN]),
+    tap: impl FnMut(usize, bool, Instant, &[u8; FLIT_LEN], TapPoint),
 ) -> StressReport {
     run_inner(config, |_, _| {}, tap)
 }
 
 /// [`run`] with the home and agents prepared by `prepare` (tests plant bugs in them).
 fn run_with(config: &StressConfig, prepare: impl FnOnce(&mut Home, &mut [Agent])) -> StressReport {
-    run_inner(config, prepare, |_, _, _, _| {})
+    run_inner(config, prepare, |_, _, _, _, _| {})
 }
 
 fn run_inner(
     config: &StressConfig,
     prepare: impl FnOnce(&mut Home, &mut [Agent]),
-    mut tap: impl FnMut(usize, bool, Instant, &[u8; FLIT_LEN]),
+    mut tap: impl FnMut(usize, bool, Instant, &[u8; FLIT_LEN], TapPoint),
 ) -> StressReport {
     assert!((1..=MAX_AGENTS).contains(&config.agents) && (1..=MAX_LINES).contains(&config.lines));
     let n = config.agents;
@@ -284,8 +285,9 @@ fn run_inner(
         for (i, (link, wire)) in links.iter_mut().zip(wires.iter_mut()).enumerate() {
             let now = link.now;
             link.step_each(|unit, from_agent| {
-                tap(i, from_agent, now, unit);
+                tap(i, from_agent, now, unit, TapPoint::Sent);
                 wire.apply(unit);
+                tap(i, from_agent, now, unit, TapPoint::Received);
             });
             while let Some(p) = link.b.recv() {
                 delivered += 1;

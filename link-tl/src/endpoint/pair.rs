@@ -27,6 +27,16 @@ pub enum Side {
     B,
 }
 
+/// Where on the wire a tap sees a unit.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TapPoint {
+    /// As its sender put it on the wire, before any error.
+    Sent,
+    /// As its receiver took it: after the wire's bit errors; a lost unit is not there and a repeated one
+    /// is there twice.
+    Received,
+}
+
 /// Random bit errors on a wire: each unit has one bit flipped with probability `ber` x 128 (at most 1).
 #[derive(Clone, Debug)]
 pub struct BitErrors {
@@ -124,13 +134,14 @@ impl<'m, A: Memory, B: Memory> Pair<'m, A, B> {
     }
 
     /// [`BackToBack::step_with`] plus lost and repeated units; the wire's generator draws them too.
-    fn step_wire_with_losses(&mut self, tap: &mut impl FnMut(Side, Instant, &[u8; FLIT_LEN])) {
+    fn step_wire_with_losses(&mut self, tap: &mut impl FnMut(Side, Instant, &[u8; FLIT_LEN], TapPoint)) {
         let link = &mut self.link;
         let (mut ab, mut ba) = ([0u8; FLIT_LEN], [0u8; FLIT_LEN]);
         link.a.poll_unit(link.now, &mut ab);
         link.b.poll_unit(link.now, &mut ba);
         for (unit, to_b) in [(&mut ab, true), (&mut ba, false)] {
-            tap(if to_b { Side::A } else { Side::B }, link.now, unit);
+            let sender = if to_b { Side::A } else { Side::B };
+            tap(sender, link.now, unit, TapPoint::Sent);
             self.wire.apply(unit);
             let copies = if self.wire.uniform() < self.losses.drop {
                 self.losses.dropped += 1;
@@ -143,6 +154,7 @@ impl<'m, A: Memory, B: Memory> Pair<'m, A, B> {
             };
             let receiver = if to_b { &mut link.b } else { &mut link.a };
             for _ in 0..copies {
+                tap(sender, link.now, unit, TapPoint::Received);
                 receiver.receive_unit(link.now, unit, link.units);
             }
         }
@@ -153,15 +165,15 @@ impl<'m, A: Memory, B: Memory> Pair<'m, A, B> {
     /// One unit time: both endpoints send what they can, one unit crosses each way, received packets go
     /// up to the endpoints while they can take them, timeouts fire, and each event is handed to `event`.
     pub fn step(&mut self, event: &mut impl FnMut(Side, Event)) {
-        self.step_tapped(event, &mut |_, _, _| {});
+        self.step_tapped(event, &mut |_, _, _, _| {});
     }
 
-    /// [`Pair::step`], with each unit handed to `tap` as its sender put it on the wire (before any error),
-    /// with the sender and the time: for a trace of the link.
+    /// [`Pair::step`], with each unit handed to `tap` as its sender put it on the wire and as its receiver
+    /// took it ([`TapPoint`]), with the sender and the time: for a trace of the link.
     pub fn step_tapped(
         &mut self,
         event: &mut impl FnMut(Side, Event),
-        tap: &mut impl FnMut(Side, Instant, &[u8; FLIT_LEN]),
+        tap: &mut impl FnMut(Side, Instant, &[u8; FLIT_LEN], TapPoint),
     ) {
         let now = self.link.now;
         self.a.poll_transmit(now, &mut self.link.a);
@@ -171,8 +183,10 @@ impl<'m, A: Memory, B: Memory> Pair<'m, A, B> {
         } else {
             let wire = &mut self.wire;
             self.link.step_each(|unit, from_a| {
-                tap(if from_a { Side::A } else { Side::B }, now, unit);
+                let sender = if from_a { Side::A } else { Side::B };
+                tap(sender, now, unit, TapPoint::Sent);
                 wire.apply(unit);
+                tap(sender, now, unit, TapPoint::Received);
             });
         }
         while self.a.can_receive() {
