@@ -438,18 +438,7 @@ fn a_trace_of_random_records_reads_without_panic() {
     std::fs::write(&path, &file).unwrap();
     let out = decode(&["--pcap", path.to_str().unwrap(), "--json"], b"");
     if common::tshark_available() {
-        let lua = concat!(env!("CARGO_MANIFEST_DIR"), "/../tools/wireshark/openlink.lua");
-        let tshark = std::process::Command::new("tshark")
-            .args(["-X", &format!("lua_script:{lua}"), "-V", "-r"])
-            .arg(&path)
-            .output()
-            .unwrap();
-        assert!(
-            tshark.status.success(),
-            "{}",
-            String::from_utf8_lossy(&tshark.stderr)
-        );
-        let text = String::from_utf8_lossy(&tshark.stdout);
+        let text = common::tshark(&path, &["-V"]);
         assert!(
             text.matches("openlink").count() > records as usize,
             "the dissector ran"

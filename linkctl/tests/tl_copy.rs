@@ -297,16 +297,7 @@ fn the_trace_of_a_copy_reads_in_wireshark_as_dl_decode_reads_it() {
         let reads = (decoded.iter().zip(&packets))
             .filter(|(d, r)| d["transaction"]["opcode"] == "Read" && r.from_node() == 1)
             .count();
-        let filtered = |filter: &str| {
-            let lua = concat!(env!("CARGO_MANIFEST_DIR"), "/../tools/wireshark/openlink.lua");
-            let out = std::process::Command::new("tshark")
-                .args(["-X", &format!("lua_script:{lua}"), "-Y", filter, "-r"])
-                .arg(&pcap)
-                .output()
-                .unwrap();
-            assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-            String::from_utf8(out.stdout).unwrap().lines().count()
-        };
+        let filtered = |filter: &str| common::tshark(&pcap, &["-Y", filter]).lines().count();
         assert_eq!(
             filtered("openlink.from_node == 1 && openlink.txn.opcode == 0x08"),
             reads

@@ -144,22 +144,27 @@ pub fn tshark_available() -> bool {
     found
 }
 
+/// What tshark prints reading the trace at `pcap` with our dissector and `args`; it must succeed.
+pub fn tshark(pcap: &std::path::Path, args: &[&str]) -> String {
+    let lua = concat!(env!("CARGO_MANIFEST_DIR"), "/../tools/wireshark/openlink.lua");
+    let out = Command::new("tshark")
+        .args(["-X", &format!("lua_script:{lua}")])
+        .args(args)
+        .arg("-r")
+        .arg(pcap)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8(out.stdout).unwrap()
+}
+
 /// `fields` of every record of the trace at `pcap`, as tshark reads them with our dissector (an empty
 /// string for a field a record does not have).
 pub fn tshark_fields(pcap: &std::path::Path, fields: &[&str]) -> Vec<Vec<String>> {
-    let lua = concat!(env!("CARGO_MANIFEST_DIR"), "/../tools/wireshark/openlink.lua");
-    let mut command = Command::new("tshark");
-    command
-        .args(["-X", &format!("lua_script:{lua}"), "-r"])
-        .arg(pcap)
-        .args(["-T", "fields", "-E", "separator=,", "-E", "occurrence=f"]);
-    for field in fields {
-        command.args(["-e", field]);
-    }
-    let out = command.output().unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let text = String::from_utf8(out.stdout).unwrap();
-    text.lines()
+    let mut args = vec!["-T", "fields", "-E", "separator=,", "-E", "occurrence=f"];
+    args.extend(fields.iter().flat_map(|f| ["-e", f]));
+    tshark(pcap, &args)
+        .lines()
         .map(|l| l.split(',').map(str::to_owned).collect())
         .collect()
 }
