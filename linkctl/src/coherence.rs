@@ -202,13 +202,13 @@ fn run_stress(args: &CoherenceArgs) -> anyhow::Result<ExitCode> {
         Some(trace) => {
             // Link i joins agent i (node i + 1, port 0) to the home (node 0, port i); every link steps at
             // the same times, so a unit at a later time means the earlier ones are all in.
-            let (mut written, mut last) = (Ok(()), Instant::ZERO);
+            let mut last = Instant::ZERO;
             let point = if args.pcap_received {
                 TapPoint::Received
             } else {
                 TapPoint::Sent
             };
-            let r = stress::run_tapped(&config, |link, from_agent, at, unit, seen| {
+            stress::run_tapped(&config, |link, from_agent, at, unit, seen| {
                 if seen != point {
                     return;
                 }
@@ -226,16 +226,12 @@ fn run_stress(args: &CoherenceArgs) -> anyhow::Result<ExitCode> {
                         to: agent,
                     }
                 };
-                if written.is_ok() && at > last {
-                    written = trace.advance(at);
+                if at > last {
+                    trace.advance(at);
                     last = at;
                 }
-                if written.is_ok() {
-                    written = trace.unit_on(2 * link + usize::from(!from_agent), hop, at, unit);
-                }
-            });
-            written?;
-            r
+                trace.unit_on(2 * link + usize::from(!from_agent), hop, at, unit);
+            })
         }
     };
     let wall = started.elapsed().as_secs_f64();

@@ -129,19 +129,18 @@ fn copy(args: CopyArgs) -> anyhow::Result<ExitCode> {
         match trace.as_mut() {
             None => pair.step(&mut on_event),
             Some(trace) => {
-                let mut written = Ok(());
                 let point = if args.pcap_received {
                     TapPoint::Received
                 } else {
                     TapPoint::Sent
                 };
                 pair.step_tapped(&mut on_event, &mut |side, at, unit, seen| {
-                    if written.is_ok() && seen == point {
-                        written = trace.unit(if side == Side::A { 0 } else { 1 }, at, unit);
+                    if seen == point {
+                        trace.unit(if side == Side::A { 0 } else { 1 }, at, unit);
                     }
                 });
-                written?;
-                trace.advance(pair.link.now)?;
+                trace.advance(pair.link.now);
+                trace.check()?;
             }
         }
         if result.is_some() {

@@ -47,14 +47,18 @@ impl PcapArgs {
         Ok(Some(LinkTrace {
             tracer: tracer.with_tl_layout(layout),
             path: path.clone(),
+            error: None,
         }))
     }
 }
 
-/// A trace of links being written.
+/// A trace of links being written. Units come from taps inside a run, which cannot stop it: the first
+/// error writing the file is kept, what comes after it is passed over, and [`LinkTrace::check`] or
+/// [`LinkTrace::finish`] gives the error.
 pub struct LinkTrace {
     tracer: Tracer<BufWriter<File>>,
     path: PathBuf,
+    error: Option<std::io::Error>,
 }
 
 impl LinkTrace {
@@ -68,25 +72,30 @@ impl LinkTrace {
     }
 
     /// A unit endpoint `from` (0 or 1) of a one-link trace sent at `at`.
-    pub fn unit(&mut self, from: u16, at: Instant, unit: &[u8; FLIT_LEN]) -> anyhow::Result<()> {
+    pub fn unit(&mut self, from: u16, at: Instant, unit: &[u8; FLIT_LEN]) {
         self.unit_on(usize::from(from), Self::hop(from), at, unit)
     }
 
     /// A unit sent at `at` across `hop`, direction `direction` of the trace (`2 * link + 0 or 1`).
-    pub fn unit_on(
-        &mut self,
-        direction: usize,
-        hop: Hop,
-        at: Instant,
-        unit: &[u8; FLIT_LEN],
-    ) -> anyhow::Result<()> {
-        (self.tracer.unit(direction, hop, at, unit))
-            .with_context(|| format!("writing --pcap file {:?}", self.path))
+    pub fn unit_on(&mut self, direction: usize, hop: Hop, at: Instant, unit: &[u8; FLIT_LEN]) {
+        if self.error.is_none() {
+            self.error = self.tracer.unit(direction, hop, at, unit).err();
+        }
     }
 
     /// Nothing is sent before `now` any more: what came before may be written.
-    pub fn advance(&mut self, now: Instant) -> anyhow::Result<()> {
-        (self.tracer.advance(now)).with_context(|| format!("writing --pcap file {:?}", self.path))
+    pub fn advance(&mut self, now: Instant) {
+        if self.error.is_none() {
+            self.error = self.tracer.advance(now).err();
+        }
+    }
+
+    /// The first error writing the file, if there was one.
+    pub fn check(&mut self) -> anyhow::Result<()> {
+        match self.error.take() {
+            Some(e) => Err(anyhow::Error::new(e).context(format!("writing --pcap file {:?}", self.path))),
+            None => Ok(()),
+        }
     }
 
     /// Endpoint `from`'s direction stopped carrying data (the link left L0): a packet it had started is
@@ -95,8 +104,9 @@ impl LinkTrace {
         self.tracer.cut(usize::from(from));
     }
 
-    /// Write what is held; what the trace holds.
+    /// Write what is held; what the trace holds, or the first error writing it.
     pub fn finish(mut self) -> anyhow::Result<TraceSummary> {
+        self.check()?;
         (self.tracer.flush()).with_context(|| format!("writing --pcap file {:?}", self.path))?;
         Ok(self.tracer.summary)
     }

@@ -691,7 +691,8 @@ impl StreamReader {
     /// into the trace, and read by the data link's decoder unless the units are printed instead.
     fn flit<W: Write>(&mut self, flit: [u8; 16], at: Instant, out: &mut Output<W>) -> anyhow::Result<()> {
         if let Some(trace) = &mut out.trace {
-            trace.unit(self.node(), at, &flit)?;
+            trace.unit(self.node(), at, &flit);
+            trace.check()?;
         }
         if out.units {
             return Ok(());

@@ -191,9 +191,10 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         limit,
     };
     let capture = args.capture.prepare()?;
-    // Both ports' taps write into one trace; the first error writing it is kept for after the run.
+    // Both ports' taps write into one trace; the first error writing it is kept for after the run
+    // (`LinkTrace::finish`).
     let trace = (args.trace.open(fabric_sim::trace::TlLayout::Raw)?)
-        .map(|t| std::rc::Rc::new(std::cell::RefCell::new((t, None::<anyhow::Error>))));
+        .map(|t| std::rc::Rc::new(std::cell::RefCell::new(t)));
     let started = WallClock::now();
     // Each size is its own build of the link (the buffers are const generics, as on the board), so the
     // choices are few: every replay size with every receive size. The nodes are always wrapped for a
@@ -261,12 +262,9 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     }
     let mut traced = None;
     if let Some(trace) = trace {
-        let (trace, error) = std::rc::Rc::try_unwrap(trace)
+        let trace = std::rc::Rc::try_unwrap(trace)
             .map_err(|_| anyhow::anyhow!("the trace is still held by a port"))?
             .into_inner();
-        if let Some(e) = error {
-            return Err(e);
-        }
         let summary = trace.finish()?;
         value["trace"] = crate::trace::summary_json(&summary);
         traced = Some(summary);
@@ -466,19 +464,13 @@ fn print_text(r: &Report, v: &Value) {
 /// A tap into the shared trace of the direction `sender` sends on: each unit, at its slot's start, port A as
 /// node 0.
 fn unit_tap(
-    trace: std::rc::Rc<std::cell::RefCell<(crate::trace::LinkTrace, Option<anyhow::Error>)>>,
+    trace: std::rc::Rc<std::cell::RefCell<crate::trace::LinkTrace>>,
     sender: link_phy::pair::Side,
 ) -> link_dl::sim::UnitTap {
     let node = u16::from(sender == link_phy::pair::Side::B);
     link_dl::sim::UnitTap::new(move |at, unit| {
-        let mut held = trace.borrow_mut();
-        let (trace, error) = &mut *held;
-        if error.is_none() {
-            if let Ok(unit) = <&[u8; 16]>::try_from(unit) {
-                if let Err(e) = trace.unit(node, at, unit) {
-                    *error = Some(e);
-                }
-            }
+        if let Ok(unit) = <&[u8; 16]>::try_from(unit) {
+            trace.borrow_mut().unit(node, at, unit);
         }
     })
 }
