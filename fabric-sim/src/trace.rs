@@ -309,9 +309,26 @@ pub struct Record {
 }
 
 impl Record {
-    /// The node that sent it (pseudo-header bytes 4-5).
+    /// The link and direction its pseudo-header names (as [`pseudo_header`] wrote them).
+    pub fn hop(&self) -> Hop {
+        let h = &self.pseudo_header;
+        Hop {
+            trunk: u16::from_be_bytes([h[2], h[3]]),
+            from: (u16::from_be_bytes([h[4], h[5]]), h[8]),
+            to: (u16::from_be_bytes([h[6], h[7]]), h[9]),
+        }
+    }
+
+    /// The node that sent it.
     pub fn from_node(&self) -> u16 {
-        u16::from_be_bytes([self.pseudo_header[4], self.pseudo_header[5]])
+        self.hop().from.0
+    }
+
+    /// How its transaction-layer header is laid out (pseudo-header byte 10), if the byte names a layout.
+    pub fn layout(&self) -> Option<TlLayout> {
+        [TlLayout::Simulator, TlLayout::Transaction, TlLayout::Raw]
+            .into_iter()
+            .find(|&layout| layout as u8 == self.pseudo_header[10])
     }
 }
 

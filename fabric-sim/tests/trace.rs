@@ -691,7 +691,7 @@ fn a_trace_of_some_nodes_is_the_whole_traces_records_on_their_links() {
     let node = |name: &str| topology.nodes.iter().position(|n| n.name == name).unwrap() as u16;
     let (n1, n3) = (node("gpu1"), node("gpu3"));
     let touches = |r: &Record| {
-        let to = u16::from_be_bytes([r.pseudo_header[6], r.pseudo_header[7]]);
+        let to = r.hop().to.0;
         [n1, n3].contains(&r.from_node()) || [n1, n3].contains(&to)
     };
     let expected: Vec<Record> = read_pcap(&whole).into_iter().filter(touches).collect();

@@ -262,10 +262,7 @@ fn the_stress_is_traced_for_wireshark() {
         .map(|r| {
             check_packet_crc(&r.bytes).unwrap();
             let h = PacketHeader::parse(r.bytes[..16].try_into().unwrap()).unwrap();
-            let (trunk, from) = (
-                u16::from_be_bytes([r.pseudo_header[2], r.pseudo_header[3]]),
-                r.from_node(),
-            );
+            let (trunk, from) = (r.hop().trunk, r.from_node());
             // The agent's end is node trunk + 1; the home is node 0 at port `trunk`.
             assert!(from == trunk + 1 || (from == 0 && u16::from(r.pseudo_header[8]) == trunk));
             (from, h.tl)

@@ -134,7 +134,7 @@ pub fn decode(args: DecodeArgs) -> anyhow::Result<ExitCode> {
 /// record at a time; exit status 2 if any does not check. A file that is not a trace is an error when it is
 /// reached, after the records before it.
 fn decode_trace(path: &std::path::Path, json: bool) -> anyhow::Result<ExitCode> {
-    use fabric_sim::trace::{Reader, TlLayout};
+    use fabric_sim::trace::{Hop, Reader};
     let file = std::fs::File::open(path).with_context(|| format!("opening {}", path.display()))?;
     let mut reader = Reader::new(io::BufReader::new(file))
         .with_context(|| format!("{} is not a trace (docs/spec.md section 7)", path.display()))?;
@@ -147,16 +147,12 @@ fn decode_trace(path: &std::path::Path, json: bool) -> anyhow::Result<ExitCode> 
             Ok(None) => break Ok(()),
             Err(e) => break Err(anyhow::Error::new(e).context(format!("reading {}", path.display()))),
         };
-        let p = record.pseudo_header;
-        let tl = match p[10] {
-            l if l == TlLayout::Simulator as u8 => TlReading::Sim,
-            l if l == TlLayout::Transaction as u8 => TlReading::Transaction,
-            _ => TlReading::Raw,
-        };
+        // A byte that names no layout is read as a number.
+        let tl = record.layout().map_or(TlReading::Raw, TlReading::of_layout);
+        let Hop { trunk, from, to } = record.hop();
         let hop = json!({
-            "time_ns": record.ns, "trunk": u16::from_be_bytes([p[2], p[3]]),
-            "from_node": record.from_node(), "from_port": p[8],
-            "to_node": u16::from_be_bytes([p[6], p[7]]), "to_port": p[9],
+            "time_ns": record.ns, "trunk": trunk, "from_node": from.0, "from_port": from.1,
+            "to_node": to.0, "to_port": to.1,
         });
         let mut print = |mut item: Value| -> anyhow::Result<()> {
             bad |= item["ok"] == false;
@@ -532,6 +528,16 @@ impl TlReading {
             TlReading::Transaction => TlLayout::Transaction,
             TlReading::Sim => TlLayout::Simulator,
             TlReading::Raw => TlLayout::Raw,
+        }
+    }
+
+    /// The reading a trace's layout byte asks for: the inverse of [`TlReading::layout`].
+    pub(crate) fn of_layout(layout: fabric_sim::trace::TlLayout) -> Self {
+        use fabric_sim::trace::TlLayout;
+        match layout {
+            TlLayout::Transaction => TlReading::Transaction,
+            TlLayout::Simulator => TlReading::Sim,
+            TlLayout::Raw => TlReading::Raw,
         }
     }
 }
