@@ -431,9 +431,13 @@ pub(crate) fn record_links(
     // Errors writing come from the file, which names itself in them (`NamedFile`).
     if let (Some(pcap), Some(kept)) = (pcap, pcap_kept) {
         let out = create_output(pcap)?;
-        let tracer =
+        let mut tracer =
             crate::trace::Tracer::new(out, net.directions(), pcap.limit).map_err(|e| e.to_string())?;
-        net.set_trace(tracer.keep_only(kept));
+        // Without names every direction is kept, and the tracer need not look each unit's up.
+        if !pcap.only_nodes.is_empty() {
+            tracer = tracer.keep_only(kept);
+        }
+        net.set_trace(tracer);
     }
     if let (Some(vcd), Some(kept)) = (vcd, vcd_kept) {
         let out = create_output(vcd)?;
