@@ -43,6 +43,8 @@ step "clippy, warnings denied (benchmarks are compiled here, not run)"
 cargo clippy --locked --workspace --all-targets -- -D warnings
 
 step "documentation, warnings denied (after clippy, whose checked dependencies it reuses)"
+# First the no_std crates alone, as firmware builds them (without `std`, which the workspace turns on).
+RUSTDOCFLAGS="-D warnings" cargo doc --locked --no-deps -p link-phy -p link-dl -p link-tl -p switch-fw
 RUSTDOCFLAGS="-D warnings" cargo doc --locked --no-deps --workspace
 
 step "tests"

@@ -15,9 +15,18 @@
 //! snoop can overtake it. Each snoop carries the parity of the GOs the home has sent that agent for that
 //! line; an agent whose own count of GOs received differs holds the snoop until the GO arrives.
 //!
-//! With `std`: [`explore`] checks every interleaving of a small system exhaustively, [`stress`] runs a
-//! seeded random workload over real data links with faults injected, and [`crate::fuzz`] holds the
-//! decoder's fuzz entry point.
+#![cfg_attr(
+    feature = "std",
+    doc = "With `std`: [`explore`] checks every interleaving of a small system exhaustively, [`stress`] \
+           runs a seeded random workload over real data links with faults injected, and [`crate::fuzz`] \
+           holds the decoder's fuzz entry point."
+)]
+#![cfg_attr(
+    not(feature = "std"),
+    doc = "With the `std` feature, `explore` checks every interleaving of a small system exhaustively, \
+           `stress` runs a seeded random workload over real data links with faults injected, and \
+           `link_tl::fuzz` holds the decoder's fuzz entry point."
+)]
 
 pub mod agent;
 pub mod home;
