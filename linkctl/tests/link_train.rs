@@ -214,6 +214,51 @@ fn a_broken_lane_is_one_lane_however_the_wiring_runs() {
     }
 }
 
+/// The lanes each port reports the link up on, logical lane 0 first, are wired to each other: A's
+/// physical lane `p` meets B's `p`, or B's `n - 1 - p` when wired reversed. They are as many as the width,
+/// none of them dead, and a port's `reversed` is whether it numbers them from its last lane.
+#[test]
+fn each_port_reports_the_lanes_it_came_up_on_and_they_are_wired_together() {
+    let cases: [&[&str]; 6] = [
+        &["--lanes", "4"],
+        &["--lanes", "16", "--skew", "20", "--reversed"],
+        &["--lanes", "8", "--dead-lane", "0"],
+        &["--lanes", "8", "--dead-lane", "0", "--reversed"],
+        &["--lanes", "16", "--skew", "1000", "--seed", "2"],
+        &["--lanes", "16", "--skew", "65", "--seed", "2"],
+    ];
+    for args in cases {
+        let (status, v) = train(&[args, &["--timing", "fast"]].concat());
+        assert_eq!(status, Some(0), "{args:?}: {v}");
+        let n: u64 = args[1].parse().unwrap();
+        let wired_reversed = args.contains(&"--reversed");
+        let lanes = |side: &str| -> Vec<u64> {
+            let list = v["lanes"][side]["physical"]
+                .as_array()
+                .unwrap_or_else(|| panic!("{v}"));
+            list.iter().map(|l| l.as_u64().unwrap()).collect()
+        };
+        let (a, b) = (lanes("A"), lanes("B"));
+        assert_eq!(a.len() as u64, v["width"].as_u64().unwrap(), "{args:?}: {v}");
+        assert_eq!(a.len(), b.len(), "{args:?}: {v}");
+        for (&pa, &pb) in a.iter().zip(&b) {
+            assert_eq!(pb, if wired_reversed { n - 1 - pa } else { pa }, "{args:?}: {v}");
+            assert!(
+                !(args.contains(&"--dead-lane") && pa == 0),
+                "{args:?}: a dead lane in use: {v}"
+            );
+        }
+        for (side, list) in [("A", &a), ("B", &b)] {
+            let from_last = list.len() > 1 && list[0] > list[1] || list.len() == 1 && list[0] == n - 1;
+            assert_eq!(v["lanes"][side]["reversed"], from_last, "{args:?} {side}: {v}");
+        }
+        assert_eq!(v["reversed"], v["lanes"]["A"]["reversed"], "{args:?}: {v}");
+    }
+    let (_, down) = train(&["--lanes", "4", "--limit-ms", "0.01"]);
+    assert_eq!(down["up"], false, "{down}");
+    assert_eq!(down["lanes"], serde_json::json!({"A": null, "B": null}), "{down}");
+}
+
 /// A receiver absorbs 64 symbol times of lane-to-lane skew, as spec section 1.5 says, and not 65 (its
 /// deskew FIFOs had held 64 symbols, a lane's marker among them, so 64 of skew had failed). At 65 a port
 /// leaves out the lanes it cannot line up and the link comes up narrower at the next attempt, which the

@@ -4,7 +4,7 @@ use std::process::ExitCode;
 
 use anyhow::{bail, Context};
 use link_phy::channel::{ChannelConfig, LaneHealth};
-use link_phy::lanes::LinkWidth;
+use link_phy::lanes::{LaneMap, LinkWidth};
 use link_phy::ltssm::Port;
 use link_phy::ltssm::{LtssmState, PhyCounters, PortConfig, Role, Timing};
 use link_phy::pair::{LinkPair, Node, Side, Transition};
@@ -297,6 +297,9 @@ pub fn report<N: Node>(pair: &LinkPair<N>) -> Value {
         "rate_gts": a.rate().gts(),
         "time_to_l0_us": last_l0.map(us),
         "time_to_first_l0_us": first_l0.map(us),
+        // Each port's physical lane for logical lane 0, 1, ...: which wires the link came up on, in the
+        // port's own numbering (`reversed` above is A's alone).
+        "lanes": { "A": lanes_json(a.lane_map().filter(|_| up)), "B": lanes_json(b.lane_map().filter(|_| up)) },
         // Lane numbers, as --invert-lane takes them (each port's own physical numbering), not the mask.
         "inverted_lanes": { "A": lane_list(a.inverted_lanes()), "B": lane_list(b.inverted_lanes()) },
         // Lanes a port's receiver could not deskew with the rest, left out of the link (spec 1.5).
@@ -312,6 +315,29 @@ pub fn report<N: Node>(pair: &LinkPair<N>) -> Value {
         },
         "simulated_us": us(pair.now()),
     })
+}
+
+/// A port's lanes in use, logical lane 0 first, and whether it numbers them reversed; null when down.
+fn lanes_json(map: Option<LaneMap>) -> Value {
+    map.map_or(Value::Null, |m| {
+        let physical: Vec<usize> = (0..m.width.lanes()).filter_map(|l| m.physical(l)).collect();
+        json!({"reversed": m.reversed, "physical": physical})
+    })
+}
+
+/// Lanes listed in order as text: a run of three or more that counts up or down by one as `first-last`.
+fn lane_list_text(lanes: &Value) -> String {
+    let lanes: Vec<i64> = lanes
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_i64)
+        .collect();
+    let run = |step: i64| lanes.windows(2).all(|w| w[1] - w[0] == step);
+    match (lanes.first(), lanes.last()) {
+        (Some(first), Some(last)) if lanes.len() > 2 && (run(1) || run(-1)) => format!("{first}-{last}"),
+        _ => lanes.iter().map(i64::to_string).collect::<Vec<_>>().join(","),
+    }
 }
 
 pub fn run(args: TrainArgs) -> anyhow::Result<ExitCode> {
@@ -416,6 +442,14 @@ fn print_text(c: &ChannelArgs, transitions: &[Transition], report: &Value) {
             "link DOWN: training ended in {}",
             report["state"].as_str().unwrap_or("?")
         ),
+    }
+    if report["up"] == json!(true) {
+        let physical = |side: &str| lane_list_text(&report["lanes"][side]["physical"]);
+        println!(
+            "lanes (logical 0 first, each port's own numbering): A {}, B {}",
+            physical("A"),
+            physical("B")
+        );
     }
     for side in ["A", "B"] {
         let lanes = &report["lanes_left_out_for_deskew"][side];
