@@ -105,6 +105,93 @@ fn a_captured_run_decodes_to_every_packet_sent() {
     }
 }
 
+/// A board's capture may end its lanes' files at different times. Once a lane of the stream has ended the
+/// others cannot be put together, so the reading stops there with a note saying where, instead of
+/// overflowing the deskew buffer: the packets read are the first ones of the whole capture, each whole
+/// with its CRC checking but the one the end cuts short. A lane out of the stream (left out of a narrower
+/// link) that ends early stops nothing.
+#[test]
+fn a_lane_whose_file_ends_first_ends_the_stream_there() {
+    let dir = temp_dir("short-lane");
+    run_captured(&dir, "--lanes 4 --max-rate 8 --packets 60");
+    let (code, whole) = decode(&dir, &["--port", "a"]);
+    assert_eq!(code, Some(0));
+    let packets = |items: &[Value]| -> Vec<Value> {
+        items
+            .iter()
+            .filter(|i| i["kind"] == "packet" && i["stretch"] == 1)
+            .cloned()
+            .collect()
+    };
+    let whole_packets = packets(&whole);
+    assert_eq!(whole_packets.len(), 60);
+    let mut index = read_index(&dir);
+    let cut_bits = 18_000u64;
+    let segment = (index["segments"].as_array_mut().unwrap().iter_mut())
+        .find(|s| s["port"] == "A" && s["lane"] == 2 && s["code"] == "128b130b")
+        .unwrap();
+    let full_bits = segment["bits"].as_u64().unwrap();
+    assert!(full_bits > cut_bits + 1000, "{segment}");
+    segment["bits"] = cut_bits.into();
+    let file = dir.join(segment["file"].as_str().unwrap());
+    let bytes = std::fs::read(&file).unwrap();
+    std::fs::write(&file, &bytes[..cut_bits.div_ceil(8) as usize]).unwrap();
+    write_index(&dir, &index);
+    let (_, cut) = decode(&dir, &["--port", "a"]);
+    assert!(!cut.iter().any(|i| i["event"] == "deskew_lost"), "{cut:?}");
+    let notes: Vec<&Value> = cut.iter().filter(|i| i["event"] == "note").collect();
+    assert_eq!(notes.len(), 1, "{notes:?}");
+    assert_eq!(
+        (notes[0]["stretch"].as_u64(), notes[0]["lane"].as_u64()),
+        (Some(1), Some(2))
+    );
+    assert_eq!(notes[0]["lane_bits"], cut_bits);
+    // The other lanes went on to the capture's end: less the lane's last word, of up to 64 bits, and the
+    // word each other lane read in the turn that found the lane's file at its end.
+    let unread = notes[0]["unread_bits"].as_u64().unwrap();
+    assert!(
+        (full_bits - cut_bits - 128..=full_bits - cut_bits).contains(&unread),
+        "{unread} of {full_bits}"
+    );
+    let cut_packets = packets(&cut);
+    assert!(
+        cut_packets.len() > 20 && cut_packets.len() < 60,
+        "{}",
+        cut_packets.len()
+    );
+    let (last, before) = cut_packets.split_last().unwrap();
+    assert_eq!(before, &whole_packets[..before.len()]);
+    assert!(
+        last == &whole_packets[before.len()] || last["ok"] == false,
+        "{last}"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+
+    // Lane 3 dead: the link is x2 on lanes 0 and 1, and lane 2's transmitter stops early.
+    let dir = temp_dir("short-unused-lane");
+    run_captured(&dir, "--lanes 4 --dead-lane 3 --max-rate 8 --packets 40");
+    let index = read_index(&dir);
+    let bits = |lane: u64| {
+        let segments = index["segments"].as_array().unwrap().iter();
+        segments
+            .filter(|s| s["port"] == "A" && s["lane"] == lane && s["code"] == "8b10b")
+            .map(|s| s["bits"].as_u64().unwrap())
+            .next()
+    };
+    assert!(bits(2) < bits(0), "lane 2 ends first: {index}");
+    let (code, items) = decode(&dir, &["--port", "a"]);
+    assert_eq!(code, Some(0));
+    assert!(!items.iter().any(|i| i["event"] == "note"), "{items:?}");
+    assert_eq!(
+        items
+            .iter()
+            .filter(|i| i["kind"] == "packet" && i["ok"] == true)
+            .count(),
+        40
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 /// A board's capture may not say which lane number each lane carries: at 128b/130b, where the number
 /// seeds the lane's descrambler, they are read from the training sets, and the stream is the same.
 #[test]

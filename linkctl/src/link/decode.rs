@@ -405,21 +405,42 @@ fn decode_stretch<W: Write>(
     if monitor.width().is_some() {
         reader.numbers = Some(monitor.numbers());
     }
-    read_lanes(dir, stretch, &mut monitor, &mut |event, read| {
+    let early_end = read_lanes(dir, stretch, &mut monitor, &mut |event, read| {
         reader.event(event, read, out)
     })?;
+    if let Some(end) = early_end {
+        let note = format!(
+            "lane {}'s file ends after {} bits, while the stream's other lanes go on ({} bits more on the \
+             longest): the stream is read to there, as it cannot be put together without the lane",
+            end.lane, end.bits, end.unread
+        );
+        let v = json!({"event": "note", "tx_port": port.to_string(), "stretch": index, "note": note,
+                       "lane": end.lane, "lane_bits": end.bits, "unread_bits": end.unread});
+        out.item(&v, || format!("note: {note}"))?;
+    }
     reader.finish(&lanes, out)
+}
+
+/// Where a stretch's reading stopped because one of its stream's lanes ended before the others.
+struct EarlyEnd {
+    lane: usize,
+    /// The bits of the lane that ended.
+    bits: u64,
+    /// The most bits left unread on another lane.
+    unread: u64,
 }
 
 /// Feed `monitor` the stretch's files, a word from each lane in turn (the lanes stay within a few symbols
 /// of each other, far less than the deskew buffer holds), and `handle` what it reports, with the bits read
-/// on the lane whose word it came after.
+/// on the lane whose word it came after. A board's capture may end its lanes' files at different times:
+/// once a lane the stream is numbered on has ended and another has not, the stream stalls (its deskew
+/// buffer would overflow on the other lanes), so the reading stops there and says where.
 fn read_lanes(
     dir: &Path,
     stretch: &[Segment],
     monitor: &mut LinkMonitor,
     handle: &mut dyn FnMut(Event, u64) -> anyhow::Result<()>,
-) -> anyhow::Result<()> {
+) -> anyhow::Result<Option<EarlyEnd>> {
     let mut files = stretch
         .iter()
         .map(|s| {
@@ -437,6 +458,7 @@ fn read_lanes(
         })
         .collect::<anyhow::Result<Vec<_>>>()?;
     let mut events = Vec::new();
+    let mut ended = 0u32;
     loop {
         let mut any = false;
         for file in &mut files {
@@ -444,13 +466,29 @@ fn read_lanes(
                 any = true;
                 let read = file.read;
                 monitor.push_bits(file.lane, word, count, &mut |e| events.push((owned(e), read)));
+            } else {
+                ended |= 1 << file.lane;
             }
         }
         for (event, read) in events.drain(..) {
             handle(event, read)?;
         }
         if !any {
-            return Ok(());
+            return Ok(None);
+        }
+        if ended != 0 && monitor.width().is_some() {
+            let numbers = monitor.numbers();
+            let stalled = files
+                .iter()
+                .find(|f| ended & 1 << f.lane != 0 && numbers.0[f.lane].is_some());
+            if let Some(stalled) = stalled {
+                let unread = files.iter().map(|f| f.bits_left).max().unwrap_or(0);
+                return Ok(Some(EarlyEnd {
+                    lane: stalled.lane,
+                    bits: stalled.read,
+                    unread,
+                }));
+            }
         }
     }
 }
