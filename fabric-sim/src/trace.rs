@@ -8,13 +8,19 @@
 //! (hundreds per direction, most of a short trace): one identical to either of the two units before it on
 //! its direction is counted, not recorded. Records are written in time order across all directions
 //! (each direction sends a burst of units ahead, so they are held until no earlier one can come).
+//!
+//! Given what a receiver took instead (bit errors and all), the tracer frames it as a data link does: after
+//! a packet whose CRC does not check, or a unit that does not parse, the units up to a control flit that
+//! checks are recorded as discarded ([`RECORD_DISCARDED`]), so that the packets after them are those the
+//! data link took. A transmitter's units never lose the framing.
 
 use std::cmp::Reverse;
 use std::collections::{BTreeSet, BinaryHeap};
 use std::io::{self, Write};
 
 use link_dl::flit::{
-    kind, ControlFlit, ControlKind, Flit, FlitKind, IdentFlit, PacketHeader, FLIT_LEN, MAX_PACKET_LEN,
+    check_packet_crc, discarded_while_resynchronising as discarded, is_framing_boundary, kind, ControlFlit,
+    ControlKind, Flit, FlitKind, IdentFlit, PacketHeader, FLIT_LEN, MAX_PACKET_LEN,
 };
 use link_phy::time::Instant;
 
@@ -30,6 +36,9 @@ pub const PSEUDO_HEADER_LEN: usize = 12;
 pub const RECORD_PACKET: u8 = 1;
 /// A control flit.
 pub const RECORD_CONTROL: u8 = 2;
+/// Units a receiver threw away while it found a packet boundary again after an error (only in a trace
+/// of what a data link received): a run of them, up to a longest packet's worth a record.
+pub const RECORD_DISCARDED: u8 = 3;
 
 /// How a record's packets lay out their transaction-layer header (pseudo-header byte 10), so that a reader
 /// such as the Wireshark dissector knows which fields to show.
@@ -70,13 +79,32 @@ pub fn pseudo_header(record: u8, hop: Hop, layout: TlLayout) -> [u8; PSEUDO_HEAD
     h
 }
 
-/// A packet being collected from its units, per direction.
+/// A packet being collected from its units, or a run of discarded units, per direction.
 #[derive(Clone, Debug)]
 struct Pending {
+    /// [`RECORD_PACKET`] or [`RECORD_DISCARDED`].
+    record: u8,
     bytes: [u8; MAX_PACKET_LEN],
     len: usize,
+    /// A packet's units still to come.
     need: usize,
     at: Instant,
+    hop: Hop,
+}
+
+impl Pending {
+    fn new(record: u8, unit: &Flit, need: usize, at: Instant, hop: Hop) -> Self {
+        let mut bytes = [0u8; MAX_PACKET_LEN];
+        bytes[..FLIT_LEN].copy_from_slice(unit);
+        Pending {
+            record,
+            bytes,
+            len: FLIT_LEN,
+            need,
+            at,
+            hop,
+        }
+    }
 }
 
 /// A record held until it can be written in time order.
@@ -104,8 +132,12 @@ pub struct TraceSummary {
 /// Writes a pcap trace of the units the transmitters send, packet by packet.
 pub struct Tracer<W: Write> {
     out: W,
-    /// Per direction (trunk * 2 + direction): the packet being collected.
+    /// Per direction (trunk * 2 + direction): the packet, or run of discarded units, being collected.
     pending: Vec<Option<Pending>>,
+    /// Per direction: whether a receiver would have lost its packet framing there (after a packet whose
+    /// CRC does not check or a unit that does not parse), and discards units until a packet boundary, as
+    /// a data link does (docs/spec.md 2.4). A transmitter's units never lose it.
+    resync: Vec<bool>,
     /// When each packet being collected started (ps), with its direction: a packet can straddle two
     /// bursts, and nothing later than its start may be written before it is whole.
     pending_starts: BTreeSet<(u64, usize)>,
@@ -145,6 +177,7 @@ impl<W: Write> Tracer<W> {
         Ok(Tracer {
             out,
             pending: vec![None; directions],
+            resync: vec![false; directions],
             pending_starts: BTreeSet::new(),
             last_init: vec![[None; 2]; directions],
             held: BinaryHeap::new(),
@@ -191,20 +224,42 @@ impl<W: Write> Tracer<W> {
         if (self.kept.as_ref()).is_some_and(|kept| !kept.get(direction).copied().unwrap_or(false)) {
             return Ok(());
         }
-        let Some(slot) = self.pending.get_mut(direction) else {
+        let (Some(slot), Some(resync)) = (self.pending.get_mut(direction), self.resync.get_mut(direction))
+        else {
             return Ok(());
         };
         if let Some(p) = slot.as_mut() {
-            p.bytes[p.len..p.len + FLIT_LEN].copy_from_slice(unit);
-            p.len += FLIT_LEN;
-            p.need -= 1;
-            if p.need == 0 {
-                let (bytes, len, at) = (p.bytes, p.len, p.at);
-                *slot = None;
-                self.pending_starts.remove(&(at.as_ps(), direction));
-                return self.record(RECORD_PACKET, hop, at, &bytes[..len]);
+            if p.record == RECORD_PACKET {
+                p.bytes[p.len..p.len + FLIT_LEN].copy_from_slice(unit);
+                p.len += FLIT_LEN;
+                p.need -= 1;
+                if p.need == 0 {
+                    let (bytes, len, at) = (p.bytes, p.len, p.at);
+                    *slot = None;
+                    *resync = check_packet_crc(&bytes[..len]).is_err();
+                    self.pending_starts.remove(&(at.as_ps(), direction));
+                    self.record(RECORD_PACKET, hop, at, &bytes[..len]);
+                }
+                return Ok(());
             }
-            return Ok(());
+            // A run of discarded units goes on while the receiver discards.
+            if discarded(unit) && p.len < MAX_PACKET_LEN {
+                p.bytes[p.len..p.len + FLIT_LEN].copy_from_slice(unit);
+                p.len += FLIT_LEN;
+                return Ok(());
+            }
+            self.end_discarded(direction);
+            return self.unit(direction, hop, at, unit);
+        }
+        if *resync {
+            if *unit == [0; FLIT_LEN] {
+                return Ok(());
+            }
+            if discarded(unit) {
+                self.start(direction, Pending::new(RECORD_DISCARDED, unit, 0, at, hop));
+                return Ok(());
+            }
+            *resync = false;
         }
         let Some(last_init) = self.last_init.get_mut(direction) else {
             return Ok(());
@@ -224,39 +279,73 @@ impl<W: Write> Tracer<W> {
         } else if !matches!(unit_kind, Ok(FlitKind::Idle)) {
             *last_init = [None; 2];
         }
-        match unit_kind {
-            Ok(FlitKind::Packet) => {
-                let need = PacketHeader::parse(unit).map_or(0, |h| usize::from(h.payload_flits));
-                if need == 0 {
-                    return self.record(RECORD_PACKET, hop, at, unit);
-                }
-                let mut bytes = [0u8; MAX_PACKET_LEN];
-                bytes[..FLIT_LEN].copy_from_slice(unit);
-                *slot = Some(Pending {
-                    bytes,
-                    len: FLIT_LEN,
-                    need,
-                    at,
-                });
-                self.pending_starts.insert((at.as_ps(), direction));
+        let header = match unit_kind {
+            Ok(FlitKind::Idle) => return Ok(()),
+            Ok(FlitKind::Control) => {
+                self.resync[direction] = !is_framing_boundary(unit);
+                self.record(RECORD_CONTROL, hop, at, unit);
+                return Ok(());
+            }
+            Ok(FlitKind::Packet) => PacketHeader::parse(unit),
+            Err(e) => Err(e),
+        };
+        match header {
+            Ok(header) if header.payload_flits == 0 => {
+                self.resync[direction] = check_packet_crc(unit).is_err();
+                self.record(RECORD_PACKET, hop, at, unit);
                 Ok(())
             }
-            Ok(FlitKind::Control) => self.record(RECORD_CONTROL, hop, at, unit),
-            Ok(FlitKind::Idle) | Err(_) => Ok(()),
+            Ok(header) => {
+                let need = usize::from(header.payload_flits);
+                self.start(direction, Pending::new(RECORD_PACKET, unit, need, at, hop));
+                Ok(())
+            }
+            // Not a header a receiver can frame a packet by: it loses its framing here.
+            Err(_) => {
+                self.resync[direction] = true;
+                self.start(direction, Pending::new(RECORD_DISCARDED, unit, 0, at, hop));
+                Ok(())
+            }
+        }
+    }
+
+    /// Collect `pending` on `direction`, holding back later records until it is recorded.
+    fn start(&mut self, direction: usize, pending: Pending) {
+        self.pending_starts.insert((pending.at.as_ps(), direction));
+        self.pending[direction] = Some(pending);
+    }
+
+    /// Record the run of discarded units being collected on `direction`, if one is.
+    fn end_discarded(&mut self, direction: usize) {
+        let Some(slot) = self.pending.get_mut(direction) else {
+            return;
+        };
+        match slot.take() {
+            Some(p) if p.record == RECORD_DISCARDED => {
+                self.pending_starts.remove(&(p.at.as_ps(), direction));
+                self.record(RECORD_DISCARDED, p.hop, p.at, &p.bytes[..p.len]);
+            }
+            other => *slot = other,
         }
     }
 
     /// Direction `direction` failed: a packet it had started will never be whole, and is not recorded.
+    /// A run of discarded units it was collecting is recorded; its receiver starts its framing over.
     pub fn cut(&mut self, direction: usize) {
+        self.end_discarded(direction);
         if let Some(p) = self.pending.get_mut(direction).and_then(Option::take) {
             self.pending_starts.remove(&(p.at.as_ps(), direction));
         }
+        if let Some(resync) = self.resync.get_mut(direction) {
+            *resync = false;
+        }
     }
 
-    fn record(&mut self, record: u8, hop: Hop, at: Instant, bytes: &[u8]) -> io::Result<()> {
+    /// Hold a record to be written in time order (or count it dropped past the limit).
+    fn record(&mut self, record: u8, hop: Hop, at: Instant, bytes: &[u8]) {
         if self.summary.records >= self.limit {
             self.summary.dropped += 1;
-            return Ok(());
+            return;
         }
         self.held.push(Reverse(Held {
             at: at.as_ps(),
@@ -265,7 +354,6 @@ impl<W: Write> Tracer<W> {
             bytes: bytes.to_vec(),
         }));
         self.summary.records += 1;
-        Ok(())
     }
 
     fn write(&mut self, h: &Held) -> io::Result<()> {
@@ -283,6 +371,9 @@ impl<W: Write> Tracer<W> {
 
     /// Write every record held, and flush what is buffered.
     pub fn flush(&mut self) -> io::Result<()> {
+        for direction in 0..self.pending.len() {
+            self.end_discarded(direction);
+        }
         while let Some(Reverse(h)) = self.held.pop() {
             self.write(&h)?;
         }
@@ -469,6 +560,134 @@ mod tests {
         tracer.flush().unwrap();
         drop(tracer);
         out
+    }
+
+    /// A sealed packet of a header and `payload` flits of `fill`, sequence number `seq`.
+    fn packet(seq: u16, payload: u8, fill: u8) -> Vec<u8> {
+        let mut bytes = vec![fill; FLIT_LEN * (1 + usize::from(payload))];
+        let header = PacketHeader {
+            payload_flits: payload,
+            vc: link_dl::vc::Vc::Posted,
+            seq: link_dl::seq::Seq::new(seq),
+            ack: link_dl::seq::Seq::new(0),
+            credit_vc: link_dl::vc::Vc::Request,
+            credit: 0,
+            tl: 0x1234,
+        };
+        header.emit((&mut bytes[..FLIT_LEN]).try_into().unwrap()).unwrap();
+        link_dl::flit::seal_packet(&mut bytes);
+        bytes
+    }
+
+    /// The records a tracer makes of `units`, all on one direction, as (record kind, units).
+    fn records_of(units: &[Vec<u8>]) -> Vec<(u8, usize)> {
+        let mut out = Vec::new();
+        let hop = Hop {
+            trunk: 0,
+            from: (0, 0),
+            to: (1, 0),
+        };
+        let mut tracer = Tracer::new(&mut out, 2, 1000).unwrap();
+        for (i, unit) in units.iter().flat_map(|u| u.chunks_exact(FLIT_LEN)).enumerate() {
+            let at = Instant(1_000 * i as u64);
+            tracer.unit(0, hop, at, unit.try_into().unwrap()).unwrap();
+        }
+        tracer.flush().unwrap();
+        drop(tracer);
+        let records = read(&out).unwrap();
+        records
+            .iter()
+            .map(|r| (r.pseudo_header[1], r.bytes.len() / FLIT_LEN))
+            .collect()
+    }
+
+    /// A received trace frames packets as the data link does (docs/spec.md 2.4): after a packet whose CRC
+    /// does not check, the units up to a control flit whose CRC checks are one record of discarded units
+    /// (a run at most a longest packet long, idle between them ending one), and the control flit and the
+    /// packets after it are recorded as before. A transmitter's units never lose the framing.
+    #[test]
+    fn after_a_bad_crc_units_are_discarded_to_a_control_flit() {
+        let update = ControlFlit {
+            kind: ControlKind::Update,
+            ack: link_dl::seq::Seq::new(5),
+            credits: [1, 2, 3, 4],
+        }
+        .emit()
+        .to_vec();
+        let mut damaged = packet(1, 2, 0x11);
+        damaged[20] ^= 1;
+        // A damaged length: the header says 9 flits where 2 came, so the packet takes in what follows.
+        let mut long = packet(3, 2, 0x33);
+        long[0] = long[0] & !0b0011_1100 | 9 << 2;
+        let junk = vec![0x5a; FLIT_LEN * 12];
+        let idle = vec![0; FLIT_LEN];
+        let sent = [
+            packet(0, 8, 0x22),
+            update.clone(),
+            packet(1, 0, 0),
+            update.clone(),
+        ];
+        let expected_sent = vec![
+            (RECORD_PACKET, 9),
+            (RECORD_CONTROL, 1),
+            (RECORD_PACKET, 1),
+            (RECORD_CONTROL, 1),
+        ];
+        assert_eq!(records_of(&sent), expected_sent);
+        let received = [
+            packet(0, 1, 0x22),
+            damaged,
+            junk.clone(),
+            idle.clone(),
+            packet(2, 1, 0x44),
+            update.clone(),
+            packet(3, 1, 0x44),
+            long,
+            packet(4, 9, 0x55),
+            update.clone(),
+        ];
+        assert_eq!(
+            records_of(&received),
+            vec![
+                (RECORD_PACKET, 2),
+                (RECORD_PACKET, 3),
+                (RECORD_DISCARDED, 10),
+                (RECORD_DISCARDED, 2),
+                (RECORD_DISCARDED, 2),
+                (RECORD_CONTROL, 1),
+                (RECORD_PACKET, 2),
+                // 3 of its own and 7 of the next packet's, then the rest of that packet.
+                (RECORD_PACKET, 10),
+                (RECORD_DISCARDED, 3),
+                (RECORD_CONTROL, 1),
+            ]
+        );
+        // A unit of no kind, or a header that cannot be (15 flits), loses the framing where it is.
+        let mut no_kind = vec![0u8; FLIT_LEN];
+        no_kind[0] = 0b1100_0000;
+        let mut too_long = packet(1, 1, 0x66);
+        too_long[0] |= 0b0011_1100;
+        let records = records_of(&[
+            packet(0, 1, 0x22),
+            no_kind,
+            junk,
+            update.clone(),
+            too_long,
+            update.clone(),
+            packet(1, 1, 0),
+        ]);
+        assert_eq!(
+            records,
+            vec![
+                (RECORD_PACKET, 2),
+                (RECORD_DISCARDED, 10),
+                (RECORD_DISCARDED, 3),
+                (RECORD_CONTROL, 1),
+                (RECORD_DISCARDED, 2),
+                (RECORD_CONTROL, 1),
+                (RECORD_PACKET, 2)
+            ]
+        );
     }
 
     #[test]

@@ -365,6 +365,19 @@ pub fn is_ident(flit: &Flit) -> bool {
     flit[0] == 0b1000_0000 | IDENT_KIND
 }
 
+/// Whether a receiver that lost its packet framing after an error finds a packet boundary at `flit`: a
+/// control or identity flit that parses, its CRC checking (docs/spec.md 2.4). Transmitters send control
+/// flits only between packets, so one marks where the next packet starts.
+pub fn is_framing_boundary(flit: &Flit) -> bool {
+    IdentFlit::parse(flit).is_ok() || ControlFlit::parse(flit).is_ok()
+}
+
+/// Whether a receiver that lost its packet framing discards `flit` while it looks for a boundary: anything
+/// but idle (all zeros) and a packet boundary ([`is_framing_boundary`]).
+pub fn discarded_while_resynchronising(flit: &Flit) -> bool {
+    *flit != [0; FLIT_LEN] && !is_framing_boundary(flit)
+}
+
 /// The word of a control flit whose kind and CRC check.
 fn checked_control_word(flit: &Flit) -> Result<u128, DlError> {
     if kind(flit)? != FlitKind::Control {

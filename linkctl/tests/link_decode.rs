@@ -575,6 +575,99 @@ fn the_dissector_checks_each_records_crc_as_the_data_link_does() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// The trace of a damaged capture frames the stream as the data link, and the decoder, frame it
+/// (docs/spec.md 2.4): its packet records are the decoder's packets, one for one, with the same CRC
+/// verdicts, and after a packet whose CRC does not check the units up to a control flit that checks are
+/// records of discarded units. Every unit of the stream but idle is in one record, in order, but for the
+/// initialisation flits the trace counts as repeats.
+#[test]
+fn a_damaged_captures_trace_frames_packets_as_the_data_link_does() {
+    use fabric_sim::trace::{RECORD_CONTROL, RECORD_DISCARDED, RECORD_PACKET};
+    let dir = temp_dir("pcap-framing");
+    run_captured(&dir, "--lanes 2 --max-rate 8 --packets 300");
+    let file = dir.join("a-lane0-1.bin");
+    let mut bytes = std::fs::read(&file).unwrap();
+    for at in (bytes.len() / 5..bytes.len() * 4 / 5).step_by(331) {
+        bytes[at] ^= 0x42;
+    }
+    std::fs::write(&file, bytes).unwrap();
+    let pcap = std::env::temp_dir().join(format!("linkctl-decode-framing-{}.pcap", std::process::id()));
+    let (code, items) = decode(&dir, &["--port", "a", "--pcap", pcap.to_str().unwrap()]);
+    assert_eq!(code, Some(2));
+    let records = fabric_sim::trace::read(&std::fs::read(&pcap).unwrap()).unwrap();
+    let kinds = |record: u8| records.iter().filter(move |r| r.pseudo_header[1] == record);
+    let packets: Vec<&Value> = items.iter().filter(|i| i["kind"] == "packet").collect();
+    let recorded: Vec<_> = kinds(RECORD_PACKET).collect();
+    assert_eq!(recorded.len(), packets.len());
+    for (r, p) in recorded.iter().zip(&packets) {
+        assert_eq!(r.bytes.len() as u64, 16 * p["flits"].as_u64().unwrap());
+        let crc_ok = link_dl::flit::check_packet_crc(&r.bytes).is_ok();
+        assert_eq!(crc_ok, p["crc_ok"] == true, "{p}");
+    }
+    assert!(
+        packets.iter().any(|p| p["crc_ok"] == false),
+        "the damage reaches packets"
+    );
+    let discarded_units: usize = kinds(RECORD_DISCARDED).map(|r| r.bytes.len() / 16).sum();
+    assert!(discarded_units > 0);
+    // Every unit but idle, in order, less the initialisation flits counted as repeats.
+    let out = common::linkctl(
+        &["link", "decode"],
+        &[dir.to_str().unwrap(), "--port", "a", "--units"],
+    );
+    let stream: Vec<Vec<u8>> = String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| {
+            (0..16)
+                .map(|i| u8::from_str_radix(&l[2 * i..2 * i + 2], 16).unwrap())
+                .collect()
+        })
+        .filter(|u: &Vec<u8>| u.iter().any(|&b| b != 0))
+        .collect();
+    let traced: Vec<&[u8]> = records.iter().flat_map(|r| r.bytes.chunks_exact(16)).collect();
+    let summary = items.iter().find(|i| i["event"] == "trace").unwrap();
+    let repeats = summary["init_repeats"].as_u64().unwrap() as usize;
+    assert_eq!(stream.len(), traced.len() + repeats);
+    let mut left = traced.iter().peekable();
+    for unit in &stream {
+        if left.peek().is_some_and(|t| **t == unit.as_slice()) {
+            left.next();
+        } else {
+            let init =
+                link_dl::flit::ControlFlit::parse(unit.as_slice().try_into().unwrap()).is_ok_and(|c| {
+                    matches!(
+                        c.kind,
+                        link_dl::flit::ControlKind::InitFc1 | link_dl::flit::ControlKind::InitFc2
+                    )
+                }) || link_dl::flit::IdentFlit::parse(unit.as_slice().try_into().unwrap()).is_ok();
+            assert!(init, "a unit not traced: {unit:02x?}");
+        }
+    }
+    assert!(left.next().is_none());
+    assert!(kinds(RECORD_CONTROL).count() > 0);
+    if common::tshark_available() {
+        let rows = common::tshark_fields(&pcap, &["openlink.record", "openlink.discarded.units"]);
+        let read: usize = (rows.iter())
+            .filter(|r| r[0] == RECORD_DISCARDED.to_string())
+            .map(|r| r[1].parse::<usize>().unwrap())
+            .sum();
+        assert_eq!(read, discarded_units);
+    }
+    // dl decode reads the trace's discarded records as the decoder's discarded runs.
+    let out = common::linkctl(&["dl", "decode"], &["--pcap", pcap.to_str().unwrap(), "--json"]);
+    let read: usize = String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .filter(|i| i["kind"] == "discarded")
+        .map(|i| i["units"].as_u64().unwrap() as usize)
+        .sum();
+    assert_eq!(read, discarded_units);
+    std::fs::remove_file(&pcap).unwrap();
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 /// A capture of a link running FEC (`link run --fec`, `capture.json`'s `fec`) is read in FEC blocks: every
 /// packet found, its CRC checking; a burst on one lane inside a block is corrected by the code and every
 /// packet still checks; read without the blocks (the index's `fec` false) the check units break the

@@ -2,7 +2,8 @@
 --
 -- Traces are classic pcap files with link type 147 (LINKTYPE_USER0). Each record is a 12-byte
 -- pseudo-header (which link and direction) followed by one data-link packet or control flit as its
--- transmitter sent it (docs/spec.md sections 2.2 and 2.3). The pseudo-header's byte 10 says how a
+-- transmitter sent it (docs/spec.md sections 2.2 and 2.3), or, in a trace of what a receiver took, as
+-- it arrived, or a run of units the receiver discarded while it found a packet boundary again. The pseudo-header's byte 10 says how a
 -- packet's transaction-layer header is laid out: the simulated GPUs' own (section 7.1: opcode,
 -- destination, source, multicast and offset; `linkctl sim`), the transaction layer's (section 3, with
 -- the request extension flit and coherence messages; `linkctl tl copy`, `link decode --tl transaction`),
@@ -15,7 +16,8 @@
 
 local openlink = Proto("openlink", "openlink link trace")
 
-local record_kinds = { [1] = "packet", [2] = "control flit" }
+local record_kinds = { [1] = "packet", [2] = "control flit", [3] = "discarded units" }
+local RECORD_DISCARDED = 3
 local vcs = { [0] = "request", [1] = "posted", [2] = "response", [3] = "snoop" }
 local control_kinds = { [1] = "Update", [2] = "NAK", [3] = "InitFC1", [4] = "InitFC2", [5] = "Ident",
     [6] = "PM_Enter_L1", [7] = "PM_Request_Ack" }
@@ -114,7 +116,11 @@ f.crc = ProtoField.uint32("openlink.crc", "CRC-32C", base.HEX)
 f.crc_status = ProtoField.uint8("openlink.crc.status", "CRC status", base.DEC, { [0] = "bad", [1] = "good" })
 local ef_bad_crc = ProtoExpert.new("openlink.crc.bad", "CRC-32C does not match: the receiver discards it",
     expert.group.CHECKSUM, expert.severity.ERROR)
-openlink.experts = { ef_bad_crc }
+f.discarded_units = ProtoField.uint16("openlink.discarded.units", "Units discarded")
+f.discarded_unit = ProtoField.bytes("openlink.discarded.unit", "Unit")
+local ef_discarded = ProtoExpert.new("openlink.discarded", "Discarded by a receiver that lost its packet framing",
+    expert.group.SEQUENCE, expert.severity.WARN)
+openlink.experts = { ef_bad_crc, ef_discarded }
 
 -- CRC-32C (docs/spec.md section 2.6), reflected: a table of the polynomial 82F63B78h, by byte.
 local crc_table = {}
@@ -330,6 +336,17 @@ function openlink.dissector(tvb, pinfo, tree)
     pinfo.cols.src = string.format("node %d port %d", tvb(4, 2):uint(), tvb(8, 1):uint())
     pinfo.cols.dst = string.format("node %d port %d", tvb(6, 2):uint(), tvb(9, 1):uint())
 
+    if tvb(1, 1):uint() == RECORD_DISCARDED then
+        -- Units a receiver threw away after an error until a control flit whose CRC checks (section 2.4).
+        local units = math.floor((tvb:len() - 12) / 16)
+        local d = top:add(openlink, tvb(12), "Discarded units")
+        d:add(f.discarded_units, tvb(12), units):add_proto_expert_info(ef_discarded)
+        for i = 0, units - 1 do
+            d:add(f.discarded_unit, tvb(12 + 16 * i, 16))
+        end
+        pinfo.cols.info = string.format("[discarded] %d units while finding a packet boundary", units)
+        return tvb:len()
+    end
     local flit = tvb(12):tvb()
     local hi, lo = word(flit)
     local kind = bit.rshift(hi, 30)

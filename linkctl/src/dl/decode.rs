@@ -8,7 +8,8 @@ use std::process::ExitCode;
 
 use anyhow::{bail, ensure, Context};
 use link_dl::flit::{
-    check_packet_crc, is_ident, kind, ControlFlit, Flit, FlitKind, IdentFlit, PacketHeader, FLIT_LEN,
+    check_packet_crc, discarded_while_resynchronising as discarded, is_framing_boundary, is_ident, kind,
+    ControlFlit, Flit, FlitKind, IdentFlit, PacketHeader, FLIT_LEN,
 };
 use link_dl::Vc;
 use link_tl::coherence::message::Message;
@@ -134,7 +135,7 @@ pub fn decode(args: DecodeArgs) -> anyhow::Result<ExitCode> {
 /// record at a time; exit status 2 if any does not check. A file that is not a trace is an error when it is
 /// reached, after the records before it.
 fn decode_trace(path: &std::path::Path, json: bool) -> anyhow::Result<ExitCode> {
-    use fabric_sim::trace::{Hop, Reader};
+    use fabric_sim::trace::{Hop, Reader, RECORD_DISCARDED};
     let file = std::fs::File::open(path).with_context(|| format!("opening {}", path.display()))?;
     let mut reader = Reader::new(io::BufReader::new(file))
         .with_context(|| format!("{} is not a trace (docs/spec.md section 7)", path.display()))?;
@@ -177,6 +178,13 @@ fn decode_trace(path: &std::path::Path, json: bool) -> anyhow::Result<ExitCode> 
             }
             .context("writing stdout")
         };
+        let whole_units = !record.bytes.is_empty() && record.bytes.len() % FLIT_LEN == 0;
+        if record.pseudo_header[1] == RECORD_DISCARDED && whole_units {
+            // What a receiver threw away while it looked for a packet boundary: not a stream to read.
+            print(json!({"kind": "discarded", "units": record.bytes.len() / FLIT_LEN, "ok": false}))?;
+            number += 1;
+            continue;
+        }
         let mut decoder = Decoder::new(tl);
         let mut units = Units::default();
         for unit in units.add(&record.bytes) {
@@ -584,7 +592,7 @@ impl Decoder {
             self.run = Some((true, at, 1));
             return Ok(());
         }
-        if control_that_checks(&unit) {
+        if is_framing_boundary(&unit) {
             self.resync = false;
         }
         let item = match kind(&unit) {
@@ -651,19 +659,6 @@ impl Decoder {
         self.resync |= item.get("error").is_some() || item["crc_ok"] == false;
         emit(item)
     }
-}
-
-/// Whether a receiver that lost its framing discards `unit`: anything but idle and a control flit whose
-/// CRC checks.
-fn discarded(unit: &Flit) -> bool {
-    !control_that_checks(unit) && *unit != [0; FLIT_LEN]
-}
-
-/// Whether `unit` is a control or identity flit whose CRC checks: a packet boundary a receiver that lost
-/// its framing finds again.
-fn control_that_checks(unit: &Flit) -> bool {
-    matches!(kind(unit), Ok(FlitKind::Control))
-        && (IdentFlit::parse(unit).is_ok() || ControlFlit::parse(unit).is_ok())
 }
 
 fn malformed(at: usize, error: &dyn std::fmt::Display) -> Value {
