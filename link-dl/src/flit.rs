@@ -553,4 +553,38 @@ mod tests {
         w |= 1 << 64;
         assert_eq!(IdentFlit::parse(&sealed_control(w)), Err(DlError::ReservedBits));
     }
+
+    /// A receiver that lost its framing finds it again at a control or identity flit that checks, and
+    /// discards anything else but idle.
+    #[test]
+    fn the_framing_is_found_again_at_a_control_flit_that_checks() {
+        let update = ControlFlit {
+            kind: ControlKind::Update,
+            ack: Seq::new(1),
+            credits: [0; VC_COUNT],
+        }
+        .emit();
+        let ident = IdentFlit { node: 7, port: 1 }.emit();
+        let mut header = [0u8; FLIT_LEN];
+        PacketHeader {
+            payload_flits: 0,
+            vc: Vc::Posted,
+            seq: Seq::new(3),
+            ack: Seq::new(2),
+            credit_vc: Vc::Request,
+            credit: 0,
+            tl: 5,
+        }
+        .emit(&mut header)
+        .unwrap();
+        seal_packet(&mut header);
+        let mut damaged = update;
+        damaged[9] ^= 4;
+        for (flit, boundary) in [(update, true), (ident, true), (header, false), (damaged, false)] {
+            assert_eq!(is_framing_boundary(&flit), boundary, "{flit:02x?}");
+            assert_eq!(discarded_while_resynchronising(&flit), !boundary, "{flit:02x?}");
+        }
+        assert!(!is_framing_boundary(&[0; FLIT_LEN]));
+        assert!(!discarded_while_resynchronising(&[0; FLIT_LEN]));
+    }
 }
