@@ -105,6 +105,54 @@ fn a_captured_run_decodes_to_every_packet_sent() {
     }
 }
 
+/// A board's capture may start its lanes' files at different times. Files of one port at one rate that
+/// overlap are one stretch, read from the latest start, the bits before it in the earlier files left out
+/// (a note says how many): the packets are those of the capture whose lanes started together.
+#[test]
+fn lanes_whose_files_start_apart_are_read_from_the_latest_start() {
+    let dir = temp_dir("late-lane");
+    run_captured(&dir, "--lanes 4 --max-rate 8 --packets 60");
+    let (code, whole) = decode(&dir, &["--port", "a"]);
+    assert_eq!(code, Some(0));
+    let packets = |items: &[Value]| -> Vec<(Value, Value)> {
+        let packets = items
+            .iter()
+            .filter(|i| i["kind"] == "packet" && i["crc_ok"] == true);
+        packets.map(|p| (p["tl"].clone(), p["crc"].clone())).collect()
+    };
+    assert_eq!(packets(&whole).len(), 60);
+    // Lane 1 starts 1,200 bits (0.15 us) late, lane 3 800 bits late: their files' first bits cut off.
+    let mut index = read_index(&dir);
+    for (lane, late_bits) in [(1u64, 1200u64), (3, 800)] {
+        let segment = (index["segments"].as_array_mut().unwrap().iter_mut())
+            .find(|s| s["port"] == "A" && s["lane"] == lane && s["code"] == "128b130b")
+            .unwrap();
+        let rate = segment["rate_gts"].as_f64().unwrap();
+        segment["start_us"] =
+            (segment["start_us"].as_f64().unwrap() + late_bits as f64 / (rate * 1e3)).into();
+        segment["bits"] = (segment["bits"].as_u64().unwrap() - late_bits).into();
+        let file = dir.join(segment["file"].as_str().unwrap());
+        let bytes = std::fs::read(&file).unwrap();
+        std::fs::write(&file, &bytes[late_bits as usize / 8..]).unwrap();
+    }
+    write_index(&dir, &index);
+    let (code, apart) = decode(&dir, &["--port", "a"]);
+    assert_eq!(code, Some(0), "{apart:?}");
+    assert_eq!(
+        apart.iter().filter(|i| i["event"] == "stretch").count(),
+        2,
+        "still two stretches"
+    );
+    let notes: Vec<&Value> = apart.iter().filter(|i| i["event"] == "note").collect();
+    assert_eq!(notes.len(), 1, "{notes:?}");
+    assert_eq!(
+        notes[0]["skipped_bits"],
+        serde_json::json!([{"lane": 0, "bits": 1200}, {"lane": 2, "bits": 1200}, {"lane": 3, "bits": 400}])
+    );
+    assert_eq!(packets(&apart), packets(&whole));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 /// A board's capture may end its lanes' files at different times. Once a lane of the stream has ended the
 /// others cannot be put together, so the reading stops there with a note saying where, instead of
 /// overflowing the deskew buffer: the packets read are the first ones of the whole capture, each whole
@@ -440,6 +488,11 @@ fn a_bad_capture_is_refused() {
         segment(edit);
         common::assert_refused_saying(&decode, &[d], says);
     }
+    let mut twice = index.clone();
+    let twin = twice["segments"][0].clone();
+    twice["segments"].as_array_mut().unwrap().push(twin);
+    write_index(&dir, &twice);
+    common::assert_refused_saying(&decode, &[d], "lane 0 has two files at once");
     let index_path = dir.join("capture.json");
     std::fs::write(&index_path, "{").unwrap();
     common::assert_refused_saying(&decode, &[d], "is not JSON");

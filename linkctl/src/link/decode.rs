@@ -218,8 +218,9 @@ fn segment(s: &Value) -> anyhow::Result<Segment> {
     })
 }
 
-/// The segments grouped into stretches: a port's lanes from the same start at the same rate, which a
-/// receiver reads together; in order of port, then time.
+/// The segments grouped into stretches: a port's lanes at the same rate and line code whose files overlap
+/// in time (a board's capture may start its lanes' files a little apart), which a receiver reads together;
+/// in order of port, then time.
 fn stretches(mut segments: Vec<Segment>) -> anyhow::Result<Vec<Vec<Segment>>> {
     segments.sort_by(|x, y| {
         (x.port, x.start_us, x.lane)
@@ -231,25 +232,44 @@ fn stretches(mut segments: Vec<Segment>) -> anyhow::Result<Vec<Vec<Segment>>> {
         match stretches.last_mut() {
             Some(last)
                 if last[0].port == s.port
-                    && last[0].start_us == s.start_us
+                    && (last[0].start_us == s.start_us
+                        || s.start_us < last.iter().map(|l| l.end_us).fold(f64::MIN, f64::max))
                     && last[0].rate_gts == s.rate_gts
                     && last[0].code == s.code =>
             {
-                ensure!(
-                    last.iter().all(|l| l.lane != s.lane),
-                    "port {} lane {} has two files starting at {} us: {} and {}",
-                    s.port,
-                    s.lane,
-                    s.start_us,
-                    last.iter().find(|l| l.lane == s.lane).map_or("", |l| &l.file),
-                    s.file
-                );
+                if let Some(other) = last.iter().find(|l| l.lane == s.lane) {
+                    bail!(
+                        "port {} lane {} has two files at once: {} from {} us and {} from {} us",
+                        s.port,
+                        s.lane,
+                        other.file,
+                        other.start_us,
+                        s.file,
+                        s.start_us
+                    );
+                }
                 last.push(s);
             }
             _ => stretches.push(vec![s]),
         }
     }
     Ok(stretches)
+}
+
+/// When a stretch is read from: its latest lane's start. A receiver can put the stream together only
+/// from when every lane has begun.
+fn read_from_us(stretch: &[Segment]) -> f64 {
+    stretch.iter().map(|s| s.start_us).fold(f64::MIN, f64::max)
+}
+
+/// The bits of `segment`'s file before `from_us`, at its rate (all of them at most).
+fn skipped_bits(segment: &Segment, from_us: f64) -> u64 {
+    let bits = ((from_us - segment.start_us) * segment.rate_gts * 1e3).round();
+    if bits > 0.0 {
+        (bits as u64).min(segment.bits)
+    } else {
+        0
+    }
 }
 
 /// One lane's file, read a word at a time up to its bit count.
@@ -261,13 +281,30 @@ struct LaneFile {
     filled: usize,
     at: usize,
     bits_left: u64,
-    /// Bits read so far.
+    /// Bits at the start not to read: the lane's file began before the stretch is read from.
+    skip: u64,
+    /// Bits read so far, after those skipped.
     read: u64,
 }
 
 impl LaneFile {
-    /// The next up to 64 bits, the first on the wire in bit 0, and how many.
+    /// The next up to 64 bits after those skipped, the first on the wire in bit 0, and how many.
     fn next_word(&mut self) -> anyhow::Result<Option<(u64, u32)>> {
+        loop {
+            let Some((word, count)) = self.next_file_word()? else {
+                return Ok(None);
+            };
+            let skipped = self.skip.min(u64::from(count)) as u32;
+            self.skip -= u64::from(skipped);
+            if skipped < count {
+                self.read += u64::from(count - skipped);
+                return Ok(Some((word.checked_shr(skipped).unwrap_or(0), count - skipped)));
+            }
+        }
+    }
+
+    /// The file's next up to 64 bits.
+    fn next_file_word(&mut self) -> anyhow::Result<Option<(u64, u32)>> {
         if self.bits_left == 0 {
             return Ok(None);
         }
@@ -287,7 +324,6 @@ impl LaneFile {
         self.at = end;
         let count = u64::from(count).min(self.bits_left) as u32;
         self.bits_left -= u64::from(count);
-        self.read += u64::from(count);
         Ok(Some((word, count)))
     }
 }
@@ -343,10 +379,11 @@ fn decode_stretch<W: Write>(
     let first = &stretch[0];
     let port = first.port;
     let lanes: Vec<usize> = stretch.iter().map(|s| s.lane).collect();
-    let end_us = stretch.iter().map(|s| s.end_us).fold(first.start_us, f64::max);
+    let start_us = read_from_us(stretch);
+    let end_us = stretch.iter().map(|s| s.end_us).fold(start_us, f64::max);
     let head = json!({
         "event": "stretch", "tx_port": port.to_string(), "stretch": index, "rate_gts": first.rate_gts,
-        "code": first.code.name(), "start_us": first.start_us, "end_us": end_us, "lanes": lanes,
+        "code": first.code.name(), "start_us": start_us, "end_us": end_us, "lanes": lanes,
         "files": stretch.iter().map(|s| s.file.as_str()).collect::<Vec<_>>(),
     });
     out.item(&head, || {
@@ -354,11 +391,29 @@ fn decode_stretch<W: Write>(
             "port {port}, stretch {index}: {} GT/s {}, {:.3} to {:.3} us, lanes {}",
             first.rate_gts,
             first.code.name(),
-            first.start_us,
+            start_us,
             end_us,
             list(&lanes)
         )
     })?;
+    let skipped: Vec<Value> = (stretch.iter())
+        .map(|s| (s.lane, skipped_bits(s, start_us)))
+        .filter(|&(_, bits)| bits > 0)
+        .map(|(lane, bits)| json!({"lane": lane, "bits": bits}))
+        .collect();
+    if !skipped.is_empty() {
+        let note = format!(
+            "the lanes' files start at different times: each is read from {start_us:.6} us, the latest \
+             start, the bits before it left out ({})",
+            (skipped.iter())
+                .map(|v| format!("lane {}: {} bits", v["lane"], v["bits"]))
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+        let v = json!({"event": "note", "tx_port": port.to_string(), "stretch": index, "note": note,
+                       "skipped_bits": skipped});
+        out.item(&v, || format!("note: {note}"))?;
+    }
     let mut numbers = LaneNumbers::default();
     for s in stretch {
         numbers.0[s.lane] = s.lane_number;
@@ -380,7 +435,7 @@ fn decode_stretch<W: Write>(
     let mut monitor = LinkMonitor::new(first.code, numbers).context("building the monitor")?;
     let mut reader = StreamReader {
         clock: UnitClock {
-            start_ps: first.start_us * 1e6,
+            start_ps: start_us * 1e6,
             ps_per_bit: 1e3 / first.rate_gts,
             bits_per_byte: if first.code == LineCode::Code8b10b {
                 10.0
@@ -453,6 +508,7 @@ fn read_lanes(
                 filled: 0,
                 at: 0,
                 bits_left: s.bits,
+                skip: skipped_bits(s, read_from_us(stretch)),
                 read: 0,
             })
         })
@@ -476,13 +532,14 @@ fn read_lanes(
         if !any {
             return Ok(None);
         }
-        if ended != 0 && monitor.width().is_some() {
+        // Lanes read a word at a time end up to a word apart: less is not an early end.
+        let unread = files.iter().map(|f| f.bits_left).max().unwrap_or(0);
+        if ended != 0 && unread > 64 && monitor.width().is_some() {
             let numbers = monitor.numbers();
             let stalled = files
                 .iter()
                 .find(|f| ended & 1 << f.lane != 0 && numbers.0[f.lane].is_some());
             if let Some(stalled) = stalled {
-                let unread = files.iter().map(|f| f.bits_left).max().unwrap_or(0);
                 return Ok(Some(EarlyEnd {
                     lane: stalled.lane,
                     bits: stalled.read,
