@@ -105,6 +105,55 @@ fn a_captured_run_decodes_to_every_packet_sent() {
     }
 }
 
+/// A dump of a FEC link's units that loses one puts every block after it out of step: after three
+/// uncorrectable blocks in a row `dl decode --fec` looks for the blocks' start again, and the packets after
+/// them check again (without that, none would).
+#[test]
+fn a_unit_lost_from_a_fec_dump_puts_the_blocks_back_in_step() {
+    let dir = temp_dir("fec-lost-unit");
+    run_captured(&dir, "--lanes 4 --max-rate 8 --packets 200 --fec");
+    let (_, items) = decode(&dir, &["--port", "a"]);
+    let stretch = (items.iter())
+        .filter(|i| i["event"] == "stretch" && i["rate_gts"] == 8.0)
+        .map(|i| i["stretch"].as_u64().unwrap().to_string())
+        .next()
+        .unwrap();
+    let units = common::linkctl(
+        &["link", "decode"],
+        &[dir.to_str().unwrap(), "--stretch", &stretch, "--units"],
+    );
+    let mut lines: Vec<&[u8]> = units.stdout.split_inclusive(|&b| b == b'\n').collect();
+    assert!(lines.len() > 1200, "{}", lines.len());
+    lines.remove(500);
+    let dump: Vec<u8> = lines.concat();
+    let out = common::linkctl_with_input(&["dl", "decode"], &["--fec", "--tl", "raw", "--json"], &dump);
+    assert_eq!(out.status.code(), Some(2), "uncorrectable blocks are errors");
+    let read: Vec<Value> = (String::from_utf8(out.stdout).unwrap().lines())
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .collect();
+    let summary = read.iter().find(|i| i["kind"] == "fec").unwrap();
+    assert_eq!(summary["realignments"], 1, "{summary}");
+    assert_eq!(
+        summary["units_skipped_realigning"], 15,
+        "the blocks start a unit earlier: {summary}"
+    );
+    assert_eq!(summary["uncorrectable_blocks"], 3, "{summary}");
+    let good: Vec<u64> = (read.iter())
+        .filter(|i| i["kind"] == "packet" && i["crc_ok"] == true)
+        .map(|i| u64::from_str_radix(i["tl"].as_str().unwrap(), 16).unwrap())
+        .collect();
+    // Lost: the packets in the three blocks and the units the search left out, and those the decoder
+    // discards after them until a control flit shows it where a packet starts, as a data link would (its
+    // partner would replay them). Every other checks, once, in order, to the last.
+    assert!(
+        good.len() >= 150 && good.windows(2).all(|w| w[0] < w[1]),
+        "{good:?}"
+    );
+    assert_eq!(good.last(), Some(&199));
+    assert!(read.iter().any(|i| i["kind"] == "discarded"));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 /// A board's capture may start its lanes' files at different times. Files of one port at one rate that
 /// overlap are one stretch, read from the latest start, the bits before it in the earlier files left out
 /// (a note says how many): the packets are those of the capture whose lanes started together.

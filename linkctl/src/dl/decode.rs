@@ -123,6 +123,8 @@ pub fn decode(args: DecodeArgs) -> anyhow::Result<ExitCode> {
         let mut v = blocks.summary();
         v["kind"] = json!("fec");
         v["units_before_first_block"] = json!(fec.offset.unwrap_or(0));
+        v["realignments"] = json!(fec.realignments);
+        v["units_skipped_realigning"] = json!(fec.units_skipped_realigning);
         v["ok"] = json!(blocks.uncorrectable == 0 && blocks.out_of_step == 0);
         print(v)?;
     }
@@ -392,25 +394,40 @@ impl FecBlocks {
 /// Units before `dl decode --fec` finds where the blocks start: 16 blocks' worth.
 const ALIGN_UNITS: usize = 16 * 16;
 
+/// Uncorrectable blocks in a row after which `dl decode --fec` takes the blocks to be out of step (a unit
+/// lost or repeated in a dump) and looks for their start again. Fewer may be a burst of errors.
+const REALIGN_AFTER_BAD_BLOCKS: u32 = 3;
+
 /// `dl decode --fec`'s stream, which may start anywhere in a block (a board's dump): the first
-/// [`ALIGN_UNITS`] units are held until the blocks' start is found, then every block is read.
+/// [`ALIGN_UNITS`] units are held until the blocks' start is found, then every block is read. After
+/// [`REALIGN_AFTER_BAD_BLOCKS`] uncorrectable blocks in a row the start is looked for again in the next
+/// units, as at first: a unit lost or repeated in the dump puts every block after it out of step, which a
+/// data link would mend at the next ordered set, which a dump of units does not hold.
 #[derive(Default)]
 struct FecStream {
     blocks: FecBlocks,
-    first: Vec<Flit>,
+    /// Units held while the blocks' start is looked for.
+    held: Vec<Flit>,
+    searching: bool,
     /// Units before the first whole block, once found.
     offset: Option<usize>,
+    /// The index of the next unit since the blocks' start was last found.
     index: u64,
+    /// Uncorrectable blocks in a row.
+    bad_in_row: u32,
+    /// Times the start was looked for again, and the units left out before it each time.
+    realignments: u64,
+    units_skipped_realigning: u64,
 }
 
 impl FecStream {
     /// The next unit; the flits of each block it completes go to `flit`.
     fn push(&mut self, unit: Flit, flit: &mut impl FnMut(Flit) -> anyhow::Result<()>) -> anyhow::Result<()> {
-        if self.offset.is_some() {
+        if self.offset.is_some() && !self.searching {
             return self.feed(unit, flit);
         }
-        self.first.push(unit);
-        if self.first.len() < ALIGN_UNITS {
+        self.held.push(unit);
+        if self.held.len() < ALIGN_UNITS {
             return Ok(());
         }
         self.align(flit)
@@ -418,28 +435,46 @@ impl FecStream {
 
     /// The end of the input: if it was too short to hold the units the search takes, search what came.
     fn finish(&mut self, flit: &mut impl FnMut(Flit) -> anyhow::Result<()>) -> anyhow::Result<()> {
-        match self.offset {
-            Some(_) => Ok(()),
-            None => self.align(flit),
+        if self.offset.is_some() && !self.searching {
+            return Ok(());
         }
+        self.align(flit)
     }
 
     /// Find where the blocks start in the units held, and read them from there.
     fn align(&mut self, flit: &mut impl FnMut(Flit) -> anyhow::Result<()>) -> anyhow::Result<()> {
-        let offset = block_start(&self.first);
-        self.offset = Some(offset);
-        for unit in std::mem::take(&mut self.first).into_iter().skip(offset) {
+        let offset = block_start(&self.held);
+        if self.offset.is_none() {
+            self.offset = Some(offset);
+        } else {
+            self.realignments += 1;
+            self.units_skipped_realigning += offset as u64;
+        }
+        self.searching = false;
+        self.index = 0;
+        self.blocks.restart();
+        for unit in std::mem::take(&mut self.held).into_iter().skip(offset) {
             self.feed(unit, flit)?;
         }
         Ok(())
     }
 
     fn feed(&mut self, unit: Flit, flit: &mut impl FnMut(Flit) -> anyhow::Result<()>) -> anyhow::Result<()> {
-        self.index += 1;
-        match self.blocks.push(self.index - 1, &unit) {
-            Some((flits, _)) => flits.into_iter().try_for_each(flit),
-            None => Ok(()),
+        if self.searching {
+            // Out of step: the rest of the held units wait for the search.
+            self.held.push(unit);
+            return Ok(());
         }
+        self.index += 1;
+        let Some((flits, corrected)) = self.blocks.push(self.index - 1, &unit) else {
+            return Ok(());
+        };
+        self.bad_in_row = if corrected { 0 } else { self.bad_in_row + 1 };
+        if self.bad_in_row >= REALIGN_AFTER_BAD_BLOCKS {
+            self.bad_in_row = 0;
+            self.searching = true;
+        }
+        flits.into_iter().try_for_each(flit)
     }
 }
 
@@ -1031,8 +1066,18 @@ pub(crate) fn text(item: &Value) -> String {
             line
         }
         Some("fec") => format!(
-            "fec: {} blocks, {} bytes corrected, {} uncorrectable, {} units out of step",
-            item["blocks"], item["corrected_bytes"], item["uncorrectable_blocks"], item["units_out_of_step"]
+            "fec: {} blocks, {} bytes corrected, {} uncorrectable, {} units out of step{}",
+            item["blocks"],
+            item["corrected_bytes"],
+            item["uncorrectable_blocks"],
+            item["units_out_of_step"],
+            match item["realignments"].as_u64() {
+                Some(n) if n > 0 => format!(
+                    "; blocks' start found again {n} times, {} units left out",
+                    item["units_skipped_realigning"]
+                ),
+                _ => String::new(),
+            }
         ),
         _ => format!("{at:>6}  malformed: {}", s("error")),
     }
