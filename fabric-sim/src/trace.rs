@@ -330,6 +330,16 @@ impl<W: Write> Tracer<W> {
     }
 
     /// Direction `direction` failed: a packet it had started will never be whole, and is not recorded.
+    /// Direction `direction`'s receiver started its framing over as a data link does when its physical
+    /// layer comes up: a packet begun is not recorded, a run of discarded units is, and the units up to a
+    /// control flit that checks are discarded.
+    pub fn restart_framing(&mut self, direction: usize) {
+        self.cut(direction);
+        if let Some(resync) = self.resync.get_mut(direction) {
+            *resync = true;
+        }
+    }
+
     /// A run of discarded units it was collecting is recorded; its receiver starts its framing over.
     pub fn cut(&mut self, direction: usize) {
         self.end_discarded(direction);

@@ -15,7 +15,7 @@ use link_phy::serial::Slot;
 use link_phy::time::Instant;
 
 use crate::fec;
-use crate::flit::FLIT_LEN;
+use crate::flit::{Flit, FLIT_LEN};
 use crate::link::{DataLink, DlConfig, PowerRequest};
 
 /// Physical-layer events kept for observers (state history), oldest dropped first.
@@ -68,21 +68,18 @@ impl<const REPLAY: usize, const RX_FLITS: usize> Endpoint<REPLAY, RX_FLITS> {
 
     /// The bits that arrived during a slot.
     pub fn receive(&mut self, now: Instant, slot: &Slot) {
-        self.receive_tapped(now, slot, |_| {})
+        self.receive_tapped(now, slot, |_, _| {})
     }
 
-    /// [`Endpoint::receive`], each flit the physical layer delivers handed to `tap` as well, as it
-    /// arrived (before the data link checks it; not a FEC block's check unit).
+    /// [`Endpoint::receive`], each flit handed to `tap` as well as the data link frames it into packets
+    /// (before it checks the CRC; with FEC, a block's flits as corrected, not its check unit), and
+    /// whether the data link started its framing over before it ([`DataLink::receive_unit_tapped`]).
     #[inline]
-    pub fn receive_tapped(&mut self, now: Instant, slot: &Slot, mut tap: impl FnMut(&[u8])) {
+    pub fn receive_tapped(&mut self, now: Instant, slot: &Slot, mut tap: impl FnMut(&Flit, bool)) {
         let dl = &mut self.dl;
         self.phy.receive(now, slot, &mut |data, index| {
             for (i, unit) in data.chunks(FLIT_LEN).enumerate() {
-                let index = index + i as u64;
-                if !dl.is_check_unit_at(index) {
-                    tap(unit);
-                }
-                dl.receive_unit(now, unit, index);
+                dl.receive_unit_tapped(now, unit, index + i as u64, &mut tap);
             }
         });
         self.sync(now);

@@ -394,6 +394,9 @@ pub struct DataLink<const REPLAY: usize = 64, const RX_FLITS: usize = 64> {
     acks_owed: u16,
     ack_deadline: Option<Instant>,
     framer: Framer,
+    /// The framing was started over (the physical layer came up, or the link was reset) since a
+    /// received flit was last tapped: for a trace that frames the flits as this link does.
+    rx_framing_restarted: bool,
     /// Flits of the packet being received so far (all in `rx_buf` but a payload read where it arrived).
     rx_len: usize,
     /// Packets in `rx_queues`, per channel (fewer than `RX_FLITS`, which fits 16 bits): kept with the small
@@ -491,6 +494,7 @@ impl<const REPLAY: usize, const RX_FLITS: usize> DataLink<REPLAY, RX_FLITS> {
             acks_owed: 0,
             ack_deadline: None,
             framer: Framer::Resync,
+            rx_framing_restarted: false,
             rx_buf: [[0; FLIT_LEN]; MAX_PACKET_FLITS],
             rx_len: 0,
             rx_packets: [0; VC_COUNT],
@@ -653,6 +657,7 @@ impl<const REPLAY: usize, const RX_FLITS: usize> DataLink<REPLAY, RX_FLITS> {
         self.fec_tx_unit = 0;
         self.fec_rx_have = 0;
         self.framer = Framer::Resync;
+        self.rx_framing_restarted = true;
         self.rx_len = 0;
         self.tx_pos = self.tx_flits;
         if self.state == DlState::Down {
@@ -776,6 +781,7 @@ impl<const REPLAY: usize, const RX_FLITS: usize> DataLink<REPLAY, RX_FLITS> {
         self.acks_owed = 0;
         self.ack_deadline = None;
         self.framer = Framer::Resync;
+        self.rx_framing_restarted = true;
         self.rx_len = 0;
         self.rx_packets = [0; VC_COUNT];
         self.rx_queues.iter_mut().for_each(Ring::clear);
@@ -1113,11 +1119,6 @@ impl<const REPLAY: usize, const RX_FLITS: usize> DataLink<REPLAY, RX_FLITS> {
         self.config.fec && self.fec_tx_unit == 0
     }
 
-    /// Whether the unit [`DataLink::receive_unit`] takes at position `index` is a FEC block's check unit.
-    pub fn is_check_unit_at(&self, index: u64) -> bool {
-        self.config.fec && index % u64::from(FEC_UNITS) == u64::from(FEC_UNITS) - 1
-    }
-
     /// Let timers fire, then fill `out` with the units the link sends now, up to the first that would be
     /// idle (or the end of `out`), and return how many: the same units as [`DataLink::handle_timeout`]
     /// and then [`DataLink::poll_unit`] while [`DataLink::has_pending_output`] holds, but the flits of a
@@ -1359,6 +1360,21 @@ impl<const REPLAY: usize, const RX_FLITS: usize> DataLink<REPLAY, RX_FLITS> {
 
     /// A unit received, with its position counted from the physical layer's last ordered set.
     pub fn receive_unit(&mut self, now: Instant, unit: &[u8], index: u64) {
+        self.receive_unit_tapped(now, unit, index, &mut |_, _| {});
+    }
+
+    /// [`DataLink::receive_unit`], each flit handed to `tap` as the link frames it into packets: with FEC,
+    /// a block's flits once it is whole and corrected, without its check unit; none while the link is down.
+    /// `tap`'s second argument says that the link started its framing over before this flit (it came up
+    /// or was reset: it looks for a control flit that checks, as after an error). For a trace of what the
+    /// data link took.
+    pub fn receive_unit_tapped(
+        &mut self,
+        now: Instant,
+        unit: &[u8],
+        index: u64,
+        tap: &mut impl FnMut(&Flit, bool),
+    ) {
         let Ok(unit) = <&Flit>::try_from(unit) else {
             self.counters.malformed += 1;
             return;
@@ -1367,6 +1383,7 @@ impl<const REPLAY: usize, const RX_FLITS: usize> DataLink<REPLAY, RX_FLITS> {
             return;
         }
         if !self.config.fec {
+            tap(unit, core::mem::take(&mut self.rx_framing_restarted));
             self.receive_flit(now, unit);
             return;
         }
@@ -1395,6 +1412,7 @@ impl<const REPLAY: usize, const RX_FLITS: usize> DataLink<REPLAY, RX_FLITS> {
         for chunk in block[..FEC_FLITS * FLIT_LEN].chunks_exact(FLIT_LEN) {
             let mut flit = [0u8; FLIT_LEN];
             flit.copy_from_slice(chunk);
+            tap(&flit, core::mem::take(&mut self.rx_framing_restarted));
             self.receive_flit(now, &flit);
         }
     }

@@ -58,15 +58,17 @@ pub struct SimEndpoint<const REPLAY: usize = 64, const RX_FLITS: usize = 64> {
 }
 
 /// A watcher of the units an endpoint sends or receives.
-type Watcher = std::boxed::Box<dyn FnMut(Instant, &[u8])>;
+type Watcher = std::boxed::Box<dyn FnMut(Instant, &[u8], bool)>;
 
 /// What watches the units an endpoint sends or receives ([`SimEndpoint::set_unit_tap`],
 /// [`SimEndpoint::set_received_tap`]).
 pub struct UnitTap(Watcher);
 
 impl UnitTap {
-    /// `watch` is given each unit with the time of the slot that carries it.
-    pub fn new(watch: impl FnMut(Instant, &[u8]) + 'static) -> Self {
+    /// `watch` is given each unit with the time of the slot that carries it, and for a unit received,
+    /// whether the data link started its framing over before it (it came up, or was reset); false for a
+    /// unit sent.
+    pub fn new(watch: impl FnMut(Instant, &[u8], bool) + 'static) -> Self {
         UnitTap(std::boxed::Box::new(watch))
     }
 }
@@ -100,9 +102,10 @@ impl<const REPLAY: usize, const RX_FLITS: usize> SimEndpoint<REPLAY, RX_FLITS> {
         self.unit_tap = Some(tap);
     }
 
-    /// Hand every unit the data link receives to `tap` as it arrives, with the time of the slot that
-    /// brought it: after the channel's errors and the injector's faults (a dropped unit is not there, a
-    /// duplicated one is there twice), before the data link checks it. A FEC block's check unit is not.
+    /// Hand every flit the data link receives to `tap` as it frames it into packets, with the time of the
+    /// slot that brought it: after the channel's errors and the injector's faults (a dropped unit is not
+    /// there, a duplicated one is there twice), before the data link checks the CRC. With FEC, a block's
+    /// flits as corrected, once the block is whole, not its check unit. Nothing while the link is down.
     pub fn set_received_tap(&mut self, tap: UnitTap) {
         self.received_tap = Some(tap);
     }
@@ -122,14 +125,16 @@ impl<const REPLAY: usize, const RX_FLITS: usize> Node for SimEndpoint<REPLAY, RX
     fn transmit(&mut self, now: Instant, _fill: &mut dyn FnMut(&mut [u8])) -> Slot {
         match self.unit_tap.as_mut() {
             None => self.ep.poll_transmit(now),
-            Some(UnitTap(tap)) => self.ep.poll_transmit_tapped(now, |unit| tap(now, unit)),
+            Some(UnitTap(tap)) => self.ep.poll_transmit_tapped(now, |unit| tap(now, unit, false)),
         }
     }
     fn receive(&mut self, now: Instant, slot: &Slot, _deliver: &mut dyn FnMut(&[u8], u64)) {
         if !self.faults.any() {
             match self.received_tap.as_mut() {
                 None => self.ep.receive(now, slot),
-                Some(UnitTap(tap)) => self.ep.receive_tapped(now, slot, |unit| tap(now, unit)),
+                Some(UnitTap(tap)) => self
+                    .ep
+                    .receive_tapped(now, slot, |unit, restarted| tap(now, unit, restarted)),
             }
             return;
         }
@@ -157,10 +162,14 @@ impl<const REPLAY: usize, const RX_FLITS: usize> Node for SimEndpoint<REPLAY, RX
                     1
                 };
                 for _ in 0..copies {
-                    if let Some(tap) = tap.as_mut().filter(|_| !dl.is_check_unit_at(index)) {
-                        tap(now, &unit_copy);
+                    match tap.as_mut() {
+                        Some(tap) => {
+                            dl.receive_unit_tapped(now, &unit_copy, index, &mut |flit, restarted| {
+                                tap(now, flit, restarted)
+                            })
+                        }
+                        None => dl.receive_unit(now, &unit_copy, index),
                     }
-                    dl.receive_unit(now, &unit_copy, index);
                 }
             }
         });

@@ -98,6 +98,12 @@ impl LinkTrace {
         }
     }
 
+    /// The receiver of endpoint `from`'s direction started its framing over, as a data link does when its
+    /// physical layer comes up ([`Tracer::restart_framing`]).
+    pub fn restart_framing(&mut self, from: u16) {
+        self.tracer.restart_framing(usize::from(from));
+    }
+
     /// Endpoint `from`'s direction stopped carrying data (the link left L0): a packet it had started is
     /// not recorded.
     pub fn cut(&mut self, from: u16) {

@@ -669,10 +669,51 @@ fn a_run_is_traced_as_its_data_links_receive() {
         }
     }
     let (v, noisy) = read("1e-4", true);
-    let bad = noisy
-        .iter()
-        .filter(|r| check_packet_crc(&r.bytes).is_err())
+    use fabric_sim::trace::RECORD_DISCARDED;
+    let bad = (noisy.iter())
+        .filter(|r| r.pseudo_header[1] != RECORD_DISCARDED && check_packet_crc(&r.bytes).is_err())
         .count();
     assert!(v["crc_errors"].as_u64().unwrap() > 0, "{v}");
     assert!(bad > 0, "the corrupted units are in the trace");
+    // The trace frames the units as the data links do: a packet or control record whose CRC fails for
+    // each CRC error they count, and the units they discard (after such an error, and when they come up,
+    // to a control flit that checks) are records of their own: those they count as discarded, and any
+    // unit they could not parse that started the discarding.
+    assert_eq!(bad as u64, v["crc_errors"].as_u64().unwrap(), "{v}");
+    let discarded = |records: &[fabric_sim::trace::Record]| -> u64 {
+        (records.iter())
+            .filter(|r| r.pseudo_header[1] == RECORD_DISCARDED)
+            .map(|r| r.bytes.len() as u64 / 16)
+            .sum()
+    };
+    let counted = |key: &str| -> u64 { (0..2).map(|p| v["counters"][p][key].as_u64().unwrap()).sum() };
+    let (resync_discards, malformed) = (counted("resync_discards"), counted("malformed"));
+    assert!(resync_discards > 0, "{v}");
+    assert!(
+        (resync_discards..=resync_discards + malformed).contains(&discarded(&noisy)),
+        "{} discarded units in the trace: {v}",
+        discarded(&noisy)
+    );
+    assert_eq!(discarded(&sent), 0, "none as sent");
+}
+
+/// With FEC, a received trace holds the flits as the code corrected them, as the data link frames them:
+/// bit errors the code corrects leave every record's CRC good.
+#[test]
+fn a_fec_runs_received_trace_holds_the_corrected_flits() {
+    use link_dl::flit::check_packet_crc;
+    let pcap = std::env::temp_dir().join(format!("linkctl-run-rx-fec-{}.pcap", std::process::id()));
+    let args = "--lanes 2 --packets 200 --timing fast --fec --ber 1e-5 --seed 3 --pcap-received --pcap";
+    let args: Vec<&str> = args.split_whitespace().chain([pcap.to_str().unwrap()]).collect();
+    let v = json(&args);
+    assert_intact(&v, 200, 128);
+    assert!(v["fec_corrections"].as_u64().unwrap() > 0, "{v}");
+    assert_eq!(v["crc_errors"], 0, "{v}");
+    let records = fabric_sim::trace::read(&std::fs::read(&pcap).unwrap()).unwrap();
+    std::fs::remove_file(&pcap).unwrap();
+    assert!(records.len() > 200);
+    for r in &records {
+        assert!(check_packet_crc(&r.bytes).is_ok(), "{r:?}");
+        assert_ne!(r.pseudo_header[1], fabric_sim::trace::RECORD_DISCARDED);
+    }
 }

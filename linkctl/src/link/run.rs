@@ -468,9 +468,13 @@ fn unit_tap(
     sender: link_phy::pair::Side,
 ) -> link_dl::sim::UnitTap {
     let node = u16::from(sender == link_phy::pair::Side::B);
-    link_dl::sim::UnitTap::new(move |at, unit| {
+    link_dl::sim::UnitTap::new(move |at, unit, framing_restarted| {
+        let mut trace = trace.borrow_mut();
+        if framing_restarted {
+            trace.restart_framing(node);
+        }
         if let Ok(unit) = <&[u8; 16]>::try_from(unit) {
-            trace.borrow_mut().unit(node, at, unit);
+            trace.unit(node, at, unit);
         }
     })
 }
