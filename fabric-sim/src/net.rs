@@ -357,6 +357,37 @@ fn sending_state(link: &PortLink) -> (bool, u64) {
     )
 }
 
+/// Record in `tracer` the `units` of a burst that direction `d` of trunk `t` hands `link` now, as the link
+/// takes them (a receiver's trace), starting the trace's framing over where the link started its own.
+#[allow(clippy::too_many_arguments)]
+fn record_received(
+    tracer: &mut Tracer<Box<dyn std::io::Write>>,
+    error: &mut Option<String>,
+    link: &mut PortLink,
+    t: usize,
+    d: usize,
+    dir: &Direction,
+    now: Instant,
+    units: &[Flit],
+) {
+    if let Err(e) = tracer.advance(now) {
+        error.get_or_insert(e.to_string());
+    }
+    if link.take_framing_restarted() {
+        tracer.restart_framing(t * 2 + d);
+    }
+    let hop = Hop {
+        trunk: t as u16,
+        from: (dir.from.0 as u16, dir.from.1 as u8),
+        to: (dir.to.0 as u16, dir.to.1 as u8),
+    };
+    for unit in units {
+        if let Err(e) = tracer.unit(t * 2 + d, hop, now, unit) {
+            error.get_or_insert(e.to_string());
+        }
+    }
+}
+
 /// Units sent in one go, on a wire.
 #[derive(Clone, Copy, Debug)]
 struct Burst {
@@ -622,6 +653,9 @@ pub struct Net {
     failover: Option<Box<Failover>>,
     completed: Instant,
     trace: Option<Box<Tracer<Box<dyn std::io::Write>>>>,
+    /// Whether the trace records the units as the receivers take them rather than as the transmitters
+    /// send them.
+    trace_received: bool,
     /// The buffers of the bursts on the wires.
     pool: BurstPool,
     /// Where a GPU's link puts the packet its app reads next.
@@ -770,6 +804,7 @@ impl Net {
             failover: None,
             completed: Instant::ZERO,
             trace: None,
+            trace_received: false,
             pool: BurstPool::default(),
             gpu_rx: Received::empty(Vc::Posted),
             trace_error: None,
@@ -1122,6 +1157,15 @@ impl Net {
     /// Errors writing it are reported as its writer gives them, so they should name the file.
     pub fn set_trace(&mut self, tracer: Tracer<Box<dyn std::io::Write>>) {
         self.trace = Some(Box::new(tracer));
+        self.trace_received = false;
+    }
+
+    /// [`Net::set_trace`], recording the units as each receiving data link takes them instead: after the
+    /// wire's bit errors, at the time the simulator hands it their burst (the burst's end: a record's
+    /// time is that of the burst its first unit came in), framed as the data link frames them.
+    pub fn set_trace_received(&mut self, tracer: Tracer<Box<dyn std::io::Write>>) {
+        self.trace = Some(Box::new(tracer));
+        self.trace_received = true;
     }
 
     /// Flush the trace and say what it holds and what it left out.
@@ -1312,7 +1356,7 @@ impl Net {
         link.take_retrain_request();
         let units = &mut units[..sent];
         let dir = &mut self.dirs[t][d];
-        if let Some(tracer) = self.trace.as_mut() {
+        if let Some(tracer) = self.trace.as_mut().filter(|_| !self.trace_received) {
             // Nothing sent from now on is earlier than now: what other directions sent before is written.
             if let Err(e) = tracer.advance(now) {
                 self.trace_error.get_or_insert(e.to_string());
@@ -1372,6 +1416,18 @@ impl Net {
                 break;
             }
             let units = self.pool.units(burst);
+            if let Some(tracer) = self.trace.as_mut().filter(|_| self.trace_received) {
+                record_received(
+                    tracer,
+                    &mut self.trace_error,
+                    &mut self.links[node][port],
+                    t,
+                    d,
+                    dir,
+                    now,
+                    units,
+                );
+            }
             self.links[node][port].receive_units(now, units, dir.units_received);
             dir.units_received += units.len() as u64;
             self.pool.give(burst.buffer);

@@ -409,6 +409,9 @@ pub struct Recording {
     pub name: String,
     /// Only the links with an end at one of these nodes (by name), all when empty.
     pub only_nodes: Vec<String>,
+    /// A trace of the units as the receiving data links take them (after the wires' bit errors), not as
+    /// the transmitters send them; waveforms do not take it.
+    pub received: bool,
 }
 
 /// Have `net` write a pcap trace of its links to `pcap` and waveforms of their states to `vcd`, if
@@ -437,7 +440,11 @@ pub(crate) fn record_links(
         if !pcap.only_nodes.is_empty() {
             tracer = tracer.keep_only(kept);
         }
-        net.set_trace(tracer);
+        if pcap.received {
+            net.set_trace_received(tracer);
+        } else {
+            net.set_trace(tracer);
+        }
     }
     if let (Some(vcd), Some(kept)) = (vcd, vcd_kept) {
         let out = create_output(vcd)?;

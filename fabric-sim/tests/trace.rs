@@ -29,6 +29,7 @@ fn recording(path: &Path, limit: u64) -> Recording {
         limit,
         name: "the recording".into(),
         only_nodes: Vec::new(),
+        received: false,
     }
 }
 
@@ -679,6 +680,7 @@ fn a_trace_of_some_nodes_is_the_whole_traces_records_on_their_links() {
         limit_per_size: Duration::from_ms(10),
         pcap: Some(Recording {
             only_nodes: only.iter().map(|n| n.to_string()).collect(),
+            received: false,
             ..recording(path, 1_000_000)
         }),
         ..Sweep::new(topology.clone(), Kind::AllReduce, Algo::Ring, 1024, 4096)

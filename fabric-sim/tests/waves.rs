@@ -23,6 +23,7 @@ fn sweep(topology: &str, path: &Path, limit: u64, faults: Vec<FaultSpec>) -> Rep
             limit,
             name: "the waveforms".into(),
             only_nodes: Vec::new(),
+            received: false,
         }),
         ..Sweep::new(topology, Kind::AllReduce, Algo::Ring, 1024, 64 * 1024)
     };
@@ -254,6 +255,7 @@ fn waveforms_of_some_nodes_are_the_whole_files_signals_on_their_links() {
             limit: u64::MAX,
             name: "the waveforms".into(),
             only_nodes: vec!["gpu1".into()],
+            received: false,
         }),
         ..Sweep::new(
             Topology::builtin("mesh4").unwrap(),

@@ -1358,6 +1358,13 @@ impl<const REPLAY: usize, const RX_FLITS: usize> DataLink<REPLAY, RX_FLITS> {
 
     // ----- receive -----
 
+    /// Whether the link started its framing over (it came up, or was reset) since this was last asked or
+    /// a received flit last tapped ([`DataLink::receive_unit_tapped`]): for a trace of the units it takes
+    /// by [`DataLink::receive_units`], which has no tap.
+    pub fn take_framing_restarted(&mut self) -> bool {
+        core::mem::take(&mut self.rx_framing_restarted)
+    }
+
     /// A unit received, with its position counted from the physical layer's last ordered set.
     pub fn receive_unit(&mut self, now: Instant, unit: &[u8], index: u64) {
         self.receive_unit_tapped(now, unit, index, &mut |_, _| {});

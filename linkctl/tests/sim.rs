@@ -2238,3 +2238,75 @@ fn a_trace_kept_to_unknown_nodes_is_refused() {
     );
     assert!(!pcap.exists());
 }
+
+/// `--pcap-received` traces the units as the receiving data links take them: on clean wires each
+/// direction's packets are the ones sent, in order; with bit errors the trace frames them as the data
+/// links do, a packet or control record with a bad CRC for each CRC error the links count, and the units
+/// they discard to find a packet boundary again as records of their own (as many as they count).
+#[test]
+fn a_trace_as_received_frames_what_the_data_links_took() {
+    use fabric_sim::trace::{read, Record, RECORD_DISCARDED, RECORD_PACKET};
+    let dir = std::env::temp_dir();
+    let pid = std::process::id();
+    let run = |name: &str, extra: &[&str]| -> (Value, Vec<Record>) {
+        let pcap = dir.join(format!("linkctl-sim-rx-{name}-{pid}.pcap"));
+        let base = [
+            "allreduce",
+            "--topology",
+            "dgx-h100",
+            "--min",
+            "64K",
+            "--max",
+            "64K",
+        ];
+        let v = json(&[&base[..], extra, &["--pcap", pcap.to_str().unwrap()]].concat());
+        assert_eq!(v["verified"], true);
+        let records = read(&std::fs::read(&pcap).unwrap()).unwrap();
+        std::fs::remove_file(&pcap).unwrap();
+        (v, records)
+    };
+    let packets = |records: &[Record], direction: (u16, u16, u16)| -> Vec<Vec<u8>> {
+        (records.iter())
+            .filter(|r| {
+                let h = r.hop();
+                r.pseudo_header[1] == RECORD_PACKET && (h.trunk, h.from.0, h.to.0) == direction
+            })
+            .map(|r| r.bytes.clone())
+            .collect()
+    };
+    let (_, sent) = run("sent", &[]);
+    let (_, received) = run("received", &["--pcap-received"]);
+    let directions: std::collections::BTreeSet<(u16, u16, u16)> = (sent.iter())
+        .map(|r| (r.hop().trunk, r.hop().from.0, r.hop().to.0))
+        .collect();
+    assert!(directions.len() >= 64, "{}", directions.len());
+    for &direction in &directions {
+        assert_eq!(
+            packets(&received, direction),
+            packets(&sent, direction),
+            "{direction:?}"
+        );
+    }
+    assert!(received.iter().all(|r| r.pseudo_header[1] != RECORD_DISCARDED));
+    let (v, noisy) = run("noisy", &["--ber", "1e-6", "--pcap-received"]);
+    let bad = (noisy.iter())
+        .filter(|r| r.pseudo_header[1] != RECORD_DISCARDED)
+        .filter(|r| link_dl::flit::check_packet_crc(&r.bytes).is_err())
+        .count() as u64;
+    let links = &v["links"];
+    assert!(bad > 0, "{links}");
+    assert_eq!(bad, links["crc_errors"].as_u64().unwrap(), "{links}");
+    let discarded: u64 = (noisy.iter())
+        .filter(|r| r.pseudo_header[1] == RECORD_DISCARDED)
+        .map(|r| r.bytes.len() as u64 / 16)
+        .sum();
+    let (resync, malformed) = (
+        links["resync_discards"].as_u64().unwrap(),
+        links["malformed"].as_u64().unwrap(),
+    );
+    assert!(
+        (resync..=resync + malformed).contains(&discarded),
+        "{discarded}: {links}"
+    );
+    common::assert_refused_saying(&["sim"], &["allreduce", "--pcap-received"], "--pcap");
+}

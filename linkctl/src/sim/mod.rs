@@ -120,6 +120,11 @@ pub struct SimArgs {
 pub struct TraceArgs {
     #[command(flatten)]
     pub pcap: crate::trace::PcapArgs,
+    /// Trace the units as each receiving data link takes them instead (after the wires' bit errors, framed
+    /// as the data link frames them): corrupted ones show with a bad CRC. A record's time is that of the
+    /// burst of units its first came in
+    #[arg(long, requires = "pcap")]
+    pub pcap_received: bool,
     /// Write waveforms of every link direction's state, activity and replay-buffer occupancy (VCD, for
     /// GTKWave; signals in docs/spec.md section 8)
     #[arg(long, value_name = "FILE")]
@@ -195,6 +200,7 @@ impl TraceArgs {
             limit: self.pcap.pcap_limit,
             name: "--pcap".into(),
             only_nodes: self.trace_nodes.clone(),
+            received: self.pcap_received,
         })
     }
 
@@ -205,6 +211,7 @@ impl TraceArgs {
             limit: self.vcd_limit,
             name: "--vcd".into(),
             only_nodes: self.trace_nodes.clone(),
+            received: false,
         })
     }
 
