@@ -357,6 +357,14 @@ fn sending_state(link: &PortLink) -> (bool, u64) {
     )
 }
 
+/// A trace being written, and which side of the wires it records.
+#[derive(Debug)]
+struct NetTrace {
+    tracer: Tracer<Box<dyn std::io::Write>>,
+    /// The units as the receiving data links take them, not as the transmitters send them.
+    received: bool,
+}
+
 /// Record in `tracer` the `units` of a burst that direction `d` of trunk `t` hands `link` now, as the link
 /// takes them (a receiver's trace), starting the trace's framing over where the link started its own.
 #[allow(clippy::too_many_arguments)]
@@ -652,10 +660,7 @@ pub struct Net {
     stats: NetStats,
     failover: Option<Box<Failover>>,
     completed: Instant,
-    trace: Option<Box<Tracer<Box<dyn std::io::Write>>>>,
-    /// Whether the trace records the units as the receivers take them rather than as the transmitters
-    /// send them.
-    trace_received: bool,
+    trace: Option<Box<NetTrace>>,
     /// The buffers of the bursts on the wires.
     pool: BurstPool,
     /// Where a GPU's link puts the packet its app reads next.
@@ -804,7 +809,6 @@ impl Net {
             failover: None,
             completed: Instant::ZERO,
             trace: None,
-            trace_received: false,
             pool: BurstPool::default(),
             gpu_rx: Received::empty(Vc::Posted),
             trace_error: None,
@@ -1156,16 +1160,20 @@ impl Net {
     /// Record every packet and control flit the transmitters send into `tracer` (see [`crate::trace`]).
     /// Errors writing it are reported as its writer gives them, so they should name the file.
     pub fn set_trace(&mut self, tracer: Tracer<Box<dyn std::io::Write>>) {
-        self.trace = Some(Box::new(tracer));
-        self.trace_received = false;
+        self.trace = Some(Box::new(NetTrace {
+            tracer,
+            received: false,
+        }));
     }
 
     /// [`Net::set_trace`], recording the units as each receiving data link takes them instead: after the
     /// wire's bit errors, at the time the simulator hands it their burst (the burst's end: a record's
     /// time is that of the burst its first unit came in), framed as the data link frames them.
     pub fn set_trace_received(&mut self, tracer: Tracer<Box<dyn std::io::Write>>) {
-        self.trace = Some(Box::new(tracer));
-        self.trace_received = true;
+        self.trace = Some(Box::new(NetTrace {
+            tracer,
+            received: true,
+        }));
     }
 
     /// Flush the trace and say what it holds and what it left out.
@@ -1177,8 +1185,8 @@ impl Net {
         let Some(tracer) = self.trace.as_mut() else {
             return Ok(None);
         };
-        tracer.flush().map_err(|e| e.to_string())?;
-        Ok(Some(tracer.summary))
+        tracer.tracer.flush().map_err(|e| e.to_string())?;
+        Ok(Some(tracer.tracer.summary))
     }
 
     /// Record the state, activity and replay-buffer occupancy of every link direction into `waves` (see
@@ -1356,7 +1364,11 @@ impl Net {
         link.take_retrain_request();
         let units = &mut units[..sent];
         let dir = &mut self.dirs[t][d];
-        if let Some(tracer) = self.trace.as_mut().filter(|_| !self.trace_received) {
+        if let Some(NetTrace {
+            tracer,
+            received: false,
+        }) = self.trace.as_deref_mut()
+        {
             // Nothing sent from now on is earlier than now: what other directions sent before is written.
             if let Err(e) = tracer.advance(now) {
                 self.trace_error.get_or_insert(e.to_string());
@@ -1416,7 +1428,11 @@ impl Net {
                 break;
             }
             let units = self.pool.units(burst);
-            if let Some(tracer) = self.trace.as_mut().filter(|_| self.trace_received) {
+            if let Some(NetTrace {
+                tracer,
+                received: true,
+            }) = self.trace.as_deref_mut()
+            {
                 record_received(
                     tracer,
                     &mut self.trace_error,

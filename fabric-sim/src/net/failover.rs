@@ -819,8 +819,8 @@ impl Net {
         }
         if let Some(tracer) = self.trace.as_mut() {
             // A packet whose first units went out before the failure will never be whole.
-            tracer.cut(t * 2);
-            tracer.cut(t * 2 + 1);
+            tracer.tracer.cut(t * 2);
+            tracer.tracer.cut(t * 2 + 1);
         }
         for dir in &mut self.dirs[t] {
             dir.up = false;
