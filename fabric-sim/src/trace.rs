@@ -734,7 +734,114 @@ mod tests {
         assert_eq!(read(&long), Err(ReadError::BadLength(24)));
     }
 
+    /// A unit of the kinds a receiver may be given: a sealed packet's flits, control and identity flits
+    /// (InitFC among them), idle, bytes at random, and packets with a bit flipped. Packets are filled with
+    /// bytes other than 0, so that a unit of zeros is idle.
+    fn received_units() -> impl Strategy<Value = Vec<[u8; FLIT_LEN]>> {
+        let control = (0u8..4, any::<u16>()).prop_map(|(k, ack)| {
+            let kind = [
+                ControlKind::Update,
+                ControlKind::Nak,
+                ControlKind::InitFc1,
+                ControlKind::InitFc2,
+            ];
+            let flit = ControlFlit {
+                kind: kind[usize::from(k)],
+                ack: link_dl::seq::Seq::new(ack % 1024),
+                credits: [64; 4],
+            };
+            vec![flit.emit()]
+        });
+        let ident = any::<u8>().prop_map(|port| {
+            vec![IdentFlit {
+                node: 9,
+                port: port % 64,
+            }
+            .emit()]
+        });
+        let unit = |bytes: &[u8]| -> [u8; FLIT_LEN] { bytes.try_into().unwrap() };
+        let good = (0u8..10, any::<u8>())
+            .prop_map(move |(n, fill)| packet(1, n, fill).chunks(FLIT_LEN).map(unit).collect());
+        let flipped = (0u8..10, 1u8..=255, any::<u16>()).prop_map(move |(n, fill, bit)| {
+            let mut bytes = packet(2, n, fill);
+            let bit = usize::from(bit) % (bytes.len() * 8);
+            bytes[bit / 8] ^= 1 << (bit % 8);
+            bytes.chunks(FLIT_LEN).map(unit).collect()
+        });
+        let junk = any::<[u8; FLIT_LEN]>().prop_map(|u| vec![u]);
+        let idle = Just(vec![[0u8; FLIT_LEN]]);
+        let piece = prop_oneof![3 => good, 2 => control, 1 => ident, 2 => flipped, 1 => junk, 1 => idle];
+        proptest::collection::vec(piece, 0..60).prop_map(|pieces| pieces.concat())
+    }
+
     proptest! {
+        /// Whatever a receiver is given, the tracer loses and repeats nothing: its records hold every unit
+        /// but idle, in order, less the initialisation flits it counts as repeats; a packet record is a
+        /// header and the flits it announces, a record of discarded units holds no idle and no packet
+        /// boundary, and no record is longer than a longest packet. (A packet the end cuts short is the
+        /// one thing left out.)
+        #[test]
+        fn a_receivers_units_are_recorded_once_each(units in received_units(), restart_at in 0usize..80) {
+            let mut out = Vec::new();
+            let hop = Hop { trunk: 0, from: (0, 0), to: (1, 0) };
+            let mut tracer = Tracer::new(&mut out, 2, 100_000).unwrap();
+            // The units of a packet begun when the framing restarts, or when the units end, are not
+            // recorded: the last ones before that point, as many as the packet holds.
+            let mut left_out = std::collections::BTreeSet::new();
+            let mut cut = |tracer: &Tracer<&mut Vec<u8>>, end: usize| {
+                if let Some(p) = tracer.pending[0].as_ref().filter(|p| p.record == RECORD_PACKET) {
+                    left_out.extend(end - p.len / FLIT_LEN..end);
+                }
+            };
+            for (i, unit) in units.iter().enumerate() {
+                if i == restart_at {
+                    cut(&tracer, i);
+                    tracer.restart_framing(0);
+                }
+                tracer.unit(0, hop, Instant(1_000 * i as u64), unit).unwrap();
+            }
+            cut(&tracer, units.len());
+            tracer.flush().unwrap();
+            let repeats = tracer.summary.init_repeats as usize;
+            drop(tracer);
+            let records = read(&out).unwrap();
+            let recorded: Vec<&[u8]> = records.iter().flat_map(|r| r.bytes.chunks(FLIT_LEN)).collect();
+            // The records' units, in order, are the units given less idle ones, initialisation flits (as
+            // many as it counts as repeats) and the packets cut; idle inside a packet is recorded with it.
+            let mut next = recorded.iter().peekable();
+            let mut inits_left_out = 0;
+            for (i, unit) in units.iter().enumerate().filter(|(i, _)| !left_out.contains(i)) {
+                if next.peek().is_some_and(|r| **r == unit.as_slice()) {
+                    next.next();
+                } else if *unit != [0; FLIT_LEN] {
+                    let init = IdentFlit::parse(unit).is_ok()
+                        || ControlFlit::parse(unit).is_ok_and(|c| matches!(c.kind, ControlKind::InitFc1 | ControlKind::InitFc2));
+                    prop_assert!(init, "unit {} left out: {:02x?}", i, unit);
+                    inits_left_out += 1;
+                }
+            }
+            prop_assert!(next.next().is_none(), "a unit recorded that was not given, or out of order");
+            prop_assert_eq!(inits_left_out, repeats);
+            for r in &records {
+                prop_assert!(r.bytes.len() <= MAX_PACKET_LEN && r.bytes.len() % FLIT_LEN == 0);
+                match r.pseudo_header[1] {
+                    RECORD_PACKET => {
+                        let header = PacketHeader::parse(r.bytes[..FLIT_LEN].try_into().unwrap()).unwrap();
+                        prop_assert_eq!(r.bytes.len(), FLIT_LEN * (1 + usize::from(header.payload_flits)));
+                    }
+                    RECORD_CONTROL => prop_assert_eq!(r.bytes.len(), FLIT_LEN),
+                    RECORD_DISCARDED => {
+                        // The first unit is the one that lost the framing, or one discarded after it.
+                        for u in r.bytes.chunks(FLIT_LEN).skip(1) {
+                            let u: &[u8; FLIT_LEN] = u.try_into().unwrap();
+                            prop_assert!(link_dl::flit::discarded_while_resynchronising(u));
+                        }
+                    }
+                    other => prop_assert!(false, "record kind {}", other),
+                }
+            }
+        }
+
         /// Hostile bytes after a valid file header end in records or a typed error, never a panic.
         #[test]
         fn any_bytes_read_without_panic(tail in proptest::collection::vec(any::<u8>(), 0..200)) {
