@@ -25,6 +25,7 @@ pub const TARGETS: &[Target] = &[
     ("topology_toml", topology_toml),
     ("discovery_registers", discovery_registers),
     ("trace_read", trace_read),
+    ("trace_write", trace_write),
 ];
 
 /// GPUs up to which a fabric is probed (a packet per pair).
@@ -340,6 +341,85 @@ pub fn trace_read(data: &[u8]) {
             assert_eq!(again[at..at + len], file[at..at + len], "the record at byte {at}");
         }
         at += len;
+    }
+}
+
+/// Feeds a tracer `data[1..]` in 16-byte units as a receiver's (the framing restarted before unit
+/// `data[0]`), and checks that it loses and repeats nothing: its records' units are the units given, in
+/// order, less idle ones outside packets, the initialisation flits it counts as repeats, and the units of
+/// a packet begun when the framing restarted or the units ended; a packet record is a header and the flits
+/// it announces, a record of discarded units holds no idle unit and no packet boundary after its first, and
+/// no record is longer than a longest packet.
+pub fn trace_write(data: &[u8]) {
+    use crate::trace::{read, Hop, Tracer, RECORD_CONTROL, RECORD_DISCARDED, RECORD_PACKET};
+    use link_dl::flit::{
+        discarded_while_resynchronising, ControlFlit, ControlKind, IdentFlit, PacketHeader, FLIT_LEN,
+        MAX_PACKET_LEN,
+    };
+    use link_phy::time::Instant;
+    let Some((&restart_at, units)) = data.split_first() else {
+        return;
+    };
+    let units: Vec<&[u8; FLIT_LEN]> = units
+        .chunks_exact(FLIT_LEN)
+        .map(|u| u.try_into().unwrap())
+        .collect();
+    let mut out = Vec::new();
+    let hop = Hop {
+        trunk: 0,
+        from: (0, 0),
+        to: (1, 0),
+    };
+    let mut tracer = Tracer::new(&mut out, 2, 100_000).unwrap();
+    // The last units before a restart or the end, as many as the packet begun holds, are left out.
+    let mut left_out = std::collections::BTreeSet::new();
+    for (i, unit) in units.iter().enumerate() {
+        if i == usize::from(restart_at) {
+            left_out.extend(i - tracer.packet_units_begun(0)..i);
+            tracer.restart_framing(0);
+        }
+        tracer.unit(0, hop, Instant(1_000 * i as u64), unit).unwrap();
+    }
+    left_out.extend(units.len() - tracer.packet_units_begun(0)..units.len());
+    tracer.flush().unwrap();
+    let repeats = tracer.summary.init_repeats;
+    drop(tracer);
+    let records = read(&out).unwrap();
+    let recorded: Vec<&[u8]> = records.iter().flat_map(|r| r.bytes.chunks(FLIT_LEN)).collect();
+    let mut next = recorded.iter().peekable();
+    let mut inits_left_out = 0;
+    for (i, unit) in units.iter().enumerate().filter(|(i, _)| !left_out.contains(i)) {
+        if next.peek().is_some_and(|r| **r == unit.as_slice()) {
+            next.next();
+        } else if **unit != [0; FLIT_LEN] {
+            let init = IdentFlit::parse(unit).is_ok()
+                || ControlFlit::parse(unit)
+                    .is_ok_and(|c| matches!(c.kind, ControlKind::InitFc1 | ControlKind::InitFc2));
+            assert!(init, "unit {i} left out: {unit:02x?}");
+            inits_left_out += 1;
+        }
+    }
+    assert!(
+        next.next().is_none(),
+        "a unit recorded that was not given, or out of order"
+    );
+    assert_eq!(inits_left_out, repeats, "initialisation flits left out");
+    for r in &records {
+        assert!(r.bytes.len() <= MAX_PACKET_LEN && r.bytes.len() % FLIT_LEN == 0);
+        match r.pseudo_header[1] {
+            RECORD_PACKET => {
+                let header = PacketHeader::parse(r.bytes[..FLIT_LEN].try_into().unwrap()).unwrap();
+                assert_eq!(r.bytes.len(), FLIT_LEN * (1 + usize::from(header.payload_flits)));
+            }
+            RECORD_CONTROL => assert_eq!(r.bytes.len(), FLIT_LEN),
+            RECORD_DISCARDED => {
+                // The first unit is the one that lost the framing, or one discarded after it.
+                for u in r.bytes.chunks(FLIT_LEN).skip(1) {
+                    assert!(discarded_while_resynchronising(u.try_into().unwrap()));
+                }
+            }
+            other => panic!("record kind {other}"),
+        }
     }
 }
 

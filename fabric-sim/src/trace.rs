@@ -309,6 +309,15 @@ impl<W: Write> Tracer<W> {
         }
     }
 
+    /// The units of the packet being collected on `direction`, if one is (none when the units are a run
+    /// of discarded ones): what a restart or the end leaves out.
+    pub(crate) fn packet_units_begun(&self, direction: usize) -> usize {
+        match self.pending.get(direction) {
+            Some(Some(p)) if p.record == RECORD_PACKET => p.len / FLIT_LEN,
+            _ => 0,
+        }
+    }
+
     /// Collect `pending` on `direction`, holding back later records until it is recorded.
     fn start(&mut self, direction: usize, pending: Pending) {
         self.pending_starts.insert((pending.at.as_ps(), direction));
@@ -781,65 +790,10 @@ mod tests {
         /// boundary, and no record is longer than a longest packet. (A packet the end cuts short is the
         /// one thing left out.)
         #[test]
-        fn a_receivers_units_are_recorded_once_each(units in received_units(), restart_at in 0usize..80) {
-            let mut out = Vec::new();
-            let hop = Hop { trunk: 0, from: (0, 0), to: (1, 0) };
-            let mut tracer = Tracer::new(&mut out, 2, 100_000).unwrap();
-            // The units of a packet begun when the framing restarts, or when the units end, are not
-            // recorded: the last ones before that point, as many as the packet holds.
-            let mut left_out = std::collections::BTreeSet::new();
-            let mut cut = |tracer: &Tracer<&mut Vec<u8>>, end: usize| {
-                if let Some(p) = tracer.pending[0].as_ref().filter(|p| p.record == RECORD_PACKET) {
-                    left_out.extend(end - p.len / FLIT_LEN..end);
-                }
-            };
-            for (i, unit) in units.iter().enumerate() {
-                if i == restart_at {
-                    cut(&tracer, i);
-                    tracer.restart_framing(0);
-                }
-                tracer.unit(0, hop, Instant(1_000 * i as u64), unit).unwrap();
-            }
-            cut(&tracer, units.len());
-            tracer.flush().unwrap();
-            let repeats = tracer.summary.init_repeats as usize;
-            drop(tracer);
-            let records = read(&out).unwrap();
-            let recorded: Vec<&[u8]> = records.iter().flat_map(|r| r.bytes.chunks(FLIT_LEN)).collect();
-            // The records' units, in order, are the units given less idle ones, initialisation flits (as
-            // many as it counts as repeats) and the packets cut; idle inside a packet is recorded with it.
-            let mut next = recorded.iter().peekable();
-            let mut inits_left_out = 0;
-            for (i, unit) in units.iter().enumerate().filter(|(i, _)| !left_out.contains(i)) {
-                if next.peek().is_some_and(|r| **r == unit.as_slice()) {
-                    next.next();
-                } else if *unit != [0; FLIT_LEN] {
-                    let init = IdentFlit::parse(unit).is_ok()
-                        || ControlFlit::parse(unit).is_ok_and(|c| matches!(c.kind, ControlKind::InitFc1 | ControlKind::InitFc2));
-                    prop_assert!(init, "unit {} left out: {:02x?}", i, unit);
-                    inits_left_out += 1;
-                }
-            }
-            prop_assert!(next.next().is_none(), "a unit recorded that was not given, or out of order");
-            prop_assert_eq!(inits_left_out, repeats);
-            for r in &records {
-                prop_assert!(r.bytes.len() <= MAX_PACKET_LEN && r.bytes.len() % FLIT_LEN == 0);
-                match r.pseudo_header[1] {
-                    RECORD_PACKET => {
-                        let header = PacketHeader::parse(r.bytes[..FLIT_LEN].try_into().unwrap()).unwrap();
-                        prop_assert_eq!(r.bytes.len(), FLIT_LEN * (1 + usize::from(header.payload_flits)));
-                    }
-                    RECORD_CONTROL => prop_assert_eq!(r.bytes.len(), FLIT_LEN),
-                    RECORD_DISCARDED => {
-                        // The first unit is the one that lost the framing, or one discarded after it.
-                        for u in r.bytes.chunks(FLIT_LEN).skip(1) {
-                            let u: &[u8; FLIT_LEN] = u.try_into().unwrap();
-                            prop_assert!(link_dl::flit::discarded_while_resynchronising(u));
-                        }
-                    }
-                    other => prop_assert!(false, "record kind {}", other),
-                }
-            }
+        fn a_receivers_units_are_recorded_once_each(units in received_units(), restart_at in 0u8..80) {
+            let mut data = vec![restart_at];
+            data.extend(units.iter().flatten());
+            crate::fuzz::trace_write(&data);
         }
 
         /// Hostile bytes after a valid file header end in records or a typed error, never a panic.
