@@ -381,6 +381,10 @@ fn record_received(
     if let Err(e) = tracer.advance(now) {
         error.get_or_insert(e.to_string());
     }
+    // A link that is down takes nothing: neither does its trace.
+    if link.state() == link_dl::DlState::Down {
+        return;
+    }
     if link.take_framing_restarted() {
         tracer.restart_framing(t * 2 + d);
     }
