@@ -459,12 +459,22 @@ impl<const REPLAY: usize, const RX_FLITS: usize> BackToBack<REPLAY, RX_FLITS> {
     /// Both ends configured alike, the physical layer up on both, and units exchanged until both are
     /// active; `None` if they are not within a thousand units (a bug).
     pub fn active(config: DlConfig) -> Option<Self> {
+        Self::active_tapped(config, |_, _, _| {})
+    }
+
+    /// [`BackToBack::active`], each unit exchanged handed to `tap` with its time and whether it is A's
+    /// (true) or B's: for a trace that starts with the links' initialisation.
+    pub fn active_tapped(
+        config: DlConfig,
+        mut tap: impl FnMut(Instant, &[u8; FLIT_LEN], bool),
+    ) -> Option<Self> {
         let mut pair = Self::initialising(config);
         for _ in 0..1000 {
             if pair.a.is_active() && pair.b.is_active() {
                 return Some(pair);
             }
-            pair.step();
+            let now = pair.now;
+            pair.step_each(|unit, from_a| tap(now, unit, from_a));
         }
         None
     }

@@ -98,7 +98,19 @@ fn copy(args: CopyArgs) -> anyhow::Result<ExitCode> {
     let mut map = AddressMap::<2>::new();
     map.insert(Window::flat(0, len)).context("address map")?;
     map.insert(Window::flat(1, len)).context("address map")?;
-    let Some(mut pair) = Pair::new(source, target, &map, args.ber, args.seed) else {
+    let mut trace = args.trace.open(TlLayout::Transaction)?;
+    let point = if args.pcap_received {
+        TapPoint::Received
+    } else {
+        TapPoint::Sent
+    };
+    // The links' initialisation is traced too, from time 0.
+    let mut init_tap = |side: Side, at: link_phy::time::Instant, unit: &[u8; 16], seen: TapPoint| {
+        if let Some(trace) = trace.as_mut().filter(|_| seen == point) {
+            trace.unit(if side == Side::A { 0 } else { 1 }, at, unit);
+        }
+    };
+    let Some(mut pair) = Pair::new_tapped(source, target, &map, args.ber, args.seed, &mut init_tap) else {
         bail!("the data links did not come up");
     };
     pair.losses.drop = args.drop;
@@ -110,7 +122,6 @@ fn copy(args: CopyArgs) -> anyhow::Result<ExitCode> {
         pair.a.copy_to(offset, Window::flat(1, len).base + offset, size)
     }
     .context("cannot start the copy")?;
-    let mut trace = args.trace.open(TlLayout::Transaction)?;
     let started = WallClock::now();
     let mut result = None;
     // Far more unit times than the copy needs even at a high error rate.
@@ -129,11 +140,6 @@ fn copy(args: CopyArgs) -> anyhow::Result<ExitCode> {
         match trace.as_mut() {
             None => pair.step(&mut on_event),
             Some(trace) => {
-                let point = if args.pcap_received {
-                    TapPoint::Received
-                } else {
-                    TapPoint::Sent
-                };
                 pair.step_tapped(&mut on_event, &mut |side, at, unit, seen| {
                     if seen == point {
                         trace.unit(if side == Side::A { 0 } else { 1 }, at, unit);

@@ -338,3 +338,30 @@ fn the_stress_traced_as_received_is_as_sent_on_clean_wires() {
     assert!(refusal(&["--pcap-received"]).contains("--pcap"));
     assert!(refusal(&["--explore", "--pcap", "x.pcap", "--pcap-received"]).contains("option of the stress"));
 }
+
+/// The stress's trace starts with every link's initialisation, at time 0 on each trunk, the links coming
+/// up side by side so that the records stay in time order.
+#[test]
+fn the_stress_trace_starts_with_each_links_initialisation() {
+    use link_dl::flit::{ControlFlit, ControlKind};
+    let pcap = std::env::temp_dir().join(format!("linkctl-coherence-init-{}.pcap", std::process::id()));
+    let args = [
+        "--agents",
+        "3",
+        "--lines",
+        "8",
+        "--ops",
+        "300",
+        "--pcap",
+        pcap.to_str().unwrap(),
+    ];
+    json(&args);
+    let records = fabric_sim::trace::read(&std::fs::read(&pcap).unwrap()).unwrap();
+    std::fs::remove_file(&pcap).unwrap();
+    assert!(records.windows(2).all(|w| w[0].ns <= w[1].ns), "time order");
+    for trunk in 0..3u16 {
+        let first = records.iter().find(|r| r.hop().trunk == trunk).unwrap();
+        let kind = ControlFlit::parse(first.bytes[..].try_into().unwrap()).map(|c| c.kind);
+        assert_eq!((first.ns, kind), (0, Ok(ControlKind::InitFc1)), "trunk {trunk}");
+    }
+}

@@ -337,3 +337,37 @@ fn a_copys_trace_as_received_shows_the_wires_errors() {
     assert!(noisy.iter().any(|r| check_packet_crc(&r.bytes).is_err()));
     common::assert_refused(&["tl", "copy"], &["--pcap-received"]);
 }
+
+/// The trace of a copy starts with the links' initialisation, at time 0: each endpoint's InitFc1 first,
+/// and its InitFc2 before any packet, as sent and as received alike (the links come up on a clean wire).
+#[test]
+fn a_copys_trace_starts_with_the_links_initialisation() {
+    use fabric_sim::trace::{read, RECORD_PACKET};
+    use link_dl::flit::{ControlFlit, ControlKind};
+    for received in [false, true] {
+        let pcap = std::env::temp_dir().join(format!(
+            "linkctl-copy-init-{received}-{}.pcap",
+            std::process::id()
+        ));
+        let mut args = vec!["--size", "4K", "--pcap", pcap.to_str().unwrap()];
+        if received {
+            args.push("--pcap-received");
+        }
+        assert_eq!(json(&args)["verified"], true);
+        let records = read(&std::fs::read(&pcap).unwrap()).unwrap();
+        std::fs::remove_file(&pcap).unwrap();
+        let control = |bytes: &[u8]| ControlFlit::parse(bytes.try_into().ok()?).ok().map(|c| c.kind);
+        for node in [0u16, 1] {
+            let of_node: Vec<_> = records.iter().filter(|r| r.from_node() == node).collect();
+            assert_eq!(
+                (of_node[0].ns, control(&of_node[0].bytes)),
+                (0, Some(ControlKind::InitFc1))
+            );
+            let init_fc2 = of_node
+                .iter()
+                .position(|r| control(&r.bytes) == Some(ControlKind::InitFc2));
+            let first_packet = of_node.iter().position(|r| r.pseudo_header[1] == RECORD_PACKET);
+            assert!(init_fc2.is_some() && init_fc2 < first_packet, "node {node}");
+        }
+    }
+}

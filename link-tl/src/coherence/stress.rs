@@ -205,16 +205,31 @@ fn run_inner(
     let mut agents: Vec<Agent> = (0..n).map(|_| Agent::new()).collect();
     let mut home = Home::new();
     prepare(&mut home, &mut agents);
-    let Some(mut links) = (0..n)
-        .map(|_| BackToBack::active(DlConfig::default()))
-        .collect::<Option<Vec<BackToBack>>>()
-    else {
+    // The links come up on clean wires, side by side so that their units are traced in time order (as
+    // sent and received alike), each as `BackToBack::active` brings one up.
+    let mut links: Vec<BackToBack> = (0..n)
+        .map(|_| BackToBack::initialising(DlConfig::default()))
+        .collect();
+    let up = |link: &BackToBack| link.a.is_active() && link.b.is_active();
+    for _ in 0..1000 {
+        if links.iter().all(up) {
+            break;
+        }
+        for (i, link) in links.iter_mut().enumerate().filter(|(_, link)| !up(link)) {
+            let now = link.now;
+            link.step_each(|unit, from_agent| {
+                tap(i, from_agent, now, unit, TapPoint::Sent);
+                tap(i, from_agent, now, unit, TapPoint::Received);
+            });
+        }
+    }
+    if !links.iter().all(up) {
         return StressReport {
             violations: 1,
             first_violation: Some("the data links did not come up".into()),
             ..StressReport::default()
         };
-    };
+    }
     let mut wires: Vec<BitErrors> = (0..n)
         .map(|i| BitErrors::new(config.ber, config.seed.wrapping_mul(31).wrapping_add(i as u64)))
         .collect();

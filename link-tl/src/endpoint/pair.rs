@@ -123,11 +123,29 @@ impl<'m, A: Memory, B: Memory> Pair<'m, A, B> {
     /// that are up; `ber` is the bit error rate of the wire, `seed` picks the errors. `None` if the data
     /// links do not come up (a bug).
     pub fn new(a: A, b: B, map: &'m AddressMap<2>, ber: f64, seed: u64) -> Option<Self> {
+        Self::new_tapped(a, b, map, ber, seed, &mut |_, _, _, _| {})
+    }
+
+    /// [`Pair::new`], each unit the data links exchange while they come up handed to `tap` as for
+    /// [`Pair::step_tapped`] (sent and received alike: the wire's errors start with the pair).
+    pub fn new_tapped(
+        a: A,
+        b: B,
+        map: &'m AddressMap<2>,
+        ber: f64,
+        seed: u64,
+        tap: &mut impl FnMut(Side, Instant, &[u8; FLIT_LEN], TapPoint),
+    ) -> Option<Self> {
         let timeout = Duration::from_ms(1);
+        let link = BackToBack::active_tapped(DlConfig::default(), |now, unit, from_a| {
+            let sender = if from_a { Side::A } else { Side::B };
+            tap(sender, now, unit, TapPoint::Sent);
+            tap(sender, now, unit, TapPoint::Received);
+        })?;
         Some(Pair {
             a: Endpoint::new(0, a, map, timeout),
             b: Endpoint::new(1, b, map, timeout),
-            link: BackToBack::active(DlConfig::default())?,
+            link,
             wire: BitErrors::new(ber, seed),
             losses: UnitLosses::default(),
         })
