@@ -717,3 +717,54 @@ fn a_fec_runs_received_trace_holds_the_corrected_flits() {
         assert_ne!(r.pseudo_header[1], fabric_sim::trace::RECORD_DISCARDED);
     }
 }
+
+/// `dl decode --pcap` and the dissector mark the packets a trace holds a second time as replays, per
+/// direction, by their sequence numbers: as many as the data links transmitted beyond the packets they
+/// were given, and none on a clean link; the two readers agree packet for packet.
+#[test]
+fn the_readers_mark_each_replay_in_a_trace() {
+    for ber in ["1e-4", "0"] {
+        let pcap =
+            std::env::temp_dir().join(format!("linkctl-run-replays-{ber}-{}.pcap", std::process::id()));
+        let args = [
+            "--lanes",
+            "2",
+            "--packets",
+            "200",
+            "--both-ways",
+            "--timing",
+            "fast",
+            "--ber",
+            ber,
+        ];
+        let v = json(&[&args[..], &["--pcap", pcap.to_str().unwrap()]].concat());
+        assert_intact(&v, 400, 128);
+        let transmitted_again: u64 = (0..2)
+            .map(|p| {
+                let c = &v["counters"][p];
+                c["packets_transmitted"].as_u64().unwrap() - c["packets_sent"].as_u64().unwrap()
+            })
+            .sum();
+        let out = common::linkctl(&["dl", "decode"], &["--pcap", pcap.to_str().unwrap(), "--json"]);
+        let marks: Vec<bool> = String::from_utf8(out.stdout)
+            .unwrap()
+            .lines()
+            .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+            .filter(|i| i["kind"] == "packet")
+            .map(|i| i["replay"] == true)
+            .collect();
+        let replays = marks.iter().filter(|&&m| m).count() as u64;
+        assert_eq!(replays, transmitted_again, "--ber {ber}: {v}");
+        assert_eq!(replays > 0, ber != "0");
+        if common::tshark_available() {
+            let rows = common::tshark_fields(&pcap, &["openlink.replay"]);
+            let read: Vec<bool> = rows
+                .iter()
+                .filter(|r| !r[0].is_empty())
+                .map(|r| r[0] == "1")
+                .collect();
+            assert_eq!(read, marks, "--ber {ber}");
+        }
+        std::fs::remove_file(&pcap).unwrap();
+    }
+}

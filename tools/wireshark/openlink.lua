@@ -116,11 +116,44 @@ f.crc = ProtoField.uint32("openlink.crc", "CRC-32C", base.HEX)
 f.crc_status = ProtoField.uint8("openlink.crc.status", "CRC status", base.DEC, { [0] = "bad", [1] = "good" })
 local ef_bad_crc = ProtoExpert.new("openlink.crc.bad", "CRC-32C does not match: the receiver discards it",
     expert.group.CHECKSUM, expert.severity.ERROR)
+f.replay = ProtoField.uint8("openlink.replay", "Replay", base.DEC,
+    { [0] = "no", [1] = "yes: its sequence number was sent before on this direction" })
+local ef_replay = ProtoExpert.new("openlink.replay.expert", "Replayed packet (sent again after a NAK or timeout)",
+    expert.group.SEQUENCE, expert.severity.NOTE)
 f.discarded_units = ProtoField.uint16("openlink.discarded.units", "Units discarded")
 f.discarded_unit = ProtoField.bytes("openlink.discarded.unit", "Unit")
 local ef_discarded = ProtoExpert.new("openlink.discarded", "Discarded by a receiver that lost its packet framing",
     expert.group.SEQUENCE, expert.severity.WARN)
-openlink.experts = { ef_bad_crc, ef_discarded }
+openlink.experts = { ef_bad_crc, ef_discarded, ef_replay }
+
+-- Replays (docs/spec.md section 7): per direction, the newest sequence number among packets whose CRC
+-- checks; a packet whose CRC checks and whose number is not ahead of it (within half the 1024 numbers) is
+-- sent again. An InitFC1 starts the direction's numbering over. Worked out on the first pass in frame
+-- order and kept per frame for later passes.
+local newest_seq = {}
+local replay_of_frame = {}
+function openlink.init()
+    newest_seq = {}
+    replay_of_frame = {}
+end
+
+local function direction_key(tvb)
+    return string.format("%d:%d:%d", tvb(2, 2):uint(), tvb(4, 2):uint(), tvb(8, 1):uint())
+end
+
+-- Whether the packet with sequence number `seq` (its CRC good) in frame `pinfo` is a replay.
+local function is_replay(pinfo, key, seq)
+    if pinfo.visited then
+        return replay_of_frame[pinfo.number] == true
+    end
+    local newest = newest_seq[key]
+    local replay = newest ~= nil and (seq - newest) % 1024 >= 512 or newest == seq
+    if not replay then
+        newest_seq[key] = seq
+    end
+    replay_of_frame[pinfo.number] = replay
+    return replay
+end
 
 -- CRC-32C (docs/spec.md section 2.6), reflected: a table of the polynomial 82F63B78h, by byte.
 local crc_table = {}
@@ -378,11 +411,16 @@ function openlink.dissector(tvb, pinfo, tree)
             what = simulated(t, flit, tl)
         end
         local good = add_crc(dl, flit)
+        local replay = good and is_replay(pinfo, direction_key(tvb), seq)
+        local r = dl:add(f.replay, flit(1, 2), replay and 1 or 0)
+        if replay then
+            r:add_proto_expert_info(ef_replay)
+        end
         if flit:len() > 16 then
             top:add(f.payload, flit(16))
         end
-        pinfo.cols.info = string.format("%s%s seq %d ack %d, %s, %d payload flits", good and "" or "[bad CRC] ",
-            vcs[vc], seq, bit.band(bit.rshift(hi, 4), 0x3FF), what, flits)
+        pinfo.cols.info = string.format("%s%s%s seq %d ack %d, %s, %d payload flits", good and "" or "[bad CRC] ",
+            replay and "[replay] " or "", vcs[vc], seq, bit.band(bit.rshift(hi, 4), 0x3FF), what, flits)
     elseif kind == 2 and control == 5 then
         -- Ident (docs/spec.md section 2.3): the sender's port and node ID.
         dl:add(f.control, flit(0, 1), control)
@@ -392,6 +430,10 @@ function openlink.dissector(tvb, pinfo, tree)
         pinfo.cols.info = string.format("%sIdent node %s port %d", good and "" or "[bad CRC] ",
             tostring(lo:tohex()), flit(1, 1):uint())
     elseif kind == 2 then
+        if control == 3 and crc_good(flit) and not pinfo.visited then
+            -- InitFC1: the direction's sequence numbers start over.
+            newest_seq[direction_key(tvb)] = nil
+        end
         dl:add(f.control, flit(0, 1), control)
         for i = 0, 3 do
             dl:add(f.credits, flit(4 + 2 * i, 2))

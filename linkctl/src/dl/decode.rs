@@ -144,6 +144,7 @@ fn decode_trace(path: &std::path::Path, json: bool) -> anyhow::Result<ExitCode> 
     let mut out = io::BufWriter::new(io::stdout().lock());
     let mut bad = false;
     let mut number = 0u64;
+    let mut replays = Replays::default();
     let result = loop {
         let record = match reader.next_record() {
             Ok(Some(record)) => record,
@@ -157,8 +158,10 @@ fn decode_trace(path: &std::path::Path, json: bool) -> anyhow::Result<ExitCode> 
             "time_ns": record.ns, "trunk": trunk, "from_node": from.0, "from_port": from.1,
             "to_node": to.0, "to_port": to.1,
         });
+        let direction = (trunk, from.0, from.1);
         let mut print = |mut item: Value| -> anyhow::Result<()> {
             bad |= item["ok"] == false;
+            replays.mark(direction, &mut item);
             item["at"] = json!(number);
             for (key, value) in hop.as_object().into_iter().flatten() {
                 item[key] = value.clone();
@@ -168,8 +171,9 @@ fn decode_trace(path: &std::path::Path, json: bool) -> anyhow::Result<ExitCode> 
             } else {
                 writeln!(
                     out,
-                    "{}  ({} ns, trunk {}, node {} port {} -> node {} port {})",
+                    "{}{}  ({} ns, trunk {}, node {} port {} -> node {} port {})",
                     text(&item),
+                    if item["replay"] == true { "  [replay]" } else { "" },
                     item["time_ns"],
                     item["trunk"],
                     item["from_node"],
@@ -202,6 +206,48 @@ fn decode_trace(path: &std::path::Path, json: bool) -> anyhow::Result<ExitCode> 
     out.flush().context("writing stdout")?;
     result?;
     Ok(if bad { ExitCode::from(2) } else { ExitCode::SUCCESS })
+}
+
+/// The most link directions whose replays a trace's reading follows (a hostile trace could name millions).
+const MAX_REPLAY_DIRECTIONS: usize = 1 << 16;
+
+/// Which packets of a trace are replays (docs/spec.md section 7, as the dissector marks them): per
+/// direction, the newest sequence number among packets whose CRC checks; a packet whose CRC checks and
+/// whose number is not ahead of it (within half the 1024 numbers) was sent before. An InitFc1 starts the
+/// direction's numbering over.
+#[derive(Default)]
+struct Replays {
+    newest: std::collections::HashMap<(u16, u16, u8), u16>,
+}
+
+impl Replays {
+    /// Mark a packet `item` of `direction` with `replay`, and start the numbering over at an InitFc1.
+    fn mark(&mut self, direction: (u16, u16, u8), item: &mut Value) {
+        if item["kind"] == "control" && item["type"] == "InitFc1" {
+            self.newest.remove(&direction);
+            return;
+        }
+        if item["kind"] != "packet" {
+            return;
+        }
+        let seq = item["seq"]
+            .as_u64()
+            .map(|s| s as u16)
+            .filter(|_| item["crc_ok"] == true);
+        // How far the number is ahead of the newest, modulo 1024: none or more than half is behind.
+        let behind = |seq: u16, newest: u16| matches!(seq.wrapping_sub(newest) % 1024, 0 | 512..);
+        let replay = match (seq, self.newest.get(&direction)) {
+            (None, _) => false,
+            (Some(seq), Some(&newest)) if behind(seq, newest) => true,
+            (Some(seq), _) => {
+                if self.newest.len() < MAX_REPLAY_DIRECTIONS || self.newest.contains_key(&direction) {
+                    self.newest.insert(direction, seq);
+                }
+                false
+            }
+        };
+        item["replay"] = json!(replay);
+    }
 }
 
 /// Feed `each` what `input` holds, a chunk at a time.
