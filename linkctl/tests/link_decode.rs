@@ -154,6 +154,20 @@ fn a_unit_lost_from_a_fec_dump_puts_the_blocks_back_in_step() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// Edit the capture index's entry for port A's 128b/130b file of `lane` in `dir` with `edit`, which gives
+/// the bytes of the file to keep (the range is cut to the file's length).
+fn edit_lane_file(dir: &Path, lane: u64, edit: impl FnOnce(&mut Value) -> std::ops::Range<usize>) {
+    let mut index = read_index(dir);
+    let segment = (index["segments"].as_array_mut().unwrap().iter_mut())
+        .find(|s| s["port"] == "A" && s["lane"] == lane && s["code"] == "128b130b")
+        .unwrap();
+    let keep = edit(segment);
+    let file = dir.join(segment["file"].as_str().unwrap());
+    let bytes = std::fs::read(&file).unwrap();
+    std::fs::write(&file, &bytes[keep.start..keep.end.min(bytes.len())]).unwrap();
+    write_index(dir, &index);
+}
+
 /// A board's capture may start its lanes' files at different times. Files of one port at one rate that
 /// overlap are one stretch, read from the latest start, the bits before it in the earlier files left out
 /// (a note says how many): the packets are those of the capture whose lanes started together.
@@ -171,20 +185,15 @@ fn lanes_whose_files_start_apart_are_read_from_the_latest_start() {
     };
     assert_eq!(packets(&whole).len(), 60);
     // Lane 1 starts 1,200 bits (0.15 us) late, lane 3 800 bits late: their files' first bits cut off.
-    let mut index = read_index(&dir);
-    for (lane, late_bits) in [(1u64, 1200u64), (3, 800)] {
-        let segment = (index["segments"].as_array_mut().unwrap().iter_mut())
-            .find(|s| s["port"] == "A" && s["lane"] == lane && s["code"] == "128b130b")
-            .unwrap();
-        let rate = segment["rate_gts"].as_f64().unwrap();
-        segment["start_us"] =
-            (segment["start_us"].as_f64().unwrap() + late_bits as f64 / (rate * 1e3)).into();
-        segment["bits"] = (segment["bits"].as_u64().unwrap() - late_bits).into();
-        let file = dir.join(segment["file"].as_str().unwrap());
-        let bytes = std::fs::read(&file).unwrap();
-        std::fs::write(&file, &bytes[late_bits as usize / 8..]).unwrap();
+    for (lane, late_bits) in [(1, 1200u64), (3, 800)] {
+        edit_lane_file(&dir, lane, |segment| {
+            let rate = segment["rate_gts"].as_f64().unwrap();
+            segment["start_us"] =
+                (segment["start_us"].as_f64().unwrap() + late_bits as f64 / (rate * 1e3)).into();
+            segment["bits"] = (segment["bits"].as_u64().unwrap() - late_bits).into();
+            late_bits as usize / 8..usize::MAX
+        });
     }
-    write_index(&dir, &index);
     let (code, apart) = decode(&dir, &["--port", "a"]);
     assert_eq!(code, Some(0), "{apart:?}");
     assert_eq!(
@@ -222,18 +231,14 @@ fn a_lane_whose_file_ends_first_ends_the_stream_there() {
     };
     let whole_packets = packets(&whole);
     assert_eq!(whole_packets.len(), 60);
-    let mut index = read_index(&dir);
     let cut_bits = 18_000u64;
-    let segment = (index["segments"].as_array_mut().unwrap().iter_mut())
-        .find(|s| s["port"] == "A" && s["lane"] == 2 && s["code"] == "128b130b")
-        .unwrap();
-    let full_bits = segment["bits"].as_u64().unwrap();
-    assert!(full_bits > cut_bits + 1000, "{segment}");
-    segment["bits"] = cut_bits.into();
-    let file = dir.join(segment["file"].as_str().unwrap());
-    let bytes = std::fs::read(&file).unwrap();
-    std::fs::write(&file, &bytes[..cut_bits.div_ceil(8) as usize]).unwrap();
-    write_index(&dir, &index);
+    let mut full_bits = 0;
+    edit_lane_file(&dir, 2, |segment| {
+        full_bits = segment["bits"].as_u64().unwrap();
+        segment["bits"] = cut_bits.into();
+        0..cut_bits.div_ceil(8) as usize
+    });
+    assert!(full_bits > cut_bits + 1000, "{full_bits}");
     let (_, cut) = decode(&dir, &["--port", "a"]);
     assert!(!cut.iter().any(|i| i["event"] == "deskew_lost"), "{cut:?}");
     let notes: Vec<&Value> = cut.iter().filter(|i| i["event"] == "note").collect();
