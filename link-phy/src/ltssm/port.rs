@@ -789,7 +789,7 @@ impl Port {
                     LineCode::Code8b10b => self.rx[lane].receive_8b10b(bits, &mut push),
                     LineCode::Code128b130b => self.rx[lane].receive_128b130b(bits, &mut push),
                 }
-                for event in events {
+                for &event in &events {
                     if listening_for_eios && event != LaneEvent::ElectricalIdleOs {
                         continue;
                     }
