@@ -116,7 +116,7 @@ impl LinkMonitor {
         monitor.push_lane(bits, count, &mut |e| {
             let _ = events.push(e);
         });
-        for event in events {
+        for &event in &events {
             self.lane_event(lane, event, emit);
         }
         self.drain(emit);
