@@ -266,7 +266,7 @@ impl<
                 let _ = reports.push(d);
             },
         );
-        for d in reports {
+        for &d in &reports {
             let _ = events.push_back(Event::Done(d));
         }
     }
@@ -303,7 +303,7 @@ impl<
                 let _ = reports.push(d);
             },
         );
-        for d in reports {
+        for &d in &reports {
             let _ = events.push_back(Event::Done(d));
         }
         self.reap();
