@@ -1390,7 +1390,7 @@ impl<const REPLAY: usize, const RX_FLITS: usize> DataLink<REPLAY, RX_FLITS> {
             return;
         }
         if !self.config.fec {
-            tap(unit, core::mem::take(&mut self.rx_framing_restarted));
+            tap(unit, self.take_framing_restarted());
             self.receive_flit(now, unit);
             return;
         }
@@ -1419,7 +1419,7 @@ impl<const REPLAY: usize, const RX_FLITS: usize> DataLink<REPLAY, RX_FLITS> {
         for chunk in block[..FEC_FLITS * FLIT_LEN].chunks_exact(FLIT_LEN) {
             let mut flit = [0u8; FLIT_LEN];
             flit.copy_from_slice(chunk);
-            tap(&flit, core::mem::take(&mut self.rx_framing_restarted));
+            tap(&flit, self.take_framing_restarted());
             self.receive_flit(now, &flit);
         }
     }

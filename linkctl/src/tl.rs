@@ -68,6 +68,21 @@ pub struct CopyArgs {
     pub pcap_received: bool,
 }
 
+/// Record in `trace` the `unit` that endpoint `side` sent, at `at`, if it was `seen` at the `point` the
+/// trace records (endpoint 0 is node 0).
+fn trace_unit(
+    trace: &mut LinkTrace,
+    point: TapPoint,
+    side: Side,
+    at: link_phy::time::Instant,
+    unit: &[u8; 16],
+    seen: TapPoint,
+) {
+    if seen == point {
+        trace.unit(u16::from(side == Side::B), at, unit);
+    }
+}
+
 pub fn run(cmd: TlCommand) -> anyhow::Result<ExitCode> {
     match cmd {
         TlCommand::Copy(args) => copy(args),
@@ -105,9 +120,9 @@ fn copy(args: CopyArgs) -> anyhow::Result<ExitCode> {
         TapPoint::Sent
     };
     // The links' initialisation is traced too, from time 0.
-    let mut init_tap = |side: Side, at: link_phy::time::Instant, unit: &[u8; 16], seen: TapPoint| {
-        if let Some(trace) = trace.as_mut().filter(|_| seen == point) {
-            trace.unit(if side == Side::A { 0 } else { 1 }, at, unit);
+    let mut init_tap = |side, at, unit: &[u8; 16], seen| {
+        if let Some(trace) = trace.as_mut() {
+            trace_unit(trace, point, side, at, unit, seen);
         }
     };
     let Some(mut pair) = Pair::new_tapped(source, target, &map, args.ber, args.seed, &mut init_tap) else {
@@ -141,9 +156,7 @@ fn copy(args: CopyArgs) -> anyhow::Result<ExitCode> {
             None => pair.step(&mut on_event),
             Some(trace) => {
                 pair.step_tapped(&mut on_event, &mut |side, at, unit, seen| {
-                    if seen == point {
-                        trace.unit(if side == Side::A { 0 } else { 1 }, at, unit);
-                    }
+                    trace_unit(trace, point, side, at, unit, seen)
                 });
                 trace.advance(pair.link.now);
                 trace.check()?;

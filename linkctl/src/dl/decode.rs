@@ -449,12 +449,12 @@ const REALIGN_AFTER_BAD_BLOCKS: u32 = 3;
 /// [`REALIGN_AFTER_BAD_BLOCKS`] uncorrectable blocks in a row the start is looked for again in the next
 /// units, as at first: a unit lost or repeated in the dump puts every block after it out of step, which a
 /// data link would mend at the next ordered set, which a dump of units does not hold.
-#[derive(Default)]
 struct FecStream {
     blocks: FecBlocks,
-    /// Units held while the blocks' start is looked for.
-    held: Vec<Flit>,
+    /// Whether the blocks' start is being looked for (at first, and after blocks out of step): the units
+    /// are held meanwhile.
     searching: bool,
+    held: Vec<Flit>,
     /// Units before the first whole block, once found.
     offset: Option<usize>,
     /// The index of the next unit since the blocks' start was last found.
@@ -466,10 +466,25 @@ struct FecStream {
     units_skipped_realigning: u64,
 }
 
+impl Default for FecStream {
+    fn default() -> Self {
+        FecStream {
+            blocks: FecBlocks::new(),
+            searching: true,
+            held: Vec::new(),
+            offset: None,
+            index: 0,
+            bad_in_row: 0,
+            realignments: 0,
+            units_skipped_realigning: 0,
+        }
+    }
+}
+
 impl FecStream {
     /// The next unit; the flits of each block it completes go to `flit`.
     fn push(&mut self, unit: Flit, flit: &mut impl FnMut(Flit) -> anyhow::Result<()>) -> anyhow::Result<()> {
-        if self.offset.is_some() && !self.searching {
+        if !self.searching {
             return self.feed(unit, flit);
         }
         self.held.push(unit);
@@ -481,7 +496,7 @@ impl FecStream {
 
     /// The end of the input: if it was too short to hold the units the search takes, search what came.
     fn finish(&mut self, flit: &mut impl FnMut(Flit) -> anyhow::Result<()>) -> anyhow::Result<()> {
-        if self.offset.is_some() && !self.searching {
+        if !self.searching {
             return Ok(());
         }
         self.align(flit)

@@ -496,6 +496,7 @@ fn read_lanes(
     monitor: &mut LinkMonitor,
     handle: &mut dyn FnMut(Event, u64) -> anyhow::Result<()>,
 ) -> anyhow::Result<Option<EarlyEnd>> {
+    let from_us = read_from_us(stretch);
     let mut files = stretch
         .iter()
         .map(|s| {
@@ -508,7 +509,7 @@ fn read_lanes(
                 filled: 0,
                 at: 0,
                 bits_left: s.bits,
-                skip: skipped_bits(s, read_from_us(stretch)),
+                skip: skipped_bits(s, from_us),
                 read: 0,
             })
         })
