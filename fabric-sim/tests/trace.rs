@@ -2,7 +2,6 @@
 //! or control flit that checks, and tshark with our Lua dissector reads the same fields back.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use fabric_sim::collective::{Kind, OP_PARTIAL, OP_RESULT};
 use fabric_sim::discover::node_id;
@@ -13,6 +12,10 @@ use fabric_sim::wire;
 use link_dl::flit::{check_packet_crc, ControlFlit, ControlKind, IdentFlit, PacketHeader, FLIT_LEN};
 use link_dl::seq::Seq;
 use link_phy::time::{Duration, Instant};
+
+#[path = "support/tshark.rs"]
+mod tshark_support;
+use tshark_support::{tshark, tshark_available};
 
 fn spec() -> String {
     std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/spec.md")).unwrap()
@@ -170,21 +173,6 @@ fn the_worked_example_of_section_7() {
     );
 }
 
-fn tshark_available() -> bool {
-    let found = Command::new("tshark")
-        .arg("--version")
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !found {
-        assert!(
-            std::env::var_os("OPENLINK_REQUIRE_TSHARK").is_none(),
-            "OPENLINK_REQUIRE_TSHARK is set but tshark is not installed"
-        );
-        eprintln!("tshark is not installed: skipping the dissector test (scripts/test.sh installs it)");
-    }
-    found
-}
-
 #[test]
 fn tshark_reads_the_fields_the_simulator_wrote() {
     if !tshark_available() {
@@ -193,49 +181,29 @@ fn tshark_reads_the_fields_the_simulator_wrote() {
     let path = temp("tshark.pcap");
     traced_sweep(&path, 12_000);
     let records = read_pcap(&path);
-    let lua = concat!(env!("CARGO_MANIFEST_DIR"), "/../tools/wireshark/openlink.lua");
-    let out = Command::new("tshark")
-        .args(["-X", &format!("lua_script:{lua}"), "-r"])
-        .arg(&path)
-        .args(["-T", "fields", "-E", "separator=,", "-E", "occurrence=f"])
-        .args([
-            "-e",
-            "openlink.record",
-            "-e",
-            "openlink.trunk",
-            "-e",
-            "openlink.from_node",
-            "-e",
-        ])
-        .args([
-            "openlink.to_node",
-            "-e",
-            "openlink.seq",
-            "-e",
-            "openlink.vc",
-            "-e",
-            "openlink.tl",
-        ])
-        .args(["-e", "openlink.crc", "-e", "openlink.control"])
-        .args(["-e", "openlink.ident.node", "-e", "openlink.ident.port"])
-        .args([
-            "-e",
-            "openlink.tl.opcode",
-            "-e",
-            "openlink.tl.source",
-            "-e",
-            "openlink.tl.offset",
-        ])
-        .args(["-e", "openlink.tl.multicast", "-e", "_ws.col.Info"])
-        .output()
-        .unwrap();
+    let fields = [
+        "openlink.record",
+        "openlink.trunk",
+        "openlink.from_node",
+        "openlink.to_node",
+        "openlink.seq",
+        "openlink.vc",
+        "openlink.tl",
+        "openlink.crc",
+        "openlink.control",
+        "openlink.ident.node",
+        "openlink.ident.port",
+        "openlink.tl.opcode",
+        "openlink.tl.source",
+        "openlink.tl.offset",
+        "openlink.tl.multicast",
+        "_ws.col.Info",
+    ];
+    let mut args = vec!["-T", "fields", "-E", "separator=,", "-E", "occurrence=f"];
+    args.extend(fields.iter().flat_map(|f| ["-e", f]));
+    let out = tshark(&path, &args);
     std::fs::remove_file(&path).unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let lines: Vec<String> = String::from_utf8(out.stdout)
-        .unwrap()
-        .lines()
-        .map(str::to_owned)
-        .collect();
+    let lines: Vec<String> = out.lines().map(str::to_owned).collect();
     assert_eq!(lines.len(), records.len());
     let (mut packets, mut idents) = (0, 0);
     for (line, r) in lines.iter().zip(&records) {
@@ -351,23 +319,34 @@ fn tshark_names_every_collective_opcode_of_the_simulators_header() {
     ];
     let name = |op: u64| names.iter().find(|&&(o, _)| o == op).map(|&(_, n)| n);
     let mut seen = std::collections::BTreeSet::new();
-    let lua = concat!(env!("CARGO_MANIFEST_DIR"), "/../tools/wireshark/openlink.lua");
     for (i, mut sweep) in sweeps.into_iter().enumerate() {
         let path = temp(&format!("opcodes{i}.pcap"));
         sweep.pcap = Some(recording(&path, 20_000));
         assert!(run(&sweep, &mut |_| {}).unwrap().verified);
         let records = read_pcap(&path);
-        let out = Command::new("tshark")
-            .args(["-X", &format!("lua_script:{lua}"), "-r"])
-            .arg(&path)
-            .args(["-T", "fields", "-E", "separator=|", "-E", "occurrence=f"])
-            .args(["-e", "openlink.tl.group", "-e", "openlink.tl.returned_opcode"])
-            .args(["-e", "openlink.tl.credit.count", "-e", "_ws.col.Info"])
-            .output()
-            .unwrap();
+        let lines = tshark(
+            &path,
+            &[
+                "-T",
+                "fields",
+                "-E",
+                "separator=|",
+                "-E",
+                "occurrence=f",
+                "-e",
+                "openlink.tl.group",
+            ]
+            .into_iter()
+            .chain([
+                "-e",
+                "openlink.tl.returned_opcode",
+                "-e",
+                "openlink.tl.credit.count",
+            ])
+            .chain(["-e", "_ws.col.Info"])
+            .collect::<Vec<_>>(),
+        );
         std::fs::remove_file(&path).unwrap();
-        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-        let lines = String::from_utf8(out.stdout).unwrap();
         assert_eq!(lines.lines().count(), records.len());
         for (line, r) in lines.lines().zip(&records) {
             if r.pseudo_header[1] != RECORD_PACKET {
@@ -587,17 +566,11 @@ fn tshark_names_the_low_power_handshake_flits() {
 /// `fields` of each record of the hand-made trace at `path` (removed after), as tshark with the dissector
 /// prints them: a line per record, tab-separated.
 fn tshark_fields(path: &Path, fields: &[&str]) -> String {
-    let lua = concat!(env!("CARGO_MANIFEST_DIR"), "/../tools/wireshark/openlink.lua");
-    let out = Command::new("tshark")
-        .args(["-X", &format!("lua_script:{lua}"), "-r"])
-        .arg(path)
-        .args(["-T", "fields"])
-        .args(fields.iter().flat_map(|f| ["-e", f]))
-        .output()
-        .unwrap();
+    let mut args = vec!["-T", "fields"];
+    args.extend(fields.iter().flat_map(|f| ["-e", f]));
+    let out = tshark(path, &args);
     std::fs::remove_file(path).unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    String::from_utf8(out.stdout).unwrap()
+    out
 }
 
 /// What the coherence test reads of each record.
