@@ -3,7 +3,7 @@
 //! bad input is refused cleanly.
 
 // Each test binary compiles this module and uses only some of it.
-#![allow(dead_code)]
+#![allow(dead_code, unused_imports)]
 
 use std::io::Write;
 use std::process::{Command, Output, Stdio};
