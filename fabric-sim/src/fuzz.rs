@@ -352,10 +352,8 @@ pub fn trace_read(data: &[u8]) {
 /// no record is longer than a longest packet.
 pub fn trace_write(data: &[u8]) {
     use crate::trace::{read, Hop, Tracer, RECORD_CONTROL, RECORD_DISCARDED, RECORD_PACKET};
-    use link_dl::flit::{
-        discarded_while_resynchronising, ControlFlit, ControlKind, IdentFlit, PacketHeader, FLIT_LEN,
-        MAX_PACKET_LEN,
-    };
+    use link_dl::flit::{ControlFlit, ControlKind, IdentFlit, PacketHeader, FLIT_LEN, MAX_PACKET_LEN};
+    use link_dl::framing::discarded_while_resynchronising;
     use link_phy::time::Instant;
     let Some((&restart_at, units)) = data.split_first() else {
         return;

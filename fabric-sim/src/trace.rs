@@ -18,10 +18,8 @@ use std::cmp::Reverse;
 use std::collections::{BTreeSet, BinaryHeap};
 use std::io::{self, Write};
 
-use link_dl::flit::{
-    check_packet_crc, discarded_while_resynchronising as discarded, is_framing_boundary, kind, ControlFlit,
-    ControlKind, Flit, FlitKind, IdentFlit, PacketHeader, FLIT_LEN, MAX_PACKET_LEN,
-};
+use link_dl::flit::{check_packet_crc, kind, ControlKind, Flit, FlitKind, FLIT_LEN, MAX_PACKET_LEN};
+use link_dl::framing::{Control, Framed, Framing};
 use link_phy::time::Instant;
 
 /// pcap's magic number for nanosecond timestamps.
@@ -86,21 +84,18 @@ struct Pending {
     record: u8,
     bytes: [u8; MAX_PACKET_LEN],
     len: usize,
-    /// A packet's units still to come.
-    need: usize,
     at: Instant,
     hop: Hop,
 }
 
 impl Pending {
-    fn new(record: u8, unit: &Flit, need: usize, at: Instant, hop: Hop) -> Self {
+    fn new(record: u8, unit: &Flit, at: Instant, hop: Hop) -> Self {
         let mut bytes = [0u8; MAX_PACKET_LEN];
         bytes[..FLIT_LEN].copy_from_slice(unit);
         Pending {
             record,
             bytes,
             len: FLIT_LEN,
-            need,
             at,
             hop,
         }
@@ -134,10 +129,10 @@ pub struct Tracer<W: Write> {
     out: W,
     /// Per direction (trunk * 2 + direction): the packet, or run of discarded units, being collected.
     pending: Vec<Option<Pending>>,
-    /// Per direction: whether a receiver would have lost its packet framing there (after a packet whose
-    /// CRC does not check or a unit that does not parse), and discards units until a packet boundary, as
-    /// a data link does (docs/spec.md 2.4). A transmitter's units never lose it.
-    resync: Vec<bool>,
+    /// Per direction: where a receiver is in the units, framed as a data link frames them (docs/spec.md
+    /// 2.4): after a packet whose CRC does not check or a unit that does not parse, it discards units
+    /// until a packet boundary. A transmitter's units never lose the framing.
+    framing: Vec<Framing>,
     /// When each packet being collected started (ps), with its direction: a packet can straddle two
     /// bursts, and nothing later than its start may be written before it is whole.
     pending_starts: BTreeSet<(u64, usize)>,
@@ -177,7 +172,7 @@ impl<W: Write> Tracer<W> {
         Ok(Tracer {
             out,
             pending: vec![None; directions],
-            resync: vec![false; directions],
+            framing: vec![Framing::Header; directions],
             pending_starts: BTreeSet::new(),
             last_init: vec![[None; 2]; directions],
             held: BinaryHeap::new(),
@@ -224,51 +219,56 @@ impl<W: Write> Tracer<W> {
         if (self.kept.as_ref()).is_some_and(|kept| !kept.get(direction).copied().unwrap_or(false)) {
             return Ok(());
         }
-        let (Some(slot), Some(resync)) = (self.pending.get_mut(direction), self.resync.get_mut(direction))
-        else {
+        let Some(framing) = self.framing.get_mut(direction) else {
             return Ok(());
         };
-        if let Some(p) = slot.as_mut() {
-            if p.record == RECORD_PACKET {
+        let framed = framing.push(unit);
+        if framed == Framed::Discarded {
+            // A run of discarded units goes on while the receiver discards, a longest packet's worth a
+            // record.
+            if let Some(Some(p)) = self.pending.get_mut(direction) {
+                if p.record == RECORD_DISCARDED && p.len < MAX_PACKET_LEN {
+                    p.bytes[p.len..p.len + FLIT_LEN].copy_from_slice(unit);
+                    p.len += FLIT_LEN;
+                    return Ok(());
+                }
+            }
+            self.end_discarded(direction);
+            self.start(direction, Pending::new(RECORD_DISCARDED, unit, at, hop));
+            return Ok(());
+        }
+        self.end_discarded(direction);
+        match framed {
+            Framed::Payload { last, .. } => {
+                let Some(slot) = self.pending.get_mut(direction) else {
+                    return Ok(());
+                };
+                let Some(p) = slot.as_mut() else {
+                    return Ok(());
+                };
                 p.bytes[p.len..p.len + FLIT_LEN].copy_from_slice(unit);
                 p.len += FLIT_LEN;
-                p.need -= 1;
-                if p.need == 0 {
+                if last {
                     let (bytes, len, at) = (p.bytes, p.len, p.at);
                     *slot = None;
-                    *resync = check_packet_crc(&bytes[..len]).is_err();
                     self.pending_starts.remove(&(at.as_ps(), direction));
-                    self.record(RECORD_PACKET, hop, at, &bytes[..len]);
+                    self.record_packet(direction, hop, at, &bytes[..len]);
                 }
                 return Ok(());
             }
-            // A run of discarded units goes on while the receiver discards.
-            if discarded(unit) && p.len < MAX_PACKET_LEN {
-                p.bytes[p.len..p.len + FLIT_LEN].copy_from_slice(unit);
-                p.len += FLIT_LEN;
-                return Ok(());
-            }
-            self.end_discarded(direction);
-            return self.unit(direction, hop, at, unit);
-        }
-        if *resync {
-            if *unit == [0; FLIT_LEN] {
-                return Ok(());
-            }
-            if discarded(unit) {
-                self.start(direction, Pending::new(RECORD_DISCARDED, unit, 0, at, hop));
-                return Ok(());
-            }
-            *resync = false;
+            Framed::Idle => return Ok(()),
+            _ => {}
         }
         let Some(last_init) = self.last_init.get_mut(direction) else {
             return Ok(());
         };
-        let unit_kind = kind(unit);
-        let is_init = matches!(unit_kind, Ok(FlitKind::Control))
-            && (IdentFlit::parse(unit).is_ok()
-                || ControlFlit::parse(unit)
-                    .is_ok_and(|c| matches!(c.kind, ControlKind::InitFc1 | ControlKind::InitFc2)));
+        let is_init = match framed {
+            Framed::Control(Control::Ident(_)) => true,
+            Framed::Control(Control::Flow(c)) => {
+                matches!(c.kind, ControlKind::InitFc1 | ControlKind::InitFc2)
+            }
+            _ => false,
+        };
         if is_init {
             let repeat = last_init.contains(&Some(*unit));
             *last_init = [last_init[1], Some(*unit)];
@@ -276,37 +276,32 @@ impl<W: Write> Tracer<W> {
                 self.summary.init_repeats += 1;
                 return Ok(());
             }
-        } else if !matches!(unit_kind, Ok(FlitKind::Idle)) {
+        } else {
             *last_init = [None; 2];
         }
-        let header = match unit_kind {
-            Ok(FlitKind::Idle) => return Ok(()),
-            Ok(FlitKind::Control) => {
-                self.resync[direction] = !is_framing_boundary(unit);
-                self.record(RECORD_CONTROL, hop, at, unit);
-                return Ok(());
+        match framed {
+            Framed::Header(header) if header.payload_flits == 0 => {
+                self.record_packet(direction, hop, at, unit)
             }
-            Ok(FlitKind::Packet) => PacketHeader::parse(unit),
-            Err(e) => Err(e),
-        };
-        match header {
-            Ok(header) if header.payload_flits == 0 => {
-                self.resync[direction] = check_packet_crc(unit).is_err();
-                self.record(RECORD_PACKET, hop, at, unit);
-                Ok(())
+            Framed::Header(_) => self.start(direction, Pending::new(RECORD_PACKET, unit, at, hop)),
+            // A control flit whose CRC does not check is still recorded as one (the dissector shows it).
+            Framed::Control(_) | Framed::Lost(_) if kind(unit) == Ok(FlitKind::Control) => {
+                self.record(RECORD_CONTROL, hop, at, unit)
             }
-            Ok(header) => {
-                let need = usize::from(header.payload_flits);
-                self.start(direction, Pending::new(RECORD_PACKET, unit, need, at, hop));
-                Ok(())
-            }
-            // Not a header a receiver can frame a packet by: it loses its framing here.
-            Err(_) => {
-                self.resync[direction] = true;
-                self.start(direction, Pending::new(RECORD_DISCARDED, unit, 0, at, hop));
-                Ok(())
+            // Not a header a receiver can frame a packet by: the first of the units it discards.
+            _ => self.start(direction, Pending::new(RECORD_DISCARDED, unit, at, hop)),
+        }
+        Ok(())
+    }
+
+    /// Record a whole packet; its receiver loses the framing if its CRC does not check.
+    fn record_packet(&mut self, direction: usize, hop: Hop, at: Instant, bytes: &[u8]) {
+        if check_packet_crc(bytes).is_err() {
+            if let Some(framing) = self.framing.get_mut(direction) {
+                framing.lose();
             }
         }
+        self.record(RECORD_PACKET, hop, at, bytes);
     }
 
     /// The units of the packet being collected on `direction`, if one is (none when the units are a run
@@ -329,34 +324,33 @@ impl<W: Write> Tracer<W> {
         let Some(slot) = self.pending.get_mut(direction) else {
             return;
         };
-        match slot.take() {
-            Some(p) if p.record == RECORD_DISCARDED => {
+        if slot.as_ref().is_some_and(|p| p.record == RECORD_DISCARDED) {
+            if let Some(p) = slot.take() {
                 self.pending_starts.remove(&(p.at.as_ps(), direction));
                 self.record(RECORD_DISCARDED, p.hop, p.at, &p.bytes[..p.len]);
             }
-            other => *slot = other,
         }
     }
 
-    /// Direction `direction` failed: a packet it had started will never be whole, and is not recorded.
     /// Direction `direction`'s receiver started its framing over as a data link does when its physical
     /// layer comes up: a packet begun is not recorded, a run of discarded units is, and the units up to a
     /// control flit that checks are discarded.
     pub fn restart_framing(&mut self, direction: usize) {
         self.cut(direction);
-        if let Some(resync) = self.resync.get_mut(direction) {
-            *resync = true;
+        if let Some(framing) = self.framing.get_mut(direction) {
+            framing.lose();
         }
     }
 
-    /// A run of discarded units it was collecting is recorded; its receiver starts its framing over.
+    /// Direction `direction` failed: a packet it had started will never be whole, and is not recorded; a
+    /// run of discarded units it was collecting is. The next unit starts a packet, a control flit or idle.
     pub fn cut(&mut self, direction: usize) {
         self.end_discarded(direction);
         if let Some(p) = self.pending.get_mut(direction).and_then(Option::take) {
             self.pending_starts.remove(&(p.at.as_ps(), direction));
         }
-        if let Some(resync) = self.resync.get_mut(direction) {
-            *resync = false;
+        if let Some(framing) = self.framing.get_mut(direction) {
+            *framing = Framing::Header;
         }
     }
 
@@ -556,6 +550,7 @@ pub fn read(bytes: &[u8]) -> Result<Vec<Record>, ReadError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use link_dl::flit::{ControlFlit, IdentFlit, PacketHeader};
     use proptest::prelude::*;
 
     /// A trace of an Update flit and a one-flit packet, as the tracer writes it.

@@ -365,19 +365,6 @@ pub fn is_ident(flit: &Flit) -> bool {
     flit[0] == 0b1000_0000 | IDENT_KIND
 }
 
-/// Whether a receiver that lost its packet framing after an error finds a packet boundary at `flit`: a
-/// control or identity flit that parses, its CRC checking (docs/spec.md 2.4). Transmitters send control
-/// flits only between packets, so one marks where the next packet starts.
-pub fn is_framing_boundary(flit: &Flit) -> bool {
-    IdentFlit::parse(flit).is_ok() || ControlFlit::parse(flit).is_ok()
-}
-
-/// Whether a receiver that lost its packet framing discards `flit` while it looks for a boundary: anything
-/// but idle (all zeros) and a packet boundary ([`is_framing_boundary`]).
-pub fn discarded_while_resynchronising(flit: &Flit) -> bool {
-    *flit != [0; FLIT_LEN] && !is_framing_boundary(flit)
-}
-
 /// The word of a control flit whose kind and CRC check.
 fn checked_control_word(flit: &Flit) -> Result<u128, DlError> {
     if kind(flit)? != FlitKind::Control {
@@ -552,39 +539,5 @@ mod tests {
         let mut w = word(&f);
         w |= 1 << 64;
         assert_eq!(IdentFlit::parse(&sealed_control(w)), Err(DlError::ReservedBits));
-    }
-
-    /// A receiver that lost its framing finds it again at a control or identity flit that checks, and
-    /// discards anything else but idle.
-    #[test]
-    fn the_framing_is_found_again_at_a_control_flit_that_checks() {
-        let update = ControlFlit {
-            kind: ControlKind::Update,
-            ack: Seq::new(1),
-            credits: [0; VC_COUNT],
-        }
-        .emit();
-        let ident = IdentFlit { node: 7, port: 1 }.emit();
-        let mut header = [0u8; FLIT_LEN];
-        PacketHeader {
-            payload_flits: 0,
-            vc: Vc::Posted,
-            seq: Seq::new(3),
-            ack: Seq::new(2),
-            credit_vc: Vc::Request,
-            credit: 0,
-            tl: 5,
-        }
-        .emit(&mut header)
-        .unwrap();
-        seal_packet(&mut header);
-        let mut damaged = update;
-        damaged[9] ^= 4;
-        for (flit, boundary) in [(update, true), (ident, true), (header, false), (damaged, false)] {
-            assert_eq!(is_framing_boundary(&flit), boundary, "{flit:02x?}");
-            assert_eq!(discarded_while_resynchronising(&flit), !boundary, "{flit:02x?}");
-        }
-        assert!(!is_framing_boundary(&[0; FLIT_LEN]));
-        assert!(!discarded_while_resynchronising(&[0; FLIT_LEN]));
     }
 }

@@ -2,6 +2,7 @@
 //! packet exactly once, in order, uncorrupted.
 //!
 //! - [`flit`]: the wire format: 16-byte flits, packets of up to ten, control flits.
+//! - [`framing`]: how a receiver frames units into packets, and finds a boundary again after an error.
 //! - [`link`]: the sans-IO state machine: sequence numbers, replay, ACK/NAK, credits, FEC blocks.
 //! - [`endpoint`]: the physical layer and the data link of one port, wired together.
 //! - [`credit`]: credit accounting per virtual channel ([`vc`]).
@@ -21,6 +22,7 @@ pub mod endpoint;
 mod error;
 pub mod fec;
 pub mod flit;
+pub mod framing;
 pub mod link;
 mod ring;
 pub mod seq;

@@ -23,9 +23,10 @@ use crate::credit::{RxCredits, TxCredits};
 use crate::error::DlError;
 use crate::fec;
 use crate::flit::{
-    check_packet_crc_parts, is_ident, kind, seal_packet, ControlFlit, ControlKind, Flit, FlitKind, IdentFlit,
-    PacketHeader, FLIT_LEN, MAX_PACKET_FLITS, MAX_PACKET_LEN, MAX_PAYLOAD_FLITS,
+    check_packet_crc_parts, is_ident, seal_packet, ControlFlit, ControlKind, Flit, IdentFlit, PacketHeader,
+    FLIT_LEN, MAX_PACKET_FLITS, MAX_PACKET_LEN, MAX_PAYLOAD_FLITS,
 };
+use crate::framing::{Control, Framed, Framing};
 use crate::ring::{copy_run, Ring, Slots};
 use crate::seq::{Seq, SEQ_SPACE};
 use crate::vc::{Vc, VC_COUNT};
@@ -329,26 +330,6 @@ enum Start {
     Nothing,
 }
 
-/// A control flit received.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Control {
-    /// Acknowledgement, credits or initialisation.
-    Flow(ControlFlit),
-    /// Who the partner is.
-    Ident(IdentFlit),
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Framer {
-    /// The next flit starts a packet, or is a control or idle flit.
-    Header,
-    /// Collecting the flits of a packet, whose header flit parsed as `header` (its CRC is checked when
-    /// the packet is complete, over the same bytes).
-    Packet { need: u8, header: PacketHeader },
-    /// After an error: discard until a control flit that checks, which is always sent on a packet boundary.
-    Resync,
-}
-
 /// One end of a data link, with a replay buffer of `REPLAY` packets and `RX_FLITS` flits of receive
 /// buffer per virtual channel.
 ///
@@ -393,7 +374,7 @@ pub struct DataLink<const REPLAY: usize = 64, const RX_FLITS: usize = 64> {
     nak_scheduled: bool,
     acks_owed: u16,
     ack_deadline: Option<Instant>,
-    framer: Framer,
+    framer: Framing,
     /// The framing was started over (the physical layer came up, or the link was reset) since a
     /// received flit was last tapped: for a trace that frames the flits as this link does.
     rx_framing_restarted: bool,
@@ -493,7 +474,7 @@ impl<const REPLAY: usize, const RX_FLITS: usize> DataLink<REPLAY, RX_FLITS> {
             nak_scheduled: false,
             acks_owed: 0,
             ack_deadline: None,
-            framer: Framer::Resync,
+            framer: Framing::Resync,
             rx_framing_restarted: false,
             rx_buf: [[0; FLIT_LEN]; MAX_PACKET_FLITS],
             rx_len: 0,
@@ -656,7 +637,7 @@ impl<const REPLAY: usize, const RX_FLITS: usize> DataLink<REPLAY, RX_FLITS> {
             .max(unit_time(width, rate).saturating_mul(2));
         self.fec_tx_unit = 0;
         self.fec_rx_have = 0;
-        self.framer = Framer::Resync;
+        self.framer.lose();
         self.rx_framing_restarted = true;
         self.rx_len = 0;
         self.tx_pos = self.tx_flits;
@@ -780,7 +761,7 @@ impl<const REPLAY: usize, const RX_FLITS: usize> DataLink<REPLAY, RX_FLITS> {
         self.nak_scheduled = false;
         self.acks_owed = 0;
         self.ack_deadline = None;
-        self.framer = Framer::Resync;
+        self.framer.lose();
         self.rx_framing_restarted = true;
         self.rx_len = 0;
         self.rx_packets = [0; VC_COUNT];
@@ -1013,7 +994,7 @@ impl<const REPLAY: usize, const RX_FLITS: usize> DataLink<REPLAY, RX_FLITS> {
             && self.replay_deadline.is_none()
             && Vc::ALL.into_iter().all(|vc| self.rx_credits.unreported(vc) == 0)
             && self.rx_packets == [0; VC_COUNT]
-            && matches!(self.framer, Framer::Header)
+            && matches!(self.framer, Framing::Header)
             && self.events.is_empty();
         settled.then(|| ControlFlit {
             kind: ControlKind::Update,
@@ -1436,11 +1417,11 @@ impl<const REPLAY: usize, const RX_FLITS: usize> DataLink<REPLAY, RX_FLITS> {
         }
         let mut rest = units;
         while let Some((first, tail)) = rest.split_first() {
-            let Framer::Packet { need, header } = self.framer else {
+            let Framing::Packet { need, header } = self.framer else {
                 // A packet's header flit, framed here as `receive_flit` does and, with its payload all in
                 // this burst, completed at once: its parsed header does not go through the framer.
                 // (A flit that parses as a header is of the packet kind.)
-                if let (Framer::Header, Ok(header)) = (self.framer, PacketHeader::parse(first)) {
+                if let (Framing::Header, Ok(header)) = (self.framer, PacketHeader::parse(first)) {
                     self.rx_buf[0] = *first;
                     self.rx_len = 1;
                     let need = usize::from(header.payload_flits);
@@ -1452,7 +1433,7 @@ impl<const REPLAY: usize, const RX_FLITS: usize> DataLink<REPLAY, RX_FLITS> {
                         self.packet_complete(now, header, Some(payload));
                         rest = after;
                     } else {
-                        self.framer = Framer::Packet {
+                        self.framer = Framing::Packet {
                             need: header.payload_flits,
                             header,
                         };
@@ -1469,7 +1450,7 @@ impl<const REPLAY: usize, const RX_FLITS: usize> DataLink<REPLAY, RX_FLITS> {
                 // The whole payload is in this burst: checked and queued from here, not copied first.
                 let (payload, after) = rest.split_at(run);
                 self.rx_len += run;
-                self.framer = Framer::Header;
+                self.framer = Framing::Header;
                 self.packet_complete(now, header, Some(payload));
                 rest = after;
                 continue;
@@ -1484,10 +1465,10 @@ impl<const REPLAY: usize, const RX_FLITS: usize> DataLink<REPLAY, RX_FLITS> {
             self.rx_len += run;
             rest = &rest[run..];
             if run == usize::from(need) {
-                self.framer = Framer::Header;
+                self.framer = Framing::Header;
                 self.packet_complete(now, header, None);
             } else {
-                self.framer = Framer::Packet {
+                self.framer = Framing::Packet {
                     need: need - run as u8,
                     header,
                 };
@@ -1498,91 +1479,62 @@ impl<const REPLAY: usize, const RX_FLITS: usize> DataLink<REPLAY, RX_FLITS> {
     /// [`ControlFlit::parse`] or [`IdentFlit::parse`], which depend on the bytes alone: an initialisation
     /// or identity flit the partner repeats is parsed (and its CRC checked) once, and the same bytes again
     /// give the same flit.
-    fn parse_control(&mut self, flit: &Flit) -> Result<Control, DlError> {
+    fn parse_control(
+        init_heard: &mut Option<(Flit, ControlFlit)>,
+        ident_heard: &mut Option<(Flit, IdentFlit)>,
+        flit: &Flit,
+    ) -> Result<Control, DlError> {
         if is_ident(flit) {
-            if let Some((bytes, ident)) = &self.ident_heard {
+            if let Some((bytes, ident)) = ident_heard {
                 if bytes == flit {
                     return Ok(Control::Ident(*ident));
                 }
             }
             let ident = IdentFlit::parse(flit)?;
-            self.ident_heard = Some((*flit, ident));
+            *ident_heard = Some((*flit, ident));
             return Ok(Control::Ident(ident));
         }
-        if let Some((bytes, control)) = &self.init_heard {
+        if let Some((bytes, control)) = init_heard {
             if bytes == flit {
                 return Ok(Control::Flow(*control));
             }
         }
         let control = ControlFlit::parse(flit)?;
         if matches!(control.kind, ControlKind::InitFc1 | ControlKind::InitFc2) {
-            self.init_heard = Some((*flit, control));
+            *init_heard = Some((*flit, control));
         }
         Ok(Control::Flow(control))
     }
 
     fn receive_flit(&mut self, now: Instant, flit: &Flit) {
-        match self.framer {
-            Framer::Resync => match self.parse_control(flit) {
-                Ok(control) => {
-                    self.framer = Framer::Header;
-                    self.control(now, control);
-                }
-                Err(_) => {
-                    if *flit != [0; FLIT_LEN] {
-                        self.counters.resync_discards += 1;
-                    }
-                }
-            },
-            Framer::Header => match kind(flit) {
-                Ok(FlitKind::Idle) => {}
-                Ok(FlitKind::Control) => match self.parse_control(flit) {
-                    Ok(control) => self.control(now, control),
-                    Err(DlError::CrcMismatch { .. }) => {
-                        self.counters.crc_errors += 1;
-                        self.lose_framing();
-                    }
-                    Err(_) => {
-                        self.counters.malformed += 1;
-                        self.lose_framing();
-                    }
-                },
-                Ok(FlitKind::Packet) => match PacketHeader::parse(flit) {
-                    Ok(header) => {
-                        self.rx_buf[0] = *flit;
-                        self.rx_len = 1;
-                        if header.payload_flits == 0 {
-                            self.packet_complete(now, header, None);
-                        } else {
-                            self.framer = Framer::Packet {
-                                need: header.payload_flits,
-                                header,
-                            };
-                        }
-                    }
-                    Err(_) => {
-                        self.counters.malformed += 1;
-                        self.lose_framing();
-                    }
-                },
-                Err(_) => {
+        let (init_heard, ident_heard) = (&mut self.init_heard, &mut self.ident_heard);
+        let framed = (self.framer).push_with(flit, |flit| Self::parse_control(init_heard, ident_heard, flit));
+        match framed {
+            Framed::Idle => {}
+            Framed::Discarded => self.counters.resync_discards += 1,
+            Framed::Control(control) => self.control(now, control),
+            Framed::Lost(error) => {
+                if matches!(error, DlError::CrcMismatch { .. }) {
+                    self.counters.crc_errors += 1;
+                } else {
                     self.counters.malformed += 1;
-                    self.lose_framing();
                 }
-            },
-            Framer::Packet { need, header } => {
+                self.schedule_nak();
+            }
+            Framed::Header(header) => {
+                self.rx_buf[0] = *flit;
+                self.rx_len = 1;
+                if header.payload_flits == 0 {
+                    self.packet_complete(now, header, None);
+                }
+            }
+            Framed::Payload { header, last } => {
                 if let Some(slot) = self.rx_buf.get_mut(self.rx_len) {
                     *slot = *flit;
                 }
                 self.rx_len += 1;
-                if need <= 1 {
-                    self.framer = Framer::Header;
+                if last {
                     self.packet_complete(now, header, None);
-                } else {
-                    self.framer = Framer::Packet {
-                        need: need - 1,
-                        header,
-                    };
                 }
             }
         }
@@ -1590,7 +1542,7 @@ impl<const REPLAY: usize, const RX_FLITS: usize> DataLink<REPLAY, RX_FLITS> {
 
     /// An error left the receiver unsure where the next packet starts: NAK (once) and resynchronise.
     fn lose_framing(&mut self) {
-        self.framer = Framer::Resync;
+        self.framer.lose();
         self.schedule_nak();
     }
 

@@ -7,10 +7,8 @@ use std::io::{self, Read, Write};
 use std::process::ExitCode;
 
 use anyhow::{bail, ensure, Context};
-use link_dl::flit::{
-    check_packet_crc, discarded_while_resynchronising as discarded, is_framing_boundary, is_ident, kind,
-    ControlFlit, Flit, FlitKind, IdentFlit, PacketHeader, FLIT_LEN,
-};
+use link_dl::flit::{check_packet_crc, Flit, PacketHeader, FLIT_LEN};
+use link_dl::framing::{Control, Framed, Framing};
 use link_dl::Vc;
 use link_tl::coherence::message::Message;
 use link_tl::coherence::wire::{self as coherence_wire, Envelope};
@@ -606,8 +604,8 @@ pub(crate) struct Decoder {
     run: Option<(bool, usize, usize)>,
     /// A packet whose units are still coming: its header, first unit, and its units so far.
     packet: Option<(PacketHeader, usize, Vec<Flit>)>,
-    /// Whether the framing is lost after an error.
-    resync: bool,
+    /// Where the receiver is in the units (docs/spec.md 2.4).
+    framing: Framing,
     /// How packets' transaction-layer field is read.
     tl: TlReading,
 }
@@ -663,60 +661,53 @@ impl Decoder {
     ) -> Result<(), E> {
         let at = self.at;
         self.at += 1;
+        let framed = self.framing.push(&unit);
         if let Some((header, _, units)) = &mut self.packet {
             units.push(unit);
-            if units.len() == 1 + usize::from(header.payload_flits) {
-                if let Some((header, first, units)) = self.packet.take() {
+            if matches!(framed, Framed::Payload { last: true, .. }) {
+                let header = *header;
+                if let Some((_, first, units)) = self.packet.take() {
                     return self.item(packet(first, &units, header, self.tl).0, emit);
                 }
             }
             return Ok(());
         }
-        if let Some((discarding, first, units)) = self.run {
-            let goes_on = if discarding {
-                discarded(&unit)
-            } else {
-                unit == [0; FLIT_LEN]
-            };
-            if goes_on {
-                self.run = Some((discarding, first, units + 1));
+        // Idle and discarded units are counted in runs.
+        let discarding = match framed {
+            Framed::Idle => Some(false),
+            Framed::Discarded => Some(true),
+            _ => None,
+        };
+        if let Some((run_discarding, first, units)) = self.run {
+            if discarding == Some(run_discarding) {
+                self.run = Some((run_discarding, first, units + 1));
                 return Ok(());
             }
             self.end_run(emit)?;
         }
-        if self.resync && discarded(&unit) {
-            self.run = Some((true, at, 1));
+        if let Some(discarding) = discarding {
+            self.run = Some((discarding, at, 1));
             return Ok(());
         }
-        if is_framing_boundary(&unit) {
-            self.resync = false;
-        }
-        let item = match kind(&unit) {
-            Ok(FlitKind::Idle) => {
-                self.run = Some((false, at, 1));
+        let item = match framed {
+            Framed::Control(Control::Ident(ident)) => {
+                json!({"at": at, "kind": "ident", "node": format!("{:016x}", ident.node),
+                       "port": ident.port, "ok": true})
+            }
+            Framed::Control(Control::Flow(c)) => {
+                json!({"at": at, "kind": "control", "type": format!("{:?}", c.kind),
+                       "ack": c.ack.get(), "credits": c.credits, "ok": true})
+            }
+            Framed::Header(header) if header.payload_flits > 0 => {
+                let mut units = Vec::with_capacity(1 + usize::from(header.payload_flits));
+                units.push(unit);
+                self.packet = Some((header, at, units));
                 return Ok(());
             }
-            Ok(FlitKind::Control) if is_ident(&unit) => match IdentFlit::parse(&unit) {
-                Ok(ident) => json!({"at": at, "kind": "ident", "node": format!("{:016x}", ident.node),
-                                    "port": ident.port, "ok": true}),
-                Err(e) => malformed(at, &e),
-            },
-            Ok(FlitKind::Control) => match ControlFlit::parse(&unit) {
-                Ok(c) => json!({"at": at, "kind": "control", "type": format!("{:?}", c.kind),
-                                "ack": c.ack.get(), "credits": c.credits, "ok": true}),
-                Err(e) => malformed(at, &e),
-            },
-            Ok(FlitKind::Packet) => match PacketHeader::parse(&unit) {
-                Ok(header) if header.payload_flits > 0 => {
-                    let mut units = Vec::with_capacity(1 + usize::from(header.payload_flits));
-                    units.push(unit);
-                    self.packet = Some((header, at, units));
-                    return Ok(());
-                }
-                Ok(header) => packet(at, &[unit], header, self.tl).0,
-                Err(e) => malformed(at, &e),
-            },
-            Err(e) => malformed(at, &e),
+            Framed::Header(header) => packet(at, &[unit], header, self.tl).0,
+            Framed::Lost(e) => malformed(at, &e),
+            // Runs are counted above, and payload flits go to their packet.
+            Framed::Idle | Framed::Discarded | Framed::Payload { .. } => return Ok(()),
         };
         self.item(item, emit)
     }
@@ -735,7 +726,7 @@ impl Decoder {
     /// numbered on from here.
     pub(crate) fn restart<E>(&mut self, emit: &mut impl FnMut(Value) -> Result<(), E>) -> Result<(), E> {
         self.finish(emit)?;
-        self.resync = false;
+        self.framing = Framing::Header;
         Ok(())
     }
 
@@ -752,7 +743,9 @@ impl Decoder {
     /// Emit `item`. A packet whose CRC does not check, or a unit that does not parse, loses the framing;
     /// a transaction-layer header the receiver refuses does not (the data link took the packet).
     fn item<E>(&mut self, item: Value, emit: &mut impl FnMut(Value) -> Result<(), E>) -> Result<(), E> {
-        self.resync |= item.get("error").is_some() || item["crc_ok"] == false;
+        if item["crc_ok"] == false {
+            self.framing.lose();
+        }
         emit(item)
     }
 }
@@ -1147,7 +1140,7 @@ pub(crate) fn text(item: &Value) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use link_dl::flit::{seal_packet, ControlKind};
+    use link_dl::flit::{seal_packet, ControlFlit, ControlKind};
     use link_dl::seq::Seq;
     use link_dl::Vc;
 
