@@ -65,10 +65,15 @@ impl<T> EventQueue<T> {
     ///
     /// Every bucket is in the order its events were scheduled: a push appends the newest event, and a
     /// bucket is emptied into the lower ones (and `current`) only when they are all empty, in its order.
+    #[inline]
     fn settle(&mut self) -> bool {
-        if !self.current.is_empty() {
-            return true;
-        }
+        // Most calls find events waiting at the current time: that test is inlined where it is asked.
+        !self.current.is_empty() || self.refill()
+    }
+
+    /// [`EventQueue::settle`] with `current` empty: empty the earliest bucket into the lower ones.
+    #[inline(never)]
+    fn refill(&mut self) -> bool {
         if self.occupied == 0 {
             return false;
         }
