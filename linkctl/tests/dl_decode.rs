@@ -583,3 +583,113 @@ fn random_units_in_fec_blocks_end_cleanly() {
         assert!(last["units_before_first_block"].as_u64().unwrap() < 16);
     }
 }
+
+/// `--summary` counts what the items say, per direction and in all, and says whether everything checked
+/// as the exit status does: over a received trace of a noisy link, its figures are the item-by-item
+/// output's, counted here, and its CRC errors and discarded units are the data links' own counts.
+#[test]
+fn a_summary_counts_what_the_items_say() {
+    use std::collections::BTreeMap;
+    let pcap = std::env::temp_dir().join(format!("linkctl-dl-summary-{}.pcap", std::process::id()));
+    let path = pcap.to_str().unwrap();
+    let run = common::linkctl(
+        &["link", "run"],
+        &[
+            "--lanes",
+            "2",
+            "--packets",
+            "300",
+            "--both-ways",
+            "--timing",
+            "fast",
+            "--ber",
+            "1e-4",
+            "--seed",
+            "5",
+            "--json",
+            "--pcap-received",
+            "--pcap",
+            path,
+        ],
+    );
+    assert!(run.status.success(), "{}", String::from_utf8_lossy(&run.stderr));
+    let run: serde_json::Value = serde_json::from_slice(&run.stdout).unwrap();
+    let lines = |out: &Output| -> Vec<serde_json::Value> {
+        (String::from_utf8(out.stdout.clone()).unwrap().lines())
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect()
+    };
+    let items_out = decode(&["--pcap", path, "--json"], b"");
+    let summary_out = decode(&["--pcap", path, "--json", "--summary"], b"");
+    let text_out = decode(&["--pcap", path, "--summary"], b"");
+    std::fs::remove_file(&pcap).unwrap();
+    assert_eq!(items_out.status.code(), Some(2));
+    assert_eq!(summary_out.status.code(), Some(2), "the same exit status");
+    assert_eq!(text_out.status.code(), Some(2));
+    let (items, summary) = (lines(&items_out), lines(&summary_out));
+    assert_eq!(summary.len(), 3, "two directions and the total: {summary:?}");
+    let mut total = BTreeMap::<&str, u64>::new();
+    for s in &summary[..2] {
+        let mine: Vec<&serde_json::Value> = (items.iter())
+            .filter(|i| i["from_node"] == s["from_node"] && i["to_node"] == s["to_node"])
+            .collect();
+        let count = |f: &dyn Fn(&serde_json::Value) -> u64| -> u64 { mine.iter().map(|i| f(i)).sum() };
+        let is = |i: &serde_json::Value, kind: &str| u64::from(i["kind"] == kind);
+        let expected = [
+            ("packets", count(&|i| is(i, "packet"))),
+            (
+                "packet_flits",
+                count(&|i| is(i, "packet") * i["flits"].as_u64().unwrap_or(0)),
+            ),
+            (
+                "bad_crc",
+                count(&|i| is(i, "packet") * u64::from(i["crc_ok"] == false)),
+            ),
+            ("replays", count(&|i| u64::from(i["replay"] == true))),
+            ("control_flits", count(&|i| is(i, "control"))),
+            ("ident", count(&|i| is(i, "ident"))),
+            ("malformed", count(&|i| is(i, "malformed"))),
+            (
+                "discarded_units",
+                count(&|i| is(i, "discarded") * i["units"].as_u64().unwrap_or(0)),
+            ),
+        ];
+        for (key, value) in expected {
+            assert_eq!(s[key], value, "{key}: {s}");
+            *total.entry(key).or_default() += value;
+        }
+        let updates = count(&|i| u64::from(i["type"] == "Update"));
+        assert_eq!(s["control"]["Update"], updates, "{s}");
+        let times: Vec<u64> = mine.iter().map(|i| i["time_ns"].as_u64().unwrap()).collect();
+        assert_eq!(s["first_ns"], *times.iter().min().unwrap());
+        assert_eq!(s["last_ns"], *times.iter().max().unwrap());
+        assert_eq!(s["ok"], mine.iter().all(|i| i["ok"] == true));
+    }
+    let all = &summary[2];
+    assert_eq!(all["direction"], "all");
+    for (key, value) in &total {
+        assert_eq!(all[*key], *value, "{key}: {all}");
+    }
+    assert_eq!(all["ok"], false);
+    // What the data links counted: a CRC error is a packet with a bad CRC or a control flit whose CRC
+    // fails (read as malformed), and the units they discarded are the trace's discarded units (with, at
+    // most, the unit each could not parse that started the discarding).
+    let counted = |key: &str| -> u64 { (0..2).map(|p| run["counters"][p][key].as_u64().unwrap()).sum() };
+    let (bad_crc, malformed) = (
+        all["bad_crc"].as_u64().unwrap(),
+        all["malformed"].as_u64().unwrap(),
+    );
+    let crc_errors = run["crc_errors"].as_u64().unwrap();
+    assert!(
+        bad_crc > 0 && (bad_crc..=bad_crc + malformed).contains(&crc_errors),
+        "{all} {run}"
+    );
+    let (resync, unparsed) = (counted("resync_discards"), counted("malformed"));
+    let discarded = all["discarded_units"].as_u64().unwrap();
+    assert!((resync..=resync + unparsed).contains(&discarded), "{all} {run}");
+    let text = String::from_utf8(text_out.stdout).unwrap();
+    assert_eq!(text.lines().count(), 3, "{text}");
+    assert!(text.lines().last().unwrap().starts_with("all: "), "{text}");
+    assert!(text.contains(&format!("{bad_crc} with a bad CRC")), "{text}");
+    assert!(text.trim_end().ends_with("NOT ok"), "{text}");
+}

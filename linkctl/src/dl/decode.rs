@@ -16,6 +16,8 @@ use link_tl::header::{Extension, Header};
 use link_tl::packet::Tlp;
 use serde_json::{json, Value};
 
+use super::summary::Summary;
+
 #[derive(clap::Args, Debug)]
 pub struct DecodeArgs {
     /// The units in hex (spaces, colons and commas between digits are ignored, and a 0x before a byte);
@@ -46,6 +48,12 @@ pub struct DecodeArgs {
     /// corrected where the code can (`at` then counts flits), and the blocks are summed up at the end
     #[arg(long, conflicts_with = "pcap")]
     fec: bool,
+    /// Print what the input holds counted instead of item by item: per link direction (with `--pcap`)
+    /// and in all, packets (with a bad CRC, cut short, refused by the transaction layer, replayed),
+    /// control flits by type, identity flits, malformed, discarded and idle units, the first and last
+    /// record's times, and whether everything checked
+    #[arg(long)]
+    summary: bool,
 }
 
 /// Decode the units as they are read, in memory bounded by a packet's units whatever the length of the
@@ -55,7 +63,7 @@ pub struct DecodeArgs {
 /// there.
 pub fn decode(args: DecodeArgs) -> anyhow::Result<ExitCode> {
     if let Some(path) = &args.pcap {
-        return decode_trace(path, args.json);
+        return decode_trace(path, args.json, args.summary);
     }
     let mut out = io::BufWriter::new(io::stdout().lock());
     let mut decoder = Decoder {
@@ -67,8 +75,14 @@ pub fn decode(args: DecodeArgs) -> anyhow::Result<ExitCode> {
         ..Decoder::default()
     };
     let mut bad = false;
+    let mut summary = args.summary.then(Summary::default);
     let mut print = |item: Value| -> anyhow::Result<()> {
         bad |= item["ok"] == false;
+        // FEC's blocks are summed up apart, at the end.
+        if let Some(summary) = summary.as_mut().filter(|_| item["kind"] != "fec") {
+            summary.add(None, &item);
+            return Ok(());
+        }
         if args.json {
             writeln!(out, "{item}")
         } else {
@@ -126,6 +140,9 @@ pub fn decode(args: DecodeArgs) -> anyhow::Result<ExitCode> {
         v["ok"] = json!(blocks.uncorrectable == 0 && blocks.out_of_step == 0);
         print(v)?;
     }
+    if let Some(summary) = &summary {
+        print_summary(&mut out, summary, args.json)?;
+    }
     out.flush().context("writing stdout")?;
     read?;
     Ok(if bad { ExitCode::from(2) } else { ExitCode::SUCCESS })
@@ -134,7 +151,7 @@ pub fn decode(args: DecodeArgs) -> anyhow::Result<ExitCode> {
 /// `--pcap`: each record of the trace at `path` decoded as a stream of its own, with its time and hop, a
 /// record at a time; exit status 2 if any does not check. A file that is not a trace is an error when it is
 /// reached, after the records before it.
-fn decode_trace(path: &std::path::Path, json: bool) -> anyhow::Result<ExitCode> {
+fn decode_trace(path: &std::path::Path, json: bool, summarise: bool) -> anyhow::Result<ExitCode> {
     use fabric_sim::trace::{Hop, Reader, RECORD_DISCARDED};
     let file = std::fs::File::open(path).with_context(|| format!("opening {}", path.display()))?;
     let mut reader = Reader::new(io::BufReader::new(file))
@@ -143,6 +160,7 @@ fn decode_trace(path: &std::path::Path, json: bool) -> anyhow::Result<ExitCode> 
     let mut bad = false;
     let mut number = 0u64;
     let mut replays = Replays::default();
+    let mut summary = summarise.then(Summary::default);
     let result = loop {
         let record = match reader.next_record() {
             Ok(Some(record)) => record,
@@ -163,6 +181,20 @@ fn decode_trace(path: &std::path::Path, json: bool) -> anyhow::Result<ExitCode> 
             item["at"] = json!(number);
             for (key, value) in hop.as_object().into_iter().flatten() {
                 item[key] = value.clone();
+            }
+            if let Some(summary) = summary.as_mut() {
+                let direction = (u64::from(trunk), u64::from(from.0), u64::from(from.1));
+                summary.add(
+                    Some((
+                        direction.0,
+                        direction.1,
+                        direction.2,
+                        u64::from(to.0),
+                        u64::from(to.1),
+                    )),
+                    &item,
+                );
+                return Ok(());
             }
             if json {
                 writeln!(out, "{item}")
@@ -201,9 +233,25 @@ fn decode_trace(path: &std::path::Path, json: bool) -> anyhow::Result<ExitCode> 
         }
         number += 1;
     };
+    if let Some(summary) = &summary {
+        print_summary(&mut out, summary, json)?;
+    }
     out.flush().context("writing stdout")?;
     result?;
     Ok(if bad { ExitCode::from(2) } else { ExitCode::SUCCESS })
+}
+
+/// Write `summary`'s items, as JSON lines or text.
+fn print_summary(out: &mut impl Write, summary: &Summary, json: bool) -> anyhow::Result<()> {
+    if json {
+        summary
+            .items()
+            .iter()
+            .try_for_each(|item| writeln!(out, "{item}"))
+    } else {
+        writeln!(out, "{}", summary.text())
+    }
+    .context("writing stdout")
 }
 
 /// The most link directions whose replays a trace's reading follows (a hostile trace could name millions).
