@@ -900,3 +900,64 @@ fn a_fec_capture_is_read_in_blocks_and_a_lanes_burst_corrected() {
     assert_eq!(numbers(&items), (0..60).collect::<Vec<u64>>());
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// `--summary` counts each stretch's data items as the item-by-item output prints them, a `data_summary`
+/// per stretch, and the exit status is the same: on a capture with a retrain (a packet cut short as the
+/// link left L0, counted apart and not damage) and bytes of one lane's file spoilt.
+#[test]
+fn a_summary_counts_each_stretchs_items() {
+    let dir = temp_dir("summary");
+    run_captured(&dir, "--lanes 2 --max-rate 8 --packets 300 --retrain-at 1");
+    let file = dir.join("a-lane1-1.bin");
+    let mut bytes = std::fs::read(&file).unwrap();
+    let at = bytes.len() / 3;
+    for b in &mut bytes[at..at + 4] {
+        *b ^= 0x24;
+    }
+    std::fs::write(&file, bytes).unwrap();
+    let (code, items) = decode(&dir, &[]);
+    let (summary_code, summary) = decode(&dir, &["--summary"]);
+    std::fs::remove_dir_all(&dir).unwrap();
+    assert_eq!(code, Some(2));
+    assert_eq!(summary_code, code);
+    let data = |i: &Value| i.get("kind").is_some();
+    assert!(!summary.iter().any(data), "no item printed one by one");
+    let stretches: Vec<&Value> = items.iter().filter(|i| i["event"] == "stretch").collect();
+    let summaries: Vec<&Value> = summary.iter().filter(|i| i["event"] == "data_summary").collect();
+    assert_eq!(summaries.len(), stretches.len());
+    let mut left_l0 = 0;
+    for s in summaries {
+        let mine: Vec<&Value> = (items.iter())
+            .filter(|i| data(i) && i["stretch"] == s["stretch"] && i["tx_port"] == s["tx_port"])
+            .collect();
+        let count = |f: &dyn Fn(&Value) -> bool| mine.iter().filter(|i| f(i)).count() as u64;
+        let sum = |kind: &str| -> u64 {
+            (mine.iter())
+                .filter(|i| i["kind"] == kind)
+                .map(|i| i["units"].as_u64().unwrap())
+                .sum()
+        };
+        let cut = count(&|i| i["left_l0"] == true);
+        let packet = |i: &Value| i["kind"] == "packet" && i["left_l0"] != true;
+        assert_eq!(s["left_l0"], cut, "{s}");
+        assert_eq!(s["packets"], count(&packet), "{s}");
+        assert_eq!(s["bad_crc"], count(&|i| packet(i) && i["crc_ok"] == false), "{s}");
+        assert_eq!(s["control_flits"], count(&|i| i["kind"] == "control"), "{s}");
+        assert_eq!(s["malformed"], count(&|i| i["kind"] == "malformed"), "{s}");
+        assert_eq!(s["discarded_units"], sum("discarded"), "{s}");
+        assert_eq!(s["idle_units"], sum("idle"), "{s}");
+        assert_eq!(
+            s["ok"],
+            mine.iter().all(|i| i["ok"] == true || i["left_l0"] == true),
+            "{s}"
+        );
+        left_l0 += cut;
+    }
+    assert!(left_l0 > 0, "the retrain cut a packet short");
+    assert!(
+        summary
+            .iter()
+            .any(|i| i["event"] == "data_summary" && i["ok"] == false),
+        "the spoilt bytes show"
+    );
+}

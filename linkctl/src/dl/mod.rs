@@ -6,7 +6,7 @@ use clap::Subcommand;
 
 mod crc;
 pub(crate) mod decode;
-mod summary;
+pub(crate) mod summary;
 
 #[derive(Subcommand, Debug)]
 pub enum DlCommand {

@@ -1,5 +1,5 @@
-//! `linkctl dl decode --summary`: what a stream or trace holds, counted per link direction instead of
-//! printed item by item, so that a long capture's health reads at a glance.
+//! `--summary` of `linkctl dl decode` and `linkctl link decode`: what a stream or trace holds, counted
+//! per link direction instead of printed item by item, so that a long capture's health reads at a glance.
 
 use std::collections::BTreeMap;
 
@@ -14,12 +14,14 @@ pub(crate) type Direction = (u64, u64, u64, u64, u64);
 
 /// Counts of what the decoder found.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-struct Counts {
+pub(crate) struct Counts {
     packets: u64,
     /// Packets' flits, header included.
     packet_flits: u64,
     bad_crc: u64,
     cut_short: u64,
+    /// Packets cut short when the link left L0 (`link decode`): no damage, the data link replays them.
+    left_l0: u64,
     tl_errors: u64,
     replays: u64,
     /// Control flits by type.
@@ -36,9 +38,14 @@ struct Counts {
 }
 
 impl Counts {
-    fn add(&mut self, item: &Value) {
-        self.not_ok += u64::from(item["ok"] == false);
+    /// Count `item`, a decoded item.
+    pub(crate) fn add(&mut self, item: &Value) {
         let count = |key: &str| item[key].as_u64().unwrap_or(0);
+        if item["left_l0"] == true {
+            self.left_l0 += 1;
+            return;
+        }
+        self.not_ok += u64::from(item["ok"] == false);
         match item["kind"].as_str() {
             Some("packet") => {
                 self.packets += 1;
@@ -69,12 +76,14 @@ impl Counts {
         self.not_ok == 0
     }
 
-    fn json(&self) -> Map<String, Value> {
+    /// The counts as a JSON object's fields.
+    pub(crate) fn json(&self) -> Map<String, Value> {
         let mut v = json!({
             "packets": self.packets,
             "packet_flits": self.packet_flits,
             "bad_crc": self.bad_crc,
             "cut_short": self.cut_short,
+            "left_l0": self.left_l0,
             "tl_errors": self.tl_errors,
             "replays": self.replays,
             "control": self.control,
@@ -95,11 +104,13 @@ impl Counts {
         }
     }
 
-    fn text(&self) -> String {
+    /// The counts in a line of text.
+    pub(crate) fn text(&self) -> String {
         let mut s = format!("{} packets ({} flits)", self.packets, self.packet_flits);
         let faults: Vec<String> = [
             (self.bad_crc, "with a bad CRC"),
             (self.cut_short, "cut short"),
+            (self.left_l0, "cut short as the link left L0"),
             (self.tl_errors, "refused by the transaction layer"),
             (self.replays, "replayed"),
         ]

@@ -15,6 +15,7 @@ use link_phy::rate::LineCode;
 use serde_json::{json, Value};
 
 use crate::dl::decode::{text as item_text, Decoder, FecBlocks, TlReading};
+use crate::dl::summary::Counts;
 use crate::phy::bits::words;
 use crate::phy::events::{event_text, run_json, run_text, Run};
 use crate::trace::{summary_json, summary_text, LinkTrace, PcapArgs};
@@ -48,6 +49,11 @@ pub struct DecodeArgs {
     /// count), not only their counts
     #[arg(long)]
     lane_events: bool,
+    /// Print the data stream's items counted instead of one by one (as `dl decode --summary` counts them),
+    /// a line per stretch after its lane summaries: packets (with a bad CRC, cut short, refused by the
+    /// transaction layer), control flits by type, identity flits, malformed, discarded and idle units
+    #[arg(long, conflicts_with = "units")]
+    summary: bool,
     /// Read the data stream in FEC blocks (docs/spec.md 2.7: 15 flits and a check unit, corrected where
     /// the code can), as `capture.json`'s `fec` says for `link run --fec`'s captures: give it for a board's
     /// capture of a link running FEC
@@ -110,6 +116,7 @@ pub fn decode(args: DecodeArgs) -> anyhow::Result<ExitCode> {
         units: args.units,
         lane_events: args.lane_events,
         bad: false,
+        data_summary: args.summary.then(Counts::default),
         trace: args.trace.open(args.tl.layout())?,
     };
     for (index, stretch) in chosen {
@@ -335,6 +342,8 @@ struct Output<W: Write> {
     units: bool,
     lane_events: bool,
     bad: bool,
+    /// With `--summary`, the data items of the stretch being read, counted instead of printed.
+    data_summary: Option<Counts>,
     /// `--pcap`'s trace.
     trace: Option<LinkTrace>,
 }
@@ -827,6 +836,10 @@ impl StreamReader {
             } else {
                 out.bad |= item["ok"] == false;
             }
+            if let Some(counts) = out.data_summary.as_mut() {
+                counts.add(&item);
+                return Ok(());
+            }
             out.item(&item, || {
                 let text = item_text(&item);
                 if item["left_l0"] == true {
@@ -906,6 +919,13 @@ impl StreamReader {
                 )
             })?;
         }
+        if let Some(counts) = out.data_summary.as_mut().map(std::mem::take) {
+            let mut v = Value::Object(counts.json());
+            v["event"] = json!("data_summary");
+            v["tx_port"] = json!(port);
+            v["stretch"] = json!(stretch);
+            out.item(&v, || format!("data: {}", counts.text()))?;
+        }
         let v = json!({"event": "stream", "tx_port": port, "stretch": stretch, "units": self.stream_units,
                        "deskew_lost": self.deskew_lost});
         out.item(&v, || {
@@ -925,6 +945,10 @@ fn items<W: Write>(
 ) -> impl FnMut(Value) -> anyhow::Result<()> + '_ {
     move |mut item| {
         out.bad |= item["ok"] == false;
+        if let Some(counts) = out.data_summary.as_mut() {
+            counts.add(&item);
+            return Ok(());
+        }
         item["tx_port"] = json!(port.to_string());
         item["stretch"] = json!(stretch);
         out.item(&item, || item_text(&item))
