@@ -38,6 +38,16 @@ fn write_index(dir: &Path, index: &Value) {
     std::fs::write(dir.join("capture.json"), index.to_string()).unwrap();
 }
 
+/// Flip bits in four bytes of a lane's `file`, a `1/part` of the way into it.
+fn spoil_four_bytes(file: &Path, part: usize) {
+    let mut bytes = std::fs::read(file).unwrap();
+    let at = bytes.len() / part;
+    for b in &mut bytes[at..at + 4] {
+        *b ^= 0x24;
+    }
+    std::fs::write(file, bytes).unwrap();
+}
+
 /// `link decode --json` of `dir` with `args`: its exit status and the objects it printed.
 fn decode(dir: &Path, args: &[&str]) -> (Option<i32>, Vec<Value>) {
     let out = common::linkctl(
@@ -444,13 +454,7 @@ fn units_are_the_stream_dl_decode_reads() {
 fn damage_in_a_capture_is_found() {
     let dir = temp_dir("damage");
     run_captured(&dir, "--lanes 2 --max-rate 8 --packets 200");
-    let file = dir.join("a-lane1-1.bin");
-    let mut bytes = std::fs::read(&file).unwrap();
-    let middle = bytes.len() / 2;
-    for b in &mut bytes[middle..middle + 4] {
-        *b ^= 0x24;
-    }
-    std::fs::write(&file, bytes).unwrap();
+    spoil_four_bytes(&dir.join("a-lane1-1.bin"), 2);
     let (code, items) = decode(&dir, &["--port", "a"]);
     assert_eq!(code, Some(2));
     assert!(
@@ -908,13 +912,7 @@ fn a_fec_capture_is_read_in_blocks_and_a_lanes_burst_corrected() {
 fn a_summary_counts_each_stretchs_items() {
     let dir = temp_dir("summary");
     run_captured(&dir, "--lanes 2 --max-rate 8 --packets 300 --retrain-at 1");
-    let file = dir.join("a-lane1-1.bin");
-    let mut bytes = std::fs::read(&file).unwrap();
-    let at = bytes.len() / 3;
-    for b in &mut bytes[at..at + 4] {
-        *b ^= 0x24;
-    }
-    std::fs::write(&file, bytes).unwrap();
+    spoil_four_bytes(&dir.join("a-lane1-1.bin"), 3);
     let (code, items) = decode(&dir, &[]);
     let (summary_code, summary) = decode(&dir, &["--summary"]);
     std::fs::remove_dir_all(&dir).unwrap();

@@ -175,6 +175,7 @@ fn decode_trace(path: &std::path::Path, json: bool, summarise: bool) -> anyhow::
             "to_node": to.0, "to_port": to.1,
         });
         let direction = (trunk, from.0, from.1);
+        let hop_key = (trunk, from.0, from.1, to.0, to.1).into();
         let mut print = |mut item: Value| -> anyhow::Result<()> {
             bad |= item["ok"] == false;
             replays.mark(direction, &mut item);
@@ -183,17 +184,7 @@ fn decode_trace(path: &std::path::Path, json: bool, summarise: bool) -> anyhow::
                 item[key] = value.clone();
             }
             if let Some(summary) = summary.as_mut() {
-                let direction = (u64::from(trunk), u64::from(from.0), u64::from(from.1));
-                summary.add(
-                    Some((
-                        direction.0,
-                        direction.1,
-                        direction.2,
-                        u64::from(to.0),
-                        u64::from(to.1),
-                    )),
-                    &item,
-                );
+                summary.add(Some(hop_key), &item);
                 return Ok(());
             }
             if json {

@@ -9,8 +9,24 @@ use serde_json::{json, Map, Value};
 /// any beyond are counted in the total alone.
 const MAX_DIRECTIONS: usize = 1 << 16;
 
-/// A link direction as a trace names it: trunk, then the sending node and port, then the receiving ones.
-pub(crate) type Direction = (u64, u64, u64, u64, u64);
+/// A link direction as a trace names it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) struct Direction {
+    trunk: u16,
+    from: (u16, u8),
+    to: (u16, u8),
+}
+
+impl From<(u16, u16, u8, u16, u8)> for Direction {
+    /// From the trunk, then the sending node and port, then the receiving ones.
+    fn from((trunk, from_node, from_port, to_node, to_port): (u16, u16, u8, u16, u8)) -> Self {
+        Direction {
+            trunk,
+            from: (from_node, from_port),
+            to: (to_node, to_port),
+        }
+    }
+}
 
 /// Counts of what the decoder found.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -163,14 +179,14 @@ impl Summary {
     /// The summary's items: a `summary` object per direction, then the total (`"direction": "all"`).
     pub(crate) fn items(&self) -> Vec<Value> {
         let mut items = Vec::with_capacity(self.directions.len() + 1);
-        for (&(trunk, from_node, from_port, to_node, to_port), counts) in &self.directions {
+        for (d, counts) in &self.directions {
             let mut v = Value::Object(counts.json());
             v["kind"] = json!("summary");
-            v["trunk"] = json!(trunk);
-            v["from_node"] = json!(from_node);
-            v["from_port"] = json!(from_port);
-            v["to_node"] = json!(to_node);
-            v["to_port"] = json!(to_port);
+            v["trunk"] = json!(d.trunk);
+            v["from_node"] = json!(d.from.0);
+            v["from_port"] = json!(d.from.1);
+            v["to_node"] = json!(d.to.0);
+            v["to_port"] = json!(d.to.1);
             items.push(v);
         }
         let mut total = Value::Object(self.total.json());
@@ -186,9 +202,14 @@ impl Summary {
     /// The summary as text: a line per direction, then the total.
     pub(crate) fn text(&self) -> String {
         let mut s = String::new();
-        for (&(trunk, from_node, from_port, to_node, to_port), counts) in &self.directions {
+        for (d, counts) in &self.directions {
             s += &format!(
-                "trunk {trunk} node {from_node} port {from_port} -> node {to_node} port {to_port}: {}\n",
+                "trunk {} node {} port {} -> node {} port {}: {}\n",
+                d.trunk,
+                d.from.0,
+                d.from.1,
+                d.to.0,
+                d.to.1,
                 counts.text()
             );
         }
@@ -210,8 +231,8 @@ mod tests {
     #[test]
     fn items_are_counted_by_kind_per_direction_and_in_all() {
         let mut summary = Summary::default();
-        let a = Some((0, 0, 0, 1, 0));
-        let b = Some((0, 1, 0, 0, 0));
+        let a = Some((0, 0, 0, 1, 0).into());
+        let b = Some((0, 1, 0, 0, 0).into());
         let items = [
             (
                 a,
@@ -284,8 +305,8 @@ mod tests {
     fn directions_beyond_the_cap_are_counted_in_the_total_alone() {
         let mut summary = Summary::default();
         let item = json!({"kind": "idle", "units": 2});
-        for i in 0..MAX_DIRECTIONS as u64 + 3 {
-            summary.add(Some((i, 0, 0, 0, 0)), &item);
+        for i in 0..MAX_DIRECTIONS + 3 {
+            summary.add(Some(((i >> 8) as u16, (i & 0xFF) as u16, 0, 0, 0).into()), &item);
         }
         let out = summary.items();
         assert_eq!(out.len(), MAX_DIRECTIONS + 1);
