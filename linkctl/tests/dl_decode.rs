@@ -401,8 +401,8 @@ fn a_trace_reads_back_record_by_record() {
 
 /// A trace of records of random bytes and lengths (whole units or not, any layout byte, most of them
 /// starting as a packet's header flit, whose flit count may claim more than the record holds) reads to
-/// the end: exit status 0 or 2, something printed for every record, nothing on stderr; and the dissector
-/// reads every record without a Lua error.
+/// the end: exit status 0 or 2 (the same with `--summary`), something printed for every record, nothing on
+/// stderr; and the dissector reads every record without a Lua error.
 #[test]
 fn a_trace_of_random_records_reads_without_panic() {
     let mut next = test_rng::xorshift(0x5EED_7ACE);
@@ -437,6 +437,18 @@ fn a_trace_of_random_records_reads_without_panic() {
     }
     std::fs::write(&path, &file).unwrap();
     let out = decode(&["--pcap", path.to_str().unwrap(), "--json"], b"");
+    // Counted instead: the same exit status, and the total says so.
+    let summary = decode(&["--pcap", path.to_str().unwrap(), "--json", "--summary"], b"");
+    assert_eq!(summary.status.code(), out.status.code());
+    assert!(
+        summary.stderr.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&summary.stderr)
+    );
+    let total: serde_json::Value =
+        serde_json::from_str(String::from_utf8(summary.stdout).unwrap().lines().last().unwrap()).unwrap();
+    assert_eq!(total["direction"], "all");
+    assert_eq!(total["ok"], out.status.code() == Some(0), "{total}");
     if common::tshark_available() {
         let text = common::tshark(&path, &["-V"]);
         assert!(

@@ -467,7 +467,8 @@ fn damage_in_a_capture_is_found() {
 }
 
 /// Files of random bits under a valid index, at either line code, with or without lane numbers, with or
-/// without FEC blocks: read to the end without a panic, exit status 0 or 2, and nothing on stderr.
+/// without FEC blocks: read to the end without a panic, exit status 0 or 2 (the same with `--summary`), and
+/// nothing on stderr.
 #[test]
 fn random_bits_in_the_files_end_cleanly() {
     let dir = temp_dir("random");
@@ -498,6 +499,13 @@ fn random_bits_in_the_files_end_cleanly() {
         let (code, items) = decode(&dir, &[]);
         assert!(matches!(code, Some(0 | 2)), "round {round}: {code:?}");
         assert!(items.iter().any(|i| i["event"] == "stream"), "round {round}");
+        // Counted instead, the same exit status.
+        let (summary_code, summary) = decode(&dir, &["--summary"]);
+        assert_eq!(summary_code, code, "round {round}");
+        assert!(
+            summary.iter().any(|i| i["event"] == "data_summary"),
+            "round {round}"
+        );
     }
     std::fs::remove_dir_all(&dir).unwrap();
 }
