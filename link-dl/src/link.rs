@@ -26,7 +26,7 @@ use crate::flit::{
     check_packet_crc_parts, is_ident, seal_packet, ControlFlit, ControlKind, Flit, IdentFlit, PacketHeader,
     FLIT_LEN, MAX_PACKET_FLITS, MAX_PACKET_LEN, MAX_PAYLOAD_FLITS,
 };
-use crate::framing::{Control, Framed, Framing};
+use crate::framing::{self, Control, Framed, Framing};
 use crate::ring::{copy_run, Ring, Slots};
 use crate::seq::{Seq, SEQ_SPACE};
 use crate::vc::{Vc, VC_COUNT};
@@ -1476,34 +1476,35 @@ impl<const REPLAY: usize, const RX_FLITS: usize> DataLink<REPLAY, RX_FLITS> {
         }
     }
 
-    /// [`ControlFlit::parse`] or [`IdentFlit::parse`], which depend on the bytes alone: an initialisation
-    /// or identity flit the partner repeats is parsed (and its CRC checked) once, and the same bytes again
-    /// give the same flit.
+    /// [`framing::parse_control`], which depends on the bytes alone: an initialisation or identity flit
+    /// the partner repeats is parsed (and its CRC checked) once, and the same bytes again give the same
+    /// flit.
     fn parse_control(
         init_heard: &mut Option<(Flit, ControlFlit)>,
         ident_heard: &mut Option<(Flit, IdentFlit)>,
         flit: &Flit,
     ) -> Result<Control, DlError> {
-        if is_ident(flit) {
-            if let Some((bytes, ident)) = ident_heard {
-                if bytes == flit {
-                    return Ok(Control::Ident(*ident));
-                }
+        let heard = if is_ident(flit) {
+            (ident_heard.as_ref())
+                .filter(|(bytes, _)| bytes == flit)
+                .map(|(_, i)| Control::Ident(*i))
+        } else {
+            (init_heard.as_ref())
+                .filter(|(bytes, _)| bytes == flit)
+                .map(|(_, c)| Control::Flow(*c))
+        };
+        if let Some(control) = heard {
+            return Ok(control);
+        }
+        let control = framing::parse_control(flit)?;
+        match control {
+            Control::Ident(ident) => *ident_heard = Some((*flit, ident)),
+            Control::Flow(c) if matches!(c.kind, ControlKind::InitFc1 | ControlKind::InitFc2) => {
+                *init_heard = Some((*flit, c));
             }
-            let ident = IdentFlit::parse(flit)?;
-            *ident_heard = Some((*flit, ident));
-            return Ok(Control::Ident(ident));
+            Control::Flow(_) => {}
         }
-        if let Some((bytes, control)) = init_heard {
-            if bytes == flit {
-                return Ok(Control::Flow(*control));
-            }
-        }
-        let control = ControlFlit::parse(flit)?;
-        if matches!(control.kind, ControlKind::InitFc1 | ControlKind::InitFc2) {
-            *init_heard = Some((*flit, control));
-        }
-        Ok(Control::Flow(control))
+        Ok(control)
     }
 
     fn receive_flit(&mut self, now: Instant, flit: &Flit) {
