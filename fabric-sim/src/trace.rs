@@ -239,7 +239,8 @@ impl<W: Write> Tracer<W> {
         }
         self.end_discarded(direction);
         match framed {
-            Framed::Payload { last, .. } => {
+            Framed::Payload | Framed::Last(_) => {
+                let last = matches!(framed, Framed::Last(_));
                 let Some(slot) = self.pending.get_mut(direction) else {
                     return Ok(());
                 };

@@ -72,13 +72,10 @@ pub enum Framed<C = Control> {
     Lost(DlError),
     /// A packet's header flit; the packet is whole when `header.payload_flits` is 0.
     Header(PacketHeader),
-    /// One of a packet's payload flits; `last` when the packet is whole with it.
-    Payload {
-        /// The packet's header, parsed.
-        header: PacketHeader,
-        /// Whether it is the packet's last flit.
-        last: bool,
-    },
+    /// One of a packet's payload flits, not its last.
+    Payload,
+    /// A packet's last payload flit: the packet is whole. `PacketHeader` is its header, parsed.
+    Last(PacketHeader),
 }
 
 impl Framing {
@@ -91,24 +88,20 @@ impl Framing {
     /// [`parse_control`] would, or an error where it would fail; a data link remembers flits it parsed).
     /// A packet whose CRC fails loses the framing too: the reader checks it when the packet is whole,
     /// and calls [`Framing::lose`].
-    #[inline]
+    #[inline(always)]
     pub fn push_with<C>(
         &mut self,
         unit: &Flit,
         parse: impl FnOnce(&Flit) -> Result<C, DlError>,
     ) -> Framed<C> {
         match *self {
-            Framing::Packet { need, header } => {
-                let last = need <= 1;
-                *self = if last {
-                    Framing::Header
-                } else {
-                    Framing::Packet {
-                        need: need - 1,
-                        header,
-                    }
-                };
-                Framed::Payload { header, last }
+            Framing::Packet { ref mut need, header } => {
+                if *need > 1 {
+                    *need -= 1;
+                    return Framed::Payload;
+                }
+                *self = Framing::Header;
+                Framed::Last(header)
             }
             Framing::Resync => match parse(unit) {
                 Ok(control) => {
@@ -236,20 +229,8 @@ mod tests {
             panic!("{framed:?}")
         };
         assert_eq!(h.payload_flits, 2);
-        assert_eq!(
-            framed[1],
-            Framed::Payload {
-                header: h,
-                last: false
-            }
-        );
-        assert_eq!(
-            framed[2],
-            Framed::Payload {
-                header: h,
-                last: true
-            }
-        );
+        assert_eq!(framed[1], Framed::Payload);
+        assert_eq!(framed[2], Framed::Last(h));
         assert!(matches!(framed[3], Framed::Control(Control::Flow(c)) if c.credits == [5; VC_COUNT]));
         assert_eq!(framed[4], Framed::Idle);
         assert_eq!(framing, Framing::Header);

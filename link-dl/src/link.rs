@@ -1529,12 +1529,12 @@ impl<const REPLAY: usize, const RX_FLITS: usize> DataLink<REPLAY, RX_FLITS> {
                     self.packet_complete(now, header, None);
                 }
             }
-            Framed::Payload { header, last } => {
+            Framed::Payload | Framed::Last(_) => {
                 if let Some(slot) = self.rx_buf.get_mut(self.rx_len) {
                     *slot = *flit;
                 }
                 self.rx_len += 1;
-                if last {
+                if let Framed::Last(header) = framed {
                     self.packet_complete(now, header, None);
                 }
             }

@@ -703,7 +703,7 @@ impl Decoder {
         let framed = self.framing.push(&unit);
         if let Some((header, _, units)) = &mut self.packet {
             units.push(unit);
-            if matches!(framed, Framed::Payload { last: true, .. }) {
+            if matches!(framed, Framed::Last(_)) {
                 let header = *header;
                 if let Some((_, first, units)) = self.packet.take() {
                     return self.item(packet(first, &units, header, self.tl).0, emit);
@@ -746,7 +746,7 @@ impl Decoder {
             Framed::Header(header) => packet(at, &[unit], header, self.tl).0,
             Framed::Lost(e) => malformed(at, &e),
             // Runs are counted above, and payload flits go to their packet.
-            Framed::Idle | Framed::Discarded | Framed::Payload { .. } => return Ok(()),
+            Framed::Idle | Framed::Discarded | Framed::Payload | Framed::Last(_) => return Ok(()),
         };
         self.item(item, emit)
     }
