@@ -111,29 +111,33 @@ impl Framing {
                 Err(_) if *unit == [0; FLIT_LEN] => Framed::Idle,
                 Err(_) => Framed::Discarded,
             },
-            Framing::Header => {
-                let framed = match kind(unit) {
-                    Ok(FlitKind::Idle) => return Framed::Idle,
-                    Ok(FlitKind::Control) => parse(unit).map(Framed::Control),
-                    Ok(FlitKind::Packet) => PacketHeader::parse(unit).map(Framed::Header),
-                    Err(e) => Err(e),
-                };
-                match framed {
-                    Ok(Framed::Header(header)) if header.payload_flits > 0 => {
-                        *self = Framing::Packet {
-                            need: header.payload_flits,
-                            header,
-                        };
+            Framing::Header => match kind(unit) {
+                Ok(FlitKind::Idle) => Framed::Idle,
+                Ok(FlitKind::Control) => match parse(unit) {
+                    Ok(control) => Framed::Control(control),
+                    Err(e) => self.lost(e),
+                },
+                Ok(FlitKind::Packet) => match PacketHeader::parse(unit) {
+                    Ok(header) => {
+                        if header.payload_flits > 0 {
+                            *self = Framing::Packet {
+                                need: header.payload_flits,
+                                header,
+                            };
+                        }
                         Framed::Header(header)
                     }
-                    Ok(framed) => framed,
-                    Err(e) => {
-                        *self = Framing::Resync;
-                        Framed::Lost(e)
-                    }
-                }
-            }
+                    Err(e) => self.lost(e),
+                },
+                Err(e) => self.lost(e),
+            },
         }
+    }
+
+    /// A unit that does not parse where one should start: look for a packet boundary from the next.
+    fn lost<C>(&mut self, error: DlError) -> Framed<C> {
+        *self = Framing::Resync;
+        Framed::Lost(error)
     }
 
     /// A packet's CRC failed, or the link came up: discard units until a packet boundary.
