@@ -67,10 +67,10 @@ pub enum Framed<C = Control> {
     /// A control flit that parses: a packet boundary.
     Control(C),
     /// A unit that does not parse where a packet, control or idle flit should start: the framing is lost
-    /// from the next unit on (`error` says why; a control flit whose CRC fails gives
+    /// from the next unit on (the error says why; a control flit whose CRC fails gives
     /// [`DlError::CrcMismatch`]).
     Lost(DlError),
-    /// A packet's header flit; the packet is whole when `header.payload_flits` is 0.
+    /// A packet's header flit, parsed; the packet is whole when its `payload_flits` is 0.
     Header(PacketHeader),
     /// One of a packet's payload flits, not its last.
     Payload,
