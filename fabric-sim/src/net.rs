@@ -320,6 +320,15 @@ struct Direction {
 }
 
 impl Direction {
+    /// How a trace names this direction of trunk `t`.
+    fn hop(&self, t: usize) -> Hop {
+        Hop {
+            trunk: t as u16,
+            from: (self.from.0 as u16, self.from.1 as u8),
+            to: (self.to.0 as u16, self.to.1 as u8),
+        }
+    }
+
     /// Carry `gbps`: a unit every `16 / gbps` ns, in bursts of [`BURST_TIME`].
     fn set_rate(&mut self, gbps: f64) {
         (self.unit_ps, self.burst) = Direction::timing(gbps);
@@ -388,11 +397,7 @@ fn record_received(
     if link.take_framing_restarted() {
         tracer.restart_framing(t * 2 + d);
     }
-    let hop = Hop {
-        trunk: t as u16,
-        from: (dir.from.0 as u16, dir.from.1 as u8),
-        to: (dir.to.0 as u16, dir.to.1 as u8),
-    };
+    let hop = dir.hop(t);
     for unit in units {
         if let Err(e) = tracer.unit(t * 2 + d, hop, now, unit) {
             error.get_or_insert(e.to_string());
@@ -1377,11 +1382,7 @@ impl Net {
             if let Err(e) = tracer.advance(now) {
                 self.trace_error.get_or_insert(e.to_string());
             }
-            let hop = Hop {
-                trunk: t as u16,
-                from: (dir.from.0 as u16, dir.from.1 as u8),
-                to: (dir.to.0 as u16, dir.to.1 as u8),
-            };
+            let hop = dir.hop(t);
             for (k, unit) in units.iter().enumerate() {
                 let at = now + Duration::from_ps(unit_ps * k as u64);
                 if let Err(e) = tracer.unit(t * 2 + d, hop, at, unit) {

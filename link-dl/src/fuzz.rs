@@ -468,15 +468,37 @@ impl<const REPLAY: usize, const RX_FLITS: usize> BackToBack<REPLAY, RX_FLITS> {
         config: DlConfig,
         mut tap: impl FnMut(Instant, &[u8; FLIT_LEN], bool),
     ) -> Option<Self> {
-        let mut pair = Self::initialising(config);
-        for _ in 0..1000 {
-            if pair.a.is_active() && pair.b.is_active() {
-                return Some(pair);
-            }
-            let now = pair.now;
-            pair.step_each(|unit, from_a| tap(now, unit, from_a));
+        let mut links = [Self::initialising(config)];
+        if !Self::bring_up_together(&mut links, |_, now, unit, from_a| tap(now, unit, from_a)) {
+            return None;
         }
-        None
+        let [pair] = links;
+        Some(pair)
+    }
+
+    /// Whether both ends are active.
+    pub fn is_up(&self) -> bool {
+        self.a.is_active() && self.b.is_active()
+    }
+
+    /// Bring `links` (each as [`BackToBack::initialising`] made it) up side by side, a step of each that
+    /// is not yet up in turn, each unit exchanged handed to `tap` with the link's index, its time and
+    /// whether it is A's (true) or B's: for a trace of several links in time order. Whether all came up
+    /// within 1,000 steps.
+    pub fn bring_up_together(
+        links: &mut [Self],
+        mut tap: impl FnMut(usize, Instant, &[u8; FLIT_LEN], bool),
+    ) -> bool {
+        for _ in 0..1000 {
+            if links.iter().all(Self::is_up) {
+                return true;
+            }
+            for (i, link) in links.iter_mut().enumerate().filter(|(_, link)| !link.is_up()) {
+                let now = link.now;
+                link.step_each(|unit, from_a| tap(i, now, unit, from_a));
+            }
+        }
+        links.iter().all(Self::is_up)
     }
 
     /// Both ends configured alike, the physical layer just up on both: the data links start initialising.

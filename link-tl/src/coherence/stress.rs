@@ -206,24 +206,15 @@ fn run_inner(
     let mut home = Home::new();
     prepare(&mut home, &mut agents);
     // The links come up on clean wires, side by side so that their units are traced in time order (as
-    // sent and received alike), each as `BackToBack::active` brings one up.
+    // sent and received alike).
     let mut links: Vec<BackToBack> = (0..n)
         .map(|_| BackToBack::initialising(DlConfig::default()))
         .collect();
-    let up = |link: &BackToBack| link.a.is_active() && link.b.is_active();
-    for _ in 0..1000 {
-        if links.iter().all(up) {
-            break;
-        }
-        for (i, link) in links.iter_mut().enumerate().filter(|(_, link)| !up(link)) {
-            let now = link.now;
-            link.step_each(|unit, from_agent| {
-                tap(i, from_agent, now, unit, TapPoint::Sent);
-                tap(i, from_agent, now, unit, TapPoint::Received);
-            });
-        }
-    }
-    if !links.iter().all(up) {
+    let up = BackToBack::bring_up_together(&mut links, |i, now, unit, from_agent| {
+        tap(i, from_agent, now, unit, TapPoint::Sent);
+        tap(i, from_agent, now, unit, TapPoint::Received);
+    });
+    if !up {
         return StressReport {
             violations: 1,
             first_violation: Some("the data links did not come up".into()),

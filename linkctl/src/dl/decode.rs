@@ -641,8 +641,9 @@ pub(crate) struct Decoder {
     at: usize,
     /// A run of idle (or, with `true`, discarded) units still going on: its first unit and length.
     run: Option<(bool, usize, usize)>,
-    /// A packet whose units are still coming: its header, first unit, and its units so far.
-    packet: Option<(PacketHeader, usize, Vec<Flit>)>,
+    /// A packet whose units are still coming: its first unit, and its units so far (its header is the
+    /// framing's).
+    packet: Option<(usize, Vec<Flit>)>,
     /// Where the receiver is in the units (docs/spec.md 2.4).
     framing: Framing,
     /// How packets' transaction-layer field is read.
@@ -701,11 +702,10 @@ impl Decoder {
         let at = self.at;
         self.at += 1;
         let framed = self.framing.push(&unit);
-        if let Some((header, _, units)) = &mut self.packet {
+        if let Some((_, units)) = &mut self.packet {
             units.push(unit);
-            if matches!(framed, Framed::Last(_)) {
-                let header = *header;
-                if let Some((_, first, units)) = self.packet.take() {
+            if let Framed::Last(header) = framed {
+                if let Some((first, units)) = self.packet.take() {
                     return self.item(packet(first, &units, header, self.tl).0, emit);
                 }
             }
@@ -740,7 +740,7 @@ impl Decoder {
             Framed::Header(header) if header.payload_flits > 0 => {
                 let mut units = Vec::with_capacity(1 + usize::from(header.payload_flits));
                 units.push(unit);
-                self.packet = Some((header, at, units));
+                self.packet = Some((at, units));
                 return Ok(());
             }
             Framed::Header(header) => packet(at, &[unit], header, self.tl).0,
@@ -754,9 +754,11 @@ impl Decoder {
     /// The end of the input: a run ends, and a packet still coming was cut short.
     pub(crate) fn finish<E>(&mut self, emit: &mut impl FnMut(Value) -> Result<(), E>) -> Result<(), E> {
         self.end_run(emit)?;
-        match self.packet.take() {
-            Some((header, first, units)) => self.item(packet(first, &units, header, self.tl).0, emit),
-            None => Ok(()),
+        match (self.packet.take(), self.framing) {
+            (Some((first, units)), Framing::Packet { header, .. }) => {
+                self.item(packet(first, &units, header, self.tl).0, emit)
+            }
+            _ => Ok(()),
         }
     }
 
